@@ -1,0 +1,2 @@
+//! The strict simulated LLM provider (placeholder until it lands).
+pub mod cli;
