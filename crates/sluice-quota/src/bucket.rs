@@ -1,0 +1,162 @@
+//! The arithmetic of one continuously refilling bucket, as a GCRA on nanoseconds.
+//!
+//! State is a single *theoretical arrival time* (`tat`): the moment the bucket would be
+//! full again. An empty `tat <= now` means full. Taking `c` units moves `tat` forward by
+//! `c` emission intervals; the bucket refuses when that would put `tat` more than the
+//! burst ahead of `now`. Debt is `tat` far in the future; refunds move it back, never
+//! before `now` (a bucket cannot hold more than its burst). All functions are pure.
+
+use std::time::Duration;
+
+use crate::clock::{Nanos, duration_ns};
+use crate::limit::RateLimit;
+
+/// The bucket's state: the instant it will be full again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tat(pub Nanos);
+
+/// Why a bucket refused, as data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Not now; the cost would pass at this instant if nothing else changes.
+    NotUntil(Nanos),
+    /// The cost exceeds what the limit allows in a whole period: it will never pass.
+    NeverFits,
+}
+
+/// Time worth of `units` of `limit`, rounded up so pacing never runs fast.
+#[must_use]
+pub fn units_ns(limit: &RateLimit, units: u64) -> u64 {
+    let period = u128::from(duration_ns(limit.period));
+    let amount = u128::from(limit.amount.get());
+    let ns = (u128::from(units) * period).div_ceil(amount);
+    u64::try_from(ns).unwrap_or(u64::MAX)
+}
+
+/// Checks whether `cost` may be taken now; on success returns the new state.
+///
+/// A cost up to the burst passes when it fits in what the bucket holds. A cost above
+/// the burst (but within one period's amount) passes only from a full bucket.
+///
+/// # Errors
+/// [`Refusal::NotUntil`] with the earliest instant it would pass, or
+/// [`Refusal::NeverFits`] when `cost` exceeds the limit's amount per period.
+pub fn take(limit: &RateLimit, tat: Tat, now: Nanos, cost: u64) -> Result<Tat, Refusal> {
+    if cost > limit.amount.get() {
+        return Err(Refusal::NeverFits);
+    }
+    let base = tat.0.max(now);
+    let burst_ns = units_ns(limit, limit.burst.get());
+    let cost_ns = units_ns(limit, cost);
+    let allowance = burst_ns.saturating_sub(cost_ns.min(burst_ns));
+    let earliest = Nanos(base.0.saturating_sub(allowance));
+    if earliest > now {
+        return Err(Refusal::NotUntil(earliest));
+    }
+    Ok(Tat(Nanos(base.0.saturating_add(cost_ns))))
+}
+
+/// Applies the difference between what was reserved and what was used.
+///
+/// Unused units come back (but the bucket never holds more than its burst); overruns
+/// are debited, possibly into debt, which later requests wait out.
+#[must_use]
+pub fn adjust(limit: &RateLimit, tat: Tat, now: Nanos, reserved: u64, used: u64) -> Tat {
+    if used >= reserved {
+        let debt = units_ns(limit, used - reserved);
+        return Tat(Nanos(tat.0.max(now).0.saturating_add(debt)));
+    }
+    let refund = units_ns(limit, reserved - used);
+    Tat(Nanos(tat.0.0.saturating_sub(refund)).max(now))
+}
+
+/// Units that could be taken right now (0 while in debt).
+#[must_use]
+pub fn remaining(limit: &RateLimit, tat: Tat, now: Nanos) -> u64 {
+    let burst_ns = units_ns(limit, limit.burst.get());
+    let used_ns = tat.0.since(now);
+    let free_ns = burst_ns.saturating_sub(duration_ns(used_ns));
+    let period = u128::from(duration_ns(limit.period)).max(1);
+    let units = u128::from(free_ns) * u128::from(limit.amount.get()) / period;
+    u64::try_from(units).unwrap_or(u64::MAX)
+}
+
+/// Time until the bucket is full again.
+#[must_use]
+pub fn until_full(tat: Tat, now: Nanos) -> Duration {
+    tat.0.since(now)
+}
+
+/// Re-expresses a bucket's state under a new limit, keeping its fill fraction.
+#[must_use]
+pub fn rescale(old: &RateLimit, new: &RateLimit, tat: Tat, now: Nanos) -> Tat {
+    let owed_ns = duration_ns(tat.0.since(now));
+    let old_burst = u128::from(units_ns(old, old.burst.get())).max(1);
+    let new_burst = u128::from(units_ns(new, new.burst.get()));
+    let scaled = u128::from(owed_ns) * new_burst / old_burst;
+    Tat(Nanos(now.0.saturating_add(u64::try_from(scaled).unwrap_or(u64::MAX))))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU64;
+
+    use super::*;
+    use crate::limit::Dimension;
+
+    fn rpm(amount: u64, burst: u64) -> RateLimit {
+        RateLimit::per_minute(Dimension::Requests, amount).unwrap().with_burst(NonZeroU64::new(burst).unwrap())
+    }
+
+    const SEC: u64 = 1_000_000_000;
+
+    #[test]
+    fn full_bucket_gives_its_burst_then_paces() {
+        let limit = rpm(60, 3);
+        let now = Nanos(100 * SEC);
+        let mut tat = Tat::default();
+        for _ in 0..3 {
+            tat = take(&limit, tat, now, 1).unwrap();
+        }
+        assert_eq!(take(&limit, tat, now, 1), Err(Refusal::NotUntil(Nanos(101 * SEC))));
+        assert!(take(&limit, tat, Nanos(101 * SEC), 1).is_ok());
+    }
+
+    #[test]
+    fn more_than_a_period_never_fits() {
+        assert_eq!(take(&rpm(60, 3), Tat::default(), Nanos(0), 61), Err(Refusal::NeverFits));
+    }
+
+    #[test]
+    fn above_burst_passes_only_from_full_and_leaves_debt() {
+        let limit = rpm(60, 3);
+        let now = Nanos(100 * SEC);
+        let tat = take(&limit, Tat::default(), now, 10).unwrap();
+        assert_eq!(tat, Tat(Nanos(110 * SEC)));
+        assert_eq!(remaining(&limit, tat, now), 0);
+        // Full again only after the debt is paid and the burst refilled: 10 s.
+        assert_eq!(take(&limit, tat, now, 10), Err(Refusal::NotUntil(Nanos(110 * SEC))));
+        assert_eq!(take(&limit, tat, now, 1), Err(Refusal::NotUntil(Nanos(108 * SEC))));
+    }
+
+    #[test]
+    fn refund_never_overfills_and_debt_pushes_out() {
+        let limit = rpm(60, 3);
+        let now = Nanos(100 * SEC);
+        let tat = take(&limit, Tat::default(), now, 2).unwrap();
+        assert_eq!(adjust(&limit, tat, now, 2, 0), Tat(now));
+        assert_eq!(adjust(&limit, tat, now, 2, 5), Tat(Nanos(105 * SEC)));
+        assert_eq!(remaining(&limit, Tat(now), now), 3);
+    }
+
+    #[test]
+    fn rescale_keeps_the_fill_fraction() {
+        let old = rpm(60, 6);
+        let new = rpm(30, 6);
+        let now = Nanos(0);
+        let tat = Tat(Nanos(3 * SEC)); // half used
+        let scaled = rescale(&old, &new, tat, now);
+        assert_eq!(scaled, Tat(Nanos(6 * SEC)));
+        assert_eq!(remaining(&new, scaled, now), 3);
+    }
+}

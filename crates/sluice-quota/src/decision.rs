@@ -1,0 +1,80 @@
+//! What the core answers: a grant, or why not and until when.
+
+use std::time::Duration;
+
+use crate::limit::{Cost, LimiterName};
+use crate::scope::{ReservationId, ScopeKey};
+
+/// Capacity reserved on every bucket of a path. Settle it with the real usage.
+#[must_use = "a grant holds capacity until it is settled or its lease expires"]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The reservation's handle for settling.
+    pub id: ReservationId,
+    /// What was reserved.
+    pub reserved: Cost,
+    /// How long the reservation lives if never settled.
+    pub lease: Duration,
+}
+
+/// Why a request cannot pass now, and when it could.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// The scope whose bucket refused (the one with the longest wait).
+    pub scope: ScopeKey,
+    /// The limiter that refused.
+    pub limiter: LimiterName,
+    /// Whether it can ever pass.
+    pub kind: RejectionKind,
+}
+
+/// "Not yet" versus "never".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectionKind {
+    /// It would pass after this wait if nothing else changed.
+    RetryAfter(Duration),
+    /// Every concurrency slot is taken; it may pass as soon as one is released.
+    SlotsBusy,
+    /// The cost exceeds what the limiter allows in a whole period.
+    NeverFits {
+        /// The amount the request needs.
+        cost: u64,
+        /// The most the limiter ever allows at once.
+        capacity: u64,
+    },
+}
+
+impl Rejection {
+    /// The wait after which the request could pass, if it ever can.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self.kind {
+            RejectionKind::RetryAfter(d) => Some(d),
+            RejectionKind::SlotsBusy | RejectionKind::NeverFits { .. } => None,
+        }
+    }
+}
+
+/// What the gateway does with a request. The core decides `Admit` or a [`Rejection`];
+/// the policy layers above turn a rejection into waiting, rerouting or refusing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome<Route> {
+    /// Capacity is reserved; send now.
+    Admit(Grant),
+    /// Wait in the queue, at most `max_wait`, then decide again.
+    Queue {
+        /// Why it cannot go now.
+        rejection: Rejection,
+        /// The longest it may wait.
+        max_wait: Duration,
+    },
+    /// Send elsewhere (a cheaper or local deployment).
+    Reroute {
+        /// Why the first choice cannot take it.
+        rejection: Rejection,
+        /// The alternative.
+        to: Route,
+    },
+    /// Refuse with the reason.
+    Reject(Rejection),
+}

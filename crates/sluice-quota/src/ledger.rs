@@ -1,0 +1,249 @@
+//! The pure quota state machine: scopes, their buckets, and open reservations.
+//!
+//! A [`Ledger`] owns no clock and no lock: every operation takes `now`. A store wraps it
+//! (the memory store in a mutex; a remote store reimplements the same rules in one
+//! atomic script). Reservation is all-or-nothing across every bucket of a path.
+//! A [`ScopeId`] not registered in this ledger is treated as a scope without limits.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::Duration;
+
+use crate::bucket::{self, Refusal, Tat};
+use crate::clock::Nanos;
+use crate::decision::{Grant, Rejection, RejectionKind};
+use crate::limit::{Cost, LimiterName, Limits};
+use crate::scope::{ReservationId, ScopeId, ScopeKey};
+
+#[derive(Debug, Clone)]
+struct ScopeState {
+    key: ScopeKey,
+    limits: Limits,
+    tats: Vec<Tat>,
+    in_flight: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Reservation {
+    path: Vec<ScopeId>,
+    cost: Cost,
+}
+
+/// The result of settling a reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// Reserved and used amounts were reconciled.
+    Reconciled,
+    /// No such reservation: settled before or expired. Nothing changed.
+    Unknown,
+}
+
+/// A scope's live state, for headers, the admin API and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeSnapshot {
+    /// The scope.
+    pub key: ScopeKey,
+    /// Per rate limit: the limiter, its amount, what could be taken now, time until full.
+    pub rates: Vec<RateSnapshot>,
+    /// Requests in flight and the cap, if any.
+    pub in_flight: (u64, Option<u64>),
+}
+
+/// One bucket's live state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateSnapshot {
+    /// Which limiter.
+    pub limiter: LimiterName,
+    /// Its amount per period.
+    pub limit: u64,
+    /// Its burst.
+    pub burst: u64,
+    /// Units available right now.
+    pub remaining: u64,
+    /// Time until the bucket is full.
+    pub reset: Duration,
+}
+
+/// Quota state for many scopes. See the module docs.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    scopes: Vec<ScopeState>,
+    index: HashMap<ScopeKey, ScopeId>,
+    open: HashMap<ReservationId, Reservation>,
+    expiry: BinaryHeap<Reverse<(Nanos, ReservationId)>>,
+    next_id: u64,
+    scratch: Vec<Tat>,
+}
+
+impl Ledger {
+    /// An empty ledger.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `key` with `limits`, or changes the limits of a known scope in place
+    /// (buckets keep their fill fraction; reservations in flight are unaffected).
+    pub fn register(&mut self, now: Nanos, key: ScopeKey, limits: Limits) -> ScopeId {
+        if let Some(&id) = self.index.get(&key) {
+            self.set_limits(now, id, limits);
+            return id;
+        }
+        let id = ScopeId(u32::try_from(self.scopes.len()).unwrap_or(u32::MAX));
+        let tats = vec![Tat::default(); limits.rates.len()];
+        self.scopes.push(ScopeState { key: key.clone(), limits, tats, in_flight: 0 });
+        self.index.insert(key, id);
+        id
+    }
+
+    /// The id of a registered scope.
+    #[must_use]
+    pub fn lookup(&self, key: &ScopeKey) -> Option<ScopeId> {
+        self.index.get(key).copied()
+    }
+
+    fn set_limits(&mut self, now: Nanos, id: ScopeId, limits: Limits) {
+        let Some(scope) = self.scopes.get_mut(id.0 as usize) else { return };
+        let tats = limits
+            .rates
+            .iter()
+            .map(|new| {
+                let old = scope.limits.rates.iter().position(|o| o.name() == new.name());
+                old.map_or(Tat::default(), |i| bucket::rescale(&scope.limits.rates[i], new, scope.tats[i], now))
+            })
+            .collect();
+        scope.tats = tats;
+        scope.limits = limits;
+    }
+
+    /// Reserves `cost` on every bucket of `path`, all or nothing, and a concurrency slot
+    /// on every capped scope. Expired reservations are refunded first.
+    ///
+    /// # Errors
+    /// A [`Rejection`] naming the limiter with the longest wait (or one that can never
+    /// pass); nothing is debited.
+    pub fn reserve(&mut self, now: Nanos, path: &[ScopeId], cost: Cost, lease: Duration) -> Result<Grant, Rejection> {
+        self.expire(now);
+        self.check(now, path, cost)?;
+        let mut next = std::mem::take(&mut self.scratch).into_iter();
+        for id in path {
+            let Some(scope) = self.scopes.get_mut(id.0 as usize) else { continue };
+            for tat in &mut scope.tats {
+                *tat = next.next().unwrap_or(*tat);
+            }
+            scope.in_flight += 1;
+        }
+        self.next_id += 1;
+        let id = ReservationId(self.next_id);
+        self.open.insert(id, Reservation { path: path.to_vec(), cost });
+        self.expiry.push(Reverse((now.after(lease), id)));
+        Ok(Grant { id, reserved: cost, lease })
+    }
+
+    /// Computes every bucket's new state into `scratch` without writing, or the refusal.
+    fn check(&mut self, now: Nanos, path: &[ScopeId], cost: Cost) -> Result<(), Rejection> {
+        self.scratch.clear();
+        let mut worst: Option<(Duration, ScopeKey, LimiterName)> = None;
+        for &id in path {
+            let Some(scope) = self.scopes.get(id.0 as usize) else { continue };
+            if let Some(max) = scope.limits.concurrency
+                && scope.in_flight >= max.get()
+            {
+                return Err(scope.rejection(LimiterName::Concurrency, RejectionKind::SlotsBusy));
+            }
+            for (limit, tat) in scope.limits.rates.iter().zip(&scope.tats) {
+                let units = cost.of(limit.dimension);
+                match bucket::take(limit, *tat, now, units) {
+                    Ok(next) => self.scratch.push(next),
+                    Err(Refusal::NeverFits) => {
+                        let kind = RejectionKind::NeverFits { cost: units, capacity: limit.amount.get() };
+                        return Err(scope.rejection(limit.name(), kind));
+                    }
+                    Err(Refusal::NotUntil(at)) => {
+                        let wait = at.since(now);
+                        if worst.as_ref().is_none_or(|(w, _, _)| wait > *w) {
+                            worst = Some((wait, scope.key.clone(), limit.name()));
+                        }
+                    }
+                }
+            }
+        }
+        match worst {
+            None => Ok(()),
+            Some((wait, scope, limiter)) => Err(Rejection { scope, limiter, kind: RejectionKind::RetryAfter(wait) }),
+        }
+    }
+
+    /// Replaces a reservation by what was really used: unused capacity returns, overruns
+    /// are debited (buckets may go into debt), and its concurrency slots are released.
+    /// Idempotent: a second settle of the same id changes nothing.
+    pub fn settle(&mut self, now: Nanos, id: ReservationId, used: Cost) -> Settled {
+        let Some(reservation) = self.open.remove(&id) else {
+            return Settled::Unknown;
+        };
+        for scope_id in &reservation.path {
+            let Some(scope) = self.scopes.get_mut(scope_id.0 as usize) else { continue };
+            for (limit, tat) in scope.limits.rates.iter().zip(scope.tats.iter_mut()) {
+                let dim = limit.dimension;
+                *tat = bucket::adjust(limit, *tat, now, reservation.cost.of(dim), used.of(dim));
+            }
+            scope.in_flight = scope.in_flight.saturating_sub(1);
+        }
+        Settled::Reconciled
+    }
+
+    /// Settles every reservation whose lease ran out by `now`, as used for its request
+    /// and input but not its output (the call may have reached the provider; what it
+    /// generated is unknown). Returns how many expired.
+    pub fn expire(&mut self, now: Nanos) -> usize {
+        let mut expired = 0;
+        while let Some(Reverse((at, id))) = self.expiry.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.expiry.pop();
+            let Some(cost) = self.open.get(&id).map(|r| r.cost) else { continue };
+            self.settle(now, id, Cost { output_tokens: 0, ..cost });
+            expired += 1;
+        }
+        expired
+    }
+
+    /// Reservations not yet settled or expired.
+    #[must_use]
+    pub fn open_reservations(&self) -> usize {
+        self.open.len()
+    }
+
+    /// The live state of a scope.
+    #[must_use]
+    pub fn snapshot(&self, now: Nanos, id: ScopeId) -> Option<ScopeSnapshot> {
+        let scope = self.scopes.get(id.0 as usize)?;
+        let rates = scope
+            .limits
+            .rates
+            .iter()
+            .zip(&scope.tats)
+            .map(|(limit, tat)| RateSnapshot {
+                limiter: limit.name(),
+                limit: limit.amount.get(),
+                burst: limit.burst.get(),
+                remaining: bucket::remaining(limit, *tat, now),
+                reset: bucket::until_full(*tat, now),
+            })
+            .collect();
+        let cap = scope.limits.concurrency.map(std::num::NonZeroU64::get);
+        Some(ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (scope.in_flight, cap) })
+    }
+
+    /// Every registered scope's id, in registration order.
+    pub fn scope_ids(&self) -> impl Iterator<Item = ScopeId> + '_ {
+        (0..self.scopes.len()).map(|i| ScopeId(u32::try_from(i).unwrap_or(u32::MAX)))
+    }
+}
+
+impl ScopeState {
+    fn rejection(&self, limiter: LimiterName, kind: RejectionKind) -> Rejection {
+        Rejection { scope: self.key.clone(), limiter, kind }
+    }
+}

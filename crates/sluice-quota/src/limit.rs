@@ -1,0 +1,237 @@
+//! What a scope may consume: dimensions, rates, bursts and concurrency caps.
+
+use std::fmt;
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use crate::clock::duration_ns;
+
+/// A quantity a request consumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dimension {
+    /// One per request.
+    Requests,
+    /// Prompt tokens (providers that count them apart, e.g. Anthropic ITPM).
+    InputTokens,
+    /// Completion tokens (e.g. Anthropic OTPM).
+    OutputTokens,
+    /// Input plus output tokens (e.g. OpenAI TPM).
+    TotalTokens,
+}
+
+impl Dimension {
+    /// Every dimension, in a fixed order.
+    pub const ALL: [Self; 4] = [Self::Requests, Self::InputTokens, Self::OutputTokens, Self::TotalTokens];
+
+    /// The short name used in limiter names, metrics and config.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Requests => "requests",
+            Self::InputTokens => "input_tokens",
+            Self::OutputTokens => "output_tokens",
+            Self::TotalTokens => "tokens",
+        }
+    }
+}
+
+/// What one request costs, per dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Cost {
+    /// Requests, normally 1.
+    pub requests: u64,
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+}
+
+impl Cost {
+    /// One request with the given token counts.
+    #[must_use]
+    pub fn request(input_tokens: u64, output_tokens: u64) -> Self {
+        Self { requests: 1, input_tokens, output_tokens }
+    }
+
+    /// The amount of `dimension` this cost uses.
+    #[must_use]
+    pub fn of(&self, dimension: Dimension) -> u64 {
+        match dimension {
+            Dimension::Requests => self.requests,
+            Dimension::InputTokens => self.input_tokens,
+            Dimension::OutputTokens => self.output_tokens,
+            Dimension::TotalTokens => self.input_tokens.saturating_add(self.output_tokens),
+        }
+    }
+}
+
+/// A continuously refilling rate: `amount` per `period`, at most `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// What it counts.
+    pub dimension: Dimension,
+    /// How much per period.
+    pub amount: NonZeroU64,
+    /// The period (a minute, a day, ...).
+    pub period: Duration,
+    /// The most that may be taken at once from a full bucket. Requests larger than the
+    /// burst (but not than `amount`) pass only when the bucket is full and leave it in debt.
+    pub burst: NonZeroU64,
+}
+
+/// The default burst, as a share of the period: about three seconds of a per-minute rate.
+///
+/// Providers enforce per-minute limits over windows of about a second, so a bucket that
+/// released a whole minute at once would earn 429s upstream.
+pub const DEFAULT_BURST_SECONDS: u64 = 3;
+
+impl RateLimit {
+    /// A limit whose burst is [`DEFAULT_BURST_SECONDS`] worth of the rate (at least 1).
+    #[must_use]
+    pub fn new(dimension: Dimension, amount: NonZeroU64, period: Duration) -> Self {
+        let burst = Self::burst_for(amount, period, Duration::from_secs(DEFAULT_BURST_SECONDS));
+        Self { dimension, amount, period, burst }
+    }
+
+    /// Per-minute shorthand for [`RateLimit::new`]; `None` for a zero amount.
+    #[must_use]
+    pub fn per_minute(dimension: Dimension, amount: u64) -> Option<Self> {
+        NonZeroU64::new(amount).map(|a| Self::new(dimension, a, Duration::from_secs(60)))
+    }
+
+    /// The same limit with its burst set to `window` worth of the rate.
+    #[must_use]
+    pub fn with_burst_window(mut self, window: Duration) -> Self {
+        self.burst = Self::burst_for(self.amount, self.period, window);
+        self
+    }
+
+    /// The same limit with an explicit burst, capped at `amount`.
+    #[must_use]
+    pub fn with_burst(mut self, burst: NonZeroU64) -> Self {
+        self.burst = burst.min(self.amount);
+        self
+    }
+
+    fn burst_for(amount: NonZeroU64, period: Duration, window: Duration) -> NonZeroU64 {
+        let period_ns = u128::from(duration_ns(period)).max(1);
+        let scaled = u128::from(amount.get()) * u128::from(duration_ns(window)) / period_ns;
+        let capped = u64::try_from(scaled).unwrap_or(u64::MAX).min(amount.get());
+        NonZeroU64::new(capped).unwrap_or(NonZeroU64::MIN)
+    }
+
+    /// The name of this limiter in errors and metrics, e.g. `rpm`, `output_tpm`, `tpd`.
+    #[must_use]
+    pub fn name(&self) -> LimiterName {
+        LimiterName::Rate { dimension: self.dimension, period: self.period }
+    }
+}
+
+/// Which limiter refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LimiterName {
+    /// A rate limit of a dimension over a period.
+    Rate {
+        /// The dimension.
+        dimension: Dimension,
+        /// The period.
+        period: Duration,
+    },
+    /// The cap on requests in flight.
+    Concurrency,
+}
+
+impl fmt::Display for LimiterName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self::Rate { dimension, period } = self else {
+            return f.write_str("concurrency");
+        };
+        let unit = match period.as_secs() {
+            60 => "m",
+            86_400 => "d",
+            1 => "s",
+            3_600 => "h",
+            _ => "",
+        };
+        let prefix = match dimension {
+            Dimension::Requests => "rp",
+            Dimension::InputTokens => "input_tp",
+            Dimension::OutputTokens => "output_tp",
+            Dimension::TotalTokens => "tp",
+        };
+        if unit.is_empty() {
+            write!(f, "{}_per_{}s", dimension.as_str(), period.as_secs_f64())
+        } else {
+            write!(f, "{prefix}{unit}")
+        }
+    }
+}
+
+/// Everything one scope limits. Any subset of dimensions; several periods per dimension.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Limits {
+    /// Rate limits, each its own bucket.
+    pub rates: Vec<RateLimit>,
+    /// Maximum requests in flight, if capped.
+    pub concurrency: Option<NonZeroU64>,
+}
+
+impl Limits {
+    /// No limits at all: the scope is only a label on the path.
+    #[must_use]
+    pub fn unlimited() -> Self {
+        Self::default()
+    }
+
+    /// Adds a rate limit.
+    #[must_use]
+    pub fn with_rate(mut self, rate: RateLimit) -> Self {
+        self.rates.push(rate);
+        self
+    }
+
+    /// Sets the concurrency cap.
+    #[must_use]
+    pub fn with_concurrency(mut self, max: NonZeroU64) -> Self {
+        self.concurrency = Some(max);
+        self
+    }
+
+    /// Whether the scope limits nothing.
+    #[must_use]
+    pub fn is_unlimited(&self) -> bool {
+        self.rates.is_empty() && self.concurrency.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nz(n: u64) -> NonZeroU64 {
+        NonZeroU64::new(n).unwrap()
+    }
+
+    #[test]
+    fn limiter_names_follow_the_error_vocabulary() {
+        let minute = Duration::from_secs(60);
+        let day = Duration::from_secs(86_400);
+        let name = |d, p| RateLimit::new(d, nz(10), p).name().to_string();
+        assert_eq!(name(Dimension::Requests, minute), "rpm");
+        assert_eq!(name(Dimension::OutputTokens, minute), "output_tpm");
+        assert_eq!(name(Dimension::InputTokens, minute), "input_tpm");
+        assert_eq!(name(Dimension::TotalTokens, day), "tpd");
+        assert_eq!(name(Dimension::Requests, Duration::from_secs(10)), "requests_per_10s");
+        assert_eq!(LimiterName::Concurrency.to_string(), "concurrency");
+    }
+
+    #[test]
+    fn default_burst_is_a_few_seconds_and_never_zero() {
+        let tpm = RateLimit::per_minute(Dimension::TotalTokens, 30_000).unwrap();
+        assert_eq!(tpm.burst.get(), 1_500);
+        let tiny = RateLimit::per_minute(Dimension::Requests, 3).unwrap();
+        assert_eq!(tiny.burst.get(), 1);
+        let capped = tpm.with_burst(nz(1_000_000));
+        assert_eq!(capped.burst.get(), 30_000);
+    }
+}

@@ -1,0 +1,83 @@
+//! The embedded default store: a [`Ledger`] behind a mutex, on an injected clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::clock::Clock;
+use crate::decision::Grant;
+use crate::ledger::{Ledger, ScopeSnapshot};
+use crate::limit::{Cost, Limits};
+use crate::scope::{ReservationId, ScopeId, ScopeKey};
+use crate::store::{QuotaStore, ReserveError, StoreError, StoreFuture};
+
+/// In-process quota state. Decisions take a few hundred nanoseconds under the lock.
+#[derive(Debug)]
+pub struct MemoryStore {
+    ledger: Mutex<Ledger>,
+    clock: Arc<dyn Clock>,
+}
+
+impl MemoryStore {
+    /// An empty store reading time from `clock`.
+    #[must_use]
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self { ledger: Mutex::new(Ledger::new()), clock }
+    }
+
+    /// Reserves synchronously (the memory store never waits).
+    ///
+    /// # Errors
+    /// The rejection, as [`ReserveError::Rejected`].
+    pub fn reserve_now(&self, path: &[ScopeId], cost: Cost, lease: Duration) -> Result<Grant, ReserveError> {
+        let now = self.clock.now();
+        self.ledger.lock().reserve(now, path, cost, lease).map_err(ReserveError::Rejected)
+    }
+
+    /// Settles synchronously.
+    pub fn settle_now(&self, id: ReservationId, used: Cost) {
+        let now = self.clock.now();
+        self.ledger.lock().settle(now, id, used);
+    }
+
+    /// Refunds expired leases now; returns how many.
+    pub fn expire_now(&self) -> usize {
+        let now = self.clock.now();
+        self.ledger.lock().expire(now)
+    }
+
+    /// Reservations still open.
+    #[must_use]
+    pub fn open_reservations(&self) -> usize {
+        self.ledger.lock().open_reservations()
+    }
+}
+
+impl QuotaStore for MemoryStore {
+    fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId {
+        let now = self.clock.now();
+        self.ledger.lock().register(now, key, limits)
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        path: &'a [ScopeId],
+        cost: Cost,
+        lease: Duration,
+    ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
+        let result = self.reserve_now(path, cost, lease);
+        Box::pin(std::future::ready(result))
+    }
+
+    fn settle(&self, id: ReservationId, used: Cost) -> StoreFuture<'_, Result<(), StoreError>> {
+        self.settle_now(id, used);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {
+        let now = self.clock.now();
+        let snapshot = self.ledger.lock().snapshot(now, id);
+        Box::pin(std::future::ready(Ok(snapshot)))
+    }
+}

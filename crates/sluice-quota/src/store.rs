@@ -1,0 +1,52 @@
+//! The one interface every quota store implements, in memory or remote.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::decision::{Grant, Rejection};
+use crate::ledger::ScopeSnapshot;
+use crate::limit::{Cost, Limits};
+use crate::scope::{ReservationId, ScopeId, ScopeKey};
+
+/// A boxed future, so stores can be used as trait objects.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The store itself failed (unreachable, timed out, answered nonsense).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("quota store failed: {0}")]
+pub struct StoreError(pub String);
+
+/// Why a reservation was not made.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReserveError {
+    /// A limit refused; see the rejection for which and until when.
+    #[error("rejected by {} on {}", .0.limiter, .0.scope)]
+    Rejected(Rejection),
+    /// The store could not decide.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Reserves and settles quota atomically across every scope of a path.
+///
+/// Implementations apply the rules of [`crate::Ledger`]: all-or-nothing reservation,
+/// idempotent settlement, leases that expire and refund.
+pub trait QuotaStore: Send + Sync + std::fmt::Debug {
+    /// Registers a scope (or updates its limits) and returns its local handle.
+    fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId;
+
+    /// Reserves `cost` on every scope of `path`, or nothing.
+    fn reserve<'a>(
+        &'a self,
+        path: &'a [ScopeId],
+        cost: Cost,
+        lease: Duration,
+    ) -> StoreFuture<'a, Result<Grant, ReserveError>>;
+
+    /// Replaces the reservation by what was used; unknown ids are a no-op.
+    fn settle(&self, id: ReservationId, used: Cost) -> StoreFuture<'_, Result<(), StoreError>>;
+
+    /// The live state of a scope.
+    fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>>;
+}

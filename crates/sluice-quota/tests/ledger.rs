@@ -1,0 +1,92 @@
+//! Behaviour of the ledger that examples show best.
+#![allow(clippy::unwrap_used, reason = "a test helper that fails loudly")]
+
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use sluice_quota::{Cost, Dimension, Ledger, Limits, Nanos, RateLimit, RejectionKind, ScopeKey, ScopeKind, Settled};
+
+const SEC: u64 = 1_000_000_000;
+
+fn nz(n: u64) -> NonZeroU64 {
+    NonZeroU64::new(n).unwrap()
+}
+
+#[test]
+fn concurrency_slot_is_held_until_settle_or_expiry() {
+    let mut ledger = Ledger::new();
+    let limits = Limits::unlimited().with_concurrency(nz(1));
+    let id = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Deployment, "ollama"), limits);
+    let lease = Duration::from_secs(5);
+    let first = ledger.reserve(Nanos(0), &[id], Cost::request(10, 10), lease).unwrap();
+    let busy = ledger.reserve(Nanos(SEC), &[id], Cost::request(10, 10), lease).unwrap_err();
+    assert_eq!(busy.kind, RejectionKind::SlotsBusy);
+    assert_eq!(ledger.settle(Nanos(SEC), first.id, Cost::request(10, 3)), Settled::Reconciled);
+    assert_eq!(ledger.settle(Nanos(SEC), first.id, Cost::request(10, 3)), Settled::Unknown);
+    let second = ledger.reserve(Nanos(SEC), &[id], Cost::request(10, 10), lease).unwrap();
+    // Never settled: the lease runs out and the slot comes back.
+    assert!(ledger.reserve(Nanos(5 * SEC), &[id], Cost::request(1, 1), lease).is_err());
+    assert!(ledger.reserve(Nanos(6 * SEC), &[id], Cost::request(1, 1), lease).is_ok());
+    assert_eq!(ledger.settle(Nanos(6 * SEC), second.id, Cost::default()), Settled::Unknown);
+}
+
+#[test]
+fn expiry_keeps_request_and_input_but_refunds_output() {
+    let mut ledger = Ledger::new();
+    let limits = Limits::unlimited()
+        .with_rate(RateLimit::per_minute(Dimension::InputTokens, 6_000).unwrap().with_burst(nz(6_000)))
+        .with_rate(RateLimit::per_minute(Dimension::OutputTokens, 6_000).unwrap().with_burst(nz(6_000)));
+    let id = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Deployment, "d"), limits);
+    let now = Nanos(60 * SEC);
+    let _lost = ledger.reserve(now, &[id], Cost::request(1_000, 2_000), Duration::from_secs(1)).unwrap();
+    assert_eq!(ledger.expire(Nanos(61 * SEC)), 1);
+    let snapshot = ledger.snapshot(Nanos(61 * SEC), id).unwrap();
+    // One second of refill (100 tokens) has passed since the reservation.
+    assert_eq!(snapshot.rates[0].remaining, 5_100);
+    assert_eq!(snapshot.rates[1].remaining, 6_000);
+}
+
+#[test]
+fn never_fits_is_distinct_from_not_yet() {
+    let mut ledger = Ledger::new();
+    let limits = Limits::unlimited().with_rate(RateLimit::per_minute(Dimension::OutputTokens, 4_000).unwrap());
+    let id = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Tenant, "t"), limits);
+    let err = ledger.reserve(Nanos(0), &[id], Cost::request(10, 4_001), Duration::from_secs(60)).unwrap_err();
+    assert_eq!(err.kind, RejectionKind::NeverFits { cost: 4_001, capacity: 4_000 });
+    assert_eq!(err.retry_after(), None);
+    assert_eq!(err.limiter.to_string(), "output_tpm");
+}
+
+#[test]
+fn rejection_names_the_scope_with_the_longest_wait() {
+    let mut ledger = Ledger::new();
+    let tenant = ledger.register(
+        Nanos(0),
+        ScopeKey::new(ScopeKind::Tenant, "acme"),
+        Limits::unlimited().with_rate(RateLimit::per_minute(Dimension::Requests, 60).unwrap().with_burst(nz(1))),
+    );
+    let upstream = ledger.register(
+        Nanos(0),
+        ScopeKey::new(ScopeKind::Deployment, "d"),
+        Limits::unlimited().with_rate(RateLimit::per_minute(Dimension::Requests, 6).unwrap().with_burst(nz(1))),
+    );
+    let now = Nanos(100 * SEC);
+    let _g = ledger.reserve(now, &[tenant, upstream], Cost::request(1, 1), Duration::from_secs(60)).unwrap();
+    let err = ledger.reserve(now, &[tenant, upstream], Cost::request(1, 1), Duration::from_secs(60)).unwrap_err();
+    assert_eq!(err.scope.to_string(), "deployment:d");
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(10)));
+}
+
+#[test]
+fn changing_limits_keeps_reservations_and_fill() {
+    let mut ledger = Ledger::new();
+    let key = ScopeKey::new(ScopeKind::Deployment, "d");
+    let rpm =
+        |n| Limits::unlimited().with_rate(RateLimit::per_minute(Dimension::Requests, n).unwrap().with_burst(nz(n)));
+    let id = ledger.register(Nanos(0), key.clone(), rpm(60));
+    let now = Nanos(60 * SEC);
+    let grant = ledger.reserve(now, &[id], Cost::request(0, 0), Duration::from_secs(60)).unwrap();
+    assert_eq!(ledger.register(now, key, rpm(120)), id);
+    assert_eq!(ledger.snapshot(now, id).unwrap().rates[0].remaining, 118);
+    assert_eq!(ledger.settle(now, grant.id, Cost::request(0, 0)), Settled::Reconciled);
+}
