@@ -1,1 +1,38 @@
-//! Placeholder, filled in by its owner.
+//! The protocol layer of sluice: everything the gateway needs to know about an OpenAI- or
+//! Anthropic-shaped request and its response, with no network IO.
+//!
+//! The life of a request through this crate:
+//! 1. [`parse_request`] validates the client body into a [`ParsedRequest`] (400-worthy
+//!    problems come back as a [`RequestError`] naming the field);
+//! 2. [`Estimator::input_tokens`] prices it before sending (with the
+//!    [`tokenizer_for_model`] of the target model), `max_output_tokens × choices` being the
+//!    output side of the reservation;
+//! 3. [`upstream_body`] rewrites it for the chosen deployment;
+//! 4. [`usage_from_response`] reads the real usage from a non-stream body, or a
+//!    [`StreamTap`] reads it from the stream while passing the stream through.
+//!
+//! Layout: `protocol` (the [`Protocol`] enum), `request/` (parsing and validation, one
+//! file per provider), `estimate/` (token counting, one file per provider), `rewrite`
+//! (upstream body), `usage` (response usage), `sse` (event framing and cheap JSON
+//! peeking), `tap/` (the stream watcher, one file per provider), `error`.
+//!
+//! Failure semantics: only [`parse_request`] and [`Estimator::new`] fail. Estimation never
+//! fails (unknown parts count 0, to be settled later); usage extraction returns `None`
+//! rather than guessing; the tap forwards what it cannot parse unchanged.
+
+mod error;
+mod estimate;
+mod protocol;
+mod request;
+mod rewrite;
+mod sse;
+mod tap;
+mod usage;
+
+pub use error::{EstimatorError, RequestError, RequestErrorCode};
+pub use estimate::{Estimator, TokenizerKind, tokenizer_for_model};
+pub use protocol::Protocol;
+pub use request::{MAX_NESTING_DEPTH, ParsedRequest, parse_request};
+pub use rewrite::upstream_body;
+pub use tap::{MAX_HELD_EVENT_BYTES, StreamOutcome, StreamTap};
+pub use usage::{Usage, usage_from_response};

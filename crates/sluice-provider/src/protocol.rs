@@ -1,0 +1,38 @@
+//! The wire protocols sluice speaks on both sides of the gateway.
+
+use std::fmt;
+
+/// An API shape a client request (and the upstream call made for it) follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// OpenAI `POST /v1/chat/completions` (also Azure OpenAI, Ollama and other compatibles).
+    OpenAiChat,
+    /// OpenAI `POST /v1/embeddings`.
+    OpenAiEmbeddings,
+    /// Anthropic `POST /v1/messages`.
+    AnthropicMessages,
+}
+
+impl Protocol {
+    /// A stable lower-case name, fit for metric labels and logs.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAiChat => "openai_chat",
+            Self::OpenAiEmbeddings => "openai_embeddings",
+            Self::AnthropicMessages => "anthropic_messages",
+        }
+    }
+
+    /// Whether responses of this protocol can be streamed as server-sent events.
+    #[must_use]
+    pub const fn can_stream(self) -> bool {
+        !matches!(self, Self::OpenAiEmbeddings)
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

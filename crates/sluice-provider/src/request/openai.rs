@@ -1,0 +1,111 @@
+//! Validation of OpenAI chat-completions and embeddings bodies.
+
+use serde_json::Value;
+
+use super::Shape;
+use super::fields::{self, Object};
+use crate::error::RequestError;
+
+/// Largest `n` accepted (OpenAI's own bound).
+const MAX_CHOICES: u64 = 128;
+
+/// Validates a `/v1/chat/completions` body and extracts what admission needs.
+pub(super) fn chat(body: &Object) -> Result<Shape, RequestError> {
+    for (i, message) in fields::object_list(body, "messages")?.into_iter().enumerate() {
+        chat_message(message, i)?;
+    }
+    let max_output_tokens = match fields::opt_u64(body, "max_completion_tokens")? {
+        Some(n) => Some(n),
+        None => fields::opt_u64(body, "max_tokens")?,
+    };
+    // Validate both even when the first wins: a bad value is a bad request either way.
+    fields::opt_u64(body, "max_tokens")?;
+    let stream_options = fields::opt_object(body, "stream_options")?;
+    let include_usage = match stream_options {
+        Some(opts) => fields::opt_bool(opts, "include_usage")
+            .map_err(|_| RequestError::wrong_type("stream_options.include_usage", "a boolean"))?,
+        None => None,
+    };
+    fields::opt_array(body, "tools", || "tools".to_owned())?;
+    Ok(Shape {
+        stream: fields::opt_bool(body, "stream")?.unwrap_or(false),
+        max_output_tokens,
+        client_wants_stream_usage: include_usage == Some(true),
+        choices: choices(body)?,
+    })
+}
+
+/// `n`: 1..=128, default 1.
+fn choices(body: &Object) -> Result<u32, RequestError> {
+    let Some(value) = fields::present(body, "n") else {
+        return Ok(1);
+    };
+    if !value.is_i64() && !value.is_u64() {
+        return Err(RequestError::wrong_type("n", "an integer"));
+    }
+    value
+        .as_u64()
+        .filter(|n| (1..=MAX_CHOICES).contains(n))
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| RequestError::invalid("n", "must be between 1 and 128"))
+}
+
+/// One entry of `messages`: string `role`; `content` a string, an array of typed parts, or
+/// `null`/absent on assistant messages (which then carry `tool_calls`, `function_call`,
+/// `audio` or `refusal`); optional string `name`; optional array `tool_calls`.
+fn chat_message(message: &Object, i: usize) -> Result<(), RequestError> {
+    let path = || format!("messages[{i}]");
+    let role = fields::nested_str(message, "role", &path)?;
+    match fields::present(message, "content") {
+        Some(Value::String(_)) => {}
+        Some(Value::Array(parts)) => fields::typed_parts(parts, &|| format!("messages[{i}].content"))?,
+        Some(_) => {
+            return Err(RequestError::wrong_type(
+                format!("messages[{i}].content"),
+                "a string, an array of content parts or null",
+            ));
+        }
+        None if role == "assistant" => {}
+        None => return Err(RequestError::missing(format!("messages[{i}].content"))),
+    }
+    fields::nested_opt_str(message, "name", &path)?;
+    fields::opt_array(message, "tool_calls", || format!("messages[{i}].tool_calls"))?;
+    Ok(())
+}
+
+/// Validates a `/v1/embeddings` body: `input` is a string, or a non-empty array of strings,
+/// of token ids, or of non-empty arrays of token ids.
+pub(super) fn embeddings(body: &Object) -> Result<Shape, RequestError> {
+    match fields::present(body, "input") {
+        None => return Err(RequestError::missing("input")),
+        Some(Value::String(_)) => {}
+        Some(Value::Array(items)) => embedding_items(items)?,
+        Some(_) => return Err(wrong_input("input")),
+    }
+    Ok(Shape { stream: false, max_output_tokens: None, client_wants_stream_usage: false, choices: 1 })
+}
+
+fn embedding_items(items: &[Value]) -> Result<(), RequestError> {
+    let Some(first) = items.first() else {
+        return Err(RequestError::invalid("input", "must contain at least one item"));
+    };
+    for (i, item) in items.iter().enumerate() {
+        let ok = match (first, item) {
+            (Value::String(_), Value::String(_)) => true,
+            (Value::Number(_), Value::Number(n)) => n.as_u64().is_some(),
+            (Value::Array(_), Value::Array(ids)) => !ids.is_empty() && ids.iter().all(|t| t.as_u64().is_some()),
+            _ => false,
+        };
+        if !ok {
+            return Err(wrong_input(&format!("input[{i}]")));
+        }
+    }
+    Ok(())
+}
+
+fn wrong_input(param: &str) -> RequestError {
+    RequestError::wrong_type(
+        param,
+        "a string, or an array of strings, of token ids or of arrays of token ids (one kind throughout)",
+    )
+}

@@ -1,0 +1,136 @@
+//! The body sent upstream: the client's body with the deployment's model, and (for OpenAI
+//! chat streams) usage reporting switched on so the gateway can settle.
+
+use serde_json::{Map, Value};
+
+use crate::protocol::Protocol;
+use crate::request::ParsedRequest;
+
+/// Serializes the body to send upstream.
+///
+/// `model` is replaced by `provider_model`; every other field, unknown ones included, is
+/// written back unchanged (key order may differ from the client's: JSON objects are
+/// unordered). For an OpenAI chat request with `stream: true` and `force_stream_usage`,
+/// `stream_options.include_usage` is set to `true` (other `stream_options` kept); pair this
+/// with [`StreamTap::new`](crate::StreamTap::new)`(.., hide_usage_chunk)` when the client
+/// did not ask for usage itself, so it sees the stream it asked for.
+///
+/// The body is streamed into the output buffer without cloning the parsed object.
+#[must_use]
+pub fn upstream_body(req: &ParsedRequest, provider_model: &str, force_stream_usage: bool) -> Vec<u8> {
+    let force = force_stream_usage && req.stream && req.protocol == Protocol::OpenAiChat;
+    let mut out = Vec::with_capacity(256);
+    out.push(b'{');
+    let mut first = true;
+    let mut put = |out: &mut Vec<u8>, key: &str, value: &Value| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        write_json(out, key);
+        out.push(b':');
+        write_json(out, value);
+    };
+    put(&mut out, "model", &Value::String(provider_model.to_owned()));
+    for (key, value) in &req.body {
+        match key.as_str() {
+            "model" => {}
+            "stream_options" if force => put(&mut out, key, &with_usage(value)),
+            _ => put(&mut out, key, value),
+        }
+    }
+    if force && !req.body.contains_key("stream_options") {
+        put(&mut out, "stream_options", &with_usage(&Value::Null));
+    }
+    out.push(b'}');
+    out
+}
+
+/// `stream_options` with `include_usage: true`; keeps the client's other options.
+fn with_usage(options: &Value) -> Value {
+    let mut map = match options {
+        Value::Object(map) => map.clone(),
+        _ => Map::new(),
+    };
+    map.insert("include_usage".to_owned(), Value::Bool(true));
+    Value::Object(map)
+}
+
+/// Serializing a `str` or a `Value` into a `Vec` cannot fail (no IO, string keys only).
+fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    if serde_json::to_writer(&mut *out, value).is_err() {
+        out.extend_from_slice(b"null");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::parse_request;
+
+    fn rewrite(protocol: Protocol, body: &str, force: bool) -> Value {
+        let req = parse_request(protocol, body.as_bytes()).unwrap();
+        serde_json::from_slice(&upstream_body(&req, "model-x-2025", force)).unwrap()
+    }
+
+    #[test]
+    fn replaces_model_and_keeps_unknown_fields() {
+        let out = rewrite(
+            Protocol::OpenAiChat,
+            r#"{"model":"fast-chat","messages":[{"role":"user","content":"hi"}],"temperature":0.2,"x_new_field":{"a":[1,2]}}"#,
+            true,
+        );
+        assert_eq!(out["model"], "model-x-2025");
+        assert_eq!(out["temperature"], 0.2);
+        assert_eq!(out["x_new_field"], serde_json::json!({"a":[1,2]}));
+        assert!(out.get("stream_options").is_none(), "not a stream: nothing forced");
+    }
+
+    #[test]
+    fn forces_include_usage_on_openai_streams() {
+        let out = rewrite(
+            Protocol::OpenAiChat,
+            r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+            true,
+        );
+        assert_eq!(out["stream_options"], serde_json::json!({"include_usage": true}));
+    }
+
+    #[test]
+    fn keeps_other_stream_options_when_forcing() {
+        let out = rewrite(
+            Protocol::OpenAiChat,
+            r#"{"model":"m","stream":true,"stream_options":{"include_usage":false,"x":1},"messages":[{"role":"user","content":"hi"}]}"#,
+            true,
+        );
+        assert_eq!(out["stream_options"], serde_json::json!({"include_usage": true, "x": 1}));
+    }
+
+    #[test]
+    fn leaves_stream_options_alone_without_force() {
+        let out = rewrite(
+            Protocol::OpenAiChat,
+            r#"{"model":"m","stream":true,"stream_options":{"include_usage":false},"messages":[{"role":"user","content":"hi"}]}"#,
+            false,
+        );
+        assert_eq!(out["stream_options"], serde_json::json!({"include_usage": false}));
+    }
+
+    #[test]
+    fn anthropic_gets_no_stream_options() {
+        let out = rewrite(
+            Protocol::AnthropicMessages,
+            r#"{"model":"claude-x","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+            true,
+        );
+        assert_eq!(out["model"], "model-x-2025");
+        assert!(out.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn escapes_model_names() {
+        let req = parse_request(Protocol::OpenAiEmbeddings, br#"{"model":"e","input":"x"}"#).unwrap();
+        let out: Value = serde_json::from_slice(&upstream_body(&req, "we\"ird\\name", false)).unwrap();
+        assert_eq!(out["model"], "we\"ird\\name");
+    }
+}

@@ -1,0 +1,169 @@
+//! Token usage as reported by the provider, read from non-stream response bodies (the
+//! stream side lives in [`tap`](crate::tap)).
+
+use serde::Deserialize;
+
+use crate::protocol::Protocol;
+
+/// Tokens a provider reports having processed for one call.
+///
+/// Field meanings follow each provider's report, which differ on cache accounting:
+/// OpenAI's `prompt_tokens` *includes* the cached part (`cache_read_input_tokens` is a
+/// subset of `input_tokens`), while Anthropic's `input_tokens` *excludes* both cache reads
+/// and cache writes (total input = all three). [`Usage::total_input_tokens`] gives the
+/// comparable figure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// OpenAI `prompt_tokens`; Anthropic `input_tokens` (uncached input only).
+    pub input_tokens: u64,
+    /// OpenAI `completion_tokens`; Anthropic `output_tokens`.
+    pub output_tokens: u64,
+    /// OpenAI `prompt_tokens_details.cached_tokens`; Anthropic `cache_read_input_tokens`.
+    pub cache_read_input_tokens: u64,
+    /// Anthropic `cache_creation_input_tokens` (OpenAI has none: 0).
+    pub cache_creation_input_tokens: u64,
+}
+
+impl Usage {
+    /// All input tokens the model read, cached or not, whichever way `protocol` reports them.
+    #[must_use]
+    pub const fn total_input_tokens(&self, protocol: Protocol) -> u64 {
+        match protocol {
+            Protocol::AnthropicMessages => self
+                .input_tokens
+                .saturating_add(self.cache_read_input_tokens)
+                .saturating_add(self.cache_creation_input_tokens),
+            Protocol::OpenAiChat | Protocol::OpenAiEmbeddings => self.input_tokens,
+        }
+    }
+}
+
+/// Reads the usage from a non-stream success body.
+///
+/// OpenAI chat: `usage.prompt_tokens` / `completion_tokens` /
+/// `prompt_tokens_details.cached_tokens`; embeddings: `usage.prompt_tokens`; Anthropic:
+/// `usage.input_tokens` / `output_tokens` / `cache_read_input_tokens` /
+/// `cache_creation_input_tokens`. Missing counters read as 0. `None` when the body is not
+/// JSON or carries no `usage` object (an error body, a provider that omits it).
+#[must_use]
+pub fn usage_from_response(protocol: Protocol, body: &[u8]) -> Option<Usage> {
+    let envelope: Envelope = serde_json::from_slice(body).ok()?;
+    envelope.usage.map(|raw| raw.into_usage(protocol))
+}
+
+/// Only the `usage` member of a response; everything else is skipped without allocating.
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    usage: Option<RawUsage>,
+}
+
+/// The union of OpenAI's and Anthropic's usage fields.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RawUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<PromptDetails>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PromptDetails {
+    cached_tokens: Option<u64>,
+}
+
+impl RawUsage {
+    pub(crate) fn into_usage(self, protocol: Protocol) -> Usage {
+        match protocol {
+            Protocol::OpenAiChat | Protocol::OpenAiEmbeddings => Usage {
+                input_tokens: self.prompt_tokens.unwrap_or(0),
+                output_tokens: self.completion_tokens.unwrap_or(0),
+                cache_read_input_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
+                cache_creation_input_tokens: 0,
+            },
+            Protocol::AnthropicMessages => Usage {
+                input_tokens: self.input_tokens.unwrap_or(0),
+                output_tokens: self.output_tokens.unwrap_or(0),
+                cache_read_input_tokens: self.cache_read_input_tokens.unwrap_or(0),
+                cache_creation_input_tokens: self.cache_creation_input_tokens.unwrap_or(0),
+            },
+        }
+    }
+
+    /// Anthropic `message_delta` usage: counters present there override the running usage
+    /// (they are cumulative); absent ones keep what `message_start` reported.
+    pub(crate) fn merge_anthropic(&self, into: &mut Usage) {
+        let set = |slot: &mut u64, value: Option<u64>| {
+            if let Some(v) = value {
+                *slot = v;
+            }
+        };
+        set(&mut into.input_tokens, self.input_tokens);
+        set(&mut into.output_tokens, self.output_tokens);
+        set(&mut into.cache_read_input_tokens, self.cache_read_input_tokens);
+        set(&mut into.cache_creation_input_tokens, self.cache_creation_input_tokens);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_chat_usage_with_cache() {
+        let body = br#"{"id":"chatcmpl-9x","object":"chat.completion","created":1730000000,"model":"gpt-4o-2024-08-06",
+            "choices":[{"index":0,"message":{"role":"assistant","content":"Hello!","refusal":null},"logprobs":null,"finish_reason":"stop"}],
+            "usage":{"prompt_tokens":1200,"completion_tokens":12,"total_tokens":1212,
+              "prompt_tokens_details":{"cached_tokens":1024,"audio_tokens":0},
+              "completion_tokens_details":{"reasoning_tokens":0}},"system_fingerprint":"fp_1"}"#;
+        let usage = usage_from_response(Protocol::OpenAiChat, body).unwrap();
+        assert_eq!(
+            usage,
+            Usage {
+                input_tokens: 1200,
+                output_tokens: 12,
+                cache_read_input_tokens: 1024,
+                cache_creation_input_tokens: 0
+            }
+        );
+        assert_eq!(usage.total_input_tokens(Protocol::OpenAiChat), 1200);
+    }
+
+    #[test]
+    fn openai_embeddings_usage() {
+        let body = br#"{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,-0.2]}],
+            "model":"text-embedding-3-small","usage":{"prompt_tokens":8,"total_tokens":8}}"#;
+        let usage = usage_from_response(Protocol::OpenAiEmbeddings, body).unwrap();
+        assert_eq!(usage, Usage { input_tokens: 8, ..Usage::default() });
+    }
+
+    #[test]
+    fn anthropic_usage_with_cache() {
+        let body = br#"{"id":"msg_01","type":"message","role":"assistant","model":"claude-sonnet-4-5",
+            "content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","stop_sequence":null,
+            "usage":{"input_tokens":50,"cache_creation_input_tokens":200,"cache_read_input_tokens":1000,"output_tokens":7,
+              "service_tier":"standard"}}"#;
+        let usage = usage_from_response(Protocol::AnthropicMessages, body).unwrap();
+        assert_eq!(
+            usage,
+            Usage {
+                input_tokens: 50,
+                output_tokens: 7,
+                cache_read_input_tokens: 1000,
+                cache_creation_input_tokens: 200
+            }
+        );
+        assert_eq!(usage.total_input_tokens(Protocol::AnthropicMessages), 1250);
+    }
+
+    #[test]
+    fn no_usage_in_error_or_garbage() {
+        let err = br#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#;
+        assert_eq!(usage_from_response(Protocol::OpenAiChat, err), None);
+        assert_eq!(usage_from_response(Protocol::OpenAiChat, br#"{"usage":null}"#), None);
+        assert_eq!(usage_from_response(Protocol::AnthropicMessages, b"<html>502</html>"), None);
+    }
+}
