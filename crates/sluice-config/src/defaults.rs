@@ -1,0 +1,24 @@
+//! Named defaults for everything the file may leave out.
+
+use std::time::Duration;
+
+/// Listen address.
+pub const LISTEN: &str = "127.0.0.1:8080";
+/// Largest request body: 4 MiB (prompts with images fit; a 10 MB body does not).
+pub const MAX_BODY_BYTES: u64 = 4 * 1024 * 1024;
+/// Total time allowed for an upstream call.
+pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
+/// Time allowed to connect upstream.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Reservation lease: a call that never reports back is refunded after this.
+pub const LEASE: Duration = Duration::from_secs(660);
+/// Grace period for in-flight requests at shutdown.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// Output reservation when a client sends no `max_tokens`.
+pub const DEFAULT_MAX_TOKENS: u64 = 4_096;
+/// Input estimate factor for families without an exact local tokenizer.
+pub const APPROX_SAFETY_FACTOR: f64 = 1.1;
+/// The class of keys that name none.
+pub const CLASS: &str = "interactive";
+/// The longest an interactive request waits for capacity.
+pub const INTERACTIVE_MAX_WAIT: Duration = Duration::from_secs(2);

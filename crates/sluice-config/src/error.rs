@@ -1,0 +1,56 @@
+//! Configuration errors: each names the field and the line it is on.
+
+use std::fmt;
+use std::ops::Range;
+
+/// A problem with the configuration, located in the source text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The field, as a dotted path (`deployments[1].limits.tpm`), when known.
+    pub field: String,
+    /// 1-based line of the problem, when known.
+    pub line: Option<usize>,
+    /// What is wrong and, where possible, what would be right.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.line, self.field.is_empty()) {
+            (Some(line), false) => write!(f, "line {line}: `{}`: {}", self.field, self.message),
+            (Some(line), true) => write!(f, "line {line}: {}", self.message),
+            (None, false) => write!(f, "`{}`: {}", self.field, self.message),
+            (None, true) => f.write_str(&self.message),
+        }
+    }
+}
+
+/// Turns byte offsets into line numbers for one source text.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Source<'a> {
+    pub text: &'a str,
+}
+
+impl Source<'_> {
+    pub fn line_of(&self, offset: usize) -> usize {
+        let end = offset.min(self.text.len());
+        self.text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+    }
+
+    pub fn error(&self, field: impl Into<String>, span: Range<usize>, message: impl Into<String>) -> ConfigError {
+        ConfigError { field: field.into(), line: Some(self.line_of(span.start)), message: message.into() }
+    }
+}
+
+/// Converts a TOML syntax or shape error (unknown field, wrong type) into a [`ConfigError`].
+pub(crate) fn from_toml(source: Source<'_>, err: &toml::de::Error) -> ConfigError {
+    let line = err.span().map(|s| source.line_of(s.start));
+    let message = err.message().trim().to_owned();
+    let field = message
+        .split('`')
+        .nth(1)
+        .filter(|_| message.starts_with("unknown field"))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    ConfigError { field, line, message }
+}

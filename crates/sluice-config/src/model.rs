@@ -1,0 +1,182 @@
+//! The validated configuration: references resolved to indices, limits typed.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_quota::Limits;
+
+/// Which wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// OpenAI's API (also Azure OpenAI's v1 surface, Gemini's and Ollama's OpenAI-compatible endpoints).
+    OpenAi,
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// An Ollama server's OpenAI-compatible endpoint (no key, concurrency-limited).
+    Ollama,
+}
+
+/// How a provider charges output tokens against its limits at admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputCounting {
+    /// The whole `max_tokens` counts when the request arrives (OpenAI, Azure).
+    Reserved,
+    /// Only generated tokens count (current Anthropic OTPM).
+    Actual,
+}
+
+/// How input tokens are estimated before sending.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Tokenizer {
+    /// Choose from the provider model name.
+    Auto,
+    /// OpenAI o200k_base.
+    O200k,
+    /// OpenAI cl100k_base.
+    Cl100k,
+    /// Characters per token.
+    Approx(f64),
+}
+
+/// Where a provider's key comes from. The key itself never enters the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// An environment variable.
+    Env(String),
+    /// A file whose trimmed content is the key.
+    File(String),
+    /// No key (a local model server).
+    None,
+}
+
+/// A provider account.
+#[derive(Debug, Clone)]
+pub struct Provider {
+    /// Its configured name.
+    pub name: Arc<str>,
+    /// Its protocol.
+    pub kind: ProviderKind,
+    /// Base URL without the `/v1/...` path.
+    pub base_url: String,
+    /// Where the key is.
+    pub api_key: SecretSource,
+}
+
+/// One upstream quota domain: a provider account × model (× region).
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    /// Its configured name.
+    pub name: Arc<str>,
+    /// Index into [`Config::providers`].
+    pub provider: usize,
+    /// The model name sent upstream.
+    pub model: String,
+    /// The provider's limits for it.
+    pub limits: Limits,
+    /// Input estimation.
+    pub tokenizer: Tokenizer,
+    /// Factor ≥ 1 applied to the input estimate.
+    pub input_safety_factor: f64,
+    /// Output charging rule.
+    pub output_counting: OutputCounting,
+}
+
+/// What clients ask for by name.
+#[derive(Debug, Clone)]
+pub struct ModelProfile {
+    /// The name clients put in `model`.
+    pub name: Arc<str>,
+    /// Index into [`Config::deployments`].
+    pub deployment: usize,
+    /// Output reservation when the client sends no `max_tokens`.
+    pub default_max_tokens: u64,
+    /// The profile's own limits (across all its callers).
+    pub limits: Limits,
+}
+
+/// A tenant and its teams.
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    /// Its name.
+    pub name: Arc<str>,
+    /// Its limits.
+    pub limits: Limits,
+    /// Its teams.
+    pub teams: Vec<Team>,
+}
+
+/// A team inside a tenant.
+#[derive(Debug, Clone)]
+pub struct Team {
+    /// Its name, unique in the tenant.
+    pub name: Arc<str>,
+    /// Its limits.
+    pub limits: Limits,
+}
+
+/// A gateway API key (a virtual key), known only by its SHA-256.
+#[derive(Debug, Clone)]
+pub struct ApiKey {
+    /// Public id, shown in errors and metrics (never the key).
+    pub id: Arc<str>,
+    /// SHA-256 of the key.
+    pub sha256: [u8; 32],
+    /// Index into [`Config::tenants`].
+    pub tenant: usize,
+    /// Index into the tenant's teams.
+    pub team: Option<usize>,
+    /// Index into [`Config::classes`].
+    pub class: usize,
+    /// The key's own limits.
+    pub limits: Limits,
+}
+
+/// A traffic class.
+#[derive(Debug, Clone)]
+pub struct TrafficClass {
+    /// Its name (e.g. `interactive`, `batch`).
+    pub name: Arc<str>,
+    /// The longest a request may wait for capacity before it is refused.
+    pub max_wait: Duration,
+    /// Lower is served first.
+    pub priority: u8,
+}
+
+/// Process settings: not reloadable.
+#[derive(Debug, Clone)]
+pub struct Server {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Upstream total timeout.
+    pub upstream_timeout: Duration,
+    /// Upstream connect timeout.
+    pub connect_timeout: Duration,
+    /// How long a reservation lives if its call never reports back.
+    pub lease: Duration,
+    /// How long shutdown waits for in-flight requests.
+    pub shutdown_grace: Duration,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Process settings.
+    pub server: Server,
+    /// The organisation's name and limits.
+    pub org: (Arc<str>, Limits),
+    /// Provider accounts.
+    pub providers: Vec<Provider>,
+    /// Deployments.
+    pub deployments: Vec<Deployment>,
+    /// Model profiles.
+    pub models: Vec<ModelProfile>,
+    /// Tenants.
+    pub tenants: Vec<Tenant>,
+    /// API keys.
+    pub keys: Vec<ApiKey>,
+    /// Traffic classes; index 0 is the default.
+    pub classes: Vec<TrafficClass>,
+}

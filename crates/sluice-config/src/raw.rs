@@ -1,0 +1,130 @@
+//! The configuration file as written: serde structs, strict about unknown fields.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub server: RawServer,
+    #[serde(default)]
+    pub org: RawOrg,
+    #[serde(default, rename = "providers")]
+    pub providers: Vec<RawProvider>,
+    #[serde(default)]
+    pub deployments: Vec<RawDeployment>,
+    #[serde(default)]
+    pub models: Vec<RawModel>,
+    #[serde(default)]
+    pub tenants: Vec<RawTenant>,
+    #[serde(default)]
+    pub keys: Vec<RawKey>,
+    #[serde(default)]
+    pub classes: Vec<RawClass>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub listen: Option<Spanned<String>>,
+    pub max_body_bytes: Option<Spanned<u64>>,
+    pub upstream_timeout: Option<Spanned<String>>,
+    pub connect_timeout: Option<Spanned<String>>,
+    pub lease: Option<Spanned<String>>,
+    pub shutdown_grace: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOrg {
+    pub name: Option<Spanned<String>>,
+    #[serde(default)]
+    pub limits: RawLimits,
+}
+
+/// Limits of one scope. Names follow the providers' own vocabulary.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub rpm: Option<Spanned<u64>>,
+    pub tpm: Option<Spanned<u64>>,
+    pub input_tpm: Option<Spanned<u64>>,
+    pub output_tpm: Option<Spanned<u64>>,
+    pub rpd: Option<Spanned<u64>>,
+    pub tpd: Option<Spanned<u64>>,
+    pub concurrency: Option<Spanned<u64>>,
+    pub burst_seconds: Option<Spanned<f64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProvider {
+    pub name: Spanned<String>,
+    pub kind: Spanned<String>,
+    pub base_url: Spanned<String>,
+    pub api_key_env: Option<Spanned<String>>,
+    pub api_key_file: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDeployment {
+    pub name: Spanned<String>,
+    pub provider: Spanned<String>,
+    pub model: Spanned<String>,
+    #[serde(default)]
+    pub limits: RawLimits,
+    pub tokenizer: Option<Spanned<String>>,
+    pub input_safety_factor: Option<Spanned<f64>>,
+    pub output_counting: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    pub name: Spanned<String>,
+    pub deployment: Spanned<String>,
+    pub default_max_tokens: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub limits: RawLimits,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTenant {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub limits: RawLimits,
+    #[serde(default)]
+    pub teams: Vec<RawTeam>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTeam {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub limits: RawLimits,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKey {
+    pub id: Spanned<String>,
+    pub tenant: Spanned<String>,
+    pub team: Option<Spanned<String>>,
+    pub sha256: Spanned<String>,
+    pub class: Option<Spanned<String>>,
+    #[serde(default)]
+    pub limits: RawLimits,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawClass {
+    pub name: Spanned<String>,
+    pub max_wait: Option<Spanned<String>>,
+    pub priority: Option<Spanned<u8>>,
+}

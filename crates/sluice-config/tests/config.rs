@@ -1,0 +1,101 @@
+//! The example config parses; every rejection rule names its field and line.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use sluice_config::{OutputCounting, ProviderKind, SecretSource, hash_key, parse};
+
+const BASE: &str = r#"
+[[providers]]
+name = "oa"
+kind = "openai"
+base_url = "http://127.0.0.1:9"
+api_key_env = "OA_KEY"
+
+[[deployments]]
+name = "d"
+provider = "oa"
+model = "gpt-4o"
+limits = { rpm = 500, tpm = 30000 }
+
+[[models]]
+name = "fast"
+deployment = "d"
+
+[[tenants]]
+name = "t"
+
+[[keys]]
+id = "k"
+tenant = "t"
+sha256 = "f9d2f05f48aa3417bcc39581f50a6ce2128f608cbacb7f2ddc28e6b1e07d5d46"
+"#;
+
+#[test]
+fn example_config_is_valid_and_complete() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/sluice.toml")).unwrap();
+    let config = parse(&text).unwrap();
+    assert_eq!(config.providers.len(), 3);
+    assert_eq!(config.providers[1].kind, ProviderKind::Anthropic);
+    assert_eq!(config.providers[1].api_key, SecretSource::File("/run/secrets/anthropic_api_key".into()));
+    assert_eq!(config.providers[2].api_key, SecretSource::None);
+    assert_eq!(config.deployments[1].output_counting, OutputCounting::Actual);
+    assert_eq!(config.tenants[0].teams.len(), 2);
+    assert_eq!(config.classes.iter().map(|c| &*c.name).collect::<Vec<_>>(), ["interactive", "batch"]);
+    assert_eq!(config.keys[0].sha256, hash_key("sk-example-acme-search"));
+    assert_eq!(config.keys[1].class, 1);
+    assert_eq!(config.deployments[0].limits.rates.len(), 2);
+}
+
+#[test]
+fn base_fixture_is_valid() {
+    let config = parse(BASE).unwrap();
+    assert_eq!(config.models[0].default_max_tokens, 4_096);
+    assert_eq!(config.deployments[0].limits.rates[1].burst.get(), 1_500);
+}
+
+/// (edit to BASE, expected field, expected line, words the message must contain)
+const BAD: &[(&str, &str, &str, usize, &str)] = &[
+    ("kind = \"openai\"", "kind = \"opneai\"", "providers[0].kind", 4, "unknown kind `opneai`"),
+    ("base_url = \"http://127.0.0.1:9\"", "base_url = \"127.0.0.1:9\"", "providers[0].base_url", 5, "http://"),
+    ("api_key_env = \"OA_KEY\"", "", "providers[0]", 3, "api_key_env or api_key_file"),
+    ("provider = \"oa\"", "provider = \"ob\"", "deployments[0].provider", 10, "no provider named `ob` (known: oa)"),
+    ("rpm = 500", "rpm = 0", "deployments[0].limits.rpm", 12, "positive"),
+    ("deployment = \"d\"", "deployment = \"e\"", "models[0].deployment", 16, "no deployment named `e`"),
+    ("tenant = \"t\"", "tenant = \"u\"", "keys[0].tenant", 23, "no tenant named `u`"),
+    ("sha256 = \"f9d2", "sha256 = \"zz", "keys[0].sha256", 24, "64 hex digits"),
+    ("name = \"fast\"", "name = \"fast\"\nlimits = { tpmm = 5 }", "tpmm", 16, "unknown field `tpmm`"),
+    ("name = \"t\"", "name = \"t\"\nlimits = { rpm = \"many\" }", "", 20, "invalid type"),
+    ("model = \"gpt-4o\"", "model = \"gpt-4o\"\ntokenizer = \"bpe\"", "deployments[0].tokenizer", 12, "chars/N"),
+];
+
+#[test]
+fn every_rejection_names_field_and_line() {
+    for &(from, to, field, line, words) in BAD {
+        assert!(BASE.contains(from), "fixture edit `{from}` does not apply");
+        let text = BASE.replacen(from, to, 1);
+        let err = parse(&text).unwrap_err();
+        assert_eq!(err.field, field, "{err}");
+        assert_eq!(err.line, Some(line), "{err}");
+        assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
+        assert!(err.to_string().starts_with(&format!("line {line}")), "{err}");
+    }
+}
+
+#[test]
+fn duplicates_and_server_settings_are_checked() {
+    let dup = format!("{BASE}\n[[tenants]]\nname = \"t\"\n");
+    let err = parse(&dup).unwrap_err();
+    assert_eq!((err.field.as_str(), err.line), ("tenants[1].name", Some(27)));
+    assert!(err.message.contains("defined twice"));
+
+    let server = format!("[server]\nlisten = \"nowhere\"\n{BASE}");
+    let err = parse(&server).unwrap_err();
+    assert_eq!((err.field.as_str(), err.line), ("server.listen", Some(2)));
+
+    let server = format!("[server]\nupstream_timeout = \"soon\"\n{BASE}");
+    let err = parse(&server).unwrap_err();
+    assert_eq!((err.field.as_str(), err.line), ("server.upstream_timeout", Some(2)));
+
+    let unknown_section = format!("{BASE}\n[routing]\nx = 1\n");
+    let err = parse(&unknown_section).unwrap_err();
+    assert!(err.message.contains("unknown field `routing`"), "{err}");
+}
