@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use sluice_quota::{
-    Cost, Dimension, FakeClock, Limits, MemoryStore, QuotaStore, RateLimit, ScopeId, ScopeKey, ScopeKind,
+    Cost, Dimension, FakeClock, Limits, MemoryStore, QuotaStore, RateLimit, ScopeId, ScopeKey, ScopeKind, Settlement,
 };
 
 const KINDS: [ScopeKind; 6] = [
@@ -53,7 +53,7 @@ fn admit_settle(c: &mut Criterion) {
             b.iter(|| {
                 let grant = store.reserve_now(black_box(path), Cost::request(500, 300), lease);
                 if let Ok(grant) = grant {
-                    store.settle_now(grant.id, Cost::request(500, 120));
+                    store.settle_now(grant.id, Settlement::exact(Cost::request(500, 120)));
                 }
             });
         });
@@ -75,13 +75,13 @@ fn contended(c: &mut Criterion) {
             let worker = std::thread::spawn(move || {
                 for _ in 0..half {
                     if let Ok(g) = other.reserve_now(&other_path, Cost::request(500, 300), lease) {
-                        other.settle_now(g.id, Cost::request(500, 120));
+                        other.settle_now(g.id, Settlement::exact(Cost::request(500, 120)));
                     }
                 }
             });
             for _ in 0..iters - half {
                 if let Ok(g) = store.reserve_now(&path, Cost::request(500, 300), lease) {
-                    store.settle_now(g.id, Cost::request(500, 120));
+                    store.settle_now(g.id, Settlement::exact(Cost::request(500, 120)));
                 }
             }
             let _ = worker.join();

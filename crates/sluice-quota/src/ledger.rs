@@ -12,7 +12,8 @@ use std::time::Duration;
 use crate::bucket::{self, Refusal, Tat};
 use crate::clock::Nanos;
 use crate::decision::{Grant, Rejection, RejectionKind};
-use crate::limit::{Cost, LimiterName, Limits};
+use crate::limit::{Cost, LimiterName, Limits, Settlement};
+use crate::scope::ScopeKind;
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
 
 #[derive(Debug, Clone)]
@@ -176,13 +177,15 @@ impl Ledger {
 
     /// Replaces a reservation by what was really used: unused capacity returns, overruns
     /// are debited (buckets may go into debt), and its concurrency slots are released.
+    /// Deployment scopes take [`Settlement::upstream`], all others [`Settlement::used`].
     /// Idempotent: a second settle of the same id changes nothing.
-    pub fn settle(&mut self, now: Nanos, id: ReservationId, used: Cost) -> Settled {
+    pub fn settle(&mut self, now: Nanos, id: ReservationId, settlement: Settlement) -> Settled {
         let Some(reservation) = self.open.remove(&id) else {
             return Settled::Unknown;
         };
         for scope_id in &reservation.path {
             let Some(scope) = self.scopes.get_mut(scope_id.0 as usize) else { continue };
+            let used = if scope.key.kind == ScopeKind::Deployment { settlement.upstream } else { settlement.used };
             for (limit, tat) in scope.limits.rates.iter().zip(scope.tats.iter_mut()) {
                 let dim = limit.dimension;
                 *tat = bucket::adjust(limit, *tat, now, reservation.cost.of(dim), used.of(dim));
@@ -192,9 +195,10 @@ impl Ledger {
         Settled::Reconciled
     }
 
-    /// Settles every reservation whose lease ran out by `now`, as used for its request
-    /// and input but not its output (the call may have reached the provider; what it
-    /// generated is unknown). Returns how many expired.
+    /// Settles every reservation whose lease ran out by `now`: the gateway's own scopes
+    /// keep its request and input but get its output back (what it generated is
+    /// unknown); deployment scopes keep everything, since the call may have reached the
+    /// provider. Returns how many expired.
     pub fn expire(&mut self, now: Nanos) -> usize {
         let mut expired = 0;
         while let Some(Reverse((at, id))) = self.expiry.peek().copied() {
@@ -203,7 +207,7 @@ impl Ledger {
             }
             self.expiry.pop();
             let Some(cost) = self.open.get(&id).map(|r| r.cost) else { continue };
-            self.settle(now, id, Cost { output_tokens: 0, ..cost });
+            self.settle(now, id, Settlement { used: Cost { output_tokens: 0, ..cost }, upstream: cost });
             expired += 1;
         }
         expired

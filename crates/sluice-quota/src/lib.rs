@@ -27,7 +27,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use sluice_quota::{Cost, Dimension, FakeClock, Limits, MemoryStore, RateLimit, ScopeKey, ScopeKind};
+//! use sluice_quota::{Cost, Dimension, FakeClock, Limits, MemoryStore, RateLimit, ScopeKey, ScopeKind, Settlement};
 //!
 //! let clock = FakeClock::default();
 //! let store = MemoryStore::new(Arc::new(clock.clone()));
@@ -47,7 +47,7 @@
 //! // 200 prompt tokens, up to 300 completion tokens: reserve 500 before sending.
 //! let grant = store.reserve_now(&path, Cost::request(200, 300), Duration::from_secs(60)).unwrap();
 //! // ... call the provider; it reports 200 + 40 tokens: settle, 260 tokens come back.
-//! store.settle_now(grant.id, Cost::request(200, 40));
+//! store.settle_now(grant.id, Settlement::exact(Cost::request(200, 40)));
 //!
 //! // A burst larger than the team's bucket is told when to come back.
 //! let err = store.reserve_now(&path, Cost::request(2_000, 1_000), Duration::from_secs(60)).unwrap_err();
@@ -70,7 +70,7 @@ pub mod store;
 pub use clock::{Clock, FakeClock, Nanos, SystemClock};
 pub use decision::{Grant, Outcome, Rejection, RejectionKind};
 pub use ledger::{Ledger, RateSnapshot, ScopeSnapshot, Settled};
-pub use limit::{Cost, Dimension, LimiterName, Limits, RateLimit};
+pub use limit::{Cost, Dimension, LimiterName, Limits, RateLimit, Settlement};
 pub use memory::MemoryStore;
 pub use scope::{ReservationId, ScopeId, ScopeKey, ScopeKind};
 pub use store::{QuotaStore, ReserveError, StoreError, StoreFuture};

@@ -65,6 +65,29 @@ impl Cost {
     }
 }
 
+/// What a finished call really used, as the gateway's own scopes and the provider count it.
+///
+/// Providers differ in what they keep: OpenAI charges `max_tokens` on arrival and never
+/// gives it back, Anthropic counts generated tokens only. `upstream` applies to
+/// [`crate::ScopeKind::Deployment`] scopes and mirrors the provider's rule, so local state
+/// never believes in capacity the provider does not have; `used` applies to every other
+/// scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Settlement {
+    /// What the call used, for the gateway's own scopes.
+    pub used: Cost,
+    /// What the provider charged, for deployment scopes.
+    pub upstream: Cost,
+}
+
+impl Settlement {
+    /// The same figure for every scope.
+    #[must_use]
+    pub fn exact(used: Cost) -> Self {
+        Self { used, upstream: used }
+    }
+}
+
 /// A continuously refilling rate: `amount` per `period`, at most `burst` at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimit {

@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use crate::clock::Clock;
 use crate::decision::Grant;
 use crate::ledger::{Ledger, ScopeSnapshot};
-use crate::limit::{Cost, Limits};
+use crate::limit::{Cost, Limits, Settlement};
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
 use crate::store::{QuotaStore, ReserveError, StoreError, StoreFuture};
 
@@ -36,9 +36,9 @@ impl MemoryStore {
     }
 
     /// Settles synchronously.
-    pub fn settle_now(&self, id: ReservationId, used: Cost) {
+    pub fn settle_now(&self, id: ReservationId, settlement: Settlement) {
         let now = self.clock.now();
-        self.ledger.lock().settle(now, id, used);
+        self.ledger.lock().settle(now, id, settlement);
     }
 
     /// Refunds expired leases now; returns how many.
@@ -70,8 +70,8 @@ impl QuotaStore for MemoryStore {
         Box::pin(std::future::ready(result))
     }
 
-    fn settle(&self, id: ReservationId, used: Cost) -> StoreFuture<'_, Result<(), StoreError>> {
-        self.settle_now(id, used);
+    fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {
+        self.settle_now(id, settlement);
         Box::pin(std::future::ready(Ok(())))
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::decision::{Grant, Rejection};
 use crate::ledger::ScopeSnapshot;
-use crate::limit::{Cost, Limits};
+use crate::limit::{Cost, Limits, Settlement};
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
 
 /// A boxed future, so stores can be used as trait objects.
@@ -45,7 +45,7 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
     ) -> StoreFuture<'a, Result<Grant, ReserveError>>;
 
     /// Replaces the reservation by what was used; unknown ids are a no-op.
-    fn settle(&self, id: ReservationId, used: Cost) -> StoreFuture<'_, Result<(), StoreError>>;
+    fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>>;
 
     /// The live state of a scope.
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>>;

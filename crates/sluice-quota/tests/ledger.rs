@@ -4,7 +4,9 @@
 use std::num::NonZeroU64;
 use std::time::Duration;
 
-use sluice_quota::{Cost, Dimension, Ledger, Limits, Nanos, RateLimit, RejectionKind, ScopeKey, ScopeKind, Settled};
+use sluice_quota::{
+    Cost, Dimension, Ledger, Limits, Nanos, RateLimit, RejectionKind, ScopeKey, ScopeKind, Settled, Settlement,
+};
 
 const SEC: u64 = 1_000_000_000;
 
@@ -21,29 +23,51 @@ fn concurrency_slot_is_held_until_settle_or_expiry() {
     let first = ledger.reserve(Nanos(0), &[id], Cost::request(10, 10), lease).unwrap();
     let busy = ledger.reserve(Nanos(SEC), &[id], Cost::request(10, 10), lease).unwrap_err();
     assert_eq!(busy.kind, RejectionKind::SlotsBusy);
-    assert_eq!(ledger.settle(Nanos(SEC), first.id, Cost::request(10, 3)), Settled::Reconciled);
-    assert_eq!(ledger.settle(Nanos(SEC), first.id, Cost::request(10, 3)), Settled::Unknown);
+    assert_eq!(ledger.settle(Nanos(SEC), first.id, Settlement::exact(Cost::request(10, 3))), Settled::Reconciled);
+    assert_eq!(ledger.settle(Nanos(SEC), first.id, Settlement::exact(Cost::request(10, 3))), Settled::Unknown);
     let second = ledger.reserve(Nanos(SEC), &[id], Cost::request(10, 10), lease).unwrap();
     // Never settled: the lease runs out and the slot comes back.
     assert!(ledger.reserve(Nanos(5 * SEC), &[id], Cost::request(1, 1), lease).is_err());
     assert!(ledger.reserve(Nanos(6 * SEC), &[id], Cost::request(1, 1), lease).is_ok());
-    assert_eq!(ledger.settle(Nanos(6 * SEC), second.id, Cost::default()), Settled::Unknown);
+    assert_eq!(ledger.settle(Nanos(6 * SEC), second.id, Settlement::exact(Cost::default())), Settled::Unknown);
 }
 
 #[test]
-fn expiry_keeps_request_and_input_but_refunds_output() {
+fn expiry_refunds_output_to_own_scopes_but_not_to_the_provider() {
     let mut ledger = Ledger::new();
-    let limits = Limits::unlimited()
-        .with_rate(RateLimit::per_minute(Dimension::InputTokens, 6_000).unwrap().with_burst(nz(6_000)))
-        .with_rate(RateLimit::per_minute(Dimension::OutputTokens, 6_000).unwrap().with_burst(nz(6_000)));
-    let id = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Deployment, "d"), limits);
+    let limits = || {
+        Limits::unlimited()
+            .with_rate(RateLimit::per_minute(Dimension::InputTokens, 6_000).unwrap().with_burst(nz(6_000)))
+            .with_rate(RateLimit::per_minute(Dimension::OutputTokens, 6_000).unwrap().with_burst(nz(6_000)))
+    };
+    let tenant = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Tenant, "t"), limits());
+    let upstream = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Deployment, "d"), limits());
     let now = Nanos(60 * SEC);
-    let _lost = ledger.reserve(now, &[id], Cost::request(1_000, 2_000), Duration::from_secs(1)).unwrap();
+    let _lost = ledger.reserve(now, &[tenant, upstream], Cost::request(1_000, 2_000), Duration::from_secs(1)).unwrap();
     assert_eq!(ledger.expire(Nanos(61 * SEC)), 1);
-    let snapshot = ledger.snapshot(Nanos(61 * SEC), id).unwrap();
+    assert_eq!(ledger.open_reservations(), 0);
+    let remaining =
+        |id| ledger.snapshot(Nanos(61 * SEC), id).unwrap().rates.iter().map(|r| r.remaining).collect::<Vec<_>>();
     // One second of refill (100 tokens) has passed since the reservation.
-    assert_eq!(snapshot.rates[0].remaining, 5_100);
-    assert_eq!(snapshot.rates[1].remaining, 6_000);
+    assert_eq!(remaining(tenant), [5_100, 6_000]);
+    assert_eq!(remaining(upstream), [5_100, 4_100]);
+}
+
+#[test]
+fn deployment_scopes_settle_by_the_providers_rule() {
+    let mut ledger = Ledger::new();
+    let tpm = || {
+        Limits::unlimited()
+            .with_rate(RateLimit::per_minute(Dimension::TotalTokens, 6_000).unwrap().with_burst(nz(6_000)))
+    };
+    let tenant = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Tenant, "t"), tpm());
+    let upstream = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Deployment, "d"), tpm());
+    let now = Nanos(60 * SEC);
+    let grant = ledger.reserve(now, &[tenant, upstream], Cost::request(1_000, 2_000), Duration::from_secs(60)).unwrap();
+    let settlement = Settlement { used: Cost::request(900, 100), upstream: Cost::request(900, 2_000) };
+    assert_eq!(ledger.settle(now, grant.id, settlement), Settled::Reconciled);
+    assert_eq!(ledger.snapshot(now, tenant).unwrap().rates[0].remaining, 5_000);
+    assert_eq!(ledger.snapshot(now, upstream).unwrap().rates[0].remaining, 3_100);
 }
 
 #[test]
@@ -88,5 +112,5 @@ fn changing_limits_keeps_reservations_and_fill() {
     let grant = ledger.reserve(now, &[id], Cost::request(0, 0), Duration::from_secs(60)).unwrap();
     assert_eq!(ledger.register(now, key, rpm(120)), id);
     assert_eq!(ledger.snapshot(now, id).unwrap().rates[0].remaining, 118);
-    assert_eq!(ledger.settle(now, grant.id, Cost::request(0, 0)), Settled::Reconciled);
+    assert_eq!(ledger.settle(now, grant.id, Settlement::exact(Cost::request(0, 0))), Settled::Reconciled);
 }

@@ -5,7 +5,9 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use sluice_quota::{Cost, Dimension, Ledger, Limits, Nanos, RateLimit, RejectionKind, ScopeId, ScopeKey, ScopeKind};
+use sluice_quota::{
+    Cost, Dimension, Ledger, Limits, Nanos, RateLimit, RejectionKind, ScopeId, ScopeKey, ScopeKind, Settlement,
+};
 
 const LEASE: Duration = Duration::from_secs(3_600);
 const MINUTE_NS: u64 = 60_000_000_000;
@@ -106,7 +108,7 @@ proptest! {
             let reserved = (amount * reserve_pct / 100 / 30).max(1);
             let used = reserved * used_pct / 100;
             if let Ok(grant) = ledger.reserve(now, &[id], Cost::request(reserved, 0), LEASE) {
-                ledger.settle(now, grant.id, Cost::request(used, 0));
+                ledger.settle(now, grant.id, Settlement::exact(Cost::request(used, 0)));
                 used_total += used;
             }
         }
