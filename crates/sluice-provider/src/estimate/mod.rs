@@ -34,11 +34,11 @@ pub enum TokenizerKind {
 const FALLBACK_CHARS_PER_TOKEN: f64 = 4.0;
 
 /// Model-name prefixes tokenized with `o200k_base`.
-const O200K_PREFIXES: &[&str] = &["gpt-4o", "gpt-4.1", "gpt-5", "gpt-oss", "chatgpt-4o", "o1", "o3", "o4"];
+const O200K_PREFIXES: &[&str] = &["gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "gpt-oss", "chatgpt-4o", "o1", "o3", "o4"];
 
 /// The tokenizer for a model name.
 ///
-/// `o200k` for `gpt-4o*`, `gpt-4.1*`, `gpt-5*`, `gpt-oss*`, `chatgpt-4o*`, `o1*`, `o3*`,
+/// `o200k` for `gpt-4o*`, `gpt-4.1*`, `gpt-4.5*`, `gpt-5*`, `gpt-oss*`, `chatgpt-4o*`, `o1*`, `o3*`,
 /// `o4*`; `cl100k` for everything else, which covers `gpt-4*`, `gpt-3.5*`,
 /// `text-embedding-3*` and `text-embedding-ada-002` exactly, and stands in for `claude*`
 /// (Anthropic publishes no tokenizer; cl100k counts English prose within a few percent of
@@ -162,7 +162,8 @@ impl<'a> Tally<'a> {
     /// as the ordinary text it is).
     pub(crate) fn text(&mut self, text: &str) {
         match self.bpe {
-            Some(bpe) => self.fixed(bpe.encode_ordinary(text).len() as u64),
+            Some(_) if text.is_empty() => {}
+            Some(bpe) => self.fixed(bpe.count_ordinary(text) as u64),
             None => self.chars = self.chars.saturating_add(text.chars().count() as u64),
         }
     }

@@ -104,9 +104,9 @@ fn strip_null_usage(text: &str, out: &mut Vec<u8>) {
     } else {
         // First member: drop the comma after it instead.
         let after = text.get(value_end..).unwrap_or_default();
-        let trimmed = after.trim_start();
-        let comma = usize::from(trimmed.starts_with(','));
-        (key, value_end + (after.len() - trimmed.len()) + comma)
+        let rest = after.trim_start();
+        let rest = rest.strip_prefix(',').map_or(rest, str::trim_start);
+        (key, value_end + (after.len() - rest.len()))
     };
     out.extend_from_slice(bytes.get(..cut_start).unwrap_or_default());
     out.extend_from_slice(bytes.get(cut_end..).unwrap_or_default());
