@@ -1,1 +1,184 @@
-//! Placeholder, filled in by its owner.
+//! The sluice HTTP gateway: OpenAI- and Anthropic-compatible endpoints that decide
+//! *before sending* whether each request may go.
+//!
+//! Layout: [`app`] builds the router over a shared [`Gateway`] ([`state`]), [`serve`]
+//! runs it on a bound listener until shutdown; `proxy` is the life of a request
+//! (authenticate → parse → `admit` → send → settle), `relay` passes streams through with
+//! a usage tap, `settle` guarantees settlement even when a client leaves, and `error`
+//! is the one place failures become HTTP responses.
+//!
+//! Failure semantics: every reservation is settled exactly once (by the handler, the
+//! stream relay, or the drop guard) or expires by its lease; a request that cannot be
+//! admitted is refused before anything is sent.
+
+mod admit;
+mod auth;
+pub mod error;
+mod hints;
+mod proxy;
+mod relay;
+mod secret;
+mod settle;
+pub mod state;
+mod trace;
+pub mod upstream;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+use sluice_provider::Protocol;
+
+pub use secret::SecretError;
+pub use state::{BuildError, Gateway};
+
+/// The router's shared state.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The gateway.
+    pub gateway: Arc<Gateway>,
+    /// Set once shutdown begins; readiness turns false.
+    pub draining: Arc<AtomicBool>,
+}
+
+/// The HTTP application.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/embeddings", post(embeddings))
+        .route("/v1/messages", post(messages))
+        .route("/v1/models", get(models))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready))
+        .with_state(state)
+}
+
+async fn chat(State(state): State<AppState>, request: Request) -> Response {
+    proxy::handle(state.gateway, Protocol::OpenAiChat, request).await
+}
+
+async fn embeddings(State(state): State<AppState>, request: Request) -> Response {
+    proxy::handle(state.gateway, Protocol::OpenAiEmbeddings, request).await
+}
+
+async fn messages(State(state): State<AppState>, request: Request) -> Response {
+    proxy::handle(state.gateway, Protocol::AnthropicMessages, request).await
+}
+
+async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(error) = auth::authenticate(&state.gateway, &headers) {
+        let trace = trace::Trace::from_headers(&headers);
+        return error::ErrorResponse { error, envelope: error::Envelope::OpenAi, trace_id: trace.id }.into_response();
+    }
+    let mut names: Vec<&str> = state.gateway.profiles.keys().map(|n| &**n).collect();
+    names.sort_unstable();
+    let data: Vec<_> =
+        names.iter().map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "sluice"})).collect();
+    axum::Json(json!({"object": "list", "data": data})).into_response()
+}
+
+async fn ready(State(state): State<AppState>) -> Response {
+    if state.draining.load(Ordering::Relaxed) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
+    }
+    "ready".into_response()
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves, then drains in-flight requests.
+///
+/// # Errors
+/// When the listener fails.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::serve::ListenerExt as _;
+    let draining = Arc::clone(&state.draining);
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            draining.store(true, Ordering::Relaxed);
+            tracing::info!("shutting down: draining in-flight requests");
+        })
+        .await
+}
+
+/// A gateway serving in the background on a bound address; for embedding and tests.
+#[derive(Debug)]
+pub struct Running {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    state: AppState,
+}
+
+impl Running {
+    /// Builds a gateway for `config` on `store` and serves it on `listen` (port 0: a free port).
+    ///
+    /// # Errors
+    /// When a provider key is missing or the address cannot be bound.
+    pub async fn start(
+        config: &sluice_config::Config,
+        store: Arc<dyn sluice_quota::QuotaStore>,
+        listen: std::net::SocketAddr,
+    ) -> Result<Self, StartError> {
+        let gateway = Gateway::build(config, store)?;
+        let listener = tokio::net::TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let state = AppState { gateway: Arc::new(gateway), draining: Arc::new(AtomicBool::new(false)) };
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(serve(listener, state.clone(), async {
+            let _ = stopped.await;
+        }));
+        Ok(Self { addr, stop: Some(stop), task, state })
+    }
+
+    /// The bound address.
+    #[must_use]
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The shared state (gateway and store).
+    #[must_use]
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Stops accepting, drains in-flight requests, and waits for the server to end.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+/// Why an in-process gateway did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration could not be turned into a gateway.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// The socket could not be bound.
+    #[error("binding: {0}")]
+    Io(#[from] std::io::Error),
+}

@@ -1,4 +1,6 @@
-//! The `sluice` command: wires real clocks, sockets and stores to the library crates.
+//! The `sluice` command: wires the real clock, sockets and stores to the library crates.
+
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -11,16 +13,41 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the gateway.
+    Serve(serve::ServeArgs),
+    /// Validate a configuration file without serving; exits non-zero naming field and line.
+    CheckConfig {
+        /// The configuration file.
+        file: std::path::PathBuf,
+    },
+    /// Print the SHA-256 of a gateway API key, as the config's `keys[].sha256` wants it.
+    HashKey {
+        /// The key.
+        key: String,
+    },
     /// Run the strict simulated LLM provider (OpenAI and Anthropic shapes).
     SimulateProvider(sluice_sim::cli::SimArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async move {
-        match cli.command {
-            Command::SimulateProvider(args) => sluice_sim::cli::run(args).await,
+    match cli.command {
+        Command::CheckConfig { file } => serve::check_config(&file),
+        Command::HashKey { key } => {
+            write_line(&hex::encode(sluice_config::hash_key(&key)));
+            Ok(())
         }
-    })
+        Command::Serve(args) => runtime()?.block_on(serve::run(args)),
+        Command::SimulateProvider(args) => runtime()?.block_on(sluice_sim::cli::run(args)),
+    }
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()
+}
+
+/// Prints one line of the command's result on standard output.
+#[expect(clippy::print_stdout, reason = "the command's own output")]
+pub(crate) fn write_line(line: &str) {
+    println!("{line}");
 }

@@ -1,0 +1,156 @@
+//! Admission: price a parsed request, build its quota path, reserve before sending.
+
+use std::time::Duration;
+
+use sluice_config::{OutputCounting, ProviderKind};
+use sluice_provider::{ParsedRequest, Protocol, Usage};
+use sluice_quota::{Cost, RejectionKind, ReservationId, ReserveError, Settlement};
+
+use crate::error::{GatewayError, RateLimitInfo};
+use crate::state::{Caller, Gateway, Route};
+
+/// A request whose capacity is reserved.
+#[derive(Debug)]
+pub struct Admitted {
+    /// The reservation.
+    pub grant_id: ReservationId,
+    /// Index of the deployment it goes to.
+    pub deployment: usize,
+    /// The client protocol.
+    pub protocol: Protocol,
+    /// Estimated input tokens.
+    pub input: u64,
+    /// Reserved output tokens.
+    pub output: u64,
+    kind: ProviderKind,
+    output_counting: OutputCounting,
+    caller_tenant: String,
+    caller_key: String,
+    caller_class: String,
+    profile: String,
+}
+
+impl Admitted {
+    /// Settlement when the provider was called but its answer never arrived or carried no
+    /// usage: the estimate stands for input, the reservation for output.
+    #[must_use]
+    pub fn sent_unanswered(&self) -> Settlement {
+        Settlement::exact(Cost::request(self.input, self.output))
+    }
+
+    /// Settlement from the provider's reported usage.
+    #[must_use]
+    pub fn settlement(&self, usage: Usage) -> Settlement {
+        let input = match self.kind {
+            // Anthropic's input_tokens excludes cache reads, which do not count toward ITPM.
+            ProviderKind::Anthropic => usage.input_tokens + usage.cache_creation_input_tokens,
+            ProviderKind::OpenAi | ProviderKind::Ollama => usage.input_tokens,
+        };
+        let used = Cost::request(input, usage.output_tokens);
+        let upstream = match self.output_counting {
+            OutputCounting::Reserved => Cost::request(input, self.output.max(usage.output_tokens)),
+            OutputCounting::Actual => used,
+        };
+        Settlement { used, upstream }
+    }
+
+    /// Settlement of a stream that ended without usage, after `generated` content events.
+    #[must_use]
+    pub fn partial(&self, generated: u64) -> Settlement {
+        let used = Cost::request(self.input, generated.min(self.output));
+        let upstream = match self.output_counting {
+            OutputCounting::Reserved => Cost::request(self.input, self.output),
+            OutputCounting::Actual => used,
+        };
+        Settlement { used, upstream }
+    }
+
+    /// The 429 details when the provider refused what the gateway admitted.
+    #[must_use]
+    pub fn provider_rejection(&self, route: &Route, wait: Option<Duration>) -> RateLimitInfo {
+        RateLimitInfo {
+            limiter: "provider".into(),
+            scope: "deployment",
+            provider: route.provider.to_string(),
+            model_profile: self.profile.clone(),
+            provider_model: route.model.clone(),
+            retry_after: wait,
+            tenant_id: self.caller_tenant.clone(),
+            api_key_id: self.caller_key.clone(),
+            request_class: self.caller_class.clone(),
+            estimated_input_tokens: self.input,
+            estimated_output_tokens: self.output,
+            gateway_decision: "admitted_then_provider_rejected",
+        }
+    }
+}
+
+/// Prices `request` and reserves it on every scope from the org to the deployment.
+///
+/// # Errors
+/// Unknown model, wrong endpoint for the model, a refusing limit, or a failing store.
+pub async fn admit(gateway: &Gateway, caller: &Caller, request: &ParsedRequest) -> Result<Admitted, GatewayError> {
+    let profile =
+        gateway.profiles.get(request.model.as_str()).ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
+    let route = &gateway.deployments[profile.deployment];
+    check_endpoint(request, route)?;
+    let input = gateway.estimator.input_tokens(&route.tokenizer, request, route.input_safety_factor);
+    let output = match request.protocol {
+        Protocol::OpenAiEmbeddings => 0,
+        _ => request.max_output_tokens.unwrap_or(profile.default_max_tokens).saturating_mul(u64::from(request.choices)),
+    };
+    let mut path = Vec::with_capacity(caller.scopes.len() + 2);
+    path.extend_from_slice(&caller.scopes);
+    path.extend([profile.scope, route.scope]);
+    let admitted = Admitted {
+        grant_id: ReservationId(0),
+        deployment: profile.deployment,
+        protocol: request.protocol,
+        input,
+        output,
+        kind: route.kind,
+        output_counting: route.output_counting,
+        caller_tenant: caller.tenant.to_string(),
+        caller_key: caller.key_id.to_string(),
+        caller_class: caller.class.to_string(),
+        profile: profile.name.to_string(),
+    };
+    match gateway.store.reserve(&path, Cost::request(input, output), gateway.lease).await {
+        Ok(grant) => Ok(Admitted { grant_id: grant.id, ..admitted }),
+        Err(ReserveError::Store(e)) => {
+            tracing::warn!(error = %e, "quota store failed");
+            Err(GatewayError::StoreUnavailable)
+        }
+        Err(ReserveError::Rejected(rejection)) => {
+            let info = RateLimitInfo {
+                limiter: rejection.limiter.to_string(),
+                scope: rejection.scope.kind.as_str(),
+                retry_after: rejection.retry_after(),
+                gateway_decision: "rejected_before_send",
+                ..admitted.provider_rejection(route, None)
+            };
+            Err(match rejection.kind {
+                RejectionKind::NeverFits { cost, capacity } => {
+                    GatewayError::NeverFits { info: Box::new(info), needed: cost, capacity }
+                }
+                RejectionKind::RetryAfter(_) => GatewayError::RateLimited(Box::new(info)),
+                RejectionKind::SlotsBusy => {
+                    GatewayError::RateLimited(Box::new(RateLimitInfo { retry_after: Some(SLOT_RETRY), ..info }))
+                }
+            })
+        }
+    }
+}
+
+/// Suggested wait when every concurrency slot is busy (no bucket can say when one frees).
+const SLOT_RETRY: Duration = Duration::from_secs(1);
+
+fn check_endpoint(request: &ParsedRequest, route: &Route) -> Result<(), GatewayError> {
+    let anthropic_route = route.kind == ProviderKind::Anthropic;
+    let anthropic_request = request.protocol == Protocol::AnthropicMessages;
+    if anthropic_route == anthropic_request {
+        return Ok(());
+    }
+    let endpoint = if anthropic_route { "/v1/messages" } else { "/v1/chat/completions" };
+    Err(GatewayError::WrongEndpoint { model: request.model.clone(), endpoint })
+}

@@ -1,0 +1,210 @@
+//! Every way a request can fail, and the one mapping of those failures to HTTP.
+//!
+//! Bodies use the OpenAI error envelope (`error.message`, `error.type`, `error.code`),
+//! which both official SDKs parse; on Anthropic endpoints the envelope also carries the
+//! top-level `"type": "error"` of Anthropic's shape. Mapping has no side effects.
+
+use std::time::Duration;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use sluice_provider::RequestError;
+
+/// Who was refused and why, for the structured 429 body.
+#[derive(Debug, Clone)]
+pub struct RateLimitInfo {
+    /// The limiter, e.g. `output_tpm`.
+    pub limiter: String,
+    /// The level of the scope that refused (`tenant`, `deployment`, ...).
+    pub scope: &'static str,
+    /// Provider account name.
+    pub provider: String,
+    /// The profile the client asked for.
+    pub model_profile: String,
+    /// The model sent upstream.
+    pub provider_model: String,
+    /// When to come back, if ever.
+    pub retry_after: Option<Duration>,
+    /// The caller's tenant.
+    pub tenant_id: String,
+    /// The caller's key id (never the key).
+    pub api_key_id: String,
+    /// The caller's traffic class.
+    pub request_class: String,
+    /// What the request was estimated to cost.
+    pub estimated_input_tokens: u64,
+    /// What the request reserved for output.
+    pub estimated_output_tokens: u64,
+    /// `rejected_before_send` or `admitted_then_provider_rejected`.
+    pub gateway_decision: &'static str,
+}
+
+/// A failed request. Converted to a response only by [`ErrorResponse`].
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// No key, or one that matches no configured key.
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    /// The body is not a valid request.
+    #[error("{}", .0.message)]
+    BadRequest(RequestError),
+    /// The body exceeds the configured maximum.
+    #[error("request body exceeds {0} bytes")]
+    BodyTooLarge(usize),
+    /// The `model` names no profile.
+    #[error("model `{0}` does not exist or is not available to this key")]
+    UnknownModel(String),
+    /// The profile's deployment speaks another protocol than this endpoint.
+    #[error("model `{model}` is served through {endpoint}; call that endpoint instead")]
+    WrongEndpoint {
+        /// The profile.
+        model: String,
+        /// The endpoint that serves it.
+        endpoint: &'static str,
+    },
+    /// A limit refuses now; retry later.
+    #[error("rate limit `{}` reached for {}; retry later", .0.limiter, .0.scope)]
+    RateLimited(Box<RateLimitInfo>),
+    /// The request is larger than a limit can ever allow.
+    #[error("request needs {needed} on `{}` but the {} limit allows at most {capacity}; lower max_tokens or the prompt", .info.limiter, .info.scope)]
+    NeverFits {
+        /// The details.
+        info: Box<RateLimitInfo>,
+        /// What it needs.
+        needed: u64,
+        /// The most the limiter allows.
+        capacity: u64,
+    },
+    /// The quota store could not decide.
+    #[error("the quota store is unavailable; try again shortly")]
+    StoreUnavailable,
+    /// The provider could not be reached (nothing was sent).
+    #[error("provider `{0}` could not be reached")]
+    UpstreamUnreachable(String),
+    /// The provider did not answer in time.
+    #[error("provider `{0}` did not answer in time")]
+    UpstreamTimeout(String),
+    /// The gateway is shutting down.
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
+}
+
+impl GatewayError {
+    fn status(&self) -> StatusCode {
+        match self {
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::BadRequest(_) | Self::WrongEndpoint { .. } | Self::NeverFits { .. } => StatusCode::BAD_REQUEST,
+            Self::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnknownModel(_) => StatusCode::NOT_FOUND,
+            Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::StoreUnavailable | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Self::UpstreamUnreachable(_) => StatusCode::BAD_GATEWAY,
+            Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    fn kind_and_code(&self) -> (&'static str, &'static str) {
+        match self {
+            Self::Unauthorized(_) => ("authentication_error", "invalid_api_key"),
+            Self::BadRequest(e) => ("invalid_request_error", e.code.as_str()),
+            Self::BodyTooLarge(_) => ("invalid_request_error", "body_too_large"),
+            Self::UnknownModel(_) => ("invalid_request_error", "model_not_found"),
+            Self::WrongEndpoint { .. } => ("invalid_request_error", "wrong_endpoint"),
+            Self::RateLimited(_) => ("rate_limited", "rate_limit_exceeded"),
+            Self::NeverFits { .. } => ("invalid_request_error", "request_exceeds_limit"),
+            Self::StoreUnavailable => ("service_unavailable", "store_unavailable"),
+            Self::UpstreamUnreachable(_) => ("upstream_error", "upstream_unreachable"),
+            Self::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
+            Self::ShuttingDown => ("service_unavailable", "shutting_down"),
+        }
+    }
+
+    fn body(&self, trace_id: &str) -> Value {
+        let (kind, code) = self.kind_and_code();
+        let param = match self {
+            Self::BadRequest(e) => e.param.clone().map_or(Value::Null, Value::String),
+            Self::UnknownModel(_) | Self::WrongEndpoint { .. } => Value::String("model".into()),
+            _ => Value::Null,
+        };
+        let mut error = json!({ "message": self.to_string(), "type": kind, "code": code, "param": param, "trace_id": trace_id });
+        if let Self::RateLimited(info) | Self::NeverFits { info, .. } = self {
+            extend_with_limit(&mut error, info);
+        }
+        json!({ "error": error })
+    }
+}
+
+fn extend_with_limit(error: &mut Value, info: &RateLimitInfo) {
+    let Value::Object(map) = error else { return };
+    let fields = json!({
+        "limiter": info.limiter,
+        "scope": info.scope,
+        "provider": info.provider,
+        "model_profile": info.model_profile,
+        "provider_model": info.provider_model,
+        "retry_after_ms": info.retry_after.map(|d| d.as_millis()),
+        "tenant_id": info.tenant_id,
+        "api_key_id": info.api_key_id,
+        "request_class": info.request_class,
+        "estimated_input_tokens": info.estimated_input_tokens,
+        "estimated_output_tokens": info.estimated_output_tokens,
+        "gateway_decision": info.gateway_decision,
+        "fallback_allowed": false,
+    });
+    if let Value::Object(extra) = fields {
+        map.extend(extra);
+    }
+}
+
+/// Which envelope the client's API expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Envelope {
+    /// OpenAI's `{"error": {...}}`.
+    OpenAi,
+    /// Anthropic's `{"type": "error", "error": {...}}`.
+    Anthropic,
+}
+
+/// An error ready to be sent: the failure, the envelope and the trace id.
+#[derive(Debug)]
+pub struct ErrorResponse {
+    /// The failure.
+    pub error: GatewayError,
+    /// The envelope.
+    pub envelope: Envelope,
+    /// The request's trace id.
+    pub trace_id: String,
+}
+
+impl IntoResponse for ErrorResponse {
+    fn into_response(self) -> Response {
+        let status = self.error.status();
+        let mut body = self.error.body(&self.trace_id);
+        if self.envelope == Envelope::Anthropic
+            && let Value::Object(map) = &mut body
+        {
+            map.insert("type".into(), Value::String("error".into()));
+        }
+        let mut response = (status, axum::Json(body)).into_response();
+        let headers = response.headers_mut();
+        if let Ok(v) = HeaderValue::from_str(&self.trace_id) {
+            headers.insert("x-sluice-trace-id", v);
+        }
+        let retry = match &self.error {
+            GatewayError::RateLimited(info) => info.retry_after,
+            GatewayError::StoreUnavailable | GatewayError::ShuttingDown => Some(Duration::from_secs(1)),
+            _ => None,
+        };
+        if let Some(wait) = retry {
+            let secs = wait.as_millis().div_ceil(1000).max(1);
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(u64::try_from(secs).unwrap_or(u64::MAX)));
+            let ms = u64::try_from(wait.as_millis().max(1)).unwrap_or(u64::MAX);
+            headers.insert("retry-after-ms", HeaderValue::from(ms));
+            headers.insert("x-should-retry", HeaderValue::from_static("true"));
+        } else if status.is_client_error() {
+            headers.insert("x-should-retry", HeaderValue::from_static("false"));
+        }
+        response
+    }
+}

@@ -1,0 +1,71 @@
+//! Provider keys: read from the environment or a file, held as sensitive header values,
+//! never printed.
+
+use std::fmt;
+
+use axum::http::HeaderValue;
+use sluice_config::SecretSource;
+
+/// A provider credential, ready to put on an upstream request.
+#[derive(Clone)]
+pub struct ProviderKey(HeaderValue);
+
+impl fmt::Debug for ProviderKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ProviderKey([redacted])")
+    }
+}
+
+impl ProviderKey {
+    /// The header value (marked sensitive, so HTTP tooling does not log it).
+    #[must_use]
+    pub fn header(&self) -> &HeaderValue {
+        &self.0
+    }
+}
+
+/// Why a key could not be loaded. Names where it was looked for, never its content.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// The variable is unset or empty.
+    #[error("provider `{provider}`: environment variable `{var}` is not set")]
+    MissingEnv {
+        /// The provider.
+        provider: String,
+        /// The variable.
+        var: String,
+    },
+    /// The file could not be read or is empty.
+    #[error("provider `{provider}`: key file `{path}` could not be read or is empty")]
+    BadFile {
+        /// The provider.
+        provider: String,
+        /// The file.
+        path: String,
+    },
+}
+
+/// Loads a provider's key, formatted for its auth header (`Bearer …` when `bearer`).
+///
+/// # Errors
+/// When the variable or file is missing or empty, or the key is not a valid header value.
+pub fn load(provider: &str, source: &SecretSource, bearer: bool) -> Result<Option<ProviderKey>, SecretError> {
+    let raw = match source {
+        SecretSource::None => return Ok(None),
+        SecretSource::Env(var) => std::env::var(var)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .ok_or_else(|| SecretError::MissingEnv { provider: provider.into(), var: var.clone() })?,
+        SecretSource::File(path) => std::fs::read_to_string(path)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .ok_or_else(|| SecretError::BadFile { provider: provider.into(), path: path.clone() })?,
+    };
+    let text = if bearer { format!("Bearer {}", raw.trim()) } else { raw.trim().to_owned() };
+    let mut value = HeaderValue::from_str(&text).map_err(|_| match source {
+        SecretSource::File(path) => SecretError::BadFile { provider: provider.into(), path: path.clone() },
+        _ => SecretError::MissingEnv { provider: provider.into(), var: String::from("(invalid characters)") },
+    })?;
+    value.set_sensitive(true);
+    Ok(Some(ProviderKey(value)))
+}

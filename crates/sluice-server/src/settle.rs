@@ -1,0 +1,52 @@
+//! Settlement that cannot be forgotten: a guard that settles on drop.
+
+use std::sync::Arc;
+
+use futures_util::FutureExt as _;
+use sluice_quota::{QuotaStore, ReservationId, Settlement};
+
+/// Owns a reservation until it is settled. Dropped unsettled (the client went away, the
+/// handler failed), it settles with the fallback figure it holds.
+#[derive(Debug)]
+pub struct SettleGuard {
+    store: Arc<dyn QuotaStore>,
+    id: Option<ReservationId>,
+    fallback: Settlement,
+}
+
+impl SettleGuard {
+    /// Guards `id`, settling with `fallback` if nothing better is known.
+    #[must_use]
+    pub fn new(store: Arc<dyn QuotaStore>, id: ReservationId, fallback: Settlement) -> Self {
+        Self { store, id: Some(id), fallback }
+    }
+
+
+    /// Settles now with `settlement`.
+    pub fn settle(mut self, settlement: Settlement) {
+        self.fallback = settlement;
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let store = Arc::clone(&self.store);
+        let settlement = self.fallback;
+        // The memory store settles synchronously; only a remote store needs a task.
+        let ready = store.settle(id, settlement).now_or_never();
+        if ready.is_none() {
+            let store = Arc::clone(&self.store);
+            tokio::spawn(async move {
+                if let Err(e) = store.settle(id, settlement).await {
+                    tracing::warn!(error = %e, "settlement failed; the lease will expire instead");
+                }
+            });
+        }
+    }
+}
+
+impl Drop for SettleGuard {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

@@ -1,0 +1,193 @@
+//! The gateway's resolved view of a configuration: keys, profiles and deployments with
+//! their scope handles in the quota store, ready for the request path.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_config::{Config, OutputCounting, ProviderKind, Tokenizer};
+use sluice_provider::{Estimator, TokenizerKind, tokenizer_for_model};
+use sluice_quota::{QuotaStore, ScopeId, ScopeKey, ScopeKind};
+
+use crate::secret::{self, ProviderKey, SecretError};
+use crate::upstream::Upstream;
+
+/// A caller, as identified by its gateway key.
+#[derive(Debug)]
+pub struct Caller {
+    /// The key's public id.
+    pub key_id: Arc<str>,
+    /// The tenant's name.
+    pub tenant: Arc<str>,
+    /// The traffic class's name.
+    pub class: Arc<str>,
+    /// Scopes from the org down to the key.
+    pub scopes: Vec<ScopeId>,
+}
+
+/// A model profile clients can name.
+#[derive(Debug)]
+pub struct Profile {
+    /// The profile's name.
+    pub name: Arc<str>,
+    /// Its scope.
+    pub scope: ScopeId,
+    /// Index into [`Gateway::deployments`].
+    pub deployment: usize,
+    /// Output reservation when the client sends no `max_tokens`.
+    pub default_max_tokens: u64,
+}
+
+/// An upstream deployment with everything needed to call it.
+#[derive(Debug)]
+pub struct Route {
+    /// The deployment's name.
+    pub name: Arc<str>,
+    /// Its scope.
+    pub scope: ScopeId,
+    /// Provider account name.
+    pub provider: Arc<str>,
+    /// Its protocol.
+    pub kind: ProviderKind,
+    /// Base URL.
+    pub base_url: String,
+    /// Model name sent upstream.
+    pub model: String,
+    /// The key, if the provider needs one.
+    pub key: Option<ProviderKey>,
+    /// Input estimation.
+    pub tokenizer: TokenizerKind,
+    /// Input estimate factor.
+    pub input_safety_factor: f64,
+    /// Output charging rule.
+    pub output_counting: OutputCounting,
+}
+
+/// Everything a request handler needs, shared by all requests.
+#[derive(Debug)]
+pub struct Gateway {
+    /// The quota store.
+    pub store: Arc<dyn QuotaStore>,
+    /// Input token estimation.
+    pub estimator: Estimator,
+    /// The upstream HTTP client.
+    pub upstream: Upstream,
+    /// Callers by SHA-256 of their key.
+    pub callers: HashMap<[u8; 32], Caller>,
+    /// Profiles by name.
+    pub profiles: HashMap<Arc<str>, Profile>,
+    /// Deployments.
+    pub deployments: Vec<Route>,
+    /// Largest accepted body.
+    pub max_body_bytes: usize,
+    /// Reservation lease.
+    pub lease: Duration,
+    /// Upstream total timeout.
+    pub upstream_timeout: Duration,
+}
+
+/// Why a gateway could not be built from a valid configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A provider key is missing.
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    /// The tokenizer tables failed to load.
+    #[error("tokenizer: {0}")]
+    Estimator(String),
+}
+
+impl Gateway {
+    /// Registers every scope of `config` in `store` and loads provider keys.
+    ///
+    /// # Errors
+    /// When a provider key cannot be loaded or the tokenizers fail.
+    pub fn build(config: &Config, store: Arc<dyn QuotaStore>) -> Result<Self, BuildError> {
+        let estimator = Estimator::new().map_err(|e| BuildError::Estimator(e.to_string()))?;
+        let deployments = routes(config, store.as_ref())?;
+        let profiles = config
+            .models
+            .iter()
+            .map(|m| {
+                let scope = store.register(ScopeKey::new(ScopeKind::ModelProfile, m.name.clone()), m.limits.clone());
+                let profile = Profile {
+                    name: m.name.clone(),
+                    scope,
+                    deployment: m.deployment,
+                    default_max_tokens: m.default_max_tokens,
+                };
+                (m.name.clone(), profile)
+            })
+            .collect();
+        Ok(Self {
+            callers: callers(config, store.as_ref()),
+            profiles,
+            deployments,
+            estimator,
+            upstream: Upstream::new(config.server.connect_timeout),
+            max_body_bytes: config.server.max_body_bytes,
+            lease: config.server.lease,
+            upstream_timeout: config.server.upstream_timeout,
+            store,
+        })
+    }
+}
+
+fn routes(config: &Config, store: &dyn QuotaStore) -> Result<Vec<Route>, SecretError> {
+    config
+        .deployments
+        .iter()
+        .map(|d| {
+            let provider = &config.providers[d.provider];
+            let key = secret::load(&provider.name, &provider.api_key, provider.kind != ProviderKind::Anthropic)?;
+            let tokenizer = match d.tokenizer {
+                Tokenizer::Auto => tokenizer_for_model(&d.model),
+                Tokenizer::O200k => TokenizerKind::O200k,
+                Tokenizer::Cl100k => TokenizerKind::Cl100k,
+                Tokenizer::Approx(chars_per_token) => TokenizerKind::Approx { chars_per_token },
+            };
+            Ok(Route {
+                name: d.name.clone(),
+                scope: store.register(ScopeKey::new(ScopeKind::Deployment, d.name.clone()), d.limits.clone()),
+                provider: provider.name.clone(),
+                kind: provider.kind,
+                base_url: provider.base_url.clone(),
+                model: d.model.clone(),
+                key,
+                tokenizer,
+                input_safety_factor: d.input_safety_factor,
+                output_counting: d.output_counting,
+            })
+        })
+        .collect()
+}
+
+fn callers(config: &Config, store: &dyn QuotaStore) -> HashMap<[u8; 32], Caller> {
+    let (org_name, org_limits) = &config.org;
+    let org = store.register(ScopeKey::new(ScopeKind::Org, org_name.clone()), org_limits.clone());
+    let tenants: Vec<ScopeId> = config
+        .tenants
+        .iter()
+        .map(|t| store.register(ScopeKey::new(ScopeKind::Tenant, t.name.clone()), t.limits.clone()))
+        .collect();
+    config
+        .keys
+        .iter()
+        .map(|k| {
+            let tenant = &config.tenants[k.tenant];
+            let mut scopes = vec![org, tenants[k.tenant]];
+            if let Some(team) = k.team.map(|i| &tenant.teams[i]) {
+                let name = format!("{}/{}", tenant.name, team.name);
+                scopes.push(store.register(ScopeKey::new(ScopeKind::Team, name), team.limits.clone()));
+            }
+            scopes.push(store.register(ScopeKey::new(ScopeKind::ApiKey, k.id.clone()), k.limits.clone()));
+            let caller = Caller {
+                key_id: k.id.clone(),
+                tenant: tenant.name.clone(),
+                class: config.classes[k.class].name.clone(),
+                scopes,
+            };
+            (k.sha256, caller)
+        })
+        .collect()
+}

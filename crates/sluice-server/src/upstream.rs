@@ -1,0 +1,71 @@
+//! The HTTP client toward providers: pooled keep-alive connections, `TCP_NODELAY`,
+//! rustls for HTTPS, plain HTTP for local model servers.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+/// Why an upstream call failed before a response arrived.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// The connection could not be made: the provider never saw the request.
+    #[error("connect failed")]
+    Connect,
+    /// The connection broke or the provider closed it before answering: the request may
+    /// or may not have been processed.
+    #[error("no response")]
+    NoResponse,
+    /// No response headers within the timeout.
+    #[error("timed out")]
+    Timeout,
+}
+
+/// A pooled client for all providers.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl Upstream {
+    /// A client with the given connect timeout.
+    #[must_use]
+    pub fn new(connect_timeout: Duration) -> Self {
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(connect_timeout));
+        http.enforce_http(false);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(512)
+            .build(https);
+        Self { client }
+    }
+
+    /// Sends `request`, waiting at most `timeout` for the response headers.
+    ///
+    /// # Errors
+    /// [`UpstreamError`] telling whether the provider can have seen the request.
+    pub async fn send(
+        &self,
+        request: http::Request<Full<Bytes>>,
+        timeout: Duration,
+    ) -> Result<http::Response<Incoming>, UpstreamError> {
+        match tokio::time::timeout(timeout, self.client.request(request)).await {
+            Err(_) => Err(UpstreamError::Timeout),
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) if e.is_connect() => Err(UpstreamError::Connect),
+            Ok(Err(_)) => Err(UpstreamError::NoResponse),
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! `sluice serve` and `sluice check-config`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Context as _;
+use sluice_quota::{MemoryStore, SystemClock};
+use sluice_server::{AppState, Gateway};
+
+/// Options of `sluice serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The configuration file (TOML).
+    #[arg(long, short, env = "SLUICE_CONFIG")]
+    pub config: PathBuf,
+    /// Listen address, overriding `server.listen` (port 0 picks a free port).
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Log as JSON lines instead of text.
+    #[arg(long, env = "SLUICE_LOG_JSON")]
+    pub log_json: bool,
+}
+
+fn load(file: &Path) -> anyhow::Result<sluice_config::Config> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    sluice_config::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
+}
+
+/// Validates a configuration file.
+///
+/// # Errors
+/// The first problem, with its field and line.
+pub fn check_config(file: &Path) -> anyhow::Result<()> {
+    let config = load(file)?;
+    crate::write_line(&format!(
+        "{}: ok ({} providers, {} deployments, {} models, {} tenants, {} keys)",
+        file.display(),
+        config.providers.len(),
+        config.deployments.len(),
+        config.models.len(),
+        config.tenants.len(),
+        config.keys.len()
+    ));
+    Ok(())
+}
+
+fn init_logs(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Runs the gateway until SIGINT or SIGTERM.
+///
+/// # Errors
+/// A bad config, a missing provider key, or a socket that cannot be bound.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    init_logs(args.log_json);
+    let config = load(&args.config)?;
+    let store = Arc::new(MemoryStore::new(Arc::new(SystemClock::new())));
+    let gateway = Gateway::build(&config, store)?;
+    let listen = args.listen.unwrap_or(config.server.listen);
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
+    let addr = listener.local_addr()?;
+    crate::write_line(&format!("sluice listening on http://{addr}"));
+    tracing::info!(%addr, "serving");
+    let state = AppState { gateway: Arc::new(gateway), draining: Arc::new(AtomicBool::new(false)) };
+    let grace = config.server.shutdown_grace;
+    let served = sluice_server::serve(listener, state, shutdown_signal());
+    tokio::select! {
+        result = served => result.context("serving")?,
+        () = async { shutdown_signal().await; tokio::time::sleep(grace).await } => {
+            tracing::warn!("shutdown grace period over; closing remaining connections");
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! { () = ctrl_c => {}, () = terminate => {} }
+}
