@@ -1,0 +1,96 @@
+use super::*;
+
+fn limits(rpm: Option<u64>, tpm: Option<u64>) -> Limits {
+    Limits { rpm, tpm, ..Limits::default() }
+}
+
+fn tokens(n: f64) -> Cost {
+    Cost { tokens: n, ..Cost::default() }
+}
+
+#[test]
+fn rpm_bound_workload_is_rejected_on_requests() {
+    let mut l = ModelLimiter::new(&limits(Some(60), Some(1_000_000)), OutputAccounting::Actual, true, 0.0);
+    let results: Vec<_> = (0..10).map(|_| l.admit(0.0, &tokens(10.0))).collect();
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 6);
+    let rejection = results.iter().find_map(|r| r.err()).unwrap();
+    assert_eq!(rejection.dim, Dim::Rpm);
+    assert_eq!(rejection.dim.kind(), LimitKind::Requests);
+    assert!(rejection.wait.unwrap() > 0.0);
+}
+
+#[test]
+fn tpm_bound_workload_is_rejected_on_tokens() {
+    let mut l = ModelLimiter::new(&limits(Some(10_000), Some(1000)), OutputAccounting::Actual, true, 0.0);
+    assert!(l.admit(0.0, &tokens(200.0)).is_ok());
+    let rejection = l.admit(0.0, &tokens(200.0)).unwrap_err();
+    assert_eq!(rejection.dim, Dim::Tpm);
+    assert!((rejection.requested - 200.0).abs() < 1e-9);
+    assert!((rejection.used - 200.0).abs() < 1e-9);
+}
+
+#[test]
+fn rejected_requests_use_a_request_unit_when_configured() {
+    let mut counted = ModelLimiter::new(&limits(Some(100), Some(100)), OutputAccounting::Actual, true, 0.0);
+    let mut free = ModelLimiter::new(&limits(Some(100), Some(100)), OutputAccounting::Actual, false, 0.0);
+    for l in [&mut counted, &mut free] {
+        assert!(l.admit(0.0, &tokens(101.0)).is_err());
+    }
+    assert_eq!(counted.status(0.0, Dim::Rpm).unwrap().1, 99.0);
+    assert_eq!(free.status(0.0, Dim::Rpm).unwrap().1, 100.0);
+}
+
+#[test]
+fn too_large_requests_never_pass() {
+    let mut l = ModelLimiter::new(&limits(None, Some(1000)), OutputAccounting::Actual, true, 0.0);
+    let rejection = l.admit(0.0, &tokens(1001.0)).unwrap_err();
+    assert_eq!(rejection.wait, None);
+}
+
+#[test]
+fn anthropic_actual_output_is_charged_after_generation() {
+    let lim = Limits { otpm: Some(600), itpm: Some(100_000), ..Limits::default() };
+    let mut l = ModelLimiter::new(&lim, OutputAccounting::Actual, false, 0.0);
+    let cost = Cost { input: 10.0, output: 0.0, tokens: 0.0 };
+    assert!(l.admit(0.0, &cost).is_ok());
+    l.settle_output(0.0, 0.0, 700.0);
+    let rejection = l.admit(0.0, &cost).unwrap_err();
+    assert_eq!(rejection.dim, Dim::Otpm);
+    // 100 tokens of debt plus one token: (101 / 600) minutes.
+    assert!((rejection.wait.unwrap() - 101.0 / 10.0).abs() < 1e-6);
+    assert!(l.admit(10.2, &cost).is_ok());
+}
+
+#[test]
+fn anthropic_max_tokens_mode_reserves_and_refunds() {
+    let lim = Limits { otpm: Some(1000), window_fraction: 1.0, ..Limits::default() };
+    let mut l = ModelLimiter::new(&lim, OutputAccounting::MaxTokens, false, 0.0);
+    assert!(l.admit(0.0, &Cost { output: 800.0, ..Cost::default() }).is_ok());
+    assert_eq!(l.admit(0.0, &Cost { output: 800.0, ..Cost::default() }).unwrap_err().dim, Dim::Otpm);
+    l.settle_output(0.0, 800.0, 100.0);
+    assert_eq!(l.status(0.0, Dim::Otpm).unwrap().1, 900.0);
+}
+
+#[test]
+fn daily_limits_are_their_own_kind() {
+    let lim = Limits { rpd: Some(2), ..Limits::default() };
+    let mut l = ModelLimiter::new(&lim, OutputAccounting::Actual, true, 0.0);
+    assert!(l.admit(0.0, &tokens(1.0)).is_ok());
+    assert!(l.admit(100.0, &tokens(1.0)).is_ok());
+    let rejection = l.admit(200.0, &tokens(1.0)).unwrap_err();
+    assert_eq!(rejection.dim.kind(), LimitKind::Daily);
+}
+
+#[test]
+fn limit_changes_apply_at_runtime() {
+    let mut l = ModelLimiter::new(&limits(Some(10), None), OutputAccounting::Actual, true, 0.0);
+    for _ in 0..1 {
+        assert!(l.admit(0.0, &tokens(0.0)).is_ok());
+    }
+    l.set_limits(0.0, &limits(Some(1000), Some(50)));
+    assert_eq!(l.status(0.0, Dim::Rpm).unwrap(), (1000.0, 999.0, 0.06));
+    assert_eq!(l.admit(0.0, &tokens(60.0)).unwrap_err().dim, Dim::Tpm);
+    l.set_limits(0.0, &limits(None, None));
+    assert!(l.status(0.0, Dim::Rpm).is_none());
+    assert!(l.admit(0.0, &tokens(1e9)).is_ok());
+}

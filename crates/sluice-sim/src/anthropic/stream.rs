@@ -1,0 +1,64 @@
+//! Anthropic streaming: `message_start`, `content_block_*`, `message_delta`, `message_stop`.
+
+use serde_json::json;
+
+use crate::flow::Prepared;
+use crate::pacer::{Render, event};
+
+/// Renders one streamed message.
+#[derive(Debug)]
+pub struct MessageStream {
+    id: String,
+    model: String,
+    input: u64,
+    cached: u64,
+    cap: u64,
+}
+
+impl MessageStream {
+    /// A renderer for `prepared`.
+    #[must_use]
+    pub fn new(id: String, prepared: &Prepared) -> Self {
+        Self {
+            id,
+            model: prepared.model.config.name.clone(),
+            input: prepared.input - prepared.cached,
+            cached: prepared.cached,
+            cap: prepared.ask.cap,
+        }
+    }
+}
+
+impl Render for MessageStream {
+    fn head(&mut self, out: &mut Vec<u8>) {
+        let usage = super::usage(self.input, self.cached, 1);
+        let message = json!({"id": self.id, "type": "message", "role": "assistant", "model": self.model,
+            "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage});
+        event(out, "message_start", &json!({"type": "message_start", "message": message}));
+        event(
+            out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        );
+        event(out, "ping", &json!({"type": "ping"}));
+    }
+
+    fn chunk(&mut self, text: &str, out: &mut Vec<u8>) {
+        event(
+            out,
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        );
+    }
+
+    fn tail(&mut self, output: u64, out: &mut Vec<u8>) {
+        event(out, "content_block_stop", &json!({"type": "content_block_stop", "index": 0}));
+        let delta = json!({"stop_reason": super::stop_reason(output, self.cap), "stop_sequence": null});
+        event(
+            out,
+            "message_delta",
+            &json!({"type": "message_delta", "delta": delta, "usage": {"output_tokens": output}}),
+        );
+        event(out, "message_stop", &json!({"type": "message_stop"}));
+    }
+}

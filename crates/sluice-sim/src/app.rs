@@ -1,0 +1,94 @@
+//! Routes: the provider APIs plus the control endpoints (`/_stats`, `/_reset`, `/_limits`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::config::{Limits, Shape};
+use crate::sim::Sim;
+
+/// Largest request body accepted.
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// The simulator's routes over shared state.
+pub fn router(sim: Arc<Sim>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(crate::openai::chat))
+        .route("/v1/embeddings", post(crate::openai::embeddings::embeddings))
+        .route("/v1/messages", post(crate::anthropic::messages))
+        .route("/v1/models", get(models))
+        .route("/_stats", get(stats))
+        .route("/_reset", post(reset))
+        .route("/_limits", get(limits).post(set_limits))
+        .route("/healthz", get(|| async { "ok" }))
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                Json(json!({"error": {"message": "no such route", "type": "invalid_request_error"}})),
+            )
+        })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(sim)
+}
+
+/// `GET /v1/models`: the OpenAI list, or Anthropic's when `anthropic-version` is sent.
+async fn models(State(sim): State<Arc<Sim>>, headers: HeaderMap) -> Response {
+    let created = sim.clock().unix_origin().as_secs();
+    if headers.contains_key("anthropic-version") {
+        let data: Vec<_> = sim
+            .models()
+            .into_iter()
+            .filter(|m| m.config.shape == Shape::Anthropic)
+            .map(|m| json!({"type": "model", "id": m.config.name, "display_name": m.config.name, "created_at": crate::wire_time::rfc3339(sim.clock().unix_origin())}))
+            .collect();
+        let first = data.first().and_then(|m| m.get("id").cloned());
+        let last = data.last().and_then(|m| m.get("id").cloned());
+        return Json(json!({"data": data, "has_more": false, "first_id": first, "last_id": last})).into_response();
+    }
+    let data: Vec<_> = sim
+        .models()
+        .into_iter()
+        .map(|m| json!({"id": m.config.name, "object": "model", "created": created, "owned_by": "sluice-sim"}))
+        .collect();
+    Json(json!({"object": "list", "data": data})).into_response()
+}
+
+async fn stats(State(sim): State<Arc<Sim>>) -> Response {
+    Json(sim.stats()).into_response()
+}
+
+async fn reset(State(sim): State<Arc<Sim>>) -> Response {
+    sim.reset();
+    Json(json!({"reset": true})).into_response()
+}
+
+async fn limits(State(sim): State<Arc<Sim>>) -> Response {
+    let all: BTreeMap<String, Limits> = sim.limits().into_iter().collect();
+    Json(all).into_response()
+}
+
+/// Body of `POST /_limits`: the model and its new limits (absent limits become unlimited).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetLimits {
+    model: String,
+    limits: Limits,
+}
+
+async fn set_limits(State(sim): State<Arc<Sim>>, body: axum::body::Bytes) -> Response {
+    let request: SetLimits = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(error) => return (StatusCode::BAD_REQUEST, Json(json!({"error": error.to_string()}))).into_response(),
+    };
+    match sim.set_limits(&request.model, &request.limits) {
+        Ok(()) => limits(State(sim)).await,
+        Err(error) => (StatusCode::BAD_REQUEST, Json(json!({"error": error.to_string()}))).into_response(),
+    }
+}

@@ -1,0 +1,213 @@
+//! Fault injection: each kind at a configured rate, drawn from an injected RNG.
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::validate::ConfigError;
+
+/// Default bound on a hang before the connection is cut, real milliseconds.
+pub const DEFAULT_HANG_MS: u64 = 300_000;
+/// Default delay before headers for the slow-headers fault, real milliseconds.
+pub const DEFAULT_SLOW_HEADERS_MS: u64 = 2_000;
+/// Default number of chunks sent before a stream is cut.
+pub const DEFAULT_STREAM_DROP_AFTER: u32 = 2;
+
+/// Rates (probability per request, 0..=1, summing to at most 1) of each fault kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultConfig {
+    /// HTTP 500 in the provider's error shape.
+    #[serde(default)]
+    pub error_500: f64,
+    /// HTTP 502.
+    #[serde(default)]
+    pub error_502: f64,
+    /// HTTP 503.
+    #[serde(default)]
+    pub error_503: f64,
+    /// HTTP 529 (`overloaded_error`).
+    #[serde(default)]
+    pub error_529: f64,
+    /// Connection reset before any response byte.
+    #[serde(default)]
+    pub reset: f64,
+    /// No answer until `hang_ms`, then the connection is reset.
+    #[serde(default)]
+    pub hang: f64,
+    /// Streams only: cut the connection after `stream_drop_after_chunks` chunks.
+    #[serde(default)]
+    pub stream_drop: f64,
+    /// Wait `slow_headers_ms` before the (otherwise normal) response.
+    #[serde(default)]
+    pub slow_headers: f64,
+    /// Bound of a hang, real milliseconds.
+    #[serde(default = "default_hang_ms")]
+    pub hang_ms: u64,
+    /// Delay of the slow-headers fault, real milliseconds.
+    #[serde(default = "default_slow_headers_ms")]
+    pub slow_headers_ms: u64,
+    /// Chunks sent before a stream drop.
+    #[serde(default = "default_stream_drop_after")]
+    pub stream_drop_after_chunks: u32,
+}
+
+fn default_hang_ms() -> u64 {
+    DEFAULT_HANG_MS
+}
+fn default_slow_headers_ms() -> u64 {
+    DEFAULT_SLOW_HEADERS_MS
+}
+fn default_stream_drop_after() -> u32 {
+    DEFAULT_STREAM_DROP_AFTER
+}
+
+impl Default for FaultConfig {
+    fn default() -> Self {
+        Self {
+            error_500: 0.0,
+            error_502: 0.0,
+            error_503: 0.0,
+            error_529: 0.0,
+            reset: 0.0,
+            hang: 0.0,
+            stream_drop: 0.0,
+            slow_headers: 0.0,
+            hang_ms: DEFAULT_HANG_MS,
+            slow_headers_ms: DEFAULT_SLOW_HEADERS_MS,
+            stream_drop_after_chunks: DEFAULT_STREAM_DROP_AFTER,
+        }
+    }
+}
+
+/// A kind of fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// HTTP 500.
+    Error500,
+    /// HTTP 502.
+    Error502,
+    /// HTTP 503.
+    Error503,
+    /// HTTP 529.
+    Error529,
+    /// Connection reset.
+    Reset,
+    /// Hang, then reset.
+    Hang,
+    /// Stream cut mid-way.
+    StreamDrop,
+    /// Delay before headers.
+    SlowHeaders,
+}
+
+impl FaultKind {
+    /// The HTTP status of an error fault.
+    #[must_use]
+    pub fn status(self) -> Option<u16> {
+        match self {
+            Self::Error500 => Some(500),
+            Self::Error502 => Some(502),
+            Self::Error503 => Some(503),
+            Self::Error529 => Some(529),
+            _ => None,
+        }
+    }
+}
+
+impl FaultConfig {
+    fn table(&self) -> [(FaultKind, f64); 8] {
+        [
+            (FaultKind::Error500, self.error_500),
+            (FaultKind::Error502, self.error_502),
+            (FaultKind::Error503, self.error_503),
+            (FaultKind::Error529, self.error_529),
+            (FaultKind::Reset, self.reset),
+            (FaultKind::Hang, self.hang),
+            (FaultKind::StreamDrop, self.stream_drop),
+            (FaultKind::SlowHeaders, self.slow_headers),
+        ]
+    }
+
+    pub(crate) fn validate(&self, at: &str) -> Result<(), ConfigError> {
+        let table = self.table();
+        if table.iter().any(|(_, r)| !(0.0..=1.0).contains(r)) {
+            return Err(ConfigError(format!("{at}: fault rates must be within 0..=1")));
+        }
+        let sum: f64 = table.iter().map(|(_, r)| r).sum();
+        if sum > 1.0 + 1e-9 {
+            return Err(ConfigError(format!("{at}: fault rates sum to {sum}, more than 1")));
+        }
+        Ok(())
+    }
+
+    /// Whether no fault is configured.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.table().iter().all(|(_, r)| *r <= 0.0)
+    }
+
+    /// Draws at most one fault for a request (`stream_drop` only for streams).
+    pub fn draw(&self, rng: &mut impl Rng, stream: bool) -> Option<FaultKind> {
+        if self.is_empty() {
+            return None;
+        }
+        let u: f64 = rng.random();
+        let mut acc = 0.0;
+        for (kind, rate) in self.table() {
+            acc += rate;
+            if u < acc {
+                return (stream || kind != FaultKind::StreamDrop).then_some(kind);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    use super::*;
+
+    #[test]
+    fn draws_follow_the_rates() {
+        let cfg = FaultConfig { error_500: 0.1, reset: 0.05, stream_drop: 0.2, ..FaultConfig::default() };
+        let mut rng = StdRng::seed_from_u64(3);
+        let n = 20_000;
+        let (mut e500, mut reset, mut drop) = (0, 0, 0);
+        for _ in 0..n {
+            match cfg.draw(&mut rng, true) {
+                Some(FaultKind::Error500) => e500 += 1,
+                Some(FaultKind::Reset) => reset += 1,
+                Some(FaultKind::StreamDrop) => drop += 1,
+                Some(other) => panic!("unexpected {other:?}"),
+                None => {}
+            }
+        }
+        assert!((1800..2200).contains(&e500), "{e500}");
+        assert!((850..1150).contains(&reset), "{reset}");
+        assert!((3700..4300).contains(&drop), "{drop}");
+    }
+
+    #[test]
+    fn stream_drop_never_hits_non_streams() {
+        let cfg = FaultConfig { stream_drop: 1.0, ..FaultConfig::default() };
+        let mut rng = StdRng::seed_from_u64(3);
+        assert!((0..100).all(|_| cfg.draw(&mut rng, false).is_none()));
+        assert_eq!(cfg.draw(&mut rng, true), Some(FaultKind::StreamDrop));
+    }
+
+    #[test]
+    fn same_seed_same_faults() {
+        let cfg = FaultConfig { error_503: 0.5, ..FaultConfig::default() };
+        let a: Vec<_> = {
+            let mut rng = StdRng::seed_from_u64(9);
+            (0..50).map(|_| cfg.draw(&mut rng, false)).collect()
+        };
+        let mut rng = StdRng::seed_from_u64(9);
+        let b: Vec<_> = (0..50).map(|_| cfg.draw(&mut rng, false)).collect();
+        assert_eq!(a, b);
+    }
+}

@@ -1,0 +1,113 @@
+//! The OpenAI shape: `POST /v1/chat/completions` (plain and SSE) and `POST /v1/embeddings`.
+
+pub mod embeddings;
+pub mod errors;
+pub mod request;
+pub mod response;
+pub mod stream;
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::extract::State;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+
+use crate::admission::Cost;
+use crate::config::{Flavor, Shape, TokenRule};
+use crate::conn::ConnCtl;
+use crate::errors::ApiError;
+use crate::flow::{self, Prepared};
+use crate::sim::{Ask, ModelState, Sim};
+use request::ChatRequest;
+use response::{AssistantMessage, ChatUsage, Choice, Completion, FINGERPRINT, finish_reason};
+
+/// Answers `err` in the OpenAI shape and counts it as invalid.
+pub(crate) fn invalid(sim: &Sim, err: &ApiError) -> Response {
+    sim.invalid();
+    crate::respond::error(sim, Flavor::Openai, None, err)
+}
+
+/// The OpenAI-shaped model a request names.
+///
+/// # Errors
+/// When the name is missing or no such model is served.
+pub(crate) fn resolve(sim: &Sim, name: Option<&str>) -> Result<Arc<ModelState>, ApiError> {
+    let Some(name) = name else {
+        return Err(ApiError::Invalid { message: "you must provide a model parameter".into(), param: None });
+    };
+    sim.model(name, Shape::Openai).cloned().ok_or_else(|| ApiError::NotFound(name.to_owned()))
+}
+
+#[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
+fn tpm_cost(model: &ModelState, req: &ChatRequest<'_>, prompt: u64, cap: u64) -> f64 {
+    let tokens = match (model.flavor, model.config.token_rule) {
+        (Flavor::Gemini, _) => prompt,
+        (_, TokenRule::PromptPlusMax) => prompt + cap,
+        (_, TokenRule::MaxOfMaxTokensAndChars) => {
+            req.max_completion_tokens.or(req.max_tokens).unwrap_or(0).max(req.char_estimate())
+        }
+    };
+    tokens as f64
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn chat(
+    State(sim): State<Arc<Sim>>,
+    ctl: Option<Extension<ConnCtl>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let ctl = ctl.map(|Extension(ctl)| ctl);
+    let Ok(req) = serde_json::from_slice::<ChatRequest<'_>>(&body) else { return invalid(&sim, &ApiError::BadJson) };
+    let model = match resolve(&sim, req.model.as_deref()) {
+        Ok(model) => model,
+        Err(err) => return invalid(&sim, &err),
+    };
+    if req.messages.as_ref().is_none_or(Vec::is_empty) {
+        let message = "Missing required parameter: 'messages'.".into();
+        return invalid(&sim, &ApiError::Invalid { message, param: Some("messages") });
+    }
+    let prompt = req.prompt_tokens(&model.tokenizer);
+    let cap = req.max_completion_tokens.or(req.max_tokens).unwrap_or(model.config.default_max_tokens);
+    let stream = req.stream.unwrap_or(false);
+    let ask = Ask { cost: Cost { tokens: tpm_cost(&model, &req, prompt, cap), ..Cost::default() }, stream, cap };
+    let tenant = crate::text::tenant(&headers, req.user.as_deref());
+    let prepared =
+        Prepared { model, ask, input: prompt, cached: 0, tenant, marker: crate::text::marker(&req.last_text()) };
+    let ticket = match flow::admit(&sim, ctl.as_ref(), &prepared).await {
+        Ok(ticket) => ticket,
+        Err(response) => return response,
+    };
+    let flavor = prepared.model.flavor;
+    let id = format!("chatcmpl-{}", sim.request_id().trim_start_matches("req_"));
+    let created = sim.clock().unix_now().as_secs();
+    if stream {
+        let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
+        let render = stream::ChatStream::new(id, created, &prepared, include_usage);
+        let snapshot = ticket.snapshot;
+        let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, ctl, render);
+        return crate::respond::sse(&sim, flavor, Some(&snapshot), body);
+    }
+    flow::generate(&ticket).await;
+    let text = crate::text::filler(ticket.output);
+    let completion = Completion {
+        id: &id,
+        object: "chat.completion",
+        created,
+        model: &prepared.model.config.name,
+        choices: [Choice {
+            index: 0,
+            message: AssistantMessage { role: "assistant", content: &text, refusal: None, annotations: [] },
+            logprobs: None,
+            finish_reason: finish_reason(ticket.output, cap),
+        }],
+        usage: ChatUsage::new(prompt, ticket.output),
+        service_tier: "default",
+        system_fingerprint: FINGERPRINT,
+    };
+    let body = serde_json::to_vec(&completion).unwrap_or_default();
+    sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(ticket.output));
+    crate::respond::json(&sim, flavor, Some(&ticket.snapshot), StatusCode::OK, body)
+}

@@ -1,0 +1,148 @@
+//! OpenAI request bodies, parsed leniently (unknown fields are ignored, as the gateway
+//! may pass fields the simulator does not model).
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::tokens::{REPLY_PRIMING, Tokenizer, estimate_from_chars};
+
+/// `POST /v1/chat/completions`.
+#[derive(Debug, Deserialize)]
+pub struct ChatRequest<'a> {
+    /// Model name.
+    #[serde(borrow, default)]
+    pub model: Option<Cow<'a, str>>,
+    /// Conversation.
+    #[serde(borrow, default)]
+    pub messages: Option<Vec<Message<'a>>>,
+    /// Legacy output cap.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// Output cap.
+    #[serde(default)]
+    pub max_completion_tokens: Option<u64>,
+    /// Stream as SSE.
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// Streaming options.
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    /// End-user id (the tenant).
+    #[serde(borrow, default)]
+    pub user: Option<Cow<'a, str>>,
+    /// Tool definitions (their JSON is counted).
+    #[serde(default)]
+    pub tools: Option<Value>,
+}
+
+/// `stream_options`.
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamOptions {
+    /// Send a final usage chunk.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// One chat message.
+#[derive(Debug, Deserialize)]
+pub struct Message<'a> {
+    /// Role.
+    #[serde(borrow, default)]
+    pub role: Cow<'a, str>,
+    /// Text or parts.
+    #[serde(borrow, default)]
+    pub content: Option<Content<'a>>,
+    /// Participant name.
+    #[serde(borrow, default)]
+    pub name: Option<Cow<'a, str>>,
+    /// Assistant tool calls (their JSON is counted).
+    #[serde(default)]
+    pub tool_calls: Option<Value>,
+}
+
+/// Message content: a string or a list of parts.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Content<'a> {
+    /// Plain text.
+    Text(#[serde(borrow)] Cow<'a, str>),
+    /// Typed parts; only text parts are counted.
+    Parts(#[serde(borrow)] Vec<Part<'a>>),
+}
+
+/// A content part.
+#[derive(Debug, Deserialize)]
+pub struct Part<'a> {
+    /// Its text, for `{"type": "text"}` parts.
+    #[serde(borrow, default)]
+    pub text: Option<Cow<'a, str>>,
+}
+
+impl Content<'_> {
+    /// The text parts.
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        let (one, many) = match self {
+            Self::Text(text) => (Some(text.as_ref()), None),
+            Self::Parts(parts) => (None, Some(parts.iter().filter_map(|p| p.text.as_deref()))),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+}
+
+impl ChatRequest<'_> {
+    /// Prompt tokens by OpenAI's documented formula (messages, names, tools, reply priming).
+    #[must_use]
+    pub fn prompt_tokens(&self, tok: &Tokenizer) -> u64 {
+        let messages = self.messages.as_deref().unwrap_or_default();
+        let mut total = REPLY_PRIMING;
+        for m in messages {
+            total += tok.message(&m.role, m.content.iter().flat_map(Content::texts), m.name.as_deref());
+            if let Some(calls) = &m.tool_calls {
+                total += tok.count(&calls.to_string());
+            }
+        }
+        if let Some(tools) = &self.tools {
+            total += tok.count(&tools.to_string());
+        }
+        total
+    }
+
+    /// OpenAI's character estimate of the request's text.
+    #[must_use]
+    pub fn char_estimate(&self) -> u64 {
+        let messages = self.messages.as_deref().unwrap_or_default();
+        let chars: usize =
+            messages.iter().flat_map(|m| m.content.iter().flat_map(Content::texts)).map(|t| t.chars().count()).sum();
+        estimate_from_chars(chars)
+    }
+
+    /// The text of the last message (where `req-id:` markers are looked for).
+    #[must_use]
+    pub fn last_text(&self) -> String {
+        let last = self.messages.as_deref().unwrap_or_default().last();
+        last.and_then(|m| m.content.as_ref()).map(|c| c.texts().collect::<Vec<_>>().join(" ")).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::Encoding;
+
+    #[test]
+    fn prompt_tokens_follow_the_cookbook_formula() {
+        let body = br#"{"model":"gpt-4","messages":[
+            {"role":"system","content":"You are a helpful assistant."},
+            {"role":"user","name":"bob","content":[{"type":"text","text":"hello world"},{"type":"image_url","image_url":{"url":"x"}}]}
+        ]}"#;
+        let req: ChatRequest = serde_json::from_slice(body).unwrap();
+        let t = Tokenizer::new(Encoding::Cl100kBase);
+        // system: 3 + 1 + 6; user: 3 + 1 + 2 + (1 + 1); priming 3.
+        assert_eq!(t.count("You are a helpful assistant."), 6);
+        assert_eq!(req.prompt_tokens(&t), 10 + 8 + 3);
+        assert_eq!(req.last_text(), "hello world");
+        assert_eq!(req.char_estimate(), (28 + 11_u64).div_ceil(4));
+    }
+}

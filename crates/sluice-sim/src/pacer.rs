@@ -1,0 +1,138 @@
+//! Paced streaming bodies: a shape-specific [`Render`] driven by the latency model.
+
+use std::io;
+use std::sync::Arc;
+
+use axum::body::Body;
+use bytes::Bytes;
+
+use crate::conn::{ConnCtl, abort};
+use crate::flow::Prepared;
+use crate::sim::{Sim, Ticket};
+
+/// Writes the events of one shape's stream.
+pub trait Render: Send + 'static {
+    /// Events before the first content (role chunk, `message_start`, ...).
+    fn head(&mut self, out: &mut Vec<u8>);
+    /// One content chunk.
+    fn chunk(&mut self, text: &str, out: &mut Vec<u8>);
+    /// Events after the content (finish reason, usage, `[DONE]` / `message_stop`).
+    fn tail(&mut self, output: u64, out: &mut Vec<u8>);
+}
+
+/// Accounting of a stream: completes on the tail, settles what was emitted if cut short.
+struct Finish {
+    sim: Arc<Sim>,
+    prepared: Prepared,
+    ticket: Ticket,
+    emitted: u64,
+    done: bool,
+}
+
+impl Finish {
+    fn complete(&mut self) {
+        self.done = true;
+        let served = self.prepared.served(self.emitted);
+        self.sim.complete(&self.prepared.model, self.ticket.reserved_output, &served);
+    }
+}
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        if !self.done {
+            self.sim.settle_output(&self.prepared.model, self.ticket.reserved_output, self.emitted);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Head,
+    Chunks,
+    Done,
+}
+
+struct Stream<R> {
+    render: R,
+    finish: Finish,
+    ctl: Option<ConnCtl>,
+    drop_after: Option<u32>,
+    chunk_tokens: u64,
+    chunks: u32,
+    phase: Phase,
+}
+
+/// A streaming body for an admitted request; a `stream_drop` fault cuts it after
+/// `stream_drop_after_chunks` content chunks with a connection reset.
+pub fn body<R: Render>(sim: Arc<Sim>, prepared: Prepared, ticket: Ticket, ctl: Option<ConnCtl>, render: R) -> Body {
+    let model = Arc::clone(&prepared.model);
+    let drop_after =
+        (ticket.fault == Some(crate::faults::FaultKind::StreamDrop)).then_some(model.faults.stream_drop_after_chunks);
+    let stream = Stream {
+        render,
+        finish: Finish { sim, prepared, ticket, emitted: 0, done: false },
+        ctl,
+        drop_after,
+        chunk_tokens: u64::from(model.latency.chunk_tokens),
+        chunks: 0,
+        phase: Phase::Head,
+    };
+    Body::from_stream(futures_util::stream::unfold(stream, step))
+}
+
+async fn step<R: Render>(mut s: Stream<R>) -> Option<(io::Result<Bytes>, Stream<R>)> {
+    let mut out = Vec::with_capacity(256);
+    let delays = s.finish.ticket.delays;
+    let total = s.finish.ticket.output;
+    match s.phase {
+        Phase::Done => return None,
+        Phase::Head => {
+            sleep(delays.ttft).await;
+            s.render.head(&mut out);
+            s.phase = Phase::Chunks;
+        }
+        Phase::Chunks => {
+            let sent = s.finish.emitted;
+            if s.drop_after.is_some_and(|after| s.chunks >= after || sent >= total) {
+                abort(s.ctl.as_ref());
+                s.phase = Phase::Done;
+                return Some((Err(io::Error::other("stream dropped by an injected fault")), s));
+            }
+            if sent >= total {
+                s.render.tail(total, &mut out);
+                s.finish.complete();
+                s.phase = Phase::Done;
+            } else {
+                let n = s.chunk_tokens.min(total - sent);
+                sleep(delays.per_token.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX))).await;
+                let mut text = String::with_capacity(usize::try_from(n).unwrap_or(0) * 7);
+                crate::text::filler_into(&mut text, sent, n);
+                s.render.chunk(&text, &mut out);
+                s.finish.emitted += n;
+                s.chunks += 1;
+            }
+        }
+    }
+    Some((Ok(Bytes::from(out)), s))
+}
+
+async fn sleep(d: std::time::Duration) {
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
+    }
+}
+
+/// Appends one SSE `data:` line with a JSON payload.
+pub fn data(out: &mut Vec<u8>, payload: &impl serde::Serialize) {
+    out.extend_from_slice(b"data: ");
+    let _ = serde_json::to_writer(&mut *out, payload);
+    out.extend_from_slice(b"\n\n");
+}
+
+/// Appends one SSE event with a name and a JSON payload.
+pub fn event(out: &mut Vec<u8>, name: &str, payload: &impl serde::Serialize) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.push(b'\n');
+    data(out, payload);
+}

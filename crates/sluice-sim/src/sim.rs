@@ -1,0 +1,301 @@
+//! The simulator's shared state: models with their limiters and RNGs, stats, the clock.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use crate::admission::{Cost, Dim, LimitKind, ModelLimiter, Rejection};
+use crate::clock::Clock;
+use crate::config::{FaultConfig, Flavor, LatencyConfig, Limits, ModelConfig, Shape, SimConfig};
+use crate::faults::FaultKind;
+use crate::latency::Delays;
+use crate::stats::{Served, Stats, StatsSnapshot};
+use crate::tokens::Tokenizer;
+use crate::validate::ConfigError;
+
+/// One served model.
+#[derive(Debug)]
+pub struct ModelState {
+    /// Its configuration (limits as configured at start; see [`ModelState::limits`]).
+    pub config: ModelConfig,
+    /// Flavour (resolved).
+    pub flavor: Flavor,
+    /// Latency in force.
+    pub latency: LatencyConfig,
+    /// Faults in force.
+    pub faults: FaultConfig,
+    /// Tokenizer.
+    pub tokenizer: Tokenizer,
+    inner: Mutex<ModelInner>,
+    in_flight: AtomicU32,
+}
+
+#[derive(Debug)]
+struct ModelInner {
+    limits: Limits,
+    limiter: ModelLimiter,
+    rng: StdRng,
+}
+
+/// Rate-limit status at the time of a decision, in simulated seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Snapshot {
+    /// `(limit, remaining, seconds to full)` of requests, tokens, input and output tokens.
+    pub dims: [Option<(f64, f64, f64)>; 4],
+}
+
+/// Index of a dimension in [`Snapshot::dims`].
+pub const SNAPSHOT_DIMS: [Dim; 4] = [Dim::Rpm, Dim::Tpm, Dim::Itpm, Dim::Otpm];
+
+/// An admitted request: what was drawn for it and its in-flight slot.
+#[derive(Debug)]
+pub struct Ticket {
+    /// The fault to inject, if any.
+    pub fault: Option<FaultKind>,
+    /// Output tokens to generate.
+    pub output: u64,
+    /// Delays to apply.
+    pub delays: Delays,
+    /// Rate-limit status after admission.
+    pub snapshot: Snapshot,
+    /// Output tokens reserved at admission (OTPM `max_tokens` mode).
+    pub reserved_output: u64,
+    _slot: InFlight,
+}
+
+/// A refused request.
+#[derive(Debug, Clone, Copy)]
+pub enum Refusal {
+    /// A rate limit refused it.
+    Limited(Rejection, Snapshot),
+    /// Too many requests in flight.
+    Concurrency(u16, Snapshot),
+}
+
+/// Holds one in-flight slot of a model until dropped (with the count before taking it).
+#[derive(Debug)]
+struct InFlight(Arc<ModelState>, u32);
+
+impl InFlight {
+    fn take(model: &Arc<ModelState>) -> Self {
+        Self(Arc::clone(model), model.in_flight.fetch_add(1, Ordering::AcqRel))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What a request asks of admission.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask {
+    /// Cost at admission.
+    pub cost: Cost,
+    /// Whether it streams.
+    pub stream: bool,
+    /// Cap on generated tokens.
+    pub cap: u64,
+}
+
+/// The shared state behind every connection.
+#[derive(Debug)]
+pub struct Sim {
+    clock: Arc<dyn Clock>,
+    time_scale: f64,
+    models: HashMap<String, Arc<ModelState>>,
+    stats: Mutex<Stats>,
+    epoch: Mutex<std::time::Duration>,
+    seq: AtomicU64,
+    seed: u64,
+}
+
+impl Sim {
+    /// Builds the state from a validated config.
+    ///
+    /// # Errors
+    /// When the config is invalid.
+    pub fn new(config: &SimConfig, clock: Arc<dyn Clock>) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let seed = config.seed.unwrap_or_else(rand::random);
+        let mut sim = Self {
+            clock,
+            time_scale: config.time_scale,
+            models: HashMap::new(),
+            stats: Mutex::new(Stats::default()),
+            epoch: Mutex::new(std::time::Duration::ZERO),
+            seq: AtomicU64::new(0),
+            seed,
+        };
+        *sim.epoch.lock() = sim.clock.elapsed();
+        let now = sim.sim_now();
+        for (i, m) in config.models.iter().enumerate() {
+            let flavor = m.flavor();
+            let limits = m.limits.effective(flavor);
+            let inner = ModelInner {
+                limiter: ModelLimiter::new(&limits, m.output_accounting, m.count_rejected(), now),
+                limits,
+                rng: StdRng::seed_from_u64(seed.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            };
+            let state = ModelState {
+                config: m.clone(),
+                flavor,
+                latency: m.latency.clone().unwrap_or_else(|| config.latency.clone()),
+                faults: m.faults.clone().unwrap_or_else(|| config.faults.clone()),
+                tokenizer: Tokenizer::new(m.encoding()),
+                inner: Mutex::new(inner),
+                in_flight: AtomicU32::new(0),
+            };
+            sim.models.insert(m.name.clone(), Arc::new(state));
+        }
+        Ok(sim)
+    }
+
+    /// Simulated seconds since start.
+    #[must_use]
+    pub fn sim_now(&self) -> f64 {
+        self.clock.elapsed().as_secs_f64() * self.time_scale
+    }
+
+    /// The time scale.
+    #[must_use]
+    pub fn time_scale(&self) -> f64 {
+        self.time_scale
+    }
+
+    /// The clock.
+    #[must_use]
+    pub fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+
+    /// A served model of the given shape.
+    #[must_use]
+    pub fn model(&self, name: &str, shape: Shape) -> Option<&Arc<ModelState>> {
+        self.models.get(name).filter(|m| m.config.shape == shape)
+    }
+
+    /// All models, sorted by name.
+    #[must_use]
+    pub fn models(&self) -> Vec<&Arc<ModelState>> {
+        let mut all: Vec<_> = self.models.values().collect();
+        all.sort_by(|a, b| a.config.name.cmp(&b.config.name));
+        all
+    }
+
+    /// A fresh request id.
+    #[must_use]
+    pub fn request_id(&self) -> String {
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        format!("req_{:08x}{n:016x}", self.seed as u32)
+    }
+
+    /// Runs admission for one request of `model`.
+    ///
+    /// # Errors
+    /// A [`Refusal`] when a limit or the in-flight cap refuses it.
+    pub fn admit(&self, model: &Arc<ModelState>, ask: &Ask) -> Result<Ticket, Box<Refusal>> {
+        let name = &model.config.name;
+        let now = self.sim_now();
+        let slot = InFlight::take(model);
+        let mut guard = model.inner.lock();
+        let inner = &mut *guard;
+        if inner.limits.max_concurrency.is_some_and(|max| slot.1 >= max) {
+            let refusal = Refusal::Concurrency(inner.limits.concurrency_status, snapshot(&mut inner.limiter, now));
+            drop(guard);
+            self.stats.lock().on_refused(name, LimitKind::Concurrency);
+            return Err(Box::new(refusal));
+        }
+        if let Err(rejection) = inner.limiter.admit(now, &ask.cost) {
+            let refusal = Refusal::Limited(rejection, snapshot(&mut inner.limiter, now));
+            drop(guard);
+            self.stats.lock().on_refused(name, rejection.dim.kind());
+            return Err(Box::new(refusal));
+        }
+        let fault = model.faults.draw(&mut inner.rng, ask.stream);
+        let output = model.config.completion.draw(&mut inner.rng, ask.cap);
+        let delays = model.latency.draw(&mut inner.rng);
+        let snapshot = snapshot(&mut inner.limiter, now);
+        drop(guard);
+        let cost = ask.cost;
+        self.stats.lock().on_admitted(name, self.real_second(), round(cost.tokens + cost.input + cost.output), fault);
+        Ok(Ticket { fault, output, delays, snapshot, reserved_output: round(cost.output), _slot: slot })
+    }
+
+    fn real_second(&self) -> u64 {
+        self.clock.elapsed().saturating_sub(*self.epoch.lock()).as_secs()
+    }
+
+    /// Records a successful response and settles output tokens.
+    pub fn complete(&self, model: &ModelState, reserved_output: u64, served: &Served<'_>) {
+        self.settle_output(model, reserved_output, served.output);
+        self.stats.lock().on_served(served);
+    }
+
+    /// Settles output tokens of a request that generated `output` tokens.
+    pub fn settle_output(&self, model: &ModelState, reserved_output: u64, output: u64) {
+        let now = self.sim_now();
+        #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
+        model.inner.lock().limiter.settle_output(now, reserved_output as f64, output as f64);
+    }
+
+    /// Records an invalid request.
+    pub fn invalid(&self) {
+        self.stats.lock().on_invalid();
+    }
+
+    /// A copy of the stats.
+    #[must_use]
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.lock().snapshot()
+    }
+
+    /// Clears the stats and refills every bucket.
+    pub fn reset(&self) {
+        let now = self.sim_now();
+        for model in self.models.values() {
+            let mut inner = model.inner.lock();
+            let c = &model.config;
+            inner.limiter = ModelLimiter::new(&inner.limits, c.output_accounting, c.count_rejected(), now);
+        }
+        *self.stats.lock() = Stats::default();
+        *self.epoch.lock() = self.clock.elapsed();
+    }
+
+    /// Limits in force per model.
+    #[must_use]
+    pub fn limits(&self) -> Vec<(String, Limits)> {
+        self.models().into_iter().map(|m| (m.config.name.clone(), m.inner.lock().limits.clone())).collect()
+    }
+
+    /// Replaces a model's limits at runtime (a tier change), keeping what was used.
+    ///
+    /// # Errors
+    /// When the model is unknown or the limits are invalid.
+    pub fn set_limits(&self, name: &str, limits: &Limits) -> Result<(), ConfigError> {
+        let Some(model) = self.models.get(name) else {
+            return Err(ConfigError(format!("unknown model `{name}`")));
+        };
+        limits.validate(&format!("model `{name}`"), model.config.shape)?;
+        let limits = limits.effective(model.flavor);
+        let now = self.sim_now();
+        let mut inner = model.inner.lock();
+        inner.limiter.set_limits(now, &limits);
+        inner.limits = limits;
+        Ok(())
+    }
+}
+
+fn snapshot(limiter: &mut ModelLimiter, now: f64) -> Snapshot {
+    Snapshot { dims: SNAPSHOT_DIMS.map(|d| limiter.status(now, d)) }
+}
+
+#[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "token counts are small and positive")]
+fn round(v: f64) -> u64 {
+    v.max(0.0).round() as u64
+}
