@@ -90,8 +90,10 @@ impl Admitted {
 /// # Errors
 /// Unknown model, wrong endpoint for the model, a refusing limit, or a failing store.
 pub async fn admit(gateway: &Gateway, caller: &Caller, request: &ParsedRequest) -> Result<Admitted, GatewayError> {
-    let profile =
-        gateway.profiles.get(request.model.as_str()).ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
+    let profile = gateway
+        .profiles
+        .get(request.model.as_str())
+        .ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
     let route = &gateway.deployments[profile.deployment];
     check_endpoint(request, route)?;
     let input = gateway.estimator.input_tokens(&route.tokenizer, request, route.input_safety_factor);

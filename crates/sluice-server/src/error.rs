@@ -127,7 +127,8 @@ impl GatewayError {
             Self::UnknownModel(_) | Self::WrongEndpoint { .. } => Value::String("model".into()),
             _ => Value::Null,
         };
-        let mut error = json!({ "message": self.to_string(), "type": kind, "code": code, "param": param, "trace_id": trace_id });
+        let mut error =
+            json!({ "message": self.to_string(), "type": kind, "code": code, "param": param, "trace_id": trace_id });
         if let Self::RateLimited(info) | Self::NeverFits { info, .. } = self {
             extend_with_limit(&mut error, info);
         }

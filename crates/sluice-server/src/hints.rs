@@ -8,7 +8,8 @@ use axum::http::HeaderMap;
 #[must_use]
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0) {
+    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0)
+    {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
     text("retry-after").and_then(|v| v.parse::<u64>().ok()).map(Duration::from_secs)

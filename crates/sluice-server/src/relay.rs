@@ -29,12 +29,7 @@ pub fn stream(
     hide_usage: bool,
 ) -> Response<Body> {
     let (parts, body) = response.into_parts();
-    let relay = Relay {
-        body,
-        tap: StreamTap::new(admitted.protocol, hide_usage),
-        guard: Some(guard),
-        admitted,
-    };
+    let relay = Relay { body, tap: StreamTap::new(admitted.protocol, hide_usage), guard: Some(guard), admitted };
     let chunks = futures_util::stream::unfold(relay, next_chunk);
     pass_through(parts.status, &parts.headers, Body::from_stream(chunks))
 }

@@ -21,7 +21,6 @@ impl SettleGuard {
         Self { store, id: Some(id), fallback }
     }
 
-
     /// Settles now with `settlement`.
     pub fn settle(mut self, settlement: Settlement) {
         self.fallback = settlement;

@@ -29,7 +29,8 @@ fn parse_traceparent(value: &str) -> Option<String> {
     let mut parts = value.trim().split('-');
     let (version, trace, parent, _flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    let valid = hex(version, 2) && version != "ff" && hex(trace, 32) && hex(parent, 16) && trace.bytes().any(|b| b != b'0');
+    let valid =
+        hex(version, 2) && version != "ff" && hex(trace, 32) && hex(parent, 16) && trace.bytes().any(|b| b != b'0');
     valid.then(|| trace.to_owned())
 }
 

@@ -1,0 +1,159 @@
+//! Harness: the strict simulated provider and an in-process gateway, both on 127.0.0.1.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, reason = "a test harness that fails loudly")]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sluice_quota::{MemoryStore, SystemClock};
+use sluice_server::Running;
+use sluice_sim::config::SimConfig;
+use sluice_sim::server::SimHandle;
+
+pub const KEY: &str = "sk-test-interactive";
+pub const BATCH_KEY: &str = "sk-test-batch";
+
+pub struct Env {
+    pub sim: SimHandle,
+    pub gateway: Running,
+    pub http: reqwest::Client,
+}
+
+fn key_file() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "sluice-test-provider-key-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::write(&path, "sk-provider-planted-secret-0000").unwrap();
+    path.display().to_string()
+}
+
+pub fn sha(key: &str) -> String {
+    hex::encode(sluice_config::hash_key(key))
+}
+
+/// Starts the sim with `sim`, then a gateway whose config is `policy` (deployments,
+/// models, tenants, keys; `{SIM}` and `{KEYFILE}` are substituted) under a provider
+/// section pointing at the sim.
+pub async fn start(sim: SimConfig, policy: &str) -> Env {
+    let sim = sluice_sim::SimProvider::start(sim).await.unwrap();
+    let text = format!(
+        "[[providers]]\nname = \"sim\"\nkind = \"openai\"\nbase_url = \"{url}\"\napi_key_file = \"{file}\"\n\n\
+         [[providers]]\nname = \"sim-anthropic\"\nkind = \"anthropic\"\nbase_url = \"{url}\"\napi_key_file = \"{file}\"\n\n{policy}",
+        url = sim.url(),
+        file = key_file(),
+    );
+    let config = sluice_config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let store = Arc::new(MemoryStore::new(Arc::new(SystemClock::new())));
+    let gateway = Running::start(&config, store, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    Env { sim, gateway, http: reqwest::Client::new() }
+}
+
+impl Env {
+    pub async fn post(&self, path: &str, key: &str, body: &Value) -> (u16, reqwest::header::HeaderMap, Value) {
+        let response =
+            self.http.post(format!("{}{path}", self.gateway.url())).bearer_auth(key).json(body).send().await.unwrap();
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap();
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, headers, value)
+    }
+
+    /// Posts until the gateway admits it, waiting as its `retry-after-ms` says, until `deadline_ms`.
+    pub async fn post_patiently(&self, key: &str, body: &Value, clock: &Deadline) -> Option<(u16, Value)> {
+        loop {
+            let (status, headers, value) = self.post("/v1/chat/completions", key, body).await;
+            if status != 429 || value["error"]["gateway_decision"] != "rejected_before_send" {
+                return Some((status, value));
+            }
+            let wait: u64 = headers.get("retry-after-ms").unwrap().to_str().unwrap().parse().unwrap();
+            if !clock.sleep(Duration::from_millis(wait)).await {
+                return None;
+            }
+        }
+    }
+
+    pub async fn shutdown(self) {
+        self.gateway.shutdown().await;
+        self.sim.shutdown().await;
+    }
+}
+
+/// A bounded test duration.
+pub struct Deadline {
+    end: tokio::time::Instant,
+}
+
+impl Deadline {
+    pub fn after(d: Duration) -> Self {
+        Self { end: tokio::time::Instant::now() + d }
+    }
+
+    pub fn passed(&self) -> bool {
+        tokio::time::Instant::now() >= self.end
+    }
+
+    /// Sleeps `d` unless that passes the deadline; false if the deadline came first.
+    pub async fn sleep(&self, d: Duration) -> bool {
+        let wake = tokio::time::Instant::now() + d;
+        if wake >= self.end {
+            tokio::time::sleep_until(self.end).await;
+            return false;
+        }
+        tokio::time::sleep_until(wake).await;
+        true
+    }
+}
+
+pub fn chat(model: &str, words: usize, max_tokens: u64) -> Value {
+    let content = "lorem ipsum ".repeat(words / 2);
+    json!({"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens})
+}
+
+/// Mean admitted per second over the timeline's seconds `from..to` (real seconds).
+pub fn mean_rate(sim: &SimHandle, from: u64, to: u64, tokens: bool) -> f64 {
+    let stats = sim.stats();
+    let picked: Vec<u64> = stats
+        .timeline
+        .iter()
+        .filter(|s| s.second >= from && s.second < to)
+        .map(|s| if tokens { s.tokens } else { s.requests })
+        .collect();
+    assert!(!picked.is_empty(), "no timeline seconds in {from}..{to}: {:?}", stats.timeline);
+    picked.iter().sum::<u64>() as f64 / (to - from) as f64
+}
+
+/// Runs `clients` concurrent loops, each posting `body` patiently until `run` has passed.
+pub async fn saturate(
+    env: &Arc<Env>,
+    key: &'static str,
+    body: Value,
+    clients: usize,
+    run: Duration,
+) -> Vec<(u16, Value)> {
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let env = Arc::clone(env);
+        let body = body.clone();
+        tasks.push(tokio::spawn(async move {
+            let deadline = Deadline::after(run);
+            let mut seen = Vec::new();
+            while !deadline.passed() {
+                match env.post_patiently(key, &body, &deadline).await {
+                    Some(outcome) => seen.push(outcome),
+                    None => break,
+                }
+            }
+            seen
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    all
+}
