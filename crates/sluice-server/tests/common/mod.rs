@@ -1,5 +1,5 @@
 //! Harness: the strict simulated provider and an in-process gateway, both on 127.0.0.1.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, reason = "a test harness that fails loudly")]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test harness that fails loudly")]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
