@@ -6,9 +6,11 @@ use std::sync::Arc;
 use axum::body::Body;
 use bytes::Bytes;
 
-use crate::conn::{ConnCtl, abort};
 use crate::flow::Prepared;
 use crate::sim::{Sim, Ticket};
+
+/// Pause before a stream is cut, so the chunks sent so far reach the client first.
+const FLUSH_BEFORE_DROP: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Writes the events of one shape's stream.
 pub trait Render: Send + 'static {
@@ -55,7 +57,6 @@ enum Phase {
 struct Stream<R> {
     render: R,
     finish: Finish,
-    ctl: Option<ConnCtl>,
     drop_after: Option<u32>,
     chunk_tokens: u64,
     chunks: u32,
@@ -63,15 +64,14 @@ struct Stream<R> {
 }
 
 /// A streaming body for an admitted request; a `stream_drop` fault cuts it after
-/// `stream_drop_after_chunks` content chunks with a connection reset.
-pub fn body<R: Render>(sim: Arc<Sim>, prepared: Prepared, ticket: Ticket, ctl: Option<ConnCtl>, render: R) -> Body {
+/// `stream_drop_after_chunks` content chunks by closing the connection mid-body.
+pub fn body<R: Render>(sim: Arc<Sim>, prepared: Prepared, ticket: Ticket, render: R) -> Body {
     let model = Arc::clone(&prepared.model);
     let drop_after =
         (ticket.fault == Some(crate::faults::FaultKind::StreamDrop)).then_some(model.faults.stream_drop_after_chunks);
     let stream = Stream {
         render,
         finish: Finish { sim, prepared, ticket, emitted: 0, done: false },
-        ctl,
         drop_after,
         chunk_tokens: u64::from(model.latency.chunk_tokens),
         chunks: 0,
@@ -94,7 +94,10 @@ async fn step<R: Render>(mut s: Stream<R>) -> Option<(io::Result<Bytes>, Stream<
         Phase::Chunks => {
             let sent = s.finish.emitted;
             if s.drop_after.is_some_and(|after| s.chunks >= after || sent >= total) {
-                abort(s.ctl.as_ref());
+                // Let hyper flush the chunks already written, then fail the body: the
+                // connection closes without the terminating chunk. A FIN rather than a reset,
+                // so the client reads the partial stream before it sees the cut.
+                sleep(FLUSH_BEFORE_DROP).await;
                 s.phase = Phase::Done;
                 return Some((Err(io::Error::other("stream dropped by an injected fault")), s));
             }

@@ -98,7 +98,7 @@ pub async fn messages(
     if prepared.ask.stream {
         let render = stream::MessageStream::new(id, &prepared);
         let snapshot = ticket.snapshot;
-        let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, ctl, render);
+        let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, render);
         return crate::respond::sse(&sim, Flavor::Anthropic, Some(&snapshot), body);
     }
     flow::generate(&ticket).await;

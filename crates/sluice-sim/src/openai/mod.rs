@@ -87,7 +87,7 @@ pub async fn chat(
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
         let render = stream::ChatStream::new(id, created, &prepared, include_usage);
         let snapshot = ticket.snapshot;
-        let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, ctl, render);
+        let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, render);
         return crate::respond::sse(&sim, flavor, Some(&snapshot), body);
     }
     flow::generate(&ticket).await;

@@ -1,0 +1,133 @@
+//! Fault injection over real HTTP: observed rates match the configured ones (4 sigma) and
+//! `/_stats` agrees with what the clients saw.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use common::*;
+use parking_lot::Mutex;
+
+#[derive(Debug, Default)]
+struct Seen {
+    ok: u64,
+    slow_ok: u64,
+    status: [u64; 4],
+    reset: u64,
+    hang: u64,
+}
+
+const N: u64 = 2000;
+const WORKERS: u64 = 16;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_rates_match_the_config_and_stats_agree_with_clients() {
+    let sim = start(
+        r#"seed = 7
+        [faults]
+        error_500 = 0.05
+        error_502 = 0.03
+        error_503 = 0.03
+        error_529 = 0.03
+        reset = 0.04
+        hang = 0.01
+        slow_headers = 0.02
+        hang_ms = 400
+        slow_headers_ms = 250
+        [[models]]
+        name = "gpt-4o-mini"
+        "#,
+    )
+    .await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let url = format!("{}/v1/chat/completions", sim.url());
+    let workers = (0..WORKERS).map(|_| {
+        let (seen, url) = (Arc::clone(&seen), url.clone());
+        tokio::spawn(async move {
+            let client = client();
+            let body = chat("gpt-4o-mini", "hello", 5);
+            for _ in 0..N / WORKERS {
+                let started = Instant::now();
+                let result = client.post(&url).json(&body).send().await;
+                let elapsed = started.elapsed();
+                let mut seen = seen.lock();
+                match result.map(|r| r.status().as_u16()) {
+                    Ok(200) if elapsed >= Duration::from_millis(240) => seen.slow_ok += 1,
+                    Ok(200) => seen.ok += 1,
+                    Ok(500) => seen.status[0] += 1,
+                    Ok(502) => seen.status[1] += 1,
+                    Ok(503) => seen.status[2] += 1,
+                    Ok(529) => seen.status[3] += 1,
+                    Ok(other) => panic!("status {other}"),
+                    Err(_) if elapsed >= Duration::from_millis(390) => seen.hang += 1,
+                    Err(error) => {
+                        assert!(error.is_request() || error.is_connect() || error.is_body(), "{error:?}");
+                        seen.reset += 1;
+                    }
+                }
+            }
+        })
+    });
+    for worker in futures_util::future::join_all(workers).await {
+        worker.unwrap();
+    }
+    let seen = seen.lock();
+    let stats = sim.stats();
+    let f = &stats.faults;
+    // The server's account equals the clients' observations exactly...
+    assert_eq!(stats.requests, N);
+    assert_eq!(stats.served, seen.ok + seen.slow_ok);
+    assert_eq!([f.error_500, f.error_502, f.error_503, f.error_529], seen.status);
+    assert_eq!(f.reset, seen.reset, "{seen:?}");
+    assert_eq!(f.hang, seen.hang, "{seen:?}");
+    assert_eq!(f.slow_headers, seen.slow_ok, "{seen:?}");
+    // ...and each observed rate is within 4 sigma of the configured one.
+    let expected = [(seen.status[0], 0.05), (seen.status[1], 0.03), (seen.status[2], 0.03), (seen.status[3], 0.03)];
+    for (count, p) in expected.into_iter().chain([(seen.reset, 0.04), (seen.hang, 0.01), (seen.slow_ok, 0.02)]) {
+        assert!(within_4_sigma(count, N, p), "{count} of {N} at rate {p}: {seen:?}");
+    }
+    assert!(within_4_sigma(seen.ok, N, 0.79), "{seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_are_cut_mid_way_at_the_configured_rate() {
+    let sim = start(
+        r#"seed = 11
+        [faults]
+        stream_drop = 0.25
+        stream_drop_after_chunks = 2
+        [[models]]
+        name = "gpt-4o-mini"
+        completion = { dist = "fixed", tokens = 30 }
+        "#,
+    )
+    .await;
+    let client = client();
+    let mut body = chat("gpt-4o-mini", "hello", 100);
+    body["stream"] = true.into();
+    let n = 400;
+    let (mut complete, mut cut) = (0, 0);
+    for _ in 0..n {
+        let response = post(&client, &sim, "/v1/chat/completions", &body).await;
+        assert_eq!(response.status(), 200);
+        match read_sse(response).await {
+            Ok(events) => {
+                assert_eq!(events.last().unwrap().1, "[DONE]");
+                complete += 1;
+            }
+            Err(events) => {
+                // Role chunk plus the two content chunks, then the cut: no [DONE].
+                assert_eq!(events.len(), 3, "{events:?}");
+                assert!(events.iter().all(|(_, data)| data != "[DONE]"));
+                cut += 1;
+            }
+        }
+    }
+    let stats = sim.stats();
+    assert_eq!(stats.faults.stream_drop, cut);
+    assert_eq!(stats.served, complete);
+    assert!(within_4_sigma(cut, n, 0.25), "{cut} of {n}");
+}
