@@ -7,6 +7,7 @@ use sluice_provider::{ParsedRequest, Protocol, Usage};
 use sluice_quota::{Cost, RejectionKind, ReservationId, ReserveError, Settlement};
 
 use crate::error::{GatewayError, RateLimitInfo};
+use crate::metrics::Hit;
 use crate::state::{Caller, Gateway, Route};
 
 /// A request whose capacity is reserved.
@@ -89,12 +90,19 @@ impl Admitted {
 ///
 /// # Errors
 /// Unknown model, wrong endpoint for the model, a refusing limit, or a failing store.
-pub async fn admit(gateway: &Gateway, caller: &Caller, request: &ParsedRequest) -> Result<Admitted, GatewayError> {
+/// `routed` is set to the deployment as soon as it is known, for the request metrics.
+pub async fn admit(
+    gateway: &Gateway,
+    caller: &Caller,
+    request: &ParsedRequest,
+    routed: &mut Option<usize>,
+) -> Result<Admitted, GatewayError> {
     let profile = gateway
         .profiles
         .get(request.model.as_str())
         .ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
     let route = &gateway.deployments[profile.deployment];
+    *routed = Some(profile.deployment);
     check_endpoint(request, route)?;
     let input = gateway.estimator.input_tokens(&route.tokenizer, request, route.input_safety_factor);
     let output = match request.protocol {
@@ -117,15 +125,28 @@ pub async fn admit(gateway: &Gateway, caller: &Caller, request: &ParsedRequest) 
         caller_class: caller.class.to_string(),
         profile: profile.name.to_string(),
     };
+    let metrics = &gateway.metrics;
     match gateway.store.reserve(&path, Cost::request(input, output), gateway.lease).await {
-        Ok(grant) => Ok(Admitted { grant_id: grant.id, ..admitted }),
+        Ok(grant) => {
+            metrics.decision("admitted", "");
+            route.counters.reserved.inc_by(input.saturating_add(output));
+            Ok(Admitted { grant_id: grant.id, ..admitted })
+        }
         Err(ReserveError::Store(e)) => {
             tracing::warn!(error = %e, "quota store failed");
+            metrics.decision("store_error", "");
             Err(GatewayError::StoreUnavailable)
         }
         Err(ReserveError::Rejected(rejection)) => {
+            let limiter = rejection.limiter.to_string();
+            let never = matches!(rejection.kind, RejectionKind::NeverFits { .. });
+            metrics.decision(if never { "never_fits" } else { "rejected" }, &limiter);
+            if !never {
+                let hit = Hit { limit_type: limiter.clone(), ..hit_labels(route) };
+                metrics.rate_limit_hits.get_or_create(&hit).inc();
+            }
             let info = RateLimitInfo {
-                limiter: rejection.limiter.to_string(),
+                limiter,
                 scope: rejection.scope.kind.as_str(),
                 retry_after: rejection.retry_after(),
                 gateway_decision: "rejected_before_send",
@@ -142,6 +163,12 @@ pub async fn admit(gateway: &Gateway, caller: &Caller, request: &ParsedRequest) 
             })
         }
     }
+}
+
+/// `provider`, `model` labels of a route, for a rate-limit hit.
+pub fn hit_labels(route: &Route) -> Hit {
+    let labels = &route.counters.labels;
+    Hit { provider: labels.provider.clone(), model: labels.model.clone(), limit_type: String::new() }
 }
 
 /// Suggested wait when every concurrency slot is busy (no bucket can say when one frees).

@@ -15,6 +15,7 @@ mod admit;
 mod auth;
 pub mod error;
 mod hints;
+pub mod metrics;
 mod proxy;
 mod relay;
 mod secret;
@@ -45,6 +46,25 @@ pub struct AppState {
     pub gateway: Arc<Gateway>,
     /// Set once shutdown begins; readiness turns false.
     pub draining: Arc<AtomicBool>,
+    /// Every metric the process exports on `/metrics`.
+    pub registry: Arc<prometheus_client::registry::Registry>,
+}
+
+impl AppState {
+    /// Builds the gateway for `config` on `store`, with its metrics in a new registry.
+    ///
+    /// # Errors
+    /// When a provider key is missing or the tokenizers fail to load.
+    pub fn build(config: &sluice_config::Config, store: Arc<dyn sluice_quota::QuotaStore>) -> Result<Self, BuildError> {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = Arc::new(metrics::Metrics::register(&mut registry));
+        let gateway = Gateway::build(config, store, metrics)?;
+        Ok(Self {
+            gateway: Arc::new(gateway),
+            draining: Arc::new(AtomicBool::new(false)),
+            registry: Arc::new(registry),
+        })
+    }
 }
 
 /// The HTTP application.
@@ -56,6 +76,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/models", get(models))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
+        .route("/metrics", get(metrics_text))
         .with_state(state)
 }
 
@@ -81,6 +102,14 @@ async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let data: Vec<_> =
         names.iter().map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "sluice"})).collect();
     axum::Json(json!({"object": "list", "data": data})).into_response()
+}
+
+async fn metrics_text(State(state): State<AppState>) -> Response {
+    let mut text = String::new();
+    if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    }
+    ([(http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text).into_response()
 }
 
 async fn ready(State(state): State<AppState>) -> Response {
@@ -134,10 +163,9 @@ impl Running {
         store: Arc<dyn sluice_quota::QuotaStore>,
         listen: std::net::SocketAddr,
     ) -> Result<Self, StartError> {
-        let gateway = Gateway::build(config, store)?;
+        let state = AppState::build(config, store)?;
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
-        let state = AppState { gateway: Arc::new(gateway), draining: Arc::new(AtomicBool::new(false)) };
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(serve(listener, state.clone(), async {
             let _ = stopped.await;

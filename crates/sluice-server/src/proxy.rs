@@ -14,6 +14,7 @@ use sluice_quota::{Cost, Settlement};
 use crate::admit::{self, Admitted};
 use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError};
+use crate::metrics::{Hit, Outcome};
 use crate::relay;
 use crate::settle::SettleGuard;
 use crate::state::{Gateway, Route};
@@ -28,14 +29,25 @@ pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::ex
     let (parts, body) = request.into_parts();
     let trace = Trace::from_headers(&parts.headers);
     let envelope = if protocol == Protocol::AnthropicMessages { Envelope::Anthropic } else { Envelope::OpenAi };
-    let mut response = match proxy(&gateway, protocol, &parts.headers, body, &trace).await {
+    let mut routed = None;
+    let mut response = match proxy(&gateway, protocol, &parts.headers, body, &trace, &mut routed).await {
         Ok(response) => response,
-        Err(error) => return ErrorResponse { error, envelope, trace_id: trace.id }.into_response(),
+        Err(error) => ErrorResponse { error, envelope, trace_id: trace.id.clone() }.into_response(),
     };
     if let Ok(v) = HeaderValue::from_str(&trace.id) {
         response.headers_mut().insert("x-sluice-trace-id", v);
     }
+    count(&gateway, routed, response.status());
     response
+}
+
+/// Counts the request in `llm_requests_total`; requests refused before routing count
+/// under provider and model `none`.
+fn count(gateway: &Gateway, routed: Option<usize>, status: StatusCode) {
+    let labels = routed.and_then(|i| gateway.deployments.get(i)).map(|r| &r.counters.labels);
+    let (provider, model) = labels.map_or(("none", "none"), |l| (l.provider.as_str(), l.model.as_str()));
+    let outcome = Outcome { provider: provider.to_owned(), model: model.to_owned(), status: status.as_u16() };
+    gateway.metrics.requests.get_or_create(&outcome).inc();
 }
 
 async fn proxy(
@@ -44,15 +56,17 @@ async fn proxy(
     headers: &HeaderMap,
     body: Body,
     trace: &Trace,
+    routed: &mut Option<usize>,
 ) -> Result<Response<Body>, GatewayError> {
     let caller = authenticate(gateway, headers)?;
     let bytes = read_body(body, gateway.max_body_bytes).await?;
     let request = parse_request(protocol, &bytes).map_err(GatewayError::BadRequest)?;
-    let admitted = admit::admit(gateway, caller, &request).await?;
+    let admitted = admit::admit(gateway, caller, &request, routed).await?;
     let route = &gateway.deployments[admitted.deployment];
     let force_usage = request.stream && protocol == Protocol::OpenAiChat && !request.client_wants_stream_usage;
     let outgoing = build_upstream(route, protocol, headers, upstream_body(&request, &route.model, force_usage), trace);
-    let guard = SettleGuard::new(Arc::clone(&gateway.store), admitted.grant_id, admitted.sent_unanswered());
+    let used = route.counters.used.clone();
+    let guard = SettleGuard::new(Arc::clone(&gateway.store), admitted.grant_id, admitted.sent_unanswered(), used);
     let response = match gateway.upstream.send(outgoing, gateway.upstream_timeout).await {
         Ok(response) => response,
         Err(UpstreamError::Connect) => {
@@ -63,7 +77,7 @@ async fn proxy(
         Err(UpstreamError::NoResponse) => return Err(GatewayError::UpstreamUnreachable(route.provider.to_string())),
     };
     if !response.status().is_success() {
-        return provider_error(response, guard, &admitted, route).await;
+        return provider_error(response, guard, &admitted, route, gateway).await;
     }
     if request.stream {
         return Ok(relay::stream(response, guard, admitted, force_usage));
@@ -158,6 +172,7 @@ async fn provider_error(
     guard: SettleGuard,
     admitted: &Admitted,
     route: &Route,
+    gateway: &Gateway,
 ) -> Result<Response<Body>, GatewayError> {
     // The provider saw the request: its request unit stays spent, tokens come back.
     guard.settle(Settlement { used: Cost::request(0, 0), upstream: Cost::request(0, 0) });
@@ -165,6 +180,9 @@ async fn provider_error(
     let bytes = Limited::new(body, 1024 * 1024).collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     if parts.status == StatusCode::TOO_MANY_REQUESTS {
         let wait = crate::hints::retry_after(&parts.headers);
+        gateway.metrics.decision("provider_rejected", "provider");
+        let hit = Hit { limit_type: "provider".into(), ..admit::hit_labels(route) };
+        gateway.metrics.rate_limit_hits.get_or_create(&hit).inc();
         return Err(GatewayError::RateLimited(Box::new(admitted.provider_rejection(route, wait))));
     }
     Ok(pass_through(parts.status, &parts.headers, Body::from(bytes)))

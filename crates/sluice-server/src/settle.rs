@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use futures_util::FutureExt as _;
+use prometheus_client::metrics::counter::Counter;
 use sluice_quota::{QuotaStore, ReservationId, Settlement};
 
 /// Owns a reservation until it is settled. Dropped unsettled (the client went away, the
@@ -12,13 +13,15 @@ pub struct SettleGuard {
     store: Arc<dyn QuotaStore>,
     id: Option<ReservationId>,
     fallback: Settlement,
+    used: Counter,
 }
 
 impl SettleGuard {
     /// Guards `id`, settling with `fallback` if nothing better is known.
+    /// Each settlement adds its used tokens to `used`.
     #[must_use]
-    pub fn new(store: Arc<dyn QuotaStore>, id: ReservationId, fallback: Settlement) -> Self {
-        Self { store, id: Some(id), fallback }
+    pub fn new(store: Arc<dyn QuotaStore>, id: ReservationId, fallback: Settlement, used: Counter) -> Self {
+        Self { store, id: Some(id), fallback, used }
     }
 
     /// Settles now with `settlement`.
@@ -31,6 +34,7 @@ impl SettleGuard {
         let Some(id) = self.id.take() else { return };
         let store = Arc::clone(&self.store);
         let settlement = self.fallback;
+        self.used.inc_by(settlement.used.input_tokens.saturating_add(settlement.used.output_tokens));
         // The memory store settles synchronously; only a remote store needs a task.
         let ready = store.settle(id, settlement).now_or_never();
         if ready.is_none() {

@@ -9,6 +9,7 @@ use sluice_config::{Config, OutputCounting, ProviderKind, Tokenizer};
 use sluice_provider::{Estimator, TokenizerKind, tokenizer_for_model};
 use sluice_quota::{QuotaStore, ScopeId, ScopeKey, ScopeKind};
 
+use crate::metrics::{Metrics, RouteCounters};
 use crate::secret::{self, ProviderKey, SecretError};
 use crate::upstream::Upstream;
 
@@ -61,6 +62,8 @@ pub struct Route {
     pub input_safety_factor: f64,
     /// Output charging rule.
     pub output_counting: OutputCounting,
+    /// Its counters.
+    pub counters: RouteCounters,
 }
 
 /// Everything a request handler needs, shared by all requests.
@@ -84,6 +87,8 @@ pub struct Gateway {
     pub lease: Duration,
     /// Upstream total timeout.
     pub upstream_timeout: Duration,
+    /// Request-path metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 /// Why a gateway could not be built from a valid configuration.
@@ -102,9 +107,9 @@ impl Gateway {
     ///
     /// # Errors
     /// When a provider key cannot be loaded or the tokenizers fail.
-    pub fn build(config: &Config, store: Arc<dyn QuotaStore>) -> Result<Self, BuildError> {
+    pub fn build(config: &Config, store: Arc<dyn QuotaStore>, metrics: Arc<Metrics>) -> Result<Self, BuildError> {
         let estimator = Estimator::new().map_err(|e| BuildError::Estimator(e.to_string()))?;
-        let deployments = routes(config, store.as_ref())?;
+        let deployments = routes(config, store.as_ref(), &metrics)?;
         let profiles = config
             .models
             .iter()
@@ -128,12 +133,13 @@ impl Gateway {
             max_body_bytes: config.server.max_body_bytes,
             lease: config.server.lease,
             upstream_timeout: config.server.upstream_timeout,
+            metrics,
             store,
         })
     }
 }
 
-fn routes(config: &Config, store: &dyn QuotaStore) -> Result<Vec<Route>, SecretError> {
+fn routes(config: &Config, store: &dyn QuotaStore, metrics: &Metrics) -> Result<Vec<Route>, SecretError> {
     config
         .deployments
         .iter()
@@ -146,7 +152,9 @@ fn routes(config: &Config, store: &dyn QuotaStore) -> Result<Vec<Route>, SecretE
                 Tokenizer::Cl100k => TokenizerKind::Cl100k,
                 Tokenizer::Approx(chars_per_token) => TokenizerKind::Approx { chars_per_token },
             };
+            let labels = crate::metrics::Upstream { provider: provider.name.to_string(), model: d.model.clone() };
             Ok(Route {
+                counters: RouteCounters::new(metrics, labels),
                 name: d.name.clone(),
                 scope: store.register(ScopeKey::new(ScopeKind::Deployment, d.name.clone()), d.limits.clone()),
                 provider: provider.name.clone(),

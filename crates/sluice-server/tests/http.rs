@@ -71,6 +71,14 @@ sha256 = "{}"
     start(sim, &policy).await
 }
 
+/// The value of the series of `name` whose labels contain all of `labels`.
+fn metric(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 async fn still_serving(env: &Env) {
     let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("fast", 4, 8)).await;
     assert_eq!(status, 200, "{body}");
@@ -108,6 +116,14 @@ async fn chat_and_embeddings_pass_through_with_usage() {
         .unwrap();
     let ids: Vec<&str> = models["data"].as_array().unwrap().iter().filter_map(|m| m["id"].as_str()).collect();
     assert_eq!(ids, ["embed-small", "fast", "misconfigured", "smart"]);
+    let metrics = env.metrics().await;
+    let mini = r#"provider="sim",model="gpt-4o-mini""#;
+    assert_eq!(metric(&metrics, "llm_requests_total", &[r#"model="gpt-4o-mini""#, r#"status="200""#]), 1.0);
+    let reserved = metric(&metrics, "llm_tokens_reserved_total", &[mini]);
+    let used = metric(&metrics, "llm_tokens_used_total", &[mini]);
+    // Reserved: estimate + 30 max_tokens; used: prompt + 12 generated.
+    assert!(reserved > used && used > 12.0, "reserved {reserved}, used {used}");
+    assert_eq!(reserved - used, 18.0, "the input estimate should equal the provider's count");
     env.shutdown().await;
 }
 
@@ -228,5 +244,9 @@ async fn a_provider_429_is_reported_as_admitted_then_provider_rejected() {
     assert!(headers.contains_key("retry-after"));
     let text = body.to_string();
     assert!(!text.contains("sk-provider-planted-secret"), "provider key leaked: {text}");
+    let metrics = env.metrics().await;
+    assert_eq!(metric(&metrics, "llm_rate_limit_hits_total", &[r#"limit_type="provider""#]), 1.0);
+    assert!(metric(&metrics, "llm_requests_total", &[r#"status="429""#]) >= 1.0);
+    assert!(!metrics.contains("sk-provider-planted-secret"));
     env.shutdown().await;
 }

@@ -2,11 +2,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use anyhow::Context as _;
 use sluice_quota::{MemoryStore, SystemClock};
-use sluice_server::{AppState, Gateway};
+use sluice_server::AppState;
 
 /// Options of `sluice serve`.
 #[derive(Debug, clap::Args)]
@@ -63,13 +62,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logs(args.log_json);
     let config = load(&args.config)?;
     let store = Arc::new(MemoryStore::new(Arc::new(SystemClock::new())));
-    let gateway = Gateway::build(&config, store)?;
+    let state = AppState::build(&config, store)?;
     let listen = args.listen.unwrap_or(config.server.listen);
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
     crate::write_line(&format!("sluice listening on http://{addr}"));
     tracing::info!(%addr, "serving");
-    let state = AppState { gateway: Arc::new(gateway), draining: Arc::new(AtomicBool::new(false)) };
     let grace = config.server.shutdown_grace;
     let served = sluice_server::serve(listener, state, shutdown_signal());
     tokio::select! {

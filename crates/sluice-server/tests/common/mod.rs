@@ -1,5 +1,11 @@
 //! Harness: the strict simulated provider and an in-process gateway, both on 127.0.0.1.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "a test harness that fails loudly")]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test harness that fails loudly"
+)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,6 +81,12 @@ impl Env {
                 return None;
             }
         }
+    }
+
+    pub async fn metrics(&self) -> String {
+        let response = self.http.get(format!("{}/metrics", self.gateway.url())).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        response.text().await.unwrap()
     }
 
     pub async fn shutdown(self) {
