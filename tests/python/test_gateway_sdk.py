@@ -1,0 +1,199 @@
+"""The official OpenAI and Anthropic SDKs, pointed at the gateway by base URL and key only."""
+
+from __future__ import annotations
+
+import hashlib
+
+import anthropic
+import openai
+import pytest
+
+KEY = "sk-sdk-test-acme"
+TIGHT_KEY = "sk-sdk-test-tight"
+
+SIM = """
+seed = 11
+[[models]]
+name = "gpt-4o-mini"
+completion = { dist = "fixed", tokens = 7 }
+limits = { rpm = 1000, tpm = 1000000 }
+
+[[models]]
+name = "text-embedding-3-small"
+embedding_dims = 8
+
+[[models]]
+name = "claude-sonnet-4-5"
+shape = "anthropic"
+completion = { dist = "fixed", tokens = 5 }
+limits = { rpm = 1000, itpm = 1000000, otpm = 100000 }
+"""
+
+
+def gateway_config(sim_url: str, key_file: str) -> str:
+    sha = lambda key: hashlib.sha256(key.encode()).hexdigest()  # noqa: E731
+    return f"""
+[server]
+listen = "127.0.0.1:0"
+
+[[providers]]
+name = "sim"
+kind = "openai"
+base_url = "{sim_url}"
+api_key_file = "{key_file}"
+
+[[providers]]
+name = "sim-anthropic"
+kind = "anthropic"
+base_url = "{sim_url}"
+api_key_file = "{key_file}"
+
+[[deployments]]
+name = "mini"
+provider = "sim"
+model = "gpt-4o-mini"
+limits = {{ rpm = 1000, tpm = 1000000 }}
+
+[[deployments]]
+name = "embed"
+provider = "sim"
+model = "text-embedding-3-small"
+limits = {{ rpm = 1000, tpm = 1000000 }}
+
+[[deployments]]
+name = "sonnet"
+provider = "sim-anthropic"
+model = "claude-sonnet-4-5"
+limits = {{ rpm = 1000, input_tpm = 1000000, output_tpm = 100000 }}
+
+[[models]]
+name = "fast-chat"
+deployment = "mini"
+
+[[models]]
+name = "embed"
+deployment = "embed"
+
+[[models]]
+name = "smart-chat"
+deployment = "sonnet"
+
+[[tenants]]
+name = "acme"
+
+[[tenants]]
+name = "tight"
+limits = {{ rpm = 1, burst_seconds = 60 }}
+
+[[keys]]
+id = "acme-key"
+tenant = "acme"
+sha256 = "{sha(KEY)}"
+
+[[keys]]
+id = "tight-key"
+tenant = "tight"
+sha256 = "{sha(TIGHT_KEY)}"
+"""
+
+
+@pytest.fixture(scope="module")
+def gateway(start_sim, processes) -> str:
+    sim_url, _ = start_sim(SIM)
+    key_file = processes.write("provider-key", "sk-provider-planted-secret-python")
+    config = processes.write("gateway.toml", gateway_config(sim_url, str(key_file)))
+    url, _ = processes.launch(["serve", "--config", str(config)], prefix="sluice listening on ")
+    return url
+
+
+def oa(url: str, key: str = KEY) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
+
+
+def claude(url: str, key: str = KEY) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=url, api_key=key, max_retries=0)
+
+
+def test_openai_chat(gateway: str) -> None:
+    reply = oa(gateway).chat.completions.create(
+        model="fast-chat", messages=[{"role": "user", "content": "Say hi"}], max_tokens=20
+    )
+    assert reply.choices[0].message.content
+    assert reply.usage is not None and reply.usage.completion_tokens == 7
+
+
+def test_openai_stream_with_and_without_usage(gateway: str) -> None:
+    chunks = list(
+        oa(gateway).chat.completions.create(
+            model="fast-chat", messages=[{"role": "user", "content": "Say hi"}], max_tokens=20, stream=True
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.strip()
+    assert all(c.usage is None for c in chunks), "usage must stay hidden when the client did not ask"
+    chunks = list(
+        oa(gateway).chat.completions.create(
+            model="fast-chat",
+            messages=[{"role": "user", "content": "Say hi"}],
+            max_tokens=20,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 7
+
+
+def test_openai_embeddings_and_models(gateway: str) -> None:
+    result = oa(gateway).embeddings.create(model="embed", input=["one", "two"])
+    assert len(result.data) == 2 and len(result.data[0].embedding) == 8
+    ids = sorted(m.id for m in oa(gateway).models.list())
+    assert ids == ["embed", "fast-chat", "smart-chat"]
+
+
+def test_anthropic_messages_and_stream(gateway: str) -> None:
+    message = claude(gateway).messages.create(
+        model="smart-chat", max_tokens=50, messages=[{"role": "user", "content": "Hello"}]
+    )
+    assert message.content[0].text and message.usage.output_tokens == 5
+    with claude(gateway).messages.stream(
+        model="smart-chat", max_tokens=50, messages=[{"role": "user", "content": "Hello"}]
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text.strip() and final.usage.output_tokens == 5
+
+
+def error_fields(error: Exception) -> dict:
+    body = getattr(error, "body", None)
+    assert isinstance(body, dict), f"no JSON body on {error!r}"
+    return body.get("error", body)
+
+
+def test_gateway_429_is_the_sdk_rate_limit_error_with_structured_fields(gateway: str) -> None:
+    client = oa(gateway, TIGHT_KEY)
+    messages = [{"role": "user", "content": "hi"}]
+    client.chat.completions.create(model="fast-chat", messages=messages, max_tokens=5)
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(model="fast-chat", messages=messages, max_tokens=5)
+    fields = error_fields(caught.value)
+    assert fields["type"] == "rate_limited"
+    assert fields["limiter"] == "rpm"
+    assert fields["tenant_id"] == "tight" and fields["api_key_id"] == "tight-key"
+    assert fields["gateway_decision"] == "rejected_before_send"
+    assert fields["retry_after_ms"] > 1000
+    assert caught.value.response.headers["retry-after"]
+
+    with pytest.raises(anthropic.RateLimitError) as caught:
+        claude(gateway, TIGHT_KEY).messages.create(model="smart-chat", max_tokens=5, messages=messages)
+    fields = error_fields(caught.value)
+    assert fields["limiter"] == "rpm" and fields["gateway_decision"] == "rejected_before_send"
+
+
+def test_bad_key_and_unknown_model_are_sdk_errors(gateway: str) -> None:
+    with pytest.raises(openai.AuthenticationError):
+        oa(gateway, "sk-nope").chat.completions.create(
+            model="fast-chat", messages=[{"role": "user", "content": "hi"}]
+        )
+    with pytest.raises(openai.NotFoundError) as caught:
+        oa(gateway).chat.completions.create(model="gpt-99", messages=[{"role": "user", "content": "hi"}])
+    assert "planted" not in str(caught.value.body)
