@@ -27,6 +27,10 @@ enum Command {
     },
     /// Run the strict simulated LLM provider (OpenAI and Anthropic shapes).
     SimulateProvider(sluice_sim::cli::SimArgs),
+    /// Run the seed-000 demo: the gateway vs. uncoordinated workers, in one process.
+    Demo(sluice_bench::demo::DemoArgs),
+    /// Measure the latency the gateway adds, open loop, against the provider called directly.
+    Bench(sluice_bench::bench::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -39,6 +43,8 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Serve(args) => runtime()?.block_on(serve::run(args)),
         Command::SimulateProvider(args) => runtime()?.block_on(sluice_sim::cli::run(args)),
+        Command::Demo(args) => runtime()?.block_on(sluice_bench::demo::run(args)),
+        Command::Bench(args) => runtime()?.block_on(sluice_bench::bench::run(args)),
     }
 }
 

@@ -1,0 +1,220 @@
+//! `sluice bench`: the latency the gateway adds. The same open-loop generator drives the
+//! simulated provider (no latency, no binding limits) directly, then through the gateway
+//! (memory store, a six-level quota path whose limits never bind), at each rate.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sluice_sim::{ModelConfig, SimConfig, SimProvider};
+
+use crate::client::HttpClient;
+use crate::loadgen::{self, Step, StepResult, Target};
+use crate::workload::chat_body;
+
+const MODEL: &str = "bench-model";
+const KEY: &str = "sk-bench";
+/// A limit far above anything the generator can send (per minute).
+const HIGH: u64 = 1_000_000_000_000;
+
+/// Arguments of `sluice bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Intended request rates, requests per second.
+    #[arg(long, value_delimiter = ',', default_value = "500,2000,5000")]
+    pub rates: Vec<u32>,
+    /// How long each step sends.
+    #[arg(long, default_value = "10s")]
+    pub duration: humantime::Duration,
+    /// Unrecorded warm-up before each step (connections, allocator), at the step's rate.
+    #[arg(long, default_value = "1s")]
+    pub warmup: humantime::Duration,
+    /// Requests in flight at most; sends beyond are dropped and counted.
+    #[arg(long, default_value_t = 2_000)]
+    pub max_in_flight: usize,
+    /// Print one JSON object instead of the markdown table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One rate: direct and through the gateway.
+#[derive(Debug, Clone, Serialize)]
+pub struct RateReport {
+    /// Intended requests per second.
+    pub rate: u32,
+    /// Straight to the simulated provider.
+    pub direct: StepResult,
+    /// Through the gateway.
+    pub gateway: StepResult,
+    /// Gateway minus direct at p50, p99, p99.9 (ms).
+    pub added_ms: Added,
+    /// Resident set size of the whole process (generator, simulator and gateway) after the
+    /// gateway step, KiB.
+    pub rss_kib: Option<u64>,
+}
+
+/// Added latency per percentile.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Added {
+    /// At p50.
+    pub p50: Option<f64>,
+    /// At p99.
+    pub p99: Option<f64>,
+    /// At p99.9.
+    pub p999: Option<f64>,
+}
+
+/// Runs the benchmark and prints the table (or JSON).
+///
+/// # Errors
+/// When the simulator or the gateway cannot start.
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let reports = measure(&args).await?;
+    let text = if args.json { serde_json::to_string_pretty(&reports)? } else { table(&reports) };
+    print(&text);
+    Ok(())
+}
+
+#[expect(clippy::print_stdout, reason = "the benchmark's result is its output")]
+fn print(text: &str) {
+    println!("{text}");
+}
+
+/// Runs every step.
+///
+/// # Errors
+/// When the simulator or the gateway cannot start.
+pub async fn measure(args: &BenchArgs) -> anyhow::Result<Vec<RateReport>> {
+    let sim =
+        SimProvider::start(SimConfig { models: vec![ModelConfig::openai(MODEL)], ..SimConfig::default() }).await?;
+    let gateway = crate::harness::start_gateway(&gateway_config(&sim.url())).await?;
+    let body = chat_body(MODEL, "bench", "ping", 16, "bench");
+    let direct = Target { uri: format!("{}/v1/chat/completions", sim.url()).parse()?, bearer: KEY.into(), body };
+    let via = Target { uri: format!("{}/v1/chat/completions", gateway.url()).parse()?, ..direct.clone() };
+    let client = HttpClient::new();
+    let mut reports = Vec::new();
+    for &rate in &args.rates {
+        let direct = measured(&client, &direct, args, rate).await;
+        let gateway_step = measured(&client, &via, args, rate).await;
+        let added = added(&direct, &gateway_step);
+        reports.push(RateReport { rate, direct, gateway: gateway_step, added_ms: added, rss_kib: rss_kib() });
+    }
+    gateway.shutdown().await;
+    sim.shutdown().await;
+    Ok(reports)
+}
+
+async fn measured(client: &HttpClient, target: &Target, args: &BenchArgs, rate: u32) -> StepResult {
+    let max_in_flight = args.max_in_flight;
+    let warmup = Step { rate, duration: args.warmup.into(), max_in_flight };
+    if !warmup.duration.is_zero() {
+        let _ = loadgen::run_step(client, target, warmup).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    loadgen::run_step(client, target, Step { rate, duration: args.duration.into(), max_in_flight }).await
+}
+
+fn added(direct: &StepResult, gateway: &StepResult) -> Added {
+    let diff = |a: Option<f64>, b: Option<f64>| Some(b? - a?);
+    let (d, g) = (&direct.latency, &gateway.latency);
+    Added { p50: diff(d.p50_ms, g.p50_ms), p99: diff(d.p99_ms, g.p99_ms), p999: diff(d.p999_ms, g.p999_ms) }
+}
+
+/// The process's resident set size from `/proc/self/status`, KiB (Linux only).
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A gateway with a realistic six-level path (org, tenant, team, key, profile,
+/// deployment), every level limited far above what the generator sends.
+fn gateway_config(sim_url: &str) -> String {
+    let limits = format!("{{ rpm = {HIGH}, tpm = {HIGH} }}");
+    format!(
+        r#"
+[org]
+name = "bench"
+limits = {limits}
+
+[[providers]]
+name = "sim"
+kind = "openai"
+base_url = "{sim_url}"
+api_key_file = "{{key_file}}"
+
+[[deployments]]
+name = "sim-{MODEL}"
+provider = "sim"
+model = "{MODEL}"
+tokenizer = "o200k"
+limits = {limits}
+
+[[models]]
+name = "{MODEL}"
+deployment = "sim-{MODEL}"
+limits = {limits}
+
+[[tenants]]
+name = "acme"
+limits = {limits}
+
+  [[tenants.teams]]
+  name = "search"
+  limits = {limits}
+
+[[keys]]
+id = "bench-1"
+tenant = "acme"
+team = "search"
+sha256 = "{hash}"
+limits = {limits}
+"#,
+        hash = crate::harness::key_hash(KEY),
+    )
+}
+
+/// The markdown table of a run.
+#[must_use]
+pub fn table(reports: &[RateReport]) -> String {
+    let mut out = String::from(
+        "| rate (req/s) | path | achieved req/s | p50 ms | p99 ms | p99.9 ms | errors | dropped |\n|---:|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in reports {
+        for (path, s) in [("direct", &r.direct), ("gateway", &r.gateway)] {
+            let l = &s.latency;
+            out.push_str(&format!(
+                "| {} | {path} | {:.0} | {} | {} | {} | {} | {} |\n",
+                r.rate,
+                s.achieved_rps,
+                fmt(l.p50_ms),
+                fmt(l.p99_ms),
+                fmt(l.p999_ms),
+                s.errors,
+                s.dropped
+            ));
+        }
+        let a = &r.added_ms;
+        out.push_str(&format!(
+            "| {} | **added** | | **{}** | **{}** | **{}** | | |\n",
+            r.rate,
+            signed(a.p50),
+            signed(a.p99),
+            signed(a.p999)
+        ));
+    }
+    if let Some(rss) = reports.last().and_then(|r| r.rss_kib) {
+        out.push_str(&format!(
+            "\nProcess RSS (generator + simulator + gateway) after the last step: {:.1} MiB\n",
+            rss as f64 / 1024.0
+        ));
+    }
+    out
+}
+
+fn fmt(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".into(), |v| format!("{v:.3}"))
+}
+
+fn signed(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".into(), |v| format!("{v:+.3}"))
+}

@@ -1,0 +1,55 @@
+//! Starting the pieces in-process on 127.0.0.1: the simulated provider and the gateway
+//! (memory store) in front of it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sluice_quota::{MemoryStore, SystemClock};
+use sluice_server::Running;
+
+/// The provider key the gateway presents to the simulator (which accepts any).
+const SIM_PROVIDER_KEY: &str = "sk-sim-provider";
+
+/// A gateway serving on a free port of 127.0.0.1.
+///
+/// `config` is the TOML text with `{key_file}` where the provider's `api_key_file` goes;
+/// the key file exists only while the gateway starts (keys are read at build time).
+///
+/// # Errors
+/// When the configuration is invalid or the gateway cannot start.
+pub async fn start_gateway(config: &str) -> anyhow::Result<Running> {
+    let key_file = KeyFile::write(SIM_PROVIDER_KEY)?;
+    let text = config.replace("{key_file}", &key_file.path.display().to_string());
+    let config = sluice_config::parse(&text).map_err(|e| anyhow::anyhow!("gateway config: {e}"))?;
+    let store = Arc::new(MemoryStore::new(Arc::new(SystemClock::new())));
+    let running = Running::start(&config, store, ([127, 0, 0, 1], 0).into()).await?;
+    Ok(running)
+}
+
+/// The hex SHA-256 of a gateway key, as the config's `keys[].sha256` wants it.
+#[must_use]
+pub fn key_hash(key: &str) -> String {
+    hex::encode(sluice_config::hash_key(key))
+}
+
+/// A temporary file holding a provider key; removed on drop.
+struct KeyFile {
+    path: PathBuf,
+}
+
+impl KeyFile {
+    fn write(key: &str) -> std::io::Result<Self> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("sluice-bench-{}-{n}.key", std::process::id()));
+        std::fs::write(&path, key)?;
+        Ok(Self { path })
+    }
+}
+
+impl Drop for KeyFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}

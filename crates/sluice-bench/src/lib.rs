@@ -1,0 +1,29 @@
+//! Load scenarios for sluice: `sluice demo` (the seed-000 story: a gateway in front of a
+//! strict simulated provider vs. uncoordinated workers with their own backoff) and
+//! `sluice bench` (the latency the gateway adds, open loop, against the same provider
+//! called directly).
+//!
+//! Layout: [`harness`] starts the simulated provider and the gateway in-process on
+//! 127.0.0.1; [`client`] is the HTTP client; [`workload`] the users and batch job;
+//! [`drive`] runs one side over a [`drive::Transport`] — [`sluiced`] (through the gateway,
+//! honouring `retry-after-ms`) or [`naive`] (workers with their own backoff);
+//! [`utilization`] and [`report`] turn the provider's stats into the table; [`demo`] wires
+//! it together. [`bench`] and [`loadgen`] are the added-latency benchmark; [`stats`] the
+//! percentiles.
+//!
+//! Everything binds 127.0.0.1, every load loop is bounded in count and time, and every
+//! server started is shut down before a command returns.
+
+pub mod bench;
+pub mod client;
+pub mod demo;
+pub mod drive;
+pub mod harness;
+pub mod loadgen;
+pub mod naive;
+pub mod report;
+pub mod scenario;
+pub mod sluiced;
+pub mod stats;
+pub mod utilization;
+pub mod workload;

@@ -1,0 +1,141 @@
+//! The demo's provider and gateway configuration, derived from its arguments.
+//!
+//! Time: the simulated provider runs `time_scale` simulated minutes per real minute, so
+//! its 500 RPM / 30,000 TPM become `500 × time_scale` and `30,000 × time_scale` per real
+//! minute. The gateway is configured with those real-time figures.
+
+use sluice_sim::{Completion, LatencyConfig, Limits, ModelConfig, SimConfig};
+
+use crate::harness::key_hash;
+
+/// The model name the clients send (the simulator's model and the gateway's profile).
+pub const MODEL: &str = "gpt-4o";
+/// Gateway key of the interactive users.
+pub const INTERACTIVE_KEY: &str = "sk-demo-interactive";
+/// Gateway key of the batch job.
+pub const BATCH_KEY: &str = "sk-demo-batch";
+/// The gateway's burst at the deployment, in simulated seconds of the limit.
+///
+/// The simulator refuses more than a tenth of the minute's budget (6 s worth) inside any
+/// simulated second; a burst of 4 s worth plus one second of refill stays below that
+/// with a second's worth to spare for scheduling jitter.
+pub const DEPLOYMENT_BURST_SIM_SECONDS: f64 = 4.0;
+
+/// The provider side of the scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Provider {
+    /// Requests per simulated minute.
+    pub rpm: u64,
+    /// Tokens per simulated minute.
+    pub tpm: u64,
+    /// Simulated minutes per real minute.
+    pub time_scale: f64,
+    /// Time to first token, real ms.
+    pub ttft_ms: f64,
+    /// Delay per output token, real ms.
+    pub per_token_ms: f64,
+    /// Mean completion length, tokens (capped by each request's `max_tokens`).
+    pub completion_mean: f64,
+}
+
+impl Provider {
+    /// Requests per real second.
+    #[must_use]
+    pub fn rps(&self) -> f64 {
+        self.rpm as f64 * self.time_scale / 60.0
+    }
+
+    /// Tokens per real second.
+    #[must_use]
+    pub fn tps(&self) -> f64 {
+        self.tpm as f64 * self.time_scale / 60.0
+    }
+
+    /// The simulated provider: one OpenAI-shaped model with these limits and latency.
+    #[must_use]
+    pub fn sim_config(&self, seed: u64) -> SimConfig {
+        let limits = Limits { rpm: Some(self.rpm), tpm: Some(self.tpm), ..Limits::default() };
+        let mut model = ModelConfig::openai(MODEL).with_limits(limits);
+        model.completion = Completion::Normal { mean: self.completion_mean, stddev: self.completion_mean / 4.0 };
+        let latency = LatencyConfig {
+            ttft_ms: self.ttft_ms,
+            per_token_ms: self.per_token_ms,
+            jitter: 0.2,
+            ..LatencyConfig::default()
+        };
+        SimConfig {
+            time_scale: self.time_scale,
+            seed: Some(seed),
+            latency,
+            models: vec![model],
+            ..SimConfig::default()
+        }
+    }
+
+    /// The gateway in front of the simulator at `sim_url`: the provider's limits in real
+    /// time on the deployment, and the batch team capped at `batch_share` of them.
+    #[must_use]
+    pub fn gateway_config(&self, sim_url: &str, batch_share: f64) -> String {
+        let scaled = |v: u64| (v as f64 * self.time_scale).round() as u64;
+        let (rpm, tpm) = (scaled(self.rpm), scaled(self.tpm));
+        let share = |v: u64| ((v as f64 * batch_share).floor() as u64).max(1);
+        let burst = DEPLOYMENT_BURST_SIM_SECONDS / self.time_scale;
+        format!(
+            r#"
+[org]
+name = "demo"
+
+[[providers]]
+name = "sim"
+kind = "openai"
+base_url = "{sim_url}"
+api_key_file = "{{key_file}}"
+
+[[deployments]]
+name = "sim-{MODEL}"
+provider = "sim"
+model = "{MODEL}"
+limits = {{ rpm = {rpm}, tpm = {tpm}, burst_seconds = {burst} }}
+
+[[models]]
+name = "{MODEL}"
+deployment = "sim-{MODEL}"
+
+[[tenants]]
+name = "acme"
+
+  [[tenants.teams]]
+  name = "assistants"
+
+  [[tenants.teams]]
+  name = "reports"
+  limits = {{ rpm = {batch_rpm}, tpm = {batch_tpm}, burst_seconds = {burst} }}
+
+[[classes]]
+name = "interactive"
+
+[[classes]]
+name = "batch"
+priority = 5
+
+[[keys]]
+id = "assistants-1"
+tenant = "acme"
+team = "assistants"
+class = "interactive"
+sha256 = "{interactive}"
+
+[[keys]]
+id = "reports-batch-1"
+tenant = "acme"
+team = "reports"
+class = "batch"
+sha256 = "{batch}"
+"#,
+            batch_rpm = share(rpm),
+            batch_tpm = share(tpm),
+            interactive = key_hash(INTERACTIVE_KEY),
+            batch = key_hash(BATCH_KEY),
+        )
+    }
+}
