@@ -3,7 +3,8 @@
 //! ```text
 //! cargo run --release -p sluice-sim --example load -- [CONNECTIONS] [REQUESTS] [URL]
 //! ```
-//! Without URL it starts an in-process simulator (one unlimited model, zero latency) on
+//! Without URL it starts an in-process simulator (one model with limits too high to refuse,
+//! zero latency, no faults) on
 //! 127.0.0.1. Each connection sends requests back to back over HTTP/1 keep-alive until
 //! REQUESTS have been sent in total or 60 s have passed; it then prints the throughput.
 
@@ -14,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
-use sluice_sim::{Clock as _, ModelConfig, RealClock, SimConfig, SimProvider};
+use sluice_sim::{Clock as _, Limits, ModelConfig, RealClock, SimConfig, SimProvider};
 use tokio::net::TcpStream;
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -29,8 +30,10 @@ async fn main() -> anyhow::Result<()> {
     let (addr, sim) = match args.get(3) {
         Some(url) => (url.trim_start_matches("http://").trim_end_matches('/').to_owned(), None),
         None => {
-            let config =
-                SimConfig { models: vec![ModelConfig::openai("gpt-4o-mini")], seed: Some(1), ..SimConfig::default() };
+            // Limits high enough never to refuse, so every request runs the full admission path.
+            let limits = Limits { rpm: Some(1_000_000_000), tpm: Some(1_000_000_000_000), ..Limits::default() };
+            let model = ModelConfig::openai("gpt-4o-mini").with_limits(limits);
+            let config = SimConfig { models: vec![model], seed: Some(1), ..SimConfig::default() };
             let sim = SimProvider::start(config).await?;
             (sim.addr().to_string(), Some(sim))
         }
