@@ -22,6 +22,7 @@ struct ScopeState {
     limits: Limits,
     tats: Vec<Tat>,
     in_flight: u64,
+    paused_until: Nanos,
 }
 
 #[derive(Debug, Clone)]
@@ -92,7 +93,7 @@ impl Ledger {
         }
         let id = ScopeId(u32::try_from(self.scopes.len()).unwrap_or(u32::MAX));
         let tats = vec![Tat::default(); limits.rates.len()];
-        self.scopes.push(ScopeState { key: key.clone(), limits, tats, in_flight: 0 });
+        self.scopes.push(ScopeState { key: key.clone(), limits, tats, in_flight: 0, paused_until: Nanos(0) });
         self.index.insert(key, id);
         id
     }
@@ -147,6 +148,12 @@ impl Ledger {
         let mut worst: Option<(Duration, ScopeKey, LimiterName)> = None;
         for &id in path {
             let Some(scope) = self.scopes.get(id.0 as usize) else { continue };
+            if scope.paused_until > now {
+                let wait = scope.paused_until.since(now);
+                if worst.as_ref().is_none_or(|(w, _, _)| wait > *w) {
+                    worst = Some((wait, scope.key.clone(), LimiterName::ProviderCooldown));
+                }
+            }
             if let Some(max) = scope.limits.concurrency
                 && scope.in_flight >= max.get()
             {
@@ -211,6 +218,14 @@ impl Ledger {
             expired += 1;
         }
         expired
+    }
+
+    /// Pauses a scope until `until`: every reservation through it waits (coordinated
+    /// backoff after a provider's 429). A pause never shortens an existing one.
+    pub fn pause(&mut self, id: ScopeId, until: Nanos) {
+        if let Some(scope) = self.scopes.get_mut(id.0 as usize) {
+            scope.paused_until = scope.paused_until.max(until);
+        }
     }
 
     /// Reservations not yet settled or expired.

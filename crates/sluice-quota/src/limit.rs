@@ -162,12 +162,16 @@ pub enum LimiterName {
     },
     /// The cap on requests in flight.
     Concurrency,
+    /// The provider asked everyone to wait (a 429 or reset hint seen by any instance).
+    ProviderCooldown,
 }
 
 impl fmt::Display for LimiterName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self::Rate { dimension, period } = self else {
-            return f.write_str("concurrency");
+        let (dimension, period) = match self {
+            Self::Rate { dimension, period } => (dimension, period),
+            Self::Concurrency => return f.write_str("concurrency"),
+            Self::ProviderCooldown => return f.write_str("provider_cooldown"),
         };
         let unit = match period.as_secs() {
             60 => "m",

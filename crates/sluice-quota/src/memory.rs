@@ -75,6 +75,12 @@ impl QuotaStore for MemoryStore {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    fn pause(&self, scope: ScopeId, wait: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
+        let until = self.clock.now().after(wait);
+        self.ledger.lock().pause(scope, until);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {
         let now = self.clock.now();
         let snapshot = self.ledger.lock().snapshot(now, id);

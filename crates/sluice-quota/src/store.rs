@@ -47,6 +47,10 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
     /// Replaces the reservation by what was used; unknown ids are a no-op.
     fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>>;
 
+    /// Holds every reservation through `scope` back for `wait`, for every user of the
+    /// store (coordinated backoff); never shortens a pause already in force.
+    fn pause(&self, scope: ScopeId, wait: Duration) -> StoreFuture<'_, Result<(), StoreError>>;
+
     /// The live state of a scope.
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>>;
 }

@@ -114,3 +114,18 @@ fn changing_limits_keeps_reservations_and_fill() {
     assert_eq!(ledger.snapshot(now, id).unwrap().rates[0].remaining, 118);
     assert_eq!(ledger.settle(now, grant.id, Settlement::exact(Cost::request(0, 0))), Settled::Reconciled);
 }
+
+#[test]
+fn a_paused_scope_holds_everyone_back_until_the_pause_ends() {
+    let mut ledger = Ledger::new();
+    let upstream = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Deployment, "d"), Limits::unlimited());
+    let other = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Deployment, "e"), Limits::unlimited());
+    let now = Nanos(10 * SEC);
+    ledger.pause(upstream, Nanos(13 * SEC));
+    ledger.pause(upstream, Nanos(12 * SEC)); // never shortens
+    let err = ledger.reserve(now, &[upstream], Cost::request(1, 1), Duration::from_secs(60)).unwrap_err();
+    assert_eq!(err.limiter.to_string(), "provider_cooldown");
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(3)));
+    assert!(ledger.reserve(now, &[other], Cost::request(1, 1), Duration::from_secs(60)).is_ok());
+    assert!(ledger.reserve(Nanos(13 * SEC), &[upstream], Cost::request(1, 1), Duration::from_secs(60)).is_ok());
+}

@@ -21,6 +21,11 @@ use crate::state::{Gateway, Route};
 use crate::trace::Trace;
 use crate::upstream::UpstreamError;
 
+/// How long a deployment is paused after a provider 429 that gave no hint.
+const PROVIDER_429_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest pause taken from a provider hint (a daily-quota hint is not a reason to stall).
+const MAX_PROVIDER_PAUSE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Largest provider response body the gateway buffers (non-stream).
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
@@ -180,6 +185,11 @@ async fn provider_error(
     let bytes = Limited::new(body, 1024 * 1024).collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     if parts.status == StatusCode::TOO_MANY_REQUESTS {
         let wait = crate::hints::retry_after(&parts.headers);
+        // Coordinated backoff: every user of the store waits out the provider's hint.
+        let pause = wait.unwrap_or(PROVIDER_429_PAUSE).min(MAX_PROVIDER_PAUSE);
+        if let Err(e) = gateway.store.pause(route.scope, pause).await {
+            tracing::warn!(error = %e, "could not record the provider's pause");
+        }
         gateway.metrics.decision("provider_rejected", "provider");
         let hit = Hit { limit_type: "provider".into(), ..admit::hit_labels(route) };
         gateway.metrics.rate_limit_hits.get_or_create(&hit).inc();
