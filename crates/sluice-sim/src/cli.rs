@@ -46,7 +46,7 @@ pub struct SimArgs {
     /// Quick model: requests per minute.
     #[arg(long, conflicts_with = "config")]
     pub rpm: Option<u64>,
-    /// Quick model: tokens per minute (openai shape).
+    /// Quick model: tokens per minute (openai shape; input tokens per minute on an anthropic model).
     #[arg(long, conflicts_with = "config")]
     pub tpm: Option<u64>,
     /// Quick model: input tokens per minute (anthropic shape).

@@ -1,0 +1,104 @@
+"""Shared pytest fixtures for sluice's Python tests (official SDKs against real processes).
+
+Fixtures here start `sluice` processes on 127.0.0.1 with a free port and stop them at the end
+of the session. The binary is `$SLUICE_BIN`, or `target/debug/sluice` under the repository
+root (build it with `cargo build -p sluice`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT_S = 20.0
+
+
+def sluice_bin() -> Path:
+    """The sluice binary under test."""
+    path = Path(os.environ.get("SLUICE_BIN", "target/debug/sluice"))
+    if not path.is_absolute():
+        path = REPO_ROOT / path
+    if not path.exists():
+        pytest.fail(f"sluice binary not found at {path}: run `cargo build -p sluice` or set SLUICE_BIN")
+    return path
+
+
+class Processes:
+    """Processes started during the session; all are killed at teardown."""
+
+    def __init__(self) -> None:
+        self._procs: list[subprocess.Popen[str]] = []
+        self._tmp = tempfile.TemporaryDirectory(prefix="sluice-pytest-")
+
+    def write(self, name: str, text: str) -> Path:
+        """Writes a file into the session's temporary directory."""
+        path = Path(self._tmp.name) / name
+        path.write_text(text)
+        return path
+
+    def launch(self, args: list[str], prefix: str = "listening on ") -> tuple[str, subprocess.Popen[str]]:
+        """Starts `sluice ARGS`, waits for its first stdout line `<prefix>URL`, returns (URL, process)."""
+        proc = subprocess.Popen(
+            [str(sluice_bin()), *args],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._procs.append(proc)
+        line = _first_line(proc, STARTUP_TIMEOUT_S)
+        if not line.startswith(prefix):
+            stderr = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+            pytest.fail(f"`sluice {' '.join(args)}` printed {line!r} instead of '{prefix}URL'\n{stderr}")
+        # Keep draining stdout so the process never blocks on a full pipe.
+        threading.Thread(target=proc.stdout.read, daemon=True).start()  # type: ignore[union-attr]
+        return line[len(prefix):].strip(), proc
+
+    def stop_all(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+        self._tmp.cleanup()
+
+
+def _first_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    result: list[str] = []
+    reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(timeout)
+    if not result:
+        proc.kill()
+        pytest.fail(f"no first line from sluice within {timeout}s")
+    return result[0]
+
+
+@pytest.fixture(scope="session")
+def processes() -> Iterator[Processes]:
+    """Session-wide registry of started processes (killed at teardown)."""
+    procs = Processes()
+    yield procs
+    procs.stop_all()
+
+
+@pytest.fixture(scope="session")
+def start_sim(processes: Processes) -> Callable[..., tuple[str, subprocess.Popen[str]]]:
+    """`start_sim(config_toml, *extra_args) -> (url, process)`: a simulated provider.
+
+    Runs `sluice simulate-provider --config FILE --port 0 EXTRA_ARGS`; `url` is its base URL,
+    e.g. `http://127.0.0.1:41234` (OpenAI clients use `url + "/v1"`, Anthropic clients `url`).
+    """
+    counter = iter(range(1_000_000))
+
+    def start(config_toml: str, *extra_args: str) -> tuple[str, subprocess.Popen[str]]:
+        config = processes.write(f"sim-{next(counter)}.toml", config_toml)
+        return processes.launch(["simulate-provider", "--config", str(config), "--port", "0", *extra_args])
+
+    return start
