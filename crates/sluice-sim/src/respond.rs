@@ -126,12 +126,10 @@ fn anthropic_headers(headers: &mut HeaderMap, sim: &Sim, snapshot: &Snapshot) {
         let Some((limit, remaining, reset)) = dim else { continue };
         let at = rfc3339(now + real_duration(reset, sim.time_scale()));
         let key = |part: &str| HeaderName::from_bytes(format!("anthropic-ratelimit-{name}-{part}").as_bytes());
-        for (part, value) in [
-            ("limit", int(limit)),
-            ("remaining", int(remaining)),
-            ("reset", HeaderValue::from_str(&at).unwrap_or(JSON)),
-        ] {
-            if let Ok(key) = key(part) {
+        for (part, value) in
+            [("limit", Ok(int(limit))), ("remaining", Ok(int(remaining))), ("reset", HeaderValue::from_str(&at))]
+        {
+            if let (Ok(key), Ok(value)) = (key(part), value) {
                 headers.insert(key, value);
             }
         }

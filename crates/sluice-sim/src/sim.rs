@@ -41,6 +41,14 @@ struct ModelInner {
     rng: StdRng,
 }
 
+impl ModelState {
+    /// The limits in force now (they change with [`Sim::set_limits`]).
+    #[must_use]
+    pub fn limits(&self) -> Limits {
+        self.inner.lock().limits.clone()
+    }
+}
+
 /// Rate-limit status at the time of a decision, in simulated seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Snapshot {
@@ -270,7 +278,7 @@ impl Sim {
     /// Limits in force per model.
     #[must_use]
     pub fn limits(&self) -> Vec<(String, Limits)> {
-        self.models().into_iter().map(|m| (m.config.name.clone(), m.inner.lock().limits.clone())).collect()
+        self.models().into_iter().map(|m| (m.config.name.clone(), m.limits())).collect()
     }
 
     /// Replaces a model's limits at runtime (a tier change), keeping what was used.

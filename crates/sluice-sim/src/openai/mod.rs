@@ -19,7 +19,7 @@ use crate::config::{Flavor, Shape, TokenRule};
 use crate::conn::ConnCtl;
 use crate::errors::ApiError;
 use crate::flow::{self, Prepared};
-use crate::sim::{Ask, ModelState, Sim};
+use crate::sim::{Ask, ModelState, Sim, Ticket};
 use request::ChatRequest;
 use response::{AssistantMessage, ChatUsage, Choice, Completion, FINGERPRINT, finish_reason};
 
@@ -61,21 +61,10 @@ pub async fn chat(
 ) -> Response {
     let ctl = ctl.map(|Extension(ctl)| ctl);
     let Ok(req) = serde_json::from_slice::<ChatRequest<'_>>(&body) else { return invalid(&sim, &ApiError::BadJson) };
-    let model = match resolve(&sim, req.model.as_deref()) {
-        Ok(model) => model,
+    let prepared = match prepare(&sim, &req, &headers) {
+        Ok(prepared) => prepared,
         Err(err) => return invalid(&sim, &err),
     };
-    if req.messages.as_ref().is_none_or(Vec::is_empty) {
-        let message = "Missing required parameter: 'messages'.".into();
-        return invalid(&sim, &ApiError::Invalid { message, param: Some("messages") });
-    }
-    let prompt = req.prompt_tokens(&model.tokenizer);
-    let cap = req.max_completion_tokens.or(req.max_tokens).unwrap_or(model.config.default_max_tokens);
-    let stream = req.stream.unwrap_or(false);
-    let ask = Ask { cost: Cost { tokens: tpm_cost(&model, &req, prompt, cap), ..Cost::default() }, stream, cap };
-    let tenant = crate::text::tenant(&headers, req.user.as_deref());
-    let prepared =
-        Prepared { model, ask, input: prompt, cached: 0, tenant, marker: crate::text::marker(&req.last_text()) };
     let ticket = match flow::admit(&sim, ctl.as_ref(), &prepared).await {
         Ok(ticket) => ticket,
         Err(response) => return response,
@@ -83,7 +72,7 @@ pub async fn chat(
     let flavor = prepared.model.flavor;
     let id = format!("chatcmpl-{}", sim.request_id().trim_start_matches("req_"));
     let created = sim.clock().unix_now().as_secs();
-    if stream {
+    if prepared.ask.stream {
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
         let render = stream::ChatStream::new(id, created, &prepared, include_usage);
         let snapshot = ticket.snapshot;
@@ -91,9 +80,32 @@ pub async fn chat(
         return crate::respond::sse(&sim, flavor, Some(&snapshot), body);
     }
     flow::generate(&ticket).await;
+    let body = completion_body(&prepared, &ticket, &id, created);
+    sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(ticket.output));
+    crate::respond::json(&sim, flavor, Some(&ticket.snapshot), StatusCode::OK, body)
+}
+
+/// Validates and counts a chat request.
+fn prepare(sim: &Sim, req: &ChatRequest<'_>, headers: &HeaderMap) -> Result<Prepared, ApiError> {
+    let model = resolve(sim, req.model.as_deref())?;
+    if req.messages.as_ref().is_none_or(Vec::is_empty) {
+        let message = "Missing required parameter: 'messages'.".into();
+        return Err(ApiError::Invalid { message, param: Some("messages") });
+    }
+    let prompt = req.prompt_tokens(&model.tokenizer);
+    let cap = req.max_completion_tokens.or(req.max_tokens).unwrap_or(model.config.default_max_tokens);
+    let stream = req.stream.unwrap_or(false);
+    let ask = Ask { cost: Cost { tokens: tpm_cost(&model, req, prompt, cap), ..Cost::default() }, stream, cap };
+    let tenant = crate::text::tenant(headers, req.user.as_deref());
+    let marker = crate::text::marker(&req.last_text());
+    Ok(Prepared { model, ask, input: prompt, cached: 0, tenant, marker })
+}
+
+/// The `chat.completion` body of a non-streamed answer.
+fn completion_body(prepared: &Prepared, ticket: &Ticket, id: &str, created: u64) -> Vec<u8> {
     let text = crate::text::filler(ticket.output);
     let completion = Completion {
-        id: &id,
+        id,
         object: "chat.completion",
         created,
         model: &prepared.model.config.name,
@@ -101,13 +113,11 @@ pub async fn chat(
             index: 0,
             message: AssistantMessage { role: "assistant", content: &text, refusal: None, annotations: [] },
             logprobs: None,
-            finish_reason: finish_reason(ticket.output, cap),
+            finish_reason: finish_reason(ticket.output, prepared.ask.cap),
         }],
-        usage: ChatUsage::new(prompt, ticket.output),
+        usage: ChatUsage::new(prepared.input, ticket.output),
         service_tier: "default",
         system_fingerprint: FINGERPRINT,
     };
-    let body = serde_json::to_vec(&completion).unwrap_or_default();
-    sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(ticket.output));
-    crate::respond::json(&sim, flavor, Some(&ticket.snapshot), StatusCode::OK, body)
+    serde_json::to_vec(&completion).unwrap_or_default()
 }
