@@ -35,8 +35,8 @@ async fn fault_rates_match_the_config_and_stats_agree_with_clients() {
         reset = 0.04
         hang = 0.01
         slow_headers = 0.02
-        hang_ms = 400
-        slow_headers_ms = 250
+        hang_ms = 1200
+        slow_headers_ms = 500
         [[models]]
         name = "gpt-4o-mini"
         "#,
@@ -55,14 +55,14 @@ async fn fault_rates_match_the_config_and_stats_agree_with_clients() {
                 let elapsed = started.elapsed();
                 let mut seen = seen.lock();
                 match result.map(|r| r.status().as_u16()) {
-                    Ok(200) if elapsed >= Duration::from_millis(240) => seen.slow_ok += 1,
+                    Ok(200) if elapsed >= Duration::from_millis(480) => seen.slow_ok += 1,
                     Ok(200) => seen.ok += 1,
                     Ok(500) => seen.status[0] += 1,
                     Ok(502) => seen.status[1] += 1,
                     Ok(503) => seen.status[2] += 1,
                     Ok(529) => seen.status[3] += 1,
                     Ok(other) => panic!("status {other}"),
-                    Err(_) if elapsed >= Duration::from_millis(390) => seen.hang += 1,
+                    Err(_) if elapsed >= Duration::from_millis(1150) => seen.hang += 1,
                     Err(error) => {
                         assert!(error.is_request() || error.is_connect() || error.is_body(), "{error:?}");
                         seen.reset += 1;
