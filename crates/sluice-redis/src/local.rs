@@ -1,0 +1,188 @@
+//! Local `redis-server` processes on 127.0.0.1, for tests, benchmarks and the demo's
+//! distributed variant: a standalone server or a small cluster, each on free ports, each
+//! stopped when dropped. Needs `redis-server` (and `redis-cli` for a cluster) on PATH.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Why a local server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// `redis-server` or `redis-cli` is missing or failed to start.
+    #[error("could not run {program}: {reason} (install redis-server, e.g. `apt-get install redis-server`)")]
+    Spawn {
+        /// The program.
+        program: &'static str,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The server never answered PING or the cluster never became ready.
+    #[error("redis at {0} did not become ready")]
+    NotReady(String),
+}
+
+/// One `redis-server` process.
+#[derive(Debug)]
+pub struct LocalRedis {
+    port: u16,
+    child: Child,
+    dir: PathBuf,
+}
+
+fn free_port() -> Result<u16, LocalError> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| LocalError::Spawn { program: "redis-server", reason: format!("no free port: {e}") })?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| LocalError::Spawn { program: "redis-server", reason: e.to_string() })
+}
+
+fn ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    if stream.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).is_ok() && line.starts_with("+PONG")
+}
+
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), LocalError> {
+    for _ in 0..200 {
+        if ready() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(LocalError::NotReady(what.to_owned()))
+}
+
+impl LocalRedis {
+    /// Starts a standalone server without persistence on a free port.
+    ///
+    /// # Errors
+    /// When `redis-server` is missing or does not answer within 10 s.
+    pub fn start() -> Result<Self, LocalError> {
+        Self::spawn(&[])
+    }
+
+    fn spawn(extra: &[&str]) -> Result<Self, LocalError> {
+        let port = free_port()?;
+        let dir = std::env::temp_dir().join(format!("sluice-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| LocalError::Spawn { program: "redis-server", reason: e.to_string() })?;
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| LocalError::Spawn { program: "redis-server", reason: e.to_string() })?;
+        let server = Self { port, child, dir };
+        wait_until(&server.url(), || ping(port))?;
+        Ok(server)
+    }
+
+    /// The server's port.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops the server abruptly (as a crash would); [`LocalRedis::restart`] brings it back
+    /// on the same port, empty.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts a killed server again on the same port.
+    ///
+    /// # Errors
+    /// When it does not come back within 10 s.
+    pub fn restart(&mut self) -> Result<(), LocalError> {
+        self.kill();
+        let port = self.port.to_string();
+        self.child = Command::new("redis-server")
+            .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| LocalError::Spawn { program: "redis-server", reason: e.to_string() })?;
+        let port = self.port;
+        wait_until(&self.url(), || ping(port))
+    }
+}
+
+impl Drop for LocalRedis {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A Redis Cluster of `masters` primaries, no replicas.
+#[derive(Debug)]
+pub struct LocalCluster {
+    nodes: Vec<LocalRedis>,
+}
+
+impl LocalCluster {
+    /// Starts `masters` cluster-enabled servers and joins them into one cluster.
+    ///
+    /// # Errors
+    /// When a server does not start or the cluster does not reach `cluster_state:ok`.
+    pub fn start(masters: usize) -> Result<Self, LocalError> {
+        let nodes = (0..masters)
+            .map(|_| LocalRedis::spawn(&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create").args(&addresses).args(["--cluster-replicas", "0", "--cluster-yes"]);
+        let output = create
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| LocalError::Spawn { program: "redis-cli", reason: e.to_string() })?;
+        if !output.status.success() {
+            let reason = String::from_utf8_lossy(&output.stdout).into_owned();
+            return Err(LocalError::Spawn { program: "redis-cli", reason });
+        }
+        let cluster = Self { nodes };
+        for node in &cluster.nodes {
+            let port = node.port;
+            wait_until(&node.url(), || cluster_ok(port))?;
+        }
+        Ok(cluster)
+    }
+
+    /// Seed URLs of every node.
+    #[must_use]
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(LocalRedis::url).collect()
+    }
+}
+
+fn cluster_ok(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    if stream.write_all(b"CLUSTER INFO\r\n").is_err() {
+        return false;
+    }
+    let mut buffer = [0u8; 4096];
+    let n = stream.read(&mut buffer).unwrap_or(0);
+    String::from_utf8_lossy(&buffer[..n]).contains("cluster_state:ok")
+}

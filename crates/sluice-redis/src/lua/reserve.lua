@@ -1,0 +1,64 @@
+-- reserve: all scopes of this part of the path, every limit, the concurrency slots,
+-- all or nothing. Idempotent on the reservation id.
+-- KEYS[1] leases zset, KEYS[2] record, KEYS[3..] scope hashes (the record's order)
+-- ARGV[1] id, ARGV[2] lease (us), ARGV[3] record key prefix, ARGV[4] record (JSON),
+-- ARGV[5] most expired leases to settle first
+-- Returns {1} on success, or {0, wait_us, scope index, limit index, kind}
+-- with kind 1 = not yet, 2 = slots busy, 3 = never fits, 4 = paused.
+local now = now_us()
+expire_leases(KEYS[1], ARGV[3], now, tonumber(ARGV[5]))
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return {1}
+end
+local rec = cjson.decode(ARGV[4])
+local lease = tonumber(ARGV[2])
+local worst, wscope, wlim, wkind = 0, 0, 0, 0
+local news = {}
+for i, sc in ipairs(rec.s) do
+  local key = KEYS[i + 2]
+  local h = redis.call('HMGET', key, 'p', 'n')
+  local paused = tonumber(h[1] or '0')
+  if paused - now > worst then
+    worst, wscope, wlim, wkind = paused - now, i, 0, 4
+  end
+  if sc.cc > 0 and tonumber(h[2] or '0') >= sc.cc then
+    return {0, 0, i, 0, 2}
+  end
+  news[i] = {}
+  for j, lim in ipairs(sc.l) do
+    local units = cost_of(rec.c, lim.d)
+    if units > lim.a then
+      return {0, 0, i, j, 3}
+    end
+    local tat = tonumber(redis.call('HGET', key, field(lim)) or '0')
+    local base = math.max(tat, now)
+    local burst = units_us(lim, lim.b)
+    local cost = units_us(lim, units)
+    local earliest = base - (burst - math.min(cost, burst))
+    if earliest > now then
+      if earliest - now > worst then
+        worst, wscope, wlim, wkind = earliest - now, i, j, 1
+      end
+    else
+      news[i][j] = base + cost
+    end
+  end
+end
+if worst > 0 then
+  return {0, math.ceil(worst), wscope, wlim, wkind}
+end
+for i, sc in ipairs(rec.s) do
+  local key = KEYS[i + 2]
+  local needed = lease
+  for j, lim in ipairs(sc.l) do
+    redis.call('HSET', key, field(lim), news[i][j])
+    needed = math.max(needed, news[i][j] - now)
+  end
+  if sc.cc > 0 then
+    redis.call('HINCRBY', key, 'n', 1)
+  end
+  keep_alive(key, needed)
+end
+redis.call('SET', KEYS[2], ARGV[4])
+redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
+return {1}

@@ -1,0 +1,216 @@
+//! What the gateway does when Redis cannot be reached: refuse (`fail_closed`) or limit
+//! locally at this instance's share of every limit (`fail_open_local`). Transitions are
+//! logged once each way and counted; Redis is probed again at most once a second while
+//! it is away, so requests do not each wait out a timeout.
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use sluice_quota::{
+    Clock, Cost, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId, ReserveError, ScopeId, ScopeKey,
+    ScopeSnapshot, Settlement, StoreError, StoreFuture,
+};
+
+use crate::store::RedisStore;
+
+/// Reservation ids of the local fallback carry this bit, so settlement finds their store.
+const LOCAL: u64 = 1 << 63;
+/// How often Redis is tried again while it is away.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// The configured behaviour while Redis is unreachable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnUnavailable {
+    /// Refuse admission (the gateway answers 503) until Redis is back.
+    FailClosed,
+    /// Admit against a local limiter holding `1 / instances` of every limit.
+    FailOpenLocal {
+        /// How many gateway instances share the limits.
+        instances: NonZeroU64,
+    },
+}
+
+/// A [`RedisStore`] with a configured answer to Redis being away.
+#[derive(Debug)]
+pub struct ResilientStore {
+    remote: RedisStore,
+    local: Option<MemoryStore>,
+    mode: OnUnavailable,
+    clock: Arc<dyn Clock>,
+    down: AtomicBool,
+    next_probe: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl ResilientStore {
+    /// Wraps `remote`; `clock` times the probes.
+    #[must_use]
+    pub fn new(remote: RedisStore, mode: OnUnavailable, clock: Arc<dyn Clock>) -> Self {
+        let local = match mode {
+            OnUnavailable::FailClosed => None,
+            OnUnavailable::FailOpenLocal { .. } => Some(MemoryStore::new(Arc::clone(&clock))),
+        };
+        Self {
+            remote,
+            local,
+            mode,
+            clock,
+            down: AtomicBool::new(false),
+            next_probe: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether Redis is currently considered unreachable.
+    #[must_use]
+    pub fn is_degraded(&self) -> bool {
+        self.down.load(Ordering::Relaxed)
+    }
+
+    /// Store errors seen so far.
+    #[must_use]
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    fn should_try_remote(&self) -> bool {
+        if !self.down.load(Ordering::Relaxed) {
+            return true;
+        }
+        let now = self.clock.now();
+        let due = self.next_probe.load(Ordering::Relaxed);
+        now.0 >= due
+            && self
+                .next_probe
+                .compare_exchange(due, now.after(PROBE_EVERY).0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    fn failed(&self, error: &StoreError) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        self.next_probe.store(self.clock.now().after(PROBE_EVERY).0, Ordering::Relaxed);
+        if !self.down.swap(true, Ordering::AcqRel) {
+            let mode = match self.mode {
+                OnUnavailable::FailClosed => "refusing requests (fail_closed)",
+                OnUnavailable::FailOpenLocal { .. } => "limiting locally at this instance's share (fail_open_local)",
+            };
+            tracing::error!(%error, "redis unavailable: {mode}");
+        }
+    }
+
+    fn recovered(&self) {
+        if self.down.swap(false, Ordering::AcqRel) {
+            tracing::warn!("redis reachable again: shared limits restored");
+        }
+    }
+
+    async fn reserve_resilient(&self, path: &[ScopeId], cost: Cost, lease: Duration) -> Result<Grant, ReserveError> {
+        let error = if self.should_try_remote() {
+            match self.remote.reserve(path, cost, lease).await {
+                Err(ReserveError::Store(e)) => e,
+                other => {
+                    self.recovered();
+                    return other;
+                }
+            }
+        } else {
+            StoreError("redis unavailable (waiting for the next probe)".into())
+        };
+        if !self.is_degraded() || error.0.contains("waiting for the next probe") {
+            self.failed_if_remote_error(&error);
+        }
+        let Some(local) = &self.local else { return Err(ReserveError::Store(error)) };
+        let grant = local.reserve_now(path, cost, lease)?;
+        Ok(Grant { id: ReservationId(grant.id.0 | LOCAL), ..grant })
+    }
+
+    fn failed_if_remote_error(&self, error: &StoreError) {
+        if !error.0.contains("waiting for the next probe") {
+            self.failed(error);
+        }
+    }
+
+    async fn settle_resilient(&self, id: ReservationId, settlement: Settlement) -> Result<(), StoreError> {
+        if id.0 & LOCAL != 0 {
+            if let Some(local) = &self.local {
+                local.settle_now(ReservationId(id.0 & !LOCAL), settlement);
+            }
+            return Ok(());
+        }
+        let result = self.remote.settle(id, settlement).await;
+        if let Err(e) = &result {
+            self.failed(e);
+        }
+        result
+    }
+}
+
+/// `limits` at `1 / n` of every amount, burst and concurrency cap (at least 1 each).
+fn share(limits: &Limits, n: NonZeroU64) -> Limits {
+    let part = |v: NonZeroU64| NonZeroU64::new(v.get() / n.get()).unwrap_or(NonZeroU64::MIN);
+    let rates = limits.rates.iter().map(|r| RateLimit { amount: part(r.amount), burst: part(r.burst), ..*r }).collect();
+    Limits { rates, concurrency: limits.concurrency.map(part) }
+}
+
+impl QuotaStore for ResilientStore {
+    fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId {
+        if let (Some(local), OnUnavailable::FailOpenLocal { instances }) = (&self.local, self.mode) {
+            let local_id = local.register(key.clone(), share(&limits, instances));
+            let id = self.remote.register(key, limits);
+            debug_assert_eq!(local_id, id, "local and remote scope ids must agree");
+            return id;
+        }
+        self.remote.register(key, limits)
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        path: &'a [ScopeId],
+        cost: Cost,
+        lease: Duration,
+    ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
+        Box::pin(self.reserve_resilient(path, cost, lease))
+    }
+
+    fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.settle_resilient(id, settlement))
+    }
+
+    fn pause(&self, scope: ScopeId, wait: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            if let Some(local) = &self.local {
+                local.pause(scope, wait).await?;
+            }
+            if self.is_degraded() { Ok(()) } else { self.remote.pause(scope, wait).await }
+        })
+    }
+
+    fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {
+        Box::pin(async move {
+            match (&self.local, self.is_degraded()) {
+                (Some(local), true) => local.snapshot(id).await,
+                _ => self.remote.snapshot(id).await,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_quota::Dimension;
+
+    #[test]
+    fn a_share_divides_every_limit_but_never_to_zero() {
+        let limits = Limits::unlimited()
+            .with_rate(RateLimit::per_minute(Dimension::TotalTokens, 30_000).unwrap_or_else(|| unreachable!()))
+            .with_concurrency(NonZeroU64::new(2).unwrap_or(NonZeroU64::MIN));
+        let three = NonZeroU64::new(3).unwrap_or(NonZeroU64::MIN);
+        let shared = share(&limits, three);
+        assert_eq!(shared.rates[0].amount.get(), 10_000);
+        assert_eq!(shared.rates[0].burst.get(), 500);
+        assert_eq!(shared.concurrency.map(NonZeroU64::get), Some(1));
+    }
+}

@@ -1,0 +1,39 @@
+//! The versioned server-side scripts, loaded by SHA and reloaded when Redis lost them.
+
+use redis::Script;
+
+/// Version of the script set; part of every script's text, so a change of the scripts
+/// never meets an old cached SHA.
+pub const VERSION: &str = "sluice-quota-v1";
+
+const COMMON: &str = include_str!("lua/common.lua");
+
+/// The reserve, settle and pause scripts.
+#[derive(Debug)]
+pub struct Scripts {
+    /// All-or-nothing reservation of one group's part of a path.
+    pub reserve: Script,
+    /// Settlement (idempotent).
+    pub settle: Script,
+    /// Coordinated pause.
+    pub pause: Script,
+}
+
+impl Scripts {
+    /// Builds the scripts (hashing only; loading happens on first use).
+    #[must_use]
+    pub fn new() -> Self {
+        let build = |body: &str| Script::new(&format!("-- {VERSION}\n{COMMON}\n{body}"));
+        Self {
+            reserve: build(include_str!("lua/reserve.lua")),
+            settle: build(include_str!("lua/settle.lua")),
+            pause: build(include_str!("lua/pause.lua")),
+        }
+    }
+}
+
+impl Default for Scripts {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,285 @@
+//! [`RedisStore`]: the [`QuotaStore`] whose state lives in Redis.
+//!
+//! A reservation is one script per hash-tag group of its path. On a standalone server the
+//! whole path is one group and one script: one round trip, atomic. On a cluster, caller
+//! scopes and the deployment live in different slots: the caller part is reserved first,
+//! then the deployment part; if the second refuses, the first is released. A crash between
+//! the two leaves the first part reserved until its lease ends: under-admission, never
+//! over-admission.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use rand::Rng as _;
+use sluice_quota::bucket::{self, Tat};
+use sluice_quota::{
+    Cost, Grant, LimiterName, Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId,
+    ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture,
+};
+
+use crate::conn::{Connector, Topology};
+use crate::keys::Group;
+use crate::record::{Record, ScopeSpec};
+use crate::scripts::Scripts;
+
+/// How many expired leases one reservation settles on the way.
+const EXPIRE_BATCH: u32 = 16;
+
+#[derive(Debug, Clone)]
+struct Scope {
+    key: ScopeKey,
+    limits: Limits,
+    group: Group,
+    spec: ScopeSpec,
+}
+
+/// One group's share of a reservation, for settling it.
+#[derive(Debug, Clone)]
+struct Part {
+    leases: String,
+    record: String,
+}
+
+/// Settings of a [`RedisStore`].
+#[derive(Debug, Clone)]
+pub struct RedisConfig {
+    /// Where Redis is.
+    pub topology: Topology,
+    /// Key prefix (inside the hash tags).
+    pub prefix: String,
+    /// Bound on connecting and on each call.
+    pub timeout: Duration,
+}
+
+/// Quota state in Redis, shared by every gateway instance that uses the same prefix.
+#[derive(Debug)]
+pub struct RedisStore {
+    connector: Connector,
+    prefix: String,
+    timeout: Duration,
+    scripts: Scripts,
+    scopes: RwLock<(Vec<Scope>, HashMap<ScopeKey, ScopeId>)>,
+    open: Mutex<HashMap<ReservationId, Vec<Part>>>,
+}
+
+fn store_error(e: impl std::fmt::Display) -> StoreError {
+    StoreError(e.to_string())
+}
+
+impl RedisStore {
+    /// A store for `config`. Connects on first use.
+    #[must_use]
+    pub fn new(config: RedisConfig) -> Self {
+        Self {
+            connector: Connector::new(config.topology, config.timeout),
+            prefix: config.prefix,
+            timeout: config.timeout,
+            scripts: Scripts::new(),
+            scopes: RwLock::new((Vec::new(), HashMap::new())),
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn call<T: redis::FromRedisValue>(&self, invocation: redis::ScriptInvocation<'_>) -> Result<T, StoreError> {
+        let mut conn = tokio::time::timeout(self.timeout, self.connector.get())
+            .await
+            .map_err(|_| store_error("redis connect timed out"))?
+            .map_err(store_error)?;
+        tokio::time::timeout(self.timeout, invocation.invoke_async(&mut conn))
+            .await
+            .map_err(|_| store_error("redis call timed out"))?
+            .map_err(store_error)
+    }
+
+    /// The path split into groups, in order of first appearance (a single group on a
+    /// standalone server).
+    fn parts(&self, path: &[ScopeId]) -> Vec<(Group, Vec<Scope>)> {
+        let scopes = self.scopes.read();
+        let mut parts: Vec<(Group, Vec<Scope>)> = Vec::new();
+        for id in path {
+            let Some(scope) = scopes.0.get(id.0 as usize) else { continue };
+            let group =
+                if self.connector.is_cluster() || parts.is_empty() { scope.group.clone() } else { parts[0].0.clone() };
+            match parts.iter_mut().find(|(g, _)| *g == group) {
+                Some((_, members)) => members.push(scope.clone()),
+                None => parts.push((group, vec![scope.clone()])),
+            }
+        }
+        parts
+    }
+
+    async fn reserve_part(
+        &self,
+        id: ReservationId,
+        group: &Group,
+        scopes: &[Scope],
+        cost: Cost,
+        lease: Duration,
+    ) -> Result<Part, ReserveError> {
+        let record_key = format!("{}{}", group.record_prefix(), id.0);
+        let leases = group.leases();
+        let mut invocation = self.scripts.reserve.prepare_invoke();
+        invocation.key(&leases).key(&record_key);
+        for scope in scopes {
+            invocation.key(&scope.spec.k);
+        }
+        let lease_us = u64::try_from(lease.as_micros()).unwrap_or(u64::MAX);
+        let record = Record::json(cost, scopes.iter().map(|s| &s.spec).collect());
+        invocation.arg(id.0).arg(lease_us).arg(group.record_prefix()).arg(record).arg(EXPIRE_BATCH);
+        let reply: Vec<i64> = self.call(invocation).await?;
+        match reply.as_slice() {
+            [1, ..] => Ok(Part { leases, record: record_key }),
+            [0, wait, scope, limit, kind] => {
+                Err(ReserveError::Rejected(rejection(scopes, *wait, *scope, *limit, *kind)))
+            }
+            _ => Err(ReserveError::Store(store_error(format!("unexpected reply from reserve: {reply:?}")))),
+        }
+    }
+
+    async fn settle_part(&self, id: ReservationId, part: &Part, settlement: Settlement) -> Result<(), StoreError> {
+        let mut invocation = self.scripts.settle.prepare_invoke();
+        invocation.key(&part.leases).key(&part.record).arg(id.0);
+        for cost in [settlement.used, settlement.upstream] {
+            invocation.arg(cost.requests).arg(cost.input_tokens).arg(cost.output_tokens);
+        }
+        let _: i64 = self.call(invocation).await?;
+        Ok(())
+    }
+
+    async fn reserve_path(&self, path: &[ScopeId], cost: Cost, lease: Duration) -> Result<Grant, ReserveError> {
+        let id = ReservationId(rand::rng().random::<u64>() >> 1);
+        let mut done: Vec<Part> = Vec::new();
+        for (group, scopes) in self.parts(path) {
+            match self.reserve_part(id, &group, &scopes, cost, lease).await {
+                Ok(part) => done.push(part),
+                Err(e) => {
+                    // Compensation: release what earlier groups reserved.
+                    let release = Settlement { used: Cost::default(), upstream: Cost::default() };
+                    for part in &done {
+                        if let Err(undo) = self.settle_part(id, part, release).await {
+                            tracing::warn!(error = %undo, "release after a refusal failed; the lease will expire");
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        self.open.lock().insert(id, done);
+        Ok(Grant { id, reserved: cost, lease })
+    }
+
+    async fn settle_all(&self, id: ReservationId, settlement: Settlement) -> Result<(), StoreError> {
+        let Some(parts) = self.open.lock().remove(&id) else { return Ok(()) };
+        for part in &parts {
+            self.settle_part(id, part, settlement).await?;
+        }
+        Ok(())
+    }
+
+    async fn pause_scope(&self, scope: ScopeId, wait: Duration) -> Result<(), StoreError> {
+        let key = self.scopes.read().0.get(scope.0 as usize).map(|s| s.spec.k.clone());
+        let Some(key) = key else { return Ok(()) };
+        let mut invocation = self.scripts.pause.prepare_invoke();
+        invocation.key(&key).arg(u64::try_from(wait.as_micros()).unwrap_or(u64::MAX));
+        let _: i64 = self.call(invocation).await?;
+        Ok(())
+    }
+
+    async fn snapshot_scope(&self, id: ScopeId) -> Result<Option<ScopeSnapshot>, StoreError> {
+        let Some(scope) = self.scopes.read().0.get(id.0 as usize).cloned() else { return Ok(None) };
+        let mut conn = self.connector.get().await.map_err(store_error)?;
+        let mut pipe = redis::pipe();
+        pipe.cmd("TIME").cmd("HGETALL").arg(&scope.spec.k);
+        let fetch = pipe.query_async::<(Vec<String>, HashMap<String, String>)>(&mut conn);
+        let (time, fields) = tokio::time::timeout(self.timeout, fetch)
+            .await
+            .map_err(|_| store_error("timed out"))?
+            .map_err(store_error)?;
+        Ok(Some(snapshot(&scope, &time, &fields)))
+    }
+}
+
+fn rejection(scopes: &[Scope], wait_us: i64, scope: i64, limit: i64, kind: i64) -> Rejection {
+    let index = usize::try_from(scope - 1).unwrap_or(0).min(scopes.len().saturating_sub(1));
+    let Some(scope) = scopes.get(index) else {
+        let key = ScopeKey::new(sluice_quota::ScopeKind::Org, "unknown");
+        return Rejection { scope: key, limiter: LimiterName::Concurrency, kind: RejectionKind::SlotsBusy };
+    };
+    let rate = usize::try_from(limit - 1).ok().and_then(|j| scope.limits.rates.get(j));
+    let wait = Duration::from_micros(u64::try_from(wait_us).unwrap_or(0));
+    let (limiter, kind) = match kind {
+        2 => (LimiterName::Concurrency, RejectionKind::SlotsBusy),
+        3 => {
+            let rate = rate.copied();
+            let limiter = rate.map_or(LimiterName::Concurrency, |r| r.name());
+            let capacity = rate.map_or(0, |r| r.amount.get());
+            (limiter, RejectionKind::NeverFits { cost: capacity.saturating_add(1), capacity })
+        }
+        4 => (LimiterName::ProviderCooldown, RejectionKind::RetryAfter(wait)),
+        _ => (rate.map_or(LimiterName::Concurrency, sluice_quota::RateLimit::name), RejectionKind::RetryAfter(wait)),
+    };
+    Rejection { scope: scope.key.clone(), limiter, kind }
+}
+
+fn snapshot(scope: &Scope, time: &[String], fields: &HashMap<String, String>) -> ScopeSnapshot {
+    let micros = |s: Option<&String>| s.and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0).max(0.0) as u64;
+    let now_us = micros(time.first()).saturating_mul(1_000_000).saturating_add(micros(time.get(1)));
+    let now = Nanos(now_us.saturating_mul(1_000));
+    let rates = scope
+        .limits
+        .rates
+        .iter()
+        .zip(&scope.spec.l)
+        .map(|(limit, spec)| {
+            let tat = Tat(Nanos(micros(fields.get(&format!("{}:{}", spec.d, spec.p))).saturating_mul(1_000)));
+            RateSnapshot {
+                limiter: limit.name(),
+                limit: limit.amount.get(),
+                burst: limit.burst.get(),
+                remaining: bucket::remaining(limit, tat, now),
+                reset: bucket::until_full(tat, now),
+            }
+        })
+        .collect();
+    let in_flight = micros(fields.get("n"));
+    ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (in_flight, scope.limits.concurrency.map(|c| c.get())) }
+}
+
+impl QuotaStore for RedisStore {
+    fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId {
+        let group = Group::of(&self.prefix, &key);
+        let spec = ScopeSpec::new(key.kind, group.scope_key(&key), &limits);
+        let scope = Scope { key: key.clone(), limits, group, spec };
+        let mut scopes = self.scopes.write();
+        if let Some(&id) = scopes.1.get(&key) {
+            scopes.0[id.0 as usize] = scope;
+            return id;
+        }
+        let id = ScopeId(u32::try_from(scopes.0.len()).unwrap_or(u32::MAX));
+        scopes.0.push(scope);
+        scopes.1.insert(key, id);
+        id
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        path: &'a [ScopeId],
+        cost: Cost,
+        lease: Duration,
+    ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
+        Box::pin(self.reserve_path(path, cost, lease))
+    }
+
+    fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.settle_all(id, settlement))
+    }
+
+    fn pause(&self, scope: ScopeId, wait: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.pause_scope(scope, wait))
+    }
+
+    fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {
+        Box::pin(self.snapshot_scope(id))
+    }
+}

@@ -1,0 +1,219 @@
+//! One behaviour suite, run against every store: the in-process memory store, Redis
+//! standalone, and a 3-master Redis Cluster (real `redis-server` processes on 127.0.0.1).
+//! Time is real here (Redis uses its own clock), so waits carry margins.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_quota::{
+    Cost, Dimension, Limits, MemoryStore, QuotaStore, RateLimit, RejectionKind, ReserveError, ScopeId, ScopeKey,
+    ScopeKind, Settlement, SystemClock,
+};
+use sluice_redis::local::{LocalCluster, LocalRedis};
+use sluice_redis::{RedisConfig, RedisStore, Topology};
+
+/// A store under test and whatever keeps its server alive.
+struct Backend {
+    store: Arc<dyn QuotaStore>,
+    _server: Option<Box<dyn std::any::Any + Send>>,
+}
+
+fn memory() -> Backend {
+    Backend { store: Arc::new(MemoryStore::new(Arc::new(SystemClock::new()))), _server: None }
+}
+
+fn redis_config(topology: Topology) -> RedisConfig {
+    RedisConfig { topology, prefix: "conformance".into(), timeout: Duration::from_secs(2) }
+}
+
+fn standalone() -> Backend {
+    let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    let store = RedisStore::new(redis_config(Topology::Standalone(server.url())));
+    Backend { store: Arc::new(store), _server: Some(Box::new(server)) }
+}
+
+fn cluster() -> Backend {
+    let cluster = LocalCluster::start(3).expect("a local 3-master cluster");
+    let store = RedisStore::new(redis_config(Topology::Cluster(cluster.urls())));
+    Backend { store: Arc::new(store), _server: Some(Box::new(cluster)) }
+}
+
+fn nz(n: u64) -> NonZeroU64 {
+    NonZeroU64::new(n).unwrap()
+}
+
+fn rpm(amount: u64, burst: u64) -> Limits {
+    Limits::unlimited().with_rate(RateLimit::per_minute(Dimension::Requests, amount).unwrap().with_burst(nz(burst)))
+}
+
+fn tpm(amount: u64, burst: u64) -> Limits {
+    Limits::unlimited().with_rate(RateLimit::per_minute(Dimension::TotalTokens, amount).unwrap().with_burst(nz(burst)))
+}
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn rejected(result: Result<sluice_quota::Grant, ReserveError>) -> sluice_quota::Rejection {
+    match result {
+        Err(ReserveError::Rejected(r)) => r,
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+async fn remaining(store: &dyn QuotaStore, id: ScopeId) -> u64 {
+    store.snapshot(id).await.unwrap().unwrap().rates[0].remaining
+}
+
+mod cases {
+    use super::*;
+
+    pub async fn burst_then_paced_refusal_passes_at_retry_after(store: &dyn QuotaStore) {
+        // 600 RPM = one request per 100 ms, burst 3.
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "burst"), rpm(600, 3));
+        for _ in 0..3 {
+            let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+        }
+        let refusal = rejected(store.reserve(&[d], Cost::request(1, 1), LEASE).await);
+        assert_eq!(refusal.limiter.to_string(), "rpm");
+        let wait = refusal.retry_after().unwrap();
+        assert!(wait > Duration::from_millis(40) && wait <= Duration::from_millis(100), "{wait:?}");
+        tokio::time::sleep(wait + Duration::from_millis(5)).await;
+        let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+    }
+
+    pub async fn a_refusal_anywhere_debits_nothing_anywhere(store: &dyn QuotaStore) {
+        let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "aon"), tpm(600_000, 1_000));
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "aon"), tpm(6_000_000, 100_000));
+        let _grant = store.reserve(&[tenant, d], Cost::request(900, 0), LEASE).await.unwrap();
+        let before = remaining(store, d).await;
+        let refusal = rejected(store.reserve(&[tenant, d], Cost::request(900, 0), LEASE).await);
+        assert_eq!(refusal.scope.kind, ScopeKind::Tenant);
+        let after = remaining(store, d).await;
+        assert!(after >= before, "the deployment was debited by a refused request: {before} -> {after}");
+    }
+
+    pub async fn settle_refunds_unused_capacity_once(store: &dyn QuotaStore) {
+        // 6,000 tokens/s refill is slow enough to tell a refund from refill.
+        let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "refund"), tpm(60_000, 6_000));
+        let grant = store.reserve(&[tenant], Cost::request(1_000, 4_000), LEASE).await.unwrap();
+        assert!(remaining(store, tenant).await < 1_500);
+        store.settle(grant.id, Settlement::exact(Cost::request(1_000, 500))).await.unwrap();
+        let refunded = remaining(store, tenant).await;
+        assert!((4_400..=4_700).contains(&refunded), "after refund: {refunded}");
+        store.settle(grant.id, Settlement::exact(Cost::request(0, 0))).await.unwrap();
+        let again = remaining(store, tenant).await;
+        assert!(again <= refunded + 300, "a second settle refunded again: {refunded} -> {again}");
+    }
+
+    pub async fn deployment_scopes_settle_by_the_providers_rule(store: &dyn QuotaStore) {
+        let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "rule"), tpm(60_000, 6_000));
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "rule"), tpm(60_000, 6_000));
+        let grant = store.reserve(&[tenant, d], Cost::request(1_000, 4_000), LEASE).await.unwrap();
+        let settlement = Settlement { used: Cost::request(1_000, 100), upstream: Cost::request(1_000, 4_000) };
+        store.settle(grant.id, settlement).await.unwrap();
+        let (t, u) = (remaining(store, tenant).await, remaining(store, d).await);
+        assert!(t >= 4_900 && u <= 1_300, "tenant {t}, deployment {u}");
+    }
+
+    pub async fn overruns_become_debt(store: &dyn QuotaStore) {
+        let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "debt"), tpm(60_000, 1_000));
+        let grant = store.reserve(&[tenant], Cost::request(100, 100), LEASE).await.unwrap();
+        store.settle(grant.id, Settlement::exact(Cost::request(100, 3_100))).await.unwrap();
+        let refusal = rejected(store.reserve(&[tenant], Cost::request(10, 0), LEASE).await);
+        let wait = refusal.retry_after().unwrap();
+        // 3,200 used of a 1,000 burst at 1,000 tokens/s: about 2.2 s of debt.
+        assert!(wait > Duration::from_millis(1_900) && wait < Duration::from_millis(2_300), "{wait:?}");
+    }
+
+    pub async fn never_fits_is_not_a_retry(store: &dyn QuotaStore) {
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "never"), tpm(4_000, 4_000));
+        let refusal = rejected(store.reserve(&[d], Cost::request(10, 4_000), LEASE).await);
+        assert!(matches!(refusal.kind, RejectionKind::NeverFits { capacity: 4_000, .. }), "{refusal:?}");
+        assert_eq!(refusal.retry_after(), None);
+    }
+
+    pub async fn concurrency_slots_come_back_on_settle(store: &dyn QuotaStore) {
+        let d =
+            store.register(ScopeKey::new(ScopeKind::Deployment, "slots"), Limits::unlimited().with_concurrency(nz(2)));
+        let a = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+        let _b = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+        let refusal = rejected(store.reserve(&[d], Cost::request(1, 1), LEASE).await);
+        assert_eq!(refusal.kind, RejectionKind::SlotsBusy);
+        store.settle(a.id, Settlement::exact(Cost::request(1, 1))).await.unwrap();
+        let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+    }
+
+    pub async fn expired_leases_free_their_slots(store: &dyn QuotaStore) {
+        let d =
+            store.register(ScopeKey::new(ScopeKind::Deployment, "lease"), Limits::unlimited().with_concurrency(nz(1)));
+        let _lost = store.reserve(&[d], Cost::request(1, 1), Duration::from_millis(300)).await.unwrap();
+        rejected(store.reserve(&[d], Cost::request(1, 1), LEASE).await);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+    }
+
+    pub async fn a_pause_holds_everyone_until_it_ends(store: &dyn QuotaStore) {
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "pause"), rpm(6_000, 100));
+        store.pause(d, Duration::from_millis(300)).await.unwrap();
+        let refusal = rejected(store.reserve(&[d], Cost::request(1, 1), LEASE).await);
+        assert_eq!(refusal.limiter.to_string(), "provider_cooldown");
+        assert!(refusal.retry_after().unwrap() <= Duration::from_millis(300));
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+    }
+}
+
+macro_rules! conformance {
+    ($backend:ident, $make:expr) => {
+        mod $backend {
+            use super::*;
+
+            async fn run<F: std::future::Future<Output = ()>>(case: impl FnOnce(Arc<dyn QuotaStore>) -> F) {
+                let backend = $make;
+                case(Arc::clone(&backend.store)).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn burst_then_paced_refusal_passes_at_retry_after() {
+                run(|s| async move { cases::burst_then_paced_refusal_passes_at_retry_after(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_refusal_anywhere_debits_nothing_anywhere() {
+                run(|s| async move { cases::a_refusal_anywhere_debits_nothing_anywhere(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn settle_refunds_unused_capacity_once() {
+                run(|s| async move { cases::settle_refunds_unused_capacity_once(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn deployment_scopes_settle_by_the_providers_rule() {
+                run(|s| async move { cases::deployment_scopes_settle_by_the_providers_rule(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn overruns_become_debt() {
+                run(|s| async move { cases::overruns_become_debt(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn never_fits_is_not_a_retry() {
+                run(|s| async move { cases::never_fits_is_not_a_retry(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn concurrency_slots_come_back_on_settle() {
+                run(|s| async move { cases::concurrency_slots_come_back_on_settle(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn expired_leases_free_their_slots() {
+                run(|s| async move { cases::expired_leases_free_their_slots(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_pause_holds_everyone_until_it_ends() {
+                run(|s| async move { cases::a_pause_holds_everyone_until_it_ends(&*s).await }).await;
+            }
+        }
+    };
+}
+
+conformance!(memory_store, memory());
+conformance!(redis_standalone, standalone());
+conformance!(redis_cluster, cluster());
