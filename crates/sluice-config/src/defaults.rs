@@ -22,3 +22,7 @@ pub const APPROX_SAFETY_FACTOR: f64 = 1.1;
 pub const CLASS: &str = "interactive";
 /// The longest an interactive request waits for capacity.
 pub const INTERACTIVE_MAX_WAIT: Duration = Duration::from_secs(2);
+/// Key prefix in Redis.
+pub const REDIS_PREFIX: &str = "sluice";
+/// Bound on each Redis call: admission must stay fast even when Redis is not.
+pub const STORE_TIMEOUT: Duration = Duration::from_millis(250);

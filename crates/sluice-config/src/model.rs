@@ -160,11 +160,48 @@ pub struct Server {
     pub shutdown_grace: Duration,
 }
 
+/// Where quota state lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// In this process (the embedded default).
+    Memory,
+    /// A standalone Redis (or Valkey) server, by URL.
+    Redis(String),
+    /// A Redis Cluster, by seed node URLs.
+    RedisCluster(Vec<String>),
+}
+
+/// What to do while the shared store is unreachable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// Refuse with 503 until it is back.
+    FailClosed,
+    /// Limit locally at `limit / instances`.
+    FailOpenLocal,
+}
+
+/// Quota store settings: process settings, not reloadable.
+#[derive(Debug, Clone)]
+pub struct Store {
+    /// Where.
+    pub kind: StoreKind,
+    /// Key prefix in Redis.
+    pub prefix: String,
+    /// Bound on each store call.
+    pub timeout: Duration,
+    /// Behaviour while unreachable.
+    pub on_unavailable: Unavailable,
+    /// Gateway instances sharing the limits (for the local share when failing open).
+    pub instances: std::num::NonZeroU64,
+}
+
 /// A validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Process settings.
     pub server: Server,
+    /// Quota store settings.
+    pub store: Store,
     /// The organisation's name and limits.
     pub org: (Arc<str>, Limits),
     /// Provider accounts.

@@ -10,6 +10,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub server: RawServer,
     #[serde(default)]
+    pub store: RawStore,
+    #[serde(default)]
     pub org: RawOrg,
     #[serde(default, rename = "providers")]
     pub providers: Vec<RawProvider>,
@@ -34,6 +36,18 @@ pub struct RawServer {
     pub connect_timeout: Option<Spanned<String>>,
     pub lease: Option<Spanned<String>>,
     pub shutdown_grace: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    pub kind: Option<Spanned<String>>,
+    pub url: Option<Spanned<String>>,
+    pub cluster: Option<Spanned<Vec<String>>>,
+    pub prefix: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<String>>,
+    pub on_unavailable: Option<Spanned<String>>,
+    pub instances: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -28,6 +28,7 @@ impl Validator<'_> {
 
     pub fn config(&self, raw: RawConfig) -> Result<Config> {
         let server = self.server(&raw.server)?;
+        let store = self.store(&raw.store)?;
         let org_name = raw.org.name.as_ref().map_or("org", |n| n.get_ref().as_str());
         let org = (Arc::from(org_name), self.limits("org.limits", &raw.org.limits)?);
         let providers = self.providers(&raw.providers)?;
@@ -36,7 +37,7 @@ impl Validator<'_> {
         let tenants = self.tenants(&raw.tenants)?;
         let classes = self.classes(&raw.classes)?;
         let keys = self.keys(&raw.keys, &tenants, &classes)?;
-        Ok(Config { server, org, providers, deployments, models, tenants, keys, classes })
+        Ok(Config { server, store, org, providers, deployments, models, tenants, keys, classes })
     }
 
     fn server(&self, raw: &RawServer) -> Result<Server> {
@@ -67,6 +68,59 @@ impl Validator<'_> {
             lease: self.duration("server.lease", &raw.lease, defaults::LEASE)?,
             shutdown_grace: self.duration("server.shutdown_grace", &raw.shutdown_grace, defaults::SHUTDOWN_GRACE)?,
         })
+    }
+
+    fn store(&self, raw: &RawStore) -> Result<Store> {
+        let kind = match (raw.kind.as_ref().map(|k| (k.get_ref().as_str(), k.span())), &raw.url, &raw.cluster) {
+            (None | Some(("memory", _)), None, None) => StoreKind::Memory,
+            (None | Some(("memory", _)), Some(u), _) => {
+                return Err(self.err("store.url", u.span(), "set `kind = \"redis\"` to use a Redis URL"));
+            }
+            (None | Some(("memory", _)), None, Some(c)) => {
+                return Err(self.err("store.cluster", c.span(), "set `kind = \"redis\"` to use a cluster"));
+            }
+            (Some(("redis", span)), url, cluster) => self.redis(span, url.as_ref(), cluster.as_ref())?,
+            (Some((other, span)), _, _) => {
+                return Err(self.err("store.kind", span, format!("unknown store `{other}` (memory or redis)")));
+            }
+        };
+        let on_unavailable = match raw.on_unavailable.as_ref().map(|o| (o.get_ref().as_str(), o.span())) {
+            None | Some(("fail_closed", _)) => Unavailable::FailClosed,
+            Some(("fail_open_local", _)) => Unavailable::FailOpenLocal,
+            Some((_, span)) => {
+                return Err(self.err("store.on_unavailable", span, "fail_closed or fail_open_local"));
+            }
+        };
+        let instances = match &raw.instances {
+            None => NonZeroU64::MIN,
+            Some(n) => self.positive("store.instances", n)?,
+        };
+        let prefix = raw.prefix.as_ref().map_or(defaults::REDIS_PREFIX.to_owned(), |p| p.get_ref().clone());
+        if prefix.is_empty() || prefix.contains(['{', '}']) {
+            let span = raw.prefix.as_ref().map_or(0..0, Spanned::span);
+            return Err(self.err("store.prefix", span, "must be non-empty and without braces"));
+        }
+        let timeout = self.duration("store.timeout", &raw.timeout, defaults::STORE_TIMEOUT)?;
+        Ok(Store { kind, prefix, timeout, on_unavailable, instances })
+    }
+
+    fn redis(
+        &self,
+        span: Range<usize>,
+        url: Option<&Spanned<String>>,
+        cluster: Option<&Spanned<Vec<String>>>,
+    ) -> Result<StoreKind> {
+        let valid = |u: &str| u.starts_with("redis://") || u.starts_with("rediss://") || u.starts_with("unix://");
+        match (url, cluster) {
+            (Some(u), None) if valid(u.get_ref()) => Ok(StoreKind::Redis(u.get_ref().clone())),
+            (Some(u), None) => Err(self.err("store.url", u.span(), "must start with redis://, rediss:// or unix://")),
+            (None, Some(c)) if !c.get_ref().is_empty() && c.get_ref().iter().all(|u| valid(u)) => {
+                Ok(StoreKind::RedisCluster(c.get_ref().clone()))
+            }
+            (None, Some(c)) => Err(self.err("store.cluster", c.span(), "a non-empty list of redis:// seed URLs")),
+            (Some(_), Some(c)) => Err(self.err("store.cluster", c.span(), "set url or cluster, not both")),
+            (None, None) => Err(self.err("store.kind", span, "a Redis store needs `url` or `cluster`")),
+        }
     }
 
     fn duration(&self, field: &str, raw: &Option<Spanned<String>>, default: Duration) -> Result<Duration> {

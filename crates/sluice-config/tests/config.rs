@@ -99,3 +99,30 @@ fn duplicates_and_server_settings_are_checked() {
     let err = parse(&unknown_section).unwrap_err();
     assert!(err.message.contains("unknown field `routing`"), "{err}");
 }
+
+#[test]
+fn store_settings_are_validated() {
+    let config = parse(BASE).unwrap();
+    assert_eq!(config.store.kind, sluice_config::StoreKind::Memory);
+    let redis = format!(
+        "[store]\nkind = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\non_unavailable = \"fail_open_local\"\ninstances = 3\n{BASE}"
+    );
+    let config = parse(&redis).unwrap();
+    assert_eq!(config.store.kind, sluice_config::StoreKind::Redis("redis://127.0.0.1:6379".into()));
+    assert_eq!(config.store.on_unavailable, sluice_config::Unavailable::FailOpenLocal);
+    assert_eq!(config.store.instances.get(), 3);
+    let cases = [
+        ("[store]\nkind = \"redis\"\n", "store.kind", 2, "needs `url` or `cluster`"),
+        ("[store]\nkind = \"redis\"\nurl = \"http://x\"\n", "store.url", 3, "redis://"),
+        ("[store]\nkind = \"etcd\"\n", "store.kind", 2, "unknown store `etcd`"),
+        ("[store]\nurl = \"redis://x\"\n", "store.url", 2, "kind = \"redis\""),
+        ("[store]\nkind = \"redis\"\ncluster = []\n", "store.cluster", 3, "non-empty"),
+        ("[store]\non_unavailable = \"shrug\"\n", "store.on_unavailable", 2, "fail_closed or fail_open_local"),
+        ("[store]\ninstances = 0\n", "store.instances", 2, "positive"),
+    ];
+    for (store, field, line, words) in cases {
+        let err = parse(&format!("{store}{BASE}")).unwrap_err();
+        assert_eq!((err.field.as_str(), err.line), (field, Some(line)), "{err}");
+        assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
+    }
+}

@@ -133,7 +133,7 @@ pub async fn admit(
             Ok(Admitted { grant_id: grant.id, ..admitted })
         }
         Err(ReserveError::Store(e)) => {
-            tracing::warn!(error = %e, "quota store failed");
+            tracing::debug!(error = %e, "quota store failed");
             metrics.decision("store_error", "");
             Err(GatewayError::StoreUnavailable)
         }

@@ -21,6 +21,7 @@ mod relay;
 mod secret;
 mod settle;
 pub mod state;
+pub mod store;
 mod trace;
 pub mod upstream;
 

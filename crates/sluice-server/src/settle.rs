@@ -35,15 +35,15 @@ impl SettleGuard {
         let store = Arc::clone(&self.store);
         let settlement = self.fallback;
         self.used.inc_by(settlement.used.input_tokens.saturating_add(settlement.used.output_tokens));
-        // The memory store settles synchronously; only a remote store needs a task.
-        let ready = store.settle(id, settlement).now_or_never();
-        if ready.is_none() {
-            let store = Arc::clone(&self.store);
-            tokio::spawn(async move {
-                if let Err(e) = store.settle(id, settlement).await {
-                    tracing::warn!(error = %e, "settlement failed; the lease will expire instead");
-                }
-            });
+        let mut settling = Box::pin(async move {
+            if let Err(e) = store.settle(id, settlement).await {
+                tracing::warn!(error = %e, "settlement failed; the lease will expire instead");
+            }
+        });
+        // The memory store settles synchronously; a remote store's call goes on in a task
+        // (the same future: it may already have been sent).
+        if (&mut settling).now_or_never().is_none() {
+            tokio::spawn(settling);
         }
     }
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use sluice_quota::{MemoryStore, SystemClock};
+use sluice_quota::SystemClock;
 use sluice_server::AppState;
 
 /// Options of `sluice serve`.
@@ -61,7 +61,7 @@ fn init_logs(json: bool) {
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logs(args.log_json);
     let config = load(&args.config)?;
-    let store = Arc::new(MemoryStore::new(Arc::new(SystemClock::new())));
+    let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
     let state = AppState::build(&config, store)?;
     let listen = args.listen.unwrap_or(config.server.listen);
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
