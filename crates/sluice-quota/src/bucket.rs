@@ -24,6 +24,33 @@ pub enum Refusal {
     NeverFits,
 }
 
+/// The part of a bucket's burst a caller may use, in thousandths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Share(u16);
+
+impl Share {
+    /// The whole burst.
+    pub const FULL: Self = Self(1000);
+
+    /// `permille` thousandths of the burst (clamped to 1..=1000).
+    #[must_use]
+    pub fn permille(permille: u16) -> Self {
+        Self(permille.clamp(1, 1000))
+    }
+
+    /// The share as thousandths.
+    #[must_use]
+    pub fn get(self) -> u16 {
+        self.0
+    }
+
+    /// `self` of `ns`.
+    #[must_use]
+    pub fn of(self, ns: u64) -> u64 {
+        u64::try_from(u128::from(ns) * u128::from(self.0) / 1000).unwrap_or(u64::MAX)
+    }
+}
+
 /// Time worth of `units` of `limit`, rounded up so pacing never runs fast.
 #[must_use]
 pub fn units_ns(limit: &RateLimit, units: u64) -> u64 {
@@ -42,11 +69,21 @@ pub fn units_ns(limit: &RateLimit, units: u64) -> u64 {
 /// [`Refusal::NotUntil`] with the earliest instant it would pass, or
 /// [`Refusal::NeverFits`] when `cost` exceeds the limit's amount per period.
 pub fn take(limit: &RateLimit, tat: Tat, now: Nanos, cost: u64) -> Result<Tat, Refusal> {
+    take_share(limit, tat, now, cost, Share::FULL)
+}
+
+/// [`take`] for a caller that may use only `share` of the burst: it passes only if the
+/// bucket keeps the rest of the burst for others (lower classes leave headroom for
+/// higher ones). A cost above its share passes only from a full bucket.
+///
+/// # Errors
+/// As [`take`].
+pub fn take_share(limit: &RateLimit, tat: Tat, now: Nanos, cost: u64, share: Share) -> Result<Tat, Refusal> {
     if cost > limit.amount.get() {
         return Err(Refusal::NeverFits);
     }
     let base = tat.0.max(now);
-    let burst_ns = units_ns(limit, limit.burst.get());
+    let burst_ns = share.of(units_ns(limit, limit.burst.get()));
     let cost_ns = units_ns(limit, cost);
     let allowance = burst_ns.saturating_sub(cost_ns.min(burst_ns));
     let earliest = Nanos(base.0.saturating_sub(allowance));
@@ -147,6 +184,24 @@ mod tests {
         assert_eq!(adjust(&limit, tat, now, 2, 0), Tat(now));
         assert_eq!(adjust(&limit, tat, now, 2, 5), Tat(Nanos(105 * SEC)));
         assert_eq!(remaining(&limit, Tat(now), now), 3);
+    }
+
+    #[test]
+    fn a_partial_share_leaves_headroom_for_others() {
+        let limit = rpm(60, 10);
+        let now = Nanos(100 * SEC);
+        let half = Share::permille(500);
+        let mut tat = Tat::default();
+        for _ in 0..5 {
+            tat = take_share(&limit, tat, now, 1, half).unwrap();
+        }
+        // Half the burst is left, and it is not for this caller...
+        assert_eq!(take_share(&limit, tat, now, 1, half), Err(Refusal::NotUntil(Nanos(101 * SEC))));
+        // ...but a full-share caller may take it.
+        assert!(take(&limit, tat, now, 5).is_ok());
+        // Above its share: only from a full bucket.
+        assert!(take_share(&limit, tat, now, 6, half).is_err());
+        assert!(take_share(&limit, Tat::default(), now, 6, half).is_ok());
     }
 
     #[test]

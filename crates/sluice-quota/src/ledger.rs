@@ -9,7 +9,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
 
-use crate::bucket::{self, Refusal, Tat};
+use crate::bucket::{self, Refusal, Share, Tat};
 use crate::clock::Nanos;
 use crate::decision::{Grant, Rejection, RejectionKind};
 use crate::limit::{Cost, LimiterName, Limits, Settlement};
@@ -125,8 +125,24 @@ impl Ledger {
     /// A [`Rejection`] naming the limiter with the longest wait (or one that can never
     /// pass); nothing is debited.
     pub fn reserve(&mut self, now: Nanos, path: &[ScopeId], cost: Cost, lease: Duration) -> Result<Grant, Rejection> {
+        self.reserve_share(now, path, cost, lease, Share::FULL)
+    }
+
+    /// [`Ledger::reserve`] for a caller that may use only `share` of the burst of shared
+    /// scopes (org, model profile, deployment); its own scopes it may use fully.
+    ///
+    /// # Errors
+    /// As [`Ledger::reserve`].
+    pub fn reserve_share(
+        &mut self,
+        now: Nanos,
+        path: &[ScopeId],
+        cost: Cost,
+        lease: Duration,
+        share: Share,
+    ) -> Result<Grant, Rejection> {
         self.expire(now);
-        self.check(now, path, cost)?;
+        self.check(now, path, cost, share)?;
         let mut next = std::mem::take(&mut self.scratch).into_iter();
         for id in path {
             let Some(scope) = self.scopes.get_mut(id.0 as usize) else { continue };
@@ -143,7 +159,7 @@ impl Ledger {
     }
 
     /// Computes every bucket's new state into `scratch` without writing, or the refusal.
-    fn check(&mut self, now: Nanos, path: &[ScopeId], cost: Cost) -> Result<(), Rejection> {
+    fn check(&mut self, now: Nanos, path: &[ScopeId], cost: Cost, share: Share) -> Result<(), Rejection> {
         self.scratch.clear();
         let mut worst: Option<(Duration, ScopeKey, LimiterName)> = None;
         for &id in path {
@@ -159,9 +175,10 @@ impl Ledger {
             {
                 return Err(scope.rejection(LimiterName::Concurrency, RejectionKind::SlotsBusy));
             }
+            let share = if scope.key.kind.is_shared() { share } else { Share::FULL };
             for (limit, tat) in scope.limits.rates.iter().zip(&scope.tats) {
                 let units = cost.of(limit.dimension);
-                match bucket::take(limit, *tat, now, units) {
+                match bucket::take_share(limit, *tat, now, units, share) {
                     Ok(next) => self.scratch.push(next),
                     Err(Refusal::NeverFits) => {
                         let kind = RejectionKind::NeverFits { cost: units, capacity: limit.amount.get() };

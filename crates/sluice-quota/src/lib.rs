@@ -67,6 +67,7 @@ pub mod memory;
 pub mod scope;
 pub mod store;
 
+pub use bucket::Share;
 pub use clock::{Clock, FakeClock, Nanos, SystemClock};
 pub use decision::{Grant, Outcome, Rejection, RejectionKind};
 pub use ledger::{Ledger, RateSnapshot, ScopeSnapshot, Settled};

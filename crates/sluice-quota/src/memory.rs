@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::bucket::Share;
 use crate::clock::Clock;
 use crate::decision::Grant;
 use crate::ledger::{Ledger, ScopeSnapshot};
@@ -31,8 +32,22 @@ impl MemoryStore {
     /// # Errors
     /// The rejection, as [`ReserveError::Rejected`].
     pub fn reserve_now(&self, path: &[ScopeId], cost: Cost, lease: Duration) -> Result<Grant, ReserveError> {
+        self.reserve_share_now(path, cost, lease, Share::FULL)
+    }
+
+    /// Reserves synchronously with a share of shared bursts.
+    ///
+    /// # Errors
+    /// The rejection, as [`ReserveError::Rejected`].
+    pub fn reserve_share_now(
+        &self,
+        path: &[ScopeId],
+        cost: Cost,
+        lease: Duration,
+        share: Share,
+    ) -> Result<Grant, ReserveError> {
         let now = self.clock.now();
-        self.ledger.lock().reserve(now, path, cost, lease).map_err(ReserveError::Rejected)
+        self.ledger.lock().reserve_share(now, path, cost, lease, share).map_err(ReserveError::Rejected)
     }
 
     /// Settles synchronously.
@@ -60,13 +75,14 @@ impl QuotaStore for MemoryStore {
         self.ledger.lock().register(now, key, limits)
     }
 
-    fn reserve<'a>(
+    fn reserve_share<'a>(
         &'a self,
         path: &'a [ScopeId],
         cost: Cost,
         lease: Duration,
+        share: Share,
     ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
-        let result = self.reserve_now(path, cost, lease);
+        let result = self.reserve_share_now(path, cost, lease, share);
         Box::pin(std::future::ready(result))
     }
 

@@ -21,6 +21,13 @@ pub enum ScopeKind {
 }
 
 impl ScopeKind {
+    /// Whether callers of many tenants share this scope (org, model profile,
+    /// deployment), as opposed to a caller's own (tenant, team, key).
+    #[must_use]
+    pub fn is_shared(self) -> bool {
+        matches!(self, Self::Org | Self::ModelProfile | Self::Deployment)
+    }
+
     /// The name used in errors, metrics and storage keys.
     #[must_use]
     pub fn as_str(self) -> &'static str {

@@ -4,6 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use crate::bucket::Share;
 use crate::decision::{Grant, Rejection};
 use crate::ledger::ScopeSnapshot;
 use crate::limit::{Cost, Limits, Settlement};
@@ -36,13 +37,25 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
     /// Registers a scope (or updates its limits) and returns its local handle.
     fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId;
 
-    /// Reserves `cost` on every scope of `path`, or nothing.
+    /// Reserves `cost` on every scope of `path`, or nothing, using at most `share` of the
+    /// burst of shared scopes (see [`crate::bucket::take_share`]).
+    fn reserve_share<'a>(
+        &'a self,
+        path: &'a [ScopeId],
+        cost: Cost,
+        lease: Duration,
+        share: Share,
+    ) -> StoreFuture<'a, Result<Grant, ReserveError>>;
+
+    /// Reserves `cost` on every scope of `path`, or nothing, with the whole burst.
     fn reserve<'a>(
         &'a self,
         path: &'a [ScopeId],
         cost: Cost,
         lease: Duration,
-    ) -> StoreFuture<'a, Result<Grant, ReserveError>>;
+    ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
+        self.reserve_share(path, cost, lease, Share::FULL)
+    }
 
     /// Replaces the reservation by what was used; unknown ids are a no-op.
     fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>>;

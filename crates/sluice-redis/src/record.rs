@@ -24,6 +24,8 @@ pub struct ScopeSpec {
     pub k: String,
     /// 1 for a deployment scope (settled by the provider's rule).
     pub dep: u8,
+    /// 1 for a scope shared by many tenants (a lower class may use only its share).
+    pub sh: u8,
     /// Concurrency cap, 0 for none.
     pub cc: u64,
     /// Rate limits.
@@ -45,7 +47,7 @@ impl ScopeSpec {
             })
             .collect();
         let cc = limits.concurrency.map_or(0, std::num::NonZeroU64::get);
-        Self { k: key, dep: u8::from(kind == ScopeKind::Deployment), cc, l }
+        Self { k: key, dep: u8::from(kind == ScopeKind::Deployment), sh: u8::from(kind.is_shared()), cc, l }
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use sluice_quota::{
     Clock, Cost, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId, ReserveError, ScopeId, ScopeKey,
-    ScopeSnapshot, Settlement, StoreError, StoreFuture,
+    ScopeSnapshot, Settlement, Share, StoreError, StoreFuture,
 };
 
 use crate::store::RedisStore;
@@ -106,9 +106,15 @@ impl ResilientStore {
         }
     }
 
-    async fn reserve_resilient(&self, path: &[ScopeId], cost: Cost, lease: Duration) -> Result<Grant, ReserveError> {
+    async fn reserve_resilient(
+        &self,
+        path: &[ScopeId],
+        cost: Cost,
+        lease: Duration,
+        share: Share,
+    ) -> Result<Grant, ReserveError> {
         let error = if self.should_try_remote() {
-            match self.remote.reserve(path, cost, lease).await {
+            match self.remote.reserve_share(path, cost, lease, share).await {
                 Err(ReserveError::Store(e)) => e,
                 other => {
                     self.recovered();
@@ -122,7 +128,7 @@ impl ResilientStore {
             self.failed_if_remote_error(&error);
         }
         let Some(local) = &self.local else { return Err(ReserveError::Store(error)) };
-        let grant = local.reserve_now(path, cost, lease)?;
+        let grant = local.reserve_share_now(path, cost, lease, share)?;
         Ok(Grant { id: ReservationId(grant.id.0 | LOCAL), ..grant })
     }
 
@@ -165,13 +171,14 @@ impl QuotaStore for ResilientStore {
         self.remote.register(key, limits)
     }
 
-    fn reserve<'a>(
+    fn reserve_share<'a>(
         &'a self,
         path: &'a [ScopeId],
         cost: Cost,
         lease: Duration,
+        share: Share,
     ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
-        Box::pin(self.reserve_resilient(path, cost, lease))
+        Box::pin(self.reserve_resilient(path, cost, lease, share))
     }
 
     fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {

@@ -15,7 +15,7 @@ use rand::Rng as _;
 use sluice_quota::bucket::{self, Tat};
 use sluice_quota::{
     Cost, Grant, LimiterName, Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId,
-    ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture,
+    ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, Share, StoreError, StoreFuture,
 };
 
 use crate::conn::{Connector, Topology};
@@ -116,6 +116,7 @@ impl RedisStore {
         scopes: &[Scope],
         cost: Cost,
         lease: Duration,
+        share: Share,
     ) -> Result<Part, ReserveError> {
         let record_key = format!("{}{}", group.record_prefix(), id.0);
         let leases = group.leases();
@@ -126,7 +127,7 @@ impl RedisStore {
         }
         let lease_us = u64::try_from(lease.as_micros()).unwrap_or(u64::MAX);
         let record = Record::json(cost, scopes.iter().map(|s| &s.spec).collect());
-        invocation.arg(id.0).arg(lease_us).arg(group.record_prefix()).arg(record).arg(EXPIRE_BATCH);
+        invocation.arg(id.0).arg(lease_us).arg(group.record_prefix()).arg(record).arg(EXPIRE_BATCH).arg(share.get());
         let reply: Vec<i64> = self.call(invocation).await?;
         match reply.as_slice() {
             [1, ..] => Ok(Part { leases, record: record_key }),
@@ -147,11 +148,17 @@ impl RedisStore {
         Ok(())
     }
 
-    async fn reserve_path(&self, path: &[ScopeId], cost: Cost, lease: Duration) -> Result<Grant, ReserveError> {
+    async fn reserve_path(
+        &self,
+        path: &[ScopeId],
+        cost: Cost,
+        lease: Duration,
+        share: Share,
+    ) -> Result<Grant, ReserveError> {
         let id = ReservationId(rand::rng().random::<u64>() >> 1);
         let mut done: Vec<Part> = Vec::new();
         for (group, scopes) in self.parts(path) {
-            match self.reserve_part(id, &group, &scopes, cost, lease).await {
+            match self.reserve_part(id, &group, &scopes, cost, lease, share).await {
                 Ok(part) => done.push(part),
                 Err(e) => {
                     // Compensation: release what earlier groups reserved.
@@ -262,13 +269,14 @@ impl QuotaStore for RedisStore {
         id
     }
 
-    fn reserve<'a>(
+    fn reserve_share<'a>(
         &'a self,
         path: &'a [ScopeId],
         cost: Cost,
         lease: Duration,
+        share: Share,
     ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
-        Box::pin(self.reserve_path(path, cost, lease))
+        Box::pin(self.reserve_path(path, cost, lease, share))
     }
 
     fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {

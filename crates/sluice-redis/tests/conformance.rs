@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sluice_quota::{
     Cost, Dimension, Limits, MemoryStore, QuotaStore, RateLimit, RejectionKind, ReserveError, ScopeId, ScopeKey,
-    ScopeKind, Settlement, SystemClock,
+    ScopeKind, Settlement, Share, SystemClock,
 };
 use sluice_redis::local::{LocalCluster, LocalRedis};
 use sluice_redis::{RedisConfig, RedisStore, Topology};
@@ -153,6 +153,21 @@ mod cases {
         let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
     }
 
+    pub async fn a_lower_class_leaves_headroom_on_shared_scopes(store: &dyn QuotaStore) {
+        let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "share"), rpm(60, 10));
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "share"), rpm(60, 10));
+        let half = Share::permille(500);
+        for _ in 0..5 {
+            let _grant = store.reserve_share(&[tenant, d], Cost::request(1, 1), LEASE, half).await.unwrap();
+        }
+        let refusal = rejected(store.reserve_share(&[tenant, d], Cost::request(1, 1), LEASE, half).await);
+        assert_eq!(refusal.scope.kind, ScopeKind::Deployment, "the tenant's own scope is not shared");
+        for _ in 0..5 {
+            let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+        }
+        rejected(store.reserve(&[d], Cost::request(1, 1), LEASE).await);
+    }
+
     pub async fn a_pause_holds_everyone_until_it_ends(store: &dyn QuotaStore) {
         let d = store.register(ScopeKey::new(ScopeKind::Deployment, "pause"), rpm(6_000, 100));
         store.pause(d, Duration::from_millis(300)).await.unwrap();
@@ -205,6 +220,10 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn expired_leases_free_their_slots() {
                 run(|s| async move { cases::expired_leases_free_their_slots(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_lower_class_leaves_headroom_on_shared_scopes() {
+                run(|s| async move { cases::a_lower_class_leaves_headroom_on_shared_scopes(&*s).await }).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_pause_holds_everyone_until_it_ends() {

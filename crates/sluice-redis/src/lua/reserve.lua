@@ -2,7 +2,8 @@
 -- all or nothing. Idempotent on the reservation id.
 -- KEYS[1] leases zset, KEYS[2] record, KEYS[3..] scope hashes (the record's order)
 -- ARGV[1] id, ARGV[2] lease (us), ARGV[3] record key prefix, ARGV[4] record (JSON),
--- ARGV[5] most expired leases to settle first
+-- ARGV[5] most expired leases to settle first, ARGV[6] the caller's share of shared
+-- scopes' bursts, in thousandths (lower classes leave headroom for higher ones)
 -- Returns {1} on success, or {0, wait_us, scope index, limit index, kind}
 -- with kind 1 = not yet, 2 = slots busy, 3 = never fits, 4 = paused.
 local now = now_us()
@@ -12,6 +13,7 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
 end
 local rec = cjson.decode(ARGV[4])
 local lease = tonumber(ARGV[2])
+local share = tonumber(ARGV[6] or '1000')
 local worst, wscope, wlim, wkind = 0, 0, 0, 0
 local news = {}
 for i, sc in ipairs(rec.s) do
@@ -33,6 +35,9 @@ for i, sc in ipairs(rec.s) do
     local tat = tonumber(redis.call('HGET', key, field(lim)) or '0')
     local base = math.max(tat, now)
     local burst = units_us(lim, lim.b)
+    if sc.sh == 1 then
+      burst = math.floor(burst * share / 1000)
+    end
     local cost = units_us(lim, units)
     local earliest = base - (burst - math.min(cost, burst))
     if earliest > now then
