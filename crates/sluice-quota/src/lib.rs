@@ -61,6 +61,7 @@
 pub mod bucket;
 pub mod clock;
 pub mod decision;
+pub mod fair;
 pub mod ledger;
 pub mod limit;
 pub mod memory;

@@ -1,0 +1,214 @@
+//! Who goes next when requests wait for capacity: strict priority between traffic
+//! classes, weighted fair queuing by token cost between tenants, FIFO within a tenant.
+//!
+//! Each tenant has a virtual time that advances by `cost / weight` whenever one of its
+//! requests is admitted; the waiting tenant with the lowest virtual time goes next. A tenant
+//! alone takes all the capacity (it borrows what others leave idle); a tenant that starts
+//! waiting joins at the queue's virtual clock (the virtual time at which the last admitted
+//! request started), so it gets its share from its first request on (the borrowed capacity
+//! is reclaimed at once) without credit for the time it was idle. A refusal on a tenant's own limit blocks only
+//! that tenant; a refusal on a shared limit blocks the queue until the shared bucket can
+//! take the head. Pure: every call takes `now`.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::num::NonZeroU32;
+
+use crate::clock::Nanos;
+
+/// Virtual time resolution: cost units per unit of weight, scaled to keep integer math exact.
+const SCALE: u128 = 1 << 20;
+
+/// A waiting request's handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WaiterId(pub u64);
+
+/// A request waiting for capacity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiter {
+    /// Its handle.
+    pub id: WaiterId,
+    /// Its tenant (an index the caller chooses).
+    pub tenant: u32,
+    /// Its class's priority: lower goes first.
+    pub priority: u8,
+    /// Its tenant's weight.
+    pub weight: NonZeroU32,
+    /// What it costs, in the unit fairness is measured in (tokens).
+    pub cost: u64,
+    /// When it stops waiting.
+    pub deadline: Nanos,
+}
+
+/// What a refusal blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Block {
+    /// Only the waiter's tenant (its own limit refused).
+    Tenant,
+    /// Everyone (a shared limit refused).
+    Shared,
+}
+
+/// The waiting requests of one upstream. See the module docs.
+#[derive(Debug, Default)]
+pub struct FairQueue {
+    classes: BTreeMap<u8, BTreeMap<u32, VecDeque<Waiter>>>,
+    index: HashMap<WaiterId, (u8, u32)>,
+    virtual_time: HashMap<u32, u128>,
+    clock: u128,
+    tenant_blocked: HashMap<u32, Nanos>,
+    shared_blocked: Nanos,
+    paused_tenants: HashSet<u32>,
+    paused_classes: HashSet<u8>,
+}
+
+impl FairQueue {
+    /// An empty queue.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Requests waiting.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether nothing waits.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Whether a request of `priority` or a higher one (a lower number) is waiting: a new
+    /// request of `priority` must then queue behind it rather than try first.
+    #[must_use]
+    pub fn has_waiting_at_or_above(&self, priority: u8) -> bool {
+        self.classes.range(..=priority).any(|(_, tenants)| tenants.values().any(|q| !q.is_empty()))
+    }
+
+    fn is_waiting(&self, tenant: u32) -> bool {
+        self.classes.values().any(|tenants| tenants.get(&tenant).is_some_and(|q| !q.is_empty()))
+    }
+
+    /// Adds a waiter at the back of its tenant's line.
+    pub fn push(&mut self, waiter: Waiter) {
+        if !self.is_waiting(waiter.tenant) {
+            let time = self.virtual_time.entry(waiter.tenant).or_insert(self.clock);
+            *time = (*time).max(self.clock);
+        }
+        self.index.insert(waiter.id, (waiter.priority, waiter.tenant));
+        self.classes.entry(waiter.priority).or_default().entry(waiter.tenant).or_default().push_back(waiter);
+    }
+
+    /// The waiter to try now, if any may go.
+    #[must_use]
+    pub fn next(&self, now: Nanos) -> Option<&Waiter> {
+        if self.shared_blocked > now {
+            return None;
+        }
+        for (priority, tenants) in &self.classes {
+            if self.paused_classes.contains(priority) {
+                continue;
+            }
+            let ready = tenants.iter().filter(|(tenant, line)| {
+                !line.is_empty()
+                    && !self.paused_tenants.contains(tenant)
+                    && self.tenant_blocked.get(tenant).is_none_or(|until| *until <= now)
+            });
+            let best = ready.min_by_key(|(tenant, line)| {
+                let time = self.virtual_time.get(tenant).copied().unwrap_or(0);
+                (time, line.front().map(|w| w.id))
+            });
+            if let Some((_, line)) = best {
+                return line.front();
+            }
+        }
+        None
+    }
+
+    /// Removes an admitted waiter and advances its tenant's virtual time by its cost.
+    pub fn admitted(&mut self, id: WaiterId) -> Option<Waiter> {
+        let waiter = self.remove(id)?;
+        let step = u128::from(waiter.cost.max(1)) * SCALE / u128::from(waiter.weight.get());
+        let time = self.virtual_time.entry(waiter.tenant).or_default();
+        self.clock = self.clock.max(*time);
+        *time += step;
+        Some(waiter)
+    }
+
+    /// Records a refusal of `id`: its tenant, or everyone, waits until `until`.
+    pub fn refused(&mut self, id: WaiterId, block: Block, until: Nanos) {
+        match (block, self.index.get(&id)) {
+            (Block::Shared, _) => self.shared_blocked = self.shared_blocked.max(until),
+            (Block::Tenant, Some(&(_, tenant))) => {
+                let blocked = self.tenant_blocked.entry(tenant).or_default();
+                *blocked = (*blocked).max(until);
+            }
+            (Block::Tenant, None) => {}
+        }
+    }
+
+    /// Lifts every block: capacity may have come back (a settlement refunded it).
+    pub fn unblock(&mut self) {
+        self.shared_blocked = Nanos(0);
+        self.tenant_blocked.clear();
+    }
+
+    /// Takes a waiter out (it gave up or its client left).
+    pub fn remove(&mut self, id: WaiterId) -> Option<Waiter> {
+        let (priority, tenant) = self.index.remove(&id)?;
+        let tenants = self.classes.get_mut(&priority)?;
+        let line = tenants.get_mut(&tenant)?;
+        let at = line.iter().position(|w| w.id == id)?;
+        let waiter = line.remove(at);
+        if line.is_empty() {
+            tenants.remove(&tenant);
+        }
+        waiter
+    }
+
+    /// Takes out every waiter whose deadline has passed.
+    pub fn expire(&mut self, now: Nanos) -> Vec<Waiter> {
+        let due: Vec<WaiterId> = self
+            .classes
+            .values()
+            .flat_map(|tenants| tenants.values().flatten())
+            .filter(|w| w.deadline <= now)
+            .map(|w| w.id)
+            .collect();
+        due.into_iter().filter_map(|id| self.remove(id)).collect()
+    }
+
+    /// When something may change by itself: a block ends or a deadline passes.
+    #[must_use]
+    pub fn wake_at(&self, now: Nanos) -> Option<Nanos> {
+        let deadlines = self.classes.values().flat_map(|t| t.values().flatten()).map(|w| w.deadline);
+        let blocks = self.tenant_blocked.values().copied().chain([self.shared_blocked]).filter(|t| *t > now);
+        deadlines.chain(blocks).min()
+    }
+
+    /// The cost waiting ahead of a new request of `priority` (same or higher classes).
+    #[must_use]
+    pub fn cost_ahead(&self, priority: u8) -> u64 {
+        self.classes.range(..=priority).flat_map(|(_, t)| t.values().flatten()).map(|w| w.cost).sum()
+    }
+
+    /// Holds back (or releases) every waiter of a tenant.
+    pub fn pause_tenant(&mut self, tenant: u32, paused: bool) {
+        if paused {
+            self.paused_tenants.insert(tenant);
+        } else {
+            self.paused_tenants.remove(&tenant);
+        }
+    }
+
+    /// Holds back (or releases) every waiter of a class.
+    pub fn pause_class(&mut self, priority: u8, paused: bool) {
+        if paused {
+            self.paused_classes.insert(priority);
+        } else {
+            self.paused_classes.remove(&priority);
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! Fair queuing: shares by weight and token cost, borrowing and reclaiming, priorities.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+
+use sluice_quota::Nanos;
+use sluice_quota::fair::{Block, FairQueue, Waiter, WaiterId};
+
+const FAR: Nanos = Nanos(u64::MAX);
+
+struct Sim {
+    queue: FairQueue,
+    next_id: u64,
+}
+
+impl Sim {
+    fn new() -> Self {
+        Self { queue: FairQueue::new(), next_id: 0 }
+    }
+
+    fn push(&mut self, tenant: u32, priority: u8, weight: u32, cost: u64) {
+        self.next_id += 1;
+        let weight = NonZeroU32::new(weight).unwrap();
+        self.queue.push(Waiter { id: WaiterId(self.next_id), tenant, priority, weight, cost, deadline: FAR });
+    }
+
+    /// Admits the next waiter; each tenant keeps `backlog` requests waiting.
+    fn serve(&mut self, rounds: usize, refill: impl Fn(&mut Self, u32)) -> HashMap<u32, u64> {
+        let mut served = HashMap::new();
+        for _ in 0..rounds {
+            let Some(waiter) = self.queue.next(Nanos(0)).cloned() else { break };
+            self.queue.admitted(waiter.id);
+            *served.entry(waiter.tenant).or_default() += waiter.cost;
+            refill(self, waiter.tenant);
+        }
+        served
+    }
+}
+
+fn jain(values: &[f64]) -> f64 {
+    let sum: f64 = values.iter().sum();
+    let squares: f64 = values.iter().map(|v| v * v).sum();
+    sum * sum / (values.len() as f64 * squares)
+}
+
+#[test]
+fn equal_weights_share_tokens_equally_whatever_the_request_sizes() {
+    let mut sim = Sim::new();
+    let sizes = [100u64, 1_000, 5_000];
+    for (tenant, size) in sizes.iter().enumerate() {
+        for _ in 0..4 {
+            sim.push(tenant as u32, 0, 1, *size);
+        }
+    }
+    let served = sim.serve(5_000, |s, t| s.push(t, 0, 1, sizes[t as usize]));
+    let tokens: Vec<f64> = (0..3).map(|t| served[&t] as f64).collect();
+    assert!(jain(&tokens) >= 0.99, "served {tokens:?}");
+}
+
+#[test]
+fn weights_two_one_one_give_half_a_quarter_a_quarter() {
+    let mut sim = Sim::new();
+    let weights = [2u32, 1, 1];
+    for (tenant, weight) in weights.iter().enumerate() {
+        sim.push(tenant as u32, 0, *weight, 500);
+    }
+    let served = sim.serve(4_000, |s, t| s.push(t, 0, weights[t as usize], 500));
+    let total: u64 = served.values().sum();
+    for (tenant, want) in [(0u32, 0.5), (1, 0.25), (2, 0.25)] {
+        let share = served[&tenant] as f64 / total as f64;
+        assert!((share - want).abs() <= 0.03, "tenant {tenant}: {share:.3}");
+    }
+}
+
+#[test]
+fn a_lone_tenant_borrows_everything_and_a_newcomer_is_served_at_once() {
+    let mut sim = Sim::new();
+    sim.push(0, 0, 1, 100);
+    let served = sim.serve(1_000, |s, t| s.push(t, 0, 1, 100));
+    assert_eq!(served.len(), 1, "a lone tenant takes every slot");
+    // Tenant 1 appears after tenant 0 has been served for a long time: no waiting behind
+    // tenant 0's history, and no credit for its own idle time either.
+    sim.push(1, 0, 1, 100);
+    let next: Vec<u32> = (0..4)
+        .map(|_| {
+            let w = sim.queue.next(Nanos(0)).cloned().unwrap();
+            sim.queue.admitted(w.id);
+            sim.push(w.tenant, 0, 1, 100);
+            w.tenant
+        })
+        .collect();
+    assert!(next[..2].contains(&1), "the newcomer waited: {next:?}");
+    assert_eq!(next.iter().filter(|&&t| t == 1).count(), 2, "then they alternate: {next:?}");
+}
+
+#[test]
+fn higher_classes_go_first_and_a_blocked_tenant_blocks_only_itself() {
+    let mut sim = Sim::new();
+    sim.push(0, 5, 1, 100); // batch
+    sim.push(1, 0, 1, 100); // interactive
+    sim.push(2, 0, 1, 100); // interactive
+    assert!(sim.queue.has_waiting_at_or_above(0));
+    let first = sim.queue.next(Nanos(0)).cloned().unwrap();
+    assert_eq!(first.priority, 0);
+    // Tenant of the head is at its own cap: the other interactive tenant goes.
+    sim.queue.refused(first.id, Block::Tenant, Nanos(1_000));
+    let second = sim.queue.next(Nanos(0)).cloned().unwrap();
+    assert_ne!(second.tenant, first.tenant);
+    assert_eq!(second.priority, 0);
+    sim.queue.admitted(second.id);
+    // Only batch is left ready while the blocked tenant waits out its block.
+    assert_eq!(sim.queue.next(Nanos(0)).unwrap().priority, 5);
+    assert_eq!(sim.queue.next(Nanos(1_000)).unwrap().tenant, first.tenant);
+    // A shared refusal stops everyone until it ends.
+    sim.queue.refused(first.id, Block::Shared, Nanos(2_000));
+    assert!(sim.queue.next(Nanos(1_500)).is_none());
+    assert_eq!(sim.queue.wake_at(Nanos(1_500)), Some(Nanos(2_000)));
+    assert!(sim.queue.next(Nanos(2_000)).is_some());
+}
+
+#[test]
+fn waiters_past_their_deadline_leave_and_pauses_hold_back() {
+    let mut queue = FairQueue::new();
+    let weight = NonZeroU32::new(1).unwrap();
+    queue.push(Waiter { id: WaiterId(1), tenant: 0, priority: 0, weight, cost: 10, deadline: Nanos(100) });
+    queue.push(Waiter { id: WaiterId(2), tenant: 1, priority: 0, weight, cost: 10, deadline: Nanos(900) });
+    assert_eq!(queue.cost_ahead(0), 20);
+    assert_eq!(queue.wake_at(Nanos(0)), Some(Nanos(100)));
+    let gone = queue.expire(Nanos(100));
+    assert_eq!(gone.iter().map(|w| w.id).collect::<Vec<_>>(), [WaiterId(1)]);
+    queue.pause_tenant(1, true);
+    assert!(queue.next(Nanos(200)).is_none());
+    queue.pause_tenant(1, false);
+    assert_eq!(queue.next(Nanos(200)).map(|w| w.id), Some(WaiterId(2)));
+    assert_eq!(queue.remove(WaiterId(2)).map(|w| w.tenant), Some(1));
+    assert!(queue.is_empty());
+}
