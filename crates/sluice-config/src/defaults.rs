@@ -26,3 +26,5 @@ pub const INTERACTIVE_MAX_WAIT: Duration = Duration::from_secs(2);
 pub const REDIS_PREFIX: &str = "sluice";
 /// Bound on each Redis call: admission must stay fast even when Redis is not.
 pub const STORE_TIMEOUT: Duration = Duration::from_millis(250);
+/// Most requests of a class waiting per deployment.
+pub const MAX_QUEUE: u64 = 10_000;

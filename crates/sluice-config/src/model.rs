@@ -100,6 +100,8 @@ pub struct ModelProfile {
 pub struct Tenant {
     /// Its name.
     pub name: Arc<str>,
+    /// Its weight in fair sharing between tenants (default 1).
+    pub weight: std::num::NonZeroU32,
     /// Its limits.
     pub limits: Limits,
     /// Its teams.
@@ -141,6 +143,11 @@ pub struct TrafficClass {
     pub max_wait: Duration,
     /// Lower is served first.
     pub priority: u8,
+    /// The part of shared bursts this class may use, in thousandths: below 1000 it leaves
+    /// headroom for higher classes.
+    pub share_permille: u16,
+    /// Most requests of this class waiting per deployment.
+    pub max_queue: usize,
 }
 
 /// Process settings: not reloadable.

@@ -109,6 +109,7 @@ pub struct RawModel {
 #[serde(deny_unknown_fields)]
 pub struct RawTenant {
     pub name: Spanned<String>,
+    pub weight: Option<Spanned<u64>>,
     #[serde(default)]
     pub limits: RawLimits,
     #[serde(default)]
@@ -141,4 +142,6 @@ pub struct RawClass {
     pub name: Spanned<String>,
     pub max_wait: Option<Spanned<String>>,
     pub priority: Option<Spanned<u8>>,
+    pub share: Option<Spanned<f64>>,
+    pub max_queue: Option<Spanned<u64>>,
 }

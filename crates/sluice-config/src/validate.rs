@@ -334,7 +334,15 @@ impl Validator<'_> {
                     })
                     .collect::<Result<_>>()?;
                 let limits = self.limits(&format!("tenants[{i}].limits"), &t.limits)?;
-                Ok(Tenant { name: Arc::from(t.name.get_ref().as_str()), limits, teams })
+                let weight = match &t.weight {
+                    None => std::num::NonZeroU32::MIN,
+                    Some(w) => u32::try_from(*w.get_ref())
+                        .ok()
+                        .and_then(std::num::NonZeroU32::new)
+                        .filter(|w| w.get() <= 1_000_000)
+                        .ok_or_else(|| self.err(&format!("tenants[{i}].weight"), w.span(), "between 1 and 1000000"))?,
+                };
+                Ok(Tenant { name: Arc::from(t.name.get_ref().as_str()), weight, limits, teams })
             })
             .collect()
     }
@@ -348,12 +356,27 @@ impl Validator<'_> {
                 let max_wait =
                     self.duration(&format!("classes[{i}].max_wait"), &c.max_wait, defaults::INTERACTIVE_MAX_WAIT)?;
                 let priority = c.priority.as_ref().map_or(0, |p| *p.get_ref());
-                Ok(TrafficClass { name: Arc::from(c.name.get_ref().as_str()), max_wait, priority })
+                let share_permille = match &c.share {
+                    None => 1000,
+                    Some(s) if *s.get_ref() > 0.0 && *s.get_ref() <= 1.0 => (s.get_ref() * 1000.0).round() as u16,
+                    Some(s) => {
+                        return Err(self.err(&format!("classes[{i}].share"), s.span(), "between 0 (exclusive) and 1"));
+                    }
+                };
+                let max_queue = match &c.max_queue {
+                    None => defaults::MAX_QUEUE,
+                    Some(q) => self.positive(&format!("classes[{i}].max_queue"), q)?.get(),
+                };
+                let max_queue = usize::try_from(max_queue).unwrap_or(usize::MAX);
+                let name = Arc::from(c.name.get_ref().as_str());
+                Ok(TrafficClass { name, max_wait, priority, share_permille, max_queue })
             })
             .collect::<Result<_>>()?;
         if !classes.iter().any(|c| &*c.name == defaults::CLASS) {
             let name = Arc::from(defaults::CLASS);
-            classes.insert(0, TrafficClass { name, max_wait: defaults::INTERACTIVE_MAX_WAIT, priority: 0 });
+            let max_queue = usize::try_from(defaults::MAX_QUEUE).unwrap_or(usize::MAX);
+            let max_wait = defaults::INTERACTIVE_MAX_WAIT;
+            classes.insert(0, TrafficClass { name, max_wait, priority: 0, share_permille: 1000, max_queue });
         }
         Ok(classes)
     }

@@ -42,6 +42,8 @@ fn example_config_is_valid_and_complete() {
     assert_eq!(config.classes.iter().map(|c| &*c.name).collect::<Vec<_>>(), ["interactive", "batch"]);
     assert_eq!(config.keys[0].sha256, hash_key("sk-example-acme-search"));
     assert_eq!(config.keys[1].class, 1);
+    assert_eq!(config.classes[1].share_permille, 600);
+    assert_eq!(config.tenants[0].weight.get(), 2);
     assert_eq!(config.deployments[0].limits.rates.len(), 2);
 }
 
@@ -65,6 +67,7 @@ const BAD: &[(&str, &str, &str, usize, &str)] = &[
     ("name = \"fast\"", "name = \"fast\"\nlimits = { tpmm = 5 }", "tpmm", 16, "unknown field `tpmm`"),
     ("name = \"t\"", "name = \"t\"\nlimits = { rpm = \"many\" }", "", 20, "invalid type"),
     ("model = \"gpt-4o\"", "model = \"gpt-4o\"\ntokenizer = \"bpe\"", "deployments[0].tokenizer", 12, "chars/N"),
+    ("name = \"t\"", "name = \"t\"\nweight = 0", "tenants[0].weight", 20, "between 1 and"),
 ];
 
 #[test]
@@ -94,6 +97,10 @@ fn duplicates_and_server_settings_are_checked() {
     let server = format!("[server]\nupstream_timeout = \"soon\"\n{BASE}");
     let err = parse(&server).unwrap_err();
     assert_eq!((err.field.as_str(), err.line), ("server.upstream_timeout", Some(2)));
+
+    let class = format!("{BASE}\n[[classes]]\nname = \"batch\"\nshare = 1.5\n");
+    let err = parse(&class).unwrap_err();
+    assert_eq!((err.field.as_str(), err.line), ("classes[0].share", Some(28)));
 
     let unknown_section = format!("{BASE}\n[routing]\nx = 1\n");
     let err = parse(&unknown_section).unwrap_err();
