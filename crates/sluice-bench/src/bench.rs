@@ -177,25 +177,27 @@ limits = {limits}
 #[must_use]
 pub fn table(reports: &[RateReport]) -> String {
     let mut out = String::from(
-        "| rate (req/s) | path | achieved req/s | p50 ms | p99 ms | p99.9 ms | errors | dropped |\n|---:|---|---:|---:|---:|---:|---:|---:|\n",
+        "| rate (req/s) | path | achieved req/s | p50 ms | p99 ms | p99.9 ms | errors | dropped | send lag p50 / p99 ms |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in reports {
         for (path, s) in [("direct", &r.direct), ("gateway", &r.gateway)] {
             let l = &s.latency;
             out.push_str(&format!(
-                "| {} | {path} | {:.0} | {} | {} | {} | {} | {} |\n",
+                "| {} | {path} | {:.0} | {} | {} | {} | {} | {} | {} / {} |\n",
                 r.rate,
                 s.achieved_rps,
                 fmt(l.p50_ms),
                 fmt(l.p99_ms),
                 fmt(l.p999_ms),
                 s.errors,
-                s.dropped
+                s.dropped,
+                fmt(s.send_lag.p50_ms),
+                fmt(s.send_lag.p99_ms)
             ));
         }
         let a = &r.added_ms;
         out.push_str(&format!(
-            "| {} | **added** | | **{}** | **{}** | **{}** | | |\n",
+            "| {} | **added** | | **{}** | **{}** | **{}** | | | |\n",
             r.rate,
             signed(a.p50),
             signed(a.p99),

@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use sluice_quota::{MemoryStore, SystemClock};
 use sluice_server::Running;
@@ -40,9 +39,8 @@ struct KeyFile {
 
 impl KeyFile {
     fn write(key: &str) -> std::io::Result<Self> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("sluice-bench-{}-{n}.key", std::process::id()));
+        let n: u64 = rand::random();
+        let path = std::env::temp_dir().join(format!("sluice-bench-{}-{n:016x}.key", std::process::id()));
         std::fs::write(&path, key)?;
         Ok(Self { path })
     }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::Uri;
 use serde::Serialize;
 use sluice_quota::{Clock, Nanos, SystemClock};
-use tokio::task::JoinSet;
+use tokio::sync::mpsc;
 
 use crate::client::HttpClient;
 use crate::stats::{Samples, Summary};
@@ -59,44 +59,86 @@ pub struct StepResult {
     pub achieved_rps: f64,
     /// Latency from intended send to complete response, successful requests only.
     pub latency: Summary,
+    /// The generator's own lateness: from intended send to the request task starting.
+    pub send_lag: Summary,
 }
 
 /// Runs one step against `target`.
+///
+/// Sends are paced by a blocking thread (`std::thread::sleep` is precise to tens of
+/// microseconds, tokio's timer to a millisecond); each request runs as a task on the runtime.
 pub async fn run_step(client: &HttpClient, target: &Target, step: Step) -> StepResult {
     let clock = SystemClock::new();
     let start = clock.now();
-    let total = (f64::from(step.rate) * step.duration.as_secs_f64()).round() as u64;
-    let interval = Duration::from_secs_f64(1.0 / f64::from(step.rate.max(1)));
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let mut tasks = JoinSet::new();
-    let (mut sent, mut dropped) = (0u64, 0u64);
-    while sent + dropped < total {
-        let due = start.after(interval.saturating_mul(u32::try_from(sent + dropped).unwrap_or(u32::MAX)));
-        let now = clock.now();
-        if due > now {
-            tokio::time::sleep(due.since(now)).await;
-            continue;
-        }
-        if in_flight.load(Ordering::Relaxed) >= step.max_in_flight {
-            dropped += 1;
-            continue;
-        }
-        in_flight.fetch_add(1, Ordering::Relaxed);
-        tasks.spawn(one(client.clone(), target.clone(), clock, due, Arc::clone(&in_flight)));
-        sent += 1;
-    }
-    let (samples, ok, last) = collect(&mut tasks, &clock).await;
+    let (results, received) = mpsc::unbounded_channel();
+    let dispatcher = Dispatcher {
+        client: client.clone(),
+        target: target.clone(),
+        step,
+        clock,
+        start,
+        runtime: tokio::runtime::Handle::current(),
+        results,
+    };
+    let (sent, dropped) = tokio::task::spawn_blocking(move || dispatcher.run()).await.unwrap_or((0, 0));
+    let (samples, lags, ok, last) = collect(received, &clock).await;
     let window = last.since(start).as_secs_f64().max(step.duration.as_secs_f64() * 0.5);
     StepResult {
         rate: step.rate,
         sent,
         ok,
-        errors: sent - ok,
+        errors: sent.saturating_sub(ok),
         dropped,
         achieved_rps: ok as f64 / window,
         latency: samples.summary(),
+        send_lag: lags.summary(),
     }
 }
+
+/// The pacing loop of one step.
+struct Dispatcher {
+    client: HttpClient,
+    target: Target,
+    step: Step,
+    clock: SystemClock,
+    start: Nanos,
+    runtime: tokio::runtime::Handle,
+    results: mpsc::UnboundedSender<Timing>,
+}
+
+impl Dispatcher {
+    /// Sends every request at its intended time; returns (sent, dropped).
+    fn run(self) -> (u64, u64) {
+        let total = (f64::from(self.step.rate) * self.step.duration.as_secs_f64()).round() as u64;
+        let interval = Duration::from_secs_f64(1.0 / f64::from(self.step.rate.max(1)));
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let (mut sent, mut dropped) = (0u64, 0u64);
+        while sent + dropped < total {
+            let index = u32::try_from(sent + dropped).unwrap_or(u32::MAX);
+            let due = self.start.after(interval.saturating_mul(index));
+            let now = self.clock.now();
+            if due > now {
+                std::thread::sleep(due.since(now));
+                continue;
+            }
+            if in_flight.load(Ordering::Relaxed) >= self.step.max_in_flight {
+                dropped += 1;
+                continue;
+            }
+            in_flight.fetch_add(1, Ordering::Relaxed);
+            let request = one(self.client.clone(), self.target.clone(), self.clock, due, Arc::clone(&in_flight));
+            let results = self.results.clone();
+            self.runtime.spawn(async move {
+                let _ = results.send(request.await);
+            });
+            sent += 1;
+        }
+        (sent, dropped)
+    }
+}
+
+/// Latency of a successful request and the generator's lateness in sending it.
+type Timing = (Option<Duration>, Duration);
 
 async fn one(
     client: HttpClient,
@@ -104,29 +146,30 @@ async fn one(
     clock: SystemClock,
     due: Nanos,
     in_flight: Arc<AtomicUsize>,
-) -> Option<Duration> {
+) -> Timing {
+    let lag = clock.now().since(due);
     let call = client.post_json(&target.uri, Some(&target.bearer), target.body);
     let result = tokio::time::timeout(REQUEST_TIMEOUT, call).await;
     in_flight.fetch_sub(1, Ordering::Relaxed);
     match result {
-        Ok(Ok(reply)) if reply.is_success() => Some(clock.now().since(due)),
-        _ => None,
+        Ok(Ok(reply)) if reply.is_success() => (Some(clock.now().since(due)), lag),
+        _ => (None, lag),
     }
 }
 
-async fn collect(tasks: &mut JoinSet<Option<Duration>>, clock: &SystemClock) -> (Samples, u64, Nanos) {
-    let mut samples = Samples::default();
+async fn collect(mut received: mpsc::UnboundedReceiver<Timing>, clock: &SystemClock) -> (Samples, Samples, u64, Nanos) {
+    let (mut samples, mut lags) = (Samples::default(), Samples::default());
     let mut ok = 0;
     let drain = async {
-        while let Some(joined) = tasks.join_next().await {
-            if let Ok(Some(latency)) = joined {
+        // Ends when every request task has reported (each holds a sender).
+        while let Some((latency, lag)) = received.recv().await {
+            lags.record(lag);
+            if let Some(latency) = latency {
                 samples.record(latency);
                 ok += 1;
             }
         }
     };
-    if tokio::time::timeout(DRAIN_TIMEOUT, drain).await.is_err() {
-        tasks.abort_all();
-    }
-    (samples, ok, clock.now())
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, drain).await;
+    (samples, lags, ok, clock.now())
 }
