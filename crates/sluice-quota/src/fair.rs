@@ -27,8 +27,10 @@ pub struct WaiterId(pub u64);
 pub struct Waiter {
     /// Its handle.
     pub id: WaiterId,
-    /// Its tenant (an index the caller chooses).
+    /// Its tenant (an index the caller chooses): the unit of fair sharing.
     pub tenant: u32,
+    /// Its lane (the caller's key): the unit a refusal of the caller's own limits blocks.
+    pub lane: u32,
     /// Its class's priority: lower goes first.
     pub priority: u8,
     /// Its tenant's weight.
@@ -42,8 +44,8 @@ pub struct Waiter {
 /// What a refusal blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Block {
-    /// Only the waiter's tenant (its own limit refused).
-    Tenant,
+    /// Only the waiter's lane (one of its caller's own limits refused).
+    Lane,
     /// Everyone (a shared limit refused).
     Shared,
 }
@@ -55,7 +57,7 @@ pub struct FairQueue {
     index: HashMap<WaiterId, (u8, u32)>,
     virtual_time: HashMap<u32, u128>,
     clock: u128,
-    tenant_blocked: HashMap<u32, Nanos>,
+    lane_blocked: HashMap<u32, Nanos>,
     shared_blocked: Nanos,
     paused_tenants: HashSet<u32>,
     paused_classes: HashSet<u8>,
@@ -111,20 +113,23 @@ impl FairQueue {
             if self.paused_classes.contains(priority) {
                 continue;
             }
-            let ready = tenants.iter().filter(|(tenant, line)| {
-                !line.is_empty()
-                    && !self.paused_tenants.contains(tenant)
-                    && self.tenant_blocked.get(tenant).is_none_or(|until| *until <= now)
-            });
-            let best = ready.min_by_key(|(tenant, line)| {
+            let ready = tenants
+                .iter()
+                .filter(|(tenant, _)| !self.paused_tenants.contains(tenant))
+                .filter_map(|(tenant, line)| Some((tenant, self.first_unblocked(line, now)?)));
+            let best = ready.min_by_key(|(tenant, waiter)| {
                 let time = self.virtual_time.get(tenant).copied().unwrap_or(0);
-                (time, line.front().map(|w| w.id))
+                (time, waiter.id)
             });
-            if let Some((_, line)) = best {
-                return line.front();
+            if let Some((_, waiter)) = best {
+                return Some(waiter);
             }
         }
         None
+    }
+
+    fn first_unblocked<'a>(&self, line: &'a VecDeque<Waiter>, now: Nanos) -> Option<&'a Waiter> {
+        line.iter().find(|w| self.lane_blocked.get(&w.lane).is_none_or(|until| *until <= now))
     }
 
     /// Removes an admitted waiter and advances its tenant's virtual time by its cost.
@@ -139,20 +144,24 @@ impl FairQueue {
 
     /// Records a refusal of `id`: its tenant, or everyone, waits until `until`.
     pub fn refused(&mut self, id: WaiterId, block: Block, until: Nanos) {
-        match (block, self.index.get(&id)) {
-            (Block::Shared, _) => self.shared_blocked = self.shared_blocked.max(until),
-            (Block::Tenant, Some(&(_, tenant))) => {
-                let blocked = self.tenant_blocked.entry(tenant).or_default();
-                *blocked = (*blocked).max(until);
-            }
-            (Block::Tenant, None) => {}
+        if block == Block::Shared {
+            self.shared_blocked = self.shared_blocked.max(until);
+            return;
         }
+        let Some(lane) = self.find(id).map(|w| w.lane) else { return };
+        let blocked = self.lane_blocked.entry(lane).or_default();
+        *blocked = (*blocked).max(until);
+    }
+
+    fn find(&self, id: WaiterId) -> Option<&Waiter> {
+        let (priority, tenant) = self.index.get(&id)?;
+        self.classes.get(priority)?.get(tenant)?.iter().find(|w| w.id == id)
     }
 
     /// Lifts every block: capacity may have come back (a settlement refunded it).
     pub fn unblock(&mut self) {
         self.shared_blocked = Nanos(0);
-        self.tenant_blocked.clear();
+        self.lane_blocked.clear();
     }
 
     /// Takes a waiter out (it gave up or its client left).
@@ -184,7 +193,7 @@ impl FairQueue {
     #[must_use]
     pub fn wake_at(&self, now: Nanos) -> Option<Nanos> {
         let deadlines = self.classes.values().flat_map(|t| t.values().flatten()).map(|w| w.deadline);
-        let blocks = self.tenant_blocked.values().copied().chain([self.shared_blocked]).filter(|t| *t > now);
+        let blocks = self.lane_blocked.values().copied().chain([self.shared_blocked]).filter(|t| *t > now);
         deadlines.chain(blocks).min()
     }
 

@@ -22,7 +22,15 @@ impl Sim {
     fn push(&mut self, tenant: u32, priority: u8, weight: u32, cost: u64) {
         self.next_id += 1;
         let weight = NonZeroU32::new(weight).unwrap();
-        self.queue.push(Waiter { id: WaiterId(self.next_id), tenant, priority, weight, cost, deadline: FAR });
+        self.queue.push(Waiter {
+            id: WaiterId(self.next_id),
+            tenant,
+            lane: tenant,
+            priority,
+            weight,
+            cost,
+            deadline: FAR,
+        });
     }
 
     /// Admits the next waiter; each tenant keeps `backlog` requests waiting.
@@ -104,13 +112,27 @@ fn higher_classes_go_first_and_a_blocked_tenant_blocks_only_itself() {
     let first = sim.queue.next(Nanos(0)).cloned().unwrap();
     assert_eq!(first.priority, 0);
     // Tenant of the head is at its own cap: the other interactive tenant goes.
-    sim.queue.refused(first.id, Block::Tenant, Nanos(1_000));
+    sim.queue.refused(first.id, Block::Lane, Nanos(1_000));
     let second = sim.queue.next(Nanos(0)).cloned().unwrap();
     assert_ne!(second.tenant, first.tenant);
     assert_eq!(second.priority, 0);
     sim.queue.admitted(second.id);
     // Only batch is left ready while the blocked tenant waits out its block.
     assert_eq!(sim.queue.next(Nanos(0)).unwrap().priority, 5);
+    // Another lane of the blocked tenant is not blocked.
+    sim.next_id += 1;
+    let other_lane = Waiter {
+        id: WaiterId(sim.next_id),
+        tenant: first.tenant,
+        lane: 99,
+        priority: 0,
+        weight: NonZeroU32::new(1).unwrap(),
+        cost: 100,
+        deadline: FAR,
+    };
+    sim.queue.push(other_lane);
+    assert_eq!(sim.queue.next(Nanos(0)).map(|w| w.lane), Some(99));
+    sim.queue.remove(WaiterId(sim.next_id));
     assert_eq!(sim.queue.next(Nanos(1_000)).unwrap().tenant, first.tenant);
     // A shared refusal stops everyone until it ends.
     sim.queue.refused(first.id, Block::Shared, Nanos(2_000));
@@ -123,8 +145,8 @@ fn higher_classes_go_first_and_a_blocked_tenant_blocks_only_itself() {
 fn waiters_past_their_deadline_leave_and_pauses_hold_back() {
     let mut queue = FairQueue::new();
     let weight = NonZeroU32::new(1).unwrap();
-    queue.push(Waiter { id: WaiterId(1), tenant: 0, priority: 0, weight, cost: 10, deadline: Nanos(100) });
-    queue.push(Waiter { id: WaiterId(2), tenant: 1, priority: 0, weight, cost: 10, deadline: Nanos(900) });
+    queue.push(Waiter { id: WaiterId(1), tenant: 0, lane: 0, priority: 0, weight, cost: 10, deadline: Nanos(100) });
+    queue.push(Waiter { id: WaiterId(2), tenant: 1, lane: 1, priority: 0, weight, cost: 10, deadline: Nanos(900) });
     assert_eq!(queue.cost_ahead(0), 20);
     assert_eq!(queue.wake_at(Nanos(0)), Some(Nanos(100)));
     let gone = queue.expire(Nanos(100));

@@ -4,10 +4,11 @@ use std::time::Duration;
 
 use sluice_config::{OutputCounting, ProviderKind};
 use sluice_provider::{ParsedRequest, Protocol, Usage};
-use sluice_quota::{Cost, RejectionKind, ReservationId, ReserveError, Settlement};
+use sluice_quota::{Cost, Grant, Rejection, RejectionKind, ReservationId, ReserveError, Settlement, Share, StoreError};
 
 use crate::error::{GatewayError, RateLimitInfo};
-use crate::metrics::Hit;
+use crate::metrics::{Hit, QueueLabels};
+use crate::queue::{Ask, WaitError};
 use crate::state::{Caller, Gateway, Route};
 
 /// A request whose capacity is reserved.
@@ -122,47 +123,127 @@ pub async fn admit(
         output_counting: route.output_counting,
         caller_tenant: caller.tenant.to_string(),
         caller_key: caller.key_id.to_string(),
-        caller_class: caller.class.to_string(),
+        caller_class: caller.class.name.to_string(),
         profile: profile.name.to_string(),
     };
+    let ask = Ask {
+        path,
+        cost: Cost::request(input, output),
+        share: Share::permille(caller.class.share_permille),
+        lease: gateway.lease,
+        tenant: caller.tenant_index,
+        lane: caller.key_index,
+        weight: caller.weight,
+        priority: caller.class.priority,
+    };
+    let outcome = reserve_or_wait(gateway, route, caller, ask).await;
     let metrics = &gateway.metrics;
-    match gateway.store.reserve(&path, Cost::request(input, output), gateway.lease).await {
+    let (rejection, wait) = match outcome {
         Ok(grant) => {
             metrics.decision("admitted", "");
             route.counters.reserved.inc_by(input.saturating_add(output));
-            Ok(Admitted { grant_id: grant.id, ..admitted })
+            return Ok(Admitted { grant_id: grant.id, ..admitted });
         }
-        Err(ReserveError::Store(e)) => {
+        Err(Refusal::Store(e)) => {
             tracing::debug!(error = %e, "quota store failed");
             metrics.decision("store_error", "");
-            Err(GatewayError::StoreUnavailable)
+            return Err(GatewayError::StoreUnavailable);
         }
-        Err(ReserveError::Rejected(rejection)) => {
-            let limiter = rejection.limiter.to_string();
-            let never = matches!(rejection.kind, RejectionKind::NeverFits { .. });
-            metrics.decision(if never { "never_fits" } else { "rejected" }, &limiter);
-            if !never {
-                let hit = Hit { limit_type: limiter.clone(), ..hit_labels(route) };
-                metrics.rate_limit_hits.get_or_create(&hit).inc();
-            }
+        Err(Refusal::Queue { full, eta }) => {
+            let limiter = if full { "queue_full" } else { "queue_wait" };
+            metrics.decision("rejected", limiter);
+            let hit = Hit { limit_type: limiter.into(), ..hit_labels(route) };
+            metrics.rate_limit_hits.get_or_create(&hit).inc();
             let info = RateLimitInfo {
-                limiter,
-                scope: rejection.scope.kind.as_str(),
-                retry_after: rejection.retry_after(),
+                limiter: limiter.into(),
+                scope: "deployment",
+                retry_after: Some(eta),
                 gateway_decision: "rejected_before_send",
                 ..admitted.provider_rejection(route, None)
             };
-            Err(match rejection.kind {
-                RejectionKind::NeverFits { cost, capacity } => {
-                    GatewayError::NeverFits { info: Box::new(info), needed: cost, capacity }
-                }
-                RejectionKind::RetryAfter(_) => GatewayError::RateLimited(Box::new(info)),
-                RejectionKind::SlotsBusy => {
-                    GatewayError::RateLimited(Box::new(RateLimitInfo { retry_after: Some(SLOT_RETRY), ..info }))
-                }
-            })
+            return Err(GatewayError::RateLimited(Box::new(info)));
         }
+        Err(Refusal::Rejected(rejection, wait)) => (rejection, wait),
+    };
+    let limiter = rejection.limiter.to_string();
+    let never = matches!(rejection.kind, RejectionKind::NeverFits { .. });
+    metrics.decision(if never { "never_fits" } else { "rejected" }, &limiter);
+    if !never {
+        let hit = Hit { limit_type: limiter.clone(), ..hit_labels(route) };
+        metrics.rate_limit_hits.get_or_create(&hit).inc();
     }
+    let info = RateLimitInfo {
+        limiter,
+        scope: rejection.scope.kind.as_str(),
+        retry_after: wait.or(rejection.retry_after()),
+        gateway_decision: "rejected_before_send",
+        ..admitted.provider_rejection(route, None)
+    };
+    Err(match rejection.kind {
+        RejectionKind::NeverFits { cost, capacity } => {
+            GatewayError::NeverFits { info: Box::new(info), needed: cost, capacity }
+        }
+        RejectionKind::RetryAfter(_) => GatewayError::RateLimited(Box::new(info)),
+        RejectionKind::SlotsBusy => {
+            GatewayError::RateLimited(Box::new(RateLimitInfo { retry_after: Some(wait.unwrap_or(SLOT_RETRY)), ..info }))
+        }
+    })
+}
+
+/// Why a request was not admitted, before it becomes an HTTP error.
+enum Refusal {
+    /// A limit refused; with the queue's estimate when the request waited in vain.
+    Rejected(Rejection, Option<Duration>),
+    /// The class's queue was full, or the wait ran out without any refusal on record.
+    Queue { full: bool, eta: Duration },
+    /// The store failed.
+    Store(StoreError),
+}
+
+/// Reserves now, or waits in the deployment's queue when the class may wait and nothing
+/// of its class or higher is already waiting there.
+async fn reserve_or_wait(gateway: &Gateway, route: &Route, caller: &Caller, ask: Ask) -> Result<Grant, Refusal> {
+    let class = &caller.class;
+    let refusal = if route.queue.must_queue(class.priority) {
+        None
+    } else {
+        match gateway.store.reserve_share(&ask.path, ask.cost, ask.lease, ask.share).await {
+            Ok(grant) => return Ok(grant),
+            Err(ReserveError::Rejected(r)) if may_wait(&r, class.max_wait) => Some(r),
+            Err(ReserveError::Rejected(r)) => return Err(Refusal::Rejected(r, None)),
+            Err(ReserveError::Store(e)) => return Err(Refusal::Store(e)),
+        }
+    };
+    let labels = QueueLabels { priority: class.name.to_string(), task_type: TASK_TYPE.into() };
+    let depth = gateway.metrics.queue_depth.get_or_create(&labels).clone();
+    depth.inc();
+    let started = gateway.clock.now();
+    let result = route.queue.wait(ask, class.max_wait, class.max_queue, refusal).await;
+    depth.dec();
+    let waited = gateway.clock.now().since(started);
+    gateway.metrics.queue_wait.get_or_create(&labels).observe(waited.as_secs_f64());
+    match result {
+        Ok(grant) => Ok(grant),
+        Err(WaitError::QueueFull) => Err(Refusal::Queue { full: true, eta: Duration::from_secs(1) }),
+        Err(WaitError::TimedOut { rejection: Some(r), eta }) => Err(Refusal::Rejected(r, Some(eta))),
+        Err(WaitError::TimedOut { rejection: None, eta }) => Err(Refusal::Queue { full: false, eta }),
+        Err(WaitError::Store(ReserveError::Rejected(r))) => Err(Refusal::Rejected(r, None)),
+        Err(WaitError::Store(ReserveError::Store(e))) => Err(Refusal::Store(e)),
+    }
+}
+
+/// The `task_type` label until task rules classify requests.
+const TASK_TYPE: &str = "default";
+
+/// Whether waiting can help: not for a request that never fits or whose own wait is
+/// longer than its class allows.
+fn may_wait(rejection: &Rejection, max_wait: Duration) -> bool {
+    !max_wait.is_zero()
+        && match rejection.kind {
+            RejectionKind::RetryAfter(wait) => wait <= max_wait,
+            RejectionKind::SlotsBusy => true,
+            RejectionKind::NeverFits { .. } => false,
+        }
 }
 
 /// `provider`, `model` labels of a route, for a rate-limit hit.

@@ -17,6 +17,7 @@ pub mod error;
 mod hints;
 pub mod metrics;
 mod proxy;
+pub mod queue;
 mod relay;
 mod secret;
 mod settle;
@@ -57,9 +58,21 @@ impl AppState {
     /// # Errors
     /// When a provider key is missing or the tokenizers fail to load.
     pub fn build(config: &sluice_config::Config, store: Arc<dyn sluice_quota::QuotaStore>) -> Result<Self, BuildError> {
+        Self::build_with_clock(config, store, Arc::new(sluice_quota::SystemClock::new()))
+    }
+
+    /// [`AppState::build`] on a given clock.
+    ///
+    /// # Errors
+    /// As [`AppState::build`].
+    pub fn build_with_clock(
+        config: &sluice_config::Config,
+        store: Arc<dyn sluice_quota::QuotaStore>,
+        clock: Arc<dyn sluice_quota::Clock>,
+    ) -> Result<Self, BuildError> {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = Arc::new(metrics::Metrics::register(&mut registry));
-        let gateway = Gateway::build(config, store, metrics)?;
+        let gateway = Gateway::build(config, store, clock, metrics)?;
         Ok(Self {
             gateway: Arc::new(gateway),
             draining: Arc::new(AtomicBool::new(false)),

@@ -8,6 +8,8 @@ use std::sync::atomic::AtomicU64;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// `provider`, `model`.
@@ -50,8 +52,25 @@ pub struct Decision {
     pub limiter: String,
 }
 
+/// `priority` (the traffic class), `task_type`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// The traffic class.
+    pub priority: String,
+    /// The task type.
+    pub task_type: String,
+}
+
+/// Bucket bounds of the queue wait histogram, in seconds: 1 ms to 10 min.
+const WAIT_BUCKETS: [f64; 16] =
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0, 600.0];
+
+fn wait_histogram() -> Histogram {
+    Histogram::new(WAIT_BUCKETS)
+}
+
 /// Counters of the request path.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     /// `llm_requests_total{provider,model,status}`.
     pub requests: Family<Outcome, Counter>,
@@ -63,6 +82,24 @@ pub struct Metrics {
     pub rate_limit_hits: Family<Hit, Counter>,
     /// `sluice_decisions_total{decision,limiter}`.
     pub decisions: Family<Decision, Counter>,
+    /// `llm_queue_depth{priority,task_type}`.
+    pub queue_depth: Family<QueueLabels, Gauge>,
+    /// `llm_queue_wait_seconds{priority,task_type}`.
+    pub queue_wait: Family<QueueLabels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            requests: Family::default(),
+            tokens_reserved: Family::default(),
+            tokens_used: Family::default(),
+            rate_limit_hits: Family::default(),
+            decisions: Family::default(),
+            queue_depth: Family::default(),
+            queue_wait: Family::new_with_constructor(wait_histogram),
+        }
+    }
 }
 
 impl Metrics {
@@ -87,6 +124,12 @@ impl Metrics {
             metrics.rate_limit_hits.clone(),
         );
         registry.register("sluice_decisions", "Admission decisions by outcome and limiter", metrics.decisions.clone());
+        registry.register("llm_queue_depth", "Requests waiting for capacity", metrics.queue_depth.clone());
+        registry.register(
+            "llm_queue_wait_seconds",
+            "Time requests waited for capacity (admitted or not)",
+            metrics.queue_wait.clone(),
+        );
         metrics
     }
 

@@ -71,7 +71,13 @@ async fn proxy(
     let force_usage = request.stream && protocol == Protocol::OpenAiChat && !request.client_wants_stream_usage;
     let outgoing = build_upstream(route, protocol, headers, upstream_body(&request, &route.model, force_usage), trace);
     let used = route.counters.used.clone();
-    let guard = SettleGuard::new(Arc::clone(&gateway.store), admitted.grant_id, admitted.sent_unanswered(), used);
+    let guard = SettleGuard::new(
+        Arc::clone(&gateway.store),
+        admitted.grant_id,
+        admitted.sent_unanswered(),
+        used,
+        Arc::clone(&route.queue),
+    );
     let response = match gateway.upstream.send(outgoing, gateway.upstream_timeout).await {
         Ok(response) => response,
         Err(UpstreamError::Connect) => {

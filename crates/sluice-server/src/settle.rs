@@ -6,6 +6,8 @@ use futures_util::FutureExt as _;
 use prometheus_client::metrics::counter::Counter;
 use sluice_quota::{QuotaStore, ReservationId, Settlement};
 
+use crate::queue::DeploymentQueue;
+
 /// Owns a reservation until it is settled. Dropped unsettled (the client went away, the
 /// handler failed), it settles with the fallback figure it holds.
 #[derive(Debug)]
@@ -14,14 +16,22 @@ pub struct SettleGuard {
     id: Option<ReservationId>,
     fallback: Settlement,
     used: Counter,
+    queue: Arc<DeploymentQueue>,
 }
 
 impl SettleGuard {
     /// Guards `id`, settling with `fallback` if nothing better is known.
-    /// Each settlement adds its used tokens to `used`.
+    /// Each settlement adds its used tokens to `used` and tells the deployment's `queue`
+    /// that capacity may have come back.
     #[must_use]
-    pub fn new(store: Arc<dyn QuotaStore>, id: ReservationId, fallback: Settlement, used: Counter) -> Self {
-        Self { store, id: Some(id), fallback, used }
+    pub fn new(
+        store: Arc<dyn QuotaStore>,
+        id: ReservationId,
+        fallback: Settlement,
+        used: Counter,
+        queue: Arc<DeploymentQueue>,
+    ) -> Self {
+        Self { store, id: Some(id), fallback, used, queue }
     }
 
     /// Settles now with `settlement`.
@@ -35,10 +45,12 @@ impl SettleGuard {
         let store = Arc::clone(&self.store);
         let settlement = self.fallback;
         self.used.inc_by(settlement.used.input_tokens.saturating_add(settlement.used.output_tokens));
+        let queue = Arc::clone(&self.queue);
         let mut settling = Box::pin(async move {
             if let Err(e) = store.settle(id, settlement).await {
                 tracing::warn!(error = %e, "settlement failed; the lease will expire instead");
             }
+            queue.capacity_returned();
         });
         // The memory store settles synchronously; a remote store's call goes on in a task
         // (the same future: it may already have been sent).

@@ -5,11 +5,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_config::{Config, OutputCounting, ProviderKind, Tokenizer};
+use sluice_config::{Config, OutputCounting, ProviderKind, Tokenizer, TrafficClass};
 use sluice_provider::{Estimator, TokenizerKind, tokenizer_for_model};
-use sluice_quota::{QuotaStore, ScopeId, ScopeKey, ScopeKind};
+use sluice_quota::{Clock, QuotaStore, ScopeId, ScopeKey, ScopeKind};
 
 use crate::metrics::{Metrics, RouteCounters};
+use crate::queue::DeploymentQueue;
 use crate::secret::{self, ProviderKey, SecretError};
 use crate::upstream::Upstream;
 
@@ -20,8 +21,14 @@ pub struct Caller {
     pub key_id: Arc<str>,
     /// The tenant's name.
     pub tenant: Arc<str>,
-    /// The traffic class's name.
-    pub class: Arc<str>,
+    /// The tenant's index (fair-queuing identity).
+    pub tenant_index: u32,
+    /// The tenant's weight.
+    pub weight: std::num::NonZeroU32,
+    /// The key's index (its lane in the queues).
+    pub key_index: u32,
+    /// The traffic class.
+    pub class: TrafficClass,
     /// Scopes from the org down to the key.
     pub scopes: Vec<ScopeId>,
 }
@@ -64,6 +71,8 @@ pub struct Route {
     pub output_counting: OutputCounting,
     /// Its counters.
     pub counters: RouteCounters,
+    /// Requests waiting for it.
+    pub queue: Arc<DeploymentQueue>,
 }
 
 /// Everything a request handler needs, shared by all requests.
@@ -89,6 +98,8 @@ pub struct Gateway {
     pub upstream_timeout: Duration,
     /// Request-path metrics.
     pub metrics: Arc<Metrics>,
+    /// The gateway's clock.
+    pub clock: Arc<dyn Clock>,
 }
 
 /// Why a gateway could not be built from a valid configuration.
@@ -107,9 +118,14 @@ impl Gateway {
     ///
     /// # Errors
     /// When a provider key cannot be loaded or the tokenizers fail.
-    pub fn build(config: &Config, store: Arc<dyn QuotaStore>, metrics: Arc<Metrics>) -> Result<Self, BuildError> {
+    pub fn build(
+        config: &Config,
+        store: Arc<dyn QuotaStore>,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, BuildError> {
         let estimator = Estimator::new().map_err(|e| BuildError::Estimator(e.to_string()))?;
-        let deployments = routes(config, store.as_ref(), &metrics)?;
+        let deployments = routes(config, &store, &clock, &metrics)?;
         let profiles = config
             .models
             .iter()
@@ -134,12 +150,18 @@ impl Gateway {
             lease: config.server.lease,
             upstream_timeout: config.server.upstream_timeout,
             metrics,
+            clock,
             store,
         })
     }
 }
 
-fn routes(config: &Config, store: &dyn QuotaStore, metrics: &Metrics) -> Result<Vec<Route>, SecretError> {
+fn routes(
+    config: &Config,
+    store: &Arc<dyn QuotaStore>,
+    clock: &Arc<dyn Clock>,
+    metrics: &Metrics,
+) -> Result<Vec<Route>, SecretError> {
     config
         .deployments
         .iter()
@@ -154,6 +176,7 @@ fn routes(config: &Config, store: &dyn QuotaStore, metrics: &Metrics) -> Result<
             };
             let labels = crate::metrics::Upstream { provider: provider.name.to_string(), model: d.model.clone() };
             Ok(Route {
+                queue: DeploymentQueue::new(Arc::clone(store), Arc::clone(clock)),
                 counters: RouteCounters::new(metrics, labels),
                 name: d.name.clone(),
                 scope: store.register(ScopeKey::new(ScopeKind::Deployment, d.name.clone()), d.limits.clone()),
@@ -181,7 +204,8 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> HashMap<[u8; 32], Caller>
     config
         .keys
         .iter()
-        .map(|k| {
+        .enumerate()
+        .map(|(key_index, k)| {
             let tenant = &config.tenants[k.tenant];
             let mut scopes = vec![org, tenants[k.tenant]];
             if let Some(team) = k.team.map(|i| &tenant.teams[i]) {
@@ -192,7 +216,10 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> HashMap<[u8; 32], Caller>
             let caller = Caller {
                 key_id: k.id.clone(),
                 tenant: tenant.name.clone(),
-                class: config.classes[k.class].name.clone(),
+                tenant_index: u32::try_from(k.tenant).unwrap_or(u32::MAX),
+                weight: tenant.weight,
+                key_index: u32::try_from(key_index).unwrap_or(u32::MAX),
+                class: config.classes[k.class].clone(),
                 scopes,
             };
             (k.sha256, caller)

@@ -1,0 +1,319 @@
+//! Waiting instead of failing: one queue per deployment, served by a dispatcher task that
+//! exists only while requests wait.
+//!
+//! A request that does not fit now waits, up to its class's `max_wait`, in the deployment's
+//! [`FairQueue`]. The dispatcher tries the queue's head against the store; when the store
+//! refuses, it sleeps until the refusing bucket's next-available instant (a tenant's own
+//! refusal blocks only that tenant), or until a settlement on the deployment gives capacity
+//! back — never polling. New requests go straight to the store only when nothing of their
+//! class or higher waits, so nobody overtakes the queue.
+
+use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use sluice_quota::fair::{Block, FairQueue, Waiter, WaiterId};
+use sluice_quota::{
+    Clock, Cost, Grant, Nanos, QuotaStore, Rejection, RejectionKind, ReserveError, ScopeId, Settlement, Share,
+};
+use tokio::sync::{Notify, oneshot};
+
+/// How long the dispatcher waits before trying again when every slot is busy and no
+/// settlement on this instance signals a free one (another instance may free it).
+const SLOT_POLL: Duration = Duration::from_millis(25);
+/// The window over which throughput is measured for queue ETAs.
+const THROUGHPUT_WINDOW: Duration = Duration::from_secs(10);
+
+/// What a waiting request asks for.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    /// The quota path.
+    pub path: Vec<ScopeId>,
+    /// The cost.
+    pub cost: Cost,
+    /// Its share of shared bursts.
+    pub share: Share,
+    /// The reservation lease.
+    pub lease: Duration,
+    /// Tenant index, for fair sharing.
+    pub tenant: u32,
+    /// The caller's key index: what a refusal of its own limits blocks.
+    pub lane: u32,
+    /// The tenant's weight.
+    pub weight: NonZeroU32,
+    /// The class's priority.
+    pub priority: u8,
+}
+
+impl Ask {
+    fn fairness_cost(&self) -> u64 {
+        self.cost.input_tokens.saturating_add(self.cost.output_tokens).max(1)
+    }
+}
+
+/// Why waiting did not end in a grant.
+#[derive(Debug)]
+pub enum WaitError {
+    /// The queue for this class is full.
+    QueueFull,
+    /// `max_wait` passed; the queue estimates the request could pass after this.
+    TimedOut {
+        /// The last refusal seen for it.
+        rejection: Option<Rejection>,
+        /// The estimated wait from now.
+        eta: Duration,
+    },
+    /// The store refused for good or failed.
+    Store(ReserveError),
+}
+
+struct Pending {
+    ask: Ask,
+    reply: oneshot::Sender<Result<Grant, ReserveError>>,
+    last_refusal: Option<Rejection>,
+}
+
+#[derive(Default)]
+struct State {
+    fair: FairQueue,
+    pending: HashMap<WaiterId, Pending>,
+    per_class: HashMap<u8, usize>,
+    next_id: u64,
+    dispatching: bool,
+    admitted: VecDeque<(Nanos, u64)>,
+}
+
+/// The waiting requests of one deployment.
+pub struct DeploymentQueue {
+    state: Mutex<State>,
+    wake: Notify,
+    store: Arc<dyn QuotaStore>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for DeploymentQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeploymentQueue").field("waiting", &self.lock().fair.len()).finish_non_exhaustive()
+    }
+}
+
+impl DeploymentQueue {
+    /// An empty queue over `store`.
+    #[must_use]
+    pub fn new(store: Arc<dyn QuotaStore>, clock: Arc<dyn Clock>) -> Arc<Self> {
+        Arc::new(Self { state: Mutex::new(State::default()), wake: Notify::new(), store, clock })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Requests waiting now.
+    #[must_use]
+    pub fn depth(&self) -> usize {
+        self.lock().fair.len()
+    }
+
+    /// Whether a request of `priority` must queue behind others rather than try first.
+    #[must_use]
+    pub fn must_queue(&self, priority: u8) -> bool {
+        self.lock().fair.has_waiting_at_or_above(priority)
+    }
+
+    /// Capacity may have come back (a settlement on this deployment): retry the head now.
+    pub fn capacity_returned(&self) {
+        let mut state = self.lock();
+        if state.fair.is_empty() {
+            return;
+        }
+        state.fair.unblock();
+        drop(state);
+        self.wake.notify_one();
+    }
+
+    /// Waits for a grant, at most `max_wait`, with at most `max_queue` of the class waiting.
+    ///
+    /// # Errors
+    /// A full queue, the wait running out, or the store refusing for good.
+    pub async fn wait(
+        self: &Arc<Self>,
+        ask: Ask,
+        max_wait: Duration,
+        max_queue: usize,
+        refusal: Option<Rejection>,
+    ) -> Result<Grant, WaitError> {
+        let now = self.clock.now();
+        let (id, reply) = {
+            let mut state = self.lock();
+            let queued = state.per_class.get(&ask.priority).copied().unwrap_or(0);
+            if queued >= max_queue {
+                return Err(WaitError::QueueFull);
+            }
+            *state.per_class.entry(ask.priority).or_default() += 1;
+            state.next_id += 1;
+            let id = WaiterId(state.next_id);
+            let waiter = Waiter {
+                id,
+                tenant: ask.tenant,
+                lane: ask.lane,
+                priority: ask.priority,
+                weight: ask.weight,
+                cost: ask.fairness_cost(),
+                deadline: now.after(max_wait),
+            };
+            state.fair.push(waiter);
+            let (reply, receive) = oneshot::channel();
+            state.pending.insert(id, Pending { ask, reply, last_refusal: refusal });
+            if !state.dispatching {
+                state.dispatching = true;
+                tokio::spawn(Arc::clone(self).dispatch());
+            }
+            (id, receive)
+        };
+        self.wake.notify_one();
+        let mut ticket = Ticket { queue: self, id: Some(id) };
+        match tokio::time::timeout(max_wait, reply).await {
+            Ok(Ok(result)) => {
+                ticket.id = None;
+                result.map_err(WaitError::Store)
+            }
+            Ok(Err(_)) => Err(WaitError::Store(ReserveError::Store(sluice_quota::StoreError("queue closed".into())))),
+            Err(_) => {
+                let (rejection, eta) = ticket.give_up();
+                Err(WaitError::TimedOut { rejection, eta })
+            }
+        }
+    }
+
+    fn forget(&self, state: &mut State, id: WaiterId) -> Option<Pending> {
+        state.fair.remove(id);
+        let pending = state.pending.remove(&id)?;
+        if let Some(n) = state.per_class.get_mut(&pending.ask.priority) {
+            *n = n.saturating_sub(1);
+        }
+        Some(pending)
+    }
+
+    /// The wait a new request of `priority` would face: the cost queued ahead at the
+    /// recent admission rate, or the last refusal's wait if nothing was admitted lately.
+    fn eta(&self, state: &State, priority: u8, fallback: Option<Duration>) -> Duration {
+        let ahead = state.fair.cost_ahead(priority);
+        let recent: u64 = state.admitted.iter().map(|(_, c)| c).sum();
+        let per_second = recent as f64 / THROUGHPUT_WINDOW.as_secs_f64();
+        let by_rate = (per_second > 0.0).then(|| Duration::from_secs_f64(ahead as f64 / per_second));
+        by_rate.max(fallback).unwrap_or(Duration::from_secs(1))
+    }
+
+    async fn dispatch(self: Arc<Self>) {
+        loop {
+            let now = self.clock.now();
+            let next = {
+                let mut state = self.lock();
+                for waiter in state.fair.expire(now) {
+                    self.forget(&mut state, waiter.id);
+                }
+                if state.fair.is_empty() {
+                    state.dispatching = false;
+                    return;
+                }
+                let head = state.fair.next(now).map(|w| w.id);
+                match head.and_then(|id| state.pending.get(&id).map(|p| (id, p.ask.clone()))) {
+                    Some(next) => Ok(next),
+                    None => Err(state.fair.wake_at(now)),
+                }
+            };
+            match next {
+                Ok((id, ask)) => self.try_one(id, ask).await,
+                Err(wake) => self.sleep(now, wake).await,
+            }
+        }
+    }
+
+    async fn sleep(&self, now: Nanos, wake: Option<Nanos>) {
+        let wait = wake.map_or(Duration::from_secs(1), |at| at.since(now));
+        tokio::select! {
+            () = self.wake.notified() => {}
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+
+    async fn try_one(&self, id: WaiterId, ask: Ask) {
+        let result = self.store.reserve_share(&ask.path, ask.cost, ask.lease, ask.share).await;
+        let now = self.clock.now();
+        let mut state = self.lock();
+        match result {
+            Ok(grant) => {
+                state.fair.admitted(id);
+                state.admitted.push_back((now, ask.fairness_cost()));
+                let horizon = Nanos(now.0.saturating_sub(sluice_quota::clock::duration_ns(THROUGHPUT_WINDOW)));
+                while state.admitted.front().is_some_and(|(t, _)| *t < horizon) {
+                    state.admitted.pop_front();
+                }
+                match self.forget(&mut state, id) {
+                    Some(pending) => {
+                        if let Err(Ok(grant)) = pending.reply.send(Ok(grant)) {
+                            self.release(grant);
+                        }
+                    }
+                    None => self.release(grant),
+                }
+            }
+            Err(ReserveError::Rejected(rejection)) => {
+                let block = if rejection.scope.kind.is_shared() { Block::Shared } else { Block::Lane };
+                match rejection.kind {
+                    RejectionKind::RetryAfter(wait) => state.fair.refused(id, block, now.after(wait)),
+                    RejectionKind::SlotsBusy => state.fair.refused(id, block, now.after(SLOT_POLL)),
+                    RejectionKind::NeverFits { .. } => {
+                        if let Some(pending) = self.forget(&mut state, id) {
+                            let _ = pending.reply.send(Err(ReserveError::Rejected(rejection)));
+                        }
+                        return;
+                    }
+                }
+                if let Some(pending) = state.pending.get_mut(&id) {
+                    pending.last_refusal = Some(rejection);
+                }
+            }
+            Err(error) => {
+                if let Some(pending) = self.forget(&mut state, id) {
+                    let _ = pending.reply.send(Err(error));
+                }
+            }
+        }
+    }
+
+    fn release(&self, grant: Grant) {
+        let store = Arc::clone(&self.store);
+        tokio::spawn(async move {
+            let _ = store.settle(grant.id, Settlement::default()).await;
+        });
+    }
+}
+
+/// Removes its waiter from the queue if the waiting request goes away (timeout, client gone).
+struct Ticket<'q> {
+    queue: &'q DeploymentQueue,
+    id: Option<WaiterId>,
+}
+
+impl Ticket<'_> {
+    fn give_up(&mut self) -> (Option<Rejection>, Duration) {
+        let Some(id) = self.id.take() else { return (None, Duration::ZERO) };
+        let mut state = self.queue.lock();
+        let pending = self.queue.forget(&mut state, id);
+        let priority = pending.as_ref().map_or(u8::MAX, |p| p.ask.priority);
+        let rejection = pending.and_then(|p| p.last_refusal);
+        let eta = self.queue.eta(&state, priority, rejection.as_ref().and_then(Rejection::retry_after));
+        (rejection, eta)
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let mut state = self.queue.lock();
+            self.queue.forget(&mut state, id);
+        }
+    }
+}
