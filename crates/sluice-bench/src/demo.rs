@@ -69,8 +69,9 @@ pub struct DemoArgs {
     /// Batch requests outstanding at once (both sides).
     #[arg(long, default_value_t = 10)]
     pub batch_concurrency: usize,
-    /// The batch team's cap at the gateway, as a share of the provider's limits.
-    #[arg(long, default_value_t = 0.9)]
+    /// The batch class's share of the deployment's burst at the gateway: batch requests
+    /// leave the rest to interactive ones, which therefore never wait behind the batch.
+    #[arg(long, default_value_t = 0.75)]
     pub batch_share: f64,
     /// Workers of the naive side.
     #[arg(long, default_value_t = 12)]

@@ -73,12 +73,13 @@ impl Provider {
     }
 
     /// The gateway in front of the simulator at `sim_url`: the provider's limits in real
-    /// time on the deployment, and the batch team capped at `batch_share` of them.
+    /// time on the deployment; the batch class waits in the queue (up to 10 minutes) and
+    /// may use only `batch_share` of the deployment's burst, so interactive requests always
+    /// find headroom; batch still gets every token interactive traffic leaves.
     #[must_use]
     pub fn gateway_config(&self, sim_url: &str, batch_share: f64) -> String {
         let scaled = |v: u64| (v as f64 * self.time_scale).round() as u64;
         let (rpm, tpm) = (scaled(self.rpm), scaled(self.tpm));
-        let share = |v: u64| ((v as f64 * batch_share).floor() as u64).max(1);
         let burst = DEPLOYMENT_BURST_SIM_SECONDS / self.time_scale;
         format!(
             r#"
@@ -109,14 +110,16 @@ name = "acme"
 
   [[tenants.teams]]
   name = "reports"
-  limits = {{ rpm = {batch_rpm}, tpm = {batch_tpm}, burst_seconds = {burst} }}
 
 [[classes]]
 name = "interactive"
+max_wait = "5s"
 
 [[classes]]
 name = "batch"
 priority = 5
+max_wait = "10m"
+share = {batch_share}
 
 [[keys]]
 id = "assistants-1"
@@ -132,8 +135,6 @@ team = "reports"
 class = "batch"
 sha256 = "{batch}"
 "#,
-            batch_rpm = share(rpm),
-            batch_tpm = share(tpm),
             interactive = key_hash(INTERACTIVE_KEY),
             batch = key_hash(BATCH_KEY),
         )
