@@ -28,3 +28,11 @@ pub const REDIS_PREFIX: &str = "sluice";
 pub const STORE_TIMEOUT: Duration = Duration::from_millis(250);
 /// Most requests of a class waiting per deployment.
 pub const MAX_QUEUE: u64 = 10_000;
+/// Attempts of an async job before it goes to the dead letter.
+pub const MAX_ATTEMPTS: u64 = 5;
+/// The embedded job store's file, relative to the working directory.
+pub const JOBS_PATH: &str = "sluice-jobs.redb";
+/// Job workers per instance.
+pub const JOB_WORKERS: u64 = 4;
+/// How long a leased job stays invisible without a heartbeat.
+pub const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);

@@ -148,6 +148,19 @@ pub struct TrafficClass {
     pub share_permille: u16,
     /// Most requests of this class waiting per deployment.
     pub max_queue: usize,
+    /// Most attempts of an async job of this class before it goes to the dead letter.
+    pub max_attempts: u32,
+}
+
+/// Async jobs: process settings, not reloadable.
+#[derive(Debug, Clone)]
+pub struct Jobs {
+    /// The embedded job store's file (used when `[store]` is in memory).
+    pub path: std::path::PathBuf,
+    /// Workers per instance running jobs (0: this instance only accepts jobs).
+    pub workers: usize,
+    /// How long a leased job stays invisible to other workers without a heartbeat.
+    pub visibility_timeout: Duration,
 }
 
 /// Process settings: not reloadable.
@@ -223,4 +236,6 @@ pub struct Config {
     pub keys: Vec<ApiKey>,
     /// Traffic classes; index 0 is the default.
     pub classes: Vec<TrafficClass>,
+    /// Async job settings.
+    pub jobs: Jobs,
 }

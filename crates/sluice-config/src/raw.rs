@@ -25,6 +25,8 @@ pub struct RawConfig {
     pub keys: Vec<RawKey>,
     #[serde(default)]
     pub classes: Vec<RawClass>,
+    #[serde(default)]
+    pub jobs: RawJobs,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -144,4 +146,13 @@ pub struct RawClass {
     pub priority: Option<Spanned<u8>>,
     pub share: Option<Spanned<f64>>,
     pub max_queue: Option<Spanned<u64>>,
+    pub max_attempts: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawJobs {
+    pub path: Option<Spanned<String>>,
+    pub workers: Option<Spanned<u64>>,
+    pub visibility_timeout: Option<Spanned<String>>,
 }

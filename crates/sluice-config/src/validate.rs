@@ -37,7 +37,8 @@ impl Validator<'_> {
         let tenants = self.tenants(&raw.tenants)?;
         let classes = self.classes(&raw.classes)?;
         let keys = self.keys(&raw.keys, &tenants, &classes)?;
-        Ok(Config { server, store, org, providers, deployments, models, tenants, keys, classes })
+        let jobs = self.jobs(&raw.jobs)?;
+        Ok(Config { server, store, org, providers, deployments, models, tenants, keys, classes, jobs })
     }
 
     fn server(&self, raw: &RawServer) -> Result<Server> {
@@ -368,17 +369,48 @@ impl Validator<'_> {
                     Some(q) => self.positive(&format!("classes[{i}].max_queue"), q)?.get(),
                 };
                 let max_queue = usize::try_from(max_queue).unwrap_or(usize::MAX);
+                let max_attempts = self.max_attempts(&format!("classes[{i}].max_attempts"), c.max_attempts.as_ref())?;
                 let name = Arc::from(c.name.get_ref().as_str());
-                Ok(TrafficClass { name, max_wait, priority, share_permille, max_queue })
+                Ok(TrafficClass { name, max_wait, priority, share_permille, max_queue, max_attempts })
             })
             .collect::<Result<_>>()?;
         if !classes.iter().any(|c| &*c.name == defaults::CLASS) {
             let name = Arc::from(defaults::CLASS);
             let max_queue = usize::try_from(defaults::MAX_QUEUE).unwrap_or(usize::MAX);
             let max_wait = defaults::INTERACTIVE_MAX_WAIT;
-            classes.insert(0, TrafficClass { name, max_wait, priority: 0, share_permille: 1000, max_queue });
+            let max_attempts = u32::try_from(defaults::MAX_ATTEMPTS).unwrap_or(u32::MAX);
+            classes
+                .insert(0, TrafficClass { name, max_wait, priority: 0, share_permille: 1000, max_queue, max_attempts });
         }
         Ok(classes)
+    }
+
+    fn max_attempts(&self, field: &str, raw: Option<&Spanned<u64>>) -> Result<u32> {
+        let Some(n) = raw else { return Ok(u32::try_from(defaults::MAX_ATTEMPTS).unwrap_or(u32::MAX)) };
+        u32::try_from(*n.get_ref())
+            .ok()
+            .filter(|n| (1..=100).contains(n))
+            .ok_or_else(|| self.err(field, n.span(), "between 1 and 100"))
+    }
+
+    fn jobs(&self, raw: &RawJobs) -> Result<Jobs> {
+        let path = raw.path.as_ref().map_or(defaults::JOBS_PATH, |p| p.get_ref().as_str());
+        if path.trim().is_empty() {
+            let span = raw.path.as_ref().map_or(0..0, Spanned::span);
+            return Err(self.err("jobs.path", span, "must name a file"));
+        }
+        let workers = raw.workers.as_ref().map_or(defaults::JOB_WORKERS, |w| *w.get_ref());
+        if workers > 256 {
+            let span = raw.workers.as_ref().map_or(0..0, Spanned::span);
+            return Err(self.err("jobs.workers", span, "at most 256 (0: accept jobs, run none here)"));
+        }
+        let visibility_timeout =
+            self.duration("jobs.visibility_timeout", &raw.visibility_timeout, defaults::VISIBILITY_TIMEOUT)?;
+        if visibility_timeout < Duration::from_secs(1) {
+            let span = raw.visibility_timeout.as_ref().map_or(0..0, Spanned::span);
+            return Err(self.err("jobs.visibility_timeout", span, "at least 1s (leases are renewed at a third of it)"));
+        }
+        Ok(Jobs { path: path.into(), workers: usize::try_from(workers).unwrap_or(0), visibility_timeout })
     }
 
     fn keys(&self, raw: &[RawKey], tenants: &[Tenant], classes: &[TrafficClass]) -> Result<Vec<ApiKey>> {

@@ -133,3 +133,34 @@ fn store_settings_are_validated() {
         assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
     }
 }
+
+#[test]
+fn job_settings_and_max_attempts_are_validated() {
+    let config = parse(BASE).unwrap();
+    assert_eq!(config.classes[0].max_attempts, 5);
+    assert_eq!(config.jobs.workers, 4);
+    assert_eq!(config.jobs.path, std::path::PathBuf::from("sluice-jobs.redb"));
+    assert_eq!(config.jobs.visibility_timeout, std::time::Duration::from_secs(30));
+    let set = format!(
+        "{BASE}\n[[classes]]\nname = \"batch\"\nmax_attempts = 8\n\n[jobs]\npath = \"/tmp/j.redb\"\nworkers = 2\nvisibility_timeout = \"5s\"\n"
+    );
+    let config = parse(&set).unwrap();
+    assert_eq!(config.classes.iter().find(|c| &*c.name == "batch").unwrap().max_attempts, 8);
+    assert_eq!((config.jobs.workers, config.jobs.visibility_timeout.as_secs()), (2, 5));
+    let cases = [
+        ("[[classes]]\nname = \"batch\"\nmax_attempts = 0\n", "classes[0].max_attempts", 28, "between 1 and 100"),
+        ("[[classes]]\nname = \"batch\"\nmax_attempts = 1000\n", "classes[0].max_attempts", 28, "between 1 and 100"),
+        ("[jobs]\nworkers = 1000\n", "jobs.workers", 27, "at most 256"),
+        ("[jobs]\npath = \" \"\n", "jobs.path", 27, "must name a file"),
+        ("[jobs]\nvisibility_timeout = \"10ms\"\n", "jobs.visibility_timeout", 27, "at least 1s"),
+        ("[jobs]\nvisibility = \"10s\"\n", "", 27, "unknown field `visibility`"),
+    ];
+    for (extra, field, line, words) in cases {
+        let err = parse(&format!("{BASE}\n{extra}")).unwrap_err();
+        if !field.is_empty() {
+            assert_eq!(err.field, field, "{err}");
+        }
+        assert_eq!(err.line, Some(line), "{err}");
+        assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
+    }
+}
