@@ -1,0 +1,185 @@
+//! Admissions per second through [`RedisStore`] against local `redis-server` processes:
+//! a standalone server and a 3-master cluster. One admission is a reserve on a 6-level path
+//! (org, tenant, team, key, profile, deployment), 4 dimensions each (requests, input,
+//! output and total tokens), then its settlement with the real usage, as the gateway does.
+//! `IN_FLIGHT` tasks on a multi-thread runtime run admissions back to back for a bounded
+//! time; each admission's latency is recorded. Redis' `INFO commandstats` separates the
+//! server's time from the client's.
+//!
+//! `cargo bench -p sluice-redis --bench admissions [-- SECONDS [IN_FLIGHT]]` (default 5 s
+//! per case, 64 in flight).
+#![allow(
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark prints its figures and fails loudly"
+)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_quota::{Cost, Dimension, Limits, QuotaStore, RateLimit, ScopeId, ScopeKey, ScopeKind, Settlement};
+use sluice_redis::local::{LocalCluster, LocalRedis};
+use sluice_redis::{RedisConfig, RedisStore, Topology};
+use tokio::time::Instant;
+
+/// Concurrent admission loops, unless the second argument says otherwise.
+const IN_FLIGHT: usize = 64;
+/// Most admissions one loop makes, whatever the time left.
+const MAX_PER_TASK: usize = 1_000_000;
+const LEASE: Duration = Duration::from_secs(60);
+const PATH: [ScopeKind; 6] = [
+    ScopeKind::Org,
+    ScopeKind::Tenant,
+    ScopeKind::Team,
+    ScopeKind::ApiKey,
+    ScopeKind::ModelProfile,
+    ScopeKind::Deployment,
+];
+
+/// Limits high enough never to refuse: every admission runs the whole script.
+fn limits() -> Limits {
+    Dimension::ALL
+        .into_iter()
+        .fold(Limits::unlimited(), |l, d| l.with_rate(RateLimit::per_minute(d, 1_000_000_000_000).unwrap()))
+}
+
+fn register(store: &RedisStore) -> Vec<ScopeId> {
+    PATH.iter().map(|kind| store.register(ScopeKey::new(*kind, format!("bench-{}", kind.as_str())), limits())).collect()
+}
+
+async fn admit(store: &RedisStore, path: &[ScopeId]) {
+    let grant = store.reserve(path, Cost::request(120, 256), LEASE).await.unwrap();
+    store.settle(grant.id, Settlement::exact(Cost::request(120, 180))).await.unwrap();
+}
+
+/// Runs the loops for `run`; returns every admission's latency and the wall time.
+async fn drive(
+    store: Arc<RedisStore>,
+    path: Arc<Vec<ScopeId>>,
+    run: Duration,
+    in_flight: usize,
+) -> (Vec<Duration>, Duration) {
+    let start = Instant::now();
+    let end = start + run;
+    let tasks: Vec<_> = (0..in_flight)
+        .map(|_| {
+            let (store, path) = (Arc::clone(&store), Arc::clone(&path));
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                while latencies.len() < MAX_PER_TASK {
+                    let began = Instant::now();
+                    if began >= end {
+                        break;
+                    }
+                    admit(&store, &path).await;
+                    latencies.push(began.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    (all, start.elapsed())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+/// Script calls and server microseconds from `INFO commandstats`, summed over `urls`.
+fn server_time(urls: &[String]) -> (u64, u64) {
+    let mut total = (0, 0);
+    for url in urls {
+        let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
+        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut conn).unwrap();
+        for line in info.lines().filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:")) {
+            let field = |name: &str| -> u64 {
+                line.split([':', ',']).find_map(|kv| kv.strip_prefix(name)?.parse().ok()).unwrap_or(0)
+            };
+            total.0 += field("calls=");
+            total.1 += field("usec=");
+        }
+    }
+    total
+}
+
+fn reset_stats(urls: &[String]) {
+    for url in urls {
+        let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
+        let () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut conn).unwrap();
+    }
+}
+
+/// Inner commands the scripts ran, per admission (`INFO commandstats`, Redis 7 counts them).
+fn inner_commands(urls: &[String], admissions: usize) -> String {
+    let mut counts: std::collections::BTreeMap<String, (u64, u64)> = std::collections::BTreeMap::new();
+    for url in urls {
+        let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
+        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut conn).unwrap();
+        for line in info.lines() {
+            let Some((name, rest)) = line.strip_prefix("cmdstat_").and_then(|l| l.split_once(':')) else { continue };
+            let field =
+                |f: &str| -> u64 { rest.split(',').find_map(|kv| kv.strip_prefix(f)?.parse().ok()).unwrap_or(0) };
+            let entry = counts.entry(name.to_owned()).or_default();
+            entry.0 += field("calls=");
+            entry.1 += field("usec=");
+        }
+    }
+    let n = admissions.max(1) as f64;
+    counts
+        .iter()
+        .filter(|(name, _)| {
+            !name.starts_with("eval") && !["info", "config", "cluster", "ping"].contains(&name.as_str())
+        })
+        .map(|(name, (calls, usec))| format!("{name} {:.1} ({:.1} µs)", *calls as f64 / n, *usec as f64 / n))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn case(name: &str, topology: Topology, urls: &[String], run: Duration, in_flight: usize) {
+    let config = RedisConfig { topology, prefix: "bench".into(), timeout: Duration::from_secs(5) };
+    let store = Arc::new(RedisStore::new(config));
+    let path = Arc::new(register(&store));
+    drive(Arc::clone(&store), Arc::clone(&path), Duration::from_millis(500), in_flight).await; // warm-up
+    reset_stats(urls);
+    let (mut latencies, wall) = drive(store, path, run, in_flight).await;
+    let (calls, usec) = server_time(urls);
+    latencies.sort_unstable();
+    let n = latencies.len();
+    let rate = n as f64 / wall.as_secs_f64();
+    println!(
+        "{name:<22} {n:>8} admissions in {:.2} s = {rate:>8.0}/s | latency p50 {:>5.2} ms, p99 {:>5.2} ms, max {:>6.2} ms | \
+         {:.1} scripts/admission, {:.1} µs server time per script, server busy {:.0} % of the wall time (summed over servers)",
+        wall.as_secs_f64(),
+        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+        latencies[n - 1].as_secs_f64() * 1e3,
+        calls as f64 / n as f64,
+        usec as f64 / calls.max(1) as f64,
+        usec as f64 / 1e4 / wall.as_secs_f64(),
+    );
+    println!("{:<22} per admission, commands run by the scripts: {}", "", inner_commands(urls, n));
+}
+
+fn main() {
+    let numbers: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let seconds = numbers.first().copied().unwrap_or(5);
+    let in_flight = numbers.get(1).map_or(IN_FLIGHT, |&n| n as usize);
+    let run = Duration::from_secs(seconds);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    println!(
+        "{in_flight} in flight, 6-level path x 4 dimensions, reserve + settle per admission, {seconds} s per case"
+    );
+    let standalone = LocalRedis::start().expect("redis-server on PATH");
+    let urls = vec![standalone.url()];
+    runtime.block_on(case("standalone", Topology::Standalone(standalone.url()), &urls, run, in_flight));
+    drop(standalone);
+    let cluster = LocalCluster::start(3).expect("redis-server and redis-cli on PATH");
+    let urls = cluster.urls();
+    runtime.block_on(case("cluster, 3 masters", Topology::Cluster(urls.clone()), &urls, run, in_flight));
+}
