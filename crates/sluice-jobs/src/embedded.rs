@@ -1,0 +1,337 @@
+//! [`EmbeddedJobStore`]: jobs in one `redb` file, for the embedded (single-process)
+//! deployment. Every state change is one write transaction, committed durably (fsync)
+//! before the call returns.
+//!
+//! Tables:
+//!
+//! ```text
+//! jobs          id                 -> job (JSON)
+//! ready         (priority, seq)    -> id     lowest priority value first, then oldest
+//! delayed       (not_before, seq)  -> id     by the store time it may run again (ms)
+//! leases        (lease_until, seq) -> id     running jobs by lease end (ms)
+//! dead_letter   seq                -> id
+//! idempotency   (tenant, key)      -> id
+//! meta          "seq" | "clock"    -> u64    submission counter; the store's clock high-water mark
+//! ```
+//!
+//! Time: the store's clock is the process's monotonic clock plus the high-water mark of
+//! the previous run, so it never goes backwards across restarts (time while the process
+//! is down does not count: a delay resumes where it stopped).
+//!
+//! Recovery: redb lets one process open the file for writing, so whatever is `running`
+//! when the store is opened belonged to a process that is gone. Opening marks those
+//! leases expired; the next `lease_next` takes them back (and reports them as recovered).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redb::{Database, ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _, TableDefinition};
+use sluice_quota::Clock;
+
+use crate::job::{Counts, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, Leased, NewJob, Submitted};
+use crate::machine;
+use crate::store::{JobFuture, JobStore, JobStoreError, millis};
+
+const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
+const READY: TableDefinition<(u8, u64), &str> = TableDefinition::new("ready");
+const DELAYED: TableDefinition<(u64, u64), &str> = TableDefinition::new("delayed");
+const LEASES: TableDefinition<(u64, u64), &str> = TableDefinition::new("leases");
+const DEAD: TableDefinition<u64, &str> = TableDefinition::new("dead_letter");
+const IDEMPOTENCY: TableDefinition<(&str, &str), &str> = TableDefinition::new("idempotency");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// Most delayed or expired jobs one lease call moves (the rest follow on the next call).
+const MOVE_BATCH: usize = 256;
+
+type Txn = redb::WriteTransaction;
+
+fn db_error(e: impl Into<redb::Error>) -> JobStoreError {
+    JobStoreError(format!("redb: {}", e.into()))
+}
+
+/// Jobs in a local `redb` file.
+#[derive(Debug, Clone)]
+pub struct EmbeddedJobStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    db: Database,
+    clock: Arc<dyn Clock>,
+    base_ms: u64,
+}
+
+impl EmbeddedJobStore {
+    /// Opens (or creates) the store at `path`; running jobs of a previous process become
+    /// recoverable at once.
+    ///
+    /// # Errors
+    /// When the file cannot be opened (another process holds it, it is not a redb file).
+    pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<Self, JobStoreError> {
+        let db = Database::create(path).map_err(db_error)?;
+        let txn = db.begin_write().map_err(db_error)?;
+        let base_ms = open_tables(&txn).map_err(db_error)?;
+        txn.commit().map_err(db_error)?;
+        Ok(Self { inner: Arc::new(Inner { db, clock, base_ms }) })
+    }
+
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Inner) -> Result<T, JobStoreError> + Send + 'static,
+    ) -> Result<T, JobStoreError> {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || work(&inner)).await.map_err(JobStoreError::from_display)?
+    }
+}
+
+/// Creates every table, expires every lease of the previous process, and returns the
+/// clock's starting point.
+fn open_tables(txn: &Txn) -> Result<u64, redb::Error> {
+    txn.open_table(JOBS)?;
+    txn.open_table(READY)?;
+    txn.open_table(DELAYED)?;
+    txn.open_table(DEAD)?;
+    txn.open_table(IDEMPOTENCY)?;
+    let base = txn.open_table(META)?.get("clock")?.map_or(0, |v| v.value()).saturating_add(1);
+    let mut leases = txn.open_table(LEASES)?;
+    let held: Vec<((u64, u64), String)> = leases
+        .iter()?
+        .filter_map(Result::ok)
+        .map(|(k, v)| (k.value(), v.value().to_owned()))
+        .filter(|((until, _), _)| *until > 0)
+        .collect();
+    let mut jobs = txn.open_table(JOBS)?;
+    for ((until, seq), id) in held {
+        leases.remove((until, seq))?;
+        leases.insert((0, seq), id.as_str())?;
+        if let Some(mut job) = load(&jobs, &id)? {
+            job.lease_until = 0;
+            save(&mut jobs, &job)?;
+        }
+    }
+    Ok(base)
+}
+
+fn corrupt(e: serde_json::Error) -> redb::Error {
+    redb::Error::Corrupted(format!("job record: {e}"))
+}
+
+fn load(jobs: &impl redb::ReadableTable<&'static str, &'static [u8]>, id: &str) -> Result<Option<Job>, redb::Error> {
+    match jobs.get(id)? {
+        Some(bytes) => serde_json::from_slice(bytes.value()).map(Some).map_err(corrupt),
+        None => Ok(None),
+    }
+}
+
+fn save(jobs: &mut redb::Table<&str, &[u8]>, job: &Job) -> Result<(), redb::Error> {
+    let bytes = serde_json::to_vec(job).map_err(corrupt)?;
+    jobs.insert(job.id.as_str(), bytes.as_slice())?;
+    Ok(())
+}
+
+impl Inner {
+    fn now_ms(&self) -> u64 {
+        self.base_ms.saturating_add(self.clock.now().0 / 1_000_000)
+    }
+
+    /// One durable write transaction on the store's clock.
+    fn write<T>(&self, work: impl FnOnce(&Txn, u64) -> Result<T, redb::Error>) -> Result<T, JobStoreError> {
+        let txn = self.db.begin_write().map_err(db_error)?;
+        let now = self.now_ms();
+        let out = work(&txn, now).map_err(db_error)?;
+        let mut meta = txn.open_table(META).map_err(db_error)?;
+        meta.insert("clock", now).map_err(db_error)?;
+        drop(meta);
+        txn.commit().map_err(db_error)?;
+        Ok(out)
+    }
+
+    fn submit(&self, new: NewJob) -> Result<Submitted, JobStoreError> {
+        self.write(|txn, _| {
+            let mut jobs = txn.open_table(JOBS)?;
+            let mut idempotency = txn.open_table(IDEMPOTENCY)?;
+            if let Some(key) = &new.idempotency_key {
+                let known = idempotency.get((new.tenant.as_str(), key.as_str()))?.map(|v| v.value().to_owned());
+                if let Some(job) = known.map(|id| load(&jobs, &id)).transpose()?.flatten() {
+                    return Ok(Submitted { job, created: false });
+                }
+                idempotency.insert((new.tenant.as_str(), key.as_str()), new.id.as_str())?;
+            }
+            let mut meta = txn.open_table(META)?;
+            let seq = meta.get("seq")?.map_or(0, |v| v.value()).saturating_add(1);
+            meta.insert("seq", seq)?;
+            let job = Job::new(new, seq);
+            save(&mut jobs, &job)?;
+            txn.open_table(READY)?.insert(machine::ready_key(&job), job.id.as_str())?;
+            Ok(Submitted { job, created: true })
+        })
+    }
+
+    /// Whether a lease call has anything to do (a read, so idle polling never writes).
+    fn has_work(&self) -> Result<bool, JobStoreError> {
+        let now = self.now_ms();
+        let txn = self.db.begin_read().map_err(db_error)?;
+        let ready = !txn.open_table(READY).map_err(db_error)?.is_empty().map_err(db_error)?;
+        let first = |def: TableDefinition<(u64, u64), &str>| -> Result<bool, JobStoreError> {
+            let table = txn.open_table(def).map_err(db_error)?;
+            let head = table.first().map_err(db_error)?;
+            Ok(head.is_some_and(|(k, _)| k.value().0 <= now))
+        };
+        Ok(ready || first(DELAYED)? || first(LEASES)?)
+    }
+
+    fn lease_next(&self, worker: &str, visibility: Duration) -> Result<LeaseOutcome, JobStoreError> {
+        if !self.has_work()? {
+            return Ok(LeaseOutcome::default());
+        }
+        self.write(|txn, now| {
+            let mut jobs = txn.open_table(JOBS)?;
+            let mut ready = txn.open_table(READY)?;
+            promote_due(&mut jobs, &mut ready, &mut txn.open_table(DELAYED)?, now)?;
+            let mut leases = txn.open_table(LEASES)?;
+            let mut outcome = recover_expired(&mut jobs, &mut ready, &mut leases, &mut txn.open_table(DEAD)?, now)?;
+            let Some(id) = ready.pop_first()?.map(|(_, id)| id.value().to_owned()) else { return Ok(outcome) };
+            let Some(mut job) = load(&jobs, &id)? else { return Ok(outcome) };
+            let token = machine::lease(&mut job, worker, now, millis(visibility));
+            leases.insert((job.lease_until, job.seq), id.as_str())?;
+            save(&mut jobs, &job)?;
+            outcome.leased = Some(Leased { job, token });
+            Ok(outcome)
+        })
+    }
+
+    /// Applies `change` to a running job held with `token`; `None` when the lease is lost.
+    fn with_lease<T>(
+        &self,
+        id: &JobId,
+        change: impl FnOnce(&mut Job, u64) -> Result<T, machine::Stale>,
+    ) -> Result<Option<T>, JobStoreError> {
+        self.write(|txn, now| {
+            let mut jobs = txn.open_table(JOBS)?;
+            let Some(mut job) = load(&jobs, id.as_str())? else { return Ok(None) };
+            let held = (job.lease_until, job.seq);
+            let Ok(out) = change(&mut job, now) else { return Ok(None) };
+            let mut leases = txn.open_table(LEASES)?;
+            leases.remove(held)?;
+            match job.state {
+                JobState::Running => drop(leases.insert((job.lease_until, job.seq), id.as_str())?),
+                JobState::Delayed => drop(txn.open_table(DELAYED)?.insert((job.not_before, job.seq), id.as_str())?),
+                JobState::DeadLetter => drop(txn.open_table(DEAD)?.insert(job.seq, id.as_str())?),
+                _ => {}
+            }
+            save(&mut jobs, &job)?;
+            Ok(Some(out))
+        })
+    }
+
+    fn get(&self, id: &JobId) -> Result<Option<Job>, JobStoreError> {
+        let txn = self.db.begin_read().map_err(db_error)?;
+        let jobs = txn.open_table(JOBS).map_err(db_error)?;
+        load(&jobs, id.as_str()).map_err(db_error)
+    }
+
+    fn counts(&self) -> Result<Counts, JobStoreError> {
+        let txn = self.db.begin_read().map_err(db_error)?;
+        let ready = txn.open_table(READY).and_then(|t| Ok(t.len()?)).map_err(db_error)?;
+        let delayed = txn.open_table(DELAYED).and_then(|t| Ok(t.len()?)).map_err(db_error)?;
+        let running = txn.open_table(LEASES).and_then(|t| Ok(t.len()?)).map_err(db_error)?;
+        let dead_letter = txn.open_table(DEAD).and_then(|t| Ok(t.len()?)).map_err(db_error)?;
+        Ok(Counts { queued: ready, delayed, running, dead_letter })
+    }
+}
+
+fn promote_due(
+    jobs: &mut redb::Table<&str, &[u8]>,
+    ready: &mut redb::Table<(u8, u64), &str>,
+    delayed: &mut redb::Table<(u64, u64), &str>,
+    now: u64,
+) -> Result<(), redb::Error> {
+    let due: Vec<((u64, u64), String)> = delayed
+        .range((0, 0)..=(now, u64::MAX))?
+        .take(MOVE_BATCH)
+        .map(|entry| entry.map(|(k, v)| (k.value(), v.value().to_owned())))
+        .collect::<Result<_, _>>()?;
+    for (key, id) in due {
+        delayed.remove(key)?;
+        let Some(mut job) = load(jobs, &id)? else { continue };
+        if machine::due(&job, now) {
+            machine::ready(&mut job);
+            ready.insert(machine::ready_key(&job), id.as_str())?;
+            save(jobs, &job)?;
+        }
+    }
+    Ok(())
+}
+
+fn recover_expired(
+    jobs: &mut redb::Table<&str, &[u8]>,
+    ready: &mut redb::Table<(u8, u64), &str>,
+    leases: &mut redb::Table<(u64, u64), &str>,
+    dead: &mut redb::Table<u64, &str>,
+    now: u64,
+) -> Result<LeaseOutcome, redb::Error> {
+    let expired: Vec<((u64, u64), String)> = leases
+        .range((0, 0)..=(now, u64::MAX))?
+        .take(MOVE_BATCH)
+        .map(|entry| entry.map(|(k, v)| (k.value(), v.value().to_owned())))
+        .collect::<Result<_, _>>()?;
+    let mut outcome = LeaseOutcome::default();
+    for (key, id) in expired {
+        leases.remove(key)?;
+        let Some(mut job) = load(jobs, &id)? else { continue };
+        if !machine::expired(&job, now) {
+            continue;
+        }
+        outcome.recovered += 1;
+        if machine::recover(&mut job) == JobState::DeadLetter {
+            outcome.recovered_dead += 1;
+            dead.insert(job.seq, id.as_str())?;
+        } else {
+            ready.insert(machine::ready_key(&job), id.as_str())?;
+        }
+        save(jobs, &job)?;
+    }
+    Ok(outcome)
+}
+
+impl JobStore for EmbeddedJobStore {
+    fn submit(&self, job: NewJob) -> JobFuture<'_, Submitted> {
+        Box::pin(self.run(move |inner| inner.submit(job)))
+    }
+
+    fn lease_next<'a>(&'a self, worker: &'a str, visibility: Duration) -> JobFuture<'a, LeaseOutcome> {
+        let worker = worker.to_owned();
+        Box::pin(self.run(move |inner| inner.lease_next(&worker, visibility)))
+    }
+
+    fn renew<'a>(&'a self, id: &'a JobId, token: u64, visibility: Duration) -> JobFuture<'a, bool> {
+        let id = id.clone();
+        Box::pin(self.run(move |inner| {
+            let renewed = inner.with_lease(&id, |job, now| machine::renew(job, token, now, millis(visibility)))?;
+            Ok(renewed.is_some())
+        }))
+    }
+
+    fn complete<'a>(&'a self, id: &'a JobId, token: u64, result: JobResult) -> JobFuture<'a, bool> {
+        let id = id.clone();
+        Box::pin(
+            self.run(move |inner| Ok(inner.with_lease(&id, |job, _| machine::complete(job, token, result))?.is_some())),
+        )
+    }
+
+    fn fail<'a>(&'a self, id: &'a JobId, token: u64, failure: Failure) -> JobFuture<'a, Option<JobState>> {
+        let id = id.clone();
+        Box::pin(self.run(move |inner| inner.with_lease(&id, |job, now| machine::fail(job, token, &failure, now))))
+    }
+
+    fn get<'a>(&'a self, id: &'a JobId) -> JobFuture<'a, Option<Job>> {
+        let id = id.clone();
+        Box::pin(self.run(move |inner| inner.get(&id)))
+    }
+
+    fn counts(&self) -> JobFuture<'_, Counts> {
+        Box::pin(self.run(Inner::counts))
+    }
+}

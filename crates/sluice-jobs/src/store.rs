@@ -1,0 +1,58 @@
+//! The [`JobStore`] trait: one contract, an embedded and a Redis implementation, one
+//! conformance suite.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::job::{Counts, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, NewJob, Submitted};
+
+/// A store call's future.
+pub type JobFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, JobStoreError>> + Send + 'a>>;
+
+/// A store that could not answer (IO, Redis unreachable, a corrupt record).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("job store: {0}")]
+pub struct JobStoreError(pub String);
+
+impl JobStoreError {
+    /// Wraps any displayable error.
+    pub fn from_display(e: impl std::fmt::Display) -> Self {
+        Self(e.to_string())
+    }
+}
+
+/// Durable job state. Every transition is atomic and on the store's own clock; a lease
+/// token guards every transition of a running job, so a worker whose lease expired can no
+/// longer change it.
+pub trait JobStore: Send + Sync + std::fmt::Debug {
+    /// Stores `job` as queued, or, when its tenant already submitted its idempotency key,
+    /// returns that job unchanged (`created: false`).
+    fn submit(&self, job: NewJob) -> JobFuture<'_, Submitted>;
+
+    /// Makes due delayed jobs ready, takes back running jobs whose lease expired, then
+    /// leases the first ready job (lowest priority value, then oldest) to `worker` for
+    /// `visibility`. A job whose lease is still valid is never leased again.
+    fn lease_next<'a>(&'a self, worker: &'a str, visibility: Duration) -> JobFuture<'a, LeaseOutcome>;
+
+    /// Extends the lease `token` by `visibility` from now. `false`: the lease is lost.
+    fn renew<'a>(&'a self, id: &'a JobId, token: u64, visibility: Duration) -> JobFuture<'a, bool>;
+
+    /// Records the answer. `false`: the lease is lost and nothing was recorded.
+    fn complete<'a>(&'a self, id: &'a JobId, token: u64, result: JobResult) -> JobFuture<'a, bool>;
+
+    /// Records a failed attempt; the new state, or `None` when the lease is lost.
+    fn fail<'a>(&'a self, id: &'a JobId, token: u64, failure: Failure) -> JobFuture<'a, Option<JobState>>;
+
+    /// The job, if it exists.
+    fn get<'a>(&'a self, id: &'a JobId) -> JobFuture<'a, Option<Job>>;
+
+    /// Jobs per state.
+    fn counts(&self) -> JobFuture<'_, Counts>;
+}
+
+/// `d` in whole milliseconds, at least 1.
+#[must_use]
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}

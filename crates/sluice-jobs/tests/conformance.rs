@@ -1,0 +1,243 @@
+//! One behaviour suite for every job store: the embedded redb store (temp files), Redis
+//! standalone and a 3-master Redis Cluster (real `redis-server` processes on 127.0.0.1).
+//! Time is real (Redis uses its own clock), so waits carry margins.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_jobs::{
+    EmbeddedJobStore, Endpoint, Failure, JobId, JobResult, JobState, JobStore, NewJob, RedisJobConfig, RedisJobStore,
+    Retry,
+};
+use sluice_quota::SystemClock;
+use sluice_redis::Topology;
+use sluice_redis::local::{LocalCluster, LocalRedis};
+
+/// A store under test and whatever keeps it alive (a temp dir, a server).
+struct Backend {
+    store: Arc<dyn JobStore>,
+    _keep: Box<dyn std::any::Any + Send>,
+}
+
+fn embedded() -> Backend {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedJobStore::open(&dir.path().join("jobs.redb"), Arc::new(SystemClock::new())).unwrap();
+    Backend { store: Arc::new(store), _keep: Box::new(dir) }
+}
+
+fn redis_store(topology: Topology) -> RedisJobStore {
+    RedisJobStore::new(RedisJobConfig { topology, prefix: "conformance".into(), timeout: Duration::from_secs(2) })
+}
+
+fn standalone() -> Backend {
+    let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    Backend { store: Arc::new(redis_store(Topology::Standalone(server.url()))), _keep: Box::new(server) }
+}
+
+fn cluster() -> Backend {
+    let cluster = LocalCluster::start(3).expect("a local 3-master cluster");
+    Backend { store: Arc::new(redis_store(Topology::Cluster(cluster.urls()))), _keep: Box::new(cluster) }
+}
+
+fn new_job(tenant: &str, idempotency_key: Option<&str>, priority: u8, max_attempts: u32) -> NewJob {
+    NewJob {
+        id: JobId::random(),
+        tenant: tenant.into(),
+        key_id: format!("{tenant}-key"),
+        idempotency_key: idempotency_key.map(str::to_owned),
+        endpoint: Endpoint::ChatCompletions,
+        body: r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#.into(),
+        class: "batch".into(),
+        priority,
+        max_attempts,
+    }
+}
+
+const VISIBILITY: Duration = Duration::from_secs(30);
+
+fn answer() -> JobResult {
+    JobResult { status: 200, body: r#"{"id":"chatcmpl-1"}"#.into() }
+}
+
+fn retry(delay_ms: u64, counted: bool) -> Failure {
+    Failure { error: "provider answered 503".into(), retry: Retry::After { delay_ms, counted } }
+}
+
+async fn submission_is_idempotent_per_tenant(b: Backend) {
+    let s = &b.store;
+    let first = s.submit(new_job("acme", Some("k-1"), 0, 5)).await.unwrap();
+    assert!(first.created);
+    assert_eq!(first.job.state, JobState::Queued);
+    let again = s.submit(new_job("acme", Some("k-1"), 0, 5)).await.unwrap();
+    assert!(!again.created);
+    assert_eq!(again.job.id, first.job.id);
+    let other_tenant = s.submit(new_job("globex", Some("k-1"), 0, 5)).await.unwrap();
+    assert!(other_tenant.created);
+    assert_ne!(other_tenant.job.id, first.job.id);
+    let no_key = s.submit(new_job("acme", None, 0, 5)).await.unwrap();
+    assert!(no_key.created);
+    let stored = s.get(&first.job.id).await.unwrap().unwrap();
+    assert_eq!((stored.tenant.as_str(), stored.key_id.as_str()), ("acme", "acme-key"));
+    assert_eq!(stored.body, first.job.body);
+    assert_eq!(stored.idempotency_key.as_deref(), Some("k-1"));
+    assert!(s.get(&JobId::random()).await.unwrap().is_none());
+    assert_eq!(s.counts().await.unwrap().queued, 3);
+}
+
+async fn leases_by_priority_then_age(b: Backend) {
+    let s = &b.store;
+    let late = s.submit(new_job("t", None, 5, 5)).await.unwrap().job.id;
+    let urgent = s.submit(new_job("t", None, 1, 5)).await.unwrap().job.id;
+    let later = s.submit(new_job("t", None, 5, 5)).await.unwrap().job.id;
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let leased = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+        assert_eq!((leased.job.state, leased.job.attempts), (JobState::Running, 1));
+        order.push(leased.job.id);
+    }
+    assert_eq!(order, [urgent, late, later]);
+    assert!(s.lease_next("w", VISIBILITY).await.unwrap().leased.is_none(), "a valid lease is never leased again");
+    assert_eq!(s.counts().await.unwrap().running, 3);
+}
+
+async fn completion_is_recorded_once(b: Backend) {
+    let s = &b.store;
+    let id = s.submit(new_job("t", None, 0, 5)).await.unwrap().job.id;
+    let leased = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+    assert!(s.renew(&id, leased.token, VISIBILITY).await.unwrap());
+    assert!(s.complete(&id, leased.token, answer()).await.unwrap());
+    assert!(!s.complete(&id, leased.token, answer()).await.unwrap(), "a second completion is refused");
+    assert!(!s.renew(&id, leased.token, VISIBILITY).await.unwrap());
+    let job = s.get(&id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.result), (JobState::Completed, Some(answer())));
+    assert_eq!(s.counts().await.unwrap(), sluice_jobs::Counts::default());
+}
+
+async fn retries_wait_for_not_before_then_dead_letter(b: Backend) {
+    let s = &b.store;
+    let id = s.submit(new_job("t", None, 0, 2)).await.unwrap().job.id;
+    let first = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+    assert_eq!(s.fail(&id, first.token, retry(400, true)).await.unwrap(), Some(JobState::Delayed));
+    assert_eq!(s.counts().await.unwrap().delayed, 1);
+    assert!(s.lease_next("w", VISIBILITY).await.unwrap().leased.is_none(), "not before not_before");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let second = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+    assert_eq!((second.job.id.clone(), second.job.attempts), (id.clone(), 2));
+    assert_eq!(second.job.error.as_deref(), Some("provider answered 503"));
+    assert_eq!(s.fail(&id, first.token, retry(0, true)).await.unwrap(), None, "an old token is stale");
+    assert_eq!(s.fail(&id, second.token, retry(0, true)).await.unwrap(), Some(JobState::DeadLetter));
+    let job = s.get(&id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::DeadLetter, 2));
+    assert_eq!(s.counts().await.unwrap().dead_letter, 1);
+    assert!(s.lease_next("w", VISIBILITY).await.unwrap().leased.is_none());
+}
+
+async fn permanent_and_uncounted_failures(b: Backend) {
+    let s = &b.store;
+    let id = s.submit(new_job("t", None, 0, 1)).await.unwrap().job.id;
+    for _ in 0..3 {
+        let leased = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+        assert_eq!(leased.job.attempts, 1);
+        assert_eq!(s.fail(&id, leased.token, retry(0, false)).await.unwrap(), Some(JobState::Delayed));
+    }
+    let leased = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+    let never = Failure { error: "invalid model".into(), retry: Retry::Never };
+    assert_eq!(s.fail(&id, leased.token, never).await.unwrap(), Some(JobState::Failed));
+    let job = s.get(&id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.error.as_deref()), (JobState::Failed, Some("invalid model")));
+}
+
+async fn an_expired_lease_is_run_again_and_the_old_holder_cannot_record(b: Backend) {
+    let s = &b.store;
+    let id = s.submit(new_job("t", None, 0, 5)).await.unwrap().job.id;
+    let short = Duration::from_millis(300);
+    let lost = s.lease_next("w1", short).await.unwrap().leased.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(s.renew(&id, lost.token, short).await.unwrap(), "renewed while valid");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(s.lease_next("w2", short).await.unwrap().leased.is_none(), "the renewed lease still holds");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let outcome = s.lease_next("w2", VISIBILITY).await.unwrap();
+    assert_eq!((outcome.recovered, outcome.recovered_dead), (1, 0));
+    let rerun = outcome.leased.unwrap();
+    assert_eq!((rerun.job.reruns, rerun.job.attempts, rerun.job.worker.as_str()), (1, 2, "w2"));
+    assert!(!s.complete(&id, lost.token, answer()).await.unwrap());
+    assert!(s.complete(&id, rerun.token, answer()).await.unwrap());
+    assert_eq!(s.get(&id).await.unwrap().unwrap().reruns, 1);
+}
+
+macro_rules! conformance {
+    ($backend:ident: $($test:ident),+ $(,)?) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test(super::$backend()).await;
+                }
+            )+
+        }
+    };
+}
+
+conformance!(embedded:
+    submission_is_idempotent_per_tenant,
+    leases_by_priority_then_age,
+    completion_is_recorded_once,
+    retries_wait_for_not_before_then_dead_letter,
+    permanent_and_uncounted_failures,
+    an_expired_lease_is_run_again_and_the_old_holder_cannot_record,
+);
+conformance!(standalone:
+    submission_is_idempotent_per_tenant,
+    leases_by_priority_then_age,
+    completion_is_recorded_once,
+    retries_wait_for_not_before_then_dead_letter,
+    permanent_and_uncounted_failures,
+    an_expired_lease_is_run_again_and_the_old_holder_cannot_record,
+);
+
+/// The whole life cycle on a cluster: every key of a transition is in one slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_runs_the_life_cycle_in_one_slot() {
+    let b = cluster();
+    submission_is_idempotent_per_tenant(Backend { store: Arc::clone(&b.store), _keep: Box::new(()) }).await;
+    let s = &b.store;
+    let mut done = 0;
+    while let Some(leased) = s.lease_next("w", VISIBILITY).await.unwrap().leased {
+        assert!(s.complete(&leased.job.id, leased.token, answer()).await.unwrap());
+        done += 1;
+    }
+    assert_eq!(done, 3);
+    an_expired_lease_is_run_again_and_the_old_holder_cannot_record(b).await;
+}
+
+/// Embedded only: reopening the file after a crash (no clean shutdown) keeps every job and
+/// takes back at once what the dead process was running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_reopen_recovers_running_jobs_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.redb");
+    let (running, queued, delayed) = {
+        let s = EmbeddedJobStore::open(&path, Arc::new(SystemClock::new())).unwrap();
+        let running = s.submit(new_job("t", None, 0, 5)).await.unwrap().job.id;
+        let delayed = s.submit(new_job("t", None, 1, 5)).await.unwrap().job.id;
+        let queued = s.submit(new_job("t", None, 2, 5)).await.unwrap().job.id;
+        let leased = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+        assert_eq!(leased.job.id, running);
+        let second = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+        assert_eq!(s.fail(&delayed, second.token, retry(60_000, true)).await.unwrap(), Some(JobState::Delayed));
+        (running, queued, delayed)
+    };
+    let s = EmbeddedJobStore::open(&path, Arc::new(SystemClock::new())).unwrap();
+    let counts = s.counts().await.unwrap();
+    assert_eq!((counts.queued, counts.delayed, counts.running), (1, 1, 1));
+    let outcome = s.lease_next("w", VISIBILITY).await.unwrap();
+    assert_eq!(outcome.recovered, 1, "the dead process's lease is not waited out");
+    let rerun = outcome.leased.unwrap();
+    assert_eq!((rerun.job.id.clone(), rerun.job.reruns), (running, 1));
+    let next = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+    assert_eq!(next.job.id, queued);
+    assert!(s.lease_next("w", VISIBILITY).await.unwrap().leased.is_none(), "the delay survives the restart");
+    assert_eq!(s.get(&delayed).await.unwrap().unwrap().state, JobState::Delayed);
+}
