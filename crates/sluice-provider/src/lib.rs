@@ -20,8 +20,10 @@
 //! fails (unknown parts count 0, to be settled later); usage extraction returns `None`
 //! rather than guessing; the tap forwards what it cannot parse unchanged.
 
+mod classify;
 mod error;
 mod estimate;
+mod hints;
 mod protocol;
 mod request;
 mod rewrite;
@@ -29,8 +31,15 @@ mod sse;
 mod tap;
 mod usage;
 
+pub use classify::{
+    ErrorClass, Phase, ProviderFlavor, TransportFailure, classify, classify_transport, classify_with_hints,
+};
 pub use error::{EstimatorError, RequestError, RequestErrorCode};
 pub use estimate::{Estimator, TokenizerKind, tokenizer_for_model};
+pub use hints::{
+    MAX_HINT_BODY_BYTES, MAX_HINT_DURATION, RateLimitHints, Window, parse_go_duration, parse_hints,
+    parse_rfc3339_unix_ms,
+};
 pub use protocol::Protocol;
 pub use request::{MAX_NESTING_DEPTH, ParsedRequest, parse_request};
 pub use rewrite::upstream_body;
