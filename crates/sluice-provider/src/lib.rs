@@ -14,7 +14,8 @@
 //! Layout: `protocol` (the [`Protocol`] enum), `request/` (parsing and validation, one
 //! file per provider), `estimate/` (token counting, one file per provider), `rewrite`
 //! (upstream body), `usage` (response usage), `sse` (event framing and cheap JSON
-//! peeking), `tap/` (the stream watcher, one file per provider), `error`.
+//! peeking), `tap/` (the stream watcher, one file per provider), `translate/`
+//! (OpenAI ⇄ Anthropic bodies and streams, for cross-provider fallback), `error`.
 //!
 //! Failure semantics: only [`parse_request`] and [`Estimator::new`] fail. Estimation never
 //! fails (unknown parts count 0, to be settled later); usage extraction returns `None`
@@ -29,6 +30,7 @@ mod request;
 mod rewrite;
 mod sse;
 mod tap;
+mod translate;
 mod usage;
 
 pub use classify::{
@@ -44,4 +46,8 @@ pub use protocol::Protocol;
 pub use request::{MAX_NESTING_DEPTH, ParsedRequest, parse_request};
 pub use rewrite::upstream_body;
 pub use tap::{MAX_HELD_EVENT_BYTES, StreamOutcome, StreamTap};
+pub use translate::{
+    AnthropicToOpenAiStream, OpenAiToAnthropicStream, TranslateError, anthropic_to_openai_request,
+    anthropic_to_openai_response, openai_to_anthropic_request, openai_to_anthropic_response,
+};
 pub use usage::{Usage, usage_from_response};

@@ -1,0 +1,41 @@
+//! Cross-provider translation between OpenAI chat completions and Anthropic messages, both
+//! directions, so that a fallback from one provider to the other is invisible to the
+//! client's SDK. Pure: bytes and JSON in, bytes and JSON out, no IO, no clock.
+//!
+//! - Requests: [`openai_to_anthropic_request`], [`anthropic_to_openai_request`] take a
+//!   [`ParsedRequest`](crate::ParsedRequest) and return the body for the other protocol.
+//!   A feature the target lacks is a [`TranslateError::Unsupported`] naming the field: the
+//!   gateway then keeps the request on its own protocol (no cross-provider fallback).
+//! - Responses: [`anthropic_to_openai_response`], [`openai_to_anthropic_response`] rewrite a
+//!   non-stream success body for the client, `model` being the name the client asked for.
+//! - Streams: [`AnthropicToOpenAiStream`], [`OpenAiToAnthropicStream`] rewrite SSE bytes as
+//!   they arrive (any chunking), ending with the client protocol's interruption event when
+//!   the upstream stops short; `usage()` reports what the upstream counted, for settling.
+//!
+//! What carries over, what is dropped and what is refused is documented on each function.
+//! The guiding rule: drop what only tunes sampling, caching or billing (`seed`,
+//! `frequency_penalty`, `top_k`, `cache_control`, `detail`...), refuse what would change the
+//! shape or meaning of the answer (`n > 1`, `logprobs`, JSON modes, audio, thinking, server
+//! tools, documents, prefills...).
+//!
+//! Layout: `request/` (top-level fields, refusals, and one message converter per
+//! direction), `tools` (definitions, choice, calls), `image`, `mapping` (stop reasons, ids,
+//! usage), `response`, `stream/` (framing and one state machine per direction), `json`
+//! (typed readers).
+//!
+//! Errors are ids and usage-free: the gateway maps a request [`TranslateError`] to "no
+//! fallback" and a response one to an upstream protocol error.
+
+mod error;
+mod image;
+mod json;
+mod mapping;
+mod request;
+mod response;
+mod stream;
+mod tools;
+
+pub use error::TranslateError;
+pub use request::{anthropic_to_openai_request, openai_to_anthropic_request};
+pub use response::{anthropic_to_openai_response, openai_to_anthropic_response};
+pub use stream::{AnthropicToOpenAiStream, OpenAiToAnthropicStream};
