@@ -6,11 +6,8 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use proptest::prelude::*;
 use sluice_provider::{MAX_HINT_DURATION, RateLimitHints, Window, parse_go_duration, parse_hints};
 
-fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-    pairs
-        .iter()
-        .map(|(k, v)| (HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap()))
-        .collect()
+fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+    pairs.iter().map(|(k, v)| (HeaderName::from_static(k), HeaderValue::from_static(v))).collect()
 }
 
 fn secs(n: u64) -> Option<Duration> {
@@ -95,7 +92,7 @@ fn azure_responses_api_oddities_are_dropped() {
     assert!(parse_hints(&h, None, None).is_empty());
 }
 
-fn anthropic_headers(extra: &[(&str, &str)]) -> HeaderMap {
+fn anthropic_headers(extra: &[(&'static str, &'static str)]) -> HeaderMap {
     let mut pairs = vec![
         ("anthropic-ratelimit-requests-limit", "4000"),
         ("anthropic-ratelimit-requests-remaining", "3999"),
