@@ -2,8 +2,50 @@
 
 use std::time::Duration;
 
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use crate::bucket::Share;
 use crate::limit::{Cost, LimiterName};
-use crate::scope::{ReservationId, ScopeKey};
+use crate::scope::{ReservationId, ScopeId, ScopeKey};
+
+/// What one admission asks of a store.
+#[derive(Debug, Clone)]
+pub struct Demand<'a> {
+    /// Every scope it must pass.
+    pub path: &'a [ScopeId],
+    /// What it costs.
+    pub cost: Cost,
+    /// How long the reservation lives if never settled.
+    pub lease: Duration,
+    /// The part of shared scopes' bursts it may use.
+    pub share: Share,
+    /// Fair sharing of the deployment between tenants, across every gateway instance.
+    pub fair: Option<FairShare>,
+}
+
+impl<'a> Demand<'a> {
+    /// A demand with the whole burst and no fairness check.
+    #[must_use]
+    pub fn new(path: &'a [ScopeId], cost: Cost, lease: Duration) -> Self {
+        Self { path, cost, lease, share: Share::FULL, fair: None }
+    }
+}
+
+/// A tenant's claim to its fair share of a deployment: a tenant whose token consumption
+/// (divided by its weight) runs more than `slack` ahead of another tenant that is also
+/// asking is held back briefly, so spreading over many gateway instances gains nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FairShare {
+    /// The tenant.
+    pub tenant: Arc<str>,
+    /// Its weight.
+    pub weight: NonZeroU32,
+    /// This request's cost in tokens.
+    pub cost: u64,
+    /// How far ahead (tokens) a tenant may run before it is held back.
+    pub slack: u64,
+}
 
 /// Capacity reserved on every bucket of a path. Settle it with the real usage.
 #[must_use = "a grant holds capacity until it is settled or its lease expires"]

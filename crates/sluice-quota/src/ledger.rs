@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use crate::bucket::{self, Refusal, Share, Tat};
 use crate::clock::Nanos;
-use crate::decision::{Grant, Rejection, RejectionKind};
+use crate::decision::{Demand, Grant, Rejection, RejectionKind};
+use crate::fairness::{FairState, FairVerdict};
 use crate::limit::{Cost, LimiterName, Limits, Settlement};
 use crate::scope::ScopeKind;
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
@@ -75,6 +76,7 @@ pub struct Ledger {
     expiry: BinaryHeap<Reverse<(Nanos, ReservationId)>>,
     next_id: u64,
     scratch: Vec<Tat>,
+    fair: HashMap<ScopeId, FairState>,
 }
 
 impl Ledger {
@@ -141,8 +143,22 @@ impl Ledger {
         lease: Duration,
         share: Share,
     ) -> Result<Grant, Rejection> {
+        self.admit(now, &Demand { path, cost, lease, share, fair: None })
+    }
+
+    /// Admits a [`Demand`]: its buckets as [`Ledger::reserve_share`], and, with
+    /// `demand.fair`, the tenant's fair share of the path's deployment scope.
+    ///
+    /// # Errors
+    /// As [`Ledger::reserve`]; `fair_share` when the tenant is too far ahead.
+    pub fn admit(&mut self, now: Nanos, demand: &Demand<'_>) -> Result<Grant, Rejection> {
+        let (path, cost, lease) = (demand.path, demand.cost, demand.lease);
         self.expire(now);
-        self.check(now, path, cost, share)?;
+        let fair = self.check_fair(now, demand).inspect_err(|_| self.fair_waiting(now, demand))?;
+        self.check(now, path, cost, demand.share).inspect_err(|_| self.fair_waiting(now, demand))?;
+        if let (Some((scope, verdict)), Some(ask)) = (fair, &demand.fair) {
+            self.fair.entry(scope).or_default().commit(ask, verdict);
+        }
         let mut next = std::mem::take(&mut self.scratch).into_iter();
         for id in path {
             let Some(scope) = self.scopes.get_mut(id.0 as usize) else { continue };
@@ -156,6 +172,31 @@ impl Ledger {
         self.open.insert(id, Reservation { path: path.to_vec(), cost });
         self.expiry.push(Reverse((now.after(lease), id)));
         Ok(Grant { id, reserved: cost, lease })
+    }
+
+    fn deployment_of(&self, path: &[ScopeId]) -> Option<ScopeId> {
+        path.iter()
+            .copied()
+            .find(|id| self.scopes.get(id.0 as usize).is_some_and(|s| s.key.kind == ScopeKind::Deployment))
+    }
+
+    fn fair_waiting(&mut self, now: Nanos, demand: &Demand<'_>) {
+        if let (Some(ask), Some(scope)) = (&demand.fair, self.deployment_of(demand.path)) {
+            self.fair.entry(scope).or_default().waiting(now, ask);
+        }
+    }
+
+    fn check_fair(&mut self, now: Nanos, demand: &Demand<'_>) -> Result<Option<(ScopeId, FairVerdict)>, Rejection> {
+        let Some(ask) = &demand.fair else { return Ok(None) };
+        let Some(scope) = self.deployment_of(demand.path) else { return Ok(None) };
+        match self.fair.entry(scope).or_default().check(now, ask) {
+            Ok(verdict) => Ok(Some((scope, verdict))),
+            Err(wait) => Err(Rejection {
+                scope: self.scopes[scope.0 as usize].key.clone(),
+                limiter: LimiterName::FairShare,
+                kind: RejectionKind::RetryAfter(wait),
+            }),
+        }
     }
 
     /// Computes every bucket's new state into `scratch` without writing, or the refusal.

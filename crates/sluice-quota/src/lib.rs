@@ -62,6 +62,7 @@ pub mod bucket;
 pub mod clock;
 pub mod decision;
 pub mod fair;
+pub mod fairness;
 pub mod ledger;
 pub mod limit;
 pub mod memory;
@@ -70,7 +71,7 @@ pub mod store;
 
 pub use bucket::Share;
 pub use clock::{Clock, FakeClock, Nanos, SystemClock};
-pub use decision::{Grant, Outcome, Rejection, RejectionKind};
+pub use decision::{Demand, FairShare, Grant, Outcome, Rejection, RejectionKind};
 pub use ledger::{Ledger, RateSnapshot, ScopeSnapshot, Settled};
 pub use limit::{Cost, Dimension, LimiterName, Limits, RateLimit, Settlement};
 pub use memory::MemoryStore;

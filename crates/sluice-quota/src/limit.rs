@@ -164,6 +164,8 @@ pub enum LimiterName {
     Concurrency,
     /// The provider asked everyone to wait (a 429 or reset hint seen by any instance).
     ProviderCooldown,
+    /// The tenant is ahead of its fair share while other tenants wait.
+    FairShare,
 }
 
 impl fmt::Display for LimiterName {
@@ -172,6 +174,7 @@ impl fmt::Display for LimiterName {
             Self::Rate { dimension, period } => (dimension, period),
             Self::Concurrency => return f.write_str("concurrency"),
             Self::ProviderCooldown => return f.write_str("provider_cooldown"),
+            Self::FairShare => return f.write_str("fair_share"),
         };
         let unit = match period.as_secs() {
             60 => "m",

@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 
 use crate::bucket::Share;
 use crate::clock::Clock;
-use crate::decision::Grant;
+use crate::decision::{Demand, Grant};
 use crate::ledger::{Ledger, ScopeSnapshot};
 use crate::limit::{Cost, Limits, Settlement};
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
@@ -50,6 +50,15 @@ impl MemoryStore {
         self.ledger.lock().reserve_share(now, path, cost, lease, share).map_err(ReserveError::Rejected)
     }
 
+    /// Admits a [`Demand`] synchronously.
+    ///
+    /// # Errors
+    /// The rejection, as [`ReserveError::Rejected`].
+    pub fn admit_now(&self, demand: &Demand<'_>) -> Result<Grant, ReserveError> {
+        let now = self.clock.now();
+        self.ledger.lock().admit(now, demand).map_err(ReserveError::Rejected)
+    }
+
     /// Settles synchronously.
     pub fn settle_now(&self, id: ReservationId, settlement: Settlement) {
         let now = self.clock.now();
@@ -75,14 +84,8 @@ impl QuotaStore for MemoryStore {
         self.ledger.lock().register(now, key, limits)
     }
 
-    fn reserve_share<'a>(
-        &'a self,
-        path: &'a [ScopeId],
-        cost: Cost,
-        lease: Duration,
-        share: Share,
-    ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
-        let result = self.reserve_share_now(path, cost, lease, share);
+    fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>> {
+        let result = self.admit_now(&demand);
         Box::pin(std::future::ready(result))
     }
 

@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::bucket::Share;
-use crate::decision::{Grant, Rejection};
+use crate::decision::{Demand, Grant, Rejection};
 use crate::ledger::ScopeSnapshot;
 use crate::limit::{Cost, Limits, Settlement};
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
@@ -37,6 +37,10 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
     /// Registers a scope (or updates its limits) and returns its local handle.
     fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId;
 
+    /// Admits a [`Demand`]: every bucket of its path or none, within its share of shared
+    /// bursts, and (with `demand.fair`) within its tenant's fair share of the deployment.
+    fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>>;
+
     /// Reserves `cost` on every scope of `path`, or nothing, using at most `share` of the
     /// burst of shared scopes (see [`crate::bucket::take_share`]).
     fn reserve_share<'a>(
@@ -45,7 +49,9 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
         cost: Cost,
         lease: Duration,
         share: Share,
-    ) -> StoreFuture<'a, Result<Grant, ReserveError>>;
+    ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
+        self.admit(Demand { path, cost, lease, share, fair: None })
+    }
 
     /// Reserves `cost` on every scope of `path`, or nothing, with the whole burst.
     fn reserve<'a>(

@@ -7,6 +7,8 @@
 //!                           HASH  the deployment's scope (the upstream quota domain)
 //! {T}:leases                ZSET  open reservations of the group, scored by lease end (µs)
 //! {T}:r:<id>                STRING the reservation record (JSON: cost, scopes, limits)
+//! {T}:fair                  HASH  fair share: `t:<tenant>` virtual time, `@clock`
+//! {T}:asking                ZSET  tenants asking lately, scored by expiry (µs)
 //! ```
 //!
 //! A scope hash holds one field per limit (`<dimension>:<period µs>` → the instant the
@@ -43,6 +45,18 @@ impl Group {
     #[must_use]
     pub fn leases(&self) -> String {
         format!("{}:leases", self.tag)
+    }
+
+    /// The group's fair-share virtual times (deployment groups).
+    #[must_use]
+    pub fn fair(&self) -> String {
+        format!("{}:fair", self.tag)
+    }
+
+    /// The group's tenants currently asking, scored by expiry (deployment groups).
+    #[must_use]
+    pub fn asking(&self) -> String {
+        format!("{}:asking", self.tag)
     }
 
     /// The prefix of the group's reservation records.

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sluice_quota::{
-    Clock, Cost, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId, ReserveError, ScopeId, ScopeKey,
-    ScopeSnapshot, Settlement, Share, StoreError, StoreFuture,
+    Clock, Demand, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId, ReserveError, ScopeId, ScopeKey,
+    ScopeSnapshot, Settlement, StoreError, StoreFuture,
 };
 
 use crate::store::RedisStore;
@@ -106,15 +106,9 @@ impl ResilientStore {
         }
     }
 
-    async fn reserve_resilient(
-        &self,
-        path: &[ScopeId],
-        cost: Cost,
-        lease: Duration,
-        share: Share,
-    ) -> Result<Grant, ReserveError> {
+    async fn reserve_resilient(&self, demand: Demand<'_>) -> Result<Grant, ReserveError> {
         let error = if self.should_try_remote() {
-            match self.remote.reserve_share(path, cost, lease, share).await {
+            match self.remote.admit(demand.clone()).await {
                 Err(ReserveError::Store(e)) => e,
                 other => {
                     self.recovered();
@@ -128,7 +122,7 @@ impl ResilientStore {
             self.failed_if_remote_error(&error);
         }
         let Some(local) = &self.local else { return Err(ReserveError::Store(error)) };
-        let grant = local.reserve_share_now(path, cost, lease, share)?;
+        let grant = local.admit_now(&demand)?;
         Ok(Grant { id: ReservationId(grant.id.0 | LOCAL), ..grant })
     }
 
@@ -171,14 +165,8 @@ impl QuotaStore for ResilientStore {
         self.remote.register(key, limits)
     }
 
-    fn reserve_share<'a>(
-        &'a self,
-        path: &'a [ScopeId],
-        cost: Cost,
-        lease: Duration,
-        share: Share,
-    ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
-        Box::pin(self.reserve_resilient(path, cost, lease, share))
+    fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>> {
+        Box::pin(self.reserve_resilient(demand))
     }
 
     fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {

@@ -14,8 +14,8 @@ use parking_lot::{Mutex, RwLock};
 use rand::Rng as _;
 use sluice_quota::bucket::{self, Tat};
 use sluice_quota::{
-    Cost, Grant, LimiterName, Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId,
-    ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, Share, StoreError, StoreFuture,
+    Cost, Demand, Grant, LimiterName, Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId,
+    ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture,
 };
 
 use crate::conn::{Connector, Topology};
@@ -114,10 +114,9 @@ impl RedisStore {
         id: ReservationId,
         group: &Group,
         scopes: &[Scope],
-        cost: Cost,
-        lease: Duration,
-        share: Share,
+        demand: &Demand<'_>,
     ) -> Result<Part, ReserveError> {
+        let (cost, lease, share) = (demand.cost, demand.lease, demand.share);
         let record_key = format!("{}{}", group.record_prefix(), id.0);
         let leases = group.leases();
         let mut invocation = self.scripts.reserve.prepare_invoke();
@@ -128,6 +127,16 @@ impl RedisStore {
         let lease_us = u64::try_from(lease.as_micros()).unwrap_or(u64::MAX);
         let record = Record::json(cost, scopes.iter().map(|s| &s.spec).collect());
         invocation.arg(id.0).arg(lease_us).arg(group.record_prefix()).arg(record).arg(EXPIRE_BATCH).arg(share.get());
+        let deployment = scopes.iter().find(|s| s.key.kind == sluice_quota::ScopeKind::Deployment);
+        match (&demand.fair, deployment) {
+            (Some(fair), Some(scope)) => {
+                invocation.key(scope.group.fair()).key(scope.group.asking());
+                invocation.arg(&*fair.tenant).arg(fair.weight.get()).arg(fair.cost).arg(fair.slack);
+            }
+            _ => {
+                invocation.arg("");
+            }
+        }
         let reply: Vec<i64> = self.call(invocation).await?;
         match reply.as_slice() {
             [1, ..] => Ok(Part { leases, record: record_key }),
@@ -148,17 +157,11 @@ impl RedisStore {
         Ok(())
     }
 
-    async fn reserve_path(
-        &self,
-        path: &[ScopeId],
-        cost: Cost,
-        lease: Duration,
-        share: Share,
-    ) -> Result<Grant, ReserveError> {
+    async fn reserve_path(&self, demand: Demand<'_>) -> Result<Grant, ReserveError> {
         let id = ReservationId(rand::rng().random::<u64>() >> 1);
         let mut done: Vec<Part> = Vec::new();
-        for (group, scopes) in self.parts(path) {
-            match self.reserve_part(id, &group, &scopes, cost, lease, share).await {
+        for (group, scopes) in self.parts(demand.path) {
+            match self.reserve_part(id, &group, &scopes, &demand).await {
                 Ok(part) => done.push(part),
                 Err(e) => {
                     // Compensation: release what earlier groups reserved.
@@ -173,7 +176,7 @@ impl RedisStore {
             }
         }
         self.open.lock().insert(id, done);
-        Ok(Grant { id, reserved: cost, lease })
+        Ok(Grant { id, reserved: demand.cost, lease: demand.lease })
     }
 
     async fn settle_all(&self, id: ReservationId, settlement: Settlement) -> Result<(), StoreError> {
@@ -224,6 +227,7 @@ fn rejection(scopes: &[Scope], wait_us: i64, scope: i64, limit: i64, kind: i64) 
             (limiter, RejectionKind::NeverFits { cost: capacity.saturating_add(1), capacity })
         }
         4 => (LimiterName::ProviderCooldown, RejectionKind::RetryAfter(wait)),
+        5 => (LimiterName::FairShare, RejectionKind::RetryAfter(wait)),
         _ => (rate.map_or(LimiterName::Concurrency, sluice_quota::RateLimit::name), RejectionKind::RetryAfter(wait)),
     };
     Rejection { scope: scope.key.clone(), limiter, kind }
@@ -269,14 +273,8 @@ impl QuotaStore for RedisStore {
         id
     }
 
-    fn reserve_share<'a>(
-        &'a self,
-        path: &'a [ScopeId],
-        cost: Cost,
-        lease: Duration,
-        share: Share,
-    ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
-        Box::pin(self.reserve_path(path, cost, lease, share))
+    fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>> {
+        Box::pin(self.reserve_path(demand))
     }
 
     fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_quota::{
-    Cost, Dimension, Limits, MemoryStore, QuotaStore, RateLimit, RejectionKind, ReserveError, ScopeId, ScopeKey,
-    ScopeKind, Settlement, Share, SystemClock,
+    Cost, Demand, Dimension, FairShare, Limits, MemoryStore, QuotaStore, RateLimit, RejectionKind, ReserveError,
+    ScopeId, ScopeKey, ScopeKind, Settlement, Share, SystemClock,
 };
 use sluice_redis::local::{LocalCluster, LocalRedis};
 use sluice_redis::{RedisConfig, RedisStore, Topology};
@@ -38,6 +38,10 @@ fn cluster() -> Backend {
     let cluster = LocalCluster::start(3).expect("a local 3-master cluster");
     let store = RedisStore::new(redis_config(Topology::Cluster(cluster.urls())));
     Backend { store: Arc::new(store), _server: Some(Box::new(cluster)) }
+}
+
+fn nz32(n: u32) -> std::num::NonZeroU32 {
+    std::num::NonZeroU32::new(n).unwrap()
 }
 
 fn nz(n: u64) -> NonZeroU64 {
@@ -168,6 +172,31 @@ mod cases {
         rejected(store.reserve(&[d], Cost::request(1, 1), LEASE).await);
     }
 
+    pub async fn a_tenant_far_ahead_is_held_back_while_another_asks(store: &dyn QuotaStore) {
+        // 600 RPM, burst 10: tenant a takes the burst, then b is refused and waits.
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "fair"), rpm(600, 10));
+        let fair = |tenant: &str| Some(FairShare { tenant: tenant.into(), weight: nz32(1), cost: 1_000, slack: 2_000 });
+        let path = [d];
+        let demand = |tenant: &str| Demand { fair: fair(tenant), ..Demand::new(&path, Cost::request(1, 0), LEASE) };
+        for _ in 0..10 {
+            let _grant = store.admit(demand("a")).await.unwrap();
+        }
+        assert_eq!(rejected(store.admit(demand("b")).await).limiter.to_string(), "rpm");
+        // Four requests' worth refill; a may run at most its slack ahead of waiting b,
+        // then it is held back while the bucket still has room...
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let mut held = None;
+        for _ in 0..4 {
+            if let Err(e) = store.admit(demand("a")).await {
+                held = Some(rejected(Err(e)));
+                break;
+            }
+        }
+        assert_eq!(held.expect("a was never held back").limiter.to_string(), "fair_share");
+        // ...and that room is b's.
+        let _grant = store.admit(demand("b")).await.unwrap();
+    }
+
     pub async fn a_pause_holds_everyone_until_it_ends(store: &dyn QuotaStore) {
         let d = store.register(ScopeKey::new(ScopeKind::Deployment, "pause"), rpm(6_000, 100));
         store.pause(d, Duration::from_millis(300)).await.unwrap();
@@ -224,6 +253,10 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_lower_class_leaves_headroom_on_shared_scopes() {
                 run(|s| async move { cases::a_lower_class_leaves_headroom_on_shared_scopes(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_tenant_far_ahead_is_held_back_while_another_asks() {
+                run(|s| async move { cases::a_tenant_far_ahead_is_held_back_while_another_asks(&*s).await }).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_pause_holds_everyone_until_it_ends() {

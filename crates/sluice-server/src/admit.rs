@@ -4,7 +4,11 @@ use std::time::Duration;
 
 use sluice_config::{OutputCounting, ProviderKind};
 use sluice_provider::{ParsedRequest, Protocol, Usage};
-use sluice_quota::{Cost, Grant, Rejection, RejectionKind, ReservationId, ReserveError, Settlement, Share, StoreError};
+use std::sync::Arc;
+
+use sluice_quota::{
+    Cost, FairShare, Grant, Rejection, RejectionKind, ReservationId, ReserveError, Settlement, Share, StoreError,
+};
 
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::{Hit, QueueLabels};
@@ -126,7 +130,14 @@ pub async fn admit(
         caller_class: caller.class.name.to_string(),
         profile: profile.name.to_string(),
     };
+    let fair = FairShare {
+        tenant: Arc::clone(&caller.tenant),
+        weight: caller.weight,
+        cost: input.saturating_add(output).max(1),
+        slack: route.fair_slack.unwrap_or_else(|| input.saturating_add(output).saturating_mul(8)),
+    };
     let ask = Ask {
+        fair: Some(fair),
         path,
         cost: Cost::request(input, output),
         share: Share::permille(caller.class.share_permille),
@@ -207,7 +218,7 @@ async fn reserve_or_wait(gateway: &Gateway, route: &Route, caller: &Caller, ask:
     let refusal = if route.queue.must_queue(class.priority) {
         None
     } else {
-        match gateway.store.reserve_share(&ask.path, ask.cost, ask.lease, ask.share).await {
+        match gateway.store.admit(ask.demand()).await {
             Ok(grant) => return Ok(grant),
             Err(ReserveError::Rejected(r)) if may_wait(&r, class.max_wait) => Some(r),
             Err(ReserveError::Rejected(r)) => return Err(Refusal::Rejected(r, None)),

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use sluice_quota::fair::{Block, FairQueue, Waiter, WaiterId};
 use sluice_quota::{
-    Clock, Cost, Grant, Nanos, QuotaStore, Rejection, RejectionKind, ReserveError, ScopeId, Settlement, Share,
+    Clock, Cost, Demand, FairShare, Grant, LimiterName, Nanos, QuotaStore, Rejection, RejectionKind, ReserveError,
+    ScopeId, Settlement, Share,
 };
 use tokio::sync::{Notify, oneshot};
 
@@ -44,9 +45,17 @@ pub struct Ask {
     pub weight: NonZeroU32,
     /// The class's priority.
     pub priority: u8,
+    /// The tenant's fair-share claim on the deployment.
+    pub fair: Option<FairShare>,
 }
 
 impl Ask {
+    /// The store demand for this ask.
+    #[must_use]
+    pub fn demand(&self) -> Demand<'_> {
+        Demand { path: &self.path, cost: self.cost, lease: self.lease, share: self.share, fair: self.fair.clone() }
+    }
+
     fn fairness_cost(&self) -> u64 {
         self.cost.input_tokens.saturating_add(self.cost.output_tokens).max(1)
     }
@@ -210,9 +219,9 @@ impl DeploymentQueue {
             let now = self.clock.now();
             let next = {
                 let mut state = self.lock();
-                for waiter in state.fair.expire(now) {
-                    self.forget(&mut state, waiter.id);
-                }
+                // Past their deadline: out of the line. Their own timers answer them (with the
+                // last refusal and an ETA), so their reply channels stay open.
+                state.fair.expire(now);
                 if state.fair.is_empty() {
                     state.dispatching = false;
                     return;
@@ -239,7 +248,7 @@ impl DeploymentQueue {
     }
 
     async fn try_one(&self, id: WaiterId, ask: Ask) {
-        let result = self.store.reserve_share(&ask.path, ask.cost, ask.lease, ask.share).await;
+        let result = self.store.admit(ask.demand()).await;
         let now = self.clock.now();
         let mut state = self.lock();
         match result {
@@ -260,7 +269,8 @@ impl DeploymentQueue {
                 }
             }
             Err(ReserveError::Rejected(rejection)) => {
-                let block = if rejection.scope.kind.is_shared() { Block::Shared } else { Block::Lane };
+                let own = !rejection.scope.kind.is_shared() || rejection.limiter == LimiterName::FairShare;
+                let block = if own { Block::Lane } else { Block::Shared };
                 match rejection.kind {
                     RejectionKind::RetryAfter(wait) => state.fair.refused(id, block, now.after(wait)),
                     RejectionKind::SlotsBusy => state.fair.refused(id, block, now.after(SLOT_POLL)),

@@ -15,7 +15,7 @@ use crate::secret::{self, ProviderKey, SecretError};
 use crate::upstream::Upstream;
 
 /// A caller, as identified by its gateway key.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Caller {
     /// The key's public id.
     pub key_id: Arc<str>,
@@ -73,6 +73,9 @@ pub struct Route {
     pub counters: RouteCounters,
     /// Requests waiting for it.
     pub queue: Arc<DeploymentQueue>,
+    /// How far (tokens) one tenant may run ahead of a waiting one: the largest token burst
+    /// of the deployment's limits, if it has token limits.
+    pub fair_slack: Option<u64>,
 }
 
 /// Everything a request handler needs, shared by all requests.
@@ -175,7 +178,15 @@ fn routes(
                 Tokenizer::Approx(chars_per_token) => TokenizerKind::Approx { chars_per_token },
             };
             let labels = crate::metrics::Upstream { provider: provider.name.to_string(), model: d.model.clone() };
+            let fair_slack = d
+                .limits
+                .rates
+                .iter()
+                .filter(|r| r.dimension != sluice_quota::Dimension::Requests)
+                .map(|r| r.burst.get())
+                .max();
             Ok(Route {
+                fair_slack,
                 queue: DeploymentQueue::new(Arc::clone(store), Arc::clone(clock)),
                 counters: RouteCounters::new(metrics, labels),
                 name: d.name.clone(),

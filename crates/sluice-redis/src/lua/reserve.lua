@@ -4,8 +4,12 @@
 -- ARGV[1] id, ARGV[2] lease (us), ARGV[3] record key prefix, ARGV[4] record (JSON),
 -- ARGV[5] most expired leases to settle first, ARGV[6] the caller's share of shared
 -- scopes' bursts, in thousandths (lower classes leave headroom for higher ones)
+-- ARGV[7] tenant for the fair-share check ('' for none), ARGV[8] its weight, ARGV[9] this
+-- request's tokens, ARGV[10] the slack (tokens); then KEYS[#scopes + 3] is the group's
+-- fairness hash and KEYS[#scopes + 4] its set of tenants waiting (refused lately, scored by
+-- expiry, us): a tenant too far ahead of the slowest waiting tenant is held back briefly.
 -- Returns {1} on success, or {0, wait_us, scope index, limit index, kind}
--- with kind 1 = not yet, 2 = slots busy, 3 = never fits, 4 = paused.
+-- with kind 1 = not yet, 2 = slots busy, 3 = never fits, 4 = paused, 5 = fair share.
 local now = now_us()
 expire_leases(KEYS[1], ARGV[3], now, tonumber(ARGV[5]))
 if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -16,6 +20,39 @@ local lease = tonumber(ARGV[2])
 local share = tonumber(ARGV[6] or '1000')
 local worst, wscope, wlim, wkind = 0, 0, 0, 0
 local news = {}
+-- Fair share: a tenant too far ahead of the slowest tenant asking is held back briefly.
+local fair_time, fair_slowest
+local tenant = ARGV[7] or ''
+local function refused(reply)
+  if tenant ~= '' then
+    local asking = KEYS[#rec.s + 4]
+    redis.call('ZADD', asking, now + 1000000, tenant)
+    redis.call('PEXPIRE', asking, 60000)
+  end
+  return reply
+end
+if tenant ~= '' then
+  local fair, asking = KEYS[#rec.s + 3], KEYS[#rec.s + 4]
+  local weight, fcost, slack = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+  redis.call('ZREMRANGEBYSCORE', asking, '-inf', now)
+  local clock = tonumber(redis.call('HGET', fair, '@clock') or '0')
+  local function time_of(t)
+    return math.max(tonumber(redis.call('HGET', fair, 't:' .. t) or '0'), clock)
+  end
+  local mine = time_of(tenant)
+  local slowest = mine
+  for _, t in ipairs(redis.call('ZRANGE', asking, 0, -1)) do
+    slowest = math.min(slowest, time_of(t))
+  end
+  if mine > slowest + slack / weight then
+    local dep = 1
+    for i, sc in ipairs(rec.s) do
+      if sc.dep == 1 then dep = i end
+    end
+    return refused({0, 50000, dep, 0, 5})
+  end
+  fair_time, fair_slowest = mine + fcost / weight, slowest
+end
 for i, sc in ipairs(rec.s) do
   local key = KEYS[i + 2]
   local h = redis.call('HMGET', key, 'p', 'n')
@@ -24,7 +61,7 @@ for i, sc in ipairs(rec.s) do
     worst, wscope, wlim, wkind = paused - now, i, 0, 4
   end
   if sc.cc > 0 and tonumber(h[2] or '0') >= sc.cc then
-    return {0, 0, i, 0, 2}
+    return refused({0, 0, i, 0, 2})
   end
   news[i] = {}
   for j, lim in ipairs(sc.l) do
@@ -50,7 +87,7 @@ for i, sc in ipairs(rec.s) do
   end
 end
 if worst > 0 then
-  return {0, math.ceil(worst), wscope, wlim, wkind}
+  return refused({0, math.ceil(worst), wscope, wlim, wkind})
 end
 for i, sc in ipairs(rec.s) do
   local key = KEYS[i + 2]
@@ -63,6 +100,15 @@ for i, sc in ipairs(rec.s) do
     redis.call('HINCRBY', key, 'n', 1)
   end
   keep_alive(key, needed)
+end
+if fair_time then
+  local fair = KEYS[#rec.s + 3]
+  redis.call('HSET', fair, 't:' .. tenant, fair_time)
+  if fair_slowest > tonumber(redis.call('HGET', fair, '@clock') or '0') then
+    redis.call('HSET', fair, '@clock', fair_slowest)
+  end
+  redis.call('PEXPIRE', fair, 3600000)
+  redis.call('ZREM', KEYS[#rec.s + 4], tenant)
 end
 redis.call('SET', KEYS[2], ARGV[4])
 redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
