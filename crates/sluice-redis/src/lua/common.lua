@@ -32,7 +32,8 @@ local function adjust(tat, now, lim, reserved, used)
   return math.max(now, tat - units_us(lim, reserved - used))
 end
 
--- Keeps a scope hash alive as long as it holds debt, a pause or a lease (+1 min).
+-- Keeps a scope hash alive as long as it holds debt, a pause or a lease (+1 min); never
+-- shortens it (another reservation's lease may need it longer).
 local function keep_alive(key, needed_us)
   local ms = math.ceil(needed_us / 1000) + 60000
   if redis.call('PTTL', key) < ms then
@@ -40,25 +41,39 @@ local function keep_alive(key, needed_us)
   end
 end
 
+-- Every limit field of a scope, then `n` and `p`, in one call.
+local function read_scope(sc)
+  local fields = {}
+  for j, lim in ipairs(sc.l) do
+    fields[j] = field(lim)
+  end
+  fields[#sc.l + 1] = 'n'
+  fields[#sc.l + 2] = 'p'
+  return redis.call('HMGET', sc.k, unpack(fields))
+end
+
 -- Applies a settlement to every scope of a decoded reservation record.
 local function settle_record(rec, now, used, upstream)
   for _, sc in ipairs(rec.s) do
     local u = used
     if sc.dep == 1 then u = upstream end
+    local current = read_scope(sc)
+    local writes = {}
     local needed = 0
-    for _, lim in ipairs(sc.l) do
-      local f = field(lim)
-      local tat = tonumber(redis.call('HGET', sc.k, f) or '0')
-      local new = adjust(tat, now, lim, cost_of(rec.c, lim.d), cost_of(u, lim.d))
-      redis.call('HSET', sc.k, f, new)
+    for j, lim in ipairs(sc.l) do
+      local new = adjust(tonumber(current[j] or '0'), now, lim, cost_of(rec.c, lim.d), cost_of(u, lim.d))
+      writes[#writes + 1] = field(lim)
+      writes[#writes + 1] = new
       needed = math.max(needed, new - now)
     end
     if sc.cc > 0 then
-      if redis.call('HINCRBY', sc.k, 'n', -1) < 0 then
-        redis.call('HSET', sc.k, 'n', 0)
-      end
+      writes[#writes + 1] = 'n'
+      writes[#writes + 1] = math.max(0, tonumber(current[#sc.l + 1] or '0') - 1)
     end
-    keep_alive(sc.k, needed)
+    if #writes > 0 then
+      redis.call('HSET', sc.k, unpack(writes))
+      keep_alive(sc.k, math.max(needed, tonumber(current[#sc.l + 2] or '0') - now))
+    end
   end
 end
 

@@ -53,14 +53,15 @@ if tenant ~= '' then
   end
   fair_time, fair_slowest = mine + fcost / weight, slowest
 end
+local current = {}
 for i, sc in ipairs(rec.s) do
-  local key = KEYS[i + 2]
-  local h = redis.call('HMGET', key, 'p', 'n')
-  local paused = tonumber(h[1] or '0')
+  local h = read_scope(sc)
+  current[i] = h
+  local paused = tonumber(h[#sc.l + 2] or '0')
   if paused - now > worst then
     worst, wscope, wlim, wkind = paused - now, i, 0, 4
   end
-  if sc.cc > 0 and tonumber(h[2] or '0') >= sc.cc then
+  if sc.cc > 0 and tonumber(h[#sc.l + 1] or '0') >= sc.cc then
     return refused({0, 0, i, 0, 2})
   end
   news[i] = {}
@@ -69,8 +70,7 @@ for i, sc in ipairs(rec.s) do
     if units > lim.a then
       return {0, 0, i, j, 3}
     end
-    local tat = tonumber(redis.call('HGET', key, field(lim)) or '0')
-    local base = math.max(tat, now)
+    local base = math.max(tonumber(h[j] or '0'), now)
     local burst = units_us(lim, lim.b)
     if sc.sh == 1 then
       burst = math.floor(burst * share / 1000)
@@ -90,16 +90,21 @@ if worst > 0 then
   return refused({0, math.ceil(worst), wscope, wlim, wkind})
 end
 for i, sc in ipairs(rec.s) do
-  local key = KEYS[i + 2]
+  local writes = {}
   local needed = lease
   for j, lim in ipairs(sc.l) do
-    redis.call('HSET', key, field(lim), news[i][j])
+    writes[#writes + 1] = field(lim)
+    writes[#writes + 1] = news[i][j]
     needed = math.max(needed, news[i][j] - now)
   end
   if sc.cc > 0 then
-    redis.call('HINCRBY', key, 'n', 1)
+    writes[#writes + 1] = 'n'
+    writes[#writes + 1] = tonumber(current[i][#sc.l + 1] or '0') + 1
   end
-  keep_alive(key, needed)
+  if #writes > 0 then
+    redis.call('HSET', sc.k, unpack(writes))
+  end
+  keep_alive(sc.k, math.max(needed, tonumber(current[i][#sc.l + 2] or '0') - now))
 end
 if fair_time then
   local fair = KEYS[#rec.s + 3]
