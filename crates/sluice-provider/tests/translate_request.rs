@@ -1,4 +1,5 @@
 //! Request translation, OpenAI chat ⇄ Anthropic messages, on real-looking bodies.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "test helpers fail loudly")]
 
 use serde_json::{Map, Value, json};
 use sluice_provider::{

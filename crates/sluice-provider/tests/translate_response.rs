@@ -1,4 +1,5 @@
 //! Non-stream response translation, Anthropic message ⇄ OpenAI chat completion.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "test helpers fail loudly")]
 
 use serde_json::{Value, json};
 use sluice_provider::{
