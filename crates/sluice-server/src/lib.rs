@@ -15,6 +15,7 @@ mod admit;
 mod auth;
 pub mod error;
 mod hints;
+pub mod jobs;
 pub mod metrics;
 mod proxy;
 pub mod queue;
@@ -25,6 +26,7 @@ pub mod state;
 pub mod store;
 mod trace;
 pub mod upstream;
+pub mod worker;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -50,6 +52,8 @@ pub struct AppState {
     pub draining: Arc<AtomicBool>,
     /// Every metric the process exports on `/metrics`.
     pub registry: Arc<prometheus_client::registry::Registry>,
+    /// Async jobs, when a job store is configured.
+    pub jobs: Option<Arc<jobs::Jobs>>,
 }
 
 impl AppState {
@@ -77,7 +81,15 @@ impl AppState {
             gateway: Arc::new(gateway),
             draining: Arc::new(AtomicBool::new(false)),
             registry: Arc::new(registry),
+            jobs: None,
         })
+    }
+
+    /// Enables async jobs on `store` with the settings and classes of `config`.
+    #[must_use]
+    pub fn with_jobs(mut self, store: Arc<dyn sluice_jobs::JobStore>, config: &sluice_config::Config) -> Self {
+        self.jobs = Some(Arc::new(jobs::Jobs::new(store, config)));
+        self
     }
 }
 
@@ -88,6 +100,8 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/embeddings", post(embeddings))
         .route("/v1/messages", post(messages))
         .route("/v1/models", get(models))
+        .route("/v1/jobs", post(jobs::submit))
+        .route("/v1/jobs/{id}", get(jobs::poll))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics_text))
@@ -95,6 +109,9 @@ pub fn app(state: AppState) -> Router {
 }
 
 async fn chat(State(state): State<AppState>, request: Request) -> Response {
+    if jobs::prefers_async(request.headers()) {
+        return jobs::submit_inline(state, sluice_jobs::Endpoint::ChatCompletions, request).await;
+    }
     proxy::handle(state.gateway, Protocol::OpenAiChat, request).await
 }
 
@@ -103,6 +120,9 @@ async fn embeddings(State(state): State<AppState>, request: Request) -> Response
 }
 
 async fn messages(State(state): State<AppState>, request: Request) -> Response {
+    if jobs::prefers_async(request.headers()) {
+        return jobs::submit_inline(state, sluice_jobs::Endpoint::Messages, request).await;
+    }
     proxy::handle(state.gateway, Protocol::AnthropicMessages, request).await
 }
 

@@ -86,6 +86,8 @@ pub struct Metrics {
     pub queue_depth: Family<QueueLabels, Gauge>,
     /// `llm_queue_wait_seconds{priority,task_type}`.
     pub queue_wait: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    /// Async job counters and states.
+    pub jobs: JobMetrics,
 }
 
 impl Default for Metrics {
@@ -98,6 +100,7 @@ impl Default for Metrics {
             decisions: Family::default(),
             queue_depth: Family::default(),
             queue_wait: Family::new_with_constructor(wait_histogram),
+            jobs: JobMetrics::default(),
         }
     }
 }
@@ -130,6 +133,7 @@ impl Metrics {
             "Time requests waited for capacity (admitted or not)",
             metrics.queue_wait.clone(),
         );
+        metrics.jobs.register(registry);
         metrics
     }
 
@@ -157,5 +161,53 @@ impl RouteCounters {
         let reserved = metrics.tokens_reserved.get_or_create(&labels).clone();
         let used = metrics.tokens_used.get_or_create(&labels).clone();
         Self { labels, reserved, used }
+    }
+}
+
+/// `state` of a job (`queued`, `delayed`, `running`, `dead_letter`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobStateLabel {
+    /// The state.
+    pub state: &'static str,
+}
+
+/// The async jobs' metrics.
+#[derive(Debug, Default)]
+pub struct JobMetrics {
+    /// `sluice_jobs_submitted_total`: jobs created (idempotent repeats not counted).
+    pub submitted: Counter,
+    /// `sluice_jobs_completed_total`: answers recorded.
+    pub completed: Counter,
+    /// `sluice_jobs_failed_total`: jobs failed for good (not retryable).
+    pub failed: Counter,
+    /// `sluice_jobs_dead_lettered_total`: jobs that used up their attempts.
+    pub dead_lettered: Counter,
+    /// `sluice_jobs_retried_total`: failed attempts scheduled again.
+    pub retried: Counter,
+    /// `sluice_jobs_uncertain_reruns_total`: jobs run again after their lease expired while
+    /// running (the lost attempt may have reached the provider).
+    pub uncertain_reruns: Counter,
+    /// `sluice_jobs{state}`: jobs per state in the store (refreshed every few seconds).
+    pub states: Family<JobStateLabel, Gauge>,
+}
+
+impl JobMetrics {
+    fn register(&self, registry: &mut Registry) {
+        let counters = [
+            ("sluice_jobs_submitted", "Async jobs submitted", &self.submitted),
+            ("sluice_jobs_completed", "Async jobs completed (answer recorded)", &self.completed),
+            ("sluice_jobs_failed", "Async jobs failed for good (not retryable)", &self.failed),
+            ("sluice_jobs_dead_lettered", "Async jobs moved to the dead letter", &self.dead_lettered),
+            ("sluice_jobs_retried", "Failed job attempts scheduled again", &self.retried),
+            (
+                "sluice_jobs_uncertain_reruns",
+                "Jobs run again after their lease expired while running (possible duplicates)",
+                &self.uncertain_reruns,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            registry.register(name, help, counter.clone());
+        }
+        registry.register("sluice_jobs", "Async jobs per state in the job store", self.states.clone());
     }
 }

@@ -17,7 +17,7 @@ use crate::error::{Envelope, ErrorResponse, GatewayError};
 use crate::metrics::{Hit, Outcome};
 use crate::relay;
 use crate::settle::SettleGuard;
-use crate::state::{Gateway, Route};
+use crate::state::{Caller, Gateway, Route};
 use crate::trace::Trace;
 use crate::upstream::UpstreamError;
 
@@ -48,7 +48,7 @@ pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::ex
 
 /// Counts the request in `llm_requests_total`; requests refused before routing count
 /// under provider and model `none`.
-fn count(gateway: &Gateway, routed: Option<usize>, status: StatusCode) {
+pub(crate) fn count(gateway: &Gateway, routed: Option<usize>, status: StatusCode) {
     let labels = routed.and_then(|i| gateway.deployments.get(i)).map(|r| &r.counters.labels);
     let (provider, model) = labels.map_or(("none", "none"), |l| (l.provider.as_str(), l.model.as_str()));
     let outcome = Outcome { provider: provider.to_owned(), model: model.to_owned(), status: status.as_u16() };
@@ -65,7 +65,21 @@ async fn proxy(
 ) -> Result<Response<Body>, GatewayError> {
     let caller = authenticate(gateway, headers)?;
     let bytes = read_body(body, gateway.max_body_bytes).await?;
-    let request = parse_request(protocol, &bytes).map_err(GatewayError::BadRequest)?;
+    forward(gateway, caller, protocol, headers, &bytes, trace, routed).await
+}
+
+/// The request path after authentication: parse, admit, send, settle. Async jobs run
+/// through here too, with the job's caller and stored body.
+pub(crate) async fn forward(
+    gateway: &Gateway,
+    caller: &Caller,
+    protocol: Protocol,
+    headers: &HeaderMap,
+    bytes: &[u8],
+    trace: &Trace,
+    routed: &mut Option<usize>,
+) -> Result<Response<Body>, GatewayError> {
+    let request = parse_request(protocol, bytes).map_err(GatewayError::BadRequest)?;
     let admitted = admit::admit(gateway, caller, &request, routed).await?;
     let route = &gateway.deployments[admitted.deployment];
     let force_usage = request.stream && protocol == Protocol::OpenAiChat && !request.client_wants_stream_usage;
@@ -96,7 +110,7 @@ async fn proxy(
     buffered(response, guard, &admitted, route).await
 }
 
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, GatewayError> {
+pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, GatewayError> {
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(GatewayError::BodyTooLarge(limit)),

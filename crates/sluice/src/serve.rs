@@ -62,7 +62,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logs(args.log_json);
     let config = load(&args.config)?;
     let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
-    let state = AppState::build(&config, store)?;
+    let state = AppState::build(&config, store)?.with_jobs(job_store(&config)?, &config);
+    let workers = sluice_server::worker::spawn(&state);
     let listen = args.listen.unwrap_or(config.server.listen);
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
@@ -76,8 +77,38 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             tracing::warn!("shutdown grace period over; closing remaining connections");
         }
     }
+    // Workers stop leasing once draining; a job still running gets the grace period, and
+    // one cut off is leased again after its visibility timeout (or at once, embedded).
+    let _ = tokio::time::timeout(grace, async {
+        for worker in workers {
+            let _ = worker.await;
+        }
+    })
+    .await;
     Ok(())
 }
+
+/// The job store: the embedded redb file, or Redis when the quota store is Redis.
+fn job_store(config: &sluice_config::Config) -> anyhow::Result<Arc<dyn sluice_jobs::JobStore>> {
+    use sluice_config::StoreKind;
+    let topology = match &config.store.kind {
+        StoreKind::Memory => {
+            let path = &config.jobs.path;
+            let store = sluice_jobs::EmbeddedJobStore::open(path, Arc::new(SystemClock::new()))
+                .with_context(|| format!("opening the job store {}", path.display()))?;
+            return Ok(Arc::new(store));
+        }
+        StoreKind::Redis(url) => sluice_redis::Topology::Standalone(url.clone()),
+        StoreKind::RedisCluster(seeds) => sluice_redis::Topology::Cluster(seeds.clone()),
+    };
+    // Job scripts may move a batch of jobs: allow them more than an admission's budget.
+    let timeout = config.store.timeout.max(JOB_STORE_TIMEOUT);
+    let settings = sluice_jobs::RedisJobConfig { topology, prefix: config.store.prefix.clone(), timeout };
+    Ok(Arc::new(sluice_jobs::RedisJobStore::new(settings)))
+}
+
+/// The least time a Redis job-store call is allowed.
+const JOB_STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 async fn shutdown_signal() {
     let ctrl_c = async {

@@ -1,0 +1,328 @@
+//! Async jobs over HTTP: submit with `POST /v1/jobs` (or `Prefer: respond-async` on the
+//! chat and messages endpoints), poll with `GET /v1/jobs/{id}`. The workers that run them
+//! are in [`crate::worker`].
+//!
+//! A job belongs to the tenant of the key that submitted it; other tenants' keys get 404
+//! for it, so ids do not reveal that a job exists. Submission is idempotent per tenant by
+//! `Idempotency-Key`: a repeat returns the first job (200); the same key with another
+//! request is refused (422).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sluice_config::{Config, ProviderKind, TrafficClass};
+use sluice_jobs::{Endpoint, Job, JobId, JobState, JobStore, NewJob};
+use sluice_provider::{Protocol, RequestError, RequestErrorCode, parse_request};
+use tokio::sync::Notify;
+
+use crate::AppState;
+use crate::auth::authenticate;
+use crate::error::{Envelope, ErrorResponse, GatewayError};
+use crate::proxy::read_body;
+use crate::state::{Caller, Gateway};
+use crate::trace::Trace;
+
+/// Run time assumed for a job before any has finished here (for ETAs).
+const INITIAL_RUN_SECS: f64 = 1.0;
+/// Weight of the newest run in the run-time average.
+const RUN_TIME_WEIGHT: f64 = 0.1;
+
+/// The async-job side of the gateway.
+#[derive(Debug)]
+pub struct Jobs {
+    /// Where jobs live.
+    pub store: Arc<dyn JobStore>,
+    /// Traffic classes by name (a job may name one other than its key's).
+    pub classes: HashMap<Arc<str>, TrafficClass>,
+    /// Workers per instance.
+    pub workers: usize,
+    /// Lease visibility timeout.
+    pub visibility: Duration,
+    /// Wakes idle workers of this instance when a job is submitted here.
+    pub wake: Notify,
+    run_secs: Mutex<f64>,
+}
+
+impl Jobs {
+    /// Jobs on `store` with the settings and classes of `config`.
+    #[must_use]
+    pub fn new(store: Arc<dyn JobStore>, config: &Config) -> Self {
+        Self {
+            store,
+            classes: config.classes.iter().map(|c| (c.name.clone(), c.clone())).collect(),
+            workers: config.jobs.workers,
+            visibility: config.jobs.visibility_timeout,
+            wake: Notify::new(),
+            run_secs: Mutex::new(INITIAL_RUN_SECS),
+        }
+    }
+
+    /// Records how long a job took, for ETAs.
+    pub fn observe_run(&self, took: Duration) {
+        let mut average = self.run_secs.lock().unwrap_or_else(PoisonError::into_inner);
+        *average += RUN_TIME_WEIGHT * (took.as_secs_f64() - *average);
+    }
+
+    /// The estimated wait for a new job: the jobs ahead of it (queued and running, plus
+    /// requests waiting in its deployment's queue) at the recent run time per worker.
+    async fn eta_secs(&self, gateway: &Gateway, deployment: usize) -> u64 {
+        let counts = self.store.counts().await.unwrap_or_default();
+        let waiting = gateway.deployments.get(deployment).map_or(0, |r| r.queue.depth());
+        let ahead = counts.queued.saturating_add(counts.running).saturating_add(waiting as u64);
+        let per_job = *self.run_secs.lock().unwrap_or_else(PoisonError::into_inner);
+        let workers = self.workers.max(1) as f64;
+        ((ahead as f64 + 1.0) * per_job / workers).ceil() as u64
+    }
+}
+
+/// Whether the client asked for an asynchronous answer (`Prefer: respond-async`).
+#[must_use]
+pub fn prefers_async(headers: &HeaderMap) -> bool {
+    headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split([',', ';']))
+        .any(|token| token.trim().eq_ignore_ascii_case("respond-async"))
+}
+
+/// `POST /v1/jobs` with `{"endpoint", "body", "class"?, "priority"?}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobRequest {
+    endpoint: String,
+    body: Value,
+    class: Option<String>,
+    priority: Option<u8>,
+}
+
+/// A failed job request, before it becomes a response.
+enum Refusal {
+    Gateway(GatewayError),
+    NotFound,
+    Disabled,
+    StoreUnavailable,
+    IdempotencyMismatch,
+}
+
+impl From<GatewayError> for Refusal {
+    fn from(e: GatewayError) -> Self {
+        Self::Gateway(e)
+    }
+}
+
+fn refuse(refusal: Refusal, trace: &Trace) -> Response {
+    let (status, kind, code, message) = match refusal {
+        Refusal::Gateway(error) => {
+            return ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: trace.id.clone() }.into_response();
+        }
+        Refusal::NotFound => (StatusCode::NOT_FOUND, "invalid_request_error", "job_not_found", "no such job"),
+        Refusal::Disabled => {
+            (StatusCode::NOT_FOUND, "invalid_request_error", "jobs_disabled", "async jobs are not enabled here")
+        }
+        Refusal::StoreUnavailable => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service_unavailable",
+            "job_store_unavailable",
+            "the job store is unavailable; try again shortly",
+        ),
+        Refusal::IdempotencyMismatch => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request_error",
+            "idempotency_key_reused",
+            "this Idempotency-Key was used for a different request",
+        ),
+    };
+    let body = json!({"error": {"message": message, "type": kind, "code": code, "param": null, "trace_id": trace.id}});
+    (status, axum::Json(body)).into_response()
+}
+
+fn bad(param: &str, code: RequestErrorCode, message: impl Into<String>) -> Refusal {
+    Refusal::Gateway(GatewayError::BadRequest(RequestError {
+        param: Some(param.to_owned()),
+        message: message.into(),
+        code,
+    }))
+}
+
+fn protocol(endpoint: Endpoint) -> Protocol {
+    match endpoint {
+        Endpoint::ChatCompletions => Protocol::OpenAiChat,
+        Endpoint::Messages => Protocol::AnthropicMessages,
+    }
+}
+
+/// `POST /v1/jobs`.
+pub async fn submit(State(state): State<AppState>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let trace = Trace::from_headers(&parts.headers);
+    let result = async {
+        let jobs = state.jobs.as_ref().ok_or(Refusal::Disabled)?;
+        let caller = authenticate(&state.gateway, &parts.headers)?;
+        let bytes = read_body(body, state.gateway.max_body_bytes).await?;
+        let request: JobRequest = serde_json::from_slice(&bytes)
+            .map_err(|e| bad("body", RequestErrorCode::InvalidJson, format!("not a job request: {e}")))?;
+        let endpoint = Endpoint::from_path(&request.endpoint).ok_or_else(|| {
+            bad("endpoint", RequestErrorCode::InvalidValue, "endpoint must be /v1/chat/completions or /v1/messages")
+        })?;
+        let body = serde_json::to_vec(&request.body).unwrap_or_default();
+        let ask = Ask { endpoint, body, class: request.class, priority: request.priority };
+        enqueue(&state.gateway, jobs, caller, ask, &parts.headers).await
+    }
+    .await;
+    result.unwrap_or_else(|refusal| refuse(refusal, &trace))
+}
+
+/// A chat or messages request with `Prefer: respond-async`.
+pub async fn submit_inline(state: AppState, endpoint: Endpoint, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let trace = Trace::from_headers(&parts.headers);
+    let result = async {
+        let jobs = state.jobs.as_ref().ok_or(Refusal::Disabled)?;
+        let caller = authenticate(&state.gateway, &parts.headers)?;
+        let body = read_body(body, state.gateway.max_body_bytes).await?.to_vec();
+        let ask = Ask { endpoint, body, class: None, priority: None };
+        enqueue(&state.gateway, jobs, caller, ask, &parts.headers).await
+    }
+    .await;
+    result.unwrap_or_else(|refusal| refuse(refusal, &trace))
+}
+
+/// What a submission asks for.
+struct Ask {
+    endpoint: Endpoint,
+    body: Vec<u8>,
+    class: Option<String>,
+    priority: Option<u8>,
+}
+
+/// Validates the request as the endpoint would, then stores the job.
+async fn enqueue(
+    gateway: &Gateway,
+    jobs: &Jobs,
+    caller: &Caller,
+    ask: Ask,
+    headers: &HeaderMap,
+) -> Result<Response, Refusal> {
+    let parsed = parse_request(protocol(ask.endpoint), &ask.body).map_err(GatewayError::BadRequest)?;
+    if parsed.stream {
+        return Err(bad(
+            "stream",
+            RequestErrorCode::InvalidValue,
+            "streaming requests cannot run as async jobs; send `stream: false` or call the endpoint directly",
+        ));
+    }
+    let profile =
+        gateway.profiles.get(parsed.model.as_str()).ok_or(GatewayError::UnknownModel(parsed.model.clone()))?;
+    let anthropic = gateway.deployments[profile.deployment].kind == ProviderKind::Anthropic;
+    if anthropic != (ask.endpoint == Endpoint::Messages) {
+        let endpoint = if anthropic { "/v1/messages" } else { "/v1/chat/completions" };
+        return Err(GatewayError::WrongEndpoint { model: parsed.model.clone(), endpoint }.into());
+    }
+    let class = match ask.class.as_deref() {
+        None => &caller.class,
+        Some(name) => jobs
+            .classes
+            .get(name)
+            .ok_or_else(|| bad("class", RequestErrorCode::InvalidValue, format!("no traffic class named `{name}`")))?,
+    };
+    let idempotency_key = idempotency_key(headers)?;
+    let new = NewJob {
+        id: JobId::random(),
+        tenant: caller.tenant.to_string(),
+        key_id: caller.key_id.to_string(),
+        idempotency_key,
+        endpoint: ask.endpoint,
+        body: String::from_utf8_lossy(&ask.body).into_owned(),
+        class: class.name.to_string(),
+        priority: ask.priority.unwrap_or(class.priority),
+        max_attempts: class.max_attempts,
+    };
+    let (endpoint, body) = (new.endpoint, new.body.clone());
+    let submitted = jobs.store.submit(new).await.map_err(|e| {
+        tracing::warn!(error = %e, "job store failed on submit");
+        Refusal::StoreUnavailable
+    })?;
+    let job = submitted.job;
+    if !submitted.created && (job.endpoint != endpoint || job.body != body) {
+        return Err(Refusal::IdempotencyMismatch);
+    }
+    let status = if submitted.created {
+        gateway.metrics.jobs.submitted.inc();
+        jobs.wake.notify_one();
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    let eta = jobs.eta_secs(gateway, profile.deployment).await;
+    let body = json!({"status": api_status(job.state), "job_id": job.id.as_str(), "eta_sec": eta});
+    let mut response = (status, axum::Json(body)).into_response();
+    if let Ok(location) = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id)) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
+}
+
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Refusal> {
+    let Some(value) = headers.get("idempotency-key") else { return Ok(None) };
+    match value.to_str().map(str::trim) {
+        Ok(key) if !key.is_empty() && key.len() <= 255 => Ok(Some(key.to_owned())),
+        _ => Err(bad("Idempotency-Key", RequestErrorCode::InvalidValue, "1 to 255 visible ASCII characters")),
+    }
+}
+
+/// The status clients see: a job waiting for a retry is still `queued`.
+fn api_status(state: JobState) -> &'static str {
+    match state {
+        JobState::Queued | JobState::Delayed => "queued",
+        other => other.as_str(),
+    }
+}
+
+/// `GET /v1/jobs/{id}`.
+pub async fn poll(State(state): State<AppState>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    let trace = Trace::from_headers(&headers);
+    let result = async {
+        let jobs = state.jobs.as_ref().ok_or(Refusal::Disabled)?;
+        let caller = authenticate(&state.gateway, &headers)?;
+        let id = JobId::parse(&id).ok_or(Refusal::NotFound)?;
+        let job = jobs.store.get(&id).await.map_err(|e| {
+            tracing::warn!(error = %e, "job store failed on get");
+            Refusal::StoreUnavailable
+        })?;
+        // Another tenant's job is reported exactly like a missing one.
+        let job = job.filter(|j| *j.tenant == *caller.tenant).ok_or(Refusal::NotFound)?;
+        Ok::<_, Refusal>(axum::Json(view(&job)).into_response())
+    }
+    .await;
+    result.unwrap_or_else(|refusal| refuse(refusal, &trace))
+}
+
+/// A job as its owner sees it.
+fn view(job: &Job) -> Value {
+    let mut out = json!({
+        "job_id": job.id.as_str(),
+        "object": "job",
+        "status": api_status(job.state),
+        "endpoint": job.endpoint.path(),
+        "class": job.class,
+        "priority": job.priority,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "reruns": job.reruns,
+    });
+    if let (Some(result), Value::Object(map)) = (&job.result, &mut out) {
+        let body = serde_json::from_str(&result.body).unwrap_or_else(|_| Value::String(result.body.clone()));
+        map.insert("result".into(), json!({"status": result.status, "body": body}));
+    }
+    if let (Some(error), Value::Object(map)) = (&job.error, &mut out) {
+        map.insert("error".into(), Value::String(error.clone()));
+    }
+    out
+}
