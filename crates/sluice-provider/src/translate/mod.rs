@@ -23,8 +23,10 @@
 //! usage), `response`, `stream/` (framing and one state machine per direction), `json`
 //! (typed readers).
 //!
-//! Errors are ids and usage-free: the gateway maps a request [`TranslateError`] to "no
-//! fallback" and a response one to an upstream protocol error.
+//! Failure semantics: a request [`TranslateError`] means "no cross-provider fallback for
+//! this request"; a response one means the upstream body broke its protocol (map it like
+//! any malformed upstream answer). Streams never fail: what they cannot read is skipped,
+//! and a stream that stops short ends with the client's interruption event.
 
 mod error;
 mod image;
