@@ -76,4 +76,4 @@ pub use ledger::{Ledger, RateSnapshot, ScopeSnapshot, Settled};
 pub use limit::{Cost, Dimension, LimiterName, Limits, RateLimit, Settlement};
 pub use memory::MemoryStore;
 pub use scope::{ReservationId, ScopeId, ScopeKey, ScopeKind};
-pub use store::{QuotaStore, ReserveError, StoreError, StoreFuture};
+pub use store::{QuotaStore, ReserveError, StoreError, StoreFuture, StoreHealth};

@@ -29,6 +29,15 @@ pub enum ReserveError {
     Store(#[from] StoreError),
 }
 
+/// How a store is doing, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreHealth {
+    /// The shared store is unreachable and a fallback decides (or requests are refused).
+    pub degraded: bool,
+    /// Store errors seen since start.
+    pub errors: u64,
+}
+
 /// Reserves and settles quota atomically across every scope of a path.
 ///
 /// Implementations apply the rules of [`crate::Ledger`]: all-or-nothing reservation,
@@ -69,6 +78,11 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
     /// Holds every reservation through `scope` back for `wait`, for every user of the
     /// store (coordinated backoff); never shortens a pause already in force.
     fn pause(&self, scope: ScopeId, wait: Duration) -> StoreFuture<'_, Result<(), StoreError>>;
+
+    /// How the store is doing; in-process stores are always healthy.
+    fn health(&self) -> StoreHealth {
+        StoreHealth::default()
+    }
 
     /// The live state of a scope.
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>>;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use sluice_quota::{
     Clock, Demand, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId, ReserveError, ScopeId, ScopeKey,
-    ScopeSnapshot, Settlement, StoreError, StoreFuture,
+    ScopeSnapshot, Settlement, StoreError, StoreFuture, StoreHealth,
 };
 
 use crate::store::RedisStore;
@@ -180,6 +180,10 @@ impl QuotaStore for ResilientStore {
             }
             if self.is_degraded() { Ok(()) } else { self.remote.pause(scope, wait).await }
         })
+    }
+
+    fn health(&self) -> StoreHealth {
+        StoreHealth { degraded: self.is_degraded(), errors: self.errors() }
     }
 
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {

@@ -139,6 +139,7 @@ async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
+    state.gateway.metrics.observe_store(state.gateway.store.health());
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();

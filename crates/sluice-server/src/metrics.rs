@@ -86,6 +86,10 @@ pub struct Metrics {
     pub queue_depth: Family<QueueLabels, Gauge>,
     /// `llm_queue_wait_seconds{priority,task_type}`.
     pub queue_wait: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    /// `sluice_store_errors_total`: failed calls to the shared quota store.
+    pub store_errors: Counter,
+    /// `sluice_store_degraded`: 1 while the shared store is unreachable.
+    pub store_degraded: Gauge,
     /// Async job counters and states.
     pub jobs: JobMetrics,
 }
@@ -100,6 +104,8 @@ impl Default for Metrics {
             decisions: Family::default(),
             queue_depth: Family::default(),
             queue_wait: Family::new_with_constructor(wait_histogram),
+            store_errors: Counter::default(),
+            store_degraded: Gauge::default(),
             jobs: JobMetrics::default(),
         }
     }
@@ -127,6 +133,16 @@ impl Metrics {
             metrics.rate_limit_hits.clone(),
         );
         registry.register("sluice_decisions", "Admission decisions by outcome and limiter", metrics.decisions.clone());
+        registry.register(
+            "sluice_store_errors",
+            "Failed calls to the shared quota store",
+            metrics.store_errors.clone(),
+        );
+        registry.register(
+            "sluice_store_degraded",
+            "1 while the shared quota store is unreachable (fail_closed or fail_open_local in force)",
+            metrics.store_degraded.clone(),
+        );
         registry.register("llm_queue_depth", "Requests waiting for capacity", metrics.queue_depth.clone());
         registry.register(
             "llm_queue_wait_seconds",
@@ -135,6 +151,15 @@ impl Metrics {
         );
         metrics.jobs.register(registry);
         metrics
+    }
+
+    /// Brings the store gauges up to date (called before each scrape).
+    pub fn observe_store(&self, health: sluice_quota::StoreHealth) {
+        self.store_degraded.set(i64::from(health.degraded));
+        let seen = self.store_errors.get();
+        if health.errors > seen {
+            self.store_errors.inc_by(health.errors - seen);
+        }
     }
 
     /// Counts one admission decision.

@@ -51,7 +51,9 @@ if tenant ~= '' then
     end
     return refused({0, 50000, dep, 0, 5})
   end
-  fair_time, fair_slowest = mine + fcost / weight, slowest
+  -- The new floor of virtual times: no tenant lags more than the slack behind this one,
+  -- whether it is waiting right now or was just admitted between two refusals.
+  fair_time, fair_slowest = mine + fcost / weight, math.min(slowest, mine - slack / weight)
 end
 local current = {}
 for i, sc in ipairs(rec.s) do

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sluice_quota::{MemoryStore, SystemClock};
+use sluice_quota::SystemClock;
 use sluice_server::Running;
 use sluice_sim::config::SimConfig;
 use sluice_sim::server::SimHandle;
@@ -45,15 +45,21 @@ pub fn sha(key: &str) -> String {
 /// models, tenants, keys; `{SIM}` and `{KEYFILE}` are substituted) under a provider
 /// section pointing at the sim.
 pub async fn start(sim: SimConfig, policy: &str) -> Env {
+    start_with(sim, "", policy).await
+}
+
+/// [`start`] with a `[store]` (or other process) section before the policy; the store is
+/// built from the configuration as `sluice serve` builds it.
+pub async fn start_with(sim: SimConfig, process: &str, policy: &str) -> Env {
     let sim = sluice_sim::SimProvider::start(sim).await.unwrap();
     let text = format!(
-        "[[providers]]\nname = \"sim\"\nkind = \"openai\"\nbase_url = \"{url}\"\napi_key_file = \"{file}\"\n\n\
+        "{process}\n[[providers]]\nname = \"sim\"\nkind = \"openai\"\nbase_url = \"{url}\"\napi_key_file = \"{file}\"\n\n\
          [[providers]]\nname = \"sim-anthropic\"\nkind = \"anthropic\"\nbase_url = \"{url}\"\napi_key_file = \"{file}\"\n\n{policy}",
         url = sim.url(),
         file = key_file(),
     );
     let config = sluice_config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let store = Arc::new(MemoryStore::new(Arc::new(SystemClock::new())));
+    let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
     let gateway = Running::start(&config, store, "127.0.0.1:0".parse().unwrap()).await.unwrap();
     Env { sim, gateway, http: reqwest::Client::new() }
 }
