@@ -43,6 +43,35 @@ pub struct Hit {
     pub limit_type: String,
 }
 
+/// `provider`, `model`, `error_type`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Retry {
+    /// Provider account name.
+    pub provider: String,
+    /// Model sent upstream.
+    pub model: String,
+    /// The error class that was retried (`rate_limited`, `server_error`, ...).
+    pub error_type: &'static str,
+}
+
+/// `from_provider`, `to_provider`, `reason`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Fallback {
+    /// The provider that could not serve.
+    pub from_provider: String,
+    /// The provider that served instead.
+    pub to_provider: String,
+    /// Why (`provider_5xx`, `rate_limit_after_retry_budget`, `primary_unavailable`, ...).
+    pub reason: &'static str,
+}
+
+/// `task_type`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Task {
+    /// The task type.
+    pub task_type: String,
+}
+
 /// `decision`, `limiter`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Decision {
@@ -86,6 +115,12 @@ pub struct Metrics {
     pub queue_depth: Family<QueueLabels, Gauge>,
     /// `llm_queue_wait_seconds{priority,task_type}`.
     pub queue_wait: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    /// `llm_retries_total{provider,model,error_type}`.
+    pub retries: Family<Retry, Counter>,
+    /// `llm_fallbacks_total{from_provider,to_provider,reason}`.
+    pub fallbacks: Family<Fallback, Counter>,
+    /// `llm_duplicate_suppressed_total{task_type}`.
+    pub duplicates_suppressed: Family<Task, Counter>,
     /// `sluice_store_errors_total`: failed calls to the shared quota store.
     pub store_errors: Counter,
     /// `sluice_store_degraded`: 1 while the shared store is unreachable.
@@ -104,6 +139,9 @@ impl Default for Metrics {
             decisions: Family::default(),
             queue_depth: Family::default(),
             queue_wait: Family::new_with_constructor(wait_histogram),
+            retries: Family::default(),
+            fallbacks: Family::default(),
+            duplicates_suppressed: Family::default(),
             store_errors: Counter::default(),
             store_degraded: Gauge::default(),
             jobs: JobMetrics::default(),
@@ -160,6 +198,23 @@ impl Metrics {
         if health.errors > seen {
             self.store_errors.inc_by(health.errors - seen);
         }
+    }
+
+    /// Counts a retried upstream attempt.
+    pub fn retry(&self, labels: &Upstream, error_type: &'static str) {
+        let key = Retry { provider: labels.provider.clone(), model: labels.model.clone(), error_type };
+        self.retries.get_or_create(&key).inc();
+    }
+
+    /// Counts a request served by a fallback.
+    pub fn fallback(&self, from: &Upstream, to: &Upstream, reason: &'static str) {
+        let key = Fallback { from_provider: from.provider.clone(), to_provider: to.provider.clone(), reason };
+        self.fallbacks.get_or_create(&key).inc();
+    }
+
+    /// Counts a suppressed duplicate.
+    pub fn duplicate_suppressed(&self, task_type: &str) {
+        self.duplicates_suppressed.get_or_create(&Task { task_type: task_type.to_owned() }).inc();
     }
 
     /// Counts one admission decision.
