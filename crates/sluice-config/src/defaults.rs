@@ -36,3 +36,17 @@ pub const JOBS_PATH: &str = "sluice-jobs.redb";
 pub const JOB_WORKERS: u64 = 4;
 /// How long a leased job stays invisible without a heartbeat.
 pub const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time to response headers of one upstream attempt before it counts as hung.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Consecutive failures that open a deployment's breaker.
+pub const BREAKER_FAILURES: u32 = 5;
+/// How long an open breaker holds a deployment back.
+pub const BREAKER_COOLDOWN: Duration = Duration::from_secs(10);
+/// Upstream attempts of one live request, first included.
+pub const RETRY_ATTEMPTS: u32 = 3;
+/// Time a live request may spend on retries.
+pub const RETRY_WITHIN: Duration = Duration::from_secs(8);
+/// How long completed operations are remembered for idempotency.
+pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
+/// How long a repeat waits for the same operation in flight.
+pub const IDEMPOTENCY_WAIT: Duration = Duration::from_secs(30);

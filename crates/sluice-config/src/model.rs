@@ -80,6 +80,12 @@ pub struct Deployment {
     pub input_safety_factor: f64,
     /// Output charging rule.
     pub output_counting: OutputCounting,
+    /// Longest wait for response headers of one attempt (a hung provider is retried).
+    pub attempt_timeout: Duration,
+    /// Consecutive failures that open the breaker.
+    pub breaker_failures: u32,
+    /// How long an open breaker holds the deployment back (at least; provider hints win).
+    pub breaker_cooldown: Duration,
 }
 
 /// What clients ask for by name.
@@ -93,6 +99,59 @@ pub struct ModelProfile {
     pub default_max_tokens: u64,
     /// The profile's own limits (across all its callers).
     pub limits: Limits,
+    /// Where to go when the primary cannot serve, in order.
+    pub fallbacks: Vec<Fallback>,
+    /// Where simple work goes when the primary has no capacity now.
+    pub degrade_to: Option<Degrade>,
+}
+
+/// When a fallback may take over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum When {
+    /// The primary answered 5xx (or 529) on every attempt the budget allowed.
+    Provider5xx,
+    /// The primary kept answering 429 until the retry budget ran out.
+    RateLimitAfterRetryBudget,
+    /// The prompt is too long for the primary (`context_length_exceeded`).
+    ContextLengthNeeded,
+    /// The primary cannot be reached or its breaker is open.
+    PrimaryUnavailable,
+    /// The request waited its class's whole `max_wait` for the primary.
+    QueueWaitExceeded,
+}
+
+impl When {
+    /// The reason label of this condition.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Provider5xx => "provider_5xx",
+            Self::RateLimitAfterRetryBudget => "rate_limit_after_retry_budget",
+            Self::ContextLengthNeeded => "context_length_needed",
+            Self::PrimaryUnavailable => "primary_unavailable",
+            Self::QueueWaitExceeded => "queue_wait_exceeded",
+        }
+    }
+}
+
+/// An ordered fallback of a model profile.
+#[derive(Debug, Clone)]
+pub struct Fallback {
+    /// Index into [`Config::deployments`].
+    pub deployment: usize,
+    /// The conditions under which it takes over.
+    pub when: Vec<When>,
+}
+
+/// Degradation of simple work to a cheaper or local deployment.
+#[derive(Debug, Clone)]
+pub struct Degrade {
+    /// Index into [`Config::deployments`].
+    pub deployment: usize,
+    /// Classes that may be degraded (indexes into [`Config::classes`]).
+    pub classes: Vec<usize>,
+    /// Task names that may be degraded (from `x-sluice-task` or `metadata.task`).
+    pub tasks: Vec<String>,
 }
 
 /// A tenant and its teams.
@@ -150,6 +209,10 @@ pub struct TrafficClass {
     pub max_queue: usize,
     /// Most attempts of an async job of this class before it goes to the dead letter.
     pub max_attempts: u32,
+    /// Upstream attempts of one live request (first try included).
+    pub retry_attempts: u32,
+    /// Total time a live request may spend on retries.
+    pub retry_within: Duration,
 }
 
 /// Async jobs: process settings, not reloadable.
@@ -178,6 +241,10 @@ pub struct Server {
     pub lease: Duration,
     /// How long shutdown waits for in-flight requests.
     pub shutdown_grace: Duration,
+    /// How long the operation log remembers a completed request (idempotency).
+    pub idempotency_ttl: Duration,
+    /// How long a repeat waits for the same operation in flight before a 409.
+    pub idempotency_wait: Duration,
 }
 
 /// Where quota state lives.

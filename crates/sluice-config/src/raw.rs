@@ -38,6 +38,8 @@ pub struct RawServer {
     pub connect_timeout: Option<Spanned<String>>,
     pub lease: Option<Spanned<String>>,
     pub shutdown_grace: Option<Spanned<String>>,
+    pub idempotency_ttl: Option<Spanned<String>>,
+    pub idempotency_wait: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -95,6 +97,9 @@ pub struct RawDeployment {
     pub tokenizer: Option<Spanned<String>>,
     pub input_safety_factor: Option<Spanned<f64>>,
     pub output_counting: Option<Spanned<String>>,
+    pub attempt_timeout: Option<Spanned<String>>,
+    pub breaker_failures: Option<Spanned<u64>>,
+    pub breaker_cooldown: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -105,6 +110,26 @@ pub struct RawModel {
     pub default_max_tokens: Option<Spanned<u64>>,
     #[serde(default)]
     pub limits: RawLimits,
+    #[serde(default)]
+    pub fallbacks: Vec<RawFallback>,
+    pub degrade_to: Option<RawDegrade>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFallback {
+    pub deployment: Spanned<String>,
+    pub when: Spanned<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDegrade {
+    pub deployment: Spanned<String>,
+    #[serde(default)]
+    pub classes: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub tasks: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -147,6 +172,8 @@ pub struct RawClass {
     pub share: Option<Spanned<f64>>,
     pub max_queue: Option<Spanned<u64>>,
     pub max_attempts: Option<Spanned<u64>>,
+    pub retry_attempts: Option<Spanned<u64>>,
+    pub retry_within: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -33,9 +33,9 @@ impl Validator<'_> {
         let org = (Arc::from(org_name), self.limits("org.limits", &raw.org.limits)?);
         let providers = self.providers(&raw.providers)?;
         let deployments = self.deployments(&raw.deployments, &providers)?;
-        let models = self.models(&raw.models, &deployments)?;
-        let tenants = self.tenants(&raw.tenants)?;
         let classes = self.classes(&raw.classes)?;
+        let models = self.models(&raw.models, &deployments, &classes)?;
+        let tenants = self.tenants(&raw.tenants)?;
         let keys = self.keys(&raw.keys, &tenants, &classes)?;
         let jobs = self.jobs(&raw.jobs)?;
         Ok(Config { server, store, org, providers, deployments, models, tenants, keys, classes, jobs })
@@ -68,6 +68,16 @@ impl Validator<'_> {
             )?,
             lease: self.duration("server.lease", &raw.lease, defaults::LEASE)?,
             shutdown_grace: self.duration("server.shutdown_grace", &raw.shutdown_grace, defaults::SHUTDOWN_GRACE)?,
+            idempotency_ttl: self.duration(
+                "server.idempotency_ttl",
+                &raw.idempotency_ttl,
+                defaults::IDEMPOTENCY_TTL,
+            )?,
+            idempotency_wait: self.duration(
+                "server.idempotency_wait",
+                &raw.idempotency_wait,
+                defaults::IDEMPOTENCY_WAIT,
+            )?,
         })
     }
 
@@ -297,10 +307,28 @@ impl Validator<'_> {
             tokenizer,
             input_safety_factor,
             output_counting,
+            attempt_timeout: self.duration(&field("attempt_timeout"), &d.attempt_timeout, defaults::ATTEMPT_TIMEOUT)?,
+            breaker_failures: match &d.breaker_failures {
+                None => defaults::BREAKER_FAILURES,
+                Some(n) => u32::try_from(*n.get_ref())
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| self.err(&field("breaker_failures"), n.span(), "between 1 and 1000"))?,
+            },
+            breaker_cooldown: self.duration(
+                &field("breaker_cooldown"),
+                &d.breaker_cooldown,
+                defaults::BREAKER_COOLDOWN,
+            )?,
         })
     }
 
-    fn models(&self, raw: &[RawModel], deployments: &[Deployment]) -> Result<Vec<ModelProfile>> {
+    fn models(
+        &self,
+        raw: &[RawModel],
+        deployments: &[Deployment],
+        classes: &[TrafficClass],
+    ) -> Result<Vec<ModelProfile>> {
         self.unique("models", raw.iter().map(|m| &m.name))?;
         let known: HashMap<String, usize> =
             deployments.iter().enumerate().map(|(i, d)| (d.name.to_string(), i)).collect();
@@ -314,9 +342,66 @@ impl Validator<'_> {
                     Some(v) => self.positive(&format!("models[{i}].default_max_tokens"), v)?.get(),
                 };
                 let limits = self.limits(&format!("models[{i}].limits"), &m.limits)?;
-                Ok(ModelProfile { name: Arc::from(m.name.get_ref().as_str()), deployment, default_max_tokens, limits })
+                let fallbacks = m
+                    .fallbacks
+                    .iter()
+                    .enumerate()
+                    .map(|(j, f)| self.fallback(&format!("models[{i}].fallbacks[{j}]"), f, &known))
+                    .collect::<Result<_>>()?;
+                let degrade_to = match &m.degrade_to {
+                    None => None,
+                    Some(d) => Some(self.degrade(&format!("models[{i}].degrade_to"), d, &known, classes)?),
+                };
+                let name = Arc::from(m.name.get_ref().as_str());
+                Ok(ModelProfile { name, deployment, default_max_tokens, limits, fallbacks, degrade_to })
             })
             .collect()
+    }
+
+    fn fallback(&self, field: &str, raw: &RawFallback, deployments: &HashMap<String, usize>) -> Result<Fallback> {
+        let deployment = self.reference(&format!("{field}.deployment"), &raw.deployment, deployments, "deployment")?;
+        let when = raw
+            .when
+            .get_ref()
+            .iter()
+            .map(|w| match w.as_str() {
+                "provider_5xx" => Ok(When::Provider5xx),
+                "rate_limit_after_retry_budget" => Ok(When::RateLimitAfterRetryBudget),
+                "context_length_needed" => Ok(When::ContextLengthNeeded),
+                "primary_unavailable" => Ok(When::PrimaryUnavailable),
+                "queue_wait_exceeded" => Ok(When::QueueWaitExceeded),
+                other => Err(self.err(
+                    &format!("{field}.when"),
+                    raw.when.span(),
+                    format!(
+                        "unknown condition `{other}` (provider_5xx, rate_limit_after_retry_budget, \
+                         context_length_needed, primary_unavailable, queue_wait_exceeded)"
+                    ),
+                )),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if when.is_empty() {
+            return Err(self.err(&format!("{field}.when"), raw.when.span(), "name at least one condition"));
+        }
+        Ok(Fallback { deployment, when })
+    }
+
+    fn degrade(
+        &self,
+        field: &str,
+        raw: &RawDegrade,
+        deployments: &HashMap<String, usize>,
+        classes: &[TrafficClass],
+    ) -> Result<Degrade> {
+        let deployment = self.reference(&format!("{field}.deployment"), &raw.deployment, deployments, "deployment")?;
+        let names: HashMap<String, usize> = classes.iter().enumerate().map(|(i, c)| (c.name.to_string(), i)).collect();
+        let classes = raw
+            .classes
+            .iter()
+            .map(|c| self.reference(&format!("{field}.classes"), c, &names, "class"))
+            .collect::<Result<_>>()?;
+        let tasks = raw.tasks.iter().map(|t| t.get_ref().clone()).collect();
+        Ok(Degrade { deployment, classes, tasks })
     }
 
     fn tenants(&self, raw: &[RawTenant]) -> Result<Vec<Tenant>> {
@@ -370,8 +455,24 @@ impl Validator<'_> {
                 };
                 let max_queue = usize::try_from(max_queue).unwrap_or(usize::MAX);
                 let max_attempts = self.max_attempts(&format!("classes[{i}].max_attempts"), c.max_attempts.as_ref())?;
+                let retry_attempts = self.attempts(
+                    &format!("classes[{i}].retry_attempts"),
+                    c.retry_attempts.as_ref(),
+                    defaults::RETRY_ATTEMPTS,
+                )?;
+                let retry_within =
+                    self.duration(&format!("classes[{i}].retry_within"), &c.retry_within, defaults::RETRY_WITHIN)?;
                 let name = Arc::from(c.name.get_ref().as_str());
-                Ok(TrafficClass { name, max_wait, priority, share_permille, max_queue, max_attempts })
+                Ok(TrafficClass {
+                    name,
+                    max_wait,
+                    priority,
+                    share_permille,
+                    max_queue,
+                    max_attempts,
+                    retry_attempts,
+                    retry_within,
+                })
             })
             .collect::<Result<_>>()?;
         if !classes.iter().any(|c| &*c.name == defaults::CLASS) {
@@ -379,10 +480,27 @@ impl Validator<'_> {
             let max_queue = usize::try_from(defaults::MAX_QUEUE).unwrap_or(usize::MAX);
             let max_wait = defaults::INTERACTIVE_MAX_WAIT;
             let max_attempts = u32::try_from(defaults::MAX_ATTEMPTS).unwrap_or(u32::MAX);
-            classes
-                .insert(0, TrafficClass { name, max_wait, priority: 0, share_permille: 1000, max_queue, max_attempts });
+            let class = TrafficClass {
+                name,
+                max_wait,
+                priority: 0,
+                share_permille: 1000,
+                max_queue,
+                max_attempts,
+                retry_attempts: defaults::RETRY_ATTEMPTS,
+                retry_within: defaults::RETRY_WITHIN,
+            };
+            classes.insert(0, class);
         }
         Ok(classes)
+    }
+
+    fn attempts(&self, field: &str, raw: Option<&Spanned<u64>>, default: u32) -> Result<u32> {
+        let Some(n) = raw else { return Ok(default) };
+        u32::try_from(*n.get_ref())
+            .ok()
+            .filter(|n| (1..=100).contains(n))
+            .ok_or_else(|| self.err(field, n.span(), "between 1 and 100"))
     }
 
     fn max_attempts(&self, field: &str, raw: Option<&Spanned<u64>>) -> Result<u32> {

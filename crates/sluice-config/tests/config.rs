@@ -164,3 +164,42 @@ fn job_settings_and_max_attempts_are_validated() {
         assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
     }
 }
+
+#[test]
+fn routing_settings_are_validated() {
+    let with =
+        |model_extra: &str| BASE.replacen("deployment = \"d\"\n", &format!("deployment = \"d\"\n{model_extra}"), 1);
+    let ok = with("fallbacks = [{ deployment = \"d\", when = [\"provider_5xx\", \"primary_unavailable\"] }]\n");
+    let config = parse(&ok).unwrap();
+    assert_eq!(config.models[0].fallbacks[0].when.len(), 2);
+    let cases = [
+        (
+            "fallbacks = [{ deployment = \"d\", when = [\"sometimes\"] }]\n",
+            "models[0].fallbacks[0].when",
+            "unknown condition `sometimes`",
+        ),
+        (
+            "fallbacks = [{ deployment = \"e\", when = [\"provider_5xx\"] }]\n",
+            "models[0].fallbacks[0].deployment",
+            "no deployment named `e`",
+        ),
+        ("fallbacks = [{ deployment = \"d\", when = [] }]\n", "models[0].fallbacks[0].when", "at least one"),
+        (
+            "degrade_to = { deployment = \"d\", classes = [\"vip\"] }\n",
+            "models[0].degrade_to.classes",
+            "no class named `vip`",
+        ),
+    ];
+    for (extra, field, words) in cases {
+        let err = parse(&with(extra)).unwrap_err();
+        assert_eq!(err.field, field, "{err}");
+        assert_eq!(err.line, Some(17), "{err}");
+        assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
+    }
+    let breaker = BASE.replacen("model = \"gpt-4o\"", "model = \"gpt-4o\"\nbreaker_failures = 0", 1);
+    let err = parse(&breaker).unwrap_err();
+    assert_eq!((err.field.as_str(), err.line), ("deployments[0].breaker_failures", Some(12)));
+    let class = format!("{BASE}\n[[classes]]\nname = \"batch\"\nretry_attempts = 0\n");
+    let err = parse(&class).unwrap_err();
+    assert_eq!((err.field.as_str(), err.line), ("classes[0].retry_attempts", Some(28)));
+}
