@@ -24,6 +24,7 @@ struct ScopeState {
     tats: Vec<Tat>,
     in_flight: u64,
     paused_until: Nanos,
+    held: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -41,6 +42,10 @@ pub enum Settled {
     Unknown,
 }
 
+/// The retry hint of a refusal by a held scope: how soon a waiting request tries again
+/// (a release on this instance wakes waiters at once; on another instance, within this).
+pub const HOLD_RETRY: Duration = Duration::from_millis(100);
+
 /// A scope's live state, for headers, the admin API and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopeSnapshot {
@@ -50,6 +55,8 @@ pub struct ScopeSnapshot {
     pub rates: Vec<RateSnapshot>,
     /// Requests in flight and the cap, if any.
     pub in_flight: (u64, Option<u64>),
+    /// Whether an operator holds the scope (see [`Ledger::hold`]).
+    pub held: bool,
 }
 
 /// One bucket's live state.
@@ -95,7 +102,14 @@ impl Ledger {
         }
         let id = ScopeId(u32::try_from(self.scopes.len()).unwrap_or(u32::MAX));
         let tats = vec![Tat::default(); limits.rates.len()];
-        self.scopes.push(ScopeState { key: key.clone(), limits, tats, in_flight: 0, paused_until: Nanos(0) });
+        self.scopes.push(ScopeState {
+            key: key.clone(),
+            limits,
+            tats,
+            in_flight: 0,
+            paused_until: Nanos(0),
+            held: false,
+        });
         self.index.insert(key, id);
         id
     }
@@ -154,6 +168,7 @@ impl Ledger {
     pub fn admit(&mut self, now: Nanos, demand: &Demand<'_>) -> Result<Grant, Rejection> {
         let (path, cost, lease) = (demand.path, demand.cost, demand.lease);
         self.expire(now);
+        self.check_held(path)?;
         let fair = self.check_fair(now, demand).inspect_err(|_| self.fair_waiting(now, demand))?;
         self.check(now, path, cost, demand.share).inspect_err(|_| self.fair_waiting(now, demand))?;
         if let (Some((scope, verdict)), Some(ask)) = (fair, &demand.fair) {
@@ -286,6 +301,21 @@ impl Ledger {
         }
     }
 
+    /// Holds a scope (an operator's pause, until released) or releases it: while held,
+    /// every reservation through it is refused with limiter `paused` and a retry hint of
+    /// [`HOLD_RETRY`]. Unlike [`Ledger::pause`] it has no end of its own, and a held
+    /// tenant does not count as waiting for fair sharing (it must not hold others back).
+    pub fn hold(&mut self, id: ScopeId, held: bool) {
+        if let Some(scope) = self.scopes.get_mut(id.0 as usize) {
+            scope.held = held;
+        }
+    }
+
+    fn check_held(&self, path: &[ScopeId]) -> Result<(), Rejection> {
+        let held = path.iter().filter_map(|id| self.scopes.get(id.0 as usize)).find(|s| s.held);
+        held.map_or(Ok(()), |scope| Err(scope.rejection(LimiterName::Paused, RejectionKind::RetryAfter(HOLD_RETRY))))
+    }
+
     /// Reservations not yet settled or expired.
     #[must_use]
     pub fn open_reservations(&self) -> usize {
@@ -310,7 +340,7 @@ impl Ledger {
             })
             .collect();
         let cap = scope.limits.concurrency.map(std::num::NonZeroU64::get);
-        Some(ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (scope.in_flight, cap) })
+        Some(ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (scope.in_flight, cap), held: scope.held })
     }
 
     /// Every registered scope's id, in registration order.

@@ -72,7 +72,7 @@ pub mod store;
 pub use bucket::Share;
 pub use clock::{Clock, FakeClock, Nanos, SystemClock};
 pub use decision::{Demand, FairShare, Grant, Outcome, Rejection, RejectionKind};
-pub use ledger::{Ledger, RateSnapshot, ScopeSnapshot, Settled};
+pub use ledger::{HOLD_RETRY, Ledger, RateSnapshot, ScopeSnapshot, Settled};
 pub use limit::{Cost, Dimension, LimiterName, Limits, RateLimit, Settlement};
 pub use memory::MemoryStore;
 pub use scope::{ReservationId, ScopeId, ScopeKey, ScopeKind};

@@ -166,6 +166,8 @@ pub enum LimiterName {
     ProviderCooldown,
     /// The tenant is ahead of its fair share while other tenants wait.
     FairShare,
+    /// An operator paused the scope (tenant) or the request's traffic class.
+    Paused,
 }
 
 impl fmt::Display for LimiterName {
@@ -175,6 +177,7 @@ impl fmt::Display for LimiterName {
             Self::Concurrency => return f.write_str("concurrency"),
             Self::ProviderCooldown => return f.write_str("provider_cooldown"),
             Self::FairShare => return f.write_str("fair_share"),
+            Self::Paused => return f.write_str("paused"),
         };
         let unit = match period.as_secs() {
             60 => "m",

@@ -100,6 +100,15 @@ impl QuotaStore for MemoryStore {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    fn hold(&self, scope: ScopeId, held: bool) -> StoreFuture<'_, Result<(), StoreError>> {
+        self.ledger.lock().hold(scope, held);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn open_reservations(&self) -> Option<u64> {
+        Some(u64::try_from(self.ledger.lock().open_reservations()).unwrap_or(u64::MAX))
+    }
+
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {
         let now = self.clock.now();
         let snapshot = self.ledger.lock().snapshot(now, id);

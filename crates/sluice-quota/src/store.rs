@@ -79,6 +79,19 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
     /// store (coordinated backoff); never shortens a pause already in force.
     fn pause(&self, scope: ScopeId, wait: Duration) -> StoreFuture<'_, Result<(), StoreError>>;
 
+    /// Holds `scope` (an operator's pause) or releases it, for every user of the store:
+    /// while held, reservations through it are refused with limiter `paused` (see
+    /// [`crate::Ledger::hold`]). Stores without holds refuse the call.
+    fn hold(&self, scope: ScopeId, held: bool) -> StoreFuture<'_, Result<(), StoreError>> {
+        let _ = (scope, held);
+        Box::pin(std::future::ready(Err(StoreError("this store cannot hold scopes".into()))))
+    }
+
+    /// Reservations this instance made that are not yet settled or expired, if known.
+    fn open_reservations(&self) -> Option<u64> {
+        None
+    }
+
     /// How the store is doing; in-process stores are always healthy.
     fn health(&self) -> StoreHealth {
         StoreHealth::default()

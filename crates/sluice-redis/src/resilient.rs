@@ -182,6 +182,21 @@ impl QuotaStore for ResilientStore {
         })
     }
 
+    fn hold(&self, scope: ScopeId, held: bool) -> StoreFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            if let Some(local) = &self.local {
+                local.hold(scope, held).await?;
+            }
+            self.remote.hold(scope, held).await
+        })
+    }
+
+    fn open_reservations(&self) -> Option<u64> {
+        let local = self.local.as_ref().map_or(0, MemoryStore::open_reservations);
+        let remote = self.remote.open_reservations().unwrap_or(0);
+        Some(remote.saturating_add(u64::try_from(local).unwrap_or(u64::MAX)))
+    }
+
     fn health(&self) -> StoreHealth {
         StoreHealth { degraded: self.is_degraded(), errors: self.errors() }
     }

@@ -8,7 +8,7 @@ pub const VERSION: &str = "sluice-quota-v1";
 
 const COMMON: &str = include_str!("lua/common.lua");
 
-/// The reserve, settle and pause scripts.
+/// The reserve, settle, pause and hold scripts.
 #[derive(Debug)]
 pub struct Scripts {
     /// All-or-nothing reservation of one group's part of a path.
@@ -17,6 +17,8 @@ pub struct Scripts {
     pub settle: Script,
     /// Coordinated pause.
     pub pause: Script,
+    /// An operator's hold (or its release).
+    pub hold: Script,
 }
 
 impl Scripts {
@@ -28,6 +30,7 @@ impl Scripts {
             reserve: build(include_str!("lua/reserve.lua")),
             settle: build(include_str!("lua/settle.lua")),
             pause: build(include_str!("lua/pause.lua")),
+            hold: build(include_str!("lua/hold.lua")),
         }
     }
 }

@@ -196,6 +196,15 @@ impl RedisStore {
         Ok(())
     }
 
+    async fn hold_scope(&self, scope: ScopeId, held: bool) -> Result<(), StoreError> {
+        let key = self.scopes.read().0.get(scope.0 as usize).map(|s| s.spec.k.clone());
+        let Some(key) = key else { return Ok(()) };
+        let mut invocation = self.scripts.hold.prepare_invoke();
+        invocation.key(&key).arg(u8::from(held));
+        let _: i64 = self.call(invocation).await?;
+        Ok(())
+    }
+
     async fn snapshot_scope(&self, id: ScopeId) -> Result<Option<ScopeSnapshot>, StoreError> {
         let Some(scope) = self.scopes.read().0.get(id.0 as usize).cloned() else { return Ok(None) };
         let mut conn = self.connector.get().await.map_err(store_error)?;
@@ -228,6 +237,7 @@ fn rejection(scopes: &[Scope], wait_us: i64, scope: i64, limit: i64, kind: i64) 
         }
         4 => (LimiterName::ProviderCooldown, RejectionKind::RetryAfter(wait)),
         5 => (LimiterName::FairShare, RejectionKind::RetryAfter(wait)),
+        6 => (LimiterName::Paused, RejectionKind::RetryAfter(sluice_quota::HOLD_RETRY)),
         _ => (rate.map_or(LimiterName::Concurrency, sluice_quota::RateLimit::name), RejectionKind::RetryAfter(wait)),
     };
     Rejection { scope: scope.key.clone(), limiter, kind }
@@ -254,7 +264,8 @@ fn snapshot(scope: &Scope, time: &[String], fields: &HashMap<String, String>) ->
         })
         .collect();
     let in_flight = micros(fields.get("n"));
-    ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (in_flight, scope.limits.concurrency.map(|c| c.get())) }
+    let cap = scope.limits.concurrency.map(std::num::NonZeroU64::get);
+    ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (in_flight, cap), held: fields.contains_key("h") }
 }
 
 impl QuotaStore for RedisStore {
@@ -283,6 +294,14 @@ impl QuotaStore for RedisStore {
 
     fn pause(&self, scope: ScopeId, wait: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
         Box::pin(self.pause_scope(scope, wait))
+    }
+
+    fn hold(&self, scope: ScopeId, held: bool) -> StoreFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.hold_scope(scope, held))
+    }
+
+    fn open_reservations(&self) -> Option<u64> {
+        Some(u64::try_from(self.open.lock().len()).unwrap_or(u64::MAX))
     }
 
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {

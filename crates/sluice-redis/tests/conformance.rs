@@ -197,6 +197,34 @@ mod cases {
         let _grant = store.admit(demand("b")).await.unwrap();
     }
 
+    pub async fn a_hold_refuses_until_released_and_holds_nobody_else_back(store: &dyn QuotaStore) {
+        let held = store.register(ScopeKey::new(ScopeKind::Tenant, "hold-a"), rpm(6_000, 100));
+        let other = store.register(ScopeKey::new(ScopeKind::Tenant, "hold-b"), rpm(6_000, 100));
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "hold"), rpm(6_000, 100));
+        let fair = |tenant: &str| Some(FairShare { tenant: Arc::from(tenant), weight: nz32(1), cost: 1, slack: 1 });
+        let (path_a, path_b) = ([held, d], [other, d]);
+        let demand_a = || Demand { fair: fair("hold-a"), ..Demand::new(&path_a, Cost::request(1, 0), LEASE) };
+        let demand_b = || Demand { fair: fair("hold-b"), ..Demand::new(&path_b, Cost::request(1, 0), LEASE) };
+        store.hold(held, true).await.unwrap();
+        assert!(store.snapshot(held).await.unwrap().unwrap().held);
+        let refusal = rejected(store.admit(demand_a()).await);
+        assert_eq!(refusal.limiter.to_string(), "paused");
+        assert_eq!(refusal.scope, ScopeKey::new(ScopeKind::Tenant, "hold-a"));
+        assert_eq!(refusal.retry_after(), Some(sluice_quota::HOLD_RETRY));
+        // The held tenant asking over and over never makes the other one wait for it.
+        for _ in 0..20 {
+            let _refused = store.admit(demand_a()).await.unwrap_err();
+            let _grant = store.admit(demand_b()).await.unwrap();
+        }
+        store.hold(held, false).await.unwrap();
+        assert!(!store.snapshot(held).await.unwrap().unwrap().held);
+        let _grant = store.admit(demand_a()).await.unwrap();
+        // Releasing twice, or a scope never held, changes nothing.
+        store.hold(held, false).await.unwrap();
+        store.hold(other, false).await.unwrap();
+        let _grant = store.admit(demand_b()).await.unwrap();
+    }
+
     pub async fn a_pause_holds_everyone_until_it_ends(store: &dyn QuotaStore) {
         let d = store.register(ScopeKey::new(ScopeKind::Deployment, "pause"), rpm(6_000, 100));
         store.pause(d, Duration::from_millis(300)).await.unwrap();
@@ -257,6 +285,11 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_tenant_far_ahead_is_held_back_while_another_asks() {
                 run(|s| async move { cases::a_tenant_far_ahead_is_held_back_while_another_asks(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_hold_refuses_until_released_and_holds_nobody_else_back() {
+                run(|s| async move { cases::a_hold_refuses_until_released_and_holds_nobody_else_back(&*s).await })
+                    .await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_pause_holds_everyone_until_it_ends() {

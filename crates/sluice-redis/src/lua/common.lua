@@ -41,7 +41,7 @@ local function keep_alive(key, needed_us)
   end
 end
 
--- Every limit field of a scope, then `n` and `p`, in one call.
+-- Every limit field of a scope, then `n`, `p` and `h` (held by an operator), in one call.
 local function read_scope(sc)
   local fields = {}
   for j, lim in ipairs(sc.l) do
@@ -49,6 +49,7 @@ local function read_scope(sc)
   end
   fields[#sc.l + 1] = 'n'
   fields[#sc.l + 2] = 'p'
+  fields[#sc.l + 3] = 'h'
   return redis.call('HMGET', sc.k, unpack(fields))
 end
 

@@ -9,7 +9,8 @@
 -- fairness hash and KEYS[#scopes + 4] its set of tenants waiting (refused lately, scored by
 -- expiry, us): a tenant too far ahead of the slowest waiting tenant is held back briefly.
 -- Returns {1} on success, or {0, wait_us, scope index, limit index, kind}
--- with kind 1 = not yet, 2 = slots busy, 3 = never fits, 4 = paused, 5 = fair share.
+-- with kind 1 = not yet, 2 = slots busy, 3 = never fits, 4 = paused, 5 = fair share,
+-- 6 = held by an operator.
 local now = now_us()
 expire_leases(KEYS[1], ARGV[3], now, tonumber(ARGV[5]))
 if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -20,6 +21,15 @@ local lease = tonumber(ARGV[2])
 local share = tonumber(ARGV[6] or '1000')
 local worst, wscope, wlim, wkind = 0, 0, 0, 0
 local news = {}
+-- Held scopes refuse first, before the fair-share check: a held tenant must not count as
+-- asking (it would hold every other tenant back to its own virtual time).
+local current = {}
+for i, sc in ipairs(rec.s) do
+  current[i] = read_scope(sc)
+  if current[i][#sc.l + 3] then
+    return {0, 0, i, 0, 6}
+  end
+end
 -- Fair share: a tenant too far ahead of the slowest tenant asking is held back briefly.
 local fair_time, fair_slowest
 local tenant = ARGV[7] or ''
@@ -55,10 +65,8 @@ if tenant ~= '' then
   -- whether it is waiting right now or was just admitted between two refusals.
   fair_time, fair_slowest = mine + fcost / weight, math.min(slowest, mine - slack / weight)
 end
-local current = {}
 for i, sc in ipairs(rec.s) do
-  local h = read_scope(sc)
-  current[i] = h
+  local h = current[i]
   local paused = tonumber(h[#sc.l + 2] or '0')
   if paused - now > worst then
     worst, wscope, wlim, wkind = paused - now, i, 0, 4
