@@ -17,6 +17,23 @@ pub use validate::hash_key;
 
 use error::Source;
 
+/// Parses and validates one scope's limits written as TOML (`rpm = 500\ntpm = 30000`),
+/// by the same rules as the file; errors name `field.<limit>` (the admin API's limit
+/// changes use it).
+///
+/// # Errors
+/// An unknown limit, a wrong type or a zero amount, naming the limit.
+pub fn parse_limits(field: &str, text: &str) -> Result<sluice_quota::Limits, ConfigError> {
+    let source = Source { text };
+    let raw: raw::RawLimits = toml::from_str(text).map_err(|e| {
+        let mut error = error::from_toml(source, &e);
+        error.line = None;
+        error.field = if error.field.is_empty() { field.to_owned() } else { format!("{field}.{}", error.field) };
+        error
+    })?;
+    validate::Validator { source }.limits(field, &raw).map_err(|e| ConfigError { line: None, ..e })
+}
+
 /// Parses and validates a configuration text.
 ///
 /// # Errors

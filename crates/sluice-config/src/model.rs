@@ -282,6 +282,13 @@ pub struct Store {
     pub instances: std::num::NonZeroU64,
 }
 
+/// The operator surface: process settings, not reloadable.
+#[derive(Debug, Clone, Default)]
+pub struct Admin {
+    /// SHA-256 of the admin key; without one, the admin API and dashboard do not exist.
+    pub key_sha256: Option<[u8; 32]>,
+}
+
 /// A validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -305,4 +312,6 @@ pub struct Config {
     pub classes: Vec<TrafficClass>,
     /// Async job settings.
     pub jobs: Jobs,
+    /// Admin API and dashboard settings.
+    pub admin: Admin,
 }

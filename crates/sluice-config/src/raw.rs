@@ -27,6 +27,15 @@ pub struct RawConfig {
     pub classes: Vec<RawClass>,
     #[serde(default)]
     pub jobs: RawJobs,
+    #[serde(default)]
+    pub admin: RawAdmin,
+}
+
+/// The operator surface: admin API and dashboard.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    pub key_sha256: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -38,7 +38,9 @@ impl Validator<'_> {
         let tenants = self.tenants(&raw.tenants)?;
         let keys = self.keys(&raw.keys, &tenants, &classes)?;
         let jobs = self.jobs(&raw.jobs)?;
-        Ok(Config { server, store, org, providers, deployments, models, tenants, keys, classes, jobs })
+        let key_sha256 = raw.admin.key_sha256.as_ref().map(|k| self.sha256("admin.key_sha256", k)).transpose()?;
+        let admin = Admin { key_sha256 };
+        Ok(Config { server, store, org, providers, deployments, models, tenants, keys, classes, jobs, admin })
     }
 
     fn server(&self, raw: &RawServer) -> Result<Server> {
