@@ -1,0 +1,33 @@
+//! Adaptive limits, without IO: what sluice learns from the provider and from its own
+//! traffic, as pure state machines that take `now` ([`sluice_quota::Nanos`]) as an argument.
+//!
+//! Layout:
+//! - [`aimd`]: the effective-limit factor — multiplicative decrease on unexpected provider
+//!   429s (at most once per interval), additive recovery toward 1.
+//! - [`ramp`]: the ramp-up guard — admitted rate may rise only by a slope per second.
+//! - [`provider`]: what a provider's rate-limit headers mean for local state: buckets to
+//!   tighten, tier changes, limits to adopt; and scaling limits by a factor.
+//! - [`controller`]: the three combined per deployment into the limits to apply.
+//! - [`quantile`]: a bounded-memory streaming quantile sketch (log buckets with decay).
+//! - [`output`]: output reservations, `strict` (`max_tokens`) or `p95` (learned).
+//! - [`cache`]: the recent cache-hit ratio of a route, for cache-aware input estimates.
+//!
+//! Failure semantics: nothing here fails; the factor stays in `[floor, 1]`, reservations
+//! never exceed what the caller asked for, and limits are never loosened beyond
+//! configuration unless the operator asked to adopt the provider's.
+
+pub mod aimd;
+pub mod cache;
+pub mod controller;
+pub mod output;
+pub mod provider;
+pub mod quantile;
+pub mod ramp;
+
+pub use aimd::{Aimd, AimdSettings};
+pub use cache::CacheTracker;
+pub use controller::{Controller, ControllerSettings, Reaction};
+pub use output::{OutputEstimate, OutputEstimator};
+pub use provider::{ProviderWindow, TierChange, Tighten};
+pub use quantile::QuantileSketch;
+pub use ramp::{Ramp, RampSettings};
