@@ -124,6 +124,21 @@ pub fn until_full(tat: Tat, now: Nanos) -> Duration {
     tat.0.since(now)
 }
 
+/// Holds a bucket to at most `remaining` units available now: what the provider says is
+/// left. The bucket owes at least `burst - remaining` (never more than `reset`, when the
+/// provider's window is full again by then). Never loosens: a bucket already tighter
+/// keeps its state.
+#[must_use]
+pub fn tighten(limit: &RateLimit, tat: Tat, now: Nanos, remaining: u64, reset: Option<Duration>) -> Tat {
+    let burst_ns = units_ns(limit, limit.burst.get());
+    let free_ns = units_ns(limit, remaining.min(limit.burst.get()));
+    let mut owed_ns = burst_ns.saturating_sub(free_ns);
+    if let Some(reset) = reset {
+        owed_ns = owed_ns.min(duration_ns(reset));
+    }
+    Tat(tat.0.max(Nanos(now.0.saturating_add(owed_ns))))
+}
+
 /// Re-expresses a bucket's state under a new limit, keeping its fill fraction.
 #[must_use]
 pub fn rescale(old: &RateLimit, new: &RateLimit, tat: Tat, now: Nanos) -> Tat {
@@ -213,5 +228,19 @@ mod tests {
         let scaled = rescale(&old, &new, tat, now);
         assert_eq!(scaled, Tat(Nanos(6 * SEC)));
         assert_eq!(remaining(&new, scaled, now), 3);
+    }
+
+    #[test]
+    fn tighten_holds_the_bucket_to_the_providers_count_and_never_loosens() {
+        let limit = rpm(60, 10);
+        let now = Nanos(100 * SEC);
+        let tat = tighten(&limit, Tat::default(), now, 4, None);
+        assert_eq!(remaining(&limit, tat, now), 4);
+        // A looser report changes nothing.
+        assert_eq!(tighten(&limit, tat, now, 8, None), tat);
+        // Nothing left, but the provider's window is full again in 2 s: owe at most that.
+        assert_eq!(tighten(&limit, Tat::default(), now, 0, Some(Duration::from_secs(2))), Tat(Nanos(102 * SEC)));
+        // More left than the burst: the bucket is already within it.
+        assert_eq!(tighten(&limit, Tat::default(), now, 1_000, None), Tat(now));
     }
 }

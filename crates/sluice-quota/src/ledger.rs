@@ -13,9 +13,12 @@ use crate::bucket::{self, Refusal, Share, Tat};
 use crate::clock::Nanos;
 use crate::decision::{Demand, Grant, Rejection, RejectionKind};
 use crate::fairness::{FairState, FairVerdict};
-use crate::limit::{Cost, LimiterName, Limits, Settlement};
+use crate::limit::{Cost, Dimension, LimiterName, Limits, Settlement};
 use crate::scope::ScopeKind;
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
+
+/// Providers report per-minute windows; longer buckets (per day) are never tightened by them.
+pub const TIGHTEN_MAX_PERIOD: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone)]
 struct ScopeState {
@@ -314,6 +317,18 @@ impl Ledger {
     fn check_held(&self, path: &[ScopeId]) -> Result<(), Rejection> {
         let held = path.iter().filter_map(|id| self.scopes.get(id.0 as usize)).find(|s| s.held);
         held.map_or(Ok(()), |scope| Err(scope.rejection(LimiterName::Paused, RejectionKind::RetryAfter(HOLD_RETRY))))
+    }
+
+    /// Holds the per-minute (or shorter) buckets of `dimension` on a scope to at most
+    /// `remaining` units available now, as the provider reported (see
+    /// [`bucket::tighten`]). Never loosens; unknown scopes are ignored.
+    pub fn tighten(&mut self, now: Nanos, id: ScopeId, dimension: Dimension, remaining: u64, reset: Option<Duration>) {
+        let Some(scope) = self.scopes.get_mut(id.0 as usize) else { return };
+        for (limit, tat) in scope.limits.rates.iter().zip(scope.tats.iter_mut()) {
+            if limit.dimension == dimension && limit.period <= TIGHTEN_MAX_PERIOD {
+                *tat = bucket::tighten(limit, *tat, now, remaining, reset);
+            }
+        }
     }
 
     /// Reservations not yet settled or expired.

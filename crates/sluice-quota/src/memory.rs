@@ -9,7 +9,7 @@ use crate::bucket::Share;
 use crate::clock::Clock;
 use crate::decision::{Demand, Grant};
 use crate::ledger::{Ledger, ScopeSnapshot};
-use crate::limit::{Cost, Limits, Settlement};
+use crate::limit::{Cost, Dimension, Limits, Settlement};
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
 use crate::store::{QuotaStore, ReserveError, StoreError, StoreFuture};
 
@@ -107,6 +107,18 @@ impl QuotaStore for MemoryStore {
 
     fn open_reservations(&self) -> Option<u64> {
         Some(u64::try_from(self.ledger.lock().open_reservations()).unwrap_or(u64::MAX))
+    }
+
+    fn tighten(
+        &self,
+        scope: ScopeId,
+        dimension: Dimension,
+        remaining: u64,
+        reset: Option<Duration>,
+    ) -> StoreFuture<'_, Result<(), StoreError>> {
+        let now = self.clock.now();
+        self.ledger.lock().tighten(now, scope, dimension, remaining, reset);
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::bucket::Share;
 use crate::decision::{Demand, Grant, Rejection};
 use crate::ledger::ScopeSnapshot;
-use crate::limit::{Cost, Limits, Settlement};
+use crate::limit::{Cost, Dimension, Limits, Settlement};
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
 
 /// A boxed future, so stores can be used as trait objects.
@@ -91,6 +91,18 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
     fn open_reservations(&self) -> Option<u64> {
         None
     }
+
+    /// Holds the per-minute buckets of `dimension` on `scope` to at most `remaining` units
+    /// available now, for every user of the store: the provider reported less than local
+    /// state believed. `reset` (when the provider's window is full again) bounds how long
+    /// the bucket is held. Never loosens a bucket; see [`crate::bucket::tighten`].
+    fn tighten(
+        &self,
+        scope: ScopeId,
+        dimension: Dimension,
+        remaining: u64,
+        reset: Option<Duration>,
+    ) -> StoreFuture<'_, Result<(), StoreError>>;
 
     /// How the store is doing; in-process stores are always healthy.
     fn health(&self) -> StoreHealth {

@@ -141,3 +141,33 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// After a provider's report, the bucket holds no more than the provider said was
+    /// left (or its own fill, if that was lower), and a later looser report loosens nothing.
+    #[test]
+    fn tighten_never_leaves_more_than_reported_and_never_loosens(
+        amount in exact_amount(),
+        burst_pct in 1u64..=100,
+        used in 0u64..=100,
+        reported in 0u64..=200_000,
+        looser in 0u64..=200_000,
+    ) {
+        let burst = (amount * burst_pct / 100).max(1);
+        let (mut ledger, id) = one_scope(tokens_limit(amount, burst));
+        let now = Nanos(MINUTE_NS);
+        let take = (burst * used / 100).min(burst);
+        if take > 0 {
+            ledger.reserve(now, &[id], Cost::request(take, 0), LEASE).unwrap();
+        }
+        let before = ledger.snapshot(now, id).unwrap().rates[0].remaining;
+        ledger.tighten(now, id, Dimension::TotalTokens, reported, None);
+        let after = ledger.snapshot(now, id).unwrap().rates[0].remaining;
+        prop_assert!(after <= before.min(reported));
+        ledger.tighten(now, id, Dimension::TotalTokens, reported.saturating_add(looser), None);
+        prop_assert_eq!(ledger.snapshot(now, id).unwrap().rates[0].remaining, after);
+        // Other dimensions are untouched.
+        ledger.tighten(now, id, Dimension::Requests, 0, None);
+        prop_assert_eq!(ledger.snapshot(now, id).unwrap().rates[0].remaining, after);
+    }
+}

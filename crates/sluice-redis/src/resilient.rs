@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sluice_quota::{
-    Clock, Demand, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId, ReserveError, ScopeId, ScopeKey,
+    Clock, Demand, Dimension, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId, ReserveError, ScopeId, ScopeKey,
     ScopeSnapshot, Settlement, StoreError, StoreFuture, StoreHealth,
 };
 
@@ -195,6 +195,26 @@ impl QuotaStore for ResilientStore {
         let local = self.local.as_ref().map_or(0, MemoryStore::open_reservations);
         let remote = self.remote.open_reservations().unwrap_or(0);
         Some(remote.saturating_add(u64::try_from(local).unwrap_or(u64::MAX)))
+    }
+
+    fn tighten(
+        &self,
+        scope: ScopeId,
+        dimension: Dimension,
+        remaining: u64,
+        reset: Option<Duration>,
+    ) -> StoreFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            if let Some(local) = &self.local {
+                // The local share holds 1/n of the limits: its part of what is left.
+                let part = match self.mode {
+                    OnUnavailable::FailOpenLocal { instances } => remaining / instances.get(),
+                    OnUnavailable::FailClosed => remaining,
+                };
+                local.tighten(scope, dimension, part, reset).await?;
+            }
+            if self.is_degraded() { Ok(()) } else { self.remote.tighten(scope, dimension, remaining, reset).await }
+        })
     }
 
     fn health(&self) -> StoreHealth {

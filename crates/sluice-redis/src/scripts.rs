@@ -19,6 +19,8 @@ pub struct Scripts {
     pub pause: Script,
     /// An operator's hold (or its release).
     pub hold: Script,
+    /// Tightening to what the provider reported.
+    pub tighten: Script,
 }
 
 impl Scripts {
@@ -30,6 +32,7 @@ impl Scripts {
             reserve: build(include_str!("lua/reserve.lua")),
             settle: build(include_str!("lua/settle.lua")),
             pause: build(include_str!("lua/pause.lua")),
+            tighten: build(include_str!("lua/tighten.lua")),
             hold: build(include_str!("lua/hold.lua")),
         }
     }

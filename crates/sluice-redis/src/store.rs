@@ -14,7 +14,7 @@ use parking_lot::{Mutex, RwLock};
 use rand::Rng as _;
 use sluice_quota::bucket::{self, Tat};
 use sluice_quota::{
-    Cost, Demand, Grant, LimiterName, Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId,
+    Cost, Demand, Dimension, Grant, LimiterName, Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId,
     ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture,
 };
 
@@ -205,6 +205,35 @@ impl RedisStore {
         Ok(())
     }
 
+    async fn tighten_scope(
+        &self,
+        scope: ScopeId,
+        dimension: Dimension,
+        remaining: u64,
+        reset: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        let Some(scope) = self.scopes.read().0.get(scope.0 as usize).cloned() else { return Ok(()) };
+        let buckets: Vec<_> = scope
+            .limits
+            .rates
+            .iter()
+            .zip(&scope.spec.l)
+            .filter(|(r, _)| r.dimension == dimension && r.period <= sluice_quota::ledger::TIGHTEN_MAX_PERIOD)
+            .map(|(_, spec)| spec)
+            .collect();
+        if buckets.is_empty() {
+            return Ok(());
+        }
+        let reset_us = reset.map_or(-1, |r| i64::try_from(r.as_micros()).unwrap_or(i64::MAX));
+        let mut invocation = self.scripts.tighten.prepare_invoke();
+        invocation.key(&scope.spec.k).arg(remaining).arg(reset_us);
+        for spec in buckets {
+            invocation.arg(spec.d).arg(spec.a).arg(spec.p).arg(spec.b);
+        }
+        let _: i64 = self.call(invocation).await?;
+        Ok(())
+    }
+
     async fn snapshot_scope(&self, id: ScopeId) -> Result<Option<ScopeSnapshot>, StoreError> {
         let Some(scope) = self.scopes.read().0.get(id.0 as usize).cloned() else { return Ok(None) };
         let mut conn = self.connector.get().await.map_err(store_error)?;
@@ -302,6 +331,16 @@ impl QuotaStore for RedisStore {
 
     fn open_reservations(&self) -> Option<u64> {
         Some(u64::try_from(self.open.lock().len()).unwrap_or(u64::MAX))
+    }
+
+    fn tighten(
+        &self,
+        scope: ScopeId,
+        dimension: Dimension,
+        remaining: u64,
+        reset: Option<Duration>,
+    ) -> StoreFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.tighten_scope(scope, dimension, remaining, reset))
     }
 
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {

@@ -234,6 +234,25 @@ mod cases {
         tokio::time::sleep(Duration::from_millis(350)).await;
         let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
     }
+
+    pub async fn tighten_holds_a_bucket_to_the_providers_count(store: &dyn QuotaStore) {
+        // 60,000 TPM with a 3,000 burst; the provider says only 500 are left.
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "tighten"), tpm(60_000, 3_000));
+        store.tighten(d, Dimension::TotalTokens, 500, None).await.unwrap();
+        let left = remaining(store, d).await;
+        assert!((400..=500).contains(&left), "left {left}");
+        let refusal = rejected(store.reserve(&[d], Cost::request(1_000, 0), LEASE).await);
+        assert_eq!(refusal.limiter.to_string(), "tpm");
+        // A looser report loosens nothing; another dimension touches nothing.
+        store.tighten(d, Dimension::TotalTokens, 2_500, None).await.unwrap();
+        store.tighten(d, Dimension::Requests, 0, None).await.unwrap();
+        assert!(remaining(store, d).await <= left + 100);
+        // The provider's reset bounds the hold: nothing left, but full again in 50 ms.
+        let e = store.register(ScopeKey::new(ScopeKind::Deployment, "tighten-reset"), tpm(60_000, 3_000));
+        store.tighten(e, Dimension::TotalTokens, 0, Some(Duration::from_millis(50))).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        let _grant = store.reserve(&[e], Cost::request(2_900, 0), LEASE).await.unwrap();
+    }
 }
 
 macro_rules! conformance {
@@ -294,6 +313,10 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_pause_holds_everyone_until_it_ends() {
                 run(|s| async move { cases::a_pause_holds_everyone_until_it_ends(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tighten_holds_a_bucket_to_the_providers_count() {
+                run(|s| async move { cases::tighten_holds_a_bucket_to_the_providers_count(&*s).await }).await;
             }
         }
     };
