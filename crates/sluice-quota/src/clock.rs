@@ -93,3 +93,11 @@ impl Clock for FakeClock {
         Nanos(self.now.load(Ordering::SeqCst))
     }
 }
+
+/// Seconds since the Unix epoch, for timestamps in responses (`created`), never for
+/// decisions. The one place sluice reads the wall clock.
+#[must_use]
+#[expect(clippy::disallowed_methods, reason = "wall-clock timestamps for response bodies")]
+pub fn unix_seconds() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

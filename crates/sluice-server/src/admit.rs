@@ -13,15 +13,13 @@ use sluice_quota::{
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::{Hit, QueueLabels};
 use crate::queue::{Ask, WaitError};
-use crate::state::{Caller, Gateway, Route};
+use crate::state::{Caller, Gateway, Profile, Route};
 
 /// A request whose capacity is reserved.
 #[derive(Debug)]
 pub struct Admitted {
     /// The reservation.
     pub grant_id: ReservationId,
-    /// Index of the deployment it goes to.
-    pub deployment: usize,
     /// The client protocol.
     pub protocol: Protocol,
     /// Estimated input tokens.
@@ -95,19 +93,28 @@ impl Admitted {
 ///
 /// # Errors
 /// Unknown model, wrong endpoint for the model, a refusing limit, or a failing store.
-/// `routed` is set to the deployment as soon as it is known, for the request metrics.
+/// Whether a request may wait in the deployment's queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Up to its class's `max_wait`.
+    Wait,
+    /// Not at all: it has somewhere else to go (degradation).
+    NoWait,
+}
+
+/// Admits `request` of `profile` on `deployment` (the profile's primary, a fallback or its
+/// degradation target). `routed` is set to the deployment, for the request metrics.
 pub async fn admit(
     gateway: &Gateway,
     caller: &Caller,
     request: &ParsedRequest,
+    profile: &Profile,
+    deployment: usize,
+    mode: Mode,
     routed: &mut Option<usize>,
 ) -> Result<Admitted, GatewayError> {
-    let profile = gateway
-        .profiles
-        .get(request.model.as_str())
-        .ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
-    let route = &gateway.deployments[profile.deployment];
-    *routed = Some(profile.deployment);
+    let route = &gateway.deployments[deployment];
+    *routed = Some(deployment);
     check_endpoint(request, route)?;
     let input = gateway.estimator.input_tokens(&route.tokenizer, request, route.input_safety_factor);
     let output = match request.protocol {
@@ -119,7 +126,6 @@ pub async fn admit(
     path.extend([profile.scope, route.scope]);
     let admitted = Admitted {
         grant_id: ReservationId(0),
-        deployment: profile.deployment,
         protocol: request.protocol,
         input,
         output,
@@ -147,7 +153,7 @@ pub async fn admit(
         weight: caller.weight,
         priority: caller.class.priority,
     };
-    let outcome = reserve_or_wait(gateway, route, caller, ask).await;
+    let outcome = reserve_or_wait(gateway, route, caller, ask, mode).await;
     let metrics = &gateway.metrics;
     let (rejection, wait) = match outcome {
         Ok(grant) => {
@@ -213,14 +219,20 @@ enum Refusal {
 
 /// Reserves now, or waits in the deployment's queue when the class may wait and nothing
 /// of its class or higher is already waiting there.
-async fn reserve_or_wait(gateway: &Gateway, route: &Route, caller: &Caller, ask: Ask) -> Result<Grant, Refusal> {
+async fn reserve_or_wait(
+    gateway: &Gateway,
+    route: &Route,
+    caller: &Caller,
+    ask: Ask,
+    mode: Mode,
+) -> Result<Grant, Refusal> {
     let class = &caller.class;
-    let refusal = if route.queue.must_queue(class.priority) {
+    let refusal = if mode == Mode::Wait && route.queue.must_queue(class.priority) {
         None
     } else {
         match gateway.store.admit(ask.demand()).await {
             Ok(grant) => return Ok(grant),
-            Err(ReserveError::Rejected(r)) if may_wait(&r, class.max_wait) => Some(r),
+            Err(ReserveError::Rejected(r)) if mode == Mode::Wait && may_wait(&r, class.max_wait) => Some(r),
             Err(ReserveError::Rejected(r)) => return Err(Refusal::Rejected(r, None)),
             Err(ReserveError::Store(e)) => return Err(Refusal::Store(e)),
         }
@@ -266,12 +278,11 @@ pub fn hit_labels(route: &Route) -> Hit {
 /// Suggested wait when every concurrency slot is busy (no bucket can say when one frees).
 const SLOT_RETRY: Duration = Duration::from_secs(1);
 
+/// Chat and messages requests cross between OpenAI and Anthropic deployments (translated);
+/// embeddings have no Anthropic counterpart.
 fn check_endpoint(request: &ParsedRequest, route: &Route) -> Result<(), GatewayError> {
-    let anthropic_route = route.kind == ProviderKind::Anthropic;
-    let anthropic_request = request.protocol == Protocol::AnthropicMessages;
-    if anthropic_route == anthropic_request {
-        return Ok(());
+    if request.protocol == Protocol::OpenAiEmbeddings && route.kind == ProviderKind::Anthropic {
+        return Err(GatewayError::WrongEndpoint { model: request.model.clone(), endpoint: "/v1/messages" });
     }
-    let endpoint = if anthropic_route { "/v1/messages" } else { "/v1/chat/completions" };
-    Err(GatewayError::WrongEndpoint { model: request.model.clone(), endpoint })
+    Ok(())
 }

@@ -88,6 +88,9 @@ pub enum GatewayError {
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
+    /// The provider's own error answer, passed on after every allowed attempt failed.
+    #[error("the provider answered with an error")]
+    Upstream(Box<axum::response::Response>),
 }
 
 impl GatewayError {
@@ -101,6 +104,7 @@ impl GatewayError {
             Self::StoreUnavailable | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Self::UpstreamUnreachable(_) => StatusCode::BAD_GATEWAY,
             Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::Upstream(response) => response.status(),
         }
     }
 
@@ -117,6 +121,7 @@ impl GatewayError {
             Self::UpstreamUnreachable(_) => ("upstream_error", "upstream_unreachable"),
             Self::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
             Self::ShuttingDown => ("service_unavailable", "shutting_down"),
+            Self::Upstream(_) => ("upstream_error", "provider_error"),
         }
     }
 
@@ -180,6 +185,9 @@ pub struct ErrorResponse {
 
 impl IntoResponse for ErrorResponse {
     fn into_response(self) -> Response {
+        if let GatewayError::Upstream(response) = self.error {
+            return *response;
+        }
         let status = self.error.status();
         let mut body = self.error.body(&self.trace_id);
         if self.envelope == Envelope::Anthropic

@@ -12,7 +12,9 @@
 //! admitted is refused before anything is sent.
 
 mod admit;
+mod attempt;
 mod auth;
+mod crossing;
 pub mod error;
 mod hints;
 pub mod jobs;
@@ -20,6 +22,7 @@ pub mod metrics;
 mod proxy;
 pub mod queue;
 mod relay;
+mod retry;
 mod secret;
 mod settle;
 pub mod state;

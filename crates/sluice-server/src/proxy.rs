@@ -8,26 +8,14 @@ use axum::response::IntoResponse as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full, Limited};
 use sluice_config::ProviderKind;
-use sluice_provider::{Protocol, parse_request, upstream_body, usage_from_response};
-use sluice_quota::{Cost, Settlement};
+use sluice_provider::{ParsedRequest, Protocol, parse_request};
 
-use crate::admit::{self, Admitted};
+use crate::attempt;
 use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError};
-use crate::metrics::{Hit, Outcome};
-use crate::relay;
-use crate::settle::SettleGuard;
+use crate::metrics::Outcome;
 use crate::state::{Caller, Gateway, Route};
 use crate::trace::Trace;
-use crate::upstream::UpstreamError;
-
-/// How long a deployment is paused after a provider 429 that gave no hint.
-const PROVIDER_429_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
-/// The longest pause taken from a provider hint (a daily-quota hint is not a reason to stall).
-const MAX_PROVIDER_PAUSE: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// Largest provider response body the gateway buffers (non-stream).
-const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Handles one OpenAI- or Anthropic-shaped request end to end.
 pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::extract::Request) -> Response<Body> {
@@ -68,8 +56,9 @@ async fn proxy(
     forward(gateway, caller, protocol, headers, &bytes, trace, routed).await
 }
 
-/// The request path after authentication: parse, admit, send, settle. Async jobs run
-/// through here too, with the job's caller and stored body.
+/// The request path after authentication: parse, then attempts (admission, upstream
+/// call, retries, fallbacks). Async jobs run through here too, with the job's caller and
+/// stored body.
 pub(crate) async fn forward(
     gateway: &Gateway,
     caller: &Caller,
@@ -80,34 +69,21 @@ pub(crate) async fn forward(
     routed: &mut Option<usize>,
 ) -> Result<Response<Body>, GatewayError> {
     let request = parse_request(protocol, bytes).map_err(GatewayError::BadRequest)?;
-    let admitted = admit::admit(gateway, caller, &request, routed).await?;
-    let route = &gateway.deployments[admitted.deployment];
-    let force_usage = request.stream && protocol == Protocol::OpenAiChat && !request.client_wants_stream_usage;
-    let outgoing = build_upstream(route, protocol, headers, upstream_body(&request, &route.model, force_usage), trace);
-    let used = route.counters.used.clone();
-    let guard = SettleGuard::new(
-        Arc::clone(&gateway.store),
-        admitted.grant_id,
-        admitted.sent_unanswered(),
-        used,
-        Arc::clone(&route.queue),
-    );
-    let response = match gateway.upstream.send(outgoing, gateway.upstream_timeout).await {
-        Ok(response) => response,
-        Err(UpstreamError::Connect) => {
-            guard.settle(Settlement::default());
-            return Err(GatewayError::UpstreamUnreachable(route.provider.to_string()));
-        }
-        Err(UpstreamError::Timeout) => return Err(GatewayError::UpstreamTimeout(route.provider.to_string())),
-        Err(UpstreamError::NoResponse) => return Err(GatewayError::UpstreamUnreachable(route.provider.to_string())),
-    };
-    if !response.status().is_success() {
-        return provider_error(response, guard, &admitted, route, gateway).await;
-    }
-    if request.stream {
-        return Ok(relay::stream(response, guard, admitted, force_usage));
-    }
-    buffered(response, guard, &admitted, route).await
+    let profile = gateway
+        .profiles
+        .get(request.model.as_str())
+        .ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
+    let task = task_of(headers, &request);
+    let attempt =
+        attempt::Request { gateway, caller, request: &request, profile, task: task.as_deref(), headers, trace };
+    attempt::run(&attempt, routed).await
+}
+
+/// The task a request declares: the `x-sluice-task` header, else `metadata.task`.
+fn task_of(headers: &HeaderMap, request: &ParsedRequest) -> Option<String> {
+    let header = headers.get("x-sluice-task").and_then(|v| v.to_str().ok()).map(str::trim).filter(|t| !t.is_empty());
+    let metadata = || request.body.get("metadata")?.get("task")?.as_str().map(str::to_owned);
+    header.map(str::to_owned).or_else(metadata).filter(|t| t.len() <= 64)
 }
 
 pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, GatewayError> {
@@ -130,7 +106,7 @@ fn endpoint_path(protocol: Protocol) -> &'static str {
     }
 }
 
-fn build_upstream(
+pub(crate) fn build_upstream(
     route: &Route,
     protocol: Protocol,
     client_headers: &HeaderMap,
@@ -156,25 +132,6 @@ fn build_upstream(
     builder.body(Full::new(Bytes::from(body))).unwrap_or_else(|_| http::Request::new(Full::new(Bytes::new())))
 }
 
-async fn buffered(
-    response: http::Response<hyper::body::Incoming>,
-    guard: SettleGuard,
-    admitted: &Admitted,
-    route: &Route,
-) -> Result<Response<Body>, GatewayError> {
-    let (parts, body) = response.into_parts();
-    let bytes = match Limited::new(body, MAX_RESPONSE_BYTES).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => return Err(GatewayError::UpstreamUnreachable(route.provider.to_string())),
-    };
-    let settlement = match usage_from_response(admitted.protocol, &bytes) {
-        Some(usage) => admitted.settlement(usage),
-        None => admitted.sent_unanswered(),
-    };
-    guard.settle(settlement);
-    Ok(pass_through(parts.status, &parts.headers, Body::from(bytes)))
-}
-
 /// A response with the provider's status, content type and request id.
 pub(crate) fn pass_through(status: StatusCode, upstream: &HeaderMap, body: Body) -> Response<Body> {
     let mut response = Response::new(body);
@@ -190,30 +147,4 @@ pub(crate) fn pass_through(status: StatusCode, upstream: &HeaderMap, body: Body)
         }
     }
     response
-}
-
-async fn provider_error(
-    response: http::Response<hyper::body::Incoming>,
-    guard: SettleGuard,
-    admitted: &Admitted,
-    route: &Route,
-    gateway: &Gateway,
-) -> Result<Response<Body>, GatewayError> {
-    // The provider saw the request: its request unit stays spent, tokens come back.
-    guard.settle(Settlement { used: Cost::request(0, 0), upstream: Cost::request(0, 0) });
-    let (parts, body) = response.into_parts();
-    let bytes = Limited::new(body, 1024 * 1024).collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-    if parts.status == StatusCode::TOO_MANY_REQUESTS {
-        let wait = crate::hints::retry_after(&parts.headers);
-        // Coordinated backoff: every user of the store waits out the provider's hint.
-        let pause = wait.unwrap_or(PROVIDER_429_PAUSE).min(MAX_PROVIDER_PAUSE);
-        if let Err(e) = gateway.store.pause(route.scope, pause).await {
-            tracing::warn!(error = %e, "could not record the provider's pause");
-        }
-        gateway.metrics.decision("provider_rejected", "provider");
-        let hit = Hit { limit_type: "provider".into(), ..admit::hit_labels(route) };
-        gateway.metrics.rate_limit_hits.get_or_create(&hit).inc();
-        return Err(GatewayError::RateLimited(Box::new(admitted.provider_rejection(route, wait))));
-    }
-    Ok(pass_through(parts.status, &parts.headers, Body::from(bytes)))
 }

@@ -5,33 +5,36 @@ use std::convert::Infallible;
 
 use axum::body::Body;
 use axum::http::Response;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
-use sluice_provider::{Protocol, StreamTap};
+use sluice_provider::Protocol;
 
 use crate::admit::Admitted;
+use crate::crossing::Pipe;
 use crate::proxy::pass_through;
 use crate::settle::SettleGuard;
 
 struct Relay {
     body: Incoming,
-    tap: StreamTap,
+    pipe: Pipe,
     guard: Option<SettleGuard>,
     admitted: Admitted,
 }
 
-/// Relays a successful streaming response to the client.
+/// Relays a successful streaming response to the client through `pipe`.
 pub fn stream(
     response: http::Response<Incoming>,
     guard: SettleGuard,
     admitted: Admitted,
-    hide_usage: bool,
+    pipe: Pipe,
 ) -> Response<Body> {
     let (parts, body) = response.into_parts();
-    let relay = Relay { body, tap: StreamTap::new(admitted.protocol, hide_usage), guard: Some(guard), admitted };
+    let relay = Relay { body, pipe, guard: Some(guard), admitted };
     let chunks = futures_util::stream::unfold(relay, next_chunk);
-    pass_through(parts.status, &parts.headers, Body::from_stream(chunks))
+    let mut response = pass_through(parts.status, &parts.headers, Body::from_stream(chunks));
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/event-stream"));
+    response
 }
 
 async fn next_chunk(mut relay: Relay) -> Option<(Result<Bytes, Infallible>, Relay)> {
@@ -40,19 +43,13 @@ async fn next_chunk(mut relay: Relay) -> Option<(Result<Bytes, Infallible>, Rela
         match relay.body.frame().await {
             Some(Ok(frame)) => {
                 let Ok(data) = frame.into_data() else { continue };
-                let out = relay.tap.push(&data);
+                let out = relay.pipe.push(&data);
                 if !out.is_empty() {
                     return Some((Ok(out), relay));
                 }
             }
-            Some(Err(_)) => {
-                let mut tail = BytesMut::from(relay.tap.flush().as_ref());
-                tail.extend_from_slice(interruption(relay.admitted.protocol));
-                relay.finish();
-                return Some((Ok(tail.freeze()), relay));
-            }
-            None => {
-                let tail = relay.tap.flush();
+            Some(Err(_)) | None => {
+                let tail = relay.pipe.end(interruption(relay.admitted.protocol));
                 relay.finish();
                 return (!tail.is_empty()).then_some((Ok(tail), relay));
             }
@@ -63,10 +60,10 @@ async fn next_chunk(mut relay: Relay) -> Option<(Result<Bytes, Infallible>, Rela
 impl Relay {
     fn finish(&mut self) {
         let Some(guard) = self.guard.take() else { return };
-        let outcome = self.tap.outcome();
-        let settlement = match outcome.usage {
-            Some(usage) => self.admitted.settlement(usage),
-            None => self.admitted.partial(outcome.content_deltas),
+        let settlement = match self.pipe.usage() {
+            (Some(usage), _) => self.admitted.settlement(usage),
+            (None, Some(deltas)) => self.admitted.partial(deltas),
+            (None, None) => self.admitted.sent_unanswered(),
         };
         guard.settle(settlement);
     }

@@ -11,6 +11,7 @@ use sluice_quota::{Clock, QuotaStore, ScopeId, ScopeKey, ScopeKind};
 
 use crate::metrics::{Metrics, RouteCounters};
 use crate::queue::DeploymentQueue;
+use crate::retry::{Breaker, RetryBudget};
 use crate::secret::{self, ProviderKey, SecretError};
 use crate::upstream::Upstream;
 
@@ -29,6 +30,8 @@ pub struct Caller {
     pub key_index: u32,
     /// The traffic class.
     pub class: TrafficClass,
+    /// Its index in the configuration's classes.
+    pub class_index: usize,
     /// Scopes from the org down to the key.
     pub scopes: Vec<ScopeId>,
 }
@@ -44,6 +47,10 @@ pub struct Profile {
     pub deployment: usize,
     /// Output reservation when the client sends no `max_tokens`.
     pub default_max_tokens: u64,
+    /// Ordered fallbacks.
+    pub fallbacks: Vec<sluice_config::Fallback>,
+    /// Degradation of simple work.
+    pub degrade: Option<sluice_config::Degrade>,
 }
 
 /// An upstream deployment with everything needed to call it.
@@ -76,6 +83,12 @@ pub struct Route {
     /// How far (tokens) one tenant may run ahead of a waiting one: the largest token burst
     /// of the deployment's limits, if it has token limits.
     pub fair_slack: Option<u64>,
+    /// Longest wait for response headers of one attempt.
+    pub attempt_timeout: Duration,
+    /// Consecutive-failure breaker.
+    pub breaker: Breaker,
+    /// Retries this deployment may still take.
+    pub retry_budget: RetryBudget,
 }
 
 /// Everything a request handler needs, shared by all requests.
@@ -139,6 +152,8 @@ impl Gateway {
                     scope,
                     deployment: m.deployment,
                     default_max_tokens: m.default_max_tokens,
+                    fallbacks: m.fallbacks.clone(),
+                    degrade: m.degrade_to.clone(),
                 };
                 (m.name.clone(), profile)
             })
@@ -186,6 +201,9 @@ fn routes(
                 .map(|r| r.burst.get())
                 .max();
             Ok(Route {
+                attempt_timeout: d.attempt_timeout,
+                breaker: Breaker::new(d.breaker_failures, d.breaker_cooldown),
+                retry_budget: RetryBudget::default(),
                 fair_slack,
                 queue: DeploymentQueue::new(Arc::clone(store), Arc::clone(clock)),
                 counters: RouteCounters::new(metrics, labels),
@@ -231,6 +249,7 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> HashMap<[u8; 32], Caller>
                 weight: tenant.weight,
                 key_index: u32::try_from(key_index).unwrap_or(u32::MAX),
                 class: config.classes[k.class].clone(),
+                class_index: k.class,
                 scopes,
             };
             (k.sha256, caller)

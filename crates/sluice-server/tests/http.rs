@@ -5,6 +5,9 @@
 mod common;
 
 use common::{Env, KEY, chat, sha, start};
+
+/// A key whose class makes one upstream attempt only: provider errors reach the client.
+const NO_RETRY_KEY: &str = "sk-test-no-retry";
 use serde_json::{Value, json};
 use sluice_sim::config::{Completion, Limits, ModelConfig, SimConfig};
 
@@ -64,8 +67,19 @@ name = "acme"
 id = "acme-1"
 tenant = "acme"
 sha256 = "{}"
+
+[[classes]]
+name = "no-retry"
+retry_attempts = 1
+
+[[keys]]
+id = "acme-no-retry"
+tenant = "acme"
+class = "no-retry"
+sha256 = "{}"
 "#,
-        sha(KEY)
+        sha(KEY),
+        sha(NO_RETRY_KEY)
     );
     let sim = SimConfig { models: vec![openai, claude, tight, embed], ..SimConfig::default() };
     start(sim, &policy).await
@@ -175,8 +189,14 @@ async fn anthropic_messages_and_streams_work_and_errors_use_its_envelope() {
     let (status, _, error) = env.post("/v1/messages", KEY, &json!({"model": "smart", "messages": []})).await;
     assert_eq!(status, 400);
     assert_eq!(error["type"], "error", "{error}");
-    // An OpenAI-shaped request for an Anthropic-served profile is pointed to the right endpoint.
-    let (status, _, error) = env.post("/v1/chat/completions", KEY, &chat("smart", 4, 8)).await;
+    // An OpenAI-shaped request for an Anthropic-served profile is translated there and back.
+    let (status, _, reply) = env.post("/v1/chat/completions", KEY, &chat("smart", 4, 8)).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["object"], "chat.completion");
+    assert_eq!(reply["model"], "smart");
+    assert!(reply["choices"][0]["message"]["content"].as_str().is_some_and(|c| !c.is_empty()), "{reply}");
+    // Embeddings have no Anthropic counterpart.
+    let (status, _, error) = env.post("/v1/embeddings", KEY, &json!({"model": "smart", "input": "x"})).await;
     assert_error(status, &error, 400, "wrong_endpoint");
     env.shutdown().await;
 }
@@ -228,11 +248,13 @@ async fn bad_input_gets_a_clear_4xx_and_the_gateway_keeps_serving() {
 
 #[tokio::test]
 async fn a_provider_429_is_reported_as_admitted_then_provider_rejected() {
-    // `misconfigured` allows far more than the provider's 60 RPM: the provider refuses.
+    // `misconfigured` allows far more than the provider's 60 RPM: the provider refuses,
+    // and with one attempt allowed the refusal reaches the client.
     let env = env().await;
     let mut last = None;
     for _ in 0..200 {
-        let (status, headers, body) = env.post("/v1/chat/completions", KEY, &chat("misconfigured", 4, 8)).await;
+        let (status, headers, body) =
+            env.post("/v1/chat/completions", NO_RETRY_KEY, &chat("misconfigured", 4, 8)).await;
         if status == 429 {
             last = Some((headers, body));
             break;

@@ -1,0 +1,341 @@
+//! Attempts of one request: admission on a deployment, the upstream call, and what a
+//! failure leads to — a retry on the same deployment (backoff with full jitter, the
+//! provider's hint as the floor, within the class's budget and the deployment's retry
+//! budget, every retry re-entering admission), a fallback whose `when` conditions match,
+//! or degradation of simple work to a cheaper deployment when the primary has no capacity
+//! now. Nothing is retried once response bytes went to the client.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Response, StatusCode};
+use http_body_util::{BodyExt as _, Limited};
+use sluice_config::{ProviderKind, When};
+use sluice_provider::{ErrorClass, ParsedRequest, Phase, Protocol, ProviderFlavor, classify, usage_from_response};
+use sluice_quota::{Cost, Settlement};
+
+use crate::admit::{self, Admitted, Mode};
+use crate::crossing::Crossing;
+use crate::error::GatewayError;
+use crate::metrics::Hit;
+use crate::proxy::{build_upstream, pass_through};
+use crate::relay;
+use crate::retry::backoff;
+use crate::settle::SettleGuard;
+use crate::state::{Caller, Gateway, Profile, Route};
+use crate::trace::Trace;
+use crate::upstream::UpstreamError;
+
+/// How long a deployment is paused after a provider 429 that gave no hint.
+const PROVIDER_429_PAUSE: Duration = Duration::from_secs(1);
+/// The longest pause taken from a provider hint (a daily-quota hint is not a reason to stall).
+const MAX_PROVIDER_PAUSE: Duration = Duration::from_secs(120);
+/// Largest provider response body the gateway buffers (non-stream).
+const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+/// Largest provider error body read.
+const MAX_ERROR_BYTES: usize = 1024 * 1024;
+
+/// One request's context through its attempts.
+pub struct Request<'a> {
+    /// The gateway.
+    pub gateway: &'a Gateway,
+    /// Who asks.
+    pub caller: &'a Caller,
+    /// What.
+    pub request: &'a ParsedRequest,
+    /// For which profile.
+    pub profile: &'a Profile,
+    /// The task name (`x-sluice-task` or `metadata.task`), if any.
+    pub task: Option<&'a str>,
+    /// Client headers (Anthropic version and beta pass through).
+    pub headers: &'a HeaderMap,
+    /// The trace.
+    pub trace: &'a Trace,
+}
+
+/// What one attempt came to.
+enum Attempt {
+    /// A response for the client (success, or a provider error not worth retrying).
+    Done(Response<Body>),
+    /// Not admitted.
+    Refused(GatewayError),
+    /// The upstream call failed; `error` is what the client gets if nothing else works.
+    Failed { class: ErrorClass, error: GatewayError },
+}
+
+/// Runs the request to a response: primary, retries, fallbacks, degradation.
+///
+/// # Errors
+/// The last failure when every allowed attempt failed, or the admission refusal.
+pub async fn run(req: &Request<'_>, routed: &mut Option<usize>) -> Result<Response<Body>, GatewayError> {
+    let gateway = req.gateway;
+    let class = &req.caller.class;
+    let started = gateway.clock.now();
+    let primary = req.profile.deployment;
+    let (mut target, mut mode) = (primary, Mode::Wait);
+    if degradable(req) {
+        mode = Mode::NoWait;
+    }
+    let mut retries = 0u32;
+    let mut next_fallback = 0usize;
+    let mut reason: Option<&'static str> = None;
+    gateway.deployments[primary].retry_budget.deposit();
+    loop {
+        let route = &gateway.deployments[target];
+        let outcome = if mode == Mode::Wait && target == primary && fallback_now(req, route) {
+            Attempt::Refused(GatewayError::UpstreamUnreachable(route.provider.to_string()))
+        } else {
+            once(req, target, mode, routed).await
+        };
+        let (class_of_failure, error) = match outcome {
+            Attempt::Done(response) => {
+                if let Some(reason) = reason.filter(|_| target != primary) {
+                    let from = &gateway.deployments[primary].counters.labels;
+                    gateway.metrics.fallback(from, &route.counters.labels, reason);
+                }
+                return Ok(response);
+            }
+            Attempt::Refused(error) if mode == Mode::NoWait => {
+                // The primary has no capacity now: simple work goes to the degradation target.
+                let Some(degrade) = &req.profile.degrade else { return Err(error) };
+                let _ = error;
+                target = degrade.deployment;
+                mode = Mode::Wait;
+                reason = Some("degraded");
+                continue;
+            }
+            Attempt::Refused(error) => (None, error),
+            Attempt::Failed { class, error } => (Some(class), error),
+        };
+        let elapsed = gateway.clock.now().since(started);
+        if let Some(failure) = class_of_failure
+            && retries + 1 < class.retry_attempts
+            && failure.may_retry(true)
+        {
+            let wait = backoff(retries, failure.retry_after(), &mut rand::rng());
+            if elapsed + wait < class.retry_within && route.retry_budget.withdraw() {
+                gateway.metrics.retry(&route.counters.labels, failure.as_str());
+                retries += 1;
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+        }
+        let when = condition(class_of_failure, &error, route, gateway);
+        match when.and_then(|w| pick_fallback(req.profile, &mut next_fallback, w)) {
+            Some((deployment, why)) => {
+                target = deployment;
+                reason = Some(why.as_str());
+                retries = 0;
+                gateway.deployments[target].retry_budget.deposit();
+            }
+            None => return Err(error),
+        }
+    }
+}
+
+/// Whether the request may be degraded (its class or task is listed).
+fn degradable(req: &Request<'_>) -> bool {
+    let Some(degrade) = &req.profile.degrade else { return false };
+    let class_index = req.caller.class_index;
+    degrade.classes.contains(&class_index) || req.task.is_some_and(|t| degrade.tasks.iter().any(|d| d == t))
+}
+
+/// Whether the primary's breaker is open and a fallback takes over when it is unavailable.
+fn fallback_now(req: &Request<'_>, route: &Route) -> bool {
+    route.breaker.is_open(req.gateway.clock.now())
+        && req.profile.fallbacks.iter().any(|f| f.when.contains(&When::PrimaryUnavailable))
+}
+
+/// Which `when` condition a final failure meets.
+fn condition(failure: Option<ErrorClass>, error: &GatewayError, route: &Route, gateway: &Gateway) -> Option<When> {
+    match failure {
+        Some(ErrorClass::ServerError | ErrorClass::Overloaded) => Some(When::Provider5xx),
+        Some(ErrorClass::RateLimited { .. }) => Some(When::RateLimitAfterRetryBudget),
+        Some(ErrorClass::ContextLength) => Some(When::ContextLengthNeeded),
+        Some(ErrorClass::Timeout { .. } | ErrorClass::ConnectionReset { .. }) => Some(When::PrimaryUnavailable),
+        Some(_) => None,
+        None => match error {
+            GatewayError::UpstreamUnreachable(_) => Some(When::PrimaryUnavailable),
+            GatewayError::RateLimited(info) if info.limiter == "provider_cooldown" => {
+                let open = route.breaker.is_open(gateway.clock.now());
+                Some(if open { When::PrimaryUnavailable } else { When::QueueWaitExceeded })
+            }
+            GatewayError::RateLimited(_) => Some(When::QueueWaitExceeded),
+            _ => None,
+        },
+    }
+}
+
+/// The next fallback (after those already tried) whose conditions include `when`.
+fn pick_fallback(profile: &Profile, next: &mut usize, when: When) -> Option<(usize, When)> {
+    while let Some(fallback) = profile.fallbacks.get(*next) {
+        *next += 1;
+        if fallback.when.contains(&when) {
+            return Some((fallback.deployment, when));
+        }
+    }
+    None
+}
+
+fn flavor(kind: ProviderKind) -> ProviderFlavor {
+    match kind {
+        ProviderKind::OpenAi => ProviderFlavor::OpenAi,
+        ProviderKind::Anthropic => ProviderFlavor::Anthropic,
+        ProviderKind::Ollama => ProviderFlavor::Ollama,
+    }
+}
+
+/// One admission and one upstream call on `deployment`.
+async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Option<usize>) -> Attempt {
+    let gateway = req.gateway;
+    let route = &gateway.deployments[deployment];
+    let request = req.request;
+    let admitted = match admit::admit(gateway, req.caller, request, req.profile, deployment, mode, routed).await {
+        Ok(admitted) => admitted,
+        Err(error) => return Attempt::Refused(error),
+    };
+    let crossing = Crossing::of(request.protocol, route.kind);
+    let upstream_protocol = crossing.upstream(request.protocol);
+    let force_usage = request.stream && upstream_protocol == Protocol::OpenAiChat && !request.client_wants_stream_usage;
+    let guard = SettleGuard::new(
+        Arc::clone(&gateway.store),
+        admitted.grant_id,
+        admitted.sent_unanswered(),
+        route.counters.used.clone(),
+        Arc::clone(&route.queue),
+    );
+    let body = match crossing.request_body(request, &route.model, req.profile.default_max_tokens, force_usage) {
+        Ok(body) => body,
+        Err(e) => {
+            guard.settle(Settlement::default());
+            let message = format!("this request cannot be served by deployment `{}`: {e}", route.name);
+            let code = sluice_provider::RequestErrorCode::InvalidValue;
+            let error = sluice_provider::RequestError { param: e.field().map(str::to_owned), message, code };
+            return Attempt::Refused(GatewayError::BadRequest(error));
+        }
+    };
+    let outgoing = build_upstream(route, upstream_protocol, req.headers, body, req.trace);
+    let sent = gateway.upstream.send(outgoing, route.attempt_timeout.min(gateway.upstream_timeout)).await;
+    let response = match sent {
+        Ok(response) => response,
+        Err(failure) => return transport_failure(failure, guard, route, gateway),
+    };
+    if !response.status().is_success() {
+        return provider_error(response, guard, &admitted, route, gateway).await;
+    }
+    route.breaker.success();
+    let created = sluice_quota::clock::unix_seconds();
+    if request.stream {
+        let include_usage = request.client_wants_stream_usage;
+        let pipe = crossing.pipe(request.protocol, &request.model, force_usage, include_usage, created);
+        return Attempt::Done(relay::stream(response, guard, admitted, pipe));
+    }
+    match buffered(response, guard, &admitted, crossing, &request.model, created).await {
+        Ok(response) => Attempt::Done(response),
+        Err(error) => Attempt::Failed { class: ErrorClass::ConnectionReset { phase: Phase::Streaming }, error },
+    }
+}
+
+fn transport_failure(failure: UpstreamError, guard: SettleGuard, route: &Route, gateway: &Gateway) -> Attempt {
+    let provider = route.provider.to_string();
+    let (class, error) = match failure {
+        UpstreamError::Connect => {
+            // Never reached the provider: everything comes back.
+            guard.settle(Settlement::default());
+            (ErrorClass::ConnectionReset { phase: Phase::Connect }, GatewayError::UpstreamUnreachable(provider))
+        }
+        // Sent, no answer: the estimate stands (the drop guard settles with it).
+        UpstreamError::Timeout => {
+            (ErrorClass::Timeout { phase: Phase::BeforeHeaders }, GatewayError::UpstreamTimeout(provider))
+        }
+        UpstreamError::NoResponse => {
+            (ErrorClass::ConnectionReset { phase: Phase::BeforeHeaders }, GatewayError::UpstreamUnreachable(provider))
+        }
+    };
+    health_failure(route, gateway, None);
+    Attempt::Failed { class, error }
+}
+
+/// Counts a failure against the deployment's health; an opened breaker pauses the
+/// deployment in the store, for every instance.
+fn health_failure(route: &Route, gateway: &Gateway, hint: Option<Duration>) {
+    if let Some(cooldown) = route.breaker.failure(gateway.clock.now(), hint) {
+        tracing::warn!(deployment = %route.name, ?cooldown, "breaker open: deployment held back");
+        let store = Arc::clone(&gateway.store);
+        let scope = route.scope;
+        tokio::spawn(async move {
+            if let Err(e) = store.pause(scope, cooldown).await {
+                tracing::warn!(error = %e, "could not record the breaker's pause");
+            }
+        });
+    }
+}
+
+async fn buffered(
+    response: http::Response<hyper::body::Incoming>,
+    guard: SettleGuard,
+    admitted: &Admitted,
+    crossing: Crossing,
+    client_model: &str,
+    created: u64,
+) -> Result<Response<Body>, GatewayError> {
+    let (parts, body) = response.into_parts();
+    let bytes = match Limited::new(body, MAX_RESPONSE_BYTES).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => return Err(GatewayError::UpstreamUnreachable("provider".into())),
+    };
+    let upstream_protocol = crossing.upstream(admitted.protocol);
+    let settlement = match usage_from_response(upstream_protocol, &bytes) {
+        Some(usage) => admitted.settlement(usage),
+        None => admitted.sent_unanswered(),
+    };
+    guard.settle(settlement);
+    let body = match crossing.response_body(&bytes, client_model, created) {
+        Ok(body) => body,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not translate a provider response");
+            return Err(GatewayError::UpstreamUnreachable("provider".into()));
+        }
+    };
+    let mut response = pass_through(parts.status, &parts.headers, Body::from(body));
+    if crossing != Crossing::Same {
+        response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    }
+    Ok(response)
+}
+
+async fn provider_error(
+    response: http::Response<hyper::body::Incoming>,
+    guard: SettleGuard,
+    admitted: &Admitted,
+    route: &Route,
+    gateway: &Gateway,
+) -> Attempt {
+    // The provider saw the request: its request unit stays spent, tokens come back.
+    guard.settle(Settlement { used: Cost::request(0, 0), upstream: Cost::request(0, 0) });
+    let (parts, body) = response.into_parts();
+    let bytes = Limited::new(body, MAX_ERROR_BYTES).collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    let class = classify(parts.status.as_u16(), &parts.headers, &bytes, flavor(route.kind));
+    if parts.status == StatusCode::TOO_MANY_REQUESTS {
+        let wait = crate::hints::retry_after(&parts.headers).or(class.retry_after());
+        // Coordinated backoff: every user of the store waits out the provider's hint.
+        let pause = wait.unwrap_or(PROVIDER_429_PAUSE).min(MAX_PROVIDER_PAUSE);
+        if let Err(e) = gateway.store.pause(route.scope, pause).await {
+            tracing::warn!(error = %e, "could not record the provider's pause");
+        }
+        gateway.metrics.decision("provider_rejected", "provider");
+        let hit = Hit { limit_type: "provider".into(), ..admit::hit_labels(route) };
+        gateway.metrics.rate_limit_hits.get_or_create(&hit).inc();
+        let error = GatewayError::RateLimited(Box::new(admitted.provider_rejection(route, wait)));
+        return Attempt::Failed { class, error };
+    }
+    if matches!(class, ErrorClass::ServerError | ErrorClass::Overloaded) {
+        health_failure(route, gateway, class.retry_after());
+    }
+    let passed = pass_through(parts.status, &parts.headers, Body::from(bytes));
+    if class.retryable() || class == ErrorClass::ContextLength {
+        return Attempt::Failed { class, error: GatewayError::Upstream(Box::new(passed)) };
+    }
+    Attempt::Done(passed)
+}
