@@ -1,6 +1,7 @@
 //! `sluice bench`: the latency the gateway adds. The same open-loop generator drives the
 //! simulated provider (no latency, no binding limits) directly, then through the gateway
-//! (memory store, a six-level quota path whose limits never bind), at each rate.
+//! (a six-level quota path whose limits never bind) on its memory store and/or on Redis
+//! (a `redis-server` started here, or `--redis URL`), at each rate, in the same run.
 
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use serde::Serialize;
 use sluice_sim::{ModelConfig, SimConfig, SimProvider};
 
 use crate::client::HttpClient;
+use crate::deploy::{Redis, run_prefix};
 use crate::loadgen::{self, Step, StepResult, Target};
 use crate::workload::chat_body;
 
@@ -34,22 +36,59 @@ pub struct BenchArgs {
     /// Print one JSON object instead of the markdown table.
     #[arg(long)]
     pub json: bool,
+    /// Which gateway stores to measure against the direct path.
+    #[arg(long, value_enum, default_value_t = BenchStores::Both)]
+    pub store: BenchStores,
+    /// An existing Redis for the Redis-store gateway; without it `redis-server` from PATH
+    /// is started on a free port.
+    #[arg(long)]
+    pub redis: Option<String>,
 }
 
-/// One rate: direct and through the gateway.
+/// The gateways `sluice bench` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchStores {
+    /// The memory store only.
+    Memory,
+    /// The Redis store only.
+    Redis,
+    /// Both, each step right after the direct one.
+    Both,
+}
+
+impl BenchStores {
+    fn memory(self) -> bool {
+        self != Self::Redis
+    }
+
+    fn redis(self) -> bool {
+        self != Self::Memory
+    }
+}
+
+/// One rate: direct and through the gateways.
 #[derive(Debug, Clone, Serialize)]
 pub struct RateReport {
     /// Intended requests per second.
     pub rate: u32,
     /// Straight to the simulated provider.
     pub direct: StepResult,
-    /// Through the gateway.
-    pub gateway: StepResult,
+    /// Through the gateway on its memory store, and what it added.
+    pub memory: Option<Via>,
+    /// Through the gateway on Redis, and what it added.
+    pub redis: Option<Via>,
+    /// Resident set size of the whole process (generator, simulator and gateways) after the
+    /// rate's last step, KiB.
+    pub rss_kib: Option<u64>,
+}
+
+/// One gateway step and its difference to the direct step of the same rate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Via {
+    /// The step.
+    pub step: StepResult,
     /// Gateway minus direct at p50, p99, p99.9 (ms).
     pub added_ms: Added,
-    /// Resident set size of the whole process (generator, simulator and gateway) after the
-    /// gateway step, KiB.
-    pub rss_kib: Option<u64>,
 }
 
 /// Added latency per percentile.
@@ -82,23 +121,51 @@ fn print(text: &str) {
 /// Runs every step.
 ///
 /// # Errors
-/// When the simulator or the gateway cannot start.
+/// When the simulator, Redis or a gateway cannot start.
 pub async fn measure(args: &BenchArgs) -> anyhow::Result<Vec<RateReport>> {
     let sim =
         SimProvider::start(SimConfig { models: vec![ModelConfig::openai(MODEL)], ..SimConfig::default() }).await?;
-    let gateway = crate::harness::start_gateway(&gateway_config(&sim.url())).await?;
+    let memory = match args.store.memory() {
+        true => Some(crate::harness::start_gateway(&gateway_config(&sim.url(), "")).await?),
+        false => None,
+    };
+    let redis = match args.store.redis() {
+        true => Some(Redis::obtain(args.redis.as_deref()).await?),
+        false => None,
+    };
+    let on_redis = match &redis {
+        Some(r) => {
+            let store = crate::scenario::redis_store(&r.url(), &run_prefix("bench"), 1);
+            Some(crate::harness::start_gateway(&gateway_config(&sim.url(), &store)).await?)
+        }
+        None => None,
+    };
     let body = chat_body(MODEL, "bench", "ping", 16, "bench");
     let direct = Target { uri: format!("{}/v1/chat/completions", sim.url()).parse()?, bearer: KEY.into(), body };
-    let via = Target { uri: format!("{}/v1/chat/completions", gateway.url()).parse()?, ..direct.clone() };
+    let via = |g: &sluice_server::Running| -> anyhow::Result<Target> {
+        Ok(Target { uri: format!("{}/v1/chat/completions", g.url()).parse()?, ..direct.clone() })
+    };
+    let targets = [memory.as_ref().map(&via).transpose()?, on_redis.as_ref().map(&via).transpose()?];
     let client = HttpClient::new();
     let mut reports = Vec::new();
     for &rate in &args.rates {
         let direct = measured(&client, &direct, args, rate).await;
-        let gateway_step = measured(&client, &via, args, rate).await;
-        let added = added(&direct, &gateway_step);
-        reports.push(RateReport { rate, direct, gateway: gateway_step, added_ms: added, rss_kib: rss_kib() });
+        let mut vias = Vec::with_capacity(2);
+        for target in &targets {
+            let step = match target {
+                Some(target) => Some(measured(&client, target, args, rate).await),
+                None => None,
+            };
+            vias.push(step.map(|step| Via { added_ms: added(&direct, &step), step }));
+        }
+        let redis_via = vias.pop().flatten();
+        let memory_via = vias.pop().flatten();
+        reports.push(RateReport { rate, direct, memory: memory_via, redis: redis_via, rss_kib: rss_kib() });
     }
-    gateway.shutdown().await;
+    for gateway in [memory, on_redis].into_iter().flatten() {
+        gateway.shutdown().await;
+    }
+    drop(redis);
     sim.shutdown().await;
     Ok(reports)
 }
@@ -127,14 +194,17 @@ fn rss_kib() -> Option<u64> {
 }
 
 /// A gateway with a realistic six-level path (org, tenant, team, key, profile,
-/// deployment), every level limited far above what the generator sends.
-fn gateway_config(sim_url: &str) -> String {
+/// deployment), every level limited far above what the generator sends; `store` is its
+/// `[store]` table (empty: the memory store).
+fn gateway_config(sim_url: &str, store: &str) -> String {
     let limits = format!("{{ rpm = {HIGH}, tpm = {HIGH} }}");
     format!(
         r#"
 [org]
 name = "bench"
 limits = {limits}
+
+{store}
 
 [[providers]]
 name = "sim"
@@ -180,37 +250,42 @@ pub fn table(reports: &[RateReport]) -> String {
         "| rate (req/s) | path | achieved req/s | p50 ms | p99 ms | p99.9 ms | errors | dropped | send lag p50 / p99 ms |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in reports {
-        for (path, s) in [("direct", &r.direct), ("gateway", &r.gateway)] {
-            let l = &s.latency;
+        out.push_str(&row(r.rate, "direct", &r.direct));
+        for (name, via) in [("memory", &r.memory), ("redis", &r.redis)] {
+            let Some(via) = via else { continue };
+            out.push_str(&row(r.rate, &format!("gateway, {name} store"), &via.step));
+            let a = &via.added_ms;
             out.push_str(&format!(
-                "| {} | {path} | {:.0} | {} | {} | {} | {} | {} | {} / {} |\n",
+                "| {} | **added, {name}** | | **{}** | **{}** | **{}** | | | |\n",
                 r.rate,
-                s.achieved_rps,
-                fmt(l.p50_ms),
-                fmt(l.p99_ms),
-                fmt(l.p999_ms),
-                s.errors,
-                s.dropped,
-                fmt(s.send_lag.p50_ms),
-                fmt(s.send_lag.p99_ms)
+                signed(a.p50),
+                signed(a.p99),
+                signed(a.p999)
             ));
         }
-        let a = &r.added_ms;
-        out.push_str(&format!(
-            "| {} | **added** | | **{}** | **{}** | **{}** | | | |\n",
-            r.rate,
-            signed(a.p50),
-            signed(a.p99),
-            signed(a.p999)
-        ));
     }
     if let Some(rss) = reports.last().and_then(|r| r.rss_kib) {
         out.push_str(&format!(
-            "\nProcess RSS (generator + simulator + gateway) after the last step: {:.1} MiB\n",
+            "\nProcess RSS (generator + simulator + gateways) after the last step: {:.1} MiB\n",
             rss as f64 / 1024.0
         ));
     }
     out
+}
+
+fn row(rate: u32, path: &str, s: &StepResult) -> String {
+    let l = &s.latency;
+    format!(
+        "| {rate} | {path} | {:.0} | {} | {} | {} | {} | {} | {} / {} |\n",
+        s.achieved_rps,
+        fmt(l.p50_ms),
+        fmt(l.p99_ms),
+        fmt(l.p999_ms),
+        s.errors,
+        s.dropped,
+        fmt(s.send_lag.p50_ms),
+        fmt(s.send_lag.p99_ms)
+    )
 }
 
 fn fmt(v: Option<f64>) -> String {

@@ -1,22 +1,29 @@
 //! `sluice demo`: the seed-000 story in one process over real HTTP on 127.0.0.1.
 //!
 //! One simulated provider (500 RPM / 30,000 TPM, time-compressed); 40 interactive users
-//! and one long batch job; first through the gateway, then as uncoordinated workers with
-//! their own backoff straight at the provider. See `docs/demo.md`.
+//! and one long batch job; first the provider's own latency (a few interactive requests
+//! sent directly), then the workload through the gateway — one instance, or several in this
+//! process sharing one Redis — then as uncoordinated workers with their own backoff
+//! straight at the provider. See `docs/demo.md`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sluice_sim::SimProvider;
+use sluice_sim::{SimHandle, SimProvider, StatsSnapshot};
 
-use crate::drive::{self, Run};
+use crate::deploy::{Gateways, StoreKind};
+use crate::drive::{self, Run, Tally, Transport};
 use crate::naive::{Backoff, Workers};
 use crate::report::{DemoReport, SideContext, SideReport};
 use crate::scenario::{BATCH_KEY, INTERACTIVE_KEY, MODEL, Provider};
 use crate::sluiced;
+use crate::utilization;
 use crate::workload::Workload;
+
+/// Interactive requests in flight at once while measuring the provider's own latency.
+const BASELINE_CONCURRENCY: usize = 4;
 
 /// Arguments of `sluice demo`; the defaults are the documented scenario.
 #[derive(Debug, Clone, clap::Args)]
@@ -91,9 +98,44 @@ pub struct DemoArgs {
     /// Seed of prompts, think times, jitter and the provider's draws.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Gateway instances, in this process, each with its own store object; clients spread
+    /// over them round-robin. More than one implies `--store redis`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub instances: u16,
+    /// The gateways' quota store [default: memory for one instance, else redis].
+    #[arg(long, value_enum)]
+    pub store: Option<StoreKind>,
+    /// An existing Redis to use (e.g. `redis://127.0.0.1:6379`); implies `--store redis`.
+    /// Without it the demo starts `redis-server` from PATH on a free port.
+    #[arg(long)]
+    pub redis: Option<String>,
+    /// Interactive requests sent directly to the provider first, to measure its own latency.
+    #[arg(long, default_value_t = 80)]
+    pub baseline_requests: usize,
+    /// Run the gateway side only (no naive side).
+    #[arg(long)]
+    pub gateway_only: bool,
 }
 
 impl DemoArgs {
+    /// The store the gateways use.
+    #[must_use]
+    pub fn store_kind(&self) -> StoreKind {
+        let shared = self.instances > 1 || self.redis.is_some();
+        self.store.unwrap_or(if shared { StoreKind::Redis } else { StoreKind::Memory })
+    }
+
+    /// The heading of the gateway's column.
+    #[must_use]
+    pub fn gateway_title(&self) -> String {
+        match (self.instances, self.store_kind()) {
+            (1, StoreKind::Memory) => "through sluice".to_owned(),
+            (1, StoreKind::Redis) => "through sluice (Redis store)".to_owned(),
+            (n, StoreKind::Redis) => format!("through sluice ({n} instances, one Redis)"),
+            (n, StoreKind::Memory) => format!("through sluice ({n} instances, a memory store each)"),
+        }
+    }
+
     fn provider(&self) -> Provider {
         Provider {
             rpm: self.rpm,
@@ -137,6 +179,9 @@ impl DemoArgs {
                 "cap": self.backoff().cap.as_secs_f64() * 1000.0, "max_attempts": self.max_attempts},
             "deadline_secs": Duration::from(self.deadline).as_secs_f64(),
             "seed": self.seed,
+            "instances": self.instances,
+            "store": self.store_kind(),
+            "baseline_requests": self.baseline_requests,
         })
     }
 }
@@ -147,7 +192,11 @@ impl DemoArgs {
 /// When the simulator or the gateway cannot start.
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let report = scenario(&args).await?;
-    let text = if args.json { serde_json::to_string_pretty(&report)? } else { report.table(args.workers) };
+    let text = if args.json {
+        serde_json::to_string_pretty(&report)?
+    } else {
+        report.table(&args.gateway_title(), args.workers)
+    };
     print(&text);
     Ok(())
 }
@@ -160,41 +209,72 @@ fn print(text: &str) {
 /// Runs both sides and returns their figures.
 ///
 /// # Errors
-/// When the simulator or the gateway cannot start.
+/// When the simulator, Redis or a gateway cannot start.
 pub async fn scenario(args: &DemoArgs) -> anyhow::Result<DemoReport> {
     let provider = args.provider();
     let sim = SimProvider::start(provider.sim_config(args.seed)).await?;
-    let gateway = crate::harness::start_gateway(&provider.gateway_config(&sim.url(), args.batch_share)).await?;
+    let config = |store: &str| provider.gateway_config(&sim.url(), args.batch_share, store);
+    let gateways =
+        Gateways::start(usize::from(args.instances), args.store_kind(), args.redis.as_deref(), config).await?;
     let progress = progress_bar(args);
     let run = Run { workload: args.workload(), deadline: args.deadline.into(), seed: args.seed };
-    let context = |client_retries| SideContext {
+    let context = |client_retries, interactive_429s| SideContext {
         rps: provider.rps(),
         tps: provider.tps(),
         batch_requests: args.batch_requests,
         deadline_secs: Duration::from(args.deadline).as_secs_f64(),
         client_retries,
+        interactive_429s,
     };
 
+    progress.set_message("provider latency, direct");
+    sim.reset();
+    let workload = args.workload();
+    let provider_latency =
+        crate::baseline::measure(&sim.url(), &workload, args.baseline_requests, BASELINE_CONCURRENCY, args.seed)
+            .await?;
+
     progress.set_message("through sluice");
-    sim.reset();
-    let transport = Arc::new(sluiced::Gateway::new(&gateway.url(), INTERACTIVE_KEY, BATCH_KEY)?);
-    let tally = drive::drive(Arc::clone(&transport), run.clone(), progress.clone()).await;
-    let gateway_side = SideReport::new(tally, &sim.stats(), context(transport.not_now.load(Ordering::Relaxed)));
-    settle_in_flight().await;
+    let transport = Arc::new(sluiced::Gateway::new(&gateways.urls(), INTERACTIVE_KEY, BATCH_KEY)?);
+    let (tally, users) = side(&sim, args, Arc::clone(&transport), run.clone(), &progress).await;
+    let interactive_429s = transport.interactive_not_now.load(Ordering::Relaxed);
+    let gateway_side = SideReport::new(tally, &sim.stats(), context(transport.not_now(), interactive_429s), &users);
+    gateways.shutdown().await;
 
-    progress.set_message(format!("{} workers, own backoff", args.workers));
-    progress.set_position(0);
-    sim.reset();
-    let workers = Arc::new(Workers::start(args.workers, &sim.url(), args.backoff(), args.seed)?);
-    let tally = drive::drive(Arc::clone(&workers), run, progress.clone()).await;
-    workers.shutdown().await;
-    let retries = workers.counters.retries.load(Ordering::Relaxed);
-    let naive_side = SideReport::new(tally, &sim.stats(), context(retries));
+    let naive_side = if args.gateway_only {
+        None
+    } else {
+        settle_in_flight().await;
+        progress.set_message(format!("{} workers, own backoff", args.workers));
+        progress.set_position(0);
+        let workers = Arc::new(Workers::start(args.workers, &sim.url(), args.backoff(), args.seed)?);
+        let (tally, users) = side(&sim, args, Arc::clone(&workers), run, &progress).await;
+        workers.shutdown().await;
+        let counters = &workers.counters;
+        let ctx = context(
+            counters.retries.load(Ordering::Relaxed),
+            counters.interactive_rate_limited.load(Ordering::Relaxed),
+        );
+        Some(SideReport::new(tally, &sim.stats(), ctx, &users))
+    };
     progress.finish_and_clear();
-
-    gateway.shutdown().await;
     sim.shutdown().await;
-    Ok(DemoReport { scenario: args.scenario_json(), gateway: gateway_side, naive: naive_side })
+    Ok(DemoReport { scenario: args.scenario_json(), provider_latency, gateway: gateway_side, naive: naive_side })
+}
+
+/// One side from a fresh provider: the workload over `transport`, with the interactive
+/// users' charged tokens sampled once a second.
+async fn side<T: Transport>(
+    sim: &SimHandle,
+    args: &DemoArgs,
+    transport: Arc<T>,
+    run: Run,
+    progress: &ProgressBar,
+) -> (Tally, Vec<u64>) {
+    sim.reset();
+    let max_tokens = args.interactive_max_tokens;
+    let probe = move |stats: &StatsSnapshot| utilization::interactive_charged(stats, max_tokens);
+    utilization::sampled(sim, probe, drive::drive(transport, run, progress.clone())).await
 }
 
 /// Lets calls that were in flight when a side ended finish before the next side resets

@@ -1,10 +1,11 @@
-//! Starting the pieces in-process on 127.0.0.1: the simulated provider and the gateway
-//! (memory store) in front of it.
+//! Starting the pieces in-process on 127.0.0.1: gateways in front of the simulated
+//! provider, each with the quota store its config names (its own memory store, or a
+//! connection of its own to a shared Redis).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sluice_quota::{MemoryStore, SystemClock};
+use sluice_quota::SystemClock;
 use sluice_server::Running;
 
 /// The provider key the gateway presents to the simulator (which accepts any).
@@ -18,12 +19,33 @@ const SIM_PROVIDER_KEY: &str = "sk-sim-provider";
 /// # Errors
 /// When the configuration is invalid or the gateway cannot start.
 pub async fn start_gateway(config: &str) -> anyhow::Result<Running> {
+    let mut all = start_gateways(config, 1).await?;
+    all.pop().ok_or_else(|| anyhow::anyhow!("no gateway started"))
+}
+
+/// `count` gateways with the same config, each with a store object of its own (as separate
+/// processes would have), serving on free ports of 127.0.0.1.
+///
+/// # Errors
+/// When the configuration is invalid or a gateway cannot start (those started are stopped).
+pub async fn start_gateways(config: &str, count: usize) -> anyhow::Result<Vec<Running>> {
     let key_file = KeyFile::write(SIM_PROVIDER_KEY)?;
     let text = config.replace("{key_file}", &key_file.path.display().to_string());
     let config = sluice_config::parse(&text).map_err(|e| anyhow::anyhow!("gateway config: {e}"))?;
-    let store = Arc::new(MemoryStore::new(Arc::new(SystemClock::new())));
-    let running = Running::start(&config, store, ([127, 0, 0, 1], 0).into()).await?;
-    Ok(running)
+    let mut started = Vec::with_capacity(count);
+    for _ in 0..count.max(1) {
+        let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
+        match Running::start(&config, store, ([127, 0, 0, 1], 0).into()).await {
+            Ok(running) => started.push(running),
+            Err(e) => {
+                for running in started {
+                    running.shutdown().await;
+                }
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(started)
 }
 
 /// The hex SHA-256 of a gateway key, as the config's `keys[].sha256` wants it.

@@ -3,8 +3,9 @@
 //! `sluice bench` (the latency the gateway adds, open loop, against the same provider
 //! called directly).
 //!
-//! Layout: [`harness`] starts the simulated provider and the gateway in-process on
-//! 127.0.0.1; [`client`] is the HTTP client; [`workload`] the users and batch job;
+//! Layout: [`harness`] starts gateways in-process on 127.0.0.1, [`deploy`] one or more of
+//! them on memory stores or one shared Redis; [`baseline`] measures the provider's own
+//! latency; [`client`] is the HTTP client; [`workload`] the users and batch job;
 //! [`drive`] runs one side over a [`drive::Transport`] — [`sluiced`] (through the gateway,
 //! honouring `retry-after-ms`) or [`naive`] (workers with their own backoff);
 //! [`utilization`] and [`report`] turn the provider's stats into the table; [`demo`] wires
@@ -14,9 +15,11 @@
 //! Everything binds 127.0.0.1, every load loop is bounded in count and time, and every
 //! server started is shut down before a command returns.
 
+pub mod baseline;
 pub mod bench;
 pub mod client;
 pub mod demo;
+pub mod deploy;
 pub mod drive;
 pub mod harness;
 pub mod loadgen;

@@ -39,6 +39,7 @@ impl Backoff {
 }
 
 struct Job {
+    kind: Kind,
     body: Bytes,
     done: oneshot::Sender<Outcome>,
 }
@@ -48,6 +49,8 @@ struct Job {
 pub struct Counters {
     /// Provider 429s the workers saw.
     pub rate_limited: AtomicU64,
+    /// Of which on interactive requests.
+    pub interactive_rate_limited: AtomicU64,
     /// Retries after a backoff.
     pub retries: AtomicU64,
 }
@@ -97,11 +100,11 @@ impl Workers {
 }
 
 impl Transport for Workers {
-    async fn send(&self, _kind: Kind, body: Bytes) -> Outcome {
+    async fn send(&self, kind: Kind, body: Bytes) -> Outcome {
         let (done, result) = oneshot::channel();
         let index = self.next.fetch_add(1, Ordering::Relaxed) % self.queues.len().max(1);
         let Some(queue) = self.queues.get(index) else { return Outcome::Failed };
-        if queue.send(Job { body, done }).is_err() {
+        if queue.send(Job { kind, body, done }).is_err() {
             return Outcome::Failed;
         }
         result.await.unwrap_or(Outcome::Failed)
@@ -119,12 +122,12 @@ struct Worker {
 impl Worker {
     async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Job>) {
         while let Some(job) = queue.recv().await {
-            let outcome = self.call(&job.body).await;
+            let outcome = self.call(job.kind, &job.body).await;
             let _ = job.done.send(outcome);
         }
     }
 
-    async fn call(&mut self, body: &Bytes) -> Outcome {
+    async fn call(&mut self, kind: Kind, body: &Bytes) -> Outcome {
         for retry in 0..self.backoff.max_attempts {
             if retry > 0 {
                 self.counters.retries.fetch_add(1, Ordering::Relaxed);
@@ -133,6 +136,9 @@ impl Worker {
                 Ok(reply) if reply.is_success() => return Outcome::Served,
                 Ok(reply) if reply.status == 429 => {
                     self.counters.rate_limited.fetch_add(1, Ordering::Relaxed);
+                    if kind == Kind::Interactive {
+                        self.counters.interactive_rate_limited.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 Ok(reply) if reply.status < 500 => return Outcome::Failed,
                 Ok(_) | Err(_) => {}

@@ -3,6 +3,7 @@
 use serde::Serialize;
 use sluice_sim::StatsSnapshot;
 
+use crate::baseline::ProviderLatency;
 use crate::drive::Tally;
 use crate::stats::Summary;
 use crate::utilization::{self, Utilization};
@@ -22,6 +23,9 @@ pub struct Interactive {
     pub failed: usize,
     /// Requests still waiting when the side ended.
     pub unfinished: usize,
+    /// 429s the interactive clients saw (from the gateway; on the naive side, from the
+    /// provider, seen by the workers that retry for them).
+    pub client_429s: u64,
 }
 
 /// How the batch job fared.
@@ -50,6 +54,9 @@ pub struct SideReport {
     pub batch: Batch,
     /// Utilization of the binding limit while the batch ran (`None`: too short to tell).
     pub utilization: Option<Utilization>,
+    /// Over the same seconds, the batch's tokens ÷ the tokens the interactive users left
+    /// (`None`: too short to tell).
+    pub batch_of_leftover: Option<f64>,
     /// Requests the provider served.
     pub requests_served: u64,
     /// Client-side waits: 429s from the gateway (gateway side) or backoff retries (naive side).
@@ -73,12 +80,15 @@ pub struct SideContext {
     pub deadline_secs: f64,
     /// Client-side waits or retries (see [`SideReport::client_retries`]).
     pub client_retries: u64,
+    /// 429s seen on interactive requests (see [`Interactive::client_429s`]).
+    pub interactive_429s: u64,
 }
 
 impl SideReport {
-    /// Combines the clients' tally with the provider's stats.
+    /// Combines the clients' tally with the provider's stats; `interactive` holds the
+    /// tokens charged to interactive users, sampled once a second from the side's start.
     #[must_use]
-    pub fn new(tally: Tally, stats: &StatsSnapshot, ctx: SideContext) -> Self {
+    pub fn new(tally: Tally, stats: &StatsSnapshot, ctx: SideContext, interactive: &[u64]) -> Self {
         let running = tally.batch_done_after.unwrap_or(tally.elapsed).as_secs_f64();
         let (from, to) = utilization::saturated_interval(running);
         let latency: Summary = tally.interactive.summary();
@@ -91,6 +101,7 @@ impl SideReport {
                 served: latency.count,
                 failed: tally.interactive_failed,
                 unfinished: tally.interactive_unfinished,
+                client_429s: ctx.interactive_429s,
             },
             batch: Batch {
                 requests: ctx.batch_requests,
@@ -100,6 +111,7 @@ impl SideReport {
                 deadline_secs: ctx.deadline_secs,
             },
             utilization: utilization::over(&stats.timeline, from, to, ctx.rps, ctx.tps),
+            batch_of_leftover: utilization::batch_of_leftover(&stats.timeline, from, to, ctx.tps, interactive),
             requests_served: stats.served,
             client_retries: ctx.client_retries,
             duplicates: stats.duplicates,
@@ -113,33 +125,68 @@ impl SideReport {
 pub struct DemoReport {
     /// The parameters.
     pub scenario: serde_json::Value,
+    /// The provider's own latency for an interactive request (direct, no contention).
+    pub provider_latency: ProviderLatency,
     /// Through the gateway.
     pub gateway: SideReport,
-    /// Uncoordinated workers straight at the provider.
-    pub naive: SideReport,
+    /// Uncoordinated workers straight at the provider (`None` when not run).
+    pub naive: Option<SideReport>,
 }
 
 impl DemoReport {
-    /// The side-by-side table.
+    /// The side-by-side table; `gateway_title` heads the gateway's column.
     #[must_use]
-    pub fn table(&self, workers: usize) -> String {
-        let (g, n) = (&self.gateway, &self.naive);
+    pub fn table(&self, gateway_title: &str, workers: usize) -> String {
+        let g = &self.gateway;
+        let n = self.naive.as_ref();
+        let other = |f: &dyn Fn(&SideReport) -> String| n.map_or_else(|| "–".to_owned(), f);
         let rows = [
-            ("provider 429s", g.provider_429s.to_string(), n.provider_429s.to_string()),
-            ("interactive p50 / p95 / p99", latencies(&g.interactive), latencies(&n.interactive)),
-            ("interactive served / failed / unfinished", counts(&g.interactive), counts(&n.interactive)),
-            ("batch completion", batch(&g.batch), batch(&n.batch)),
-            ("utilization of binding limit (saturated)", util(g.utilization.as_ref()), util(n.utilization.as_ref())),
-            ("requests served by the provider", g.requests_served.to_string(), n.requests_served.to_string()),
-            ("client waits / retries", g.client_retries.to_string(), n.client_retries.to_string()),
+            ("provider 429s", g.provider_429s.to_string(), other(&|n| n.provider_429s.to_string())),
+            ("interactive p50 / p95 / p99", latencies(&g.interactive), other(&|n| latencies(&n.interactive))),
+            ("interactive 429s seen by clients", client_429s(g), other(&client_429s)),
+            ("interactive served / failed / unfinished", counts(&g.interactive), other(&|n| counts(&n.interactive))),
+            ("batch completion", batch(&g.batch), other(&|n| batch(&n.batch))),
+            (
+                "utilization of binding limit (saturated)",
+                util(g.utilization.as_ref()),
+                other(&|n| util(n.utilization.as_ref())),
+            ),
+            (
+                "batch: use of the capacity interactive leaves",
+                percent(g.batch_of_leftover),
+                other(&|n| percent(n.batch_of_leftover)),
+            ),
+            (
+                "requests served by the provider",
+                g.requests_served.to_string(),
+                other(&|n| n.requests_served.to_string()),
+            ),
+            ("client waits / retries", g.client_retries.to_string(), other(&|n| n.client_retries.to_string())),
         ];
         let naive_title = format!("{workers} workers, own backoff");
-        let mut out = format!("| | through sluice | {naive_title} |\n|---|---:|---:|\n");
+        let mut out = format!("| | {gateway_title} | {naive_title} |\n|---|---:|---:|\n");
         for (name, a, b) in rows {
             out.push_str(&format!("| {name} | {a} | {b} |\n"));
         }
+        let p = &self.provider_latency;
+        out.push_str(&format!(
+            "\nProvider's own latency, interactive request sent directly without contention \
+             ({} requests): p50 {} / p99 {} ms; through sluice, p99 − provider p99 = {} ms.\n",
+            p.served,
+            ms(p.p50_ms),
+            ms(p.p99_ms),
+            g.interactive.p99_ms.zip(p.p99_ms).map_or_else(|| "–".to_owned(), |(a, b)| format!("{:+.0}", a - b)),
+        ));
         out
     }
+}
+
+fn client_429s(side: &SideReport) -> String {
+    side.interactive.client_429s.to_string()
+}
+
+fn percent(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_owned(), |v| format!("{:.1} %", v * 100.0))
 }
 
 fn ms(v: Option<f64>) -> String {

@@ -77,7 +77,9 @@ impl Provider {
     /// may use only `batch_share` of the deployment's burst, so interactive requests always
     /// find headroom; batch still gets every token interactive traffic leaves.
     #[must_use]
-    pub fn gateway_config(&self, sim_url: &str, batch_share: f64) -> String {
+    ///
+    /// `store` is the `[store]` table ([`memory_store`] or [`redis_store`]).
+    pub fn gateway_config(&self, sim_url: &str, batch_share: f64, store: &str) -> String {
         let scaled = |v: u64| (v as f64 * self.time_scale).round() as u64;
         let (rpm, tpm) = (scaled(self.rpm), scaled(self.tpm));
         let burst = DEPLOYMENT_BURST_SIM_SECONDS / self.time_scale;
@@ -85,6 +87,8 @@ impl Provider {
             r#"
 [org]
 name = "demo"
+
+{store}
 
 [[providers]]
 name = "sim"
@@ -139,4 +143,20 @@ sha256 = "{batch}"
             batch = key_hash(BATCH_KEY),
         )
     }
+}
+
+/// The `[store]` table of in-process buckets (each gateway its own).
+#[must_use]
+pub fn memory_store() -> String {
+    "[store]\nkind = \"memory\"".to_owned()
+}
+
+/// The `[store]` table of a Redis server shared by `instances` gateways, under `prefix`
+/// (one per run, so a reused server holds no earlier run's buckets).
+#[must_use]
+pub fn redis_store(url: &str, prefix: &str, instances: usize) -> String {
+    format!(
+        "[store]\nkind = \"redis\"\nurl = \"{url}\"\nprefix = \"{prefix}\"\n\
+         on_unavailable = \"fail_closed\"\ninstances = {instances}"
+    )
 }

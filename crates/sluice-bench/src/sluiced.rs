@@ -1,7 +1,8 @@
-//! Clients of the gateway: they send through sluice and, when it answers 429 ("not
-//! now"), wait what `retry-after-ms` says and ask again. No backoff of their own.
+//! Clients of the gateway: they send through sluice — spread round-robin over its
+//! instances, as a load balancer would — and, when it answers 429 ("not now"), wait what
+//! `retry-after-ms` says and ask again. No backoff of their own.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,36 +23,67 @@ const MAX_ERRORS: u32 = 3;
 #[derive(Debug)]
 pub struct Gateway {
     client: HttpClient,
-    uri: Uri,
+    uris: Vec<Uri>,
+    next: AtomicUsize,
     interactive_key: String,
     batch_key: String,
-    /// 429s the gateway answered (each followed by a wait and a new attempt).
-    pub not_now: AtomicU64,
+    /// 429s the gateway answered to interactive requests (each followed by a wait and a
+    /// new attempt).
+    pub interactive_not_now: AtomicU64,
+    /// 429s the gateway answered to batch requests.
+    pub batch_not_now: AtomicU64,
     /// Other failed attempts.
     pub errors: AtomicU64,
 }
 
 impl Gateway {
-    /// A transport posting to `base_url`'s chat endpoint.
+    /// A transport posting to the chat endpoints of `base_urls`, one attempt after the
+    /// other round-robin.
     ///
     /// # Errors
-    /// When the URL is invalid.
-    pub fn new(base_url: &str, interactive_key: &str, batch_key: &str) -> anyhow::Result<Self> {
+    /// When a URL is invalid or none is given.
+    pub fn new(base_urls: &[String], interactive_key: &str, batch_key: &str) -> anyhow::Result<Self> {
+        let uris = base_urls
+            .iter()
+            .map(|url| format!("{url}/v1/chat/completions").parse())
+            .collect::<Result<Vec<Uri>, _>>()?;
+        anyhow::ensure!(!uris.is_empty(), "no gateway to send to");
         Ok(Self {
             client: HttpClient::new(),
-            uri: format!("{base_url}/v1/chat/completions").parse()?,
+            uris,
+            next: AtomicUsize::new(0),
             interactive_key: interactive_key.to_owned(),
             batch_key: batch_key.to_owned(),
-            not_now: AtomicU64::new(0),
+            interactive_not_now: AtomicU64::new(0),
+            batch_not_now: AtomicU64::new(0),
             errors: AtomicU64::new(0),
         })
     }
 
-    async fn attempt(&self, key: &str, body: Bytes, errors: &mut u32) -> Option<Outcome> {
-        match self.client.post_json(&self.uri, Some(key), body).await {
+    /// 429s the gateway answered, both classes.
+    #[must_use]
+    pub fn not_now(&self) -> u64 {
+        self.interactive_not_now.load(Ordering::Relaxed) + self.batch_not_now.load(Ordering::Relaxed)
+    }
+
+    fn uri(&self) -> &Uri {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        &self.uris[n % self.uris.len()]
+    }
+
+    async fn attempt(&self, kind: Kind, body: Bytes, errors: &mut u32) -> Option<Outcome> {
+        let key = match kind {
+            Kind::Interactive => &self.interactive_key,
+            Kind::Batch => &self.batch_key,
+        };
+        match self.client.post_json(self.uri(), Some(key), body).await {
             Ok(reply) if reply.is_success() => Some(Outcome::Served),
             Ok(reply) if reply.status == 429 => {
-                self.not_now.fetch_add(1, Ordering::Relaxed);
+                let counter = match kind {
+                    Kind::Interactive => &self.interactive_not_now,
+                    Kind::Batch => &self.batch_not_now,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(reply.retry_after.unwrap_or(DEFAULT_WAIT).max(MIN_WAIT)).await;
                 None
             }
@@ -70,13 +102,9 @@ impl Gateway {
 
 impl Transport for Gateway {
     async fn send(&self, kind: Kind, body: Bytes) -> Outcome {
-        let key = match kind {
-            Kind::Interactive => &self.interactive_key,
-            Kind::Batch => &self.batch_key,
-        };
         let mut errors = 0;
         loop {
-            if let Some(outcome) = self.attempt(key, body.clone(), &mut errors).await {
+            if let Some(outcome) = self.attempt(kind, body.clone(), &mut errors).await {
                 return outcome;
             }
         }
