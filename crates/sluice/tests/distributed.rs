@@ -306,3 +306,96 @@ async fn redis_outage_fail_open_local_serves_each_instance_its_share_and_recover
     assert!(o.rewritten <= Duration::from_secs(3), "the gateways did not return to redis");
     assert!(all.iter_mut().all(Gateway::alive), "a gateway died");
 }
+
+/// Tenant A's gateway key in the fair-share test.
+const KEY_A: &str = "sk-distributed-tenant-a";
+/// Tenant B's gateway key.
+const KEY_B: &str = "sk-distributed-tenant-b";
+/// The provider's (and the deployment's) token limit in the fair-share test, per minute:
+/// 10,000 tokens per second, about 90 calls of ~110 tokens.
+const FAIR_TPM: u64 = 600_000;
+
+/// Two tenants of equal weight, one key each, on one TPM-limited deployment. Its burst is half
+/// a second of the limit: a tenant may run ahead of a waiting one by the deployment's largest
+/// token burst (the fairness slack) before it is held back, so with the default burst (3 s)
+/// the shares would only even out after several seconds.
+fn two_tenant_config(sim_url: &str, store: &str) -> String {
+    let sha = |key: &str| hex::encode(sluice_config::hash_key(key));
+    format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n{store}\n\n\
+         [[providers]]\nname = \"sim\"\nkind = \"openai\"\nbase_url = \"{sim_url}\"\napi_key_env = \"SLUICE_TEST_PROVIDER_KEY\"\n\n\
+         [[deployments]]\nname = \"sim-mini\"\nprovider = \"sim\"\nmodel = \"gpt-4o-mini\"\nlimits = {{ tpm = {FAIR_TPM}, burst_seconds = 0.5 }}\n\n\
+         [[models]]\nname = \"chat\"\ndeployment = \"sim-mini\"\n\n\
+         [[classes]]\nname = \"interactive\"\nmax_wait = \"10s\"\n\n\
+         [[tenants]]\nname = \"a\"\nweight = 1\n\n[[tenants]]\nname = \"b\"\nweight = 1\n\n\
+         [[keys]]\nid = \"a-1\"\ntenant = \"a\"\nsha256 = \"{a}\"\n\n\
+         [[keys]]\nid = \"b-1\"\ntenant = \"b\"\nsha256 = \"{b}\"\n",
+        a = sha(KEY_A),
+        b = sha(KEY_B),
+    )
+}
+
+/// A call of ~10 prompt tokens and `max_tokens = 100`, counted by the simulator for `user`.
+fn tenant_body(user: &str) -> serde_json::Value {
+    serde_json::json!({
+        "model": "chat",
+        "messages": [{"role": "user", "content": "hello there"}],
+        "max_tokens": 100,
+        "user": user,
+    })
+}
+
+/// Served tokens (input + output) per tenant in the simulator's stats.
+fn served_tokens(stats: &sluice_sim::stats::StatsSnapshot, tenant: &str) -> u64 {
+    stats.tenants.get(tenant).map_or(0, |u| u.input_tokens + u.output_tokens)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_spread_over_three_instances_gets_no_more_than_its_share() {
+    const RUN: Duration = Duration::from_secs(12);
+    const MEASURED_FROM: Duration = Duration::from_secs(3);
+    const MEASURED_TO: Duration = Duration::from_secs(11);
+    let _serial = SERIAL.lock().await;
+    let redis = LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    let sim =
+        sim(&format!("limits = {{ tpm = {FAIR_TPM} }}\nlatency = {{ ttft_ms = 20.0, per_token_ms = 0.1 }}")).await;
+    let store = redis_store(&redis.url(), "fair", "fail_closed");
+    let all = gateways(3, &two_tenant_config(&sim.url(), &store));
+    sim.reset();
+    let origin = Instant::now();
+
+    // A floods through every instance, B through the first one only; both ask far more
+    // than the deployment allows. Measured from second 3, once A has used its slack.
+    let a_load = Load { clients: 18, run: RUN, max_wait: Duration::from_secs(1) };
+    let b_load = Load { clients: 12, run: RUN, max_wait: Duration::from_secs(1) };
+    let a = tokio::spawn(common::run_load_as(urls(&all), a_load, origin, KEY_A, |_| tenant_body("tenant-a")));
+    let b = tokio::spawn(common::run_load_as(urls(&all[..1]), b_load, origin, KEY_B, |_| tenant_body("tenant-b")));
+    tokio::time::sleep_until(origin + MEASURED_FROM).await;
+    let before = sim.stats();
+    tokio::time::sleep_until(origin + MEASURED_TO).await;
+    let after = sim.stats();
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+
+    let delta = |tenant| served_tokens(&after, tenant) - served_tokens(&before, tenant);
+    let (a_tokens, b_tokens) = (delta("tenant-a"), delta("tenant-b"));
+    let share_b = b_tokens as f64 / (a_tokens + b_tokens).max(1) as f64;
+    let seconds = (MEASURED_TO - MEASURED_FROM).as_secs();
+    let from = MEASURED_FROM.as_secs();
+    let utilization = admitted_tokens(&after, from, from + seconds) / (FAIR_TPM as f64 / 60.0);
+    eprintln!(
+        "fair share over 3 instances: served tokens A {a_tokens}, B {b_tokens}, B's share {share_b:.3}; \
+         TPM utilization {utilization:.3}; provider 429s {}; A {:?}; B {:?}",
+        after.rate_limited.total(),
+        common::summary(&a),
+        common::summary(&b)
+    );
+    assert_eq!(after.rate_limited.total(), 0, "provider 429s");
+    assert!(utilization >= 0.9, "the deployment was not saturated: {utilization:.3}");
+    assert!((share_b - 0.5).abs() <= 0.07, "B's share of served tokens {share_b:.3} is not 0.5 ± 0.07");
+}
+
+/// Admitted tokens per second in the simulator's timeline seconds `from..to`.
+fn admitted_tokens(stats: &sluice_sim::stats::StatsSnapshot, from: u64, to: u64) -> f64 {
+    let sum: u64 = stats.timeline.iter().filter(|s| s.second >= from && s.second < to).map(|s| s.tokens).sum();
+    sum as f64 / (to - from) as f64
+}

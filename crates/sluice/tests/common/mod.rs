@@ -171,8 +171,8 @@ fn chat_body(client: usize) -> Value {
     })
 }
 
-async fn attempt(http: &reqwest::Client, url: &str, body: &Value) -> (u16, String, Option<Duration>) {
-    let sent = http.post(format!("{url}/v1/chat/completions")).bearer_auth(KEY).json(body).send().await;
+async fn attempt(http: &reqwest::Client, url: &str, key: &str, body: &Value) -> (u16, String, Option<Duration>) {
+    let sent = http.post(format!("{url}/v1/chat/completions")).bearer_auth(key).json(body).send().await;
     let Ok(response) = sent else { return (0, String::new(), None) };
     let status = response.status().as_u16();
     let wait = response
@@ -190,13 +190,24 @@ async fn attempt(http: &reqwest::Client, url: &str, body: &Value) -> (u16, Strin
 /// `urls[(c + n) % len]`. Every loop stops at `origin + load.run` or after
 /// [`MAX_ATTEMPTS_PER_CLIENT`] attempts.
 pub async fn run_load(urls: Vec<String>, load: Load, origin: Instant) -> Vec<Attempt> {
+    run_load_as(urls, load, origin, KEY, chat_body).await
+}
+
+/// [`run_load`] with gateway key `key` and client `c` sending `body(c)`.
+pub async fn run_load_as(
+    urls: Vec<String>,
+    load: Load,
+    origin: Instant,
+    key: &'static str,
+    body: fn(usize) -> Value,
+) -> Vec<Attempt> {
     let http = reqwest::Client::builder().timeout(ATTEMPT_TIMEOUT).build().unwrap();
     let end = origin + load.run;
     let mut tasks = Vec::new();
     for client in 0..load.clients {
         let (http, urls) = (http.clone(), urls.clone());
         tasks.push(tokio::spawn(async move {
-            let body = chat_body(client);
+            let body = body(client);
             let mut seen = Vec::new();
             for n in 0..MAX_ATTEMPTS_PER_CLIENT {
                 let now = Instant::now();
@@ -204,7 +215,7 @@ pub async fn run_load(urls: Vec<String>, load: Load, origin: Instant) -> Vec<Att
                     break;
                 }
                 let instance = (client + n) % urls.len();
-                let (status, decision, wait) = attempt(&http, &urls[instance], &body).await;
+                let (status, decision, wait) = attempt(&http, &urls[instance], key, &body).await;
                 let took = now.elapsed();
                 seen.push(Attempt { instance, sent: now - origin, took, status, decision });
                 let pause = match status {
