@@ -5,6 +5,7 @@
 //! Process settings (`[server]`) are apart from policy (providers, deployments, models,
 //! tenants, keys, classes), which a reload may replace.
 
+pub mod adaptive;
 mod defaults;
 mod error;
 mod model;

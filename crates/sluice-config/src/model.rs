@@ -86,6 +86,40 @@ pub struct Deployment {
     pub breaker_failures: u32,
     /// How long an open breaker holds the deployment back (at least; provider hints win).
     pub breaker_cooldown: Duration,
+    /// Adaptive limits: learning from the provider, estimating output and cache hits.
+    pub adaptive: Adaptive,
+}
+
+/// How output tokens are reserved at admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputEstimate {
+    /// `max_tokens` (or the profile's default).
+    #[default]
+    Strict,
+    /// min(`max_tokens`, p95 of the route's observed output), after `warmup` observations.
+    P95 {
+        /// Observations before the p95 is trusted.
+        warmup: u64,
+    },
+}
+
+/// A deployment's adaptive-limit settings (`docs/adaptive.md`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Adaptive {
+    /// Follow the limits the provider reports in its headers, up or down (else only log them).
+    pub adopt_provider_limits: bool,
+    /// Multiplier of the effective limit on an unexpected provider 429 (at most once a second).
+    pub decrease: f64,
+    /// Time for the effective limit to recover additively from 0 to 1.
+    pub recovery: Duration,
+    /// The lowest factor of the configured limit.
+    pub min_factor: f64,
+    /// Ramp-up guard: admitted rate may grow by this fraction of the limit per second.
+    pub ramp_up: Option<f64>,
+    /// Output reservation mode.
+    pub output_estimate: OutputEstimate,
+    /// Discount input reservations by the route's recent cache-hit ratio (Anthropic).
+    pub cache_aware_input: bool,
 }
 
 /// What clients ask for by name.

@@ -109,6 +109,15 @@ pub struct RawDeployment {
     pub attempt_timeout: Option<Spanned<String>>,
     pub breaker_failures: Option<Spanned<u64>>,
     pub breaker_cooldown: Option<Spanned<String>>,
+    pub preset: Option<Spanned<String>>,
+    pub adopt_provider_limits: Option<Spanned<bool>>,
+    pub decrease_factor: Option<Spanned<f64>>,
+    pub recovery: Option<Spanned<String>>,
+    pub min_factor: Option<Spanned<f64>>,
+    pub ramp_up_per_second: Option<Spanned<f64>>,
+    pub output_estimate: Option<Spanned<String>>,
+    pub output_warmup: Option<Spanned<u64>>,
+    pub cache_aware_input: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]

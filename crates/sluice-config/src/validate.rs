@@ -136,7 +136,7 @@ impl Validator<'_> {
         }
     }
 
-    fn duration(&self, field: &str, raw: &Option<Spanned<String>>, default: Duration) -> Result<Duration> {
+    pub(crate) fn duration(&self, field: &str, raw: &Option<Spanned<String>>, default: Duration) -> Result<Duration> {
         let Some(s) = raw else { return Ok(default) };
         let d = humantime::parse_duration(s.get_ref()).map_err(|e| {
             self.err(field, s.span(), format!("`{}` is not a duration like 2s or 10m: {e}", s.get_ref()))
@@ -305,7 +305,8 @@ impl Validator<'_> {
             name: Arc::from(d.name.get_ref().as_str()),
             provider,
             model: d.model.get_ref().clone(),
-            limits: self.limits(&field("limits"), &d.limits)?,
+            limits: self.limits(&field("limits"), &self.preset_limits(i, d)?)?,
+            adaptive: self.adaptive(i, d, kind, output_counting)?,
             tokenizer,
             input_safety_factor,
             output_counting,

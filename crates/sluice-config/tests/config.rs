@@ -68,7 +68,105 @@ const BAD: &[(&str, &str, &str, usize, &str)] = &[
     ("name = \"t\"", "name = \"t\"\nlimits = { rpm = \"many\" }", "", 20, "invalid type"),
     ("model = \"gpt-4o\"", "model = \"gpt-4o\"\ntokenizer = \"bpe\"", "deployments[0].tokenizer", 12, "chars/N"),
     ("name = \"t\"", "name = \"t\"\nweight = 0", "tenants[0].weight", 20, "between 1 and"),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\npreset = \"openai-tier-9\"",
+        "deployments[0].preset",
+        12,
+        "unknown preset `openai-tier-9`",
+    ),
+    ("limits = { rpm = 500, tpm = 30000 }", "preset = \"azure\"", "deployments[0].preset", 12, "set `limits.tpm`"),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\noutput_estimate = \"p95\"",
+        "deployments[0].output_estimate",
+        12,
+        "output_counting = \"actual\"",
+    ),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\noutput_estimate = \"p50\"",
+        "deployments[0].output_estimate",
+        12,
+        "strict or p95",
+    ),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\noutput_counting = \"actual\"\noutput_warmup = 0",
+        "deployments[0].output_warmup",
+        13,
+        "between 1 and",
+    ),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\ncache_aware_input = true",
+        "deployments[0].cache_aware_input",
+        12,
+        "only Anthropic",
+    ),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\ndecrease_factor = 1.5",
+        "deployments[0].decrease_factor",
+        12,
+        "between 0 (exclusive) and 0.99",
+    ),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\nmin_factor = 0.0",
+        "deployments[0].min_factor",
+        12,
+        "between 0 (exclusive) and 1",
+    ),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\nramp_up_per_second = 2.0",
+        "deployments[0].ramp_up_per_second",
+        12,
+        "between 0 (exclusive) and 1",
+    ),
+    ("model = \"gpt-4o\"", "model = \"gpt-4o\"\nrecovery = \"soon\"", "deployments[0].recovery", 12, "not a duration"),
 ];
+
+#[test]
+fn presets_fill_what_limits_leave_out_and_adaptive_settings_parse() {
+    use sluice_config::{OutputEstimate, adaptive};
+    use sluice_quota::Dimension;
+    let amounts = |c: &sluice_config::Config| -> Vec<(Dimension, u64)> {
+        c.deployments[0].limits.rates.iter().map(|r| (r.dimension, r.amount.get())).collect()
+    };
+    // Explicit limits win; the preset fills the rest.
+    let tier = parse(&BASE.replacen(
+        "limits = { rpm = 500, tpm = 30000 }",
+        "preset = \"openai-tier-1\"\nlimits = { rpm = 100 }",
+        1,
+    ))
+    .unwrap();
+    assert_eq!(amounts(&tier), [(Dimension::Requests, 100), (Dimension::TotalTokens, 30_000)]);
+    // Azure: 6 RPM per 1,000 TPM of the deployment's quota.
+    let azure =
+        parse(&BASE.replacen("limits = { rpm = 500, tpm = 30000 }", "preset = \"azure\"\nlimits = { tpm = 80000 }", 1))
+            .unwrap();
+    assert_eq!(amounts(&azure), [(Dimension::Requests, 480), (Dimension::TotalTokens, 80_000)]);
+    let text = BASE.replacen(
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\nadopt_provider_limits = true\noutput_counting = \"actual\"\noutput_estimate = \"p95\"\noutput_warmup = 20\nramp_up_per_second = 0.05\nrecovery = \"30s\"",
+        1,
+    );
+    let a = parse(&text).unwrap().deployments[0].adaptive;
+    assert!(a.adopt_provider_limits);
+    assert_eq!(a.output_estimate, OutputEstimate::P95 { warmup: 20 });
+    assert_eq!(
+        (a.ramp_up, a.recovery, a.decrease),
+        (Some(0.05), std::time::Duration::from_secs(30), adaptive::DECREASE)
+    );
+    let plain = parse(BASE).unwrap().deployments[0].adaptive;
+    assert_eq!(
+        (plain.adopt_provider_limits, plain.output_estimate, plain.ramp_up),
+        (false, OutputEstimate::Strict, None)
+    );
+    assert!(adaptive::preset_names().contains(&"anthropic-start"));
+}
 
 #[test]
 fn every_rejection_names_field_and_line() {
