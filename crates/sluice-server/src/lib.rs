@@ -11,6 +11,7 @@
 //! stream relay, or the drop guard) or expires by its lease; a request that cannot be
 //! admitted is refused before anything is sent.
 
+pub mod adaptive;
 mod admit;
 mod attempt;
 mod auth;
@@ -57,6 +58,9 @@ pub struct AppState {
     pub registry: Arc<prometheus_client::registry::Registry>,
     /// Async jobs, when a job store is configured.
     pub jobs: Option<Arc<jobs::Jobs>>,
+    /// The gateway in force: swapped whole by [`AppState::reload`]. `gateway` is the one
+    /// built at start; handlers read [`AppState::current`].
+    pub live: Arc<arc_swap::ArcSwap<Gateway>>,
 }
 
 impl AppState {
@@ -79,13 +83,36 @@ impl AppState {
     ) -> Result<Self, BuildError> {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = Arc::new(metrics::Metrics::register(&mut registry));
-        let gateway = Gateway::build(config, store, clock, metrics)?;
+        let gateway = Arc::new(Gateway::build(config, store, clock, metrics)?);
         Ok(Self {
-            gateway: Arc::new(gateway),
+            live: Arc::new(arc_swap::ArcSwap::new(Arc::clone(&gateway))),
+            gateway,
             draining: Arc::new(AtomicBool::new(false)),
             registry: Arc::new(registry),
             jobs: None,
         })
+    }
+
+    /// The gateway in force (the latest good reload, else the one built at start).
+    #[must_use]
+    pub fn current(&self) -> Arc<Gateway> {
+        self.live.load_full()
+    }
+
+    /// Replaces the policy with `config`'s, atomically: the new gateway is built aside
+    /// (scopes re-registered on the shared store, buckets keep their fill fraction), keeps
+    /// the queues and the learned adaptive state of deployments that kept their name, and
+    /// is swapped in whole. Requests in flight finish on the gateway they started with.
+    /// `[server]` and `[store]` are not applied (they need a restart).
+    ///
+    /// # Errors
+    /// When a provider key is missing or the tokenizers fail; the old gateway stays.
+    pub fn reload(&self, config: &sluice_config::Config) -> Result<(), BuildError> {
+        let old = self.current();
+        let mut new = Gateway::build(config, Arc::clone(&old.store), Arc::clone(&old.clock), Arc::clone(&old.metrics))?;
+        new.keep_learned(&old, config);
+        self.live.store(Arc::new(new));
+        Ok(())
     }
 
     /// Enables async jobs on `store` with the settings and classes of `config`.
@@ -115,26 +142,27 @@ async fn chat(State(state): State<AppState>, request: Request) -> Response {
     if jobs::prefers_async(request.headers()) {
         return jobs::submit_inline(state, sluice_jobs::Endpoint::ChatCompletions, request).await;
     }
-    proxy::handle(state.gateway, Protocol::OpenAiChat, request).await
+    proxy::handle(state.current(), Protocol::OpenAiChat, request).await
 }
 
 async fn embeddings(State(state): State<AppState>, request: Request) -> Response {
-    proxy::handle(state.gateway, Protocol::OpenAiEmbeddings, request).await
+    proxy::handle(state.current(), Protocol::OpenAiEmbeddings, request).await
 }
 
 async fn messages(State(state): State<AppState>, request: Request) -> Response {
     if jobs::prefers_async(request.headers()) {
         return jobs::submit_inline(state, sluice_jobs::Endpoint::Messages, request).await;
     }
-    proxy::handle(state.gateway, Protocol::AnthropicMessages, request).await
+    proxy::handle(state.current(), Protocol::AnthropicMessages, request).await
 }
 
 async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(error) = auth::authenticate(&state.gateway, &headers) {
+    let gateway = state.current();
+    if let Err(error) = auth::authenticate(&gateway, &headers) {
         let trace = trace::Trace::from_headers(&headers);
         return error::ErrorResponse { error, envelope: error::Envelope::OpenAi, trace_id: trace.id }.into_response();
     }
-    let mut names: Vec<&str> = state.gateway.profiles.keys().map(|n| &**n).collect();
+    let mut names: Vec<&str> = gateway.profiles.keys().map(|n| &**n).collect();
     names.sort_unstable();
     let data: Vec<_> =
         names.iter().map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "sluice"})).collect();

@@ -127,6 +127,8 @@ pub struct Metrics {
     pub store_degraded: Gauge,
     /// Async job counters and states.
     pub jobs: JobMetrics,
+    /// Adaptive limits: effective factors, provider limit changes, output reserved vs used.
+    pub adaptive: std::sync::Arc<crate::adaptive::AdaptiveMetrics>,
 }
 
 impl Default for Metrics {
@@ -145,6 +147,7 @@ impl Default for Metrics {
             store_errors: Counter::default(),
             store_degraded: Gauge::default(),
             jobs: JobMetrics::default(),
+            adaptive: std::sync::Arc::default(),
         }
     }
 }
@@ -188,6 +191,7 @@ impl Metrics {
             metrics.queue_wait.clone(),
         );
         metrics.jobs.register(registry);
+        metrics.adaptive.register(registry);
         metrics
     }
 

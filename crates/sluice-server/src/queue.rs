@@ -91,6 +91,8 @@ struct State {
     next_id: u64,
     dispatching: bool,
     admitted: VecDeque<(Nanos, u64)>,
+    /// Classes (by priority) an operator paused, with the refusal their requests get.
+    held: HashMap<u8, Rejection>,
 }
 
 /// The waiting requests of one deployment.
@@ -124,10 +126,48 @@ impl DeploymentQueue {
         self.lock().fair.len()
     }
 
-    /// Whether a request of `priority` must queue behind others rather than try first.
+    /// Whether a request of `priority` must queue behind others rather than try first
+    /// (also while its class is paused: it then waits, held, up to its `max_wait`).
     #[must_use]
     pub fn must_queue(&self, priority: u8) -> bool {
-        self.lock().fair.has_waiting_at_or_above(priority)
+        let state = self.lock();
+        state.fair.has_waiting_at_or_above(priority) || state.held.contains_key(&priority)
+    }
+
+    /// Requests waiting now, per class priority.
+    #[must_use]
+    pub fn depth_by_priority(&self) -> Vec<(u8, usize)> {
+        let mut depths: Vec<(u8, usize)> = self.lock().per_class.iter().map(|(p, n)| (*p, *n)).collect();
+        depths.sort_unstable();
+        depths
+    }
+
+    /// Pauses the class of `priority` on this queue (`Some(refusal)`: what its requests are
+    /// told when their wait runs out) or resumes it (`None`: its waiters go at once).
+    /// Per instance: other gateway instances keep serving the class.
+    pub fn hold_class(&self, priority: u8, refusal: Option<Rejection>) {
+        let mut state = self.lock();
+        state.fair.pause_class(priority, refusal.is_some());
+        match refusal {
+            Some(refusal) => {
+                for pending in state.pending.values_mut().filter(|p| p.ask.priority == priority) {
+                    pending.last_refusal = Some(refusal.clone());
+                }
+                state.held.insert(priority, refusal);
+            }
+            None => {
+                state.held.remove(&priority);
+                state.fair.unblock();
+            }
+        }
+        drop(state);
+        self.wake.notify_one();
+    }
+
+    /// The refusal for a request of `priority` while its class is paused here, if it is.
+    #[must_use]
+    pub fn class_hold(&self, priority: u8) -> Option<Rejection> {
+        self.lock().held.get(&priority).cloned()
     }
 
     /// Capacity may have come back (a settlement on this deployment): retry the head now.
@@ -173,6 +213,7 @@ impl DeploymentQueue {
             };
             state.fair.push(waiter);
             let (reply, receive) = oneshot::channel();
+            let refusal = refusal.or_else(|| state.held.get(&ask.priority).cloned());
             state.pending.insert(id, Pending { ask, reply, last_refusal: refusal });
             if !state.dispatching {
                 state.dispatching = true;

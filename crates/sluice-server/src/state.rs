@@ -83,6 +83,10 @@ pub struct Route {
     /// How far (tokens) one tenant may run ahead of a waiting one: the largest token burst
     /// of the deployment's limits, if it has token limits.
     pub fair_slack: Option<u64>,
+    /// Adaptive limits and estimators: the request path calls
+    /// `adaptive.output_reservation`/`input_reservation` when pricing, `on_admitted` after a
+    /// grant, `on_response` with each provider answer, `observe` with the usage.
+    pub adaptive: Arc<crate::adaptive::Adaptive>,
     /// Longest wait for response headers of one attempt.
     pub attempt_timeout: Duration,
     /// Consecutive-failure breaker.
@@ -174,6 +178,20 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// After a reload built `self` aside: deployments that kept their name keep their
+    /// queue (requests waiting in it stay) and their learned adaptive state (the factor,
+    /// the output sketch), which takes the new limits and settings.
+    pub fn keep_learned(&mut self, old: &Gateway, config: &Config) {
+        for (route, d) in self.deployments.iter_mut().zip(&config.deployments) {
+            let Some(previous) = old.deployments.iter().find(|o| o.name == route.name) else { continue };
+            route.queue = Arc::clone(&previous.queue);
+            previous.adaptive.reconfigure(d);
+            route.adaptive = Arc::clone(&previous.adaptive);
+        }
+    }
+}
+
 fn routes(
     config: &Config,
     store: &Arc<dyn QuotaStore>,
@@ -200,7 +218,88 @@ fn routes(
                 .filter(|r| r.dimension != sluice_quota::Dimension::Requests)
                 .map(|r| r.burst.get())
                 .max();
+            let scope = store.register(ScopeKey::new(ScopeKind::ModelProfile, m.name.clone()), m.limits.clone());
+                let profile = Profile {
+                    name: m.name.clone(),
+                    scope,
+                    deployment: m.deployment,
+                    default_max_tokens: m.default_max_tokens,
+                    fallbacks: m.fallbacks.clone(),
+                    degrade: m.degrade_to.clone(),
+                };
+                (m.name.clone(), profile)
+            })
+            .collect();
+        Ok(Self {
+            callers: callers(config, store.as_ref()),
+            profiles,
+            deployments,
+            estimator,
+            upstream: Upstream::new(config.server.connect_timeout),
+            max_body_bytes: config.server.max_body_bytes,
+            lease: config.server.lease,
+            upstream_timeout: config.server.upstream_timeout,
+            metrics,
+            oplog: crate::oplog::OpLog::new(
+                Arc::clone(&clock),
+                config.server.idempotency_ttl,
+                config.server.idempotency_wait,
+            ),
+            clock,
+            store,
+        })
+    }
+}
+
+impl Gateway {
+    /// After a reload built `self` aside: deployments that kept their name keep their
+    /// queue (requests waiting in it stay) and their learned adaptive state (the factor,
+    /// the output sketch), which takes the new limits and settings.
+    pub fn keep_learned(&mut self, old: &Gateway, config: &Config) {
+        for (route, d) in self.deployments.iter_mut().zip(&config.deployments) {
+            let Some(previous) = old.deployments.iter().find(|o| o.name == route.name) else { continue };
+            route.queue = Arc::clone(&previous.queue);
+            previous.adaptive.reconfigure(d);
+            route.adaptive = Arc::clone(&previous.adaptive);
+        }
+    }
+}
+
+fn routes(
+    config: &Config,
+    store: &Arc<dyn QuotaStore>,
+    clock: &Arc<dyn Clock>,
+    metrics: &Metrics,
+) -> Result<Vec<Route>, SecretError> {
+    config
+        .deployments
+        .iter()
+        .map(|d| {
+            let provider = &config.providers[d.provider];
+            let key = secret::load(&provider.name, &provider.api_key, provider.kind != ProviderKind::Anthropic)?;
+            let tokenizer = match d.tokenizer {
+                Tokenizer::Auto => tokenizer_for_model(&d.model),
+                Tokenizer::O200k => TokenizerKind::O200k,
+                Tokenizer::Cl100k => TokenizerKind::Cl100k,
+                Tokenizer::Approx(chars_per_token) => TokenizerKind::Approx { chars_per_token },
+            };
+            let labels = crate::metrics::Upstream { provider: provider.name.to_string(), model: d.model.clone() };
+            let fair_slack = d
+                .limits
+                .rates
+                .iter()
+                .filter(|r| r.dimension != sluice_quota::Dimension::Requests)
+                .map(|r| r.burst.get())
+                .max();
+            let scope = store.register(ScopeKey::new(ScopeKind::Deployment, d.name.clone()), d.limits.clone());
+            let wiring = crate::adaptive::Wiring {
+                store: Arc::clone(store),
+                clock: Arc::clone(clock),
+                metrics: Arc::clone(&metrics.adaptive),
+            };
+            let adaptive = crate::adaptive::Adaptive::new(d, provider.kind, scope, labels.clone(), wiring);
             Ok(Route {
+                adaptive: Arc::new(adaptive),
                 attempt_timeout: d.attempt_timeout,
                 breaker: Breaker::new(d.breaker_failures, d.breaker_cooldown),
                 retry_budget: RetryBudget::default(),
@@ -208,7 +307,7 @@ fn routes(
                 queue: DeploymentQueue::new(Arc::clone(store), Arc::clone(clock)),
                 counters: RouteCounters::new(metrics, labels),
                 name: d.name.clone(),
-                scope: store.register(ScopeKey::new(ScopeKind::Deployment, d.name.clone()), d.limits.clone()),
+                scope,
                 provider: provider.name.clone(),
                 kind: provider.kind,
                 base_url: provider.base_url.clone(),

@@ -64,6 +64,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
     let state = AppState::build(&config, store)?.with_jobs(job_store(&config)?, &config);
     let workers = sluice_server::worker::spawn(&state);
+    #[cfg(unix)]
+    let reloader = tokio::spawn(reload_on_sighup(args.config.clone(), config.clone(), state.clone()));
     let listen = args.listen.unwrap_or(config.server.listen);
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
@@ -77,6 +79,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             tracing::warn!("shutdown grace period over; closing remaining connections");
         }
     }
+    #[cfg(unix)]
+    reloader.abort();
     // Workers stop leasing once draining; a job still running gets the grace period, and
     // one cut off is leased again after its visibility timeout (or at once, embedded).
     let _ = tokio::time::timeout(grace, async {
@@ -86,6 +90,52 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     })
     .await;
     Ok(())
+}
+
+/// Reloads the policy on every SIGHUP: the whole file is read and validated aside; a bad
+/// one is reported (field and line) and the last good one stays in force.
+#[cfg(unix)]
+async fn reload_on_sighup(file: PathBuf, mut last: sluice_config::Config, state: AppState) {
+    let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        tracing::warn!("SIGHUP cannot be watched: configuration reload is off");
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        if let Some(config) = reload(&file, &last, &state) {
+            last = config;
+        }
+    }
+}
+
+/// One reload: the new config when it is now in force.
+fn reload(file: &Path, last: &sluice_config::Config, state: &AppState) -> Option<sluice_config::Config> {
+    let config = match load(file) {
+        Ok(config) => config,
+        Err(e) => {
+            tracing::error!(error = %e, "configuration reload refused; the previous configuration stays in force");
+            return None;
+        }
+    };
+    // Process settings are bound at start (sockets, the store connection).
+    for (section, changed) in [
+        ("[server]", format!("{:?}", config.server) != format!("{:?}", last.server)),
+        ("[store]", format!("{:?}", config.store) != format!("{:?}", last.store)),
+        ("[jobs]", format!("{:?}", config.jobs) != format!("{:?}", last.jobs)),
+    ] {
+        if changed {
+            tracing::warn!(section, "changed on reload: takes effect only after a restart");
+        }
+    }
+    match state.reload(&config) {
+        Ok(()) => {
+            tracing::info!(file = %file.display(), deployments = config.deployments.len(), keys = config.keys.len(), "configuration reloaded");
+            Some(config)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "configuration reload failed; the previous configuration stays in force");
+            None
+        }
+    }
 }
 
 /// The job store: the embedded redb file, or Redis when the quota store is Redis.

@@ -1,0 +1,123 @@
+//! The operator surface: the admin API (`/admin/...`) and what the dashboard and the
+//! bucket gauges read.
+//!
+//! Layout: `auth` checks the admin key (a bearer token, or the dashboard's session
+//! cookie for reads), `inventory` lists every configured scope with its store handle,
+//! `view` renders live state as JSON, `counters` sums the request-path metrics for the
+//! dashboard, `routes` are the handlers.
+//!
+//! Semantics: without `[admin] key_sha256` every admin route answers 404; a missing or
+//! wrong key gets the structured 401. A tenant pause is a store hold, so it holds on every
+//! instance sharing the store (Redis); a class pause is per instance (each instance's
+//! queues). Limit changes apply to the store of the instance that receives them: in
+//! Redis mode every instance sends its own limits with each reservation, so change them
+//! on every instance (or in the file, and restart). Responses carry names and numbers
+//! only: never a provider key or a gateway key hash.
+
+mod auth;
+mod counters;
+mod inventory;
+mod routes;
+mod view;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use sluice_config::Config;
+
+use crate::metrics::{BucketLabels, ScopeLabels};
+use crate::state::Gateway;
+
+pub use auth::AdminKey;
+pub use counters::{Sample, parse_samples};
+pub use inventory::{Entry, Inventory};
+pub use routes::router;
+
+/// A traffic class, as the admin API names it.
+#[derive(Debug, Clone)]
+pub struct ClassEntry {
+    /// The class's name.
+    pub name: Arc<str>,
+    /// Its priority (the queues' unit of pausing).
+    pub priority: u8,
+}
+
+/// Everything the admin API and dashboard need beyond the gateway.
+#[derive(Debug)]
+pub struct Admin {
+    /// The admin key, if configured; without it the admin surface does not exist.
+    pub key: Option<AdminKey>,
+    /// Every configured scope.
+    pub inventory: Inventory,
+    /// The traffic classes.
+    pub classes: Vec<ClassEntry>,
+    paused_classes: Mutex<BTreeSet<Arc<str>>>,
+}
+
+impl Admin {
+    /// The admin surface for `config`, over the scopes `gateway` registered.
+    #[must_use]
+    pub fn new(config: &Config, gateway: &Gateway) -> Self {
+        let classes =
+            config.classes.iter().map(|c| ClassEntry { name: c.name.clone(), priority: c.priority }).collect();
+        Self {
+            key: config.admin.key_sha256.map(AdminKey::new),
+            inventory: Inventory::build(config, gateway.store.as_ref()),
+            classes,
+            paused_classes: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// Names of the classes paused on this instance.
+    #[must_use]
+    pub fn paused_classes(&self) -> BTreeSet<Arc<str>> {
+        self.paused_classes.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn set_class_paused(&self, name: &Arc<str>, paused: bool) {
+        let mut set = self.paused_classes.lock().unwrap_or_else(PoisonError::into_inner);
+        if paused {
+            set.insert(Arc::clone(name));
+        } else {
+            set.remove(name);
+        }
+    }
+
+    /// Refreshes the bucket gauges from store snapshots (called before each scrape).
+    pub async fn observe(&self, gateway: &Gateway) {
+        let buckets = &gateway.metrics.buckets;
+        if let Some(open) = gateway.store.open_reservations() {
+            buckets.reservations_open.set(i64::try_from(open).unwrap_or(i64::MAX));
+        }
+        for entry in &self.inventory.entries {
+            let Ok(Some(snapshot)) = gateway.store.snapshot(entry.id).await else { continue };
+            let scope = ScopeLabels { scope_kind: entry.kind.as_str(), scope: entry.name.to_string() };
+            let bucket =
+                |limiter: String| BucketLabels { scope_kind: scope.scope_kind, scope: scope.scope.clone(), limiter };
+            for rate in &snapshot.rates {
+                let labels = bucket(rate.limiter.to_string());
+                buckets.remaining.get_or_create(&labels).set(gauge(rate.remaining));
+                buckets.limit.get_or_create(&labels).set(gauge(rate.limit));
+                buckets.burst.get_or_create(&labels).set(gauge(rate.burst));
+            }
+            let (in_flight, cap) = snapshot.in_flight;
+            if let Some(cap) = cap {
+                let labels = bucket("concurrency".into());
+                buckets.remaining.get_or_create(&labels).set(gauge(cap.saturating_sub(in_flight)));
+                buckets.limit.get_or_create(&labels).set(gauge(cap));
+                buckets.burst.get_or_create(&labels).set(gauge(cap));
+            }
+            buckets.in_flight.get_or_create(&scope).set(gauge(in_flight));
+            buckets.paused.get_or_create(&scope).set(i64::from(snapshot.held));
+        }
+        let paused = self.paused_classes();
+        for class in &self.classes {
+            let labels = ScopeLabels { scope_kind: "class", scope: class.name.to_string() };
+            buckets.paused.get_or_create(&labels).set(i64::from(paused.contains(&class.name)));
+        }
+    }
+}
+
+fn gauge(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}

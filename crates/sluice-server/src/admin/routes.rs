@@ -1,0 +1,243 @@
+//! The admin API's handlers. Every route needs the admin key (`Authorization: Bearer`);
+//! `GET /admin/state` also takes the dashboard's session cookie.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use bytes::Bytes;
+use serde_json::{Value, json};
+use sluice_provider::{RequestError, RequestErrorCode};
+use sluice_quota::{HOLD_RETRY, LimiterName, Rejection, RejectionKind, ScopeKey, ScopeKind};
+
+use super::auth::{AdminKey, TICKET_TTL};
+use super::inventory::kind_of;
+use crate::AppState;
+use crate::error::{Envelope, ErrorResponse, GatewayError};
+use crate::trace::Trace;
+
+/// The admin API's routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/admin/state", get(state))
+        .route("/admin/tenants/{name}/pause", post(pause_tenant))
+        .route("/admin/tenants/{name}/resume", post(resume_tenant))
+        .route("/admin/classes/{name}/pause", post(pause_class))
+        .route("/admin/classes/{name}/resume", post(resume_class))
+        .route("/admin/limits/{kind}/{name}", put(put_limits))
+        .route("/admin/dashboard/ticket", post(ticket))
+}
+
+/// What a request must carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// The admin key as a bearer token (every change).
+    Bearer,
+    /// The bearer token or the dashboard's session cookie (reads).
+    BearerOrCookie,
+}
+
+/// Why an admin request may not pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// No admin key is configured: the admin surface does not exist (404).
+    NoAdmin,
+    /// The key is missing or wrong (the structured 401).
+    BadKey,
+}
+
+impl Refused {
+    /// The response for this refusal.
+    #[must_use]
+    pub fn respond(self, headers: &HeaderMap) -> Response {
+        match self {
+            Self::NoAdmin => StatusCode::NOT_FOUND.into_response(),
+            Self::BadKey => {
+                fail(headers, GatewayError::Unauthorized("admin key required: send `Authorization: Bearer ADMIN_KEY`"))
+            }
+        }
+    }
+}
+
+/// The admin key if the request may pass.
+///
+/// # Errors
+/// [`Refused`] without an admin key configured, or without the right key.
+pub fn guard<'s>(state: &'s AppState, headers: &HeaderMap, access: Access) -> Result<&'s AdminKey, Refused> {
+    let Some(key) = &state.admin.key else { return Err(Refused::NoAdmin) };
+    if key.bearer_ok(headers) || (access == Access::BearerOrCookie && key.cookie_ok(headers)) {
+        return Ok(key);
+    }
+    Err(Refused::BadKey)
+}
+
+fn fail(headers: &HeaderMap, error: GatewayError) -> Response {
+    ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: Trace::from_headers(headers).id }.into_response()
+}
+
+fn bad(headers: &HeaderMap, param: &str, message: String) -> Response {
+    let error = RequestError { param: Some(param.to_owned()), message, code: RequestErrorCode::InvalidValue };
+    fail(headers, GatewayError::BadRequest(error))
+}
+
+async fn state(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(refused) = guard(&state, &headers, Access::BearerOrCookie) {
+        return refused.respond(&headers);
+    }
+    let mut response = axum::Json(super::view::render(&state).await).into_response();
+    response.headers_mut().insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn pause_tenant(state: State<AppState>, headers: HeaderMap, name: Path<String>) -> Response {
+    hold_tenant(state, headers, name, true).await
+}
+
+async fn resume_tenant(state: State<AppState>, headers: HeaderMap, name: Path<String>) -> Response {
+    hold_tenant(state, headers, name, false).await
+}
+
+async fn hold_tenant(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    held: bool,
+) -> Response {
+    if let Err(refused) = guard(&state, &headers, Access::Bearer) {
+        return refused.respond(&headers);
+    }
+    let inventory = &state.admin.inventory;
+    let Some(entry) = inventory.find(ScopeKind::Tenant, &name) else {
+        let known = inventory.names(ScopeKind::Tenant).join(", ");
+        return bad(&headers, "name", format!("no tenant named `{name}` (known: {known})"));
+    };
+    if state.gateway.store.hold(entry.id, held).await.is_err() {
+        return fail(&headers, GatewayError::StoreUnavailable);
+    }
+    if !held {
+        // Waiters on this instance go at once; other instances retry within HOLD_RETRY.
+        state.gateway.deployments.iter().for_each(|route| route.queue.capacity_returned());
+    }
+    tracing::info!(tenant = %entry.name, paused = held, "admin: tenant {}", if held { "paused" } else { "resumed" });
+    axum::Json(json!({"tenant": &*entry.name, "paused": held, "scope": "all instances"})).into_response()
+}
+
+async fn pause_class(state: State<AppState>, headers: HeaderMap, name: Path<String>) -> Response {
+    hold_class(state, headers, name, true)
+}
+
+async fn resume_class(state: State<AppState>, headers: HeaderMap, name: Path<String>) -> Response {
+    hold_class(state, headers, name, false)
+}
+
+fn hold_class(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, held: bool) -> Response {
+    if let Err(refused) = guard(&state, &headers, Access::Bearer) {
+        return refused.respond(&headers);
+    }
+    let classes = &state.admin.classes;
+    let Some(class) = classes.iter().find(|c| *c.name == *name) else {
+        let known: Vec<&str> = classes.iter().map(|c| &*c.name).collect();
+        return bad(&headers, "name", format!("no class named `{name}` (known: {})", known.join(", ")));
+    };
+    for route in &state.gateway.deployments {
+        let refusal = held.then(|| Rejection {
+            scope: ScopeKey::new(ScopeKind::Deployment, Arc::clone(&route.name)),
+            limiter: LimiterName::Paused,
+            kind: RejectionKind::RetryAfter(HOLD_RETRY),
+        });
+        route.queue.hold_class(class.priority, refusal);
+    }
+    // Queues pause by priority: classes sharing it pause and resume together.
+    let shared: Vec<&Arc<str>> = classes.iter().filter(|c| c.priority == class.priority).map(|c| &c.name).collect();
+    for other in &shared {
+        state.admin.set_class_paused(other, held);
+    }
+    let shared: Vec<&str> = shared.into_iter().map(|n| &**n).collect();
+    tracing::info!(class = %class.name, paused = held, "admin: class {}", if held { "paused" } else { "resumed" });
+    axum::Json(json!({"class": &*class.name, "paused": held, "scope": "this instance", "classes": shared}))
+        .into_response()
+}
+
+async fn put_limits(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((kind, name)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    if let Err(refused) = guard(&state, &headers, Access::Bearer) {
+        return refused.respond(&headers);
+    }
+    let Some(scope_kind) = kind_of(&kind) else {
+        return bad(&headers, "kind", format!("`{kind}` is not one of deployment, model, tenant, team, key"));
+    };
+    let inventory = &state.admin.inventory;
+    let Some(entry) = inventory.find(scope_kind, &name) else {
+        let known = inventory.names(scope_kind).join(", ");
+        return bad(&headers, "name", format!("no {kind} named `{name}` (known: {known})"));
+    };
+    let text = match limits_toml(&body) {
+        Ok(text) => text,
+        Err((param, message)) => return bad(&headers, &param, message),
+    };
+    let limits = match sluice_config::parse_limits("limits", &text) {
+        Ok(limits) => limits,
+        Err(e) => return bad(&headers, &e.field, e.message),
+    };
+    let id = state.gateway.store.register(ScopeKey::new(scope_kind, Arc::clone(&entry.name)), limits);
+    tracing::info!(kind = %kind, name = %entry.name, "admin: limits changed");
+    let snapshot = state.gateway.store.snapshot(id).await.ok().flatten();
+    let limits: Vec<Value> = snapshot
+        .iter()
+        .flat_map(|s| &s.rates)
+        .map(
+            |r| json!({"limiter": r.limiter.to_string(), "limit": r.limit, "burst": r.burst, "remaining": r.remaining}),
+        )
+        .collect();
+    axum::Json(json!({"kind": kind, "name": &*entry.name, "limits": limits})).into_response()
+}
+
+/// The JSON limits object as TOML for the config's own validation: numbers only, names
+/// as plain words (anything else is refused naming it).
+fn limits_toml(body: &[u8]) -> Result<String, (String, String)> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| ("limits".to_owned(), format!("invalid JSON: {e}")))?;
+    let Value::Object(map) = value else {
+        return Err(("limits".into(), "send a JSON object like {\"rpm\": 500, \"tpm\": 30000}".into()));
+    };
+    let mut text = String::new();
+    for (name, value) in map {
+        let field = format!("limits.{name}");
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            return Err((field, "unknown limit".into()));
+        }
+        let Value::Number(n) = value else { return Err((field, "must be a number".into())) };
+        text.push_str(&format!("{name} = {n}\n"));
+    }
+    Ok(text)
+}
+
+async fn ticket(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let key = match guard(&state, &headers, Access::Bearer) {
+        Ok(key) => key,
+        Err(refused) => return refused.respond(&headers),
+    };
+    let ticket = key.issue_ticket(state.gateway.clock.now());
+    let url = format!("/dashboard/ticket/{ticket}");
+    axum::Json(json!({"url": url, "expires_in_sec": TICKET_TTL.as_secs()})).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_json_becomes_toml_or_names_the_field() {
+        assert_eq!(limits_toml(br#"{"rpm": 5, "burst_seconds": 1.5}"#).unwrap(), "burst_seconds = 1.5\nrpm = 5\n");
+        assert_eq!(limits_toml(br#"{"rpm": "5"}"#).unwrap_err().0, "limits.rpm");
+        assert_eq!(limits_toml(br#"{"r\npm = 1\ntpm": 5}"#).unwrap_err().0, "limits.r\npm = 1\ntpm");
+        assert_eq!(limits_toml(b"[1]").unwrap_err().0, "limits");
+        assert_eq!(limits_toml(b"{").unwrap_err().0, "limits");
+    }
+}

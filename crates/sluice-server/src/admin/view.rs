@@ -1,0 +1,91 @@
+//! Live state as JSON: buckets per scope, queues per deployment and class, store health
+//! and the request-path counters. Names and numbers only (no keys, no key hashes, no
+//! store error texts, which could carry a connection URL).
+
+use serde_json::{Value, json};
+use sluice_quota::{QuotaStore, ScopeSnapshot, StoreError};
+
+use super::Entry;
+use crate::AppState;
+
+/// `GET /admin/state`'s body.
+pub async fn render(state: &AppState) -> Value {
+    let (gateway, admin) = (&state.gateway, &state.admin);
+    let mut scopes = Vec::with_capacity(admin.inventory.entries.len());
+    for entry in &admin.inventory.entries {
+        scopes.push(scope(entry, gateway.store.snapshot(entry.id).await));
+    }
+    let paused = admin.paused_classes();
+    let classes: Vec<Value> = admin
+        .classes
+        .iter()
+        .map(|c| json!({"name": &*c.name, "priority": c.priority, "paused": paused.contains(&c.name)}))
+        .collect();
+    let class_of = |priority: u8| {
+        let names: Vec<&str> = admin.classes.iter().filter(|c| c.priority == priority).map(|c| &*c.name).collect();
+        names.join("/")
+    };
+    let queues: Vec<Value> = gateway
+        .deployments
+        .iter()
+        .map(|route| {
+            let by_class: Vec<Value> = route
+                .queue
+                .depth_by_priority()
+                .into_iter()
+                .map(|(priority, depth)| json!({"class": class_of(priority), "priority": priority, "depth": depth}))
+                .collect();
+            let labels = &route.counters.labels;
+            json!({"deployment": &*route.name, "provider": labels.provider, "model": labels.model,
+                   "depth": route.queue.depth(), "classes": by_class})
+        })
+        .collect();
+    json!({
+        "store": store(gateway.store.as_ref()),
+        "scopes": scopes,
+        "queues": queues,
+        "classes": classes,
+        "counters": counters(state),
+    })
+}
+
+fn store(store: &dyn QuotaStore) -> Value {
+    let health = store.health();
+    json!({"degraded": health.degraded, "errors": health.errors, "open_reservations": store.open_reservations()})
+}
+
+fn scope(entry: &Entry, snapshot: Result<Option<ScopeSnapshot>, StoreError>) -> Value {
+    let mut out = json!({"kind": entry.kind.as_str(), "name": &*entry.name});
+    let Value::Object(map) = &mut out else { return out };
+    match snapshot {
+        Ok(Some(s)) => {
+            let limits: Vec<Value> = s
+                .rates
+                .iter()
+                .map(|r| {
+                    json!({"limiter": r.limiter.to_string(), "limit": r.limit, "burst": r.burst,
+                           "remaining": r.remaining, "reset_ms": r.reset.as_millis()})
+                })
+                .collect();
+            map.insert("held".into(), json!(s.held));
+            map.insert("in_flight".into(), json!(s.in_flight.0));
+            map.insert("concurrency".into(), json!(s.in_flight.1));
+            map.insert("limits".into(), json!(limits));
+        }
+        Ok(None) => {
+            map.insert("limits".into(), json!([]));
+        }
+        Err(_) => {
+            map.insert("error".into(), json!("store unavailable"));
+        }
+    }
+    out
+}
+
+fn counters(state: &AppState) -> Value {
+    let mut text = String::new();
+    if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
+        return Value::Null;
+    }
+    super::counters::summarize(&super::counters::parse_samples(&text))
+}

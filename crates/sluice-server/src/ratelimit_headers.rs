@@ -1,0 +1,169 @@
+//! Rate-limit headers for the caller's own budget, so well-behaved clients can pace
+//! themselves: OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` and the
+//! IETF `RateLimit-Policy` / `RateLimit` fields.
+//!
+//! Only the caller's own scopes count (tenant, team, key): shared scopes (org, model,
+//! deployment) belong to everyone and the gateway queues for them. Per dimension the
+//! tightest bucket wins (least remaining). `remaining` is what the bucket can give now
+//! (at most its burst), `reset` the time until it is full again.
+//!
+//! [`layer`] adds them to every response of the proxied endpoints (refusals included)
+//! from a snapshot of at most three scopes taken when the response head is ready.
+
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
+use axum::middleware::Next;
+use axum::response::Response;
+use sluice_quota::{Dimension, QuotaStore, RateSnapshot, ScopeId, ScopeSnapshot};
+
+use crate::AppState;
+
+/// The headers for a caller whose own scopes are in `snapshots` (shared scopes are
+/// ignored). Empty when none of them limits requests or tokens.
+#[must_use]
+pub fn caller_headers(snapshots: &[ScopeSnapshot]) -> HeaderMap {
+    let own = || snapshots.iter().filter(|s| !s.key.kind.is_shared()).flat_map(|s| &s.rates);
+    let requests = tightest(own().filter(|r| dimension(r) == Dimension::Requests));
+    let tokens = tightest(own().filter(|r| dimension(r) != Dimension::Requests));
+    let mut headers = HeaderMap::new();
+    let mut policy = Vec::new();
+    let mut current = Vec::new();
+    for (name, rate) in [("requests", requests), ("tokens", tokens)].into_iter().filter_map(|(n, r)| Some((n, r?))) {
+        let period = period_of(rate).as_secs().max(1);
+        insert(&mut headers, &format!("x-ratelimit-limit-{name}"), rate.limit.to_string());
+        insert(&mut headers, &format!("x-ratelimit-remaining-{name}"), rate.remaining.to_string());
+        insert(&mut headers, &format!("x-ratelimit-reset-{name}"), go_duration(rate.reset));
+        policy.push(format!("\"{name}\";q={};w={period}", rate.limit));
+        let reset = rate.reset.as_millis().div_ceil(1000);
+        current.push(format!("\"{name}\";r={};t={reset}", rate.remaining));
+    }
+    if !policy.is_empty() {
+        insert(&mut headers, "ratelimit-policy", policy.join(", "));
+        insert(&mut headers, "ratelimit", current.join(", "));
+    }
+    headers
+}
+
+/// The headers for the caller owning `scopes`, from a fresh snapshot of each own scope
+/// (one store read each, in parallel; failed reads are left out).
+pub async fn for_scopes(store: &dyn QuotaStore, scopes: &[ScopeId]) -> HeaderMap {
+    let reads = futures_util::future::join_all(scopes.iter().map(|id| store.snapshot(*id))).await;
+    let snapshots: Vec<ScopeSnapshot> = reads.into_iter().filter_map(|r| r.ok().flatten()).collect();
+    caller_headers(&snapshots)
+}
+
+/// Middleware adding the caller's headers to the proxied endpoints' responses.
+pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let proxied = request.method() == Method::POST
+        && matches!(request.uri().path(), "/v1/chat/completions" | "/v1/embeddings" | "/v1/messages");
+    let scopes = proxied
+        .then(|| crate::auth::authenticate(&state.gateway, request.headers()).ok())
+        .flatten()
+        .map(|caller| caller.scopes.iter().skip(1).copied().collect::<Vec<_>>());
+    let mut response = next.run(request).await;
+    if let Some(scopes) = scopes {
+        let headers = for_scopes(state.gateway.store.as_ref(), &scopes).await;
+        response.headers_mut().extend(headers);
+    }
+    response
+}
+
+fn dimension(rate: &RateSnapshot) -> Dimension {
+    match rate.limiter {
+        sluice_quota::LimiterName::Rate { dimension, .. } => dimension,
+        _ => Dimension::Requests,
+    }
+}
+
+fn period_of(rate: &RateSnapshot) -> Duration {
+    match rate.limiter {
+        sluice_quota::LimiterName::Rate { period, .. } => period,
+        _ => Duration::from_secs(60),
+    }
+}
+
+fn tightest<'a>(rates: impl Iterator<Item = &'a RateSnapshot>) -> Option<&'a RateSnapshot> {
+    rates.min_by(|a, b| a.remaining.cmp(&b.remaining).then(b.reset.cmp(&a.reset)))
+}
+
+fn insert(headers: &mut HeaderMap, name: &str, value: String) {
+    if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+        headers.insert(name, value);
+    }
+}
+
+/// A duration as OpenAI writes resets: `250ms`, `1.5s`, `6m0s`, `1h2m3s`.
+fn go_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let secs = d.as_secs();
+    let frac = format!("{:.3}", f64::from(d.subsec_millis()) / 1000.0);
+    let frac = frac.trim_start_matches('0').trim_end_matches('0').trim_end_matches('.');
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}{frac}s"),
+        (0, _) => format!("{m}m{s}{frac}s"),
+        _ => format!("{h}h{m}m{s}{frac}s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_quota::{LimiterName, ScopeKey, ScopeKind};
+
+    use super::*;
+
+    fn rate(dimension: Dimension, limit: u64, remaining: u64, reset_ms: u64) -> RateSnapshot {
+        RateSnapshot {
+            limiter: LimiterName::Rate { dimension, period: Duration::from_secs(60) },
+            limit,
+            burst: limit / 20,
+            remaining,
+            reset: Duration::from_millis(reset_ms),
+        }
+    }
+
+    fn scope(kind: ScopeKind, rates: Vec<RateSnapshot>) -> ScopeSnapshot {
+        ScopeSnapshot { key: ScopeKey::new(kind, "x"), rates, in_flight: (0, None), held: false }
+    }
+
+    #[test]
+    fn the_tightest_own_bucket_wins_per_dimension() {
+        let snapshots = [
+            scope(
+                ScopeKind::Tenant,
+                vec![rate(Dimension::Requests, 600, 30, 0), rate(Dimension::TotalTokens, 60_000, 900, 2_100)],
+            ),
+            scope(ScopeKind::ApiKey, vec![rate(Dimension::Requests, 60, 2, 1_500)]),
+            // Shared scopes never show: they are everyone's, and the gateway queues for them.
+            scope(ScopeKind::Deployment, vec![rate(Dimension::Requests, 10_000, 0, 90_000)]),
+        ];
+        let h = caller_headers(&snapshots);
+        assert_eq!(h["x-ratelimit-limit-requests"], "60");
+        assert_eq!(h["x-ratelimit-remaining-requests"], "2");
+        assert_eq!(h["x-ratelimit-reset-requests"], "1.5s");
+        assert_eq!(h["x-ratelimit-limit-tokens"], "60000");
+        assert_eq!(h["x-ratelimit-remaining-tokens"], "900");
+        assert_eq!(h["x-ratelimit-reset-tokens"], "2.1s");
+        assert_eq!(h["ratelimit-policy"], "\"requests\";q=60;w=60, \"tokens\";q=60000;w=60");
+        assert_eq!(h["ratelimit"], "\"requests\";r=2;t=2, \"tokens\";r=900;t=3");
+    }
+
+    #[test]
+    fn no_own_limits_means_no_headers_and_durations_read_like_openai() {
+        assert!(caller_headers(&[scope(ScopeKind::Tenant, vec![])]).is_empty());
+        let only_tokens = caller_headers(&[scope(ScopeKind::Team, vec![rate(Dimension::OutputTokens, 100, 7, 0)])]);
+        assert!(only_tokens.get("x-ratelimit-limit-requests").is_none());
+        assert_eq!(only_tokens["ratelimit"], "\"tokens\";r=7;t=0");
+        let ms = Duration::from_millis;
+        assert_eq!(go_duration(ms(0)), "0ms");
+        assert_eq!(go_duration(ms(250)), "250ms");
+        assert_eq!(go_duration(ms(1_000)), "1s");
+        assert_eq!(go_duration(ms(360_000)), "6m0s");
+        assert_eq!(go_duration(ms(3_723_400)), "1h2m3.4s");
+    }
+}

@@ -1,0 +1,126 @@
+//! Adaptive limits and hot reload through the gateway's state, on the memory store and a
+//! fake clock: what a provider's answers do to the deployment's limits, and what a reload
+//! keeps. (End-to-end runs against the simulated provider come with the request-path calls.)
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_provider::{RateLimitHints, Window};
+use sluice_quota::{FakeClock, MemoryStore, QuotaStore};
+use sluice_server::AppState;
+
+fn config(tpm: u64, extra: &str) -> sluice_config::Config {
+    let text = format!(
+        r#"
+[[providers]]
+name = "local"
+kind = "ollama"
+base_url = "http://127.0.0.1:9"
+
+[[deployments]]
+name = "d"
+provider = "local"
+model = "llama"
+limits = {{ rpm = 600, tpm = {tpm} }}
+{extra}
+
+[[models]]
+name = "m"
+deployment = "d"
+
+[[tenants]]
+name = "t"
+
+[[keys]]
+id = "k"
+tenant = "t"
+sha256 = "f9d2f05f48aa3417bcc39581f50a6ce2128f608cbacb7f2ddc28e6b1e07d5d46"
+"#
+    );
+    sluice_config::parse(&text).unwrap()
+}
+
+fn state(config: &sluice_config::Config) -> (AppState, FakeClock) {
+    let clock = FakeClock::default();
+    let store: Arc<dyn QuotaStore> = Arc::new(MemoryStore::new(Arc::new(clock.clone())));
+    (AppState::build_with_clock(config, store, Arc::new(clock.clone())).unwrap(), clock)
+}
+
+async fn tpm_limit(state: &AppState) -> (u64, u64) {
+    let gateway = state.current();
+    let route = &gateway.deployments[0];
+    let snapshot = gateway.store.snapshot(route.scope).await.unwrap().unwrap();
+    let tpm = snapshot.rates.iter().find(|r| r.limiter.to_string() == "tpm").unwrap();
+    (tpm.limit, tpm.remaining)
+}
+
+fn tokens(limit: u64, remaining: u64) -> RateLimitHints {
+    let window = Window { limit: Some(limit), remaining: Some(remaining), remaining_error: 0, reset: None };
+    RateLimitHints { tokens: Some(window), ..RateLimitHints::default() }
+}
+
+#[tokio::test]
+async fn a_provider_429_shrinks_the_limit_and_it_recovers() {
+    let (state, clock) = state(&config(60_000, ""));
+    let adaptive = Arc::clone(&state.current().deployments[0].adaptive);
+    adaptive.on_response(429, &RateLimitHints::default()).await;
+    assert_eq!(tpm_limit(&state).await.0, 42_000);
+    // A second 429 within the second counts once.
+    clock.advance(Duration::from_millis(300));
+    adaptive.on_response(429, &RateLimitHints::default()).await;
+    assert_eq!(tpm_limit(&state).await.0, 42_000);
+    // A minute later, without 429s, the limit is whole again.
+    clock.advance(Duration::from_secs(60));
+    adaptive.poll();
+    assert_eq!(tpm_limit(&state).await.0, 60_000);
+    // A daily-quota 429 is no reason to shrink a per-minute rate.
+    let daily = RateLimitHints { daily_quota: true, ..RateLimitHints::default() };
+    adaptive.on_response(429, &daily).await;
+    assert_eq!(tpm_limit(&state).await.0, 60_000);
+}
+
+#[tokio::test]
+async fn low_remaining_tightens_and_reported_limits_are_adopted_only_when_asked() {
+    let (state, _clock) = state(&config(60_000, ""));
+    let adaptive = Arc::clone(&state.current().deployments[0].adaptive);
+    adaptive.on_response(200, &tokens(30_000, 100)).await;
+    let (limit, remaining) = tpm_limit(&state).await;
+    assert_eq!(limit, 60_000, "not adopted without adopt_provider_limits");
+    assert!(remaining <= 100, "tightened to the provider's count: {remaining}");
+
+    let (adopting, _clock) = self::state(&config(60_000, "adopt_provider_limits = true"));
+    let adaptive = Arc::clone(&adopting.current().deployments[0].adaptive);
+    adaptive.on_response(200, &tokens(30_000, 29_000)).await;
+    assert_eq!(tpm_limit(&adopting).await.0, 30_000, "the provider halved its limit");
+    adaptive.on_response(200, &tokens(90_000, 89_000)).await;
+    assert_eq!(tpm_limit(&adopting).await.0, 90_000, "and raised it again");
+}
+
+#[tokio::test]
+async fn p95_reserves_what_the_route_really_generates() {
+    let extra = "output_counting = \"actual\"\noutput_estimate = \"p95\"\noutput_warmup = 10";
+    let (state, _clock) = state(&config(60_000, extra));
+    let adaptive = Arc::clone(&state.current().deployments[0].adaptive);
+    assert_eq!(adaptive.output_reservation(400), 400, "strict until warmed up");
+    for _ in 0..10 {
+        adaptive.observe(&sluice_provider::Usage { output_tokens: 100, ..sluice_provider::Usage::default() });
+    }
+    assert!((100..=110).contains(&adaptive.output_reservation(400)));
+}
+
+#[tokio::test]
+async fn a_reload_swaps_the_policy_and_keeps_queues_and_learned_state() {
+    let (state, _clock) = state(&config(60_000, ""));
+    let before = state.current();
+    before.deployments[0].adaptive.on_response(429, &RateLimitHints::default()).await;
+    state.reload(&config(120_000, "")).unwrap();
+    let after = state.current();
+    assert!(!Arc::ptr_eq(&before, &after), "a new gateway is in force");
+    assert!(Arc::ptr_eq(&before.deployments[0].queue, &after.deployments[0].queue), "waiters keep their queue");
+    assert!(Arc::ptr_eq(&before.deployments[0].adaptive, &after.deployments[0].adaptive));
+    // The new limit, still under the factor the 429 taught.
+    assert_eq!(tpm_limit(&state).await.0, 84_000);
+    // The gateway a request started on stays usable: same scopes, same store.
+    assert_eq!(before.deployments[0].scope, after.deployments[0].scope);
+}
