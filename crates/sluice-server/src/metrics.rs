@@ -174,6 +174,13 @@ impl Metrics {
             metrics.rate_limit_hits.clone(),
         );
         registry.register("sluice_decisions", "Admission decisions by outcome and limiter", metrics.decisions.clone());
+        registry.register("llm_retries", "Upstream attempts retried, by error type", metrics.retries.clone());
+        registry.register("llm_fallbacks", "Requests served by a fallback, by reason", metrics.fallbacks.clone());
+        registry.register(
+            "llm_duplicate_suppressed",
+            "Repeats of an operation answered from the operation log instead of the provider",
+            metrics.duplicates_suppressed.clone(),
+        );
         registry.register(
             "sluice_store_errors",
             "Failed calls to the shared quota store",
