@@ -88,6 +88,9 @@ pub enum GatewayError {
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
+    /// The same idempotency key is still in flight after the wait.
+    #[error("an operation with this Idempotency-Key is still in flight; retry later")]
+    IdempotencyInFlight,
     /// The provider's own error answer, passed on after every allowed attempt failed.
     #[error("the provider answered with an error")]
     Upstream(Box<axum::response::Response>),
@@ -105,6 +108,7 @@ impl GatewayError {
             Self::UpstreamUnreachable(_) => StatusCode::BAD_GATEWAY,
             Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Upstream(response) => response.status(),
+            Self::IdempotencyInFlight => StatusCode::CONFLICT,
         }
     }
 
@@ -122,6 +126,7 @@ impl GatewayError {
             Self::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
             Self::ShuttingDown => ("service_unavailable", "shutting_down"),
             Self::Upstream(_) => ("upstream_error", "provider_error"),
+            Self::IdempotencyInFlight => ("conflict", "idempotency_in_flight"),
         }
     }
 
@@ -202,7 +207,9 @@ impl IntoResponse for ErrorResponse {
         }
         let retry = match &self.error {
             GatewayError::RateLimited(info) => info.retry_after,
-            GatewayError::StoreUnavailable | GatewayError::ShuttingDown => Some(Duration::from_secs(1)),
+            GatewayError::StoreUnavailable | GatewayError::ShuttingDown | GatewayError::IdempotencyInFlight => {
+                Some(Duration::from_secs(1))
+            }
             _ => None,
         };
         if let Some(wait) = retry {

@@ -12,16 +12,20 @@
 //! admitted is refused before anything is sent.
 
 pub mod adaptive;
+pub mod admin;
 mod admit;
 mod attempt;
 mod auth;
 mod crossing;
+mod dashboard;
 pub mod error;
 mod hints;
 pub mod jobs;
 pub mod metrics;
+mod oplog;
 mod proxy;
 pub mod queue;
+pub mod ratelimit_headers;
 mod relay;
 mod retry;
 mod secret;
@@ -58,6 +62,8 @@ pub struct AppState {
     pub registry: Arc<prometheus_client::registry::Registry>,
     /// Async jobs, when a job store is configured.
     pub jobs: Option<Arc<jobs::Jobs>>,
+    /// The admin API's and dashboard's view of the configured scopes and classes.
+    pub admin: Arc<admin::Admin>,
     /// The gateway in force: swapped whole by [`AppState::reload`]. `gateway` is the one
     /// built at start; handlers read [`AppState::current`].
     pub live: Arc<arc_swap::ArcSwap<Gateway>>,
@@ -84,7 +90,9 @@ impl AppState {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = Arc::new(metrics::Metrics::register(&mut registry));
         let gateway = Arc::new(Gateway::build(config, store, clock, metrics)?);
+        let admin = Arc::new(admin::Admin::new(config, &gateway));
         Ok(Self {
+            admin,
             live: Arc::new(arc_swap::ArcSwap::new(Arc::clone(&gateway))),
             gateway,
             draining: Arc::new(AtomicBool::new(false)),
@@ -135,6 +143,9 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics_text))
+        .merge(admin::router())
+        .merge(dashboard::router())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), ratelimit_headers::layer))
         .with_state(state)
 }
 
@@ -171,6 +182,7 @@ async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
     state.gateway.metrics.observe_store(state.gateway.store.health());
+    state.admin.observe(&state.gateway).await;
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();

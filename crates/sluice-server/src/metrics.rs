@@ -127,6 +127,8 @@ pub struct Metrics {
     pub store_degraded: Gauge,
     /// Async job counters and states.
     pub jobs: JobMetrics,
+    /// Live bucket levels and open reservations, refreshed at each scrape.
+    pub buckets: BucketMetrics,
     /// Adaptive limits: effective factors, provider limit changes, output reserved vs used.
     pub adaptive: std::sync::Arc<crate::adaptive::AdaptiveMetrics>,
 }
@@ -147,6 +149,7 @@ impl Default for Metrics {
             store_errors: Counter::default(),
             store_degraded: Gauge::default(),
             jobs: JobMetrics::default(),
+            buckets: BucketMetrics::default(),
             adaptive: std::sync::Arc::default(),
         }
     }
@@ -198,6 +201,7 @@ impl Metrics {
             metrics.queue_wait.clone(),
         );
         metrics.jobs.register(registry);
+        metrics.buckets.register(registry);
         metrics.adaptive.register(registry);
         metrics
     }
@@ -252,6 +256,69 @@ impl RouteCounters {
         let reserved = metrics.tokens_reserved.get_or_create(&labels).clone();
         let used = metrics.tokens_used.get_or_create(&labels).clone();
         Self { labels, reserved, used }
+    }
+}
+
+/// `scope_kind`, `scope`, `limiter`: one bucket. Scope names come from the configuration.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BucketLabels {
+    /// `deployment`, `model_profile`, `tenant`, `team`, `api_key`, `org`.
+    pub scope_kind: &'static str,
+    /// The scope's configured name.
+    pub scope: String,
+    /// `rpm`, `tpm`, `output_tpm`, ..., or `concurrency`.
+    pub limiter: String,
+}
+
+/// `scope_kind`, `scope`: one scope.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScopeLabels {
+    /// The scope's level.
+    pub scope_kind: &'static str,
+    /// The scope's configured name.
+    pub scope: String,
+}
+
+/// Bucket fill levels per scope and limiter, set from store snapshots at scrape time.
+#[derive(Debug, Default)]
+pub struct BucketMetrics {
+    /// `sluice_bucket_remaining{scope_kind,scope,limiter}`: units available now
+    /// (`concurrency`: free slots).
+    pub remaining: Family<BucketLabels, Gauge>,
+    /// `sluice_bucket_limit{scope_kind,scope,limiter}`: the limit per period
+    /// (`concurrency`: the cap).
+    pub limit: Family<BucketLabels, Gauge>,
+    /// `sluice_bucket_burst{scope_kind,scope,limiter}`: the most a full bucket holds.
+    pub burst: Family<BucketLabels, Gauge>,
+    /// `sluice_scope_in_flight{scope_kind,scope}`: requests holding a reservation.
+    pub in_flight: Family<ScopeLabels, Gauge>,
+    /// `sluice_scope_paused{scope_kind,scope}`: 1 while an operator holds the scope.
+    pub paused: Family<ScopeLabels, Gauge>,
+    /// `sluice_reservations_open`: reservations of this instance not yet settled.
+    pub reservations_open: Gauge,
+}
+
+impl BucketMetrics {
+    fn register(&self, registry: &mut Registry) {
+        let buckets = [
+            ("sluice_bucket_remaining", "Units a bucket can give now (free slots for concurrency)", &self.remaining),
+            ("sluice_bucket_limit", "A bucket's limit per period (the cap for concurrency)", &self.limit),
+            ("sluice_bucket_burst", "The most a full bucket holds", &self.burst),
+        ];
+        for (name, help, family) in buckets {
+            registry.register(name, help, family.clone());
+        }
+        registry.register(
+            "sluice_scope_in_flight",
+            "Requests holding a reservation on a scope",
+            self.in_flight.clone(),
+        );
+        registry.register("sluice_scope_paused", "1 while an operator pauses the scope", self.paused.clone());
+        registry.register(
+            "sluice_reservations_open",
+            "Reservations made by this instance and not yet settled or expired",
+            self.reservations_open.clone(),
+        );
     }
 }
 

@@ -14,6 +14,7 @@ use crate::attempt;
 use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError};
 use crate::metrics::Outcome;
+use crate::oplog::{Begin, Stored};
 use crate::state::{Caller, Gateway, Route};
 use crate::trace::Trace;
 
@@ -76,7 +77,62 @@ pub(crate) async fn forward(
     let task = task_of(headers, &request);
     let attempt =
         attempt::Request { gateway, caller, request: &request, profile, task: task.as_deref(), headers, trace };
-    attempt::run(&attempt, routed).await
+    let Some(key) = idempotency_key(headers) else { return attempt::run(&attempt, routed).await };
+    match gateway.oplog.begin(&caller.tenant, key).await {
+        Begin::Replay(stored) => {
+            gateway.metrics.duplicate_suppressed(task.as_deref().unwrap_or("default"));
+            Ok(replay(stored))
+        }
+        Begin::InFlight => Err(GatewayError::IdempotencyInFlight),
+        Begin::Proceed => {
+            let result = attempt::run(&attempt, routed).await;
+            record(gateway, caller, key, request.stream, result).await
+        }
+    }
+}
+
+/// The client's `Idempotency-Key`, if it sent a usable one.
+fn idempotency_key(headers: &HeaderMap) -> Option<&str> {
+    let key = headers.get("idempotency-key")?.to_str().ok()?.trim();
+    (!key.is_empty() && key.len() <= 256).then_some(key)
+}
+
+/// Keeps a non-stream success in the operation log; anything else is forgotten so the
+/// client may try again (a stream cannot be replayed).
+async fn record(
+    gateway: &Gateway,
+    caller: &Caller,
+    key: &str,
+    stream: bool,
+    result: Result<Response<Body>, GatewayError>,
+) -> Result<Response<Body>, GatewayError> {
+    let response = match result {
+        Ok(response) if response.status().is_success() && !stream => response,
+        other => {
+            gateway.oplog.abandon(&caller.tenant, key);
+            return other;
+        }
+    };
+    let (parts, body) = response.into_parts();
+    let Ok(collected) = body.collect().await else {
+        gateway.oplog.abandon(&caller.tenant, key);
+        return Err(GatewayError::UpstreamUnreachable("provider".into()));
+    };
+    let bytes = collected.to_bytes();
+    let content_type = parts.headers.get(header::CONTENT_TYPE).cloned();
+    let stored = Stored { status: parts.status.as_u16(), content_type, body: bytes.clone() };
+    gateway.oplog.complete(&caller.tenant, key, stored);
+    Ok(Response::from_parts(parts, Body::from(bytes)))
+}
+
+fn replay(stored: Stored) -> Response<Body> {
+    let mut response = Response::new(Body::from(stored.body));
+    *response.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    if let Some(content_type) = stored.content_type {
+        response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    }
+    response.headers_mut().insert("x-sluice-idempotent-replay", HeaderValue::from_static("true"));
+    response
 }
 
 /// The task a request declares: the `x-sluice-task` header, else `metadata.task`.

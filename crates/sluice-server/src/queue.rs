@@ -214,6 +214,7 @@ impl DeploymentQueue {
             state.fair.push(waiter);
             let (reply, receive) = oneshot::channel();
             let refusal = refusal.or_else(|| state.held.get(&ask.priority).cloned());
+            let refusal = refusal.or_else(|| state.held.get(&ask.priority).cloned());
             state.pending.insert(id, Pending { ask, reply, last_refusal: refusal });
             if !state.dispatching {
                 state.dispatching = true;

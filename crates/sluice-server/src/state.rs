@@ -120,6 +120,8 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     /// The gateway's clock.
     pub clock: Arc<dyn Clock>,
+    /// The operation log (idempotency).
+    pub oplog: crate::oplog::OpLog,
 }
 
 /// Why a gateway could not be built from a valid configuration.
@@ -151,74 +153,6 @@ impl Gateway {
             .iter()
             .map(|m| {
                 let scope = store.register(ScopeKey::new(ScopeKind::ModelProfile, m.name.clone()), m.limits.clone());
-                let profile = Profile {
-                    name: m.name.clone(),
-                    scope,
-                    deployment: m.deployment,
-                    default_max_tokens: m.default_max_tokens,
-                    fallbacks: m.fallbacks.clone(),
-                    degrade: m.degrade_to.clone(),
-                };
-                (m.name.clone(), profile)
-            })
-            .collect();
-        Ok(Self {
-            callers: callers(config, store.as_ref()),
-            profiles,
-            deployments,
-            estimator,
-            upstream: Upstream::new(config.server.connect_timeout),
-            max_body_bytes: config.server.max_body_bytes,
-            lease: config.server.lease,
-            upstream_timeout: config.server.upstream_timeout,
-            metrics,
-            clock,
-            store,
-        })
-    }
-}
-
-impl Gateway {
-    /// After a reload built `self` aside: deployments that kept their name keep their
-    /// queue (requests waiting in it stay) and their learned adaptive state (the factor,
-    /// the output sketch), which takes the new limits and settings.
-    pub fn keep_learned(&mut self, old: &Gateway, config: &Config) {
-        for (route, d) in self.deployments.iter_mut().zip(&config.deployments) {
-            let Some(previous) = old.deployments.iter().find(|o| o.name == route.name) else { continue };
-            route.queue = Arc::clone(&previous.queue);
-            previous.adaptive.reconfigure(d);
-            route.adaptive = Arc::clone(&previous.adaptive);
-        }
-    }
-}
-
-fn routes(
-    config: &Config,
-    store: &Arc<dyn QuotaStore>,
-    clock: &Arc<dyn Clock>,
-    metrics: &Metrics,
-) -> Result<Vec<Route>, SecretError> {
-    config
-        .deployments
-        .iter()
-        .map(|d| {
-            let provider = &config.providers[d.provider];
-            let key = secret::load(&provider.name, &provider.api_key, provider.kind != ProviderKind::Anthropic)?;
-            let tokenizer = match d.tokenizer {
-                Tokenizer::Auto => tokenizer_for_model(&d.model),
-                Tokenizer::O200k => TokenizerKind::O200k,
-                Tokenizer::Cl100k => TokenizerKind::Cl100k,
-                Tokenizer::Approx(chars_per_token) => TokenizerKind::Approx { chars_per_token },
-            };
-            let labels = crate::metrics::Upstream { provider: provider.name.to_string(), model: d.model.clone() };
-            let fair_slack = d
-                .limits
-                .rates
-                .iter()
-                .filter(|r| r.dimension != sluice_quota::Dimension::Requests)
-                .map(|r| r.burst.get())
-                .max();
-            let scope = store.register(ScopeKey::new(ScopeKind::ModelProfile, m.name.clone()), m.limits.clone());
                 let profile = Profile {
                     name: m.name.clone(),
                     scope,
