@@ -175,7 +175,10 @@ impl DemoReport {
             p.served,
             ms(p.p50_ms),
             ms(p.p99_ms),
-            g.interactive.p99_ms.zip(p.p99_ms).map_or_else(|| "–".to_owned(), |(a, b)| format!("{:+.0}", a - b)),
+            g.interactive
+                .p99_ms
+                .zip(p.p99_ms)
+                .map_or_else(|| "–".to_owned(), |(a, b)| format!("{:+.0}", (a - b).round() + 0.0)),
         ));
         out
     }
