@@ -26,6 +26,8 @@ pub struct Admitted {
     pub input: u64,
     /// Reserved output tokens.
     pub output: u64,
+    /// The deployment's adaptive state, taught the usage when it is known.
+    pub adaptive: std::sync::Arc<crate::adaptive::Adaptive>,
     kind: ProviderKind,
     output_counting: OutputCounting,
     caller_tenant: String,
@@ -42,9 +44,11 @@ impl Admitted {
         Settlement::exact(Cost::request(self.input, self.output))
     }
 
-    /// Settlement from the provider's reported usage.
+    /// Settlement from the provider's reported usage (which also teaches the route's
+    /// output and cache estimators).
     #[must_use]
     pub fn settlement(&self, usage: Usage) -> Settlement {
+        self.adaptive.observe(&usage);
         let input = match self.kind {
             // Anthropic's input_tokens excludes cache reads, which do not count toward ITPM.
             ProviderKind::Anthropic => usage.input_tokens + usage.cache_creation_input_tokens,
@@ -116,16 +120,21 @@ pub async fn admit(
     let route = &gateway.deployments[deployment];
     *routed = Some(deployment);
     check_endpoint(request, route)?;
-    let input = gateway.estimator.input_tokens(&route.tokenizer, request, route.input_safety_factor);
+    let estimate = gateway.estimator.input_tokens(&route.tokenizer, request, route.input_safety_factor);
+    let input = route.adaptive.input_reservation(estimate);
     let output = match request.protocol {
         Protocol::OpenAiEmbeddings => 0,
-        _ => request.max_output_tokens.unwrap_or(profile.default_max_tokens).saturating_mul(u64::from(request.choices)),
+        _ => {
+            let allowed = request.max_output_tokens.unwrap_or(profile.default_max_tokens);
+            route.adaptive.output_reservation(allowed.saturating_mul(u64::from(request.choices)))
+        }
     };
     let mut path = Vec::with_capacity(caller.scopes.len() + 2);
     path.extend_from_slice(&caller.scopes);
     path.extend([profile.scope, route.scope]);
     let admitted = Admitted {
         grant_id: ReservationId(0),
+        adaptive: std::sync::Arc::clone(&route.adaptive),
         protocol: request.protocol,
         input,
         output,
@@ -158,6 +167,7 @@ pub async fn admit(
     let (rejection, wait) = match outcome {
         Ok(grant) => {
             metrics.decision("admitted", "");
+            route.adaptive.on_admitted(Cost::request(input, output));
             route.counters.reserved.inc_by(input.saturating_add(output));
             return Ok(Admitted { grant_id: grant.id, ..admitted });
         }

@@ -221,6 +221,11 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Opt
         Ok(response) => response,
         Err(failure) => return transport_failure(failure, guard, route, gateway),
     };
+    if response.status().is_success() {
+        let now_ms = sluice_quota::clock::unix_seconds().saturating_mul(1000);
+        let hints = sluice_provider::parse_hints(response.headers(), None, Some(now_ms));
+        route.adaptive.on_response(response.status().as_u16(), &hints).await;
+    }
     if !response.status().is_success() {
         return provider_error(response, guard, &admitted, route, gateway).await;
     }
@@ -318,6 +323,9 @@ async fn provider_error(
     let bytes = Limited::new(body, MAX_ERROR_BYTES).collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     let class = classify(parts.status.as_u16(), &parts.headers, &bytes, flavor(route.kind));
     if parts.status == StatusCode::TOO_MANY_REQUESTS {
+        let now_ms = sluice_quota::clock::unix_seconds().saturating_mul(1000);
+        let hints = sluice_provider::parse_hints(&parts.headers, Some(&bytes), Some(now_ms));
+        route.adaptive.on_response(parts.status.as_u16(), &hints).await;
         let wait = crate::hints::retry_after(&parts.headers).or(class.retry_after());
         // Coordinated backoff: every user of the store waits out the provider's hint.
         let pause = wait.unwrap_or(PROVIDER_429_PAUSE).min(MAX_PROVIDER_PAUSE);

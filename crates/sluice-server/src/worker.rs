@@ -217,6 +217,8 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
     let sent = proxy::forward(gateway, &caller, protocol, &headers, job.body.as_bytes(), &trace, &mut routed).await;
     let response = match sent {
         Ok(response) => response,
+        // The provider's own error answer after the live attempts: judged like any answer.
+        Err(crate::error::GatewayError::Upstream(response)) => *response,
         Err(error) => {
             proxy::count(gateway, routed, status_of(&error));
             let (message, next) = classify_error(&error);

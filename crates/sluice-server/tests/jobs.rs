@@ -51,6 +51,7 @@ api_key_file = "{file}"
 name = "oa"
 provider = "sim"
 model = "gpt-4o-mini"
+breaker_failures = 1000
 
 [[deployments]]
 name = "claude"
@@ -87,6 +88,8 @@ name = "batch"
 max_wait = "10m"
 priority = 5
 max_attempts = {max_attempts}
+# Job attempts are counted here: one upstream attempt per job attempt.
+retry_attempts = 1
 
 [[keys]]
 id = "acme-1"
