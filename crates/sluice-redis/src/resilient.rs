@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sluice_quota::{
-    Clock, Demand, Dimension, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId, ReserveError, ScopeId, ScopeKey,
-    ScopeSnapshot, Settlement, StoreError, StoreFuture, StoreHealth,
+    Clock, Demand, Dimension, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId, ReserveError, ScopeId,
+    ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture, StoreHealth,
 };
 
 use crate::store::RedisStore;

@@ -14,8 +14,8 @@ use parking_lot::{Mutex, RwLock};
 use rand::Rng as _;
 use sluice_quota::bucket::{self, Tat};
 use sluice_quota::{
-    Cost, Demand, Dimension, Grant, LimiterName, Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId,
-    ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture,
+    Cost, Demand, Dimension, Grant, LimiterName, Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind,
+    ReservationId, ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture,
 };
 
 use crate::conn::{Connector, Topology};
