@@ -158,7 +158,7 @@ proptest! {
         let now = Nanos(MINUTE_NS);
         let take = (burst * used / 100).min(burst);
         if take > 0 {
-            ledger.reserve(now, &[id], Cost::request(take, 0), LEASE).unwrap();
+            let _grant = ledger.reserve(now, &[id], Cost::request(take, 0), LEASE).unwrap();
         }
         let before = ledger.snapshot(now, id).unwrap().rates[0].remaining;
         ledger.tighten(now, id, Dimension::TotalTokens, reported, None);
