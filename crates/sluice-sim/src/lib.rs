@@ -54,6 +54,7 @@ pub mod sim;
 pub mod stats;
 pub mod text;
 pub mod tokens;
+pub mod tools;
 pub mod validate;
 pub mod wire_time;
 

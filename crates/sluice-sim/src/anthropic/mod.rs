@@ -3,6 +3,7 @@
 pub mod errors;
 pub mod request;
 pub mod stream;
+pub mod tools;
 
 use std::sync::Arc;
 
@@ -90,23 +91,41 @@ pub async fn messages(
         Ok(prepared) => prepared,
         Err(err) => return invalid(&sim, &err),
     };
-    let ticket = match flow::admit(&sim, ctl.as_ref(), &prepared).await {
+    let mut ticket = match flow::admit(&sim, ctl.as_ref(), &prepared).await {
         Ok(ticket) => ticket,
         Err(response) => return response,
     };
+    let call = crate::tools::decide(req.tools.as_ref(), req.tool_choice.as_ref(), &req.last_text());
+    if let Some(call) = &call {
+        ticket.output = call.tokens(&prepared.model.tokenizer);
+    }
     let id = format!("msg_{}", sim.request_id().trim_start_matches("req_"));
     if prepared.ask.stream {
-        let render = stream::MessageStream::new(id, &prepared);
         let snapshot = ticket.snapshot;
-        let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, render);
+        let body = match call {
+            Some(call) => {
+                let render = tools::ToolStream::new(id, &prepared, call, ticket.output);
+                crate::pacer::body(Arc::clone(&sim), prepared, ticket, render)
+            }
+            None => {
+                let render = stream::MessageStream::new(id, &prepared);
+                crate::pacer::body(Arc::clone(&sim), prepared, ticket, render)
+            }
+        };
         return crate::respond::sse(&sim, Flavor::Anthropic, Some(&snapshot), body);
     }
     flow::generate(&ticket).await;
-    let text = crate::text::filler(ticket.output);
+    let (content, stop) = match &call {
+        Some(call) => (tools::block(call, &id), "tool_use"),
+        None => {
+            let text = crate::text::filler(ticket.output);
+            (json!({"type": "text", "text": text}), stop_reason(ticket.output, prepared.ask.cap))
+        }
+    };
     let message = json!({
         "id": id, "type": "message", "role": "assistant", "model": prepared.model.config.name,
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": stop_reason(ticket.output, prepared.ask.cap), "stop_sequence": null,
+        "content": [content],
+        "stop_reason": stop, "stop_sequence": null,
         "usage": usage(prepared.input - prepared.cached, prepared.cached, ticket.output),
     });
     sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(ticket.output));

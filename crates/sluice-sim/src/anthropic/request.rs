@@ -31,6 +31,9 @@ pub struct MessagesRequest<'a> {
     /// Tool definitions (their JSON is counted).
     #[serde(default)]
     pub tools: Option<Value>,
+    /// Which tool to call (`{"type": "auto" | "any" | "tool" | "none"}`).
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
 }
 
 /// `metadata`.

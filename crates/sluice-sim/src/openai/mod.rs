@@ -5,6 +5,7 @@ pub mod errors;
 pub mod request;
 pub mod response;
 pub mod stream;
+pub mod tools;
 
 use std::sync::Arc;
 
@@ -65,22 +66,37 @@ pub async fn chat(
         Ok(prepared) => prepared,
         Err(err) => return invalid(&sim, &err),
     };
-    let ticket = match flow::admit(&sim, ctl.as_ref(), &prepared).await {
+    let mut ticket = match flow::admit(&sim, ctl.as_ref(), &prepared).await {
         Ok(ticket) => ticket,
         Err(response) => return response,
     };
+    let call = crate::tools::decide(req.tools.as_ref(), req.tool_choice.as_ref(), &req.last_text());
+    if let Some(call) = &call {
+        ticket.output = call.tokens(&prepared.model.tokenizer);
+    }
     let flavor = prepared.model.flavor;
     let id = format!("chatcmpl-{}", sim.request_id().trim_start_matches("req_"));
     let created = sim.clock().unix_now().as_secs();
     if prepared.ask.stream {
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
-        let render = stream::ChatStream::new(id, created, &prepared, include_usage);
         let snapshot = ticket.snapshot;
-        let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, render);
+        let body = match call {
+            Some(call) => {
+                let render = tools::ToolStream::new(id, created, &prepared, include_usage, call, ticket.output);
+                crate::pacer::body(Arc::clone(&sim), prepared, ticket, render)
+            }
+            None => {
+                let render = stream::ChatStream::new(id, created, &prepared, include_usage);
+                crate::pacer::body(Arc::clone(&sim), prepared, ticket, render)
+            }
+        };
         return crate::respond::sse(&sim, flavor, Some(&snapshot), body);
     }
     flow::generate(&ticket).await;
-    let body = completion_body(&prepared, &ticket, &id, created);
+    let body = match &call {
+        Some(call) => tools::completion_body(&prepared, call, &id, created, ticket.output),
+        None => completion_body(&prepared, &ticket, &id, created),
+    };
     sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(ticket.output));
     crate::respond::json(&sim, flavor, Some(&ticket.snapshot), StatusCode::OK, body)
 }

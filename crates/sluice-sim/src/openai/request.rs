@@ -35,6 +35,9 @@ pub struct ChatRequest<'a> {
     /// Tool definitions (their JSON is counted).
     #[serde(default)]
     pub tools: Option<Value>,
+    /// Which tool to call (`auto`, `none`, `required` or a named function).
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
 }
 
 /// `stream_options`.
