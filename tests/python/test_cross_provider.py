@@ -66,12 +66,15 @@ ANTHROPIC_TOOLS = [
 ]
 
 
-def gateway_config(sim_url: str, key_file: str) -> str:
+def gateway_config(sim_url: str, key_file: str, jobs_path: str) -> str:
     sha = hashlib.sha256(KEY.encode()).hexdigest()
     fallback = 'when = ["provider_5xx", "primary_unavailable"]'
     return f"""
 [server]
 listen = "127.0.0.1:0"
+
+[jobs]
+path = "{jobs_path}"
 
 [[providers]]
 name = "sim-openai"
@@ -137,7 +140,9 @@ sha256 = "{sha}"
 def env(start_sim, processes) -> dict[str, str]:
     sim_url, _ = start_sim(SIM)
     key_file = processes.write("cross-provider-key", "sk-provider-secret-cross")
-    config = processes.write("cross-gateway.toml", gateway_config(sim_url, str(key_file)))
+    # Its own job store: the default file in the working directory may be held by another gateway.
+    jobs_path = key_file.parent / "cross-provider-jobs.redb"
+    config = processes.write("cross-gateway.toml", gateway_config(sim_url, str(key_file), str(jobs_path)))
     url, _ = processes.launch(["serve", "--config", str(config)], prefix="sluice listening on ")
     return {"gateway": url, "sim": sim_url}
 
