@@ -197,29 +197,87 @@ async fn ready(State(state): State<AppState>) -> Response {
     "ready".into_response()
 }
 
+/// How long a client may take to send a request's head (request line and headers), from
+/// its first byte; then the connection is closed. Bounds slow-header (slowloris) clients.
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The most a request's head (request line and headers) may take: larger heads get
+/// `431 Request Header Fields Too Large` and the connection is closed.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
 /// Serves `state` on `listener` until `shutdown` resolves, then drains in-flight requests.
 ///
+/// HTTP/1.1 with `TCP_NODELAY` on every accepted socket, a [`HEADER_READ_TIMEOUT`] per
+/// request head and heads of at most [`MAX_HEAD_BYTES`]. On shutdown it stops accepting,
+/// marks the state draining (readiness turns false), lets every connection finish the
+/// request it is serving, and returns once all connections are closed.
+///
 /// # Errors
-/// When the listener fails.
+/// None today: accept failures (e.g. out of file descriptors) are logged and retried.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt as _;
     let draining = Arc::clone(&state.draining);
-    let listener = listener.tap_io(|tcp| {
+    let service = hyper_util::service::TowerToHyperService::new(app(state));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _peer)) => tcp,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-    });
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            draining.store(true, Ordering::Relaxed);
-            tracing::info!("shutting down: draining in-flight requests");
-        })
-        .await
+        let service = service.clone();
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_header_size(MAX_HEAD_BYTES);
+            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            let mut conn = std::pin::pin!(conn);
+            let stopping = async {
+                // An error means `serve` is gone: stop as well.
+                let _ = stop.wait_for(|stopping| *stopping).await;
+            };
+            let drain = tokio::select! {
+                result = conn.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                    false
+                }
+                () = stopping => true,
+            };
+            if drain {
+                conn.as_mut().graceful_shutdown();
+                if let Err(e) = conn.await {
+                    tracing::debug!(error = %e, "connection ended with an error while draining");
+                }
+            }
+            // Dropping `stop` here tells `serve` this connection is done.
+            drop(stop);
+        });
+    }
+    drop(listener);
+    draining.store(true, Ordering::Relaxed);
+    tracing::info!("shutting down: draining in-flight requests");
+    stop_tx.send_replace(true);
+    drop(stop_rx);
+    stop_tx.closed().await;
+    Ok(())
 }
 
 /// A gateway serving in the background on a bound address; for embedding and tests.
