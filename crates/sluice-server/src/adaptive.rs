@@ -173,12 +173,11 @@ impl Adaptive {
     }
 
     /// Output tokens to reserve for a request allowing `max_tokens` (`strict`: all of them;
-    /// `p95`: the route's learned p95, capped by `max_tokens`).
+    /// `p95`: the route's learned p95, capped by `max_tokens`). Counted as reserved only
+    /// once granted ([`Adaptive::on_admitted`]): a priced request may still be refused.
     #[must_use]
     pub fn output_reservation(&self, max_tokens: u64) -> u64 {
-        let reserved = self.output.lock().reservation(max_tokens);
-        self.metrics.output_reserved.get_or_create(&self.labels).inc_by(reserved);
-        reserved
+        self.output.lock().reservation(max_tokens)
     }
 
     /// Input tokens to reserve for a prompt estimated at `estimate`: less the expected
@@ -198,8 +197,10 @@ impl Adaptive {
         }
     }
 
-    /// A grant of `cost` through this deployment (the ramp-up guard counts admissions).
+    /// A grant of `cost` through this deployment (the ramp-up guard counts admissions; its
+    /// output counts as reserved).
     pub fn on_admitted(&self, cost: Cost) {
+        self.metrics.output_reserved.get_or_create(&self.labels).inc_by(cost.output_tokens);
         let applied = self.controller.lock().on_admitted(self.clock.now(), cost);
         self.apply(applied);
     }

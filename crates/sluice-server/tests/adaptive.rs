@@ -124,3 +124,19 @@ async fn a_reload_swaps_the_policy_and_keeps_queues_and_learned_state() {
     // The gateway a request started on stays usable: same scopes, same store.
     assert_eq!(before.deployments[0].scope, after.deployments[0].scope);
 }
+
+#[tokio::test]
+async fn output_counts_as_reserved_only_once_granted() {
+    // A request priced and then refused (or re-priced on every retry) reserved nothing:
+    // `sluice_output_reserved_tokens_total` counts grants, not quotes.
+    let (state, _clock) = state(&config(60_000, ""));
+    let gateway = state.current();
+    let route = &gateway.deployments[0];
+    let reserved = || gateway.metrics.adaptive.output_reserved.get_or_create(&route.counters.labels).get();
+    for _ in 0..3 {
+        assert_eq!(route.adaptive.output_reservation(400), 400);
+    }
+    assert_eq!(reserved(), 0, "priced, not granted");
+    route.adaptive.on_admitted(sluice_quota::Cost::request(10, 400));
+    assert_eq!(reserved(), 400);
+}
