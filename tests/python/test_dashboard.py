@@ -52,9 +52,14 @@ def sha(key: str) -> str:
 
 
 def gateway_config(sim_url: str, key_file: Path) -> str:
+    # Each gateway keeps its async-job store in the session's temporary directory.
+    jobs_path = f"{key_file}-jobs.redb"
     return f"""
 [server]
 listen = "127.0.0.1:0"
+
+[jobs]
+path = "{jobs_path}"
 
 [admin]
 key_sha256 = "{sha(ADMIN)}"

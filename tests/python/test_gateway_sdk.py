@@ -31,10 +31,15 @@ limits = { rpm = 1000, itpm = 1000000, otpm = 100000 }
 
 
 def gateway_config(sim_url: str, key_file: str) -> str:
+    # Each gateway keeps its async-job store in the session's temporary directory.
+    jobs_path = f"{key_file}-jobs.redb"
     sha = lambda key: hashlib.sha256(key.encode()).hexdigest()  # noqa: E731
     return f"""
 [server]
 listen = "127.0.0.1:0"
+
+[jobs]
+path = "{jobs_path}"
 
 [[providers]]
 name = "sim"
