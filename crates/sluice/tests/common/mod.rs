@@ -45,6 +45,13 @@ impl Gateway {
     /// Starts `sluice serve --config FILE` and waits for its `sluice listening on` line.
     pub fn start(config: &str) -> Self {
         let file = temp_path("sluice.toml");
+        // Without a `[jobs] path`, each instance keeps its embedded job store beside its own
+        // config, not in a directory shared with the other instances.
+        let config = if config.contains("[jobs]") {
+            config.to_owned()
+        } else {
+            format!("[jobs]\npath = \"{}\"\n{config}", temp_path("jobs.redb").display())
+        };
         std::fs::write(&file, config).unwrap();
         let log = temp_path("gateway.log");
         let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
