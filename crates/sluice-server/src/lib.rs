@@ -205,6 +205,17 @@ pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 /// `431 Request Header Fields Too Large` and the connection is closed.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
+/// Lets shrunk limits recover on deployments without traffic (adaptive recovery is
+/// otherwise applied on the next admission or response).
+async fn recover_idle(state: AppState) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        for route in &state.current().deployments {
+            route.adaptive.poll();
+        }
+    }
+}
+
 /// Serves `state` on `listener` until `shutdown` resolves, then drains in-flight requests.
 ///
 /// HTTP/1.1 with `TCP_NODELAY` on every accepted socket, a [`HEADER_READ_TIMEOUT`] per
@@ -220,6 +231,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let draining = Arc::clone(&state.draining);
+    let recovery = tokio::spawn(recover_idle(state.clone()));
     let service = hyper_util::service::TowerToHyperService::new(app(state));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -277,6 +289,7 @@ pub async fn serve(
     stop_tx.send_replace(true);
     drop(stop_rx);
     stop_tx.closed().await;
+    recovery.abort();
     Ok(())
 }
 

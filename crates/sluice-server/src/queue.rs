@@ -251,9 +251,15 @@ impl DeploymentQueue {
     fn eta(&self, state: &State, priority: u8, fallback: Option<Duration>) -> Duration {
         let ahead = state.fair.cost_ahead(priority);
         let recent: u64 = state.admitted.iter().map(|(_, c)| c).sum();
-        let per_second = recent as f64 / THROUGHPUT_WINDOW.as_secs_f64();
+        // Throughput over the span actually observed (at least a second), not the whole
+        // window: just after start a full window would understate it many times over.
+        let now = self.clock.now();
+        let span = state.admitted.front().map_or(THROUGHPUT_WINDOW, |(first, _)| now.since(*first));
+        let span = span.clamp(Duration::from_secs(1), THROUGHPUT_WINDOW);
+        let per_second = recent as f64 / span.as_secs_f64();
         let by_rate = (per_second > 0.0).then(|| Duration::from_secs_f64(ahead as f64 / per_second));
-        by_rate.max(fallback).unwrap_or(Duration::from_secs(1))
+        // The measured rate knows the queue ahead; the last refusal only knows the bucket.
+        by_rate.or(fallback).unwrap_or(Duration::from_secs(1))
     }
 
     async fn dispatch(self: Arc<Self>) {
