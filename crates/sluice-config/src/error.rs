@@ -46,11 +46,18 @@ impl Source<'_> {
 pub(crate) fn from_toml(source: Source<'_>, err: &toml::de::Error) -> ConfigError {
     let line = err.span().map(|s| source.line_of(s.start));
     let message = err.message().trim().to_owned();
-    let field = message
-        .split('`')
-        .nth(1)
-        .filter(|_| message.starts_with("unknown field"))
-        .map(str::to_owned)
-        .unwrap_or_default();
+    let unknown = message.split('`').nth(1).filter(|_| message.starts_with("unknown field")).map(str::to_owned);
+    let field = unknown.or_else(|| err.span().and_then(|s| key_before(source.text, s.start))).unwrap_or_default();
     ConfigError { field, line, message }
+}
+
+/// The key whose value starts at `offset`: the name just before the `=` that precedes it on
+/// its line (`rpm` in `limits = { rpm = "many" }`), so type errors name their field too.
+fn key_before(text: &str, offset: usize) -> Option<String> {
+    let head = text.get(..offset)?;
+    let line = &head[head.rfind('\n').map_or(0, |i| i + 1)..];
+    let before_value = line.trim_end().strip_suffix('=')?.trim_end();
+    let start = before_value.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')).map_or(0, |i| i + 1);
+    let key = &before_value[start..];
+    (!key.is_empty()).then(|| key.to_owned())
 }

@@ -65,7 +65,7 @@ const BAD: &[(&str, &str, &str, usize, &str)] = &[
     ("tenant = \"t\"", "tenant = \"u\"", "keys[0].tenant", 23, "no tenant named `u`"),
     ("sha256 = \"f9d2", "sha256 = \"zz", "keys[0].sha256", 24, "64 hex digits"),
     ("name = \"fast\"", "name = \"fast\"\nlimits = { tpmm = 5 }", "tpmm", 16, "unknown field `tpmm`"),
-    ("name = \"t\"", "name = \"t\"\nlimits = { rpm = \"many\" }", "", 20, "invalid type"),
+    ("name = \"t\"", "name = \"t\"\nlimits = { rpm = \"many\" }", "rpm", 20, "invalid type"),
     ("model = \"gpt-4o\"", "model = \"gpt-4o\"\ntokenizer = \"bpe\"", "deployments[0].tokenizer", 12, "chars/N"),
     ("name = \"t\"", "name = \"t\"\nweight = 0", "tenants[0].weight", 20, "between 1 and"),
     (

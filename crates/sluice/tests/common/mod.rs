@@ -39,6 +39,7 @@ pub struct Gateway {
     _stdout: Option<BufReader<ChildStdout>>,
     log: PathBuf,
     config: PathBuf,
+    jobs: String,
 }
 
 impl Gateway {
@@ -47,12 +48,12 @@ impl Gateway {
         let file = temp_path("sluice.toml");
         // Without a `[jobs] path`, each instance keeps its embedded job store beside its own
         // config, not in a directory shared with the other instances.
-        let config = if config.contains("[jobs]") {
-            config.to_owned()
+        let jobs = if config.contains("[jobs]") {
+            String::new()
         } else {
-            format!("[jobs]\npath = \"{}\"\n{config}", temp_path("jobs.redb").display())
+            format!("[jobs]\npath = \"{}\"\n", temp_path("jobs.redb").display())
         };
-        std::fs::write(&file, config).unwrap();
+        std::fs::write(&file, format!("{jobs}{config}")).unwrap();
         let log = temp_path("gateway.log");
         let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
             .arg("serve")
@@ -65,7 +66,7 @@ impl Gateway {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let mut gateway = Self { url: String::new(), child, _stdout: None, log, config: file };
+        let mut gateway = Self { url: String::new(), child, _stdout: None, log, config: file, jobs };
         let stdout = gateway.child.stdout.take().unwrap();
         let mut reader = BufReader::new(stdout);
         let mut line = String::new();
@@ -76,6 +77,13 @@ impl Gateway {
         gateway.url = url.to_owned();
         gateway._stdout = Some(reader);
         gateway
+    }
+
+    /// Rewrites the configuration file and sends SIGHUP: the gateway reloads it.
+    pub fn reload(&self, config: &str) {
+        std::fs::write(&self.config, format!("{}{config}", self.jobs)).unwrap();
+        let status = Command::new("kill").arg("-HUP").arg(self.child.id().to_string()).status().unwrap();
+        assert!(status.success(), "could not signal the gateway");
     }
 
     /// What the process logged so far.
