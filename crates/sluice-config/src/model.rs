@@ -275,6 +275,8 @@ pub struct Server {
     pub lease: Duration,
     /// How long shutdown waits for in-flight requests.
     pub shutdown_grace: Duration,
+    /// TLS certificate chain and private key (PEM files), to serve HTTPS.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// How long the operation log remembers a completed request (idempotency).
     pub idempotency_ttl: Duration,
     /// How long a repeat waits for the same operation in flight before a 409.

@@ -48,6 +48,8 @@ pub struct RawServer {
     pub lease: Option<Spanned<String>>,
     pub shutdown_grace: Option<Spanned<String>>,
     pub idempotency_ttl: Option<Spanned<String>>,
+    pub tls_cert: Option<Spanned<String>>,
+    pub tls_key: Option<Spanned<String>>,
     pub idempotency_wait: Option<Spanned<String>>,
 }
 

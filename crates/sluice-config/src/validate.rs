@@ -70,6 +70,12 @@ impl Validator<'_> {
             )?,
             lease: self.duration("server.lease", &raw.lease, defaults::LEASE)?,
             shutdown_grace: self.duration("server.shutdown_grace", &raw.shutdown_grace, defaults::SHUTDOWN_GRACE)?,
+            tls: match (&raw.tls_cert, &raw.tls_key) {
+                (None, None) => None,
+                (Some(c), Some(k)) => Some((c.get_ref().into(), k.get_ref().into())),
+                (Some(c), None) => return Err(self.err("server.tls_key", c.span(), "tls_cert needs tls_key too")),
+                (None, Some(k)) => return Err(self.err("server.tls_cert", k.span(), "tls_key needs tls_cert too")),
+            },
             idempotency_ttl: self.duration(
                 "server.idempotency_ttl",
                 &raw.idempotency_ttl,

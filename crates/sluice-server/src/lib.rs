@@ -32,6 +32,7 @@ mod secret;
 mod settle;
 pub mod state;
 pub mod store;
+pub mod tls;
 mod trace;
 pub mod upstream;
 pub mod worker;
@@ -64,6 +65,8 @@ pub struct AppState {
     pub jobs: Option<Arc<jobs::Jobs>>,
     /// The admin API's and dashboard's view of the configured scopes and classes.
     pub admin: Arc<admin::Admin>,
+    /// Serves HTTPS when set (`[server] tls_cert` / `tls_key`).
+    pub tls: Option<tls::Tls>,
     /// The gateway in force: swapped whole by [`AppState::reload`]. `gateway` is the one
     /// built at start; handlers read [`AppState::current`].
     pub live: Arc<arc_swap::ArcSwap<Gateway>>,
@@ -98,6 +101,7 @@ impl AppState {
             draining: Arc::new(AtomicBool::new(false)),
             registry: Arc::new(registry),
             jobs: None,
+            tls: None,
         })
     }
 
@@ -121,6 +125,17 @@ impl AppState {
         new.keep_learned(&old, config);
         self.live.store(Arc::new(new));
         Ok(())
+    }
+
+    /// Serves HTTPS when `config` names a certificate and key.
+    ///
+    /// # Errors
+    /// When the files cannot be read or do not form a usable pair.
+    pub fn with_tls(mut self, config: &sluice_config::Config) -> Result<Self, tls::TlsError> {
+        if let Some((cert, key)) = &config.server.tls {
+            self.tls = Some(tls::acceptor(cert, key)?);
+        }
+        Ok(self)
     }
 
     /// Enables async jobs on `store` with the settings and classes of `config`.
@@ -205,6 +220,44 @@ pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 /// `431 Request Header Fields Too Large` and the connection is closed.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
+type Service = hyper_util::service::TowerToHyperService<Router>;
+
+/// Serves one connection (plain or TLS) until it ends; when `serve` stops, lets it finish
+/// the request it is serving, then closes it.
+async fn connection<I>(io: I, service: Service, mut stop: tokio::sync::watch::Receiver<bool>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_header_size(MAX_HEAD_BYTES);
+    let conn = builder.serve_connection(io, service);
+    let mut conn = std::pin::pin!(conn);
+    let stopping = async {
+        // An error means `serve` is gone: stop as well.
+        let _ = stop.wait_for(|stopping| *stopping).await;
+    };
+    let drain = tokio::select! {
+        result = conn.as_mut() => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            false
+        }
+        () = stopping => true,
+    };
+    if drain {
+        conn.as_mut().graceful_shutdown();
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "connection ended with an error while draining");
+        }
+    }
+    // Dropping `stop` here tells `serve` this connection is done.
+    drop(stop);
+}
+
 /// Lets shrunk limits recover on deployments without traffic (adaptive recovery is
 /// otherwise applied on the next admission or response).
 async fn recover_idle(state: AppState) {
@@ -231,6 +284,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let draining = Arc::clone(&state.draining);
+    let tls = state.tls.clone();
     let recovery = tokio::spawn(recover_idle(state.clone()));
     let service = hyper_util::service::TowerToHyperService::new(app(state));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -251,36 +305,18 @@ pub async fn serve(
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
         let service = service.clone();
-        let mut stop = stop_rx.clone();
+        let stop = stop_rx.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .max_header_size(MAX_HEAD_BYTES);
-            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
-            let mut conn = std::pin::pin!(conn);
-            let stopping = async {
-                // An error means `serve` is gone: stop as well.
-                let _ = stop.wait_for(|stopping| *stopping).await;
+            let Some(tls::Tls(acceptor)) = tls else {
+                return connection(hyper_util::rt::TokioIo::new(tcp), service, stop).await;
             };
-            let drain = tokio::select! {
-                result = conn.as_mut() => {
-                    if let Err(e) = result {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                    false
-                }
-                () = stopping => true,
-            };
-            if drain {
-                conn.as_mut().graceful_shutdown();
-                if let Err(e) = conn.await {
-                    tracing::debug!(error = %e, "connection ended with an error while draining");
-                }
+            // The handshake gets the same bound as a request head.
+            match tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(stream)) => connection(hyper_util::rt::TokioIo::new(stream), service, stop).await,
+                Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                Err(_) => tracing::debug!("TLS handshake timed out"),
             }
-            // Dropping `stop` here tells `serve` this connection is done.
-            drop(stop);
         });
     }
     drop(listener);
@@ -312,7 +348,7 @@ impl Running {
         store: Arc<dyn sluice_quota::QuotaStore>,
         listen: std::net::SocketAddr,
     ) -> Result<Self, StartError> {
-        let state = AppState::build(config, store)?;
+        let state = AppState::build(config, store)?.with_tls(config)?;
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
@@ -328,10 +364,11 @@ impl Running {
         self.addr
     }
 
-    /// `http://ADDR`.
+    /// `http://ADDR`, or `https://ADDR` when serving TLS.
     #[must_use]
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.state.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The shared state (gateway and store).
@@ -358,4 +395,7 @@ pub enum StartError {
     /// The socket could not be bound.
     #[error("binding: {0}")]
     Io(#[from] std::io::Error),
+    /// The TLS certificate or key could not be used.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }

@@ -62,14 +62,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logs(args.log_json);
     let config = load(&args.config)?;
     let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
-    let state = AppState::build(&config, store)?.with_jobs(job_store(&config)?, &config);
+    let state = AppState::build(&config, store)?.with_tls(&config)?.with_jobs(job_store(&config)?, &config);
     let workers = sluice_server::worker::spawn(&state);
     #[cfg(unix)]
     let reloader = tokio::spawn(reload_on_sighup(args.config.clone(), config.clone(), state.clone()));
     let listen = args.listen.unwrap_or(config.server.listen);
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
-    crate::write_line(&format!("sluice listening on http://{addr}"));
+    let scheme = if state.tls.is_some() { "https" } else { "http" };
+    crate::write_line(&format!("sluice listening on {scheme}://{addr}"));
     tracing::info!(%addr, "serving");
     let grace = config.server.shutdown_grace;
     let served = sluice_server::serve(listener, state, shutdown_signal());
