@@ -57,7 +57,32 @@ fn key_before(text: &str, offset: usize) -> Option<String> {
     let head = text.get(..offset)?;
     let line = &head[head.rfind('\n').map_or(0, |i| i + 1)..];
     let before_value = line.trim_end().strip_suffix('=')?.trim_end();
-    let start = before_value.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')).map_or(0, |i| i + 1);
+    let start = before_value
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     let key = &before_value[start..];
     (!key.is_empty()).then(|| key.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key_before;
+
+    #[test]
+    fn key_before_a_multi_byte_character_is_found_without_splitting_it() {
+        // Found by the `config` fuzz target: a byte-order mark (3 bytes) before the key
+        // made the slice start inside it and panicked.
+        assert_eq!(key_before("\u{feff}server = 5", "\u{feff}server = ".len()), Some("server".to_owned()));
+        assert_eq!(key_before("é=1", "é=".len()), None);
+        assert_eq!(key_before("a.é_b = 1", "a.é_b = ".len()), Some("_b".to_owned()));
+    }
+
+    #[test]
+    fn fuzz_crash_config_93ed14f5_is_an_error_not_a_panic() {
+        let input = "\u{feff}rvertlse = \u{0}0.0.\u{c}\u{0}0.\u{c}\u{0}\u{0}\u{0}\u{0}\u{0}80s\"\nurl = \"i6:s3rbf7\n";
+        assert!(crate::parse(input).is_err());
+        assert!(crate::parse("\u{feff}[server]\nlisten = 5\n").is_err());
+    }
 }
