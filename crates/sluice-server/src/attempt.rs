@@ -12,7 +12,9 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Response, StatusCode};
 use http_body_util::{BodyExt as _, Limited};
 use sluice_config::{ProviderKind, When};
-use sluice_provider::{ErrorClass, ParsedRequest, Phase, Protocol, ProviderFlavor, classify, usage_from_response};
+use sluice_provider::{
+    ErrorClass, ParsedRequest, Phase, Protocol, ProviderFlavor, classify_with_hints, usage_from_response,
+};
 use sluice_quota::{Cost, Settlement};
 
 use crate::admit::{self, Admitted, Mode};
@@ -321,12 +323,13 @@ async fn provider_error(
     guard.settle(Settlement { used: Cost::request(0, 0), upstream: Cost::request(0, 0) });
     let (parts, body) = response.into_parts();
     let bytes = Limited::new(body, MAX_ERROR_BYTES).collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-    let class = classify(parts.status.as_u16(), &parts.headers, &bytes, flavor(route.kind));
+    // The provider's hints are read once: for classification, the pause and the adaptive state.
+    let now_ms = sluice_quota::clock::unix_seconds().saturating_mul(1000);
+    let hints = sluice_provider::parse_hints(&parts.headers, Some(&bytes), Some(now_ms));
+    let class = classify_with_hints(parts.status.as_u16(), &hints, &bytes, flavor(route.kind));
     if parts.status == StatusCode::TOO_MANY_REQUESTS {
-        let now_ms = sluice_quota::clock::unix_seconds().saturating_mul(1000);
-        let hints = sluice_provider::parse_hints(&parts.headers, Some(&bytes), Some(now_ms));
         route.adaptive.on_response(parts.status.as_u16(), &hints).await;
-        let wait = crate::hints::retry_after(&parts.headers).or(class.retry_after());
+        let wait = hints.retry_after.or(class.retry_after());
         // Coordinated backoff: every user of the store waits out the provider's hint.
         let pause = wait.unwrap_or(PROVIDER_429_PAUSE).min(MAX_PROVIDER_PAUSE);
         if let Err(e) = gateway.store.pause(route.scope, pause).await {

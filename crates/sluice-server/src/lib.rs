@@ -19,7 +19,6 @@ mod auth;
 mod crossing;
 mod dashboard;
 pub mod error;
-mod hints;
 pub mod jobs;
 pub mod metrics;
 mod oplog;

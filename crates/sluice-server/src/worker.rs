@@ -227,7 +227,8 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
     };
     let status = response.status();
     proxy::count(gateway, routed, status);
-    let floor = crate::hints::retry_after(response.headers());
+    let now_ms = sluice_quota::clock::unix_seconds().saturating_mul(1000);
+    let floor = sluice_provider::parse_hints(response.headers(), None, Some(now_ms)).retry_after;
     let Ok(body) = Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect().await.map(|c| c.to_bytes()) else {
         return failed(job, "the provider's answer broke off".into(), Next::Retry(None));
     };
