@@ -7,6 +7,7 @@ root (build it with `cargo build -p sluice`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -102,3 +103,26 @@ def start_sim(processes: Processes) -> Callable[..., tuple[str, subprocess.Popen
         return processes.launch(["simulate-provider", "--config", str(config), "--port", "0", *extra_args])
 
     return start
+
+
+def key_sha256(key: str) -> str:
+    """The SHA-256 a gateway config stores for an API key (`keys[].sha256`)."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def sim_providers(sim_url: str, key_file: str, openai_name: str = "sim") -> str:
+    """The two `[[providers]]` tables of a gateway in front of one simulator: its OpenAI
+    shape as `openai_name` and its Anthropic shape as `sim-anthropic`."""
+    return f"""
+[[providers]]
+name = "{openai_name}"
+kind = "openai"
+base_url = "{sim_url}"
+api_key_file = "{key_file}"
+
+[[providers]]
+name = "sim-anthropic"
+kind = "anthropic"
+base_url = "{sim_url}"
+api_key_file = "{key_file}"
+"""

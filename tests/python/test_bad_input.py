@@ -14,7 +14,6 @@ Findings this catalogue documents (see docs/benchmarks.md, "Bad-input catalogue"
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import json
 import socket
@@ -23,6 +22,7 @@ import time
 from urllib.parse import urlparse
 
 import pytest
+from conftest import key_sha256, sim_providers
 
 KEY = "sk-bad-input-acme"
 ADMIN_KEY = "sk-bad-input-admin"
@@ -48,8 +48,7 @@ limits = { rpm = 100000, itpm = 100000000, otpm = 10000000 }
 """
 
 
-def sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+sha = key_sha256
 
 
 def gateway_config(sim_url: str, key_file: str, jobs_path: str) -> str:
@@ -64,17 +63,7 @@ key_sha256 = "{sha(ADMIN_KEY)}"
 [jobs]
 path = "{jobs_path}"
 
-[[providers]]
-name = "sim"
-kind = "openai"
-base_url = "{sim_url}"
-api_key_file = "{key_file}"
-
-[[providers]]
-name = "sim-anthropic"
-kind = "anthropic"
-base_url = "{sim_url}"
-api_key_file = "{key_file}"
+{sim_providers(sim_url, key_file)}
 
 [[deployments]]
 name = "mini"

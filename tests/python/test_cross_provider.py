@@ -9,13 +9,13 @@ the other protocol: the SDK call succeeds as if nothing happened.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import urllib.request
 
 import anthropic
 import openai
 import pytest
+from conftest import key_sha256, sim_providers
 
 KEY = "sk-cross-provider-acme"
 
@@ -67,7 +67,7 @@ ANTHROPIC_TOOLS = [
 
 
 def gateway_config(sim_url: str, key_file: str, jobs_path: str) -> str:
-    sha = hashlib.sha256(KEY.encode()).hexdigest()
+    sha = key_sha256(KEY)
     fallback = 'when = ["provider_5xx", "primary_unavailable"]'
     return f"""
 [server]
@@ -76,17 +76,7 @@ listen = "127.0.0.1:0"
 [jobs]
 path = "{jobs_path}"
 
-[[providers]]
-name = "sim-openai"
-kind = "openai"
-base_url = "{sim_url}"
-api_key_file = "{key_file}"
-
-[[providers]]
-name = "sim-anthropic"
-kind = "anthropic"
-base_url = "{sim_url}"
-api_key_file = "{key_file}"
+{sim_providers(sim_url, key_file, 'sim-openai')}
 
 [[deployments]]
 name = "mini"

@@ -12,7 +12,6 @@ Set SLUICE_DASHBOARD_SCREENSHOT=docs/dashboard.png to refresh the screenshot in 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, STARTUP_TIMEOUT_S, Processes, sluice_bin
+from conftest import REPO_ROOT, STARTUP_TIMEOUT_S, Processes, key_sha256, sluice_bin
 
 PLANTED = "sk-planted-PROVIDER-KEY-7f3a9c2e51d04b86"
 ADMIN = "sk-admin-dashboard-test"
@@ -47,8 +46,7 @@ limits = { rpm = 60 }
 """
 
 
-def sha(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
+sha = key_sha256
 
 
 def gateway_config(sim_url: str, key_file: Path) -> str:

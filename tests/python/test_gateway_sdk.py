@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 
 import anthropic
 import openai
 import pytest
+from conftest import key_sha256, sim_providers
 
 KEY = "sk-sdk-test-acme"
 TIGHT_KEY = "sk-sdk-test-tight"
@@ -33,7 +33,7 @@ limits = { rpm = 1000, itpm = 1000000, otpm = 100000 }
 def gateway_config(sim_url: str, key_file: str) -> str:
     # Each gateway keeps its async-job store in the session's temporary directory.
     jobs_path = f"{key_file}-jobs.redb"
-    sha = lambda key: hashlib.sha256(key.encode()).hexdigest()  # noqa: E731
+    sha = key_sha256
     return f"""
 [server]
 listen = "127.0.0.1:0"
@@ -41,17 +41,7 @@ listen = "127.0.0.1:0"
 [jobs]
 path = "{jobs_path}"
 
-[[providers]]
-name = "sim"
-kind = "openai"
-base_url = "{sim_url}"
-api_key_file = "{key_file}"
-
-[[providers]]
-name = "sim-anthropic"
-kind = "anthropic"
-base_url = "{sim_url}"
-api_key_file = "{key_file}"
+{sim_providers(sim_url, key_file)}
 
 [[deployments]]
 name = "mini"
