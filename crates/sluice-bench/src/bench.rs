@@ -43,6 +43,9 @@ pub struct BenchArgs {
     /// is started on a free port.
     #[arg(long)]
     pub redis: Option<String>,
+    /// Also write the run's plot, `added-latency.svg`, into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// The gateways `sluice bench` measures.
@@ -110,7 +113,47 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let reports = measure(&args).await?;
     let text = if args.json { serde_json::to_string_pretty(&reports)? } else { table(&reports) };
     print(&text);
+    if let Some(dir) = &args.plot {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("added-latency.svg"), plot(&reports))?;
+    }
     Ok(())
+}
+
+/// The run's latency by rate and path (p50 and p99 on log axes) and the latency the
+/// gateways added, as one SVG.
+#[must_use]
+pub fn plot(reports: &[RateReport]) -> String {
+    use crate::plot::{Panel, Scale, Series, figure};
+    let rate = |r: &RateReport| f64::from(r.rate);
+    let path = |name: &str, pick: &dyn Fn(&RateReport) -> Option<f64>| {
+        Series::new(name, reports.iter().filter_map(|r| Some((rate(r), pick(r)?))).collect())
+    };
+    let latency = |title: &str, q: fn(&StepResult) -> Option<f64>| Panel {
+        title: title.into(),
+        x_label: "intended rate, requests/s".into(),
+        y_label: "ms (log)".into(),
+        y_scale: Scale::Log,
+        series: vec![
+            path("direct", &|r| q(&r.direct)),
+            path("memory store", &|r| q(&r.memory.as_ref()?.step)),
+            path("redis store", &|r| q(&r.redis.as_ref()?.step)),
+        ],
+    };
+    let added = Panel {
+        title: "added by the gateway (gateway − direct, same run)".into(),
+        x_label: "intended rate, requests/s".into(),
+        y_label: "ms".into(),
+        y_scale: Scale::Linear,
+        series: vec![
+            path("memory p50", &|r| r.memory.as_ref()?.added_ms.p50),
+            path("memory p99", &|r| r.memory.as_ref()?.added_ms.p99),
+            path("redis p50", &|r| r.redis.as_ref()?.added_ms.p50),
+            path("redis p99", &|r| r.redis.as_ref()?.added_ms.p99),
+        ],
+    };
+    let panels = [latency("p50 latency", |s| s.latency.p50_ms), latency("p99 latency", |s| s.latency.p99_ms), added];
+    figure("sluice bench: latency by rate, direct and through the gateway", &panels)
 }
 
 #[expect(clippy::print_stdout, reason = "the benchmark's result is its output")]

@@ -10,7 +10,7 @@
 //! honouring `retry-after-ms`) or [`naive`] (workers with their own backoff);
 //! [`utilization`] and [`report`] turn the provider's stats into the table; [`demo`] wires
 //! it together. [`bench`] and [`loadgen`] are the added-latency benchmark; [`stats`] the
-//! percentiles.
+//! percentiles; [`plot`] draws the SVG charts.
 //!
 //! Everything binds 127.0.0.1, every load loop is bounded in count and time, and every
 //! server started is shut down before a command returns.
@@ -24,6 +24,7 @@ pub mod drive;
 pub mod harness;
 pub mod loadgen;
 pub mod naive;
+pub mod plot;
 pub mod report;
 pub mod scenario;
 pub mod sluiced;
