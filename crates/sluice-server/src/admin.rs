@@ -13,6 +13,10 @@
 //! Redis mode every instance sends its own limits with each reservation, so change them
 //! on every instance (or in the file, and restart). Responses carry names and numbers
 //! only: never a provider key or a gateway key hash.
+//!
+//! Reload: the scopes and classes follow the configuration in force ([`Admin::reconfigure`]
+//! on every reload, which also holds the queues of new deployments for paused classes); the
+//! admin key and the dashboard sessions are bound at start.
 
 mod auth;
 mod counters;
@@ -23,6 +27,7 @@ mod view;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use arc_swap::ArcSwap;
 use sluice_config::Config;
 
 use crate::metrics::{BucketLabels, ScopeLabels};
@@ -42,15 +47,29 @@ pub struct ClassEntry {
     pub priority: u8,
 }
 
+/// The configured scopes and classes the admin API names: rebuilt on every reload.
+#[derive(Debug)]
+pub struct Policy {
+    /// Every configured scope.
+    pub inventory: Inventory,
+    /// The traffic classes.
+    pub classes: Vec<ClassEntry>,
+}
+
+impl Policy {
+    fn new(config: &Config, gateway: &Gateway) -> Self {
+        let classes =
+            config.classes.iter().map(|c| ClassEntry { name: c.name.clone(), priority: c.priority }).collect();
+        Self { inventory: Inventory::build(config, gateway.store.as_ref()), classes }
+    }
+}
+
 /// Everything the admin API and dashboard need beyond the gateway.
 #[derive(Debug)]
 pub struct Admin {
     /// The admin key, if configured; without it the admin surface does not exist.
     pub key: Option<AdminKey>,
-    /// Every configured scope.
-    pub inventory: Inventory,
-    /// The traffic classes.
-    pub classes: Vec<ClassEntry>,
+    policy: ArcSwap<Policy>,
     paused_classes: Mutex<BTreeSet<Arc<str>>>,
 }
 
@@ -58,14 +77,33 @@ impl Admin {
     /// The admin surface for `config`, over the scopes `gateway` registered.
     #[must_use]
     pub fn new(config: &Config, gateway: &Gateway) -> Self {
-        let classes =
-            config.classes.iter().map(|c| ClassEntry { name: c.name.clone(), priority: c.priority }).collect();
         Self {
             key: config.admin.key_sha256.map(AdminKey::new),
-            inventory: Inventory::build(config, gateway.store.as_ref()),
-            classes,
+            policy: ArcSwap::from_pointee(Policy::new(config, gateway)),
             paused_classes: Mutex::new(BTreeSet::new()),
         }
+    }
+
+    /// The scopes and classes of the configuration in force.
+    #[must_use]
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy.load_full()
+    }
+
+    /// Follows a reload to `config` (whose gateway is `gateway`): its scopes and classes
+    /// replace the old ones, and classes paused here stay paused on every deployment's
+    /// queue, new ones included. A paused class the new file no longer has is forgotten.
+    pub fn reconfigure(&self, config: &Config, gateway: &Gateway) {
+        let policy = Policy::new(config, gateway);
+        let mut paused = self.paused_classes.lock().unwrap_or_else(PoisonError::into_inner);
+        paused.retain(|name| policy.classes.iter().any(|c| c.name == *name));
+        for class in policy.classes.iter().filter(|c| paused.contains(&c.name)) {
+            for route in &gateway.deployments {
+                route.queue.hold_class(class.priority, Some(routes::class_refusal(route)));
+            }
+        }
+        drop(paused);
+        self.policy.store(Arc::new(policy));
     }
 
     /// Names of the classes paused on this instance.
@@ -89,7 +127,8 @@ impl Admin {
         if let Some(open) = gateway.store.open_reservations() {
             buckets.reservations_open.set(i64::try_from(open).unwrap_or(i64::MAX));
         }
-        for entry in &self.inventory.entries {
+        let policy = self.policy();
+        for entry in &policy.inventory.entries {
             let Ok(Some(snapshot)) = gateway.store.snapshot(entry.id).await else { continue };
             let scope = ScopeLabels { scope_kind: entry.kind.as_str(), scope: entry.name.to_string() };
             let bucket =
@@ -111,7 +150,7 @@ impl Admin {
             buckets.paused.get_or_create(&scope).set(i64::from(snapshot.held));
         }
         let paused = self.paused_classes();
-        for class in &self.classes {
+        for class in &policy.classes {
             let labels = ScopeLabels { scope_kind: "class", scope: class.name.to_string() };
             buckets.paused.get_or_create(&labels).set(i64::from(paused.contains(&class.name)));
         }

@@ -8,13 +8,14 @@
 //! returns `/dashboard/ticket/T`, good once within a minute.
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use bytes::Bytes;
 
 use crate::AppState;
+use crate::proxy::read_body;
 
 const PAGE: &str = include_str!("../assets/dashboard.html");
 const STYLE: &str = include_str!("../assets/dashboard.css");
@@ -42,8 +43,16 @@ async fn page(State(state): State<AppState>, headers: HeaderMap) -> Response {
     html(StatusCode::OK, page, None)
 }
 
-async fn login(State(state): State<AppState>, body: Bytes) -> Response {
+async fn login(State(state): State<AppState>, body: Body) -> Response {
     let Some(key) = &state.admin.key else { return StatusCode::NOT_FOUND.into_response() };
+    // The same cap as every other route: `max_body_bytes`, not the framework's default.
+    let body = match read_body(body, state.current().max_body_bytes).await {
+        Ok(body) => body,
+        Err(error) => {
+            let page = LOGIN.replace("{{message}}", &format!("<p class=\"error\">{error}</p>"));
+            return html(error.status(), page, None);
+        }
+    };
     let submitted = form_value(&body, "key").unwrap_or_default();
     if !key.matches(&submitted) {
         tracing::info!("dashboard: login refused");
@@ -55,7 +64,7 @@ async fn login(State(state): State<AppState>, body: Bytes) -> Response {
 
 async fn redeem(State(state): State<AppState>, Path(ticket): Path<String>) -> Response {
     let Some(key) = &state.admin.key else { return StatusCode::NOT_FOUND.into_response() };
-    if !key.redeem_ticket(&ticket, state.gateway.clock.now()) {
+    if !key.redeem_ticket(&ticket, state.current().clock.now()) {
         let page = LOGIN.replace("{{message}}", "<p class=\"error\">That ticket is used or expired.</p>");
         return html(StatusCode::UNAUTHORIZED, page, None);
     }

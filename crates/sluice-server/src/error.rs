@@ -97,7 +97,7 @@ pub enum GatewayError {
 }
 
 impl GatewayError {
-    fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::BadRequest(_) | Self::WrongEndpoint { .. } | Self::NeverFits { .. } => StatusCode::BAD_REQUEST,

@@ -164,8 +164,9 @@ pub async fn submit(State(state): State<AppState>, request: Request) -> Response
     let trace = Trace::from_headers(&parts.headers);
     let result = async {
         let jobs = state.jobs.as_ref().ok_or(Refusal::Disabled)?;
-        let caller = authenticate(&state.gateway, &parts.headers)?;
-        let bytes = read_body(body, state.gateway.max_body_bytes).await?;
+        let gateway = state.current();
+        let caller = authenticate(&gateway, &parts.headers)?;
+        let bytes = read_body(body, gateway.max_body_bytes).await?;
         let request: JobRequest = serde_json::from_slice(&bytes)
             .map_err(|e| bad("body", RequestErrorCode::InvalidJson, format!("not a job request: {e}")))?;
         let endpoint = Endpoint::from_path(&request.endpoint).ok_or_else(|| {
@@ -173,7 +174,7 @@ pub async fn submit(State(state): State<AppState>, request: Request) -> Response
         })?;
         let body = serde_json::to_vec(&request.body).unwrap_or_default();
         let ask = Ask { endpoint, body, class: request.class, priority: request.priority };
-        enqueue(&state.gateway, jobs, caller, ask, &parts.headers).await
+        enqueue(&gateway, jobs, caller, ask, &parts.headers).await
     }
     .await;
     result.unwrap_or_else(|refusal| refuse(refusal, &trace))
@@ -185,10 +186,11 @@ pub async fn submit_inline(state: AppState, endpoint: Endpoint, request: Request
     let trace = Trace::from_headers(&parts.headers);
     let result = async {
         let jobs = state.jobs.as_ref().ok_or(Refusal::Disabled)?;
-        let caller = authenticate(&state.gateway, &parts.headers)?;
-        let body = read_body(body, state.gateway.max_body_bytes).await?.to_vec();
+        let gateway = state.current();
+        let caller = authenticate(&gateway, &parts.headers)?;
+        let body = read_body(body, gateway.max_body_bytes).await?.to_vec();
         let ask = Ask { endpoint, body, class: None, priority: None };
-        enqueue(&state.gateway, jobs, caller, ask, &parts.headers).await
+        enqueue(&gateway, jobs, caller, ask, &parts.headers).await
     }
     .await;
     result.unwrap_or_else(|refusal| refuse(refusal, &trace))
@@ -290,7 +292,8 @@ pub async fn poll(State(state): State<AppState>, Path(id): Path<String>, headers
     let trace = Trace::from_headers(&headers);
     let result = async {
         let jobs = state.jobs.as_ref().ok_or(Refusal::Disabled)?;
-        let caller = authenticate(&state.gateway, &headers)?;
+        let gateway = state.current();
+        let caller = authenticate(&gateway, &headers)?;
         let id = JobId::parse(&id).ok_or(Refusal::NotFound)?;
         let job = jobs.store.get(&id).await.map_err(|e| {
             tracing::warn!(error = %e, "job store failed on get");

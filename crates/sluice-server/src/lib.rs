@@ -122,7 +122,9 @@ impl AppState {
         let old = self.current();
         let mut new = Gateway::build(config, Arc::clone(&old.store), Arc::clone(&old.clock), Arc::clone(&old.metrics))?;
         new.keep_learned(&old, config);
-        self.live.store(Arc::new(new));
+        let new = Arc::new(new);
+        self.live.store(Arc::clone(&new));
+        self.admin.reconfigure(config, &new);
         Ok(())
     }
 
@@ -195,8 +197,9 @@ async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
-    state.gateway.metrics.observe_store(state.gateway.store.health());
-    state.admin.observe(&state.gateway).await;
+    let gateway = state.current();
+    gateway.metrics.observe_store(gateway.store.health());
+    state.admin.observe(&gateway).await;
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();

@@ -56,15 +56,17 @@ pub async fn for_scopes(store: &dyn QuotaStore, scopes: &[ScopeId]) -> HeaderMap
 
 /// Middleware adding the caller's headers to the proxied endpoints' responses.
 pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    // The gateway in force: a reload may add, remove or move keys.
+    let gateway = state.current();
     let proxied = request.method() == Method::POST
         && matches!(request.uri().path(), "/v1/chat/completions" | "/v1/embeddings" | "/v1/messages");
     let scopes = proxied
-        .then(|| crate::auth::authenticate(&state.gateway, request.headers()).ok())
+        .then(|| crate::auth::authenticate(&gateway, request.headers()).ok())
         .flatten()
         .map(|caller| caller.scopes.iter().skip(1).copied().collect::<Vec<_>>());
     let mut response = next.run(request).await;
     if let Some(scopes) = scopes {
-        let headers = for_scopes(state.gateway.store.as_ref(), &scopes).await;
+        let headers = for_scopes(gateway.store.as_ref(), &scopes).await;
         response.headers_mut().extend(headers);
     }
     response

@@ -330,3 +330,77 @@ async fn the_dashboard_needs_a_login_or_a_one_time_ticket_and_never_the_key_in_a
     assert_eq!(http.get(&ticket_url).send().await.unwrap().status(), 401);
     env.shutdown().await;
 }
+
+/// `PUT /admin/limits/...` with `body`, raw.
+async fn put_raw(env: &Env, path: &str, body: Vec<u8>) -> (u16, Value) {
+    let url = format!("{}{path}", env.gateway.url());
+    let response = env.http.put(url).bearer_auth(ADMIN).body(body).send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_and_dashboard_bodies_are_capped_at_max_body_bytes_not_two_mib() {
+    // The default `max_body_bytes` is 4 MiB: 3 MiB passes (the framework's default cap was
+    // 2 MiB), 5 MiB is refused with the gateway's own 413.
+    let env = env().await;
+    let padded = |prefix: &str, mib: usize| {
+        let mut body = prefix.as_bytes().to_vec();
+        body.resize(body.len() + mib * 1024 * 1024, b' ');
+        body
+    };
+    let (status, body) = put_raw(&env, "/admin/limits/key/acme-1", padded(r#"{"rpm": 700}"#, 3)).await;
+    assert_eq!((status, &body["limits"][0]["limit"]), (200, &json!(700)), "{body}");
+    let (status, body) = put_raw(&env, "/admin/limits/key/acme-1", padded(r#"{"rpm": 800}"#, 5)).await;
+    assert_eq!((status, &body["error"]["code"]), (413, &json!("body_too_large")), "{body}");
+
+    let login = |body: Vec<u8>| {
+        let request = env.http.post(format!("{}/dashboard/login", env.gateway.url()));
+        request.header("content-type", "application/x-www-form-urlencoded").body(body).send()
+    };
+    let status = login(padded("key=wrong&pad=", 3)).await.unwrap().status().as_u16();
+    assert_eq!(status, 401, "read whole and judged: not the admin key");
+    let status = login(padded("key=wrong&pad=", 5)).await.unwrap().status().as_u16();
+    assert_eq!(status, 413);
+    env.shutdown().await;
+}
+
+const GAMMA: &str = "sk-test-gamma";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_reload_the_admin_api_and_the_budget_headers_follow_the_new_policy() {
+    let env = env().await;
+    assert_eq!(admin(&env, "POST", "/admin/classes/batch/pause", Some(ADMIN), None).await.0, 200);
+    // The new file adds a tenant with a key, a class, and a second deployment.
+    let added = format!(
+        "[[tenants]]\nname = \"gamma\"\n\n[[keys]]\nid = \"gamma-1\"\ntenant = \"gamma\"\nlimits = {{ rpm = 42 }}\n\
+         sha256 = \"{}\"\n\n[[classes]]\nname = \"bulk\"\npriority = 2\n\n\
+         [[deployments]]\nname = \"mini-2\"\nprovider = \"sim\"\nmodel = \"gpt-4o-mini\"\n\n\
+         [[models]]\nname = \"fast-2\"\ndeployment = \"mini-2\"\ndefault_max_tokens = 32\n",
+        sha(GAMMA)
+    );
+    let config = common::config(&env.sim, "", &format!("{}\n{added}", policy(true)));
+    env.gateway.state().reload(&config).unwrap();
+
+    // The new key's responses carry its own budget.
+    let (status, headers, body) = env.post("/v1/chat/completions", GAMMA, &chat("fast", 4, 8)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(headers.get("x-ratelimit-limit-requests").map(|v| v.to_str().unwrap()), Some("42"));
+    // The admin API knows the new tenant, key, class and deployment.
+    for path in ["/admin/tenants/gamma/pause", "/admin/tenants/gamma/resume", "/admin/classes/bulk/pause"] {
+        let (status, body) = admin(&env, "POST", path, Some(ADMIN), None).await;
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    let (status, body) = admin(&env, "PUT", "/admin/limits/key/gamma-1", Some(ADMIN), Some(json!({"rpm": 43}))).await;
+    assert_eq!(status, 200, "{body}");
+    let (_, state) = admin(&env, "GET", "/admin/state", Some(ADMIN), None).await;
+    let names: Vec<&str> =
+        state["queues"].as_array().unwrap().iter().map(|q| q["deployment"].as_str().unwrap()).collect();
+    assert_eq!(names, ["mini", "mini-2"]);
+    assert_eq!(state["classes"][2], json!({"name": "bulk", "priority": 2, "paused": true}));
+    // The class paused before the reload stays paused on the new deployment's queue too.
+    let (status, _, body) = env.post("/v1/chat/completions", BATCH, &chat("fast-2", 4, 8)).await;
+    assert_eq!((status, &body["error"]["limiter"]), (429, &json!("paused")), "{body}");
+    env.shutdown().await;
+}

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
-use bytes::Bytes;
 use serde_json::{Value, json};
 use sluice_provider::{RequestError, RequestErrorCode};
 use sluice_quota::{HOLD_RETRY, LimiterName, Rejection, RejectionKind, ScopeKey, ScopeKind};
@@ -17,6 +17,7 @@ use super::auth::{AdminKey, TICKET_TTL};
 use super::inventory::kind_of;
 use crate::AppState;
 use crate::error::{Envelope, ErrorResponse, GatewayError};
+use crate::proxy::read_body;
 use crate::trace::Trace;
 
 /// The admin API's routes.
@@ -109,17 +110,18 @@ async fn hold_tenant(
     if let Err(refused) = guard(&state, &headers, Access::Bearer) {
         return refused.respond(&headers);
     }
-    let inventory = &state.admin.inventory;
+    let (gateway, policy) = (state.current(), state.admin.policy());
+    let inventory = &policy.inventory;
     let Some(entry) = inventory.find(ScopeKind::Tenant, &name) else {
         let known = inventory.names(ScopeKind::Tenant).join(", ");
         return bad(&headers, "name", format!("no tenant named `{name}` (known: {known})"));
     };
-    if state.gateway.store.hold(entry.id, held).await.is_err() {
+    if gateway.store.hold(entry.id, held).await.is_err() {
         return fail(&headers, GatewayError::StoreUnavailable);
     }
     if !held {
         // Waiters on this instance go at once; other instances retry within HOLD_RETRY.
-        state.gateway.deployments.iter().for_each(|route| route.queue.capacity_returned());
+        gateway.deployments.iter().for_each(|route| route.queue.capacity_returned());
     }
     tracing::info!(tenant = %entry.name, paused = held, "admin: tenant {}", if held { "paused" } else { "resumed" });
     axum::Json(json!({"tenant": &*entry.name, "paused": held, "scope": "all instances"})).into_response()
@@ -137,18 +139,14 @@ fn hold_class(State(state): State<AppState>, headers: HeaderMap, Path(name): Pat
     if let Err(refused) = guard(&state, &headers, Access::Bearer) {
         return refused.respond(&headers);
     }
-    let classes = &state.admin.classes;
+    let policy = state.admin.policy();
+    let classes = &policy.classes;
     let Some(class) = classes.iter().find(|c| *c.name == *name) else {
         let known: Vec<&str> = classes.iter().map(|c| &*c.name).collect();
         return bad(&headers, "name", format!("no class named `{name}` (known: {})", known.join(", ")));
     };
-    for route in &state.gateway.deployments {
-        let refusal = held.then(|| Rejection {
-            scope: ScopeKey::new(ScopeKind::Deployment, Arc::clone(&route.name)),
-            limiter: LimiterName::Paused,
-            kind: RejectionKind::RetryAfter(HOLD_RETRY),
-        });
-        route.queue.hold_class(class.priority, refusal);
+    for route in &state.current().deployments {
+        route.queue.hold_class(class.priority, held.then(|| class_refusal(route)));
     }
     // Queues pause by priority: classes sharing it pause and resume together.
     let shared: Vec<&Arc<str>> = classes.iter().filter(|c| c.priority == class.priority).map(|c| &c.name).collect();
@@ -161,19 +159,34 @@ fn hold_class(State(state): State<AppState>, headers: HeaderMap, Path(name): Pat
         .into_response()
 }
 
+/// What a request of a paused class is told when its wait runs out.
+pub(super) fn class_refusal(route: &crate::state::Route) -> Rejection {
+    Rejection {
+        scope: ScopeKey::new(ScopeKind::Deployment, Arc::clone(&route.name)),
+        limiter: LimiterName::Paused,
+        kind: RejectionKind::RetryAfter(HOLD_RETRY),
+    }
+}
+
 async fn put_limits(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path((kind, name)): Path<(String, String)>,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     if let Err(refused) = guard(&state, &headers, Access::Bearer) {
         return refused.respond(&headers);
     }
+    // Read only once the key passed, and within `max_body_bytes` like every other route.
+    let body = match read_body(body, state.current().max_body_bytes).await {
+        Ok(body) => body,
+        Err(error) => return fail(&headers, error),
+    };
     let Some(scope_kind) = kind_of(&kind) else {
         return bad(&headers, "kind", format!("`{kind}` is not one of deployment, model, tenant, team, key"));
     };
-    let inventory = &state.admin.inventory;
+    let policy = state.admin.policy();
+    let inventory = &policy.inventory;
     let Some(entry) = inventory.find(scope_kind, &name) else {
         let known = inventory.names(scope_kind).join(", ");
         return bad(&headers, "name", format!("no {kind} named `{name}` (known: {known})"));
@@ -186,9 +199,10 @@ async fn put_limits(
         Ok(limits) => limits,
         Err(e) => return bad(&headers, &e.field, e.message),
     };
-    let id = state.gateway.store.register(ScopeKey::new(scope_kind, Arc::clone(&entry.name)), limits);
+    let store = &state.current().store;
+    let id = store.register(ScopeKey::new(scope_kind, Arc::clone(&entry.name)), limits);
     tracing::info!(kind = %kind, name = %entry.name, "admin: limits changed");
-    let snapshot = state.gateway.store.snapshot(id).await.ok().flatten();
+    let snapshot = store.snapshot(id).await.ok().flatten();
     let limits: Vec<Value> = snapshot
         .iter()
         .flat_map(|s| &s.rates)
@@ -223,7 +237,7 @@ async fn ticket(State(state): State<AppState>, headers: HeaderMap) -> Response {
         Ok(key) => key,
         Err(refused) => return refused.respond(&headers),
     };
-    let ticket = key.issue_ticket(state.gateway.clock.now());
+    let ticket = key.issue_ticket(state.current().clock.now());
     let url = format!("/dashboard/ticket/{ticket}");
     axum::Json(json!({"url": url, "expires_in_sec": TICKET_TTL.as_secs()})).into_response()
 }

@@ -10,12 +10,12 @@ use crate::AppState;
 
 /// `GET /admin/state`'s body.
 pub async fn render(state: &AppState) -> Value {
-    let (gateway, admin) = (&state.gateway, &state.admin);
+    let (gateway, admin) = (state.current(), state.admin.policy());
     let mut scopes = Vec::with_capacity(admin.inventory.entries.len());
     for entry in &admin.inventory.entries {
         scopes.push(scope(entry, gateway.store.snapshot(entry.id).await));
     }
-    let paused = admin.paused_classes();
+    let paused = state.admin.paused_classes();
     let classes: Vec<Value> = admin
         .classes
         .iter()

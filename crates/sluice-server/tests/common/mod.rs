@@ -52,16 +52,22 @@ pub async fn start(sim: SimConfig, policy: &str) -> Env {
 /// built from the configuration as `sluice serve` builds it.
 pub async fn start_with(sim: SimConfig, process: &str, policy: &str) -> Env {
     let sim = sluice_sim::SimProvider::start(sim).await.unwrap();
+    let config = config(&sim, process, policy);
+    let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
+    let gateway = Running::start(&config, store, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    Env { sim, gateway, http: reqwest::Client::new() }
+}
+
+/// The configuration [`start_with`] builds: `process` and `policy` under provider sections
+/// pointing at `sim` (also for reloading a running gateway with another policy).
+pub fn config(sim: &SimHandle, process: &str, policy: &str) -> sluice_config::Config {
     let text = format!(
         "{process}\n[[providers]]\nname = \"sim\"\nkind = \"openai\"\nbase_url = \"{url}\"\napi_key_file = \"{file}\"\n\n\
          [[providers]]\nname = \"sim-anthropic\"\nkind = \"anthropic\"\nbase_url = \"{url}\"\napi_key_file = \"{file}\"\n\n{policy}",
         url = sim.url(),
         file = key_file(),
     );
-    let config = sluice_config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
-    let gateway = Running::start(&config, store, "127.0.0.1:0".parse().unwrap()).await.unwrap();
-    Env { sim, gateway, http: reqwest::Client::new() }
+    sluice_config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
 impl Env {
