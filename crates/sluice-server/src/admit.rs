@@ -7,7 +7,8 @@ use sluice_provider::{ParsedRequest, Protocol, Usage};
 use std::sync::Arc;
 
 use sluice_quota::{
-    Cost, FairShare, Grant, Rejection, RejectionKind, ReservationId, ReserveError, Settlement, Share, StoreError,
+    Cost, FairShare, Grant, LimiterName, Rejection, RejectionKind, ReservationId, ReserveError, Settlement, Share,
+    StoreError,
 };
 
 use crate::error::{GatewayError, RateLimitInfo};
@@ -93,10 +94,6 @@ impl Admitted {
     }
 }
 
-/// Prices `request` and reserves it on every scope from the org to the deployment.
-///
-/// # Errors
-/// Unknown model, wrong endpoint for the model, a refusing limit, or a failing store.
 /// Whether a request may wait in the deployment's queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -107,7 +104,11 @@ pub enum Mode {
 }
 
 /// Admits `request` of `profile` on `deployment` (the profile's primary, a fallback or its
-/// degradation target). `routed` is set to the deployment, for the request metrics.
+/// degradation target): prices it and reserves it on every scope from the org to the
+/// deployment. `routed` is set to the deployment, for the request metrics.
+///
+/// # Errors
+/// Wrong endpoint for the model, a refusing limit, or a failing store.
 pub async fn admit(
     gateway: &Gateway,
     caller: &Caller,
@@ -120,31 +121,11 @@ pub async fn admit(
     let route = &gateway.deployments[deployment];
     *routed = Some(deployment);
     check_endpoint(request, route)?;
-    let estimate = gateway.estimator.input_tokens(&route.tokenizer, request, route.input_safety_factor);
-    let input = route.adaptive.input_reservation(estimate);
-    let output = match request.protocol {
-        Protocol::OpenAiEmbeddings => 0,
-        _ => {
-            let allowed = request.max_output_tokens.unwrap_or(profile.default_max_tokens);
-            route.adaptive.output_reservation(allowed.saturating_mul(u64::from(request.choices)))
-        }
-    };
+    let admitted = quote(gateway, caller, request, profile, route);
+    let (input, output) = (admitted.input, admitted.output);
     let mut path = Vec::with_capacity(caller.scopes.len() + 2);
     path.extend_from_slice(&caller.scopes);
     path.extend([profile.scope, route.scope]);
-    let admitted = Admitted {
-        grant_id: ReservationId(0),
-        adaptive: std::sync::Arc::clone(&route.adaptive),
-        protocol: request.protocol,
-        input,
-        output,
-        kind: route.kind,
-        output_counting: route.output_counting,
-        caller_tenant: caller.tenant.to_string(),
-        caller_key: caller.key_id.to_string(),
-        caller_class: caller.class.name.to_string(),
-        profile: profile.name.to_string(),
-    };
     let fair = FairShare {
         tenant: Arc::clone(&caller.tenant),
         weight: caller.weight,
@@ -215,6 +196,73 @@ pub async fn admit(
             GatewayError::RateLimited(Box::new(RateLimitInfo { retry_after: Some(wait.unwrap_or(SLOT_RETRY)), ..info }))
         }
     })
+}
+
+/// Prices `request` on `route` as admission does: the input estimate (by the route's
+/// tokenizer and cache estimator) and the output reservation. Reserves nothing.
+fn quote(gateway: &Gateway, caller: &Caller, request: &ParsedRequest, profile: &Profile, route: &Route) -> Admitted {
+    let estimate = gateway.estimator.input_tokens(&route.tokenizer, request, route.input_safety_factor);
+    let input = route.adaptive.input_reservation(estimate);
+    let output = match request.protocol {
+        Protocol::OpenAiEmbeddings => 0,
+        _ => {
+            let allowed = request.max_output_tokens.unwrap_or(profile.default_max_tokens);
+            route.adaptive.output_reservation(allowed.saturating_mul(u64::from(request.choices)))
+        }
+    };
+    Admitted {
+        grant_id: ReservationId(0),
+        adaptive: std::sync::Arc::clone(&route.adaptive),
+        protocol: request.protocol,
+        input,
+        output,
+        kind: route.kind,
+        output_counting: route.output_counting,
+        caller_tenant: caller.tenant.to_string(),
+        caller_key: caller.key_id.to_string(),
+        caller_class: caller.class.name.to_string(),
+        profile: profile.name.to_string(),
+    }
+}
+
+/// Refuses, as admission would, a request that can never fit on `deployment`: its cost
+/// in some dimension exceeds a whole period of a limit on its path (the 400
+/// `request_exceeds_limit` the live endpoints answer). Reads the limits in force from
+/// the store (one snapshot per scope, in parallel) and reserves nothing; for requests
+/// accepted now and admitted later (async jobs). Scopes the store cannot read are skipped.
+///
+/// # Errors
+/// [`GatewayError::NeverFits`] naming the limiter and scope; a wrong endpoint.
+pub(crate) async fn check_fits(
+    gateway: &Gateway,
+    caller: &Caller,
+    request: &ParsedRequest,
+    profile: &Profile,
+    deployment: usize,
+) -> Result<(), GatewayError> {
+    let route = &gateway.deployments[deployment];
+    check_endpoint(request, route)?;
+    let quoted = quote(gateway, caller, request, profile, route);
+    let cost = Cost::request(quoted.input, quoted.output);
+    let path = caller.scopes.iter().chain([&profile.scope, &route.scope]);
+    let reads = futures_util::future::join_all(path.map(|id| gateway.store.snapshot(*id))).await;
+    for snapshot in reads.into_iter().filter_map(|r| r.ok().flatten()) {
+        for rate in &snapshot.rates {
+            let LimiterName::Rate { dimension, .. } = rate.limiter else { continue };
+            let needed = cost.of(dimension);
+            if needed > rate.limit {
+                gateway.metrics.decision("never_fits", &rate.limiter.to_string());
+                let info = RateLimitInfo {
+                    limiter: rate.limiter.to_string(),
+                    scope: snapshot.key.kind.as_str(),
+                    gateway_decision: "rejected_before_send",
+                    ..quoted.provider_rejection(route, None)
+                };
+                return Err(GatewayError::NeverFits { info: Box::new(info), needed, capacity: rate.limit });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Why a request was not admitted, before it becomes an HTTP error.

@@ -18,14 +18,15 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice_config::{Config, ProviderKind, TrafficClass};
 use sluice_jobs::{Endpoint, Job, JobId, JobState, JobStore, NewJob};
-use sluice_provider::{Protocol, RequestError, RequestErrorCode, parse_request};
+use sluice_provider::{ParsedRequest, Protocol, RequestError, RequestErrorCode, parse_request};
 use tokio::sync::Notify;
 
 use crate::AppState;
 use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError};
 use crate::proxy::read_body;
-use crate::state::{Caller, Gateway};
+use crate::admit::check_fits;
+use crate::state::{Caller, Gateway, Profile};
 use crate::trace::Trace;
 
 /// Run time assumed for a job before any has finished here (for ETAs).
@@ -234,6 +235,7 @@ async fn enqueue(
             .get(name)
             .ok_or_else(|| bad("class", RequestErrorCode::InvalidValue, format!("no traffic class named `{name}`")))?,
     };
+    never_fits(gateway, caller, &parsed, profile).await?;
     let idempotency_key = idempotency_key(headers)?;
     let new = NewJob {
         id: JobId::random(),
@@ -269,6 +271,22 @@ async fn enqueue(
         response.headers_mut().insert(header::LOCATION, location);
     }
     Ok(response)
+}
+
+/// The 400 the live endpoint would answer at once for a request that can never fit on its
+/// model's deployment. Simple work may run on the degradation target instead, so a
+/// profile with one refuses only what fits on neither.
+async fn never_fits(
+    gateway: &Gateway,
+    caller: &Caller,
+    request: &ParsedRequest,
+    profile: &Profile,
+) -> Result<(), GatewayError> {
+    let Err(refused) = check_fits(gateway, caller, request, profile, profile.deployment).await else { return Ok(()) };
+    match &profile.degrade {
+        Some(degrade) if check_fits(gateway, caller, request, profile, degrade.deployment).await.is_ok() => Ok(()),
+        _ => Err(refused),
+    }
 }
 
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Refusal> {

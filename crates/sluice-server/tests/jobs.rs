@@ -52,6 +52,7 @@ name = "oa"
 provider = "sim"
 model = "gpt-4o-mini"
 breaker_failures = 1000
+limits = {{ tpm = 10000000, input_tpm = 100000 }}
 
 [[deployments]]
 name = "claude"
@@ -301,6 +302,30 @@ async fn bad_job_requests_are_refused_with_the_field_named() {
         env.send(env.http.post(format!("{}/v1/jobs", env.url)).bearer_auth(ACME).body("{not json")).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_json")));
     assert_eq!(env.sim.stats().requests, 0, "nothing reached the provider");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_can_never_fit_is_refused_at_once_like_the_live_request() {
+    let env = start(OPENAI_SIM, 5).await;
+    let huge_output = json!({"model": "chat", "max_tokens": 1_000_000_000_000_000_000u64,
+                             "messages": [{"role": "user", "content": "x"}]});
+    // About 120,000 input tokens: more than the deployment's input_tpm of 100,000.
+    let huge_input = json!({"model": "chat", "messages": [{"role": "user", "content": "word ".repeat(120_000)}]});
+    for (body, limiter) in [(huge_output, "tpm"), (huge_input, "input_tpm")] {
+        let (live, _, live_body) =
+            env.send(env.http.post(format!("{}/v1/chat/completions", env.url)).bearer_auth(ACME).json(&body)).await;
+        assert_eq!((live, live_body["error"]["code"].as_str()), (400, Some("request_exceeds_limit")), "{live_body}");
+        let (status, reply) =
+            env.submit(ACME, &json!({"endpoint": "/v1/chat/completions", "body": body}), None).await;
+        assert_eq!(status, 400, "{reply}");
+        assert_eq!(reply["error"]["code"], "request_exceeds_limit");
+        assert_eq!(reply["error"]["limiter"], limiter);
+        assert_eq!(reply["error"]["scope"], "deployment");
+    }
+    // A request within the limits is still accepted.
+    let (status, reply) = env.submit(ACME, &json!({"endpoint": "/v1/chat/completions", "body": chat("ok")}), None).await;
+    assert_eq!(status, 202, "{reply}");
     env.stop().await;
 }
 
