@@ -50,6 +50,15 @@ pub enum Block {
     Shared,
 }
 
+/// Why a waiter that could have gone was passed over (see [`FairQueue::passed_over`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassedOver {
+    /// A request of a higher class went first.
+    Priority,
+    /// A request of another tenant, further behind its fair share, went first.
+    Fairness,
+}
+
 /// The waiting requests of one upstream. See the module docs.
 #[derive(Debug, Default)]
 pub struct FairQueue {
@@ -130,6 +139,27 @@ impl FairQueue {
 
     fn first_unblocked<'a>(&self, line: &'a VecDeque<Waiter>, now: Nanos) -> Option<&'a Waiter> {
         line.iter().find(|w| self.lane_blocked.get(&w.lane).is_none_or(|until| *until <= now))
+    }
+
+    /// The waiters that `chosen` (the one [`FairQueue::next`] returned at `now`) goes
+    /// before although they arrived earlier and could have gone: the front of each other
+    /// tenant's line in its class, and of every line of lower classes, when that waiter is
+    /// neither blocked nor paused. A line's later waiters wait behind its front (FIFO) and
+    /// are not counted; so one call costs one look per tenant and class, not per waiter.
+    #[must_use]
+    pub fn passed_over(&self, chosen: WaiterId, now: Nanos) -> Vec<(WaiterId, PassedOver)> {
+        let Some(&(priority, tenant)) = self.index.get(&chosen) else { return Vec::new() };
+        let fronts = self
+            .classes
+            .range(priority..)
+            .filter(|(p, _)| !self.paused_classes.contains(p))
+            .flat_map(|(p, tenants)| tenants.iter().map(move |(t, line)| (*p, *t, line)))
+            .filter(|(p, t, _)| !self.paused_tenants.contains(t) && (*p, *t) != (priority, tenant))
+            .filter_map(|(p, _, line)| Some((p, self.first_unblocked(line, now)?)));
+        fronts
+            .filter(|(_, waiter)| waiter.id < chosen)
+            .map(|(p, waiter)| (waiter.id, if p > priority { PassedOver::Priority } else { PassedOver::Fairness }))
+            .collect()
     }
 
     /// Removes an admitted waiter and advances its tenant's virtual time by its cost.

@@ -158,3 +158,35 @@ fn waiters_past_their_deadline_leave_and_pauses_hold_back() {
     assert_eq!(queue.remove(WaiterId(2)).map(|w| w.tenant), Some(1));
     assert!(queue.is_empty());
 }
+
+#[test]
+fn passed_over_names_the_earlier_fronts_that_a_fairer_or_higher_request_overtakes() {
+    use sluice_quota::fair::PassedOver;
+    let mut sim = Sim::new();
+    // Tenant 1 borrows alone: its first admission puts it ahead of the virtual clock.
+    sim.push(1, 1, 1, 1_000);
+    let first = sim.queue.next(Nanos(0)).unwrap().id;
+    assert!(sim.queue.passed_over(first, Nanos(0)).is_empty(), "alone: nobody passed over");
+    sim.queue.admitted(first);
+    // Tenant 1 waits again (ids 2, 3; only the front, 2, can be passed over), lower-class
+    // work of tenant 3 waits (id 4), then tenant 2 arrives (id 5), then more of tenant 3.
+    sim.push(1, 1, 1, 1_000);
+    sim.push(1, 1, 1, 1_000);
+    sim.push(3, 2, 1, 10);
+    sim.push(2, 1, 1, 1_000);
+    sim.push(3, 2, 1, 10);
+    let chosen = sim.queue.next(Nanos(0)).unwrap().clone();
+    assert_eq!((chosen.tenant, chosen.id), (2, WaiterId(5)), "the newcomer goes first");
+    let mut passed = sim.queue.passed_over(chosen.id, Nanos(0));
+    passed.sort_by_key(|(id, _)| *id);
+    assert_eq!(passed, vec![(WaiterId(2), PassedOver::Fairness), (WaiterId(4), PassedOver::Priority)]);
+    // A blocked line could not have gone: not passed over.
+    sim.queue.refused(WaiterId(2), Block::Lane, Nanos(10));
+    let passed = sim.queue.passed_over(chosen.id, Nanos(0));
+    assert_eq!(passed, vec![(WaiterId(4), PassedOver::Priority)]);
+    // In FIFO order (the earliest goes) nobody is passed over.
+    sim.queue.admitted(chosen.id);
+    let next = sim.queue.next(Nanos(20)).unwrap().id;
+    assert_eq!(next, WaiterId(2));
+    assert_eq!(sim.queue.passed_over(next, Nanos(20)), vec![]);
+}

@@ -14,6 +14,7 @@ use sluice_quota::{
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::{Hit, QueueLabels};
 use crate::queue::{Ask, WaitError};
+use crate::shares::HeldBack;
 use crate::state::{Caller, Gateway, Profile, Route};
 
 /// A request whose capacity is reserved.
@@ -148,6 +149,10 @@ pub async fn admit(
     let (rejection, wait) = match outcome {
         Ok(grant) => {
             metrics.decision("admitted", "");
+            let cost = Cost::request(input, output);
+            if let Some(split) = route.guarantee.split(gateway.clock.now(), caller.tenant_index, caller.weight, cost) {
+                metrics.shares.admitted(&route.name, &caller.tenant, split);
+            }
             route.adaptive.on_admitted(Cost::request(input, output));
             route.counters.reserved.inc_by(input.saturating_add(output));
             return Ok(Admitted { grant_id: grant.id, ..admitted });
@@ -290,19 +295,33 @@ async fn reserve_or_wait(
     } else {
         match gateway.store.admit(ask.demand()).await {
             Ok(grant) => return Ok(grant),
-            Err(ReserveError::Rejected(r)) if mode == Mode::Wait && may_wait(&r, class.max_wait) => Some(r),
-            Err(ReserveError::Rejected(r)) => return Err(Refusal::Rejected(r, None)),
+            Err(ReserveError::Rejected(r)) => {
+                if r.limiter == LimiterName::FairShare {
+                    reclaimed(gateway, route, caller, HeldBack::Tenant);
+                }
+                if mode != Mode::Wait || !may_wait(&r, class.max_wait) {
+                    return Err(Refusal::Rejected(r, None));
+                }
+                Some(r)
+            }
             Err(ReserveError::Store(e)) => return Err(Refusal::Store(e)),
         }
     };
+    let held_before = refusal.as_ref().is_some_and(|r| r.limiter == LimiterName::FairShare);
     let labels = QueueLabels { priority: class.name.to_string(), task_type: TASK_TYPE.into() };
     let depth = gateway.metrics.queue_depth.get_or_create(&labels).clone();
     depth.inc();
     let started = gateway.clock.now();
-    let result = route.queue.wait(ask, class.max_wait, class.max_queue, refusal).await;
+    let (result, report) = route.queue.wait(ask, class.max_wait, class.max_queue, refusal).await;
     depth.dec();
     let waited = gateway.clock.now().since(started);
     gateway.metrics.queue_wait.get_or_create(&labels).observe(waited.as_secs_f64());
+    if let Some(by) = report.held.filter(|_| !held_before) {
+        reclaimed(gateway, route, caller, by);
+    }
+    if result.is_ok() {
+        gateway.metrics.eta_error(&class.name, "request", report.eta, waited);
+    }
     match result {
         Ok(grant) => Ok(grant),
         Err(WaitError::QueueFull) => Err(Refusal::Queue { full: true, eta: Duration::from_secs(1) }),
@@ -311,6 +330,11 @@ async fn reserve_or_wait(
         Err(WaitError::Store(ReserveError::Rejected(r))) => Err(Refusal::Rejected(r, None)),
         Err(WaitError::Store(ReserveError::Store(e))) => Err(Refusal::Store(e)),
     }
+}
+
+/// Counts a request of `caller` held back on `route` so that others could go first.
+fn reclaimed(gateway: &Gateway, route: &Route, caller: &Caller, by: HeldBack) {
+    gateway.metrics.shares.reclaimed(&route.name, &caller.tenant, &caller.class.name, by);
 }
 
 /// The `task_type` label until task rules classify requests.

@@ -7,7 +7,7 @@
 //! `Idempotency-Key`: a repeat returns the first job (200); the same key with another
 //! request is refused (422).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -19,13 +19,14 @@ use serde_json::{Value, json};
 use sluice_config::{Config, ProviderKind, TrafficClass};
 use sluice_jobs::{Endpoint, Job, JobId, JobState, JobStore, NewJob};
 use sluice_provider::{ParsedRequest, Protocol, RequestError, RequestErrorCode, parse_request};
+use sluice_quota::Nanos;
 use tokio::sync::Notify;
 
 use crate::AppState;
+use crate::admit::check_fits;
 use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError};
 use crate::proxy::read_body;
-use crate::admit::check_fits;
 use crate::state::{Caller, Gateway, Profile};
 use crate::trace::Trace;
 
@@ -33,6 +34,16 @@ use crate::trace::Trace;
 const INITIAL_RUN_SECS: f64 = 1.0;
 /// Weight of the newest run in the run-time average.
 const RUN_TIME_WEIGHT: f64 = 0.1;
+/// ETAs remembered for jobs submitted here and not yet run (the oldest are forgotten:
+/// jobs run by another instance never report back here).
+const MAX_ETAS: usize = 10_000;
+
+/// The ETAs given for jobs submitted on this instance, until their first attempt ends.
+#[derive(Debug, Default)]
+struct Etas {
+    given: HashMap<JobId, (Nanos, Duration)>,
+    order: VecDeque<JobId>,
+}
 
 /// The async-job side of the gateway.
 #[derive(Debug)]
@@ -48,6 +59,7 @@ pub struct Jobs {
     /// Wakes idle workers of this instance when a job is submitted here.
     pub wake: Notify,
     run_secs: Mutex<f64>,
+    etas: Mutex<Etas>,
 }
 
 impl Jobs {
@@ -61,6 +73,29 @@ impl Jobs {
             visibility: config.jobs.visibility_timeout,
             wake: Notify::new(),
             run_secs: Mutex::new(INITIAL_RUN_SECS),
+            etas: Mutex::default(),
+        }
+    }
+
+    /// Remembers the ETA `eta` given at `now` for a job just created here.
+    fn gave_eta(&self, id: &JobId, now: Nanos, eta: Duration) {
+        let mut etas = self.etas.lock().unwrap_or_else(PoisonError::into_inner);
+        etas.given.insert(id.clone(), (now, eta));
+        etas.order.push_back(id.clone());
+        while etas.order.len() > MAX_ETAS {
+            if let Some(oldest) = etas.order.pop_front() {
+                etas.given.remove(&oldest);
+            }
+        }
+    }
+
+    /// A job's first attempt on this instance ended: if it was submitted here, records how
+    /// far the time since submission was from the `eta_sec` it was given
+    /// (`sluice_queue_eta_error_seconds{source="job"}`). Later attempts are not counted.
+    pub fn attempt_ended(&self, gateway: &Gateway, job: &Job) {
+        let given = self.etas.lock().unwrap_or_else(PoisonError::into_inner).given.remove(&job.id);
+        if let Some((submitted, eta)) = given {
+            gateway.metrics.eta_error(&job.class, "job", eta, gateway.clock.now().since(submitted));
         }
     }
 
@@ -265,6 +300,9 @@ async fn enqueue(
         StatusCode::OK
     };
     let eta = jobs.eta_secs(gateway, profile.deployment).await;
+    if submitted.created {
+        jobs.gave_eta(&job.id, gateway.clock.now(), Duration::from_secs(eta));
+    }
     let body = json!({"status": api_status(job.state), "job_id": job.id.as_str(), "eta_sec": eta});
     let mut response = (status, axum::Json(body)).into_response();
     if let Ok(location) = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id)) {

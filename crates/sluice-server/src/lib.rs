@@ -29,6 +29,7 @@ mod relay;
 mod retry;
 mod secret;
 mod settle;
+pub mod shares;
 pub mod state;
 pub mod store;
 pub mod tls;

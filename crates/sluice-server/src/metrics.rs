@@ -4,6 +4,7 @@
 //! codes, limiter names, decisions): never free text.
 
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -90,6 +91,18 @@ pub struct QueueLabels {
     pub task_type: String,
 }
 
+/// `class`, `source` (`request`, `job`), `direction` (`late`, `early`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EtaLabels {
+    /// The traffic class.
+    pub class: String,
+    /// `request`: a request admitted after waiting in a deployment's queue; `job`: an async
+    /// job whose first attempt finished.
+    pub source: &'static str,
+    /// `late`: it took longer than the ETA said; `early`: no longer.
+    pub direction: &'static str,
+}
+
 /// Bucket bounds of the queue wait histogram, in seconds: 1 ms to 10 min.
 const WAIT_BUCKETS: [f64; 16] =
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0, 600.0];
@@ -115,6 +128,11 @@ pub struct Metrics {
     pub queue_depth: Family<QueueLabels, Gauge>,
     /// `llm_queue_wait_seconds{priority,task_type}`.
     pub queue_wait: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    /// `sluice_queue_eta_error_seconds{class,source,direction}`: how far the actual wait
+    /// was from the ETA the queue would have answered.
+    pub eta_error: Family<EtaLabels, Histogram, fn() -> Histogram>,
+    /// Guaranteed, borrowed and reclaimed per tenant.
+    pub shares: crate::shares::ShareMetrics,
     /// `llm_retries_total{provider,model,error_type}`.
     pub retries: Family<Retry, Counter>,
     /// `llm_fallbacks_total{from_provider,to_provider,reason}`.
@@ -143,6 +161,8 @@ impl Default for Metrics {
             decisions: Family::default(),
             queue_depth: Family::default(),
             queue_wait: Family::new_with_constructor(wait_histogram),
+            eta_error: Family::new_with_constructor(wait_histogram),
+            shares: crate::shares::ShareMetrics::default(),
             retries: Family::default(),
             fallbacks: Family::default(),
             duplicates_suppressed: Family::default(),
@@ -200,6 +220,12 @@ impl Metrics {
             "Time requests waited for capacity (admitted or not)",
             metrics.queue_wait.clone(),
         );
+        registry.register(
+            "sluice_queue_eta_error_seconds",
+            "Distance between the actual wait and the ETA given (late: longer than said; early: not longer)",
+            metrics.eta_error.clone(),
+        );
+        metrics.shares.register(registry);
         metrics.jobs.register(registry);
         metrics.buckets.register(registry);
         metrics.adaptive.register(registry);
@@ -230,6 +256,14 @@ impl Metrics {
     /// Counts a suppressed duplicate.
     pub fn duplicate_suppressed(&self, task_type: &str) {
         self.duplicates_suppressed.get_or_create(&Task { task_type: task_type.to_owned() }).inc();
+    }
+
+    /// Records how far `actual` was from the ETA `predicted` for a `source` of `class`.
+    pub fn eta_error(&self, class: &str, source: &'static str, predicted: Duration, actual: Duration) {
+        let direction = if actual > predicted { "late" } else { "early" };
+        let error = actual.abs_diff(predicted);
+        let labels = EtaLabels { class: class.to_owned(), source, direction };
+        self.eta_error.get_or_create(&labels).observe(error.as_secs_f64());
     }
 
     /// Counts one admission decision.

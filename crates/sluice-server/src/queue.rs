@@ -13,12 +13,14 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use sluice_quota::fair::{Block, FairQueue, Waiter, WaiterId};
+use sluice_quota::fair::{Block, FairQueue, PassedOver, Waiter, WaiterId};
 use sluice_quota::{
     Clock, Cost, Demand, FairShare, Grant, LimiterName, Nanos, QuotaStore, Rejection, RejectionKind, ReserveError,
     ScopeId, Settlement, Share,
 };
 use tokio::sync::{Notify, oneshot};
+
+use crate::shares::HeldBack;
 
 /// How long the dispatcher waits before trying again when every slot is busy and no
 /// settlement on this instance signals a free one (another instance may free it).
@@ -77,10 +79,30 @@ pub enum WaitError {
     Store(ReserveError),
 }
 
+/// What the queue reports about a wait, whatever its end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Waited {
+    /// The ETA the queue would have answered when the request joined it (what a refusal
+    /// at that moment would have said in `retry_after`).
+    pub eta: Duration,
+    /// Whether, and for whom, it was held back at least once (see [`crate::shares`]).
+    pub held: Option<HeldBack>,
+}
+
+type Reply = (Result<Grant, ReserveError>, Option<HeldBack>);
+
 struct Pending {
     ask: Ask,
-    reply: oneshot::Sender<Result<Grant, ReserveError>>,
+    reply: oneshot::Sender<Reply>,
     last_refusal: Option<Rejection>,
+    held: Option<HeldBack>,
+}
+
+impl Pending {
+    /// Notes that it was held back (the first reason counts).
+    fn hold(&mut self, by: HeldBack) {
+        self.held.get_or_insert(by);
+    }
 }
 
 #[derive(Default)]
@@ -181,7 +203,8 @@ impl DeploymentQueue {
         self.wake.notify_one();
     }
 
-    /// Waits for a grant, at most `max_wait`, with at most `max_queue` of the class waiting.
+    /// Waits for a grant, at most `max_wait`, with at most `max_queue` of the class waiting;
+    /// with what the wait was predicted to take and whether the request was held back.
     ///
     /// # Errors
     /// A full queue, the wait running out, or the store refusing for good.
@@ -191,14 +214,17 @@ impl DeploymentQueue {
         max_wait: Duration,
         max_queue: usize,
         refusal: Option<Rejection>,
-    ) -> Result<Grant, WaitError> {
+    ) -> (Result<Grant, WaitError>, Waited) {
         let now = self.clock.now();
+        let mut waited = Waited::default();
         let (id, reply) = {
             let mut state = self.lock();
             let queued = state.per_class.get(&ask.priority).copied().unwrap_or(0);
             if queued >= max_queue {
-                return Err(WaitError::QueueFull);
+                return (Err(WaitError::QueueFull), waited);
             }
+            let fallback = refusal.as_ref().and_then(Rejection::retry_after);
+            waited.eta = self.eta(&state, ask.priority, ask.fairness_cost(), fallback);
             *state.per_class.entry(ask.priority).or_default() += 1;
             state.next_id += 1;
             let id = WaiterId(state.next_id);
@@ -214,8 +240,7 @@ impl DeploymentQueue {
             state.fair.push(waiter);
             let (reply, receive) = oneshot::channel();
             let refusal = refusal.or_else(|| state.held.get(&ask.priority).cloned());
-            let refusal = refusal.or_else(|| state.held.get(&ask.priority).cloned());
-            state.pending.insert(id, Pending { ask, reply, last_refusal: refusal });
+            state.pending.insert(id, Pending { ask, reply, last_refusal: refusal, held: None });
             if !state.dispatching {
                 state.dispatching = true;
                 tokio::spawn(Arc::clone(self).dispatch());
@@ -224,17 +249,20 @@ impl DeploymentQueue {
         };
         self.wake.notify_one();
         let mut ticket = Ticket { queue: self, id: Some(id) };
-        match tokio::time::timeout(max_wait, reply).await {
-            Ok(Ok(result)) => {
+        let result = match tokio::time::timeout(max_wait, reply).await {
+            Ok(Ok((result, held))) => {
                 ticket.id = None;
+                waited.held = held;
                 result.map_err(WaitError::Store)
             }
             Ok(Err(_)) => Err(WaitError::Store(ReserveError::Store(sluice_quota::StoreError("queue closed".into())))),
             Err(_) => {
-                let (rejection, eta) = ticket.give_up();
+                let (rejection, eta, held) = ticket.give_up();
+                waited.held = held;
                 Err(WaitError::TimedOut { rejection, eta })
             }
-        }
+        };
+        (result, waited)
     }
 
     fn forget(&self, state: &mut State, id: WaiterId) -> Option<Pending> {
@@ -246,10 +274,11 @@ impl DeploymentQueue {
         Some(pending)
     }
 
-    /// The wait a new request of `priority` would face: the cost queued ahead at the
-    /// recent admission rate, or the last refusal's wait if nothing was admitted lately.
-    fn eta(&self, state: &State, priority: u8, fallback: Option<Duration>) -> Duration {
-        let ahead = state.fair.cost_ahead(priority);
+    /// The wait a new request of `priority` costing `cost` would face: the cost queued
+    /// ahead plus its own at the recent admission rate, or the last refusal's wait if
+    /// nothing was admitted lately.
+    fn eta(&self, state: &State, priority: u8, cost: u64, fallback: Option<Duration>) -> Duration {
+        let ahead = state.fair.cost_ahead(priority).saturating_add(cost);
         let recent: u64 = state.admitted.iter().map(|(_, c)| c).sum();
         // Throughput over the span actually observed (at least a second), not the whole
         // window: just after start a full window would understate it many times over.
@@ -301,6 +330,13 @@ impl DeploymentQueue {
         let mut state = self.lock();
         match result {
             Ok(grant) => {
+                for (other, why) in state.fair.passed_over(id, now) {
+                    let by = match why {
+                        PassedOver::Fairness => HeldBack::Tenant,
+                        PassedOver::Priority => HeldBack::Class,
+                    };
+                    state.pending.get_mut(&other).into_iter().for_each(|p| p.hold(by));
+                }
                 state.fair.admitted(id);
                 state.admitted.push_back((now, ask.fairness_cost()));
                 let horizon = Nanos(now.0.saturating_sub(sluice_quota::clock::duration_ns(THROUGHPUT_WINDOW)));
@@ -309,7 +345,7 @@ impl DeploymentQueue {
                 }
                 match self.forget(&mut state, id) {
                     Some(pending) => {
-                        if let Err(Ok(grant)) = pending.reply.send(Ok(grant)) {
+                        if let Err((Ok(grant), _)) = pending.reply.send((Ok(grant), pending.held)) {
                             self.release(grant);
                         }
                     }
@@ -324,18 +360,21 @@ impl DeploymentQueue {
                     RejectionKind::SlotsBusy => state.fair.refused(id, block, now.after(SLOT_POLL)),
                     RejectionKind::NeverFits { .. } => {
                         if let Some(pending) = self.forget(&mut state, id) {
-                            let _ = pending.reply.send(Err(ReserveError::Rejected(rejection)));
+                            let _ = pending.reply.send((Err(ReserveError::Rejected(rejection)), pending.held));
                         }
                         return;
                     }
                 }
                 if let Some(pending) = state.pending.get_mut(&id) {
+                    if rejection.limiter == LimiterName::FairShare {
+                        pending.hold(HeldBack::Tenant);
+                    }
                     pending.last_refusal = Some(rejection);
                 }
             }
             Err(error) => {
                 if let Some(pending) = self.forget(&mut state, id) {
-                    let _ = pending.reply.send(Err(error));
+                    let _ = pending.reply.send((Err(error), pending.held));
                 }
             }
         }
@@ -356,14 +395,16 @@ struct Ticket<'q> {
 }
 
 impl Ticket<'_> {
-    fn give_up(&mut self) -> (Option<Rejection>, Duration) {
-        let Some(id) = self.id.take() else { return (None, Duration::ZERO) };
+    fn give_up(&mut self) -> (Option<Rejection>, Duration, Option<HeldBack>) {
+        let Some(id) = self.id.take() else { return (None, Duration::ZERO, None) };
         let mut state = self.queue.lock();
-        let pending = self.queue.forget(&mut state, id);
-        let priority = pending.as_ref().map_or(u8::MAX, |p| p.ask.priority);
-        let rejection = pending.and_then(|p| p.last_refusal);
-        let eta = self.queue.eta(&state, priority, rejection.as_ref().and_then(Rejection::retry_after));
-        (rejection, eta)
+        let Some(pending) = self.queue.forget(&mut state, id) else {
+            return (None, self.queue.eta(&state, u8::MAX, 0, None), None);
+        };
+        let (priority, cost) = (pending.ask.priority, pending.ask.fairness_cost());
+        let fallback = pending.last_refusal.as_ref().and_then(Rejection::retry_after);
+        let eta = self.queue.eta(&state, priority, cost, fallback);
+        (pending.last_refusal, eta, pending.held)
     }
 }
 

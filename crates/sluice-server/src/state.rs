@@ -93,6 +93,8 @@ pub struct Route {
     pub breaker: Breaker,
     /// Retries this deployment may still take.
     pub retry_budget: RetryBudget,
+    /// The tenants' guaranteed shares, measuring guaranteed vs borrowed tokens.
+    pub guarantee: crate::shares::Guarantee,
 }
 
 /// Everything a request handler needs, shared by all requests.
@@ -205,6 +207,7 @@ fn routes(
     clock: &Arc<dyn Clock>,
     metrics: &Metrics,
 ) -> Result<Vec<Route>, SecretError> {
+    let total_weight: u64 = config.tenants.iter().map(|t| u64::from(t.weight.get())).sum();
     config
         .deployments
         .iter()
@@ -233,6 +236,7 @@ fn routes(
             };
             let adaptive = crate::adaptive::Adaptive::new(d, provider.kind, scope, labels.clone(), wiring);
             Ok(Route {
+                guarantee: crate::shares::Guarantee::new(&d.limits, total_weight),
                 adaptive: Arc::new(adaptive),
                 attempt_timeout: d.attempt_timeout,
                 breaker: Breaker::new(d.breaker_failures, d.breaker_cooldown),

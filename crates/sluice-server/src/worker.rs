@@ -128,6 +128,7 @@ impl Worker {
             () = self.heartbeat(&leased) => return,
         };
         self.jobs.observe_run(self.gateway.clock.now().since(started));
+        self.jobs.attempt_ended(&self.gateway, &leased.job);
         self.record(&leased, attempt).await;
     }
 

@@ -83,6 +83,34 @@ fn flood(
     })
 }
 
+/// `sluice_fair_tokens_total` and `sluice_fair_reclaims_total` per tenant, from one scrape.
+struct Shares(Vec<sluice_server::admin::Sample>);
+
+impl Shares {
+    fn of(text: &str) -> Self {
+        Self(sluice_server::admin::parse_samples(text))
+    }
+
+    fn sum(&self, name: &str, tenant: &str, kind: Option<&str>) -> f64 {
+        let keep = |s: &&sluice_server::admin::Sample| {
+            s.name == name && s.label("tenant") == tenant && kind.is_none_or(|k| s.label("kind") == k)
+        };
+        self.0.iter().filter(keep).map(|s| s.value).sum()
+    }
+
+    fn guaranteed(&self, tenant: &str) -> f64 {
+        self.sum("sluice_fair_tokens_total", tenant, Some("guaranteed"))
+    }
+
+    fn borrowed(&self, tenant: &str) -> f64 {
+        self.sum("sluice_fair_tokens_total", tenant, Some("borrowed"))
+    }
+
+    fn reclaims(&self, tenant: &str) -> f64 {
+        self.sum("sluice_fair_reclaims_total", tenant, None)
+    }
+}
+
 fn tokens_between(log: &Log, from: Duration, to: Duration) -> f64 {
     log.iter().filter(|(at, _)| *at >= from && *at < to).map(|(_, t)| *t as f64).sum()
 }
@@ -141,7 +169,33 @@ async fn a_lone_tenant_borrows_all_and_gives_half_back_within_a_second() {
     let late = Duration::from_secs(4);
     let a = flood(&env, "a", 6, 200, Duration::ZERO, RUN, origin);
     let b = flood(&env, "b", 6, 200, late, RUN, origin);
+    // The fair-share metrics just before b arrives, a second after, and at the end.
+    let scrapes = {
+        let env = Arc::clone(&env);
+        tokio::spawn(async move {
+            let mut scrapes = Vec::new();
+            for at in [late - Duration::from_millis(300), late + Duration::from_secs(1), RUN] {
+                tokio::time::sleep_until(origin + at).await;
+                scrapes.push(Shares::of(&env.metrics().await));
+            }
+            scrapes
+        })
+    };
     let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    let scrapes = scrapes.await.unwrap();
+    let (alone, joined, end) = (&scrapes[0], &scrapes[1], &scrapes[2]);
+    // Alone, a borrows what its guaranteed half leaves idle: about half of what it takes.
+    let borrowed = alone.borrowed("a") / (alone.guaranteed("a") + alone.borrowed("a"));
+    assert!((0.35..=0.65).contains(&borrowed), "alone, a borrowed {borrowed:.3} of its tokens");
+    assert_eq!(alone.reclaims("a"), 0.0, "nobody took anything back from a lone tenant");
+    // Sharing, both stay within their guaranteed halves, and a's borrowing was reclaimed.
+    for tenant in ["a", "b"] {
+        let guaranteed = end.guaranteed(tenant) - joined.guaranteed(tenant);
+        let borrowed = end.borrowed(tenant) - joined.borrowed(tenant);
+        let part = borrowed / (guaranteed + borrowed);
+        assert!(part <= 0.2, "sharing, {tenant} still borrowed {part:.3} of its tokens");
+    }
+    assert!(end.reclaims("a") >= 1.0, "a was never held back for b");
     let alone = tokens_between(&a, Duration::from_secs(1), late) / (late - Duration::from_secs(1)).as_secs_f64();
     assert!(alone >= 9_500.0, "alone, tenant a used {alone:.0} of 10,000 tokens/s");
     // From one second after b arrives, they share equally.

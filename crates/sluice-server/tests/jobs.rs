@@ -203,6 +203,17 @@ async fn a_submitted_job_runs_and_its_owner_reads_the_answer() {
     assert!(job["result"]["body"]["usage"]["completion_tokens"].as_u64().unwrap() > 0);
     let stats = env.sim.stats();
     assert_eq!((stats.markers, stats.duplicates), (1, 0));
+    // How far its first attempt's end was from the ETA it was given: one observation.
+    let text = env.http.get(format!("{}/metrics", env.url)).send().await.unwrap().text().await.unwrap();
+    let samples = sluice_server::admin::parse_samples(&text);
+    let eta = |name: &str| -> f64 {
+        let keep = |s: &&sluice_server::admin::Sample| s.label("source") == "job" && s.label("class") == "batch";
+        samples.iter().filter(|s| s.name == name).filter(keep).map(|s| s.value).sum()
+    };
+    assert_eq!(eta("sluice_queue_eta_error_seconds_count"), 1.0, "{text}");
+    let error = eta("sluice_queue_eta_error_seconds_sum");
+    let given = accepted["eta_sec"].as_f64().unwrap();
+    assert!(error <= given.max(1.0) + 1.0, "an error of {error}s for an ETA of {given}s");
     env.stop().await;
 }
 
@@ -316,15 +327,15 @@ async fn a_job_that_can_never_fit_is_refused_at_once_like_the_live_request() {
         let (live, _, live_body) =
             env.send(env.http.post(format!("{}/v1/chat/completions", env.url)).bearer_auth(ACME).json(&body)).await;
         assert_eq!((live, live_body["error"]["code"].as_str()), (400, Some("request_exceeds_limit")), "{live_body}");
-        let (status, reply) =
-            env.submit(ACME, &json!({"endpoint": "/v1/chat/completions", "body": body}), None).await;
+        let (status, reply) = env.submit(ACME, &json!({"endpoint": "/v1/chat/completions", "body": body}), None).await;
         assert_eq!(status, 400, "{reply}");
         assert_eq!(reply["error"]["code"], "request_exceeds_limit");
         assert_eq!(reply["error"]["limiter"], limiter);
         assert_eq!(reply["error"]["scope"], "deployment");
     }
     // A request within the limits is still accepted.
-    let (status, reply) = env.submit(ACME, &json!({"endpoint": "/v1/chat/completions", "body": chat("ok")}), None).await;
+    let (status, reply) =
+        env.submit(ACME, &json!({"endpoint": "/v1/chat/completions", "body": chat("ok")}), None).await;
     assert_eq!(status, 202, "{reply}");
     env.stop().await;
 }

@@ -16,6 +16,7 @@ use sluice_sim::faults::FaultConfig;
 
 const NO_RETRY: &str = "sk-test-obs-no-retry";
 const TIGHT: &str = "sk-test-obs-tight";
+const BULK: &str = "sk-test-obs-bulk";
 
 async fn env() -> Env {
     let mini = ModelConfig { completion: Completion::Fixed { tokens: 6 }, ..ModelConfig::openai("gpt-4o-mini") };
@@ -54,6 +55,17 @@ default_max_tokens = 40
 name = "flaky"
 deployment = "flaky"
 
+[[deployments]]
+name = "narrow"
+provider = "sim"
+model = "gpt-4o-mini"
+limits = {{ rpm = 60, tpm = 10000000, burst_seconds = 1 }}
+
+[[models]]
+name = "narrow"
+deployment = "narrow"
+default_max_tokens = 8
+
 [[models]]
 name = "misconfigured"
 deployment = "unguarded"
@@ -75,6 +87,11 @@ name = "single"
 retry_attempts = 1
 max_wait = "1ms"
 
+[[classes]]
+name = "bulk"
+priority = 1
+max_wait = "5s"
+
 [[tenants]]
 name = "acme"
 limits = {{ rpm = 6000, tpm = 1000000 }}
@@ -92,6 +109,12 @@ sha256 = "{tight}"
 limits = {{ rpm = 120, burst_seconds = 1 }}
 
 [[keys]]
+id = "acme-bulk"
+tenant = "acme"
+class = "bulk"
+sha256 = "{bulk}"
+
+[[keys]]
 id = "acme-no-retry"
 tenant = "acme"
 class = "single"
@@ -100,6 +123,7 @@ sha256 = "{no_retry}"
         key = sha(KEY),
         tight = sha(TIGHT),
         no_retry = sha(NO_RETRY),
+        bulk = sha(BULK),
     );
     start(sim, &policy).await
 }
@@ -119,6 +143,18 @@ async fn traffic(env: &Arc<Env>) {
         .collect();
     for task in tasks {
         assert_eq!(task.await.unwrap(), 200, "queued requests are admitted within their max_wait");
+    }
+    // `narrow` takes one request a second. A bulk request waits for it, then an interactive
+    // one arrives and goes first when capacity returns: the bulk request is reclaimed.
+    assert_eq!(env.post("/v1/chat/completions", KEY, &chat("narrow", 4, 8)).await.0, 200);
+    let mut waiting = Vec::new();
+    for key in [BULK, KEY] {
+        let env = Arc::clone(env);
+        waiting.push(tokio::spawn(async move { env.post("/v1/chat/completions", key, &chat("narrow", 4, 8)).await.0 }));
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    }
+    for task in waiting {
+        assert_eq!(task.await.unwrap(), 200);
     }
     // Larger than the key's whole token budget per minute: never fits (400, counted).
     assert_eq!(env.post("/v1/chat/completions", KEY, &chat("fast", 4, 200_000)).await.0, 400);
@@ -201,6 +237,25 @@ async fn a_scripted_run_moves_the_metrics_and_the_grafana_dashboard_queries_only
     let limit = total(&samples, "sluice_bucket_limit", |s| s.label("scope") == "acme-1" && s.label("limiter") == "rpm");
     assert_eq!(limit, 600.0);
     assert_eq!(total(&samples, "sluice_reservations_open", |_| true), 0.0);
+    // Guaranteed vs borrowed: acme is the only tenant, so its share is the whole deployment.
+    let fair = |kind: &str| {
+        total(&samples, "sluice_fair_tokens_total", |s| s.label("tenant") == "acme" && s.label("kind") == kind)
+    };
+    assert!(fair("guaranteed") > 0.0 && fair("borrowed") == 0.0, "{text}");
+    let reclaimed = total(&samples, "sluice_fair_reclaims_total", |s| {
+        (s.label("deployment"), s.label("class"), s.label("by")) == ("narrow", "bulk", "class")
+    });
+    assert_eq!(reclaimed, 1.0, "{text}");
+    let by_tenant = total(&samples, "sluice_fair_reclaims_total", |s| s.label("by") == "tenant");
+    assert_eq!(by_tenant, 0.0, "one tenant is never held back for another");
+    // ETA quality of every request admitted after waiting: the tight key's beyond its
+    // burst of two, and both waiting on `narrow`.
+    let etas = |class: &str| {
+        total(&samples, "sluice_queue_eta_error_seconds_count", |s| {
+            s.label("source") == "request" && s.label("class") == class
+        })
+    };
+    assert!(etas("interactive") >= 4.0 && etas("bulk") == 1.0, "{text}");
 
     // Every metric the shipped dashboard queries is exported.
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/grafana/sluice.json");
