@@ -2,18 +2,25 @@
 //! Redis Cluster slot:
 //!
 //! ```text
-//! {P:c}:s:<kind>:<name>     HASH  a caller-side scope (org, tenant, team, api_key, model_profile)
-//! {P:d:<deployment>}:s:deployment:<deployment>
-//!                           HASH  the deployment's scope (the upstream quota domain)
-//! {T}:leases                ZSET  open reservations of the group, scored by lease end (µs)
-//! {T}:r:<id>                STRING the reservation record (JSON: cost, scopes, limits)
-//! {T}:fair                  HASH  fair share: `t:<tenant>` virtual time, `@clock`
-//! {T}:asking                ZSET  tenants asking lately, scored by expiry (µs)
+//! {T}:state                 HASH  every scope of the group: its buckets, in-flight count,
+//!                                 pause and hold (fields below)
+//! {T}:leases                ZSET  open reservations of the group, scored by lease end (µs);
+//!                                 each member is the reservation's id and the settlement
+//!                                 its expiry applies (record.rs), so it needs no other key
+//! {P:d:<deployment>}:fair   HASH  fair share: `t:<tenant>` virtual time, `@clock`, `@x`
+//! {P:d:<deployment>}:asking ZSET  tenants asking lately, scored by expiry (µs)
 //! ```
 //!
-//! A scope hash holds one field per limit (`<dimension>:<period µs>` → the instant the
-//! bucket is full again, µs), `n` (requests in flight) and `p` (paused until, µs).
-//! `P` is the configured prefix (default `sluice`), `T` the group's tag.
+//! On a cluster `T` is `{P:c}` for the caller scopes (org, tenant, team, api key, model
+//! profile) and `{P:d:<deployment>}` for each deployment (the upstream quota domain); on a
+//! standalone server every scope lives in the one group `{P:c}`, so a whole path is one
+//! script. `P` is the configured prefix (default `sluice`).
+//!
+//! A state hash holds, per scope with id `<kind>:<name>` ([`crate::record::scope_id`]):
+//! `<id>|<dimension>:<period µs>` → the instant the bucket is full again (µs), `<id>|n`
+//! requests in flight, `<id>|p` paused until (µs), `<id>|h` held by an operator; and `@x`,
+//! the instant the hash's expiry was last pushed to. The hash expires when its group has
+//! been idle for ten minutes past what its buckets, leases and pauses need.
 
 use sluice_quota::{ScopeKey, ScopeKind};
 
@@ -35,10 +42,16 @@ impl Group {
         Self { tag }
     }
 
-    /// The scope hash of `key` in this group.
+    /// The group of every scope on a standalone server.
     #[must_use]
-    pub fn scope_key(&self, key: &ScopeKey) -> String {
-        format!("{}:s:{}:{}", self.tag, key.kind.as_str(), key.name)
+    pub fn standalone(prefix: &str) -> Self {
+        Self { tag: format!("{{{prefix}:c}}") }
+    }
+
+    /// The group's state hash (every scope of the group).
+    #[must_use]
+    pub fn state(&self) -> String {
+        format!("{}:state", self.tag)
     }
 
     /// The group's lease set.
@@ -58,12 +71,6 @@ impl Group {
     pub fn asking(&self) -> String {
         format!("{}:asking", self.tag)
     }
-
-    /// The prefix of the group's reservation records.
-    #[must_use]
-    pub fn record_prefix(&self) -> String {
-        format!("{}:r:", self.tag)
-    }
 }
 
 #[cfg(test)]
@@ -78,8 +85,9 @@ mod tests {
         assert_eq!(Group::of("sluice", &tenant), Group::of("sluice", &key));
         let group = Group::of("sluice", &deployment);
         assert_eq!(group.tag, "{sluice:d:gpt-4o-east}");
-        assert_eq!(group.scope_key(&deployment), "{sluice:d:gpt-4o-east}:s:deployment:gpt-4o-east");
-        assert_eq!(Group::of("sluice", &tenant).scope_key(&tenant), "{sluice:c}:s:tenant:acme");
+        assert_eq!(group.state(), "{sluice:d:gpt-4o-east}:state");
+        assert_eq!(Group::of("sluice", &tenant).state(), "{sluice:c}:state");
+        assert_eq!(Group::standalone("sluice"), Group::of("sluice", &tenant));
         assert_eq!(group.leases(), "{sluice:d:gpt-4o-east}:leases");
     }
 }

@@ -1,7 +1,8 @@
 //! [`RedisStore`]: the [`QuotaStore`] whose state lives in Redis.
 //!
 //! A reservation is one script per hash-tag group of its path. On a standalone server the
-//! whole path is one group and one script: one round trip, atomic. On a cluster, caller
+//! whole path is one group and one script: one round trip, atomic, one read and one write
+//! of the group's state hash. On a cluster, caller
 //! scopes and the deployment live in different slots: the caller part is reserved first,
 //! then the deployment part; if the second refuses, the first is released. A crash between
 //! the two leaves the first part reserved until its lease ends: under-admission, never
@@ -20,7 +21,7 @@ use sluice_quota::{
 
 use crate::conn::{Connector, Topology};
 use crate::keys::Group;
-use crate::record::{Record, ScopeSpec};
+use crate::record::{self, ScopeSpec};
 use crate::scripts::Scripts;
 
 /// How many expired leases one reservation settles on the way.
@@ -30,7 +31,10 @@ const EXPIRE_BATCH: u32 = 16;
 struct Scope {
     key: ScopeKey,
     limits: Limits,
+    /// The group whose state hash holds this scope.
     group: Group,
+    /// The state hash of that group.
+    state: String,
     spec: ScopeSpec,
 }
 
@@ -38,7 +42,13 @@ struct Scope {
 #[derive(Debug, Clone)]
 struct Part {
     leases: String,
-    record: String,
+    /// The reservation's member of the lease set (its id and expiry settlement).
+    member: String,
+    state: String,
+    /// What was reserved, on which scopes as they were then (a reload may change them
+    /// before the settlement).
+    cost: Cost,
+    scopes: Vec<ScopeSpec>,
 }
 
 /// Settings of a [`RedisStore`].
@@ -99,11 +109,9 @@ impl RedisStore {
         let mut parts: Vec<(Group, Vec<Scope>)> = Vec::new();
         for id in path {
             let Some(scope) = scopes.0.get(id.0 as usize) else { continue };
-            let group =
-                if self.connector.is_cluster() || parts.is_empty() { scope.group.clone() } else { parts[0].0.clone() };
-            match parts.iter_mut().find(|(g, _)| *g == group) {
+            match parts.iter_mut().find(|(g, _)| *g == scope.group) {
                 Some((_, members)) => members.push(scope.clone()),
-                None => parts.push((group, vec![scope.clone()])),
+                None => parts.push((scope.group.clone(), vec![scope.clone()])),
             }
         }
         parts
@@ -117,29 +125,33 @@ impl RedisStore {
         demand: &Demand<'_>,
     ) -> Result<Part, ReserveError> {
         let (cost, lease, share) = (demand.cost, demand.lease, demand.share);
-        let record_key = format!("{}{}", group.record_prefix(), id.0);
+        let specs: Vec<ScopeSpec> = scopes.iter().map(|s| s.spec.clone()).collect();
+        let args = record::reserve_args(cost, share, specs.iter()).map_err(|never| {
+            let index = |i: usize| i64::try_from(i).map_or(0, |i| i + 1);
+            ReserveError::Rejected(rejection(scopes, 0, index(never.scope), index(never.limit), 3))
+        })?;
         let leases = group.leases();
+        let state = group.state();
+        let member = record::lease_member(id.0, cost, &specs);
         let mut invocation = self.scripts.reserve.prepare_invoke();
-        invocation.key(&leases).key(&record_key);
-        for scope in scopes {
-            invocation.key(&scope.spec.k);
-        }
+        invocation.key(&leases).key(&state);
         let lease_us = u64::try_from(lease.as_micros()).unwrap_or(u64::MAX);
-        let record = Record::json(cost, scopes.iter().map(|s| &s.spec).collect());
-        invocation.arg(id.0).arg(lease_us).arg(group.record_prefix()).arg(record).arg(EXPIRE_BATCH).arg(share.get());
+        invocation.arg(&member).arg(lease_us).arg(EXPIRE_BATCH);
         let deployment = scopes.iter().find(|s| s.key.kind == sluice_quota::ScopeKind::Deployment);
         match (&demand.fair, deployment) {
             (Some(fair), Some(scope)) => {
-                invocation.key(scope.group.fair()).key(scope.group.asking());
+                let home = Group::of(&self.prefix, &scope.key);
+                invocation.key(home.fair()).key(home.asking());
                 invocation.arg(&*fair.tenant).arg(fair.weight.get()).arg(fair.cost).arg(fair.slack);
             }
             _ => {
-                invocation.arg("");
+                invocation.arg("").arg(1).arg(0).arg(0);
             }
         }
+        invocation.arg(args);
         let reply: Vec<i64> = self.call(invocation).await?;
         match reply.as_slice() {
-            [1, ..] => Ok(Part { leases, record: record_key }),
+            [1, ..] => Ok(Part { leases, member, state, cost, scopes: specs }),
             [0, wait, scope, limit, kind] => {
                 Err(ReserveError::Rejected(rejection(scopes, *wait, *scope, *limit, *kind)))
             }
@@ -147,12 +159,10 @@ impl RedisStore {
         }
     }
 
-    async fn settle_part(&self, id: ReservationId, part: &Part, settlement: Settlement) -> Result<(), StoreError> {
+    async fn settle_part(&self, part: &Part, settlement: Settlement) -> Result<(), StoreError> {
         let mut invocation = self.scripts.settle.prepare_invoke();
-        invocation.key(&part.leases).key(&part.record).arg(id.0);
-        for cost in [settlement.used, settlement.upstream] {
-            invocation.arg(cost.requests).arg(cost.input_tokens).arg(cost.output_tokens);
-        }
+        invocation.key(&part.leases).key(&part.state).arg(&part.member);
+        invocation.arg(record::settle_args(part.cost, settlement.used, settlement.upstream, &part.scopes));
         let _: i64 = self.call(invocation).await?;
         Ok(())
     }
@@ -167,7 +177,7 @@ impl RedisStore {
                     // Compensation: release what earlier groups reserved.
                     let release = Settlement { used: Cost::default(), upstream: Cost::default() };
                     for part in &done {
-                        if let Err(undo) = self.settle_part(id, part, release).await {
+                        if let Err(undo) = self.settle_part(part, release).await {
                             tracing::warn!(error = %undo, "release after a refusal failed; the lease will expire");
                         }
                     }
@@ -182,25 +192,23 @@ impl RedisStore {
     async fn settle_all(&self, id: ReservationId, settlement: Settlement) -> Result<(), StoreError> {
         let Some(parts) = self.open.lock().remove(&id) else { return Ok(()) };
         for part in &parts {
-            self.settle_part(id, part, settlement).await?;
+            self.settle_part(part, settlement).await?;
         }
         Ok(())
     }
 
     async fn pause_scope(&self, scope: ScopeId, wait: Duration) -> Result<(), StoreError> {
-        let key = self.scopes.read().0.get(scope.0 as usize).map(|s| s.spec.k.clone());
-        let Some(key) = key else { return Ok(()) };
+        let Some(scope) = self.scopes.read().0.get(scope.0 as usize).cloned() else { return Ok(()) };
         let mut invocation = self.scripts.pause.prepare_invoke();
-        invocation.key(&key).arg(u64::try_from(wait.as_micros()).unwrap_or(u64::MAX));
+        invocation.key(&scope.state).arg(u64::try_from(wait.as_micros()).unwrap_or(u64::MAX)).arg(&scope.spec.sid);
         let _: i64 = self.call(invocation).await?;
         Ok(())
     }
 
     async fn hold_scope(&self, scope: ScopeId, held: bool) -> Result<(), StoreError> {
-        let key = self.scopes.read().0.get(scope.0 as usize).map(|s| s.spec.k.clone());
-        let Some(key) = key else { return Ok(()) };
+        let Some(scope) = self.scopes.read().0.get(scope.0 as usize).cloned() else { return Ok(()) };
         let mut invocation = self.scripts.hold.prepare_invoke();
-        invocation.key(&key).arg(u8::from(held));
+        invocation.key(&scope.state).arg(u8::from(held)).arg(&scope.spec.sid);
         let _: i64 = self.call(invocation).await?;
         Ok(())
     }
@@ -217,7 +225,7 @@ impl RedisStore {
             .limits
             .rates
             .iter()
-            .zip(&scope.spec.l)
+            .zip(&scope.spec.limits)
             .filter(|(r, _)| r.dimension == dimension && r.period <= sluice_quota::ledger::TIGHTEN_MAX_PERIOD)
             .map(|(_, spec)| spec)
             .collect();
@@ -226,9 +234,9 @@ impl RedisStore {
         }
         let reset_us = reset.map_or(-1, |r| i64::try_from(r.as_micros()).unwrap_or(i64::MAX));
         let mut invocation = self.scripts.tighten.prepare_invoke();
-        invocation.key(&scope.spec.k).arg(remaining).arg(reset_us);
+        invocation.key(&scope.state).arg(remaining).arg(reset_us);
         for spec in buckets {
-            invocation.arg(spec.d).arg(spec.a).arg(spec.p).arg(spec.b);
+            invocation.arg(&spec.field).arg(spec.amount).arg(spec.period_us).arg(spec.burst);
         }
         let _: i64 = self.call(invocation).await?;
         Ok(())
@@ -237,9 +245,11 @@ impl RedisStore {
     async fn snapshot_scope(&self, id: ScopeId) -> Result<Option<ScopeSnapshot>, StoreError> {
         let Some(scope) = self.scopes.read().0.get(id.0 as usize).cloned() else { return Ok(None) };
         let mut conn = self.connector.get().await.map_err(store_error)?;
+        let mut fields: Vec<String> = scope.spec.limits.iter().map(|l| l.field.clone()).collect();
+        fields.extend([scope.spec.in_flight_field(), scope.spec.held_field()]);
         let mut pipe = redis::pipe();
-        pipe.cmd("TIME").cmd("HGETALL").arg(&scope.spec.k);
-        let fetch = pipe.query_async::<(Vec<String>, HashMap<String, String>)>(&mut conn);
+        pipe.cmd("TIME").cmd("HMGET").arg(&scope.state).arg(&fields);
+        let fetch = pipe.query_async::<(Vec<String>, Vec<Option<String>>)>(&mut conn);
         let (time, fields) = tokio::time::timeout(self.timeout, fetch)
             .await
             .map_err(|_| store_error("timed out"))?
@@ -249,7 +259,12 @@ impl RedisStore {
 }
 
 fn rejection(scopes: &[Scope], wait_us: i64, scope: i64, limit: i64, kind: i64) -> Rejection {
-    let index = usize::try_from(scope - 1).unwrap_or(0).min(scopes.len().saturating_sub(1));
+    let index = if kind == 5 {
+        // Fair share is the deployment's: the script leaves naming it to the gateway.
+        scopes.iter().position(|s| s.key.kind == sluice_quota::ScopeKind::Deployment).unwrap_or(0)
+    } else {
+        usize::try_from(scope - 1).unwrap_or(0).min(scopes.len().saturating_sub(1))
+    };
     let Some(scope) = scopes.get(index) else {
         let key = ScopeKey::new(sluice_quota::ScopeKind::Org, "unknown");
         return Rejection { scope: key, limiter: LimiterName::Concurrency, kind: RejectionKind::SlotsBusy };
@@ -272,17 +287,20 @@ fn rejection(scopes: &[Scope], wait_us: i64, scope: i64, limit: i64, kind: i64) 
     Rejection { scope: scope.key.clone(), limiter, kind }
 }
 
-fn snapshot(scope: &Scope, time: &[String], fields: &HashMap<String, String>) -> ScopeSnapshot {
+/// A scope's snapshot from the server's `time` and its fields as `snapshot_scope` reads
+/// them: its limits in order, then `n` and `h`.
+fn snapshot(scope: &Scope, time: &[String], fields: &[Option<String>]) -> ScopeSnapshot {
     let micros = |s: Option<&String>| s.and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0).max(0.0) as u64;
+    let field = |i: usize| fields.get(i).and_then(Option::as_ref);
     let now_us = micros(time.first()).saturating_mul(1_000_000).saturating_add(micros(time.get(1)));
     let now = Nanos(now_us.saturating_mul(1_000));
     let rates = scope
         .limits
         .rates
         .iter()
-        .zip(&scope.spec.l)
-        .map(|(limit, spec)| {
-            let tat = Tat(Nanos(micros(fields.get(&format!("{}:{}", spec.d, spec.p))).saturating_mul(1_000)));
+        .enumerate()
+        .map(|(i, limit)| {
+            let tat = Tat(Nanos(micros(field(i)).saturating_mul(1_000)));
             RateSnapshot {
                 limiter: limit.name(),
                 limit: limit.amount.get(),
@@ -292,16 +310,18 @@ fn snapshot(scope: &Scope, time: &[String], fields: &HashMap<String, String>) ->
             }
         })
         .collect();
-    let in_flight = micros(fields.get("n"));
+    let count = scope.spec.limits.len();
+    let in_flight = micros(field(count));
     let cap = scope.limits.concurrency.map(std::num::NonZeroU64::get);
-    ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (in_flight, cap), held: fields.contains_key("h") }
+    ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (in_flight, cap), held: field(count + 1).is_some() }
 }
 
 impl QuotaStore for RedisStore {
     fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId {
-        let group = Group::of(&self.prefix, &key);
-        let spec = ScopeSpec::new(key.kind, group.scope_key(&key), &limits);
-        let scope = Scope { key: key.clone(), limits, group, spec };
+        let group =
+            if self.connector.is_cluster() { Group::of(&self.prefix, &key) } else { Group::standalone(&self.prefix) };
+        let spec = ScopeSpec::new(&key, &limits);
+        let scope = Scope { key: key.clone(), limits, state: group.state(), group, spec };
         let mut scopes = self.scopes.write();
         if let Some(&id) = scopes.1.get(&key) {
             scopes.0[id.0 as usize] = scope;

@@ -1,130 +1,142 @@
 -- reserve: all scopes of this part of the path, every limit, the concurrency slots,
--- all or nothing. Idempotent on the reservation id.
--- KEYS[1] leases zset, KEYS[2] record, KEYS[3..] scope hashes (the record's order)
--- ARGV[1] id, ARGV[2] lease (us), ARGV[3] record key prefix, ARGV[4] record (JSON),
--- ARGV[5] most expired leases to settle first, ARGV[6] the caller's share of shared
--- scopes' bursts, in thousandths (lower classes leave headroom for higher ones)
--- ARGV[7] tenant for the fair-share check ('' for none), ARGV[8] its weight, ARGV[9] this
--- request's tokens, ARGV[10] the slack (tokens); then KEYS[#scopes + 3] is the group's
--- fairness hash and KEYS[#scopes + 4] its set of tenants waiting (refused lately, scored by
--- expiry, us): a tenant too far ahead of the slowest waiting tenant is held back briefly.
+-- all or nothing. Idempotent on the reservation (its lease member).
+-- KEYS[1] leases zset, KEYS[2] the group's state hash; with a tenant, KEYS[3] the
+-- deployment's fairness hash and KEYS[4] its set of tenants asking (refused lately, scored
+-- by expiry, µs): a tenant too far ahead of the slowest one asking is held back briefly.
+-- ARGV[1] the lease member (the id and the settlement lease expiry applies), ARGV[2] lease
+-- (µs), ARGV[3] most expired leases to settle first, ARGV[4] tenant for the fair-share
+-- check ('' for none), ARGV[5] its weight, ARGV[6] this request's tokens, ARGV[7] the slack
+-- (tokens), from ARGV[8] the scopes (record.rs `reserve_args`): scope count S, field count
+-- F, the F fields (per scope n, p, h, then its limits' fields), then per scope its
+-- concurrency cap and limit count and per limit the cost and the usable burst as time.
 -- Returns {1} on success, or {0, wait_us, scope index, limit index, kind}
--- with kind 1 = not yet, 2 = slots busy, 3 = never fits, 4 = paused, 5 = fair share,
--- 6 = held by an operator.
+-- with kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair share, 6 = held by an
+-- operator (3, never fits, the gateway finds before asking; for 5 it names the scope).
+local A = ARGV
 local now = now_us()
-expire_leases(KEYS[1], ARGV[3], now, tonumber(ARGV[5]))
-if redis.call('EXISTS', KEYS[2]) == 1 then
+local leases, state, member = KEYS[1], KEYS[2], A[1]
+expire_leases(leases, state, now, tonumber(A[3]))
+if call('ZSCORE', leases, member) then
   return {1}
 end
-local rec = cjson.decode(ARGV[4])
-local lease = tonumber(ARGV[2])
-local share = tonumber(ARGV[6] or '1000')
-local worst, wscope, wlim, wkind = 0, 0, 0, 0
-local news = {}
+local S, F = tonumber(A[8]), tonumber(A[9])
+-- h[1] is @x, the fields follow in their order.
+local h = call('HMGET', state, '@x', unpack(A, 10, 9 + F))
+local lease = tonumber(A[2])
+
 -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
 -- asking (it would hold every other tenant back to its own virtual time).
-local current = {}
-for i, sc in ipairs(rec.s) do
-  current[i] = read_scope(sc)
-  if current[i][#sc.l + 3] then
-    return {0, 0, i, 0, 6}
+do
+  local f, c = 1, 10 + F
+  for k = 1, S do
+    if h[f + 3] then
+      return {0, 0, k, 0, 6}
+    end
+    local nl = tonumber(A[c + 1])
+    f, c = f + 3 + nl, c + 2 + 2 * nl
   end
 end
+
 -- Fair share: a tenant too far ahead of the slowest tenant asking is held back briefly.
-local fair_time, fair_slowest
-local tenant = ARGV[7] or ''
+local tenant = A[4]
+local fair, asking = KEYS[3], KEYS[4]
+local fair_time, fair_slowest, fair_fields, was_asking
 local function refused(reply)
   if tenant ~= '' then
-    local asking = KEYS[#rec.s + 4]
-    redis.call('ZADD', asking, now + 1000000, tenant)
-    redis.call('PEXPIRE', asking, 60000)
+    call('ZADD', asking, now + 1000000, tenant)
+    call('ZREMRANGEBYSCORE', asking, '-inf', now)
+    call('PEXPIRE', asking, 60000)
   end
   return reply
 end
 if tenant ~= '' then
-  local fair, asking = KEYS[#rec.s + 3], KEYS[#rec.s + 4]
-  local weight, fcost, slack = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
-  redis.call('ZREMRANGEBYSCORE', asking, '-inf', now)
-  local clock = tonumber(redis.call('HGET', fair, '@clock') or '0')
-  local function time_of(t)
-    return math.max(tonumber(redis.call('HGET', fair, 't:' .. t) or '0'), clock)
+  local weight, fcost, slack = tonumber(A[5]), tonumber(A[6]), tonumber(A[7])
+  local others = call('ZRANGEBYSCORE', asking, string.format('(%.0f', now), '+inf')
+  local names = {'@clock', '@x', 't:' .. tenant}
+  for _, t in ipairs(others) do
+    names[#names + 1] = 't:' .. t
+    if t == tenant then was_asking = true end
   end
-  local mine = time_of(tenant)
+  fair_fields = call('HMGET', fair, unpack(names))
+  local clock = tonumber(fair_fields[1] or '0')
+  local mine = math.max(tonumber(fair_fields[3] or '0'), clock)
   local slowest = mine
-  for _, t in ipairs(redis.call('ZRANGE', asking, 0, -1)) do
-    slowest = math.min(slowest, time_of(t))
+  for k = 4, #names do
+    slowest = math.min(slowest, math.max(tonumber(fair_fields[k] or '0'), clock))
   end
   if mine > slowest + slack / weight then
-    local dep = 1
-    for i, sc in ipairs(rec.s) do
-      if sc.dep == 1 then dep = i end
-    end
-    return refused({0, 50000, dep, 0, 5})
+    -- The gateway names the deployment scope in its refusal.
+    return refused({0, 50000, 0, 0, 5})
   end
   -- The new floor of virtual times: no tenant lags more than the slack behind this one,
   -- whether it is waiting right now or was just admitted between two refusals.
   fair_time, fair_slowest = mine + fcost / weight, math.min(slowest, mine - slack / weight)
 end
-for i, sc in ipairs(rec.s) do
-  local h = current[i]
-  local paused = tonumber(h[#sc.l + 2] or '0')
+
+local worst, wscope, wlim, wkind = 0, 0, 0, 0
+local writes, n = {}, 0
+local needed = lease
+local f, c = 1, 10 + F
+for k = 1, S do
+  local cc, nl = tonumber(A[c]), tonumber(A[c + 1])
+  local paused = tonumber(h[f + 2]) or 0
   if paused - now > worst then
-    worst, wscope, wlim, wkind = paused - now, i, 0, 4
+    worst, wscope, wlim, wkind = paused - now, k, 0, 4
   end
-  if sc.cc > 0 and tonumber(h[#sc.l + 1] or '0') >= sc.cc then
-    return refused({0, 0, i, 0, 2})
+  needed = max(needed, paused - now)
+  if cc > 0 then
+    local inflight = tonumber(h[f + 1]) or 0
+    if inflight >= cc then
+      return refused({0, 0, k, 0, 2})
+    end
+    writes[n + 1] = A[9 + f]
+    writes[n + 2] = inflight + 1
+    n = n + 2
   end
-  news[i] = {}
-  for j, lim in ipairs(sc.l) do
-    local units = cost_of(rec.c, lim.d)
-    if units > lim.a then
-      return {0, 0, i, j, 3}
-    end
-    local base = math.max(tonumber(h[j] or '0'), now)
-    local burst = units_us(lim, lim.b)
-    if sc.sh == 1 then
-      burst = math.floor(burst * share / 1000)
-    end
-    local cost = units_us(lim, units)
-    local earliest = base - (burst - math.min(cost, burst))
+  c = c + 2
+  for j = 1, nl do
+    local step, burst = tonumber(A[c]), tonumber(A[c + 1])
+    local base = max(tonumber(h[f + 3 + j]) or 0, now)
+    local earliest = base - (burst - math.min(step, burst))
     if earliest > now then
       if earliest - now > worst then
-        worst, wscope, wlim, wkind = earliest - now, i, j, 1
+        worst, wscope, wlim, wkind = earliest - now, k, j, 1
       end
     else
-      news[i][j] = base + cost
+      writes[n + 1] = A[11 + f + j]
+      writes[n + 2] = base + step
+      n = n + 2
+      needed = max(needed, base + step - now)
     end
+    c = c + 2
   end
+  f = f + 3 + nl
 end
 if worst > 0 then
   return refused({0, math.ceil(worst), wscope, wlim, wkind})
 end
-for i, sc in ipairs(rec.s) do
-  local writes = {}
-  local needed = lease
-  for j, lim in ipairs(sc.l) do
-    writes[#writes + 1] = field(lim)
-    writes[#writes + 1] = news[i][j]
-    needed = math.max(needed, news[i][j] - now)
-  end
-  if sc.cc > 0 then
-    writes[#writes + 1] = 'n'
-    writes[#writes + 1] = tonumber(current[i][#sc.l + 1] or '0') + 1
-  end
-  if #writes > 0 then
-    redis.call('HSET', sc.k, unpack(writes))
-  end
-  keep_alive(sc.k, math.max(needed, tonumber(current[i][#sc.l + 2] or '0') - now))
+if n > 0 then
+  write_state(state, writes, expiry(h[1], now, needed, writes, n))
 end
 if fair_time then
-  local fair = KEYS[#rec.s + 3]
-  redis.call('HSET', fair, 't:' .. tenant, fair_time)
-  if fair_slowest > tonumber(redis.call('HGET', fair, '@clock') or '0') then
-    redis.call('HSET', fair, '@clock', fair_slowest)
+  local fw = {'t:' .. tenant, fair_time}
+  if fair_slowest > tonumber(fair_fields[1] or '0') then
+    fw[#fw + 1] = '@clock'
+    fw[#fw + 1] = fair_slowest
   end
-  redis.call('PEXPIRE', fair, 3600000)
-  redis.call('ZREM', KEYS[#rec.s + 4], tenant)
+  -- The fairness hash lives an hour past the last admission; pushed once a minute at most.
+  local x = tonumber(fair_fields[2] or '0')
+  if x < now + 3540000000 then
+    fw[#fw + 1] = '@x'
+    fw[#fw + 1] = now + 3600000000
+  end
+  call('HSET', fair, unpack(fw))
+  if x < now + 3540000000 then
+    call('PEXPIRE', fair, 3600000)
+  end
+  if was_asking then
+    call('ZREM', asking, tenant)
+  end
 end
-redis.call('SET', KEYS[2], ARGV[4])
-redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
+call('ZADD', leases, now + lease, member)
 return {1}

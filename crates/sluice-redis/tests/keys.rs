@@ -1,0 +1,74 @@
+//! What a decision leaves in Redis: one state hash per group that expires when the group
+//! is idle, no record or lease after settlement, and an operator's hold that keeps the
+//! state until it is released. Real `redis-server` on 127.0.0.1.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
+
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use sluice_quota::{Cost, Dimension, Limits, QuotaStore, RateLimit, ScopeKey, ScopeKind, Settlement};
+use sluice_redis::local::LocalRedis;
+use sluice_redis::{RedisConfig, RedisStore, Topology};
+
+const STATE: &str = "{keys:c}:state";
+
+fn limits() -> Limits {
+    Limits::unlimited()
+        .with_rate(RateLimit::per_minute(Dimension::TotalTokens, 60_000).unwrap())
+        .with_concurrency(NonZeroU64::new(4).unwrap())
+}
+
+fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(conn).unwrap()
+}
+
+fn keys(conn: &mut redis::Connection) -> Vec<String> {
+    let mut all: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
+    all.sort();
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_expires_when_idle_and_a_hold_keeps_it_until_released() {
+    let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    let config = RedisConfig {
+        topology: Topology::Standalone(server.url()),
+        prefix: "keys".into(),
+        timeout: Duration::from_secs(2),
+    };
+    let store = RedisStore::new(config);
+    let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "acme"), limits());
+    let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "east"), limits());
+    let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+
+    let grant = store.reserve(&[tenant, deployment], Cost::request(100, 100), Duration::from_secs(30)).await.unwrap();
+    // One hash for the whole path, alive past the lease, never without an expiry.
+    let alive = pttl(&mut conn, STATE);
+    assert!((30_000..=11 * 60_000).contains(&alive), "state expiry {alive} ms");
+    let in_flight: Vec<Option<u64>> =
+        redis::cmd("HMGET").arg(STATE).arg("tenant:acme|n").arg("deployment:east|n").query(&mut conn).unwrap();
+    assert_eq!(in_flight, [Some(1), Some(1)]);
+
+    store.settle(grant.id, Settlement::exact(Cost::request(100, 40))).await.unwrap();
+    assert_eq!(keys(&mut conn), [STATE], "records and leases are gone after settlement");
+    let in_flight: Vec<Option<u64>> =
+        redis::cmd("HMGET").arg(STATE).arg("tenant:acme|n").arg("deployment:east|n").query(&mut conn).unwrap();
+    assert_eq!(in_flight, [Some(0), Some(0)]);
+    // Settling again changes nothing (idempotent on the id).
+    store.settle(grant.id, Settlement::exact(Cost::request(100, 40))).await.unwrap();
+
+    // A hold keeps the state far beyond any bucket; its release brings the expiry back.
+    store.hold(tenant, true).await.unwrap();
+    assert!(pttl(&mut conn, STATE) > 365 * 86_400 * 1_000, "a held scope's state must not expire");
+    store.hold(tenant, false).await.unwrap();
+    let released = pttl(&mut conn, STATE);
+    assert!((0..=11 * 60_000).contains(&released), "expiry after release {released} ms");
+
+    // An idle group's state goes away by itself: shown with a short expiry set by hand.
+    let () = redis::cmd("PEXPIRE").arg(STATE).arg(50).query(&mut conn).unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(keys(&mut conn).is_empty(), "idle state expired");
+    // A full bucket again: the next reservation starts from nothing owed.
+    let grant = store.reserve(&[tenant, deployment], Cost::request(100, 100), Duration::from_secs(30)).await.unwrap();
+    store.settle(grant.id, Settlement::exact(Cost::request(100, 0))).await.unwrap();
+}
