@@ -2,8 +2,7 @@
 //! Redis Cluster slot:
 //!
 //! ```text
-//! {T}:state                 HASH  every scope of the group: its buckets, in-flight count,
-//!                                 pause and hold (fields below)
+//! {T}:state                 HASH  every scope of the group, one field each (below)
 //! {T}:leases                ZSET  open reservations of the group, scored by lease end (µs);
 //!                                 each member is the reservation's id and the settlement
 //!                                 its expiry applies (record.rs), so it needs no other key
@@ -16,11 +15,12 @@
 //! standalone server every scope lives in the one group `{P:c}`, so a whole path is one
 //! script. `P` is the configured prefix (default `sluice`).
 //!
-//! A state hash holds, per scope with id `<kind>:<name>` ([`crate::record::scope_id`]):
-//! `<id>|<dimension>:<period µs>` → the instant the bucket is full again (µs), `<id>|n`
-//! requests in flight, `<id>|p` paused until (µs), `<id>|h` held by an operator; and `@x`,
-//! the instant the hash's expiry was last pushed to. The hash expires when its group has
-//! been idle for ten minutes past what its buckets, leases and pauses need.
+//! A state hash holds one field per scope, `<kind>:<name>` ([`crate::record::scope_id`]),
+//! whose value is a MessagePack map: `<dimension code>:<period µs>` → the instant that
+//! bucket is full again (µs; missing means full), `n` requests in flight, `p` paused until
+//! (µs), `h` held by an operator; and `@x`, the instant the hash's expiry was last pushed
+//! to. The hash expires when its group has been idle for ten minutes past what its
+//! buckets, leases and pauses need.
 
 use sluice_quota::{ScopeKey, ScopeKind};
 

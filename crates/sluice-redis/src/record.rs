@@ -1,14 +1,14 @@
 //! What the scripts are told of a reservation, worked out here so they do as little as
-//! possible: Lua arithmetic and string building cost far more per step than the Redis
-//! commands a decision runs. The gateway sends each bucket's field name with its cost
-//! already turned into time (µs of the bucket's refill) and its burst after the caller's
-//! share; a settlement is a list of fields with the time to add or give back; the record a
-//! reservation leaves for lease expiry is the settlement expiry applies, stored flat.
+//! possible: each Lua step and each string crossing between Lua and Redis costs more than
+//! the commands a decision runs. The gateway turns each bucket's cost and burst into time
+//! (µs of its refill), finds never-fits itself and packs the numbers as MessagePack, which
+//! the scripts unpack in one C call (`cmsgpack`). A scope's state is one MessagePack map in
+//! its group's state hash (see [`crate::keys`]).
 
 use sluice_quota::{Cost, Dimension, Limits, ScopeKey, ScopeKind, Share};
 
-/// Separator of a stored record's tokens (never part of a field name, see [`scope_id`]).
-pub const SEPARATOR: char = '\u{1f}';
+/// Largest time the scripts are sent: Lua numbers are doubles, exact to 2^53.
+const MAX_US: u64 = 1 << 52;
 
 /// One limit, in the scripts' units (periods in microseconds).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,8 +21,8 @@ pub struct LimitSpec {
     pub period_us: u64,
     /// Burst.
     pub burst: u64,
-    /// Its field in the group's state hash.
-    pub field: String,
+    /// Its key in the scope's state map: `<dimension code>:<period µs>`.
+    pub code: String,
 }
 
 impl LimitSpec {
@@ -30,7 +30,7 @@ impl LimitSpec {
     #[must_use]
     pub fn units_us(&self, units: u64) -> u64 {
         let us = (u128::from(units) * u128::from(self.period_us)).div_ceil(u128::from(self.amount.max(1)));
-        u64::try_from(us).unwrap_or(u64::MAX)
+        u64::try_from(us).unwrap_or(u64::MAX).min(MAX_US)
     }
 
     /// The time to add to (positive) or give back from (negative) the bucket when
@@ -47,7 +47,7 @@ impl LimitSpec {
 /// One scope of a reservation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopeSpec {
-    /// The scope's id inside its group's state hash: `<kind>:<name>`.
+    /// The scope's field in its group's state hash: `<kind>:<name>`.
     pub sid: String,
     /// A deployment scope (settled by the provider's rule).
     pub deployment: bool,
@@ -83,7 +83,7 @@ impl ScopeSpec {
                     amount: r.amount.get(),
                     period_us,
                     burst: r.burst.get(),
-                    field: format!("{sid}|{}:{period_us}", dimension_code(r.dimension)),
+                    code: format!("{}:{period_us}", dimension_code(r.dimension)),
                 }
             })
             .collect();
@@ -95,28 +95,10 @@ impl ScopeSpec {
             limits: limits_spec,
         }
     }
-
-    /// The scope's in-flight count field.
-    #[must_use]
-    pub fn in_flight_field(&self) -> String {
-        format!("{}|n", self.sid)
-    }
-
-    /// The scope's paused-until field.
-    #[must_use]
-    pub fn paused_field(&self) -> String {
-        format!("{}|p", self.sid)
-    }
-
-    /// The scope's operator-hold field.
-    #[must_use]
-    pub fn held_field(&self) -> String {
-        format!("{}|h", self.sid)
-    }
 }
 
-/// A scope's id in its group's state hash. Control characters (the stored record's
-/// separator among them) become `?`; `|` separates the id from the field's own part.
+/// A scope's field in its group's state hash: `<kind>:<name>`, control characters
+/// replaced by `?` (they have no place in keys an operator reads).
 #[must_use]
 pub fn scope_id(key: &ScopeKey) -> String {
     let name: String = key.name.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
@@ -141,28 +123,38 @@ fn units(cost: Cost, d: Dimension) -> u64 {
     }
 }
 
+fn push_uint(out: &mut Vec<u8>, n: u64) {
+    // Writing to a Vec cannot fail.
+    let _ = rmp::encode::write_uint(out, n.min(MAX_US));
+}
+
+fn push_sint(out: &mut Vec<u8>, n: i64) {
+    let bound = i64::try_from(MAX_US).unwrap_or(i64::MAX);
+    let _ = rmp::encode::write_sint(out, n.clamp(-bound, bound));
+}
+
+fn push_str(out: &mut Vec<u8>, s: &str) {
+    let _ = rmp::encode::write_str(out, s);
+}
+
+fn push_array(out: &mut Vec<u8>, len: usize) {
+    let _ = rmp::encode::write_array_len(out, u32::try_from(len).unwrap_or(u32::MAX));
+}
+
 /// The reserve script's view of `cost` on `scopes` for a caller with `share` of shared
-/// bursts: the scope count, the field count, the fields (per scope its in-flight, paused
-/// and held fields and then its limits' fields), then the numbers (per scope its
-/// concurrency cap and limit count, then per limit the cost and the usable burst, both as
-/// time). Fields first and together, so the script hands them to one HMGET as they came.
+/// bursts, one flat array: per scope its concurrency cap and limit count, then per limit
+/// its code, the cost as time and the room the bucket must have left after it (usable
+/// burst less the cost, as time; a cost above the burst needs a full bucket). Flat and
+/// precomputed, so `reserve.lua` only compares and adds.
 ///
 /// # Errors
 /// [`NeverFits`] when a limit's amount per period is below the cost: no wait helps.
-pub fn reserve_args<'a>(
-    cost: Cost,
-    share: Share,
-    scopes: impl ExactSizeIterator<Item = &'a ScopeSpec> + Clone,
-) -> Result<Vec<String>, NeverFits> {
-    let fields: usize = scopes.clone().map(|s| 3 + s.limits.len()).sum();
-    let mut out = Vec::with_capacity(2 + fields * 3);
-    out.extend([scopes.len().to_string(), fields.to_string()]);
-    for scope in scopes.clone() {
-        out.extend([scope.in_flight_field(), scope.paused_field(), scope.held_field()]);
-        out.extend(scope.limits.iter().map(|l| l.field.clone()));
-    }
-    for (i, scope) in scopes.enumerate() {
-        out.extend([scope.cc.to_string(), scope.limits.len().to_string()]);
+pub fn reserve_spec(cost: Cost, share: Share, scopes: &[ScopeSpec]) -> Result<Vec<u8>, NeverFits> {
+    let mut out = Vec::with_capacity(16 + scopes.len() * 64);
+    push_array(&mut out, scopes.iter().map(|s| 2 + 3 * s.limits.len()).sum());
+    for (i, scope) in scopes.iter().enumerate() {
+        push_uint(&mut out, scope.cc);
+        push_uint(&mut out, u64::try_from(scope.limits.len()).unwrap_or(0));
         for (j, lim) in scope.limits.iter().enumerate() {
             let units = units(cost, lim.dimension);
             if units > lim.amount {
@@ -170,51 +162,76 @@ pub fn reserve_args<'a>(
             }
             let burst = lim.units_us(lim.burst);
             let burst = if scope.shared { share.of(burst) } else { burst };
-            out.extend([lim.units_us(units).to_string(), burst.to_string()]);
+            let step = lim.units_us(units);
+            push_str(&mut out, &lim.code);
+            push_uint(&mut out, step);
+            push_uint(&mut out, burst - step.min(burst));
         }
     }
     Ok(out)
 }
 
-/// The settlement of `reserved` on `scopes` by what was `used` (the caller's scopes) and
-/// counted `upstream` (deployment scopes): the number of in-flight fields to decrement,
-/// the number of buckets to move, those fields, then per bucket the time to add (or,
-/// negative, give back). Buckets whose time does not change are left out.
-#[must_use]
-pub fn settle_args(reserved: Cost, used: Cost, upstream: Cost, scopes: &[ScopeSpec]) -> Vec<String> {
-    let slots: Vec<String> = scopes.iter().filter(|s| s.cc > 0).map(ScopeSpec::in_flight_field).collect();
-    let mut buckets = Vec::new();
-    let mut deltas = Vec::new();
-    for scope in scopes {
-        let used = if scope.deployment { upstream } else { used };
-        for lim in &scope.limits {
-            let delta = lim.delta_us(units(reserved, lim.dimension), units(used, lim.dimension));
-            if delta != 0 {
-                buckets.push(lim.field.clone());
-                deltas.push(delta.to_string());
-            }
-        }
-    }
-    let mut out = Vec::with_capacity(2 + slots.len() + buckets.len() * 2);
-    out.extend([slots.len().to_string(), buckets.len().to_string()]);
-    out.extend(slots);
-    out.extend(buckets);
-    out.extend(deltas);
-    out
+/// A settlement for the scripts: the state fields of the scopes it touches, and one flat
+/// array with per such scope 1 or 0 (give a concurrency slot back or not) and the number
+/// of buckets that move, then per bucket its code and the time to add (or, negative, give
+/// back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettleSpec {
+    /// The touched scopes' fields.
+    pub sids: Vec<String>,
+    /// The MessagePack array, scopes in the order of `sids`.
+    pub spec: Vec<u8>,
 }
 
-/// The lease-set member of reservation `id` of `cost` on `scopes`: the id, then the
-/// settlement lease expiry applies (the caller's scopes keep request and input but get
-/// output back; deployment scopes keep everything, the provider counted it), joined by
-/// [`SEPARATOR`]. The member is the record: expiry needs nothing else.
+/// The settlement of `reserved` on `scopes` by what was `used` (the caller's scopes) and
+/// counted `upstream` (deployment scopes). Scopes with nothing to change are left out.
 #[must_use]
-pub fn lease_member(id: u64, cost: Cost, scopes: &[ScopeSpec]) -> String {
-    let kept = Cost { output_tokens: 0, ..cost };
-    let mut member = id.to_string();
-    for arg in settle_args(cost, kept, cost, scopes) {
-        member.push(SEPARATOR);
-        member.push_str(&arg);
+pub fn settle_spec(reserved: Cost, used: Cost, upstream: Cost, scopes: &[ScopeSpec]) -> SettleSpec {
+    let mut sids = Vec::with_capacity(scopes.len());
+    let mut entries: Vec<(u8, Vec<(&str, i64)>)> = Vec::with_capacity(scopes.len());
+    for scope in scopes {
+        let used = if scope.deployment { upstream } else { used };
+        let moves: Vec<(&str, i64)> = scope
+            .limits
+            .iter()
+            .map(|lim| (lim.code.as_str(), lim.delta_us(units(reserved, lim.dimension), units(used, lim.dimension))))
+            .filter(|(_, delta)| *delta != 0)
+            .collect();
+        if scope.cc > 0 || !moves.is_empty() {
+            sids.push(scope.sid.clone());
+            entries.push((u8::from(scope.cc > 0), moves));
+        }
     }
+    let mut spec = Vec::with_capacity(8 + entries.len() * 32);
+    push_array(&mut spec, entries.iter().map(|(_, moves)| 2 + 2 * moves.len()).sum());
+    for (slot, moves) in entries {
+        push_uint(&mut spec, u64::from(slot));
+        push_uint(&mut spec, u64::try_from(moves.len()).unwrap_or(0));
+        for (code, delta) in moves {
+            push_str(&mut spec, code);
+            push_sint(&mut spec, delta);
+        }
+    }
+    SettleSpec { sids, spec }
+}
+
+/// The lease-set member of reservation `id` of `cost` on `scopes`: an array of the id, the
+/// fields of the scopes expiry touches and the settlement it applies (the caller's scopes
+/// keep request and input but get output back; deployment scopes keep everything, the
+/// provider counted it). The member is the record: expiry needs nothing else.
+#[must_use]
+pub fn lease_member(id: u64, cost: Cost, scopes: &[ScopeSpec]) -> Vec<u8> {
+    let kept = Cost { output_tokens: 0, ..cost };
+    let settle = settle_spec(cost, kept, cost, scopes);
+    let mut member =
+        Vec::with_capacity(16 + settle.spec.len() + settle.sids.iter().map(|s| s.len() + 2).sum::<usize>());
+    push_array(&mut member, 3);
+    let _ = rmp::encode::write_uint(&mut member, id);
+    push_array(&mut member, settle.sids.len());
+    for sid in &settle.sids {
+        push_str(&mut member, sid);
+    }
+    member.extend_from_slice(&settle.spec);
     member
 }
 
@@ -233,35 +250,26 @@ mod tests {
         vec![tenant, deployment]
     }
 
+    /// MessagePack of the numbers and strings the tests expect, written out by hand.
+    fn fixstr(s: &str) -> Vec<u8> {
+        let mut out = vec![0xa0 | u8::try_from(s.len()).unwrap_or(0)];
+        out.extend_from_slice(s.as_bytes());
+        out
+    }
+
     #[test]
-    fn a_reservation_is_its_fields_then_its_costs_as_time() {
-        let args = reserve_args(Cost::request(10, 20), Share::permille(500), scopes().iter()).unwrap();
+    fn a_reservation_is_each_scope_with_its_costs_as_time() {
+        let spec = reserve_spec(Cost::request(10, 20), Share::permille(500), &scopes()).unwrap();
         // 20 output tokens of 60,000 a minute = 20 ms; the burst (3,000 tokens) is 3 s,
         // half of it on the shared deployment scope.
-        assert_eq!(
-            args,
-            [
-                "2",
-                "8",
-                "tenant:acme|n",
-                "tenant:acme|p",
-                "tenant:acme|h",
-                "tenant:acme|3:60000000",
-                "deployment:east|n",
-                "deployment:east|p",
-                "deployment:east|h",
-                "deployment:east|3:60000000",
-                "4",
-                "1",
-                "20000",
-                "3000000",
-                "4",
-                "1",
-                "20000",
-                "1500000"
-            ]
-        );
-        let never = reserve_args(Cost::request(10, 60_001), Share::FULL, scopes().iter());
+        let mut expected = vec![0x9a, 0x04, 0x01];
+        expected.extend(fixstr("3:60000000"));
+        expected.extend([0xcd, 0x4e, 0x20, 0xce, 0x00, 0x2d, 0x78, 0xa0]); // 20,000 and 2,980,000
+        expected.extend([0x04, 0x01]);
+        expected.extend(fixstr("3:60000000"));
+        expected.extend([0xcd, 0x4e, 0x20, 0xce, 0x00, 0x16, 0x95, 0x40]); // 20,000 and 1,480,000
+        assert_eq!(spec, expected);
+        let never = reserve_spec(Cost::request(10, 60_001), Share::FULL, &scopes());
         assert_eq!(never, Err(NeverFits { scope: 0, limit: 0 }));
     }
 
@@ -269,26 +277,26 @@ mod tests {
     fn settlement_gives_back_or_adds_time_per_bucket_by_each_scopes_rule() {
         let scopes = scopes();
         // 20 reserved, 5 used by the caller's count, 30 counted upstream.
-        let args = settle_args(Cost::request(10, 20), Cost::request(10, 5), Cost::request(10, 30), &scopes);
-        assert_eq!(
-            args,
-            [
-                "2",
-                "2",
-                "tenant:acme|n",
-                "deployment:east|n",
-                "tenant:acme|3:60000000",
-                "deployment:east|3:60000000",
-                "-15000",
-                "10000"
-            ]
-        );
-        // Expiry: output comes back to the caller's scopes; the deployment keeps it all.
+        let settle = settle_spec(Cost::request(10, 20), Cost::request(10, 5), Cost::request(10, 30), &scopes);
+        assert_eq!(settle.sids, ["tenant:acme", "deployment:east"]);
+        let mut expected = vec![0x98, 0x01, 0x01];
+        expected.extend(fixstr("3:60000000"));
+        expected.extend([0xd1, 0xc5, 0x68]); // -15,000
+        expected.extend([0x01, 0x01]);
+        expected.extend(fixstr("3:60000000"));
+        expected.extend([0xcd, 0x27, 0x10]); // 10,000
+        assert_eq!(settle.spec, expected);
+        // Expiry: output comes back to the caller's scopes; the deployment keeps it all
+        // (only its slot comes back).
         let member = lease_member(7, Cost::request(10, 20), &scopes);
-        assert_eq!(
-            member,
-            "7\u{1f}2\u{1f}1\u{1f}tenant:acme|n\u{1f}deployment:east|n\u{1f}tenant:acme|3:60000000\u{1f}-20000"
-        );
+        let mut expected = vec![0x93, 0x07, 0x92];
+        expected.extend(fixstr("tenant:acme"));
+        expected.extend(fixstr("deployment:east"));
+        expected.extend([0x96, 0x01, 0x01]);
+        expected.extend(fixstr("3:60000000"));
+        expected.extend([0xd1, 0xb1, 0xe0]); // -20,000
+        expected.extend([0x01, 0x00]);
+        assert_eq!(member, expected);
     }
 
     #[test]

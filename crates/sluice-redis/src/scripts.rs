@@ -4,11 +4,11 @@ use redis::Script;
 
 /// Version of the script set; part of every script's text, so a change of the scripts
 /// never meets an old cached SHA.
-pub const VERSION: &str = "sluice-quota-v2";
+pub const VERSION: &str = "sluice-quota-v3";
 
 const COMMON: &str = include_str!("lua/common.lua");
 
-/// The reserve, settle, pause and hold scripts.
+/// The reserve, settle, pause, hold, tighten and peek scripts.
 #[derive(Debug)]
 pub struct Scripts {
     /// All-or-nothing reservation of one group's part of a path.
@@ -21,6 +21,8 @@ pub struct Scripts {
     pub hold: Script,
     /// Tightening to what the provider reported.
     pub tighten: Script,
+    /// A scope's state for a snapshot.
+    pub peek: Script,
 }
 
 impl Scripts {
@@ -34,6 +36,7 @@ impl Scripts {
             pause: build(include_str!("lua/pause.lua")),
             tighten: build(include_str!("lua/tighten.lua")),
             hold: build(include_str!("lua/hold.lua")),
+            peek: build(include_str!("lua/peek.lua")),
         }
     }
 }

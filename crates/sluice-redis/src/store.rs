@@ -43,7 +43,7 @@ struct Scope {
 struct Part {
     leases: String,
     /// The reservation's member of the lease set (its id and expiry settlement).
-    member: String,
+    member: Vec<u8>,
     state: String,
     /// What was reserved, on which scopes as they were then (a reload may change them
     /// before the settlement).
@@ -126,7 +126,7 @@ impl RedisStore {
     ) -> Result<Part, ReserveError> {
         let (cost, lease, share) = (demand.cost, demand.lease, demand.share);
         let specs: Vec<ScopeSpec> = scopes.iter().map(|s| s.spec.clone()).collect();
-        let args = record::reserve_args(cost, share, specs.iter()).map_err(|never| {
+        let spec = record::reserve_spec(cost, share, &specs).map_err(|never| {
             let index = |i: usize| i64::try_from(i).map_or(0, |i| i + 1);
             ReserveError::Rejected(rejection(scopes, 0, index(never.scope), index(never.limit), 3))
         })?;
@@ -148,7 +148,10 @@ impl RedisStore {
                 invocation.arg("").arg(1).arg(0).arg(0);
             }
         }
-        invocation.arg(args);
+        invocation.arg(spec);
+        for scope in &specs {
+            invocation.arg(&scope.sid);
+        }
         let reply: Vec<i64> = self.call(invocation).await?;
         match reply.as_slice() {
             [1, ..] => Ok(Part { leases, member, state, cost, scopes: specs }),
@@ -162,7 +165,8 @@ impl RedisStore {
     async fn settle_part(&self, part: &Part, settlement: Settlement) -> Result<(), StoreError> {
         let mut invocation = self.scripts.settle.prepare_invoke();
         invocation.key(&part.leases).key(&part.state).arg(&part.member);
-        invocation.arg(record::settle_args(part.cost, settlement.used, settlement.upstream, &part.scopes));
+        let settle = record::settle_spec(part.cost, settlement.used, settlement.upstream, &part.scopes);
+        invocation.arg(settle.spec).arg(settle.sids);
         let _: i64 = self.call(invocation).await?;
         Ok(())
     }
@@ -234,9 +238,9 @@ impl RedisStore {
         }
         let reset_us = reset.map_or(-1, |r| i64::try_from(r.as_micros()).unwrap_or(i64::MAX));
         let mut invocation = self.scripts.tighten.prepare_invoke();
-        invocation.key(&scope.state).arg(remaining).arg(reset_us);
+        invocation.key(&scope.state).arg(remaining).arg(reset_us).arg(&scope.spec.sid);
         for spec in buckets {
-            invocation.arg(&spec.field).arg(spec.amount).arg(spec.period_us).arg(spec.burst);
+            invocation.arg(&spec.code).arg(spec.amount).arg(spec.period_us).arg(spec.burst);
         }
         let _: i64 = self.call(invocation).await?;
         Ok(())
@@ -244,17 +248,13 @@ impl RedisStore {
 
     async fn snapshot_scope(&self, id: ScopeId) -> Result<Option<ScopeSnapshot>, StoreError> {
         let Some(scope) = self.scopes.read().0.get(id.0 as usize).cloned() else { return Ok(None) };
-        let mut conn = self.connector.get().await.map_err(store_error)?;
-        let mut fields: Vec<String> = scope.spec.limits.iter().map(|l| l.field.clone()).collect();
-        fields.extend([scope.spec.in_flight_field(), scope.spec.held_field()]);
-        let mut pipe = redis::pipe();
-        pipe.cmd("TIME").cmd("HMGET").arg(&scope.state).arg(&fields);
-        let fetch = pipe.query_async::<(Vec<String>, Vec<Option<String>>)>(&mut conn);
-        let (time, fields) = tokio::time::timeout(self.timeout, fetch)
-            .await
-            .map_err(|_| store_error("timed out"))?
-            .map_err(store_error)?;
-        Ok(Some(snapshot(&scope, &time, &fields)))
+        let mut invocation = self.scripts.peek.prepare_invoke();
+        invocation.key(&scope.state).arg(&scope.spec.sid);
+        for limit in &scope.spec.limits {
+            invocation.arg(&limit.code);
+        }
+        let peeked: Vec<i64> = self.call(invocation).await?;
+        Ok(Some(snapshot(&scope, &peeked)))
     }
 }
 
@@ -287,20 +287,18 @@ fn rejection(scopes: &[Scope], wait_us: i64, scope: i64, limit: i64, kind: i64) 
     Rejection { scope: scope.key.clone(), limiter, kind }
 }
 
-/// A scope's snapshot from the server's `time` and its fields as `snapshot_scope` reads
-/// them: its limits in order, then `n` and `h`.
-fn snapshot(scope: &Scope, time: &[String], fields: &[Option<String>]) -> ScopeSnapshot {
-    let micros = |s: Option<&String>| s.and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0).max(0.0) as u64;
-    let field = |i: usize| fields.get(i).and_then(Option::as_ref);
-    let now_us = micros(time.first()).saturating_mul(1_000_000).saturating_add(micros(time.get(1)));
-    let now = Nanos(now_us.saturating_mul(1_000));
+/// A scope's snapshot from what `peek.lua` returned: the server's time, the requests in
+/// flight, held or not, then each limit's full-again instant (µs).
+fn snapshot(scope: &Scope, peeked: &[i64]) -> ScopeSnapshot {
+    let at = |i: usize| peeked.get(i).and_then(|&v| u64::try_from(v).ok()).unwrap_or(0);
+    let now = Nanos(at(0).saturating_mul(1_000));
     let rates = scope
         .limits
         .rates
         .iter()
         .enumerate()
         .map(|(i, limit)| {
-            let tat = Tat(Nanos(micros(field(i)).saturating_mul(1_000)));
+            let tat = Tat(Nanos(at(3 + i).saturating_mul(1_000)));
             RateSnapshot {
                 limiter: limit.name(),
                 limit: limit.amount.get(),
@@ -310,10 +308,8 @@ fn snapshot(scope: &Scope, time: &[String], fields: &[Option<String>]) -> ScopeS
             }
         })
         .collect();
-    let count = scope.spec.limits.len();
-    let in_flight = micros(field(count));
     let cap = scope.limits.concurrency.map(std::num::NonZeroU64::get);
-    ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (in_flight, cap), held: field(count + 1).is_some() }
+    ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (at(1), cap), held: at(2) == 1 }
 }
 
 impl QuotaStore for RedisStore {

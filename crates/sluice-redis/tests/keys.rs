@@ -45,22 +45,27 @@ async fn state_expires_when_idle_and_a_hold_keeps_it_until_released() {
     // One hash for the whole path, alive past the lease, never without an expiry.
     let alive = pttl(&mut conn, STATE);
     assert!((30_000..=11 * 60_000).contains(&alive), "state expiry {alive} ms");
-    let in_flight: Vec<Option<u64>> =
-        redis::cmd("HMGET").arg(STATE).arg("tenant:acme|n").arg("deployment:east|n").query(&mut conn).unwrap();
-    assert_eq!(in_flight, [Some(1), Some(1)]);
+    let mut fields: Vec<String> = redis::cmd("HKEYS").arg(STATE).query(&mut conn).unwrap();
+    fields.sort();
+    assert_eq!(fields, ["@x", "deployment:east", "tenant:acme"], "one field per scope");
+    for id in [tenant, deployment] {
+        assert_eq!(store.snapshot(id).await.unwrap().unwrap().in_flight, (1, Some(4)));
+    }
 
     store.settle(grant.id, Settlement::exact(Cost::request(100, 40))).await.unwrap();
     assert_eq!(keys(&mut conn), [STATE], "records and leases are gone after settlement");
-    let in_flight: Vec<Option<u64>> =
-        redis::cmd("HMGET").arg(STATE).arg("tenant:acme|n").arg("deployment:east|n").query(&mut conn).unwrap();
-    assert_eq!(in_flight, [Some(0), Some(0)]);
+    for id in [tenant, deployment] {
+        assert_eq!(store.snapshot(id).await.unwrap().unwrap().in_flight, (0, Some(4)));
+    }
     // Settling again changes nothing (idempotent on the id).
     store.settle(grant.id, Settlement::exact(Cost::request(100, 40))).await.unwrap();
 
     // A hold keeps the state far beyond any bucket; its release brings the expiry back.
     store.hold(tenant, true).await.unwrap();
     assert!(pttl(&mut conn, STATE) > 365 * 86_400 * 1_000, "a held scope's state must not expire");
+    assert!(store.snapshot(tenant).await.unwrap().unwrap().held);
     store.hold(tenant, false).await.unwrap();
+    assert!(!store.snapshot(tenant).await.unwrap().unwrap().held);
     let released = pttl(&mut conn, STATE);
     assert!((0..=11 * 60_000).contains(&released), "expiry after release {released} ms");
 

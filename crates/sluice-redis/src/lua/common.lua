@@ -1,22 +1,30 @@
--- sluice quota scripts, v2: shared functions. Times are microseconds of the Redis
+-- sluice quota scripts, v3: shared functions. Times are microseconds of the Redis
 -- server's own clock (TIME), never the gateway instances' clocks.
 --
--- All scopes of a hash-tag group live in one hash (the group's state), so a decision reads
--- every bucket of its part of the path with one HMGET and writes them with one HSET. A
--- bucket's field holds the instant it is full again (a GCRA; a missing field means a full
--- bucket); a scope's `|n` field its requests in flight, `|p` paused until, `|h` held by an
--- operator. `@x` is the instant the hash's expiry was last pushed to, so the hot path never
--- asks Redis for a TTL.
+-- All scopes of a hash-tag group live in one hash (the group's state): one field per scope,
+-- a MessagePack map of its buckets (`<dimension>:<period>` -> the instant the bucket is full
+-- again, a GCRA; missing means full), `n` (requests in flight), `p` (paused until) and `h`
+-- (held by an operator); and `@x`, the instant the hash's expiry was last pushed to, so the
+-- hot path never asks Redis for a TTL. A decision reads its part of the path with one HMGET
+-- and writes it with one HSET.
 --
--- Lua steps cost far more than the commands a decision runs, so the gateway does the
--- arithmetic it can (record.rs: costs turned into time, fields named, never-fits found)
--- and sends fields together, for HMGET to take as they came.
+-- Lua steps and strings crossing between Lua and Redis cost more than the commands a
+-- decision runs, so the gateway does the arithmetic it can (record.rs: costs turned into
+-- time, never-fits found) and packs numbers as MessagePack, unpacked here in one C call.
 
-local call, tonumber, max = redis.call, tonumber, math.max
+local call, tonumber, max, pack, unpack_mp = redis.call, tonumber, math.max, cmsgpack.pack, cmsgpack.unpack
 
 local function now_us()
   local t = call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- A scope's state map from its packed field (false when absent: a fresh scope).
+local function scope_state(raw)
+  if raw then
+    return unpack_mp(raw)
+  end
+  return {}
 end
 
 -- Keeps the state hash alive for `needed_us` more (+1 min): when that goes past the expiry
@@ -41,50 +49,52 @@ local function write_state(state, writes, ms)
   end
 end
 
--- Applies a settlement (record.rs `settle_args`) read from `v` at index `i`: the number of
--- in-flight fields to decrement (s), the number of buckets to move (m), the s + m fields,
--- then per bucket the time to add (or, negative, give back; never before now: a bucket
--- holds at most its burst).
-local function settle_fields(state, v, i, now)
-  local s, m = tonumber(v[i]), tonumber(v[i + 1])
-  if s + m == 0 then
+-- Applies a settlement (record.rs `settle_spec`) to the scopes with fields `sids`: per
+-- scope 1 or 0 (a concurrency slot back or not) and a bucket count, then per bucket its
+-- code and the time to add (or, negative, give back; never before now: a bucket holds at
+-- most its burst).
+local function settle_scopes(state, sids, spec, now)
+  if #sids == 0 then
     return
   end
-  local first = i + 2
-  local h = call('HMGET', state, '@x', unpack(v, first, first + s + m - 1))
-  local writes, n = {}, 0
-  for k = 1, s do
-    writes[n + 1] = v[first + k - 1]
-    writes[n + 2] = max(0, (tonumber(h[k + 1]) or 0) - 1)
-    n = n + 2
-  end
-  local needed = 0
-  for k = s + 1, s + m do
-    local tat, delta = tonumber(h[k + 1]) or 0, tonumber(v[first + m + k - 1])
-    local new
-    if delta >= 0 then
-      new = max(tat, now) + delta
-    else
-      new = max(now, tat + delta)
+  local raw = call('HMGET', state, '@x', unpack(sids))
+  local writes, needed, c = {}, 0, 1
+  for k = 1, #sids do
+    local s = scope_state(raw[k + 1])
+    if spec[c] == 1 then
+      local n = (s.n or 1) - 1
+      if n < 0 then n = 0 end
+      s.n = n
     end
-    writes[n + 1] = v[first + k - 1]
-    writes[n + 2] = new
-    n = n + 2
-    needed = max(needed, new - now)
+    local m = spec[c + 1]
+    c = c + 2
+    for _ = 1, m do
+      local code, delta = spec[c], spec[c + 1]
+      local new = s[code] or 0
+      if delta >= 0 then
+        if new < now then new = now end
+        new = new + delta
+      else
+        new = new + delta
+        if new < now then new = now end
+      end
+      s[code] = new
+      if new - now > needed then needed = new - now end
+      c = c + 2
+    end
+    writes[2 * k - 1] = sids[k]
+    writes[2 * k] = pack(s)
   end
-  write_state(state, writes, expiry(h[1], now, needed, writes, n))
+  write_state(state, writes, expiry(raw[1], now, needed, writes, 2 * #sids))
 end
 
--- Settles up to `max` reservations of this group whose lease ran out, by the settlement
--- each lease member carries for that case (record.rs `lease_member`).
+-- Settles up to `most` reservations of this group whose lease ran out, by the settlement
+-- each lease member carries for that case (record.rs `lease_member`: id, fields, spec).
 local function expire_leases(leases, state, now, most)
   local members = call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, most)
   for _, member in ipairs(members) do
-    local v = {}
-    for token in string.gmatch(member, '[^\31]+') do
-      v[#v + 1] = token
-    end
-    settle_fields(state, v, 2, now)
+    local m = unpack_mp(member)
+    settle_scopes(state, m[2], m[3], now)
     call('ZREM', leases, member)
   end
   return #members

@@ -1,17 +1,12 @@
 -- pause: holds a scope back until now + ARGV[1] microseconds; never shortens a pause.
--- KEYS[1] the group's state hash, ARGV[2] the scope's id
+-- KEYS[1] the group's state hash, ARGV[2] the scope's field
 local now = now_us()
 local wait = tonumber(ARGV[1])
-local until_us = now + wait
-local field = ARGV[2] .. '|p'
-local h = redis.call('HMGET', KEYS[1], field, '@x')
-local writes = {}
-if until_us > tonumber(h[1] or '0') then
-  writes[1] = field
-  writes[2] = until_us
-end
-local ms = expiry(h[2], now, wait, writes, #writes)
-if #writes > 0 then
-  write_state(KEYS[1], writes, ms)
+local raw = call('HMGET', KEYS[1], '@x', ARGV[2])
+local s = scope_state(raw[2])
+if now + wait > (s.p or 0) then
+  s.p = now + wait
+  local writes = {ARGV[2], pack(s)}
+  write_state(KEYS[1], writes, expiry(raw[1], now, wait, writes, 2))
 end
 return 1

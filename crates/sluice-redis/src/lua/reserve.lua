@@ -3,12 +3,12 @@
 -- KEYS[1] leases zset, KEYS[2] the group's state hash; with a tenant, KEYS[3] the
 -- deployment's fairness hash and KEYS[4] its set of tenants asking (refused lately, scored
 -- by expiry, µs): a tenant too far ahead of the slowest one asking is held back briefly.
--- ARGV[1] the lease member (the id and the settlement lease expiry applies), ARGV[2] lease
--- (µs), ARGV[3] most expired leases to settle first, ARGV[4] tenant for the fair-share
--- check ('' for none), ARGV[5] its weight, ARGV[6] this request's tokens, ARGV[7] the slack
--- (tokens), from ARGV[8] the scopes (record.rs `reserve_args`): scope count S, field count
--- F, the F fields (per scope n, p, h, then its limits' fields), then per scope its
--- concurrency cap and limit count and per limit the cost and the usable burst as time.
+-- ARGV[1] the lease member (record.rs `lease_member`), ARGV[2] lease (µs), ARGV[3] most
+-- expired leases to settle first, ARGV[4] tenant for the fair-share check ('' for none),
+-- ARGV[5] its weight, ARGV[6] this request's tokens, ARGV[7] the slack (tokens), ARGV[8]
+-- the scopes (record.rs `reserve_spec`, flat: per scope its concurrency cap and limit
+-- count, then per limit its code, the cost as time and the room the bucket must keep after
+-- it, as time), from ARGV[9] the scopes' fields.
 -- Returns {1} on success, or {0, wait_us, scope index, limit index, kind}
 -- with kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair share, 6 = held by an
 -- operator (3, never fits, the gateway finds before asking; for 5 it names the scope).
@@ -19,22 +19,20 @@ expire_leases(leases, state, now, tonumber(A[3]))
 if call('ZSCORE', leases, member) then
   return {1}
 end
-local S, F = tonumber(A[8]), tonumber(A[9])
--- h[1] is @x, the fields follow in their order.
-local h = call('HMGET', state, '@x', unpack(A, 10, 9 + F))
+local S = #A - 8
+local raw = call('HMGET', state, '@x', unpack(A, 9, 8 + S))
+local spec = unpack_mp(A[8])
 local lease = tonumber(A[2])
 
 -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
 -- asking (it would hold every other tenant back to its own virtual time).
-do
-  local f, c = 1, 10 + F
-  for k = 1, S do
-    if h[f + 3] then
-      return {0, 0, k, 0, 6}
-    end
-    local nl = tonumber(A[c + 1])
-    f, c = f + 3 + nl, c + 2 + 2 * nl
+local st = {}
+for k = 1, S do
+  local s = scope_state(raw[k + 1])
+  if s.h then
+    return {0, 0, k, 0, 6}
   end
+  st[k] = s
 end
 
 -- Fair share: a tenant too far ahead of the slowest tenant asking is held back briefly.
@@ -74,49 +72,59 @@ if tenant ~= '' then
 end
 
 local worst, wscope, wlim, wkind = 0, 0, 0, 0
-local writes, n = {}, 0
 local needed = lease
-local f, c = 1, 10 + F
+local c = 1
 for k = 1, S do
-  local cc, nl = tonumber(A[c]), tonumber(A[c + 1])
-  local paused = tonumber(h[f + 2]) or 0
-  if paused - now > worst then
-    worst, wscope, wlim, wkind = paused - now, k, 0, 4
+  local s = st[k]
+  local paused = (s.p or 0) - now
+  if paused > worst then
+    worst, wscope, wlim, wkind = paused, k, 0, 4
   end
-  needed = max(needed, paused - now)
+  if paused > needed then needed = paused end
+  local cc, nl = spec[c], spec[c + 1]
   if cc > 0 then
-    local inflight = tonumber(h[f + 1]) or 0
+    local inflight = s.n or 0
     if inflight >= cc then
       return refused({0, 0, k, 0, 2})
     end
-    writes[n + 1] = A[9 + f]
-    writes[n + 2] = inflight + 1
-    n = n + 2
+    s.n = inflight + 1
   end
   c = c + 2
   for j = 1, nl do
-    local step, burst = tonumber(A[c]), tonumber(A[c + 1])
-    local base = max(tonumber(h[f + 3 + j]) or 0, now)
-    local earliest = base - (burst - math.min(step, burst))
-    if earliest > now then
-      if earliest - now > worst then
-        worst, wscope, wlim, wkind = earliest - now, k, j, 1
+    local code = spec[c]
+    local base = s[code] or 0
+    if base < now then base = now end
+    -- The bucket must keep `room` (burst less cost) after this cost.
+    local wait = base - spec[c + 2] - now
+    if wait > 0 then
+      if wait > worst then
+        worst, wscope, wlim, wkind = wait, k, j, 1
       end
     else
-      writes[n + 1] = A[11 + f + j]
-      writes[n + 2] = base + step
-      n = n + 2
-      needed = max(needed, base + step - now)
+      local new = base + spec[c + 1]
+      s[code] = new
+      if new - now > needed then needed = new - now end
     end
-    c = c + 2
+    c = c + 3
   end
-  f = f + 3 + nl
 end
 if worst > 0 then
   return refused({0, math.ceil(worst), wscope, wlim, wkind})
 end
+-- Scopes with neither limits nor a concurrency cap never change: not written.
+local writes, n = {}, 0
+c = 1
+for k = 1, S do
+  local cc, nl = spec[c], spec[c + 1]
+  if cc > 0 or nl > 0 then
+    writes[n + 1] = A[8 + k]
+    writes[n + 2] = pack(st[k])
+    n = n + 2
+  end
+  c = c + 2 + 3 * nl
+end
 if n > 0 then
-  write_state(state, writes, expiry(h[1], now, needed, writes, n))
+  write_state(state, writes, expiry(raw[1], now, needed, writes, n))
 end
 if fair_time then
   local fw = {'t:' .. tenant, fair_time}
