@@ -60,7 +60,23 @@ impl HttpClient {
         if let Some(token) = bearer {
             request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
         }
-        let response = self.inner.request(request.body(Full::new(body))?).await?;
+        self.send(request.body(Full::new(body))?).await
+    }
+
+    /// Gets `uri` with an optional bearer token.
+    ///
+    /// # Errors
+    /// When the connection fails or the response cannot be read.
+    pub async fn get(&self, uri: &Uri, bearer: Option<&str>) -> anyhow::Result<Reply> {
+        let mut request = Request::get(uri.clone());
+        if let Some(token) = bearer {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        self.send(request.body(Full::new(Bytes::new()))?).await
+    }
+
+    async fn send(&self, request: Request<Full<Bytes>>) -> anyhow::Result<Reply> {
+        let response = self.inner.request(request).await?;
         let status = response.status().as_u16();
         let retry_after = retry_after(response.headers());
         let body = response.into_body().collect().await?.to_bytes();

@@ -10,21 +10,26 @@
 //! honouring `retry-after-ms`) or [`naive`] (workers with their own backoff);
 //! [`utilization`] and [`report`] turn the provider's stats into the table; [`demo`] wires
 //! it together. [`bench`] and [`loadgen`] are the added-latency benchmark; [`stats`] the
-//! percentiles; [`plot`] draws the SVG charts.
+//! percentiles; [`plot`] draws the SVG charts. [`process`] runs `sluice serve` as a child
+//! process, [`fleet`] configures such children, and [`attempts`] drives them with
+//! closed-loop clients that record every attempt (the multi-process tests use all three).
 //!
 //! Everything binds 127.0.0.1, every load loop is bounded in count and time, and every
 //! server started is shut down before a command returns.
 
+pub mod attempts;
 pub mod baseline;
 pub mod bench;
 pub mod client;
 pub mod demo;
 pub mod deploy;
 pub mod drive;
+pub mod fleet;
 pub mod harness;
 pub mod loadgen;
 pub mod naive;
 pub mod plot;
+pub mod process;
 pub mod report;
 pub mod scenario;
 pub mod sluiced;

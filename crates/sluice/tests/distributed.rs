@@ -323,7 +323,7 @@ fn two_tenant_config(sim_url: &str, store: &str) -> String {
     let sha = |key: &str| hex::encode(sluice_config::hash_key(key));
     format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n\n{store}\n\n\
-         [[providers]]\nname = \"sim\"\nkind = \"openai\"\nbase_url = \"{sim_url}\"\napi_key_env = \"SLUICE_TEST_PROVIDER_KEY\"\n\n\
+         [[providers]]\nname = \"sim\"\nkind = \"openai\"\nbase_url = \"{sim_url}\"\napi_key_env = \"{env}\"\n\n\
          [[deployments]]\nname = \"sim-mini\"\nprovider = \"sim\"\nmodel = \"gpt-4o-mini\"\nlimits = {{ tpm = {FAIR_TPM}, burst_seconds = 0.5 }}\n\n\
          [[models]]\nname = \"chat\"\ndeployment = \"sim-mini\"\n\n\
          [[classes]]\nname = \"interactive\"\nmax_wait = \"10s\"\n\n\
@@ -332,6 +332,7 @@ fn two_tenant_config(sim_url: &str, store: &str) -> String {
          [[keys]]\nid = \"b-1\"\ntenant = \"b\"\nsha256 = \"{b}\"\n",
         a = sha(KEY_A),
         b = sha(KEY_B),
+        env = sluice_bench::process::PROVIDER_KEY_ENV,
     )
 }
 
