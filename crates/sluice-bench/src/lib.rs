@@ -10,9 +10,11 @@
 //! honouring `retry-after-ms`) or [`naive`] (workers with their own backoff);
 //! [`utilization`] and [`report`] turn the provider's stats into the table; [`demo`] wires
 //! it together. [`bench`] and [`loadgen`] are the added-latency benchmark; [`stats`] the
-//! percentiles; [`plot`] draws the SVG charts. [`process`] runs `sluice serve` as a child
-//! process, [`fleet`] configures such children, and [`attempts`] drives them with
-//! closed-loop clients that record every attempt (the multi-process tests use all three).
+//! percentiles; [`plot`] draws the SVG charts. [`soak`] (with [`mix`] and
+//! [`soak_report`]) runs `sluice serve` as a child process ([`process`]); [`fleet`]
+//! configures such children and [`attempts`] drives them with closed-loop clients that
+//! record every attempt (the multi-process tests use both); [`commands`] is `sluice
+//! bench`'s command line.
 //!
 //! Everything binds 127.0.0.1, every load loop is bounded in count and time, and every
 //! server started is shut down before a command returns.
@@ -21,18 +23,22 @@ pub mod attempts;
 pub mod baseline;
 pub mod bench;
 pub mod client;
+pub mod commands;
 pub mod demo;
 pub mod deploy;
 pub mod drive;
 pub mod fleet;
 pub mod harness;
 pub mod loadgen;
+pub mod mix;
 pub mod naive;
 pub mod plot;
 pub mod process;
 pub mod report;
 pub mod scenario;
 pub mod sluiced;
+pub mod soak;
+pub mod soak_report;
 pub mod stats;
 pub mod utilization;
 pub mod workload;

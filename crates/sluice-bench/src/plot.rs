@@ -144,7 +144,9 @@ fn y_range(points: &[(f64, f64)], log: bool) -> (f64, f64) {
         let (lo, hi) = if lo.is_finite() { (lo.log10().floor(), hi.log10().ceil()) } else { (0.0, 1.0) };
         return if hi > lo { (lo, hi) } else { (lo, lo + 1.0) };
     }
-    let (lo, hi) = widen(lo.min(0.0), hi.max(0.0));
+    // Ranges include 0; an all-zero series (no errors) gets 0..1, not a range below zero.
+    let (lo, hi) = (lo.min(0.0), hi.max(0.0));
+    let hi = if hi > lo { hi } else { lo + 1.0 };
     let step = tick_step(lo, hi);
     ((lo / step).floor() * step, (hi / step).ceil() * step)
 }
@@ -267,6 +269,8 @@ mod tests {
         assert_eq!(ticks(0.0, 5000.0), vec![0.0, 1000.0, 2000.0, 3000.0, 4000.0, 5000.0]);
         assert_eq!(y_range(&[(0.0, 0.3), (1.0, 3.7)], false), (0.0, 4.0));
         assert_eq!(y_range(&[(0.0, 0.2), (1.0, 376.0)], true), (-1.0, 3.0));
+        assert_eq!(y_range(&[(0.0, 0.0), (1.0, 0.0)], false), (0.0, 1.0));
+        assert_eq!(y_range(&[], false), (0.0, 1.0));
     }
 
     #[test]

@@ -88,7 +88,7 @@ pub fn chat_body(model: &str, user: &str, prompt: &str, max_tokens: u64, id: &st
 }
 
 /// About `tokens` tokens of filler text.
-fn prose(tokens: usize, rng: &mut impl Rng) -> String {
+pub fn prose(tokens: usize, rng: &mut impl Rng) -> String {
     let words = tokens.saturating_sub(WORDS_OVERHEAD);
     let mut text = String::with_capacity(words * 8);
     for i in 0..words {

@@ -29,8 +29,9 @@ enum Command {
     SimulateProvider(sluice_sim::cli::SimArgs),
     /// Run the seed-000 demo: the gateway vs. uncoordinated workers, in one process.
     Demo(sluice_bench::demo::DemoArgs),
-    /// Measure the latency the gateway adds, open loop, against the provider called directly.
-    Bench(sluice_bench::bench::BenchArgs),
+    /// Measure the latency the gateway adds, open loop, against the provider called directly;
+    /// `bench soak` and `bench chaos` run the soak and the fault scenarios.
+    Bench(sluice_bench::commands::BenchCommand),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -44,7 +45,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => runtime()?.block_on(serve::run(args)),
         Command::SimulateProvider(args) => runtime()?.block_on(sluice_sim::cli::run(args)),
         Command::Demo(args) => runtime()?.block_on(sluice_bench::demo::run(args)),
-        Command::Bench(args) => runtime()?.block_on(sluice_bench::bench::run(args)),
+        Command::Bench(args) => runtime()?.block_on(sluice_bench::commands::run(args)),
     }
 }
 
