@@ -2,8 +2,9 @@
 //! possible: each Lua step and each string crossing between Lua and Redis costs more than
 //! the commands a decision runs. The gateway turns each bucket's cost and burst into time
 //! (µs of its refill), finds never-fits itself and packs the numbers as MessagePack, which
-//! the scripts unpack in one C call (`cmsgpack`). A scope's state is one MessagePack map in
-//! its group's state hash (see [`crate::keys`]).
+//! the scripts unpack in one C call (`cmsgpack`). A scope's state is one MessagePack array
+//! of numbers in its group's state hash (see [`crate::keys`]): no strings to build, hash
+//! or intern on the hot path.
 
 use sluice_quota::{Cost, Dimension, Limits, ScopeKey, ScopeKind, Share};
 
@@ -21,7 +22,7 @@ pub struct LimitSpec {
     pub period_us: u64,
     /// Burst.
     pub burst: u64,
-    /// Its key in the scope's state map: `<dimension code>:<period µs>`.
+    /// Its name, `<dimension code>:<period µs>`, part of its scope's layout.
     pub code: String,
 }
 
@@ -57,6 +58,10 @@ pub struct ScopeSpec {
     pub cc: u64,
     /// Rate limits.
     pub limits: Vec<LimitSpec>,
+    /// The limits' layout: a hash of their codes in order. A scope's stored state belongs
+    /// to one layout; when a reload changes the limits, the buckets start full again
+    /// (in-flight counts, pauses and holds carry over).
+    pub layout: u32,
 }
 
 /// A reservation that cannot pass whatever the wait: scope and limit index (from 0).
@@ -73,7 +78,7 @@ impl ScopeSpec {
     #[must_use]
     pub fn new(key: &ScopeKey, limits: &Limits) -> Self {
         let sid = scope_id(key);
-        let limits_spec = limits
+        let limits_spec: Vec<LimitSpec> = limits
             .rates
             .iter()
             .map(|r| {
@@ -87,12 +92,14 @@ impl ScopeSpec {
                 }
             })
             .collect();
+        let layout = layout_of(&limits_spec);
         Self {
             sid,
             deployment: key.kind == ScopeKind::Deployment,
             shared: key.kind.is_shared(),
             cc: limits.concurrency.map_or(0, std::num::NonZeroU64::get),
             limits: limits_spec,
+            layout,
         }
     }
 }
@@ -103,6 +110,17 @@ impl ScopeSpec {
 pub fn scope_id(key: &ScopeKey) -> String {
     let name: String = key.name.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
     format!("{}:{name}", key.kind.as_str())
+}
+
+/// FNV-1a (32 bits) of the limits' codes: the same on every instance and every build.
+fn layout_of(limits: &[LimitSpec]) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for lim in limits {
+        for byte in lim.code.bytes().chain(std::iter::once(b'|')) {
+            hash = (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193);
+        }
+    }
+    hash
 }
 
 fn dimension_code(d: Dimension) -> u8 {
@@ -134,6 +152,7 @@ fn push_sint(out: &mut Vec<u8>, n: i64) {
 }
 
 fn push_str(out: &mut Vec<u8>, s: &str) {
+    // Writing to a Vec cannot fail.
     let _ = rmp::encode::write_str(out, s);
 }
 
@@ -142,18 +161,19 @@ fn push_array(out: &mut Vec<u8>, len: usize) {
 }
 
 /// The reserve script's view of `cost` on `scopes` for a caller with `share` of shared
-/// bursts, one flat array: per scope its concurrency cap and limit count, then per limit
-/// its code, the cost as time and the room the bucket must have left after it (usable
-/// burst less the cost, as time; a cost above the burst needs a full bucket). Flat and
-/// precomputed, so `reserve.lua` only compares and adds.
+/// bursts, one flat array: per scope its concurrency cap, layout and limit count, then per
+/// limit the cost as time and the room the bucket must have left after it (usable burst
+/// less the cost, as time; a cost above the burst needs a full bucket). Flat, numbers only
+/// and precomputed, so `reserve.lua` only compares and adds.
 ///
 /// # Errors
 /// [`NeverFits`] when a limit's amount per period is below the cost: no wait helps.
 pub fn reserve_spec(cost: Cost, share: Share, scopes: &[ScopeSpec]) -> Result<Vec<u8>, NeverFits> {
-    let mut out = Vec::with_capacity(16 + scopes.len() * 64);
-    push_array(&mut out, scopes.iter().map(|s| 2 + 3 * s.limits.len()).sum());
+    let mut out = Vec::with_capacity(16 + scopes.len() * 48);
+    push_array(&mut out, scopes.iter().map(|s| 3 + 2 * s.limits.len()).sum());
     for (i, scope) in scopes.iter().enumerate() {
         push_uint(&mut out, scope.cc);
+        push_uint(&mut out, u64::from(scope.layout));
         push_uint(&mut out, u64::try_from(scope.limits.len()).unwrap_or(0));
         for (j, lim) in scope.limits.iter().enumerate() {
             let units = units(cost, lim.dimension);
@@ -163,7 +183,6 @@ pub fn reserve_spec(cost: Cost, share: Share, scopes: &[ScopeSpec]) -> Result<Ve
             let burst = lim.units_us(lim.burst);
             let burst = if scope.shared { share.of(burst) } else { burst };
             let step = lim.units_us(units);
-            push_str(&mut out, &lim.code);
             push_uint(&mut out, step);
             push_uint(&mut out, burst - step.min(burst));
         }
@@ -172,9 +191,9 @@ pub fn reserve_spec(cost: Cost, share: Share, scopes: &[ScopeSpec]) -> Result<Ve
 }
 
 /// A settlement for the scripts: the state fields of the scopes it touches, and one flat
-/// array with per such scope 1 or 0 (give a concurrency slot back or not) and the number
-/// of buckets that move, then per bucket its code and the time to add (or, negative, give
-/// back).
+/// array with per such scope 1 or 0 (give a concurrency slot back or not), its layout and
+/// the number of buckets that move, then per bucket its position (from 1) and the time to
+/// add (or, negative, give back).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SettleSpec {
     /// The touched scopes' fields.
@@ -188,27 +207,31 @@ pub struct SettleSpec {
 #[must_use]
 pub fn settle_spec(reserved: Cost, used: Cost, upstream: Cost, scopes: &[ScopeSpec]) -> SettleSpec {
     let mut sids = Vec::with_capacity(scopes.len());
-    let mut entries: Vec<(u8, Vec<(&str, i64)>)> = Vec::with_capacity(scopes.len());
+    // Per touched scope: slot back (1/0), layout, (bucket position, delta) pairs.
+    type Entry = (u8, u32, Vec<(u64, i64)>);
+    let mut entries: Vec<Entry> = Vec::with_capacity(scopes.len());
     for scope in scopes {
         let used = if scope.deployment { upstream } else { used };
-        let moves: Vec<(&str, i64)> = scope
+        let moves: Vec<(u64, i64)> = scope
             .limits
             .iter()
-            .map(|lim| (lim.code.as_str(), lim.delta_us(units(reserved, lim.dimension), units(used, lim.dimension))))
+            .zip(1..)
+            .map(|(lim, at)| (at, lim.delta_us(units(reserved, lim.dimension), units(used, lim.dimension))))
             .filter(|(_, delta)| *delta != 0)
             .collect();
         if scope.cc > 0 || !moves.is_empty() {
             sids.push(scope.sid.clone());
-            entries.push((u8::from(scope.cc > 0), moves));
+            entries.push((u8::from(scope.cc > 0), scope.layout, moves));
         }
     }
-    let mut spec = Vec::with_capacity(8 + entries.len() * 32);
-    push_array(&mut spec, entries.iter().map(|(_, moves)| 2 + 2 * moves.len()).sum());
-    for (slot, moves) in entries {
+    let mut spec = Vec::with_capacity(8 + entries.len() * 24);
+    push_array(&mut spec, entries.iter().map(|(_, _, moves)| 3 + 2 * moves.len()).sum());
+    for (slot, layout, moves) in entries {
         push_uint(&mut spec, u64::from(slot));
+        push_uint(&mut spec, u64::from(layout));
         push_uint(&mut spec, u64::try_from(moves.len()).unwrap_or(0));
-        for (code, delta) in moves {
-            push_str(&mut spec, code);
+        for (at, delta) in moves {
+            push_uint(&mut spec, at);
             push_sint(&mut spec, delta);
         }
     }
@@ -257,34 +280,59 @@ mod tests {
         out
     }
 
+    /// MessagePack of a u32, as rmp writes it.
+    fn u32_mp(n: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        let _ = rmp::encode::write_uint(&mut out, u64::from(n));
+        out
+    }
+
     #[test]
     fn a_reservation_is_each_scope_with_its_costs_as_time() {
-        let spec = reserve_spec(Cost::request(10, 20), Share::permille(500), &scopes()).unwrap();
+        let scopes = scopes();
+        let layout = scopes[0].layout;
+        assert_eq!(layout, scopes[1].layout, "the same limits, the same layout");
+        let spec = reserve_spec(Cost::request(10, 20), Share::permille(500), &scopes).unwrap();
         // 20 output tokens of 60,000 a minute = 20 ms; the burst (3,000 tokens) is 3 s,
-        // half of it on the shared deployment scope.
-        let mut expected = vec![0x9a, 0x04, 0x01];
-        expected.extend(fixstr("3:60000000"));
-        expected.extend([0xcd, 0x4e, 0x20, 0xce, 0x00, 0x2d, 0x78, 0xa0]); // 20,000 and 2,980,000
-        expected.extend([0x04, 0x01]);
-        expected.extend(fixstr("3:60000000"));
-        expected.extend([0xcd, 0x4e, 0x20, 0xce, 0x00, 0x16, 0x95, 0x40]); // 20,000 and 1,480,000
+        // half of it on the shared deployment scope; what must be left is burst less cost.
+        let mut expected = vec![0x9a, 0x04];
+        expected.extend(u32_mp(layout));
+        expected.extend([0x01, 0xcd, 0x4e, 0x20, 0xce, 0x00, 0x2d, 0x78, 0xa0]); // 20,000 and 2,980,000
+        expected.push(0x04);
+        expected.extend(u32_mp(layout));
+        expected.extend([0x01, 0xcd, 0x4e, 0x20, 0xce, 0x00, 0x16, 0x95, 0x40]); // 20,000 and 1,480,000
         assert_eq!(spec, expected);
-        let never = reserve_spec(Cost::request(10, 60_001), Share::FULL, &scopes());
+        let never = reserve_spec(Cost::request(10, 60_001), Share::FULL, &scopes);
         assert_eq!(never, Err(NeverFits { scope: 0, limit: 0 }));
+    }
+
+    #[test]
+    fn a_layout_changes_with_the_limits() {
+        let key = ScopeKey::new(ScopeKind::Tenant, "acme");
+        let rpm = |n| {
+            Limits::unlimited()
+                .with_rate(RateLimit::per_minute(Dimension::Requests, n).unwrap_or_else(|| unreachable!()))
+        };
+        let tpm = Limits::unlimited()
+            .with_rate(RateLimit::per_minute(Dimension::TotalTokens, 60).unwrap_or_else(|| unreachable!()));
+        // The amount is not part of the layout (a bucket's instant stays meaningful).
+        assert_eq!(ScopeSpec::new(&key, &rpm(60)).layout, ScopeSpec::new(&key, &rpm(120)).layout);
+        assert_ne!(ScopeSpec::new(&key, &rpm(60)).layout, ScopeSpec::new(&key, &tpm).layout);
     }
 
     #[test]
     fn settlement_gives_back_or_adds_time_per_bucket_by_each_scopes_rule() {
         let scopes = scopes();
+        let layout = u32_mp(scopes[0].layout);
         // 20 reserved, 5 used by the caller's count, 30 counted upstream.
         let settle = settle_spec(Cost::request(10, 20), Cost::request(10, 5), Cost::request(10, 30), &scopes);
         assert_eq!(settle.sids, ["tenant:acme", "deployment:east"]);
-        let mut expected = vec![0x98, 0x01, 0x01];
-        expected.extend(fixstr("3:60000000"));
-        expected.extend([0xd1, 0xc5, 0x68]); // -15,000
-        expected.extend([0x01, 0x01]);
-        expected.extend(fixstr("3:60000000"));
-        expected.extend([0xcd, 0x27, 0x10]); // 10,000
+        let mut expected = vec![0x9a, 0x01];
+        expected.extend(&layout);
+        expected.extend([0x01, 0x01, 0xd1, 0xc5, 0x68]); // bucket 1: -15,000
+        expected.push(0x01);
+        expected.extend(&layout);
+        expected.extend([0x01, 0x01, 0xcd, 0x27, 0x10]); // bucket 1: 10,000
         assert_eq!(settle.spec, expected);
         // Expiry: output comes back to the caller's scopes; the deployment keeps it all
         // (only its slot comes back).
@@ -292,10 +340,12 @@ mod tests {
         let mut expected = vec![0x93, 0x07, 0x92];
         expected.extend(fixstr("tenant:acme"));
         expected.extend(fixstr("deployment:east"));
-        expected.extend([0x96, 0x01, 0x01]);
-        expected.extend(fixstr("3:60000000"));
-        expected.extend([0xd1, 0xb1, 0xe0]); // -20,000
-        expected.extend([0x01, 0x00]);
+        expected.extend([0x98, 0x01]);
+        expected.extend(&layout);
+        expected.extend([0x01, 0x01, 0xd1, 0xb1, 0xe0]); // bucket 1: -20,000
+        expected.push(0x01);
+        expected.extend(&layout);
+        expected.push(0x00);
         assert_eq!(member, expected);
     }
 

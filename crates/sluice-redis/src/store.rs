@@ -230,17 +230,18 @@ impl RedisStore {
             .rates
             .iter()
             .zip(&scope.spec.limits)
-            .filter(|(r, _)| r.dimension == dimension && r.period <= sluice_quota::ledger::TIGHTEN_MAX_PERIOD)
-            .map(|(_, spec)| spec)
+            .zip(1_u32..)
+            .filter(|((r, _), _)| r.dimension == dimension && r.period <= sluice_quota::ledger::TIGHTEN_MAX_PERIOD)
+            .map(|((_, spec), at)| (at, spec))
             .collect();
         if buckets.is_empty() {
             return Ok(());
         }
         let reset_us = reset.map_or(-1, |r| i64::try_from(r.as_micros()).unwrap_or(i64::MAX));
         let mut invocation = self.scripts.tighten.prepare_invoke();
-        invocation.key(&scope.state).arg(remaining).arg(reset_us).arg(&scope.spec.sid);
-        for spec in buckets {
-            invocation.arg(&spec.code).arg(spec.amount).arg(spec.period_us).arg(spec.burst);
+        invocation.key(&scope.state).arg(remaining).arg(reset_us).arg(&scope.spec.sid).arg(scope.spec.layout);
+        for (at, spec) in buckets {
+            invocation.arg(at).arg(spec.amount).arg(spec.period_us).arg(spec.burst);
         }
         let _: i64 = self.call(invocation).await?;
         Ok(())
@@ -249,10 +250,7 @@ impl RedisStore {
     async fn snapshot_scope(&self, id: ScopeId) -> Result<Option<ScopeSnapshot>, StoreError> {
         let Some(scope) = self.scopes.read().0.get(id.0 as usize).cloned() else { return Ok(None) };
         let mut invocation = self.scripts.peek.prepare_invoke();
-        invocation.key(&scope.state).arg(&scope.spec.sid);
-        for limit in &scope.spec.limits {
-            invocation.arg(&limit.code);
-        }
+        invocation.key(&scope.state).arg(&scope.spec.sid).arg(scope.spec.layout).arg(scope.spec.limits.len());
         let peeked: Vec<i64> = self.call(invocation).await?;
         Ok(Some(snapshot(&scope, &peeked)))
     }

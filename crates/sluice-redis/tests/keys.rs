@@ -77,3 +77,40 @@ async fn state_expires_when_idle_and_a_hold_keeps_it_until_released() {
     let grant = store.reserve(&[tenant, deployment], Cost::request(100, 100), Duration::from_secs(30)).await.unwrap();
     store.settle(grant.id, Settlement::exact(Cost::request(100, 0))).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_limits_for_a_scope_keep_its_slots_and_pause() {
+    let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    let config = RedisConfig {
+        topology: Topology::Standalone(server.url()),
+        prefix: "reload".into(),
+        timeout: Duration::from_secs(2),
+    };
+    let store = RedisStore::new(config);
+    let key = ScopeKey::new(ScopeKind::Tenant, "acme");
+    let tenant = store.register(key.clone(), limits());
+    let grant = store.reserve(&[tenant], Cost::request(100, 1_900), Duration::from_secs(30)).await.unwrap();
+    let before = store.snapshot(tenant).await.unwrap().unwrap();
+    assert!(before.rates[0].remaining < 1_100, "{before:?}");
+
+    // Same limits, new amount: the bucket's instant carries over (same layout).
+    let wider = Limits::unlimited()
+        .with_rate(RateLimit::per_minute(Dimension::TotalTokens, 120_000).unwrap())
+        .with_concurrency(NonZeroU64::new(4).unwrap());
+    assert_eq!(store.register(key.clone(), wider), tenant);
+    let same = store.snapshot(tenant).await.unwrap().unwrap();
+    assert!(same.rates[0].remaining < same.rates[0].burst, "{same:?}");
+
+    // Another dimension: a new layout, buckets full, the in-flight count kept.
+    let requests = Limits::unlimited()
+        .with_rate(RateLimit::per_minute(Dimension::Requests, 60).unwrap())
+        .with_concurrency(NonZeroU64::new(1).unwrap());
+    assert_eq!(store.register(key, requests), tenant);
+    let after = store.snapshot(tenant).await.unwrap().unwrap();
+    assert_eq!(after.rates[0].remaining, after.rates[0].burst, "{after:?}");
+    assert_eq!(after.in_flight, (1, Some(1)));
+    let busy = store.reserve(&[tenant], Cost::request(1, 1), Duration::from_secs(30)).await;
+    assert!(busy.is_err(), "the slot taken before the change is still taken");
+    store.settle(grant.id, Settlement::exact(Cost::request(100, 10))).await.unwrap();
+    assert_eq!(store.snapshot(tenant).await.unwrap().unwrap().in_flight, (0, Some(1)));
+}

@@ -1,12 +1,12 @@
--- sluice quota scripts, v3: shared functions. Times are microseconds of the Redis
+-- sluice quota scripts, v4: shared functions. Times are microseconds of the Redis
 -- server's own clock (TIME), never the gateway instances' clocks.
 --
 -- All scopes of a hash-tag group live in one hash (the group's state): one field per scope,
--- a MessagePack map of its buckets (`<dimension>:<period>` -> the instant the bucket is full
--- again, a GCRA; missing means full), `n` (requests in flight), `p` (paused until) and `h`
--- (held by an operator); and `@x`, the instant the hash's expiry was last pushed to, so the
--- hot path never asks Redis for a TTL. A decision reads its part of the path with one HMGET
--- and writes it with one HSET.
+-- a MessagePack array {n, p, h, layout, tat_1, ..., tat_L}: requests in flight, paused
+-- until, held by an operator (1 or 0), the layout of its limits (record.rs) and per limit
+-- the instant that bucket is full again (a GCRA; 0 or missing means full); and `@x`, the
+-- instant the hash's expiry was last pushed to, so the hot path never asks Redis for a TTL.
+-- A decision reads its part of the path with one HMGET and writes it with one HSET.
 --
 -- Lua steps and strings crossing between Lua and Redis cost more than the commands a
 -- decision runs, so the gateway does the arithmetic it can (record.rs: costs turned into
@@ -19,12 +19,18 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- A scope's state map from its packed field (false when absent: a fresh scope).
-local function scope_state(raw)
-  if raw then
-    return unpack_mp(raw)
+-- A scope's state from its packed field (false when absent: a fresh scope) for limits of
+-- `layout`: buckets of another layout (a reload changed the limits) start full; the
+-- in-flight count, pause and hold carry over.
+local function scope_state(raw, layout)
+  if not raw then
+    return {0, 0, 0, layout}
   end
-  return {}
+  local s = unpack_mp(raw)
+  if layout and s[4] ~= layout then
+    return {s[1], s[2], s[3], layout}
+  end
+  return s
 end
 
 -- Keeps the state hash alive for `needed_us` more (+1 min): when that goes past the expiry
@@ -50,9 +56,9 @@ local function write_state(state, writes, ms)
 end
 
 -- Applies a settlement (record.rs `settle_spec`) to the scopes with fields `sids`: per
--- scope 1 or 0 (a concurrency slot back or not) and a bucket count, then per bucket its
--- code and the time to add (or, negative, give back; never before now: a bucket holds at
--- most its burst).
+-- scope 1 or 0 (a concurrency slot back or not), its layout and a bucket count, then per
+-- bucket its position and the time to add (or, negative, give back; never before now: a
+-- bucket holds at most its burst). Buckets of a layout that changed since are left alone.
 local function settle_scopes(state, sids, spec, now)
   if #sids == 0 then
     return
@@ -60,26 +66,28 @@ local function settle_scopes(state, sids, spec, now)
   local raw = call('HMGET', state, '@x', unpack(sids))
   local writes, needed, c = {}, 0, 1
   for k = 1, #sids do
-    local s = scope_state(raw[k + 1])
+    local s = scope_state(raw[k + 1], nil)
     if spec[c] == 1 then
-      local n = (s.n or 1) - 1
+      local n = s[1] - 1
       if n < 0 then n = 0 end
-      s.n = n
+      s[1] = n
     end
-    local m = spec[c + 1]
-    c = c + 2
+    local same, m = s[4] == spec[c + 1], spec[c + 2]
+    c = c + 3
     for _ = 1, m do
-      local code, delta = spec[c], spec[c + 1]
-      local new = s[code] or 0
-      if delta >= 0 then
-        if new < now then new = now end
-        new = new + delta
-      else
-        new = new + delta
-        if new < now then new = now end
+      if same then
+        local at, delta = 4 + spec[c], spec[c + 1]
+        local new = s[at] or 0
+        if delta >= 0 then
+          if new < now then new = now end
+          new = new + delta
+        else
+          new = new + delta
+          if new < now then new = now end
+        end
+        s[at] = new
+        if new - now > needed then needed = new - now end
       end
-      s[code] = new
-      if new - now > needed then needed = new - now end
       c = c + 2
     end
     writes[2 * k - 1] = sids[k]

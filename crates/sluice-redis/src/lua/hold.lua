@@ -5,30 +5,30 @@
 -- KEYS[1] the group's state hash, ARGV[2] the scope's field
 local FAR_US = 10 * 365 * 86400 * 1000000
 local now = now_us()
-local s = scope_state(call('HGET', KEYS[1], ARGV[2]))
+local s = scope_state(call('HGET', KEYS[1], ARGV[2]), nil)
 if ARGV[1] == '1' then
-  s.h = 1
+  s[3] = 1
   call('HSET', KEYS[1], ARGV[2], pack(s), '@x', now + FAR_US)
   call('PEXPIRE', KEYS[1], FAR_US / 1000)
   return 1
 end
-if not s.h then
+if s[3] ~= 1 then
   return 0
 end
-s.h = nil
+s[3] = 0
 call('HSET', KEYS[1], ARGV[2], pack(s))
 local needed = 0
 local all = call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   if all[i] ~= '@x' then
-    for key, value in pairs(unpack_mp(all[i + 1])) do
-      if key == 'h' then
-        return 1
-      elseif key == 'n' then
-        if value > 0 then needed = max(needed, 3600000000) end
-      else
-        needed = max(needed, value - now)
-      end
+    local other = unpack_mp(all[i + 1])
+    if other[3] == 1 then
+      return 1
+    end
+    if other[1] > 0 then needed = max(needed, 3600000000) end
+    needed = max(needed, other[2] - now)
+    for at = 5, #other do
+      needed = max(needed, (other[at] or 0) - now)
     end
   end
 end

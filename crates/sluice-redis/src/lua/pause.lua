@@ -3,9 +3,9 @@
 local now = now_us()
 local wait = tonumber(ARGV[1])
 local raw = call('HMGET', KEYS[1], '@x', ARGV[2])
-local s = scope_state(raw[2])
-if now + wait > (s.p or 0) then
-  s.p = now + wait
+local s = scope_state(raw[2], nil)
+if now + wait > s[2] then
+  s[2] = now + wait
   local writes = {ARGV[2], pack(s)}
   write_state(KEYS[1], writes, expiry(raw[1], now, wait, writes, 2))
 end

@@ -6,9 +6,9 @@
 -- ARGV[1] the lease member (record.rs `lease_member`), ARGV[2] lease (µs), ARGV[3] most
 -- expired leases to settle first, ARGV[4] tenant for the fair-share check ('' for none),
 -- ARGV[5] its weight, ARGV[6] this request's tokens, ARGV[7] the slack (tokens), ARGV[8]
--- the scopes (record.rs `reserve_spec`, flat: per scope its concurrency cap and limit
--- count, then per limit its code, the cost as time and the room the bucket must keep after
--- it, as time), from ARGV[9] the scopes' fields.
+-- the scopes (record.rs `reserve_spec`, flat: per scope its concurrency cap, layout and
+-- limit count, then per limit the cost as time and the room the bucket must keep after it,
+-- as time), from ARGV[9] the scopes' fields.
 -- Returns {1} on success, or {0, wait_us, scope index, limit index, kind}
 -- with kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair share, 6 = held by an
 -- operator (3, never fits, the gateway finds before asking; for 5 it names the scope).
@@ -27,12 +27,14 @@ local lease = tonumber(A[2])
 -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
 -- asking (it would hold every other tenant back to its own virtual time).
 local st = {}
+local c = 1
 for k = 1, S do
-  local s = scope_state(raw[k + 1])
-  if s.h then
+  local s = scope_state(raw[k + 1], spec[c + 1])
+  if s[3] == 1 then
     return {0, 0, k, 0, 6}
   end
   st[k] = s
+  c = c + 3 + 2 * spec[c + 2]
 end
 
 -- Fair share: a tenant too far ahead of the slowest tenant asking is held back briefly.
@@ -73,39 +75,37 @@ end
 
 local worst, wscope, wlim, wkind = 0, 0, 0, 0
 local needed = lease
-local c = 1
+c = 1
 for k = 1, S do
   local s = st[k]
-  local paused = (s.p or 0) - now
+  local paused = s[2] - now
   if paused > worst then
     worst, wscope, wlim, wkind = paused, k, 0, 4
   end
   if paused > needed then needed = paused end
-  local cc, nl = spec[c], spec[c + 1]
+  local cc, nl = spec[c], spec[c + 2]
   if cc > 0 then
-    local inflight = s.n or 0
-    if inflight >= cc then
+    if s[1] >= cc then
       return refused({0, 0, k, 0, 2})
     end
-    s.n = inflight + 1
+    s[1] = s[1] + 1
   end
-  c = c + 2
+  c = c + 3
   for j = 1, nl do
-    local code = spec[c]
-    local base = s[code] or 0
+    local base = s[4 + j] or 0
     if base < now then base = now end
     -- The bucket must keep `room` (burst less cost) after this cost.
-    local wait = base - spec[c + 2] - now
+    local wait = base - spec[c + 1] - now
     if wait > 0 then
       if wait > worst then
         worst, wscope, wlim, wkind = wait, k, j, 1
       end
     else
-      local new = base + spec[c + 1]
-      s[code] = new
+      local new = base + spec[c]
+      s[4 + j] = new
       if new - now > needed then needed = new - now end
     end
-    c = c + 3
+    c = c + 2
   end
 end
 if worst > 0 then
@@ -115,13 +115,13 @@ end
 local writes, n = {}, 0
 c = 1
 for k = 1, S do
-  local cc, nl = spec[c], spec[c + 1]
+  local cc, nl = spec[c], spec[c + 2]
   if cc > 0 or nl > 0 then
     writes[n + 1] = A[8 + k]
     writes[n + 2] = pack(st[k])
     n = n + 2
   end
-  c = c + 2 + 3 * nl
+  c = c + 3 + 2 * nl
 end
 if n > 0 then
   write_state(state, writes, expiry(raw[1], now, needed, writes, n))
