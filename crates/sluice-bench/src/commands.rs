@@ -1,10 +1,12 @@
 //! `sluice bench` and its subcommands: without one it measures added latency
-//! ([`crate::bench`]); `soak` runs the long flatness check ([`crate::soak`]).
+//! ([`crate::bench`]); `soak` runs the long flatness check ([`crate::soak`]); `chaos` the
+//! fault scenarios with their invariants ([`crate::chaos`]).
 
 use crate::bench::BenchArgs;
+use crate::chaos::ChaosArgs;
 use crate::soak::SoakArgs;
 
-/// `sluice bench [ARGS] | sluice bench soak …`.
+/// `sluice bench [ARGS] | sluice bench soak … | sluice bench chaos …`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct BenchCommand {
@@ -22,15 +24,19 @@ pub enum Sub {
     /// A long run at half the provider's binding limit: the gateway's RSS and latency over
     /// time, a CSV, a plot and a verdict on flatness.
     Soak(SoakArgs),
+    /// Fault scenarios (provider faults, Redis restarts, kill -9 of an instance with jobs
+    /// queued), each a few rounds, with invariant checks; non-zero exit on a break.
+    Chaos(ChaosArgs),
 }
 
 /// Runs the chosen benchmark.
 ///
 /// # Errors
-/// When it cannot start its pieces, or (soak) when its checks fail.
+/// When it cannot start its pieces, or (soak, chaos) when its checks fail.
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command.command {
         None => crate::bench::run(command.latency).await,
         Some(Sub::Soak(args)) => crate::soak::run(args).await,
+        Some(Sub::Chaos(args)) => crate::chaos::run(args).await,
     }
 }

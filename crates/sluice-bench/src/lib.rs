@@ -11,10 +11,9 @@
 //! [`utilization`] and [`report`] turn the provider's stats into the table; [`demo`] wires
 //! it together. [`bench`] and [`loadgen`] are the added-latency benchmark; [`stats`] the
 //! percentiles; [`plot`] draws the SVG charts. [`soak`] (with [`mix`] and
-//! [`soak_report`]) runs `sluice serve` as a child process ([`process`]); [`fleet`]
-//! configures such children and [`attempts`] drives them with closed-loop clients that
-//! record every attempt (the multi-process tests use both); [`commands`] is `sluice
-//! bench`'s command line.
+//! [`soak_report`]) and [`chaos`] run `sluice serve` as child processes ([`process`],
+//! configured by [`fleet`]) under closed-loop clients that record every attempt
+//! ([`attempts`]); [`commands`] is `sluice bench`'s command line.
 //!
 //! Everything binds 127.0.0.1, every load loop is bounded in count and time, and every
 //! server started is shut down before a command returns.
@@ -22,6 +21,10 @@
 pub mod attempts;
 pub mod baseline;
 pub mod bench;
+pub mod chaos;
+pub mod chaos_faults;
+pub mod chaos_kill;
+pub mod chaos_redis;
 pub mod client;
 pub mod commands;
 pub mod demo;
