@@ -166,6 +166,49 @@ async fn case(name: &str, topology: Topology, urls: &[String], run: Duration, in
     println!("{:<22} per admission, commands run by the scripts: {}", "", inner_commands(urls, n));
 }
 
+/// The floor under any script: `return 1` with the keys and argument sizes of a
+/// reservation, two calls per "admission", on the same connection type and load. What a
+/// script costs beyond this is its own work.
+async fn floor(url: &str, run: Duration, in_flight: usize) {
+    let client = redis::Client::open(url).unwrap();
+    let conn = client.get_multiplexed_async_connection().await.unwrap();
+    let script = Arc::new(redis::Script::new("return 1"));
+    let blob = vec![0x90_u8; 160];
+    let end = tokio::time::Instant::now() + run;
+    reset_stats(&[url.to_owned()]);
+    let tasks: Vec<_> = (0..in_flight)
+        .map(|_| {
+            let (mut conn, script, blob) = (conn.clone(), Arc::clone(&script), blob.clone());
+            tokio::spawn(async move {
+                let mut n = 0_u64;
+                while tokio::time::Instant::now() < end && n < MAX_PER_TASK as u64 {
+                    for _ in 0..2 {
+                        let mut call = script.prepare_invoke();
+                        call.key("{bench:c}:leases").key("{bench:c}:state");
+                        call.arg(&blob).arg(60_000_000).arg(16).arg("").arg(1).arg(0).arg(0).arg(&blob);
+                        for kind in PATH {
+                            call.arg(format!("{}:bench-{}", kind.as_str(), kind.as_str()));
+                        }
+                        let _: i64 = call.invoke_async(&mut conn).await.unwrap();
+                    }
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut admissions = 0;
+    for task in tasks {
+        admissions += task.await.unwrap();
+    }
+    let (calls, usec) = server_time(&[url.to_owned()]);
+    println!(
+        "{:<22} {admissions:>8} pairs of empty scripts (same keys and argument sizes): {:.1} µs server time per script",
+        "floor, standalone",
+        usec as f64 / calls.max(1) as f64
+    );
+}
+
 fn main() {
     let numbers: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let seconds = numbers.first().copied().unwrap_or(5);
@@ -178,6 +221,7 @@ fn main() {
     let standalone = LocalRedis::start().expect("redis-server on PATH");
     let urls = vec![standalone.url()];
     runtime.block_on(case("standalone", Topology::Standalone(standalone.url()), &urls, run, in_flight));
+    runtime.block_on(floor(&standalone.url(), run, in_flight));
     drop(standalone);
     let cluster = LocalCluster::start(3).expect("redis-server and redis-cli on PATH");
     let urls = cluster.urls();
