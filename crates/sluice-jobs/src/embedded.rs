@@ -21,6 +21,14 @@
 //! Recovery: redb lets one process open the file for writing, so whatever is `running`
 //! when the store is opened belonged to a process that is gone. Opening marks those
 //! leases expired; the next `lease_next` takes them back (and reports them as recovered).
+//!
+//! Answers first: a commit waits its turn behind every other write and for the disk, so a
+//! provider's answer is first appended to a journal beside the file (`<file>.answers`, one
+//! JSON line each, written before `complete` returns to the caller's task, no fsync: it
+//! survives the process, which is what a crash takes). Opening completes every job the
+//! journal holds an answer for before anything else; a job answered just before a
+//! `kill -9` is then completed once instead of run again. The journal is emptied whenever
+//! everything in it is committed and it has grown past [`JOURNAL_LIMIT`].
 
 use std::path::Path;
 use std::sync::Arc;
@@ -44,6 +52,9 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// Most delayed or expired jobs one lease call moves (the rest follow on the next call).
 const MOVE_BATCH: usize = 256;
 
+/// Size past which the answer journal is emptied once everything in it is committed.
+pub const JOURNAL_LIMIT: u64 = 1 << 20;
+
 type Txn = redb::WriteTransaction;
 
 fn db_error(e: impl Into<redb::Error>) -> JobStoreError {
@@ -61,6 +72,28 @@ struct Inner {
     db: Database,
     clock: Arc<dyn Clock>,
     base_ms: u64,
+    journal: parking_lot::Mutex<Journal>,
+}
+
+/// The answer journal and how many of its answers are not committed yet.
+#[derive(Debug)]
+struct Journal {
+    file: std::fs::File,
+    uncommitted: usize,
+}
+
+/// One journal line: a provider's answer for a job under a lease.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Answer {
+    id: String,
+    token: u64,
+    result: JobResult,
+}
+
+fn journal_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".answers");
+    std::path::PathBuf::from(name)
 }
 
 impl EmbeddedJobStore {
@@ -71,10 +104,24 @@ impl EmbeddedJobStore {
     /// When the file cannot be opened (another process holds it, it is not a redb file).
     pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<Self, JobStoreError> {
         let db = Database::create(path).map_err(db_error)?;
+        let journal_at = journal_path(path);
+        let answers = read_journal(&journal_at)?;
         let txn = db.begin_write().map_err(db_error)?;
         let base_ms = open_tables(&txn).map_err(db_error)?;
+        for answer in answers {
+            let id = JobId(answer.id);
+            apply_lease_change(&txn, &id, |job| machine::complete(job, answer.token, answer.result))
+                .map_err(db_error)?;
+        }
         txn.commit().map_err(db_error)?;
-        Ok(Self { inner: Arc::new(Inner { db, clock, base_ms }) })
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&journal_at)
+            .map_err(JobStoreError::from_display)?;
+        file.set_len(0).map_err(JobStoreError::from_display)?;
+        let journal = parking_lot::Mutex::new(Journal { file, uncommitted: 0 });
+        Ok(Self { inner: Arc::new(Inner { db, clock, base_ms, journal }) })
     }
 
     async fn run<T: Send + 'static>(
@@ -84,6 +131,38 @@ impl EmbeddedJobStore {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || work(&inner)).await.map_err(JobStoreError::from_display)?
     }
+}
+
+/// The answers a journal holds; a line cut short by a crash is skipped.
+fn read_journal(path: &Path) -> Result<Vec<Answer>, JobStoreError> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(bytes.split(|&b| b == b'\n').filter_map(|line| serde_json::from_slice(line).ok()).collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(JobStoreError::from_display(e)),
+    }
+}
+
+/// Changes a job that is running under a lease, inside `txn`, keeping the lease, delay and
+/// dead-letter tables in step. `None` when the job is unknown or its lease was lost.
+fn apply_lease_change<T>(
+    txn: &Txn,
+    id: &JobId,
+    change: impl FnOnce(&mut Job) -> Result<T, machine::Stale>,
+) -> Result<Option<T>, redb::Error> {
+    let mut jobs = txn.open_table(JOBS)?;
+    let Some(mut job) = load(&jobs, id.as_str())? else { return Ok(None) };
+    let held = (job.lease_until, job.seq);
+    let Ok(out) = change(&mut job) else { return Ok(None) };
+    let mut leases = txn.open_table(LEASES)?;
+    leases.remove(held)?;
+    match job.state {
+        JobState::Running => drop(leases.insert((job.lease_until, job.seq), id.as_str())?),
+        JobState::Delayed => drop(txn.open_table(DELAYED)?.insert((job.not_before, job.seq), id.as_str())?),
+        JobState::DeadLetter => drop(txn.open_table(DEAD)?.insert(job.seq, id.as_str())?),
+        _ => {}
+    }
+    save(&mut jobs, &job)?;
+    Ok(Some(out))
 }
 
 /// Creates every table, expires every lease of the previous process, and returns the
@@ -148,6 +227,36 @@ impl Inner {
         Ok(out)
     }
 
+    /// Appends an answer to the journal; false (and a warning) when that failed, the
+    /// commit then being the only record.
+    fn journal_answer(&self, id: &JobId, token: u64, result: &JobResult) -> bool {
+        use std::io::Write as _;
+        let answer = Answer { id: id.as_str().to_owned(), token, result: result.clone() };
+        let Ok(mut line) = serde_json::to_vec(&answer) else { return false };
+        line.push(b'\n');
+        let mut journal = self.journal.lock();
+        journal.uncommitted += 1;
+        if let Err(e) = journal.file.write_all(&line) {
+            journal.uncommitted -= 1;
+            tracing::warn!(error = %e, "job answer journal write failed");
+            return false;
+        }
+        true
+    }
+
+    /// One journaled answer is committed (or refused); empties the journal when it holds
+    /// nothing uncommitted and has grown past the limit.
+    fn answer_committed(&self) {
+        let mut journal = self.journal.lock();
+        journal.uncommitted = journal.uncommitted.saturating_sub(1);
+        if journal.uncommitted == 0
+            && journal.file.metadata().is_ok_and(|m| m.len() > JOURNAL_LIMIT)
+            && let Err(e) = journal.file.set_len(0)
+        {
+            tracing::warn!(error = %e, "emptying the job answer journal failed");
+        }
+    }
+
     fn submit(&self, new: NewJob) -> Result<Submitted, JobStoreError> {
         self.write(|txn, _| {
             let mut jobs = txn.open_table(JOBS)?;
@@ -208,22 +317,7 @@ impl Inner {
         id: &JobId,
         change: impl FnOnce(&mut Job, u64) -> Result<T, machine::Stale>,
     ) -> Result<Option<T>, JobStoreError> {
-        self.write(|txn, now| {
-            let mut jobs = txn.open_table(JOBS)?;
-            let Some(mut job) = load(&jobs, id.as_str())? else { return Ok(None) };
-            let held = (job.lease_until, job.seq);
-            let Ok(out) = change(&mut job, now) else { return Ok(None) };
-            let mut leases = txn.open_table(LEASES)?;
-            leases.remove(held)?;
-            match job.state {
-                JobState::Running => drop(leases.insert((job.lease_until, job.seq), id.as_str())?),
-                JobState::Delayed => drop(txn.open_table(DELAYED)?.insert((job.not_before, job.seq), id.as_str())?),
-                JobState::DeadLetter => drop(txn.open_table(DEAD)?.insert(job.seq, id.as_str())?),
-                _ => {}
-            }
-            save(&mut jobs, &job)?;
-            Ok(Some(out))
-        })
+        self.write(|txn, now| apply_lease_change(txn, id, |job| change(job, now)))
     }
 
     fn get(&self, id: &JobId) -> Result<Option<Job>, JobStoreError> {
@@ -316,9 +410,15 @@ impl JobStore for EmbeddedJobStore {
 
     fn complete<'a>(&'a self, id: &'a JobId, token: u64, result: JobResult) -> JobFuture<'a, bool> {
         let id = id.clone();
-        Box::pin(
-            self.run(move |inner| Ok(inner.with_lease(&id, |job, _| machine::complete(job, token, result))?.is_some())),
-        )
+        // The answer reaches the journal now, before the commit waits its turn.
+        let journaled = self.inner.journal_answer(&id, token, &result);
+        Box::pin(self.run(move |inner| {
+            let done = inner.with_lease(&id, |job, _| machine::complete(job, token, result));
+            if journaled {
+                inner.answer_committed();
+            }
+            Ok(done?.is_some())
+        }))
     }
 
     fn fail<'a>(&'a self, id: &'a JobId, token: u64, failure: Failure) -> JobFuture<'a, Option<JobState>> {

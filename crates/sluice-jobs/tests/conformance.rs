@@ -241,3 +241,46 @@ async fn embedded_reopen_recovers_running_jobs_at_once() {
     assert!(s.lease_next("w", VISIBILITY).await.unwrap().leased.is_none(), "the delay survives the restart");
     assert_eq!(s.get(&delayed).await.unwrap().unwrap().state, JobState::Delayed);
 }
+
+/// Embedded only: an answer that reached the journal but not the file (the process died
+/// between the two) completes its job on reopen instead of running it again; a line the
+/// crash cut short is skipped; the journal starts empty again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_reopen_completes_jobs_answered_just_before_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.redb");
+    let journal = dir.path().join("jobs.redb.answers");
+    let (answered, other) = {
+        let s = EmbeddedJobStore::open(&path, Arc::new(SystemClock::new())).unwrap();
+        let answered = s.submit(new_job("t", None, 0, 5)).await.unwrap().job.id;
+        let other = s.submit(new_job("t", None, 1, 5)).await.unwrap().job.id;
+        let first = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+        let second = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+        assert_eq!((first.job.id.clone(), second.job.id.clone()), (answered.clone(), other.clone()));
+        // What `complete` journals first, written here without its commit.
+        let line = serde_json::json!({"id": answered.as_str(), "token": first.token, "result": answer()});
+        let stale = serde_json::json!({"id": other.as_str(), "token": second.token + 1, "result": answer()});
+        let torn = r#"{"id":"#;
+        std::fs::write(&journal, format!("{line}\n{stale}\n{torn}")).unwrap();
+        (answered, other)
+    };
+    let s = EmbeddedJobStore::open(&path, Arc::new(SystemClock::new())).unwrap();
+    let job = s.get(&answered).await.unwrap().unwrap();
+    assert_eq!((job.state, job.result, job.reruns), (JobState::Completed, Some(answer()), 0));
+    // An answer under a lease the job no longer holds changes nothing.
+    assert_eq!(s.get(&other).await.unwrap().unwrap().state, JobState::Running);
+    let outcome = s.lease_next("w", VISIBILITY).await.unwrap();
+    assert_eq!(outcome.recovered, 1, "only the unanswered job runs again");
+    let rerun = outcome.leased.unwrap();
+    assert_eq!(rerun.job.id, other);
+    assert_eq!(std::fs::metadata(&journal).unwrap().len(), 0);
+    // A completion through the store is journaled as well as committed; replaying a
+    // committed answer on the next open changes nothing.
+    assert!(s.complete(&other, rerun.token, answer()).await.unwrap());
+    assert!(std::fs::metadata(&journal).unwrap().len() > 0);
+    drop(s);
+    let s = EmbeddedJobStore::open(&path, Arc::new(SystemClock::new())).unwrap();
+    let job = s.get(&other).await.unwrap().unwrap();
+    assert_eq!((job.state, job.reruns), (JobState::Completed, 1));
+    assert_eq!(s.counts().await.unwrap().running, 0);
+}

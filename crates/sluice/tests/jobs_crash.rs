@@ -4,12 +4,14 @@
 //! jobs that were `running` at the kill.
 //!
 //! What sluice guarantees (docs/ARCHITECTURE.md, "Async jobs"): a job is recorded
-//! `running` under a fresh lease token before it is sent and `completed` the moment its
-//! answer arrives. A job that was running when its process died is run again (after the
-//! visibility timeout in Redis mode, at once on reopening the redb file), so it is never
-//! lost; it reaches the provider twice only if the first attempt got there too, i.e. only
-//! jobs `running` at the kill can be duplicated. The test reads that number from the store
-//! after the kill and before the restart and asserts duplicates ≤ it.
+//! `running` under a fresh lease token before it is sent and its answer is kept the moment
+//! it arrives (in embedded mode first in the answer journal beside the redb file, then
+//! committed). A job that was running when its process died is run again (after the
+//! visibility timeout in Redis mode, at once on reopening the redb file) unless its answer
+//! was already kept, so it is never lost; it reaches the provider twice only if the first
+//! attempt was answered in the instant between the provider's last byte and the answer
+//! being kept. So: duplicates ≤ reruns ≤ jobs `running` at the kill (read from the store
+//! after the kill and before the restart), and the gateway counts each rerun.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;
@@ -178,9 +180,9 @@ where
 fn assert_exactly_once_but_for_the_crash_window(m: &Measured) {
     eprintln!("measured: {m:?}");
     assert_eq!(m.lost, 0, "{m:?}");
-    assert!(m.duplicate_completions <= m.at_kill.running, "duplicates beyond the jobs running at the kill: {m:?}");
-    assert_eq!(m.reruns, m.at_kill.running, "every job running at the kill is re-run once, no other: {m:?}");
-    assert_eq!(m.uncertain_reruns_metric, m.at_kill.running, "{m:?}");
+    assert!(m.duplicate_completions <= m.reruns, "a duplicate without a rerun: {m:?}");
+    assert!(m.reruns <= m.at_kill.running, "a job re-run that was not running at the kill: {m:?}");
+    assert_eq!(m.uncertain_reruns_metric, m.reruns, "{m:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
