@@ -110,7 +110,7 @@ pub async fn round(binary: &Path, round: u32, seed: u64) -> anyhow::Result<Vec<C
     let measured = crash(&sim, &mut gateways, seed, round).await;
     drop(gateways);
     drop(redis);
-    let _ = std::fs::remove_file(&jobs_file);
+    crate::process::remove_job_store(&jobs_file);
     sim.shutdown().await;
     Ok(judge(round, &measured?))
 }

@@ -155,7 +155,7 @@ impl Drop for GatewayProcess {
         let _ = std::fs::remove_file(&self.log);
         let _ = std::fs::remove_file(&self.config);
         if let Some(file) = &self.jobs_file {
-            let _ = std::fs::remove_file(file);
+            remove_job_store(file);
         }
     }
 }
@@ -174,6 +174,14 @@ fn spawn(binary: &Path, config: &Path) -> anyhow::Result<(Child, PathBuf)> {
         .spawn()
         .with_context(|| format!("spawning {}", binary.display()))?;
     Ok((child, log))
+}
+
+/// Removes an embedded job store: the redb file and the answer journal beside it.
+pub fn remove_job_store(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let mut journal = path.as_os_str().to_owned();
+    journal.push(".answers");
+    let _ = std::fs::remove_file(PathBuf::from(journal));
 }
 
 /// `VmRSS` of a `/proc/.../status` file, KiB.

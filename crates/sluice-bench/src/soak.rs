@@ -88,7 +88,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     ));
     let rows = drive(&sim, &gateway, &args, rate).await;
     drop(gateway);
-    let _ = std::fs::remove_file(&jobs_file);
+    crate::process::remove_job_store(&jobs_file);
     sim.shutdown().await;
     let report = Report::new(rows, rate);
     if let Some(dir) = &args.plot {
