@@ -10,6 +10,7 @@
 //! delayed       (not_before, seq)  -> id     by the store time it may run again (ms)
 //! leases        (lease_until, seq) -> id     running jobs by lease end (ms)
 //! dead_letter   seq                -> id
+//! finished      (finished_at, seq) -> id     completed and failed jobs, retired after RETENTION
 //! idempotency   (tenant, key)      -> id
 //! meta          "seq" | "clock"    -> u64    submission counter; the store's clock high-water mark
 //! ```
@@ -39,6 +40,7 @@ use sluice_quota::Clock;
 
 use crate::job::{Counts, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, Leased, NewJob, Submitted};
 use crate::machine;
+use crate::redis_store::RETENTION;
 use crate::store::{JobFuture, JobStore, JobStoreError, millis};
 
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
@@ -46,11 +48,19 @@ const READY: TableDefinition<(u8, u64), &str> = TableDefinition::new("ready");
 const DELAYED: TableDefinition<(u64, u64), &str> = TableDefinition::new("delayed");
 const LEASES: TableDefinition<(u64, u64), &str> = TableDefinition::new("leases");
 const DEAD: TableDefinition<u64, &str> = TableDefinition::new("dead_letter");
+const FINISHED: TableDefinition<(u64, u64), &str> = TableDefinition::new("finished");
 const IDEMPOTENCY: TableDefinition<(&str, &str), &str> = TableDefinition::new("idempotency");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// Most delayed or expired jobs one lease call moves (the rest follow on the next call).
 const MOVE_BATCH: usize = 256;
+
+/// Finished jobs retired per job that finishes (so retirement keeps pace without a timer).
+const RETIRE_BATCH: usize = 4;
+
+/// Page cache of the redb file: enough for the working set of queued and running jobs;
+/// finished jobs stay on disk (redb's default would let it grow to 1 GiB).
+const CACHE_BYTES: usize = 32 << 20;
 
 /// Size past which the answer journal is emptied once everything in it is committed.
 pub const JOURNAL_LIMIT: u64 = 1 << 20;
@@ -103,14 +113,14 @@ impl EmbeddedJobStore {
     /// # Errors
     /// When the file cannot be opened (another process holds it, it is not a redb file).
     pub fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<Self, JobStoreError> {
-        let db = Database::create(path).map_err(db_error)?;
+        let db = Database::builder().set_cache_size(CACHE_BYTES).create(path).map_err(db_error)?;
         let journal_at = journal_path(path);
         let answers = read_journal(&journal_at)?;
         let txn = db.begin_write().map_err(db_error)?;
         let base_ms = open_tables(&txn).map_err(db_error)?;
         for answer in answers {
             let id = JobId(answer.id);
-            apply_lease_change(&txn, &id, |job| machine::complete(job, answer.token, answer.result))
+            apply_lease_change(&txn, &id, base_ms, |job| machine::complete(job, answer.token, answer.result))
                 .map_err(db_error)?;
         }
         txn.commit().map_err(db_error)?;
@@ -142,11 +152,14 @@ fn read_journal(path: &Path) -> Result<Vec<Answer>, JobStoreError> {
     }
 }
 
-/// Changes a job that is running under a lease, inside `txn`, keeping the lease, delay and
-/// dead-letter tables in step. `None` when the job is unknown or its lease was lost.
+/// Changes a job that is running under a lease, inside `txn` at store time `now`, keeping
+/// the lease, delay, dead-letter and finished tables in step; a job that finishes retires
+/// a few that finished more than [`RETENTION`] ago. `None` when the job is unknown or its
+/// lease was lost.
 fn apply_lease_change<T>(
     txn: &Txn,
     id: &JobId,
+    now: u64,
     change: impl FnOnce(&mut Job) -> Result<T, machine::Stale>,
 ) -> Result<Option<T>, redb::Error> {
     let mut jobs = txn.open_table(JOBS)?;
@@ -159,10 +172,38 @@ fn apply_lease_change<T>(
         JobState::Running => drop(leases.insert((job.lease_until, job.seq), id.as_str())?),
         JobState::Delayed => drop(txn.open_table(DELAYED)?.insert((job.not_before, job.seq), id.as_str())?),
         JobState::DeadLetter => drop(txn.open_table(DEAD)?.insert(job.seq, id.as_str())?),
+        JobState::Completed | JobState::Failed => drop(txn.open_table(FINISHED)?.insert((now, job.seq), id.as_str())?),
         _ => {}
     }
     save(&mut jobs, &job)?;
+    drop(jobs);
+    retire(txn, now, RETIRE_BATCH)?;
     Ok(Some(out))
+}
+
+/// Removes up to `most` jobs that finished more than [`RETENTION`] before `now`, with
+/// their idempotency keys (as the Redis store lets them expire).
+fn retire(txn: &Txn, now: u64, most: usize) -> Result<(), redb::Error> {
+    let Some(before) = now.checked_sub(millis(RETENTION)) else { return Ok(()) };
+    let mut finished = txn.open_table(FINISHED)?;
+    let old: Vec<((u64, u64), String)> = finished
+        .range(..(before, u64::MAX))?
+        .take(most)
+        .filter_map(Result::ok)
+        .map(|(k, v)| (k.value(), v.value().to_owned()))
+        .collect();
+    let mut jobs = txn.open_table(JOBS)?;
+    let mut idempotency = txn.open_table(IDEMPOTENCY)?;
+    for (key, id) in old {
+        finished.remove(key)?;
+        if let Some(job) = load(&jobs, &id)? {
+            if let Some(idem) = &job.idempotency_key {
+                idempotency.remove((job.tenant.as_str(), idem.as_str()))?;
+            }
+            jobs.remove(id.as_str())?;
+        }
+    }
+    Ok(())
 }
 
 /// Creates every table, expires every lease of the previous process, and returns the
@@ -172,6 +213,7 @@ fn open_tables(txn: &Txn) -> Result<u64, redb::Error> {
     txn.open_table(READY)?;
     txn.open_table(DELAYED)?;
     txn.open_table(DEAD)?;
+    txn.open_table(FINISHED)?;
     txn.open_table(IDEMPOTENCY)?;
     let base = txn.open_table(META)?.get("clock")?.map_or(0, |v| v.value()).saturating_add(1);
     let mut leases = txn.open_table(LEASES)?;
@@ -317,7 +359,7 @@ impl Inner {
         id: &JobId,
         change: impl FnOnce(&mut Job, u64) -> Result<T, machine::Stale>,
     ) -> Result<Option<T>, JobStoreError> {
-        self.write(|txn, now| apply_lease_change(txn, id, |job| change(job, now)))
+        self.write(|txn, now| apply_lease_change(txn, id, now, |job| change(job, now)))
     }
 
     fn get(&self, id: &JobId) -> Result<Option<Job>, JobStoreError> {

@@ -284,3 +284,33 @@ async fn embedded_reopen_completes_jobs_answered_just_before_a_crash() {
     assert_eq!((job.state, job.reruns), (JobState::Completed, 1));
     assert_eq!(s.counts().await.unwrap().running, 0);
 }
+
+/// Embedded only: finished jobs are retired after the retention, with their idempotency
+/// keys, as the Redis store lets them expire; queued and dead-lettered jobs stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_retires_finished_jobs_after_the_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(sluice_quota::FakeClock::default());
+    let s = EmbeddedJobStore::open(&dir.path().join("jobs.redb"), clock.clone()).unwrap();
+    let old = s.submit(new_job("t", Some("k-old"), 0, 5)).await.unwrap().job.id;
+    let leased = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+    assert!(s.complete(&old, leased.token, answer()).await.unwrap());
+    let waiting = s.submit(new_job("t", None, 9, 5)).await.unwrap().job.id;
+
+    clock.advance(sluice_jobs::redis_store::RETENTION - Duration::from_secs(60));
+    let fresh = s.submit(new_job("t", None, 0, 5)).await.unwrap().job.id;
+    let leased = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+    assert!(s.complete(&fresh, leased.token, answer()).await.unwrap());
+    assert!(s.get(&old).await.unwrap().is_some(), "kept within the retention");
+
+    clock.advance(Duration::from_secs(120));
+    let next = s.submit(new_job("t", None, 0, 5)).await.unwrap().job.id;
+    let leased = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+    assert!(s.complete(&next, leased.token, answer()).await.unwrap());
+    assert!(s.get(&old).await.unwrap().is_none(), "retired once the retention passed");
+    assert!(s.get(&fresh).await.unwrap().is_some(), "a younger finished job stays");
+    assert_eq!(s.get(&waiting).await.unwrap().unwrap().state, JobState::Queued);
+    // The idempotency key is free again: the same key makes a new job.
+    let again = s.submit(new_job("t", Some("k-old"), 0, 5)).await.unwrap();
+    assert!(again.created);
+}
