@@ -331,6 +331,29 @@ impl Ledger {
         }
     }
 
+    /// Debits `cost` from every bucket of `path` whatever they hold, down to an empty
+    /// bucket at most (never into debt), without a reservation or a concurrency slot: a
+    /// shadow account of what was admitted elsewhere (a fallback limiter tracking what the
+    /// shared store granted, so it takes over without a fresh burst, and without a debt
+    /// that would lock it out for long if this instance had more than its share).
+    pub fn charge(&mut self, now: Nanos, path: &[ScopeId], cost: Cost) {
+        for id in path {
+            let Some(scope) = self.scopes.get_mut(id.0 as usize) else { continue };
+            for (limit, tat) in scope.limits.rates.iter().zip(scope.tats.iter_mut()) {
+                let empty = Tat(Nanos(now.0.saturating_add(bucket::units_ns(limit, limit.burst.get()))));
+                let charged = bucket::adjust(limit, *tat, now, 0, cost.of(limit.dimension));
+                *tat = if charged.0 > empty.0 { Tat(empty.0.max(tat.0)) } else { charged };
+            }
+        }
+    }
+
+    /// The dimension of each of a scope's rate limits, in their order (that of
+    /// [`ScopeSnapshot::rates`]).
+    #[must_use]
+    pub fn rate_dimensions(&self, id: ScopeId) -> Vec<Dimension> {
+        self.scopes.get(id.0 as usize).map_or_else(Vec::new, |s| s.limits.rates.iter().map(|r| r.dimension).collect())
+    }
+
     /// Reservations not yet settled or expired.
     #[must_use]
     pub fn open_reservations(&self) -> usize {

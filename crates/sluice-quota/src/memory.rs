@@ -65,6 +65,24 @@ impl MemoryStore {
         self.ledger.lock().settle(now, id, settlement);
     }
 
+    /// Debits `cost` from every bucket of `path` unconditionally ([`Ledger::charge`]).
+    pub fn charge_now(&self, path: &[ScopeId], cost: Cost) {
+        let now = self.clock.now();
+        self.ledger.lock().charge(now, path, cost);
+    }
+
+    /// The dimension of each of a scope's rate limits, in snapshot order.
+    #[must_use]
+    pub fn rate_dimensions(&self, id: ScopeId) -> Vec<Dimension> {
+        self.ledger.lock().rate_dimensions(id)
+    }
+
+    /// Every registered scope's id.
+    #[must_use]
+    pub fn scope_ids(&self) -> Vec<ScopeId> {
+        self.ledger.lock().scope_ids().collect()
+    }
+
     /// Refunds expired leases now; returns how many.
     pub fn expire_now(&self) -> usize {
         let now = self.clock.now();

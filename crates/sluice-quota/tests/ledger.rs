@@ -129,3 +129,27 @@ fn a_paused_scope_holds_everyone_back_until_the_pause_ends() {
     assert!(ledger.reserve(now, &[other], Cost::request(1, 1), Duration::from_secs(60)).is_ok());
     assert!(ledger.reserve(Nanos(13 * SEC), &[upstream], Cost::request(1, 1), Duration::from_secs(60)).is_ok());
 }
+
+#[test]
+fn a_charge_debits_whatever_the_bucket_holds_and_takes_no_slot() {
+    let mut ledger = Ledger::new();
+    // 60 requests a minute, a burst of 10; 600 total tokens a minute, a burst of 100.
+    let limits = Limits::unlimited()
+        .with_rate(RateLimit::per_minute(Dimension::Requests, 60).unwrap().with_burst(nz(10)))
+        .with_rate(RateLimit::per_minute(Dimension::TotalTokens, 600).unwrap().with_burst(nz(100)))
+        .with_concurrency(nz(1));
+    let id = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Tenant, "shadow"), limits);
+    assert_eq!(ledger.rate_dimensions(id), [Dimension::Requests, Dimension::TotalTokens]);
+    // Twelve requests of 10 tokens each granted elsewhere: more than the bursts hold, so
+    // both buckets are empty, not in debt.
+    for _ in 0..12 {
+        ledger.charge(Nanos(0), &[id], Cost::request(5, 5));
+    }
+    let refused = ledger.reserve(Nanos(0), &[id], Cost::request(1, 0), Duration::from_secs(5)).unwrap_err();
+    assert_eq!(refused.kind, RejectionKind::RetryAfter(Duration::from_secs(1)), "one request refills in 1 s");
+    // No slot was taken: after the refill, one request goes (the cap is 1).
+    assert!(ledger.reserve(Nanos(SEC), &[id], Cost::request(1, 0), Duration::from_secs(5)).is_ok());
+    // A charge never loosens a bucket already in debt.
+    ledger.charge(Nanos(SEC), &[id], Cost::request(0, 0));
+    assert!(ledger.reserve(Nanos(SEC), &[id], Cost::request(1, 0), Duration::from_secs(5)).is_err());
+}

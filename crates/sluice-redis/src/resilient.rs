@@ -2,6 +2,15 @@
 //! locally at this instance's share of every limit (`fail_open_local`). Transitions are
 //! logged once each way and counted; Redis is probed again at most once a second while
 //! it is away, so requests do not each wait out a timeout.
+//!
+//! `fail_open_local` hands out no extra burst at either transition:
+//! - while Redis is healthy, every admission it grants is also charged to the local
+//!   limiter (a shadow account at this instance's share), so when Redis goes away the
+//!   local buckets hold what this instance has recently used, not a fresh burst;
+//! - when Redis comes back its buckets are full (restarted) or refilled (time passed)
+//!   while the provider's are not: until every shared bucket has been tightened to this
+//!   instance's local remainder times the instance count (the smallest report wins), each
+//!   admission must pass the local limiter too.
 
 use std::num::NonZeroU64;
 use std::sync::Arc;
@@ -9,8 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sluice_quota::{
-    Clock, Demand, Dimension, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId, ReserveError, ScopeId,
-    ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture, StoreHealth,
+    Clock, Cost, Demand, Dimension, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId, ReserveError,
+    ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture, StoreHealth,
 };
 
 use crate::store::RedisStore;
@@ -40,6 +49,8 @@ pub struct ResilientStore {
     mode: OnUnavailable,
     clock: Arc<dyn Clock>,
     down: AtomicBool,
+    /// After an outage, until the shared buckets are tightened: the local limiter gates too.
+    guarded: AtomicBool,
     next_probe: AtomicU64,
     errors: AtomicU64,
 }
@@ -58,6 +69,7 @@ impl ResilientStore {
             mode,
             clock,
             down: AtomicBool::new(false),
+            guarded: AtomicBool::new(false),
             next_probe: AtomicU64::new(0),
             errors: AtomicU64::new(0),
         }
@@ -100,18 +112,76 @@ impl ResilientStore {
         }
     }
 
-    fn recovered(&self) {
-        if self.down.swap(false, Ordering::AcqRel) {
-            tracing::warn!("redis reachable again: shared limits restored");
+    /// Redis answered. After an outage this call brings the shared buckets down to what
+    /// the local limiter says is left (times the instance count) before the local gate
+    /// lifts; a failure there leaves the gate on for the next recovery to try again.
+    async fn recovered(&self) {
+        if !self.down.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        tracing::warn!("redis reachable again: shared limits restored");
+        let (Some(local), OnUnavailable::FailOpenLocal { instances }) = (&self.local, self.mode) else { return };
+        self.guarded.store(true, Ordering::Release);
+        for scope in local.scope_ids() {
+            let Ok(Some(snapshot)) = local.snapshot(scope).await else { continue };
+            let dimensions = local.rate_dimensions(scope);
+            let mut done: Vec<Dimension> = Vec::new();
+            for &dimension in &dimensions {
+                if done.contains(&dimension) {
+                    continue;
+                }
+                done.push(dimension);
+                // What is left locally of this dimension (its tightest bucket), for everyone.
+                let left = snapshot
+                    .rates
+                    .iter()
+                    .zip(&dimensions)
+                    .filter(|(_, d)| **d == dimension)
+                    .map(|(rate, _)| rate.remaining)
+                    .min()
+                    .unwrap_or(u64::MAX);
+                let shared = left.saturating_mul(instances.get());
+                if let Err(e) = self.remote.tighten(scope, dimension, shared, None).await {
+                    // Away again: the next recovery tightens anew; the gate stays on.
+                    tracing::warn!(error = %e, "tightening the shared limits after an outage failed");
+                    self.failed(&e);
+                    return;
+                }
+            }
+        }
+        self.guarded.store(false, Ordering::Release);
+    }
+
+    /// The local gate after an outage: the admission must fit the local limiter too, and
+    /// is charged there (reserved and settled at once).
+    fn local_gate(&self, demand: &Demand<'_>) -> Result<(), ReserveError> {
+        let Some(local) = &self.local else { return Ok(()) };
+        if !self.guarded.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let grant = local.admit_now(demand)?;
+        local.settle_now(grant.id, Settlement { used: demand.cost, upstream: demand.cost });
+        Ok(())
+    }
+
+    /// The shadow account: what Redis granted, charged to the local limiter.
+    fn shadow(&self, path: &[ScopeId], cost: Cost) {
+        if let Some(local) = &self.local {
+            local.charge_now(path, cost);
         }
     }
 
     async fn reserve_resilient(&self, demand: Demand<'_>) -> Result<Grant, ReserveError> {
         let error = if self.should_try_remote() {
+            let gated = self.guarded.load(Ordering::Acquire);
+            self.local_gate(&demand)?;
             match self.remote.admit(demand.clone()).await {
                 Err(ReserveError::Store(e)) => e,
                 other => {
-                    self.recovered();
+                    if other.is_ok() && !gated {
+                        self.shadow(demand.path, demand.cost);
+                    }
+                    self.recovered().await;
                     return other;
                 }
             }
