@@ -56,6 +56,10 @@ pub struct SoakArgs {
     /// The `sluice` binary to run as the gateway (default: this one).
     #[arg(long)]
     pub sluice_bin: Option<PathBuf>,
+    /// Send short chats instead of async jobs (same cost): separates what the job store
+    /// keeps from what the request path does.
+    #[arg(long)]
+    pub no_jobs: bool,
 }
 
 /// What the requests of one interval showed, filled by the request tasks.
@@ -117,7 +121,8 @@ fn binding_rate() -> f64 {
 async fn drive(sim: &SimHandle, gateway: &GatewayProcess, args: &SoakArgs, rate: f64) -> Vec<Interval> {
     let window = Arc::new(Mutex::new(Window::default()));
     let end = Instant::now() + Duration::from_secs_f64(args.minutes.max(0.0) * 60.0);
-    let sender = tokio::spawn(arrivals(gateway.url().to_owned(), rate, end, args.seed, Arc::clone(&window)));
+    let sender =
+        tokio::spawn(arrivals(gateway.url().to_owned(), rate, end, args.seed, args.no_jobs, Arc::clone(&window)));
     let interval: Duration = args.interval.into();
     let origin = Instant::now();
     let mut rows = Vec::new();
@@ -147,7 +152,7 @@ async fn drive(sim: &SimHandle, gateway: &GatewayProcess, args: &SoakArgs, rate:
 }
 
 /// Poisson arrivals at `rate` until `end`, each request a task of its own.
-async fn arrivals(url: String, rate: f64, end: Instant, seed: u64, window: Arc<Mutex<Window>>) {
+async fn arrivals(url: String, rate: f64, end: Instant, seed: u64, no_jobs: bool, window: Arc<Mutex<Window>>) {
     let client = HttpClient::new();
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut rng = StdRng::seed_from_u64(seed);
@@ -159,7 +164,10 @@ async fn arrivals(url: String, rate: f64, end: Instant, seed: u64, window: Arc<M
             break;
         }
         tokio::time::sleep_until(due).await;
-        let share = mix::draw(&mut rng);
+        let share = match mix::draw(&mut rng) {
+            drawn if no_jobs && drawn.kind == Kind::Job => mix::MIX[0],
+            drawn => drawn,
+        };
         let (path, body) = mix::request(share, MODEL, "soak", n, &mut rng);
         let Ok(uri) = format!("{url}{path}").parse::<Uri>() else { break };
         if in_flight.load(Ordering::Relaxed) >= MAX_IN_FLIGHT {
