@@ -50,8 +50,9 @@ struct Etas {
 pub struct Jobs {
     /// Where jobs live.
     pub store: Arc<dyn JobStore>,
-    /// Traffic classes by name (a job may name one other than its key's).
-    pub classes: HashMap<Arc<str>, TrafficClass>,
+    /// Traffic classes by name (a job may name one other than its key's), as configured
+    /// now: replaced on every reload.
+    classes: arc_swap::ArcSwap<HashMap<Arc<str>, TrafficClass>>,
     /// Workers per instance.
     pub workers: usize,
     /// Lease visibility timeout.
@@ -68,13 +69,24 @@ impl Jobs {
     pub fn new(store: Arc<dyn JobStore>, config: &Config) -> Self {
         Self {
             store,
-            classes: config.classes.iter().map(|c| (c.name.clone(), c.clone())).collect(),
+            classes: arc_swap::ArcSwap::from_pointee(classes_of(config)),
             workers: config.jobs.workers,
             visibility: config.jobs.visibility_timeout,
             wake: Notify::new(),
             run_secs: Mutex::new(INITIAL_RUN_SECS),
             etas: Mutex::default(),
         }
+    }
+
+    /// Follows a reloaded configuration's traffic classes.
+    pub fn reconfigure(&self, config: &Config) {
+        self.classes.store(Arc::new(classes_of(config)));
+    }
+
+    /// The traffic class named `name` in the configuration in force.
+    #[must_use]
+    pub fn class(&self, name: &str) -> Option<TrafficClass> {
+        self.classes.load().get(name).cloned()
     }
 
     /// Remembers the ETA `eta` given at `now` for a job just created here.
@@ -263,13 +275,14 @@ async fn enqueue(
         let endpoint = if anthropic { "/v1/messages" } else { "/v1/chat/completions" };
         return Err(GatewayError::WrongEndpoint { model: parsed.model.clone(), endpoint }.into());
     }
-    let class = match ask.class.as_deref() {
-        None => &caller.class,
-        Some(name) => jobs
-            .classes
-            .get(name)
-            .ok_or_else(|| bad("class", RequestErrorCode::InvalidValue, format!("no traffic class named `{name}`")))?,
-    };
+    let named =
+        match ask.class.as_deref() {
+            None => None,
+            Some(name) => Some(jobs.class(name).ok_or_else(|| {
+                bad("class", RequestErrorCode::InvalidValue, format!("no traffic class named `{name}`"))
+            })?),
+        };
+    let class = named.as_ref().unwrap_or(&caller.class);
     never_fits(gateway, caller, &parsed, profile).await?;
     let idempotency_key = idempotency_key(headers)?;
     let new = NewJob {
@@ -384,4 +397,8 @@ fn view(job: &Job) -> Value {
         map.insert("error".into(), Value::String(error.clone()));
     }
     out
+}
+
+fn classes_of(config: &Config) -> HashMap<Arc<str>, TrafficClass> {
+    config.classes.iter().map(|c| (c.name.clone(), c.clone())).collect()
 }

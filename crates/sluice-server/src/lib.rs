@@ -126,6 +126,9 @@ impl AppState {
         let new = Arc::new(new);
         self.live.store(Arc::clone(&new));
         self.admin.reconfigure(config, &new);
+        if let Some(jobs) = &self.jobs {
+            jobs.reconfigure(config);
+        }
         Ok(())
     }
 

@@ -52,7 +52,7 @@ pub fn spawn(state: &AppState) -> Vec<JoinHandle<()>> {
         .map(|i| {
             let worker = Worker {
                 name: format!("{}-{instance:08x}-{i}", std::process::id()),
-                gateway: Arc::clone(&state.gateway),
+                live: Arc::clone(&state.live),
                 jobs: Arc::clone(&jobs),
                 draining: Arc::clone(&state.draining),
             };
@@ -85,7 +85,9 @@ async fn refresh_gauges(gateway: Arc<Gateway>, jobs: Arc<Jobs>, draining: Arc<At
 
 struct Worker {
     name: String,
-    gateway: Arc<Gateway>,
+    /// The gateway in force: each job runs on the latest one (keys and classes a reload
+    /// added included).
+    live: Arc<arc_swap::ArcSwap<Gateway>>,
     jobs: Arc<Jobs>,
     draining: Arc<AtomicBool>,
 }
@@ -95,7 +97,8 @@ impl Worker {
         while !self.draining.load(Ordering::Relaxed) {
             match self.jobs.store.lease_next(&self.name, self.jobs.visibility).await {
                 Ok(outcome) => {
-                    let metrics = &self.gateway.metrics.jobs;
+                    let gateway = self.live.load_full();
+                    let metrics = &gateway.metrics.jobs;
                     metrics.uncertain_reruns.inc_by(u64::from(outcome.recovered));
                     metrics.dead_lettered.inc_by(u64::from(outcome.recovered_dead));
                     if outcome.recovered > 0 {
@@ -122,18 +125,22 @@ impl Worker {
     }
 
     async fn run_job(&self, leased: Leased) {
-        let started = self.gateway.clock.now();
+        let gateway = self.live.load_full();
+        let started = gateway.clock.now();
         let attempt = tokio::select! {
-            attempt = execute(&self.gateway, &self.jobs, &leased.job) => attempt,
+            attempt = execute(&gateway, &self.jobs, &leased.job) => attempt,
+            // The lease is gone: another worker runs the job now. The attempt stops here
+            // (its outcome would be refused anyway); a call in flight is dropped, which a
+            // provider that stops work for callers that left counts as never served.
             () = self.heartbeat(&leased) => return,
         };
-        self.jobs.observe_run(self.gateway.clock.now().since(started));
-        self.jobs.attempt_ended(&self.gateway, &leased.job);
-        self.record(&leased, attempt).await;
+        self.jobs.observe_run(gateway.clock.now().since(started));
+        self.jobs.attempt_ended(&gateway, &leased.job);
+        self.record(&gateway, &leased, attempt).await;
     }
 
-    /// Renews the lease at a third of the visibility timeout; never returns (after losing
-    /// the lease it only logs: the attempt goes on, and its outcome will be refused).
+    /// Renews the lease at a third of the visibility timeout; returns only when the lease
+    /// was lost.
     async fn heartbeat(&self, leased: &Leased) {
         let every = self.jobs.visibility / 3;
         loop {
@@ -141,17 +148,17 @@ impl Worker {
             match self.jobs.store.renew(&leased.job.id, leased.token, self.jobs.visibility).await {
                 Ok(true) => {}
                 Ok(false) => {
-                    tracing::warn!(job = %leased.job.id, "job lease lost while running");
-                    std::future::pending::<()>().await;
+                    tracing::warn!(job = %leased.job.id, "job lease lost while running; abandoning the attempt");
+                    return;
                 }
                 Err(e) => tracing::warn!(error = %e, job = %leased.job.id, "could not renew a job lease"),
             }
         }
     }
 
-    async fn record(&self, leased: &Leased, attempt: Attempt) {
+    async fn record(&self, gateway: &Gateway, leased: &Leased, attempt: Attempt) {
         let (store, id, token) = (&self.jobs.store, &leased.job.id, leased.token);
-        let metrics = &self.gateway.metrics.jobs;
+        let metrics = &gateway.metrics.jobs;
         for _ in 0..RECORD_TRIES {
             let recorded = match &attempt {
                 Attempt::Answered(result) => store.complete(id, token, result.clone()).await.inspect(|&done| {
@@ -246,7 +253,7 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
 /// The job's caller: its key's, in the job's class.
 fn caller_for(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Option<Caller> {
     let caller = gateway.callers.values().find(|c| *c.key_id == *job.key_id)?;
-    let class = jobs.classes.get(job.class.as_str()).cloned().unwrap_or_else(|| caller.class.clone());
+    let class = jobs.class(job.class.as_str()).unwrap_or_else(|| caller.class.clone());
     Some(Caller { class, ..caller.clone() })
 }
 

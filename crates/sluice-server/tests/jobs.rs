@@ -21,6 +21,9 @@ struct Env {
     url: String,
     http: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The running gateway's state and configuration text, for reloads.
+    state: AppState,
+    text: String,
     _dir: tempfile::TempDir,
 }
 
@@ -126,10 +129,10 @@ visibility_timeout = "3s"
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(sluice_server::serve(listener, state, async {
+    tokio::spawn(sluice_server::serve(listener, state.clone(), async {
         let _ = stopped.await;
     }));
-    Env { sim, url, http: reqwest::Client::new(), stop: Some(stop), _dir: dir }
+    Env { sim, url, http: reqwest::Client::new(), stop: Some(stop), state, text, _dir: dir }
 }
 
 const OPENAI_SIM: &str = "[[models]]\nname = \"gpt-4o-mini\"\nshape = \"openai\"\n\
@@ -366,5 +369,27 @@ async fn provider_errors_are_retried_then_dead_lettered_and_client_errors_fail_a
     assert!(metrics.contains("sluice_jobs_dead_lettered_total 1"), "{metrics}");
     assert!(metrics.contains("sluice_jobs_failed_total 1"), "{metrics}");
     assert!(metrics.contains("sluice_jobs_submitted_total 2"), "{metrics}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_follow_a_reload_a_key_and_a_class_added_by_it_work() {
+    const LATE: &str = "sk-jobs-late";
+    let env = start(OPENAI_SIM, 5).await;
+    let added = format!(
+        "[[classes]]\nname = \"nightly\"\nmax_wait = \"10m\"\npriority = 7\n\n\
+         [[keys]]\nid = \"late-1\"\ntenant = \"acme\"\nsha256 = \"{}\"\n\n[jobs]",
+        sha(LATE)
+    );
+    let reloaded = sluice_config::parse(&env.text.replacen("[jobs]", &added, 1)).unwrap();
+    env.state.reload(&reloaded).unwrap();
+    let (status, accepted) = env
+        .submit(LATE, &json!({"endpoint": "/v1/chat/completions", "body": chat("late-1"), "class": "nightly"}), None)
+        .await;
+    assert_eq!(status, 202, "the new key and class are known at submission: {accepted}");
+    let id = accepted["job_id"].as_str().unwrap().to_owned();
+    let job = env.settled(LATE, &id, Duration::from_secs(10)).await;
+    assert_eq!(job["status"], "completed", "the workers run it on the configuration in force: {job}");
+    assert_eq!((job["class"].as_str(), job["priority"].as_u64()), (Some("nightly"), Some(7)));
     env.stop().await;
 }
