@@ -122,10 +122,12 @@ impl AppState {
     pub fn reload(&self, config: &sluice_config::Config) -> Result<(), BuildError> {
         let old = self.current();
         let mut new = Gateway::build(config, Arc::clone(&old.store), Arc::clone(&old.clock), Arc::clone(&old.metrics))?;
+        // The admin inventory registers every scope with its configured limits; what the
+        // adaptive controllers learned is applied on top of that, not overwritten by it.
+        self.admin.reconfigure(config, &new);
         new.keep_learned(&old, config);
         let new = Arc::new(new);
         self.live.store(Arc::clone(&new));
-        self.admin.reconfigure(config, &new);
         if let Some(jobs) = &self.jobs {
             jobs.reconfigure(config);
         }
