@@ -132,15 +132,6 @@ fn dimension_code(d: Dimension) -> u8 {
     }
 }
 
-fn units(cost: Cost, d: Dimension) -> u64 {
-    match d {
-        Dimension::Requests => cost.requests,
-        Dimension::InputTokens => cost.input_tokens,
-        Dimension::OutputTokens => cost.output_tokens,
-        Dimension::TotalTokens => cost.input_tokens.saturating_add(cost.output_tokens),
-    }
-}
-
 fn push_uint(out: &mut Vec<u8>, n: u64) {
     // Writing to a Vec cannot fail.
     let _ = rmp::encode::write_uint(out, n.min(MAX_US));
@@ -176,7 +167,7 @@ pub fn reserve_spec(cost: Cost, share: Share, scopes: &[ScopeSpec]) -> Result<Ve
         push_uint(&mut out, u64::from(scope.layout));
         push_uint(&mut out, u64::try_from(scope.limits.len()).unwrap_or(0));
         for (j, lim) in scope.limits.iter().enumerate() {
-            let units = units(cost, lim.dimension);
+            let units = cost.of(lim.dimension);
             if units > lim.amount {
                 return Err(NeverFits { scope: i, limit: j });
             }
@@ -216,7 +207,7 @@ pub fn settle_spec(reserved: Cost, used: Cost, upstream: Cost, scopes: &[ScopeSp
             .limits
             .iter()
             .zip(1..)
-            .map(|(lim, at)| (at, lim.delta_us(units(reserved, lim.dimension), units(used, lim.dimension))))
+            .map(|(lim, at)| (at, lim.delta_us(reserved.of(lim.dimension), used.of(lim.dimension))))
             .filter(|(_, delta)| *delta != 0)
             .collect();
         if scope.cc > 0 || !moves.is_empty() {
