@@ -191,13 +191,19 @@ impl ModelLimiter {
         Ok(())
     }
 
-    fn reject(&mut self, now: f64, dim: Dim, wait: Option<f64>, cost: &Cost) -> Rejection {
+    /// Refuses `cost` on `dim`. When refusals use a request unit, the unit is charged and
+    /// the wait then covers it too: the hint stays true, so a retry at the hinted time passes
+    /// (absent other traffic) even though the refusal itself drew on the request budget.
+    fn reject(&mut self, now: f64, dim: Dim, mut wait: Option<f64>, cost: &Cost) -> Rejection {
         let requested = self.cost_on(dim, cost);
         let (limit, remaining, _) = self.meters[index(dim)].as_mut().map_or((0.0, 0.0, 0.0), |m| m.status(now));
         if self.count_rejected
             && let Some(rpm) = self.meters[index(Dim::Rpm)].as_mut()
         {
             rpm.take_rejected(now, 1.0);
+            if let (Some(w), Wait::After(again)) = (wait, rpm.wait_for(now, 1.0)) {
+                wait = Some(w.max(again));
+            }
         }
         Rejection { dim, wait, limit, used: limit - remaining, requested }
     }

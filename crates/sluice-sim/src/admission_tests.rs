@@ -41,6 +41,23 @@ fn rejected_requests_use_a_request_unit_when_configured() {
 }
 
 #[test]
+fn a_counted_refusal_hints_a_wait_that_covers_its_own_request_unit() {
+    // 60 RPM refills one request a second. Half a request is left when the refusal comes;
+    // charging the refused request empties the bucket, so the next one fits only after a
+    // whole second, and the hint must say so (it said 0.5 s, and a retry then failed).
+    let lim = Limits { window_fraction: 1.0, ..limits(Some(60), None) };
+    let mut l = ModelLimiter::new(&lim, OutputAccounting::Actual, true, 0.0);
+    for _ in 0..60 {
+        assert!(l.admit(0.0, &tokens(1.0)).is_ok());
+    }
+    let rejection = l.admit(0.5, &tokens(1.0)).unwrap_err();
+    assert_eq!(rejection.dim, Dim::Rpm);
+    let wait = rejection.wait.unwrap();
+    assert!((wait - 1.0).abs() < 1e-6, "hinted {wait}");
+    assert!(l.admit(0.5 + wait + 1e-6, &tokens(1.0)).is_ok());
+}
+
+#[test]
 fn too_large_requests_never_pass() {
     let mut l = ModelLimiter::new(&limits(None, Some(1000)), OutputAccounting::Actual, true, 0.0);
     let rejection = l.admit(0.0, &tokens(1001.0)).unwrap_err();
