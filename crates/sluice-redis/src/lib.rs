@@ -1,18 +1,20 @@
 //! The Redis quota store of sluice: many gateway instances, one source of truth.
 //!
-//! Every admission is one atomic server-side script over all buckets of its path (per
-//! hash-tag group, see [`keys`]), on the Redis server's clock. Settlement, release and
+//! Every admission is atomic over all buckets of its path (per hash-tag group, see
+//! [`keys`]), decided by a server-side script on the Redis server's clock; a group's
+//! admissions and settlements share scripts under load ([`batch`]). Settlement, release and
 //! lease expiry are scripts too, idempotent on the reservation id. Scripts are sent by SHA
 //! and reloaded automatically when Redis lost them (a restart, a failover).
 //!
 //! Layout: [`keys`] (the key layout and hash tags), [`record`] (what a reservation stores),
-//! [`scripts`] and `lua/` (the scripts), [`conn`] (standalone or cluster connections),
+//! [`scripts`] and `lua/` (the scripts), [`batch`] (batching per group), [`conn`] (standalone or cluster connections),
 //! [`store`] ([`RedisStore`]), [`resilient`] (what happens when Redis is unreachable).
 //!
 //! Failure semantics: a call that fails or times out is a [`sluice_quota::StoreError`];
 //! [`ResilientStore`] turns that into a refusal (`fail_closed`) or a local limiter at
 //! this instance's share of every limit (`fail_open_local`) until Redis answers again.
 
+pub mod batch;
 pub mod conn;
 pub mod keys;
 pub mod local;

@@ -6,6 +6,8 @@
 //! of numbers in its group's state hash (see [`crate::keys`]): no strings to build, hash
 //! or intern on the hot path.
 
+use std::borrow::Borrow;
+
 use sluice_quota::{Cost, Dimension, Limits, ScopeKey, ScopeKind, Share};
 
 /// Largest time the scripts are sent: Lua numbers are doubles, exact to 2^53.
@@ -155,14 +157,14 @@ fn push_array(out: &mut Vec<u8>, len: usize) {
 /// bursts, one flat array: per scope its concurrency cap, layout and limit count, then per
 /// limit the cost as time and the room the bucket must have left after it (usable burst
 /// less the cost, as time; a cost above the burst needs a full bucket). Flat, numbers only
-/// and precomputed, so `reserve.lua` only compares and adds.
+/// and precomputed, so `batch.lua` only compares and adds.
 ///
 /// # Errors
 /// [`NeverFits`] when a limit's amount per period is below the cost: no wait helps.
-pub fn reserve_spec(cost: Cost, share: Share, scopes: &[ScopeSpec]) -> Result<Vec<u8>, NeverFits> {
+pub fn reserve_spec<S: Borrow<ScopeSpec>>(cost: Cost, share: Share, scopes: &[S]) -> Result<Vec<u8>, NeverFits> {
     let mut out = Vec::with_capacity(16 + scopes.len() * 48);
-    push_array(&mut out, scopes.iter().map(|s| 3 + 2 * s.limits.len()).sum());
-    for (i, scope) in scopes.iter().enumerate() {
+    push_array(&mut out, scopes.iter().map(|s| 3 + 2 * s.borrow().limits.len()).sum());
+    for (i, scope) in scopes.iter().map(Borrow::borrow).enumerate() {
         push_uint(&mut out, scope.cc);
         push_uint(&mut out, u64::from(scope.layout));
         push_uint(&mut out, u64::try_from(scope.limits.len()).unwrap_or(0));
@@ -196,12 +198,12 @@ pub struct SettleSpec {
 /// The settlement of `reserved` on `scopes` by what was `used` (the caller's scopes) and
 /// counted `upstream` (deployment scopes). Scopes with nothing to change are left out.
 #[must_use]
-pub fn settle_spec(reserved: Cost, used: Cost, upstream: Cost, scopes: &[ScopeSpec]) -> SettleSpec {
+pub fn settle_spec<S: Borrow<ScopeSpec>>(reserved: Cost, used: Cost, upstream: Cost, scopes: &[S]) -> SettleSpec {
     let mut sids = Vec::with_capacity(scopes.len());
     // Per touched scope: slot back (1/0), layout, (bucket position, delta) pairs.
     type Entry = (u8, u32, Vec<(u64, i64)>);
     let mut entries: Vec<Entry> = Vec::with_capacity(scopes.len());
-    for scope in scopes {
+    for scope in scopes.iter().map(Borrow::borrow) {
         let used = if scope.deployment { upstream } else { used };
         let moves: Vec<(u64, i64)> = scope
             .limits
@@ -234,7 +236,7 @@ pub fn settle_spec(reserved: Cost, used: Cost, upstream: Cost, scopes: &[ScopeSp
 /// keep request and input but get output back; deployment scopes keep everything, the
 /// provider counted it). The member is the record: expiry needs nothing else.
 #[must_use]
-pub fn lease_member(id: u64, cost: Cost, scopes: &[ScopeSpec]) -> Vec<u8> {
+pub fn lease_member<S: Borrow<ScopeSpec>>(id: u64, cost: Cost, scopes: &[S]) -> Vec<u8> {
     let kept = Cost { output_tokens: 0, ..cost };
     let settle = settle_spec(cost, kept, cost, scopes);
     let mut member =

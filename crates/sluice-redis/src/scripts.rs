@@ -8,13 +8,11 @@ pub const VERSION: &str = "sluice-quota-v4";
 
 const COMMON: &str = include_str!("lua/common.lua");
 
-/// The reserve, settle, pause, hold, tighten and peek scripts.
+/// The batch (reservations and settlements), pause, hold, tighten and peek scripts.
 #[derive(Debug)]
 pub struct Scripts {
-    /// All-or-nothing reservation of one group's part of a path.
-    pub reserve: Script,
-    /// Settlement (idempotent).
-    pub settle: Script,
+    /// Reservations (each all or nothing) and settlements (idempotent) of one group.
+    pub batch: Script,
     /// Coordinated pause.
     pub pause: Script,
     /// An operator's hold (or its release).
@@ -31,8 +29,7 @@ impl Scripts {
     pub fn new() -> Self {
         let build = |body: &str| Script::new(&format!("-- {VERSION}\n{COMMON}\n{body}"));
         Self {
-            reserve: build(include_str!("lua/reserve.lua")),
-            settle: build(include_str!("lua/settle.lua")),
+            batch: build(include_str!("lua/batch.lua")),
             pause: build(include_str!("lua/pause.lua")),
             tighten: build(include_str!("lua/tighten.lua")),
             hold: build(include_str!("lua/hold.lua")),

@@ -1,14 +1,15 @@
 //! [`RedisStore`]: the [`QuotaStore`] whose state lives in Redis.
 //!
-//! A reservation is one script per hash-tag group of its path. On a standalone server the
-//! whole path is one group and one script: one round trip, atomic, one read and one write
-//! of the group's state hash. On a cluster, caller
+//! A reservation is one operation per hash-tag group of its path, carried by that group's
+//! next batch script ([`crate::batch`]). On a standalone server the whole path is one group
+//! and one operation: one round trip, atomic. On a cluster, caller
 //! scopes and the deployment live in different slots: the caller part is reserved first,
 //! then the deployment part; if the second refuses, the first is released. A crash between
 //! the two leaves the first part reserved until its lease ends: under-admission, never
 //! over-admission.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
@@ -19,13 +20,11 @@ use sluice_quota::{
     ReservationId, ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture,
 };
 
+use crate::batch::{Batches, Fair, Link, Op, store_error};
 use crate::conn::{Connector, Topology};
 use crate::keys::Group;
 use crate::record::{self, ScopeSpec};
 use crate::scripts::Scripts;
-
-/// How many expired leases one reservation settles on the way.
-const EXPIRE_BATCH: u32 = 16;
 
 #[derive(Debug, Clone)]
 struct Scope {
@@ -38,17 +37,19 @@ struct Scope {
     spec: ScopeSpec,
 }
 
+/// The registered scopes, by id and by key.
+type Registry = (Vec<Arc<Scope>>, HashMap<ScopeKey, ScopeId>);
+
 /// One group's share of a reservation, for settling it.
 #[derive(Debug, Clone)]
 struct Part {
-    leases: String,
+    group: Group,
     /// The reservation's member of the lease set (its id and expiry settlement).
     member: Vec<u8>,
-    state: String,
     /// What was reserved, on which scopes as they were then (a reload may change them
     /// before the settlement).
     cost: Cost,
-    scopes: Vec<ScopeSpec>,
+    scopes: Vec<Arc<Scope>>,
 }
 
 /// Settings of a [`RedisStore`].
@@ -65,109 +66,96 @@ pub struct RedisConfig {
 /// Quota state in Redis, shared by every gateway instance that uses the same prefix.
 #[derive(Debug)]
 pub struct RedisStore {
-    connector: Connector,
+    batches: Arc<Batches>,
     prefix: String,
-    timeout: Duration,
-    scripts: Scripts,
-    scopes: RwLock<(Vec<Scope>, HashMap<ScopeKey, ScopeId>)>,
+    scopes: RwLock<Registry>,
     open: Mutex<HashMap<ReservationId, Vec<Part>>>,
-}
-
-fn store_error(e: impl std::fmt::Display) -> StoreError {
-    StoreError(e.to_string())
 }
 
 impl RedisStore {
     /// A store for `config`. Connects on first use.
     #[must_use]
     pub fn new(config: RedisConfig) -> Self {
-        Self {
+        let link = Link {
             connector: Connector::new(config.topology, config.timeout),
-            prefix: config.prefix,
-            timeout: config.timeout,
             scripts: Scripts::new(),
+            timeout: config.timeout,
+        };
+        Self {
+            batches: Arc::new(Batches::new(Arc::new(link))),
+            prefix: config.prefix,
             scopes: RwLock::new((Vec::new(), HashMap::new())),
             open: Mutex::new(HashMap::new()),
         }
     }
 
     async fn call<T: redis::FromRedisValue>(&self, invocation: redis::ScriptInvocation<'_>) -> Result<T, StoreError> {
-        let mut conn = tokio::time::timeout(self.timeout, self.connector.get())
-            .await
-            .map_err(|_| store_error("redis connect timed out"))?
-            .map_err(store_error)?;
-        tokio::time::timeout(self.timeout, invocation.invoke_async(&mut conn))
-            .await
-            .map_err(|_| store_error("redis call timed out"))?
-            .map_err(store_error)
+        self.batches.link().call(invocation).await
+    }
+
+    fn scripts(&self) -> &Scripts {
+        &self.batches.link().scripts
     }
 
     /// The path split into groups, in order of first appearance (a single group on a
     /// standalone server).
-    fn parts(&self, path: &[ScopeId]) -> Vec<(Group, Vec<Scope>)> {
+    fn parts(&self, path: &[ScopeId]) -> Vec<(Group, Vec<Arc<Scope>>)> {
         let scopes = self.scopes.read();
-        let mut parts: Vec<(Group, Vec<Scope>)> = Vec::new();
+        let mut parts: Vec<(Group, Vec<Arc<Scope>>)> = Vec::new();
         for id in path {
             let Some(scope) = scopes.0.get(id.0 as usize) else { continue };
             match parts.iter_mut().find(|(g, _)| *g == scope.group) {
-                Some((_, members)) => members.push(scope.clone()),
-                None => parts.push((scope.group.clone(), vec![scope.clone()])),
+                Some((_, members)) => members.push(Arc::clone(scope)),
+                None => parts.push((scope.group.clone(), vec![Arc::clone(scope)])),
             }
         }
         parts
+    }
+
+    fn scope(&self, id: ScopeId) -> Option<Arc<Scope>> {
+        self.scopes.read().0.get(id.0 as usize).cloned()
     }
 
     async fn reserve_part(
         &self,
         id: ReservationId,
         group: &Group,
-        scopes: &[Scope],
+        scopes: Vec<Arc<Scope>>,
         demand: &Demand<'_>,
     ) -> Result<Part, ReserveError> {
         let (cost, lease, share) = (demand.cost, demand.lease, demand.share);
-        let specs: Vec<ScopeSpec> = scopes.iter().map(|s| s.spec.clone()).collect();
+        let specs: Vec<&ScopeSpec> = scopes.iter().map(|s| &s.spec).collect();
         let spec = record::reserve_spec(cost, share, &specs).map_err(|never| {
             let index = |i: usize| i64::try_from(i).map_or(0, |i| i + 1);
-            ReserveError::Rejected(rejection(scopes, 0, index(never.scope), index(never.limit), 3))
+            ReserveError::Rejected(rejection(&scopes, 0, index(never.scope), index(never.limit), 3))
         })?;
-        let leases = group.leases();
-        let state = group.state();
         let member = record::lease_member(id.0, cost, &specs);
-        let mut invocation = self.scripts.reserve.prepare_invoke();
-        invocation.key(&leases).key(&state);
         let lease_us = u64::try_from(lease.as_micros()).unwrap_or(u64::MAX);
-        invocation.arg(&member).arg(lease_us).arg(EXPIRE_BATCH);
         let deployment = scopes.iter().find(|s| s.key.kind == sluice_quota::ScopeKind::Deployment);
-        match (&demand.fair, deployment) {
-            (Some(fair), Some(scope)) => {
-                let home = Group::of(&self.prefix, &scope.key);
-                invocation.key(home.fair()).key(home.asking());
-                invocation.arg(&*fair.tenant).arg(fair.weight.get()).arg(fair.cost).arg(fair.slack);
+        let fair = match (&demand.fair, deployment) {
+            (Some(share), Some(scope)) => {
+                Some(Fair { home: Group::of(&self.prefix, &scope.key), share: share.clone() })
             }
-            _ => {
-                invocation.arg("").arg(1).arg(0).arg(0);
-            }
-        }
-        invocation.arg(spec);
-        for scope in &specs {
-            invocation.arg(&scope.sid);
-        }
-        let reply: Vec<i64> = self.call(invocation).await?;
+            _ => None,
+        };
+        let sids = specs.iter().map(|s| s.sid.clone()).collect();
+        drop(specs);
+        let op = Op::Reserve { member: member.clone(), lease_us, fair, spec, sids };
+        let reply = self.batches.run(group, op).await?;
         match reply.as_slice() {
-            [1, ..] => Ok(Part { leases, member, state, cost, scopes: specs }),
+            [1, ..] => Ok(Part { group: group.clone(), member, cost, scopes }),
             [0, wait, scope, limit, kind] => {
-                Err(ReserveError::Rejected(rejection(scopes, *wait, *scope, *limit, *kind)))
+                Err(ReserveError::Rejected(rejection(&scopes, *wait, *scope, *limit, *kind)))
             }
             _ => Err(ReserveError::Store(store_error(format!("unexpected reply from reserve: {reply:?}")))),
         }
     }
 
     async fn settle_part(&self, part: &Part, settlement: Settlement) -> Result<(), StoreError> {
-        let mut invocation = self.scripts.settle.prepare_invoke();
-        invocation.key(&part.leases).key(&part.state).arg(&part.member);
-        let settle = record::settle_spec(part.cost, settlement.used, settlement.upstream, &part.scopes);
-        invocation.arg(settle.spec).arg(settle.sids);
-        let _: i64 = self.call(invocation).await?;
+        let specs: Vec<&ScopeSpec> = part.scopes.iter().map(|s| &s.spec).collect();
+        let settle = record::settle_spec(part.cost, settlement.used, settlement.upstream, &specs);
+        let op = Op::Settle { member: part.member.clone(), spec: settle.spec, sids: settle.sids };
+        self.batches.run(&part.group, op).await?;
         Ok(())
     }
 
@@ -175,7 +163,7 @@ impl RedisStore {
         let id = ReservationId(rand::rng().random::<u64>() >> 1);
         let mut done: Vec<Part> = Vec::new();
         for (group, scopes) in self.parts(demand.path) {
-            match self.reserve_part(id, &group, &scopes, &demand).await {
+            match self.reserve_part(id, &group, scopes, &demand).await {
                 Ok(part) => done.push(part),
                 Err(e) => {
                     // Compensation: release what earlier groups reserved.
@@ -202,16 +190,16 @@ impl RedisStore {
     }
 
     async fn pause_scope(&self, scope: ScopeId, wait: Duration) -> Result<(), StoreError> {
-        let Some(scope) = self.scopes.read().0.get(scope.0 as usize).cloned() else { return Ok(()) };
-        let mut invocation = self.scripts.pause.prepare_invoke();
+        let Some(scope) = self.scope(scope) else { return Ok(()) };
+        let mut invocation = self.scripts().pause.prepare_invoke();
         invocation.key(&scope.state).arg(u64::try_from(wait.as_micros()).unwrap_or(u64::MAX)).arg(&scope.spec.sid);
         let _: i64 = self.call(invocation).await?;
         Ok(())
     }
 
     async fn hold_scope(&self, scope: ScopeId, held: bool) -> Result<(), StoreError> {
-        let Some(scope) = self.scopes.read().0.get(scope.0 as usize).cloned() else { return Ok(()) };
-        let mut invocation = self.scripts.hold.prepare_invoke();
+        let Some(scope) = self.scope(scope) else { return Ok(()) };
+        let mut invocation = self.scripts().hold.prepare_invoke();
         invocation.key(&scope.state).arg(u8::from(held)).arg(&scope.spec.sid);
         let _: i64 = self.call(invocation).await?;
         Ok(())
@@ -224,7 +212,7 @@ impl RedisStore {
         remaining: u64,
         reset: Option<Duration>,
     ) -> Result<(), StoreError> {
-        let Some(scope) = self.scopes.read().0.get(scope.0 as usize).cloned() else { return Ok(()) };
+        let Some(scope) = self.scope(scope) else { return Ok(()) };
         let buckets: Vec<_> = scope
             .limits
             .rates
@@ -238,7 +226,7 @@ impl RedisStore {
             return Ok(());
         }
         let reset_us = reset.map_or(-1, |r| i64::try_from(r.as_micros()).unwrap_or(i64::MAX));
-        let mut invocation = self.scripts.tighten.prepare_invoke();
+        let mut invocation = self.scripts().tighten.prepare_invoke();
         invocation.key(&scope.state).arg(remaining).arg(reset_us).arg(&scope.spec.sid).arg(scope.spec.layout);
         for (at, spec) in buckets {
             invocation.arg(at).arg(spec.amount).arg(spec.period_us).arg(spec.burst);
@@ -248,15 +236,15 @@ impl RedisStore {
     }
 
     async fn snapshot_scope(&self, id: ScopeId) -> Result<Option<ScopeSnapshot>, StoreError> {
-        let Some(scope) = self.scopes.read().0.get(id.0 as usize).cloned() else { return Ok(None) };
-        let mut invocation = self.scripts.peek.prepare_invoke();
+        let Some(scope) = self.scope(id) else { return Ok(None) };
+        let mut invocation = self.scripts().peek.prepare_invoke();
         invocation.key(&scope.state).arg(&scope.spec.sid).arg(scope.spec.layout).arg(scope.spec.limits.len());
         let peeked: Vec<i64> = self.call(invocation).await?;
         Ok(Some(snapshot(&scope, &peeked)))
     }
 }
 
-fn rejection(scopes: &[Scope], wait_us: i64, scope: i64, limit: i64, kind: i64) -> Rejection {
+fn rejection(scopes: &[Arc<Scope>], wait_us: i64, scope: i64, limit: i64, kind: i64) -> Rejection {
     let index = if kind == 5 {
         // Fair share is the deployment's: the script leaves naming it to the gateway.
         scopes.iter().position(|s| s.key.kind == sluice_quota::ScopeKind::Deployment).unwrap_or(0)
@@ -312,17 +300,20 @@ fn snapshot(scope: &Scope, peeked: &[i64]) -> ScopeSnapshot {
 
 impl QuotaStore for RedisStore {
     fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId {
-        let group =
-            if self.connector.is_cluster() { Group::of(&self.prefix, &key) } else { Group::standalone(&self.prefix) };
+        let group = if self.batches.link().connector.is_cluster() {
+            Group::of(&self.prefix, &key)
+        } else {
+            Group::standalone(&self.prefix)
+        };
         let spec = ScopeSpec::new(&key, &limits);
         let scope = Scope { key: key.clone(), limits, state: group.state(), group, spec };
         let mut scopes = self.scopes.write();
         if let Some(&id) = scopes.1.get(&key) {
-            scopes.0[id.0 as usize] = scope;
+            scopes.0[id.0 as usize] = Arc::new(scope);
             return id;
         }
         let id = ScopeId(u32::try_from(scopes.0.len()).unwrap_or(u32::MAX));
-        scopes.0.push(scope);
+        scopes.0.push(Arc::new(scope));
         scopes.1.insert(key, id);
         id
     }

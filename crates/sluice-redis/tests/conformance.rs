@@ -148,6 +148,66 @@ mod cases {
         let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
     }
 
+    /// 200 callers at once against 50 requests an hour: exactly 50 pass, however the store
+    /// groups their decisions, and a refusal debits nothing.
+    pub async fn a_crowd_at_once_gets_exactly_the_limit(store: Arc<dyn QuotaStore>) {
+        let hourly = RateLimit::new(Dimension::Requests, nz(50), Duration::from_secs(3600)).with_burst(nz(50));
+        let t = store.register(ScopeKey::new(ScopeKind::Tenant, "crowd"), Limits::unlimited());
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "crowd"), Limits::unlimited().with_rate(hourly));
+        let path = Arc::new([t, d]);
+        let tasks: Vec<_> = (0..200)
+            .map(|_| {
+                let (store, path) = (Arc::clone(&store), Arc::clone(&path));
+                tokio::spawn(async move { store.reserve(&*path, Cost::request(1, 1), LEASE).await.is_ok() })
+            })
+            .collect();
+        let mut granted = 0;
+        for task in tasks {
+            granted += u32::from(task.await.unwrap());
+        }
+        assert_eq!(granted, 50);
+        assert_eq!(remaining(&*store, d).await, 0);
+    }
+
+    /// 40 callers loop on 5 slots, each holding its slot across a yield: nobody ever sees
+    /// more than 5 holders, every refusal is for busy slots, and all slots come back.
+    pub async fn a_crowd_never_holds_more_slots_than_the_cap(store: Arc<dyn QuotaStore>) {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let d = store
+            .register(ScopeKey::new(ScopeKind::Deployment, "crowd-slots"), Limits::unlimited().with_concurrency(nz(5)));
+        let holders = Arc::new(AtomicU32::new(0));
+        let most = Arc::new(AtomicU32::new(0));
+        let tasks: Vec<_> = (0..40)
+            .map(|_| {
+                let (store, holders, most) = (Arc::clone(&store), Arc::clone(&holders), Arc::clone(&most));
+                tokio::spawn(async move {
+                    let mut granted = 0;
+                    for _ in 0..10 {
+                        match store.reserve(&[d], Cost::request(1, 1), LEASE).await {
+                            Ok(grant) => {
+                                let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                                most.fetch_max(now, Ordering::SeqCst);
+                                tokio::task::yield_now().await;
+                                holders.fetch_sub(1, Ordering::SeqCst);
+                                store.settle(grant.id, Settlement::exact(Cost::request(1, 1))).await.unwrap();
+                                granted += 1;
+                            }
+                            Err(e) => assert_eq!(rejected(Err(e)).kind, RejectionKind::SlotsBusy),
+                        }
+                    }
+                    granted
+                })
+            })
+            .collect();
+        let mut granted = 0;
+        for task in tasks {
+            granted += task.await.unwrap();
+        }
+        assert!(most.load(Ordering::SeqCst) <= 5, "{} holders at once", most.load(Ordering::SeqCst));
+        assert!(granted >= 5, "only {granted} grants");
+        assert_eq!(store.snapshot(d).await.unwrap().unwrap().in_flight, (0, Some(5)));
+    }
+
     pub async fn expired_leases_free_their_slots(store: &dyn QuotaStore) {
         let d =
             store.register(ScopeKey::new(ScopeKind::Deployment, "lease"), Limits::unlimited().with_concurrency(nz(1)));
@@ -295,6 +355,14 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn concurrency_slots_come_back_on_settle() {
                 run(|s| async move { cases::concurrency_slots_come_back_on_settle(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_crowd_at_once_gets_exactly_the_limit() {
+                run(cases::a_crowd_at_once_gets_exactly_the_limit).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_crowd_never_holds_more_slots_than_the_cap() {
+                run(cases::a_crowd_never_holds_more_slots_than_the_cap).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn expired_leases_free_their_slots() {

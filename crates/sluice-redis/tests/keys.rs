@@ -114,3 +114,62 @@ async fn new_limits_for_a_scope_keep_its_slots_and_pause() {
     store.settle(grant.id, Settlement::exact(Cost::request(100, 10))).await.unwrap();
     assert_eq!(store.snapshot(tenant).await.unwrap().unwrap().in_flight, (0, Some(1)));
 }
+
+/// Script calls so far (`INFO commandstats`).
+fn script_calls(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| l.split([':', ',']).find_map(|kv| kv.strip_prefix("calls=")?.parse::<u64>().ok()))
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crowd_shares_scripts_and_every_caller_gets_its_own_answer() {
+    let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    let config = RedisConfig {
+        topology: Topology::Standalone(server.url()),
+        prefix: "keys".into(),
+        timeout: Duration::from_secs(2),
+    };
+    let store = std::sync::Arc::new(RedisStore::new(config));
+    let hourly = RateLimit::new(Dimension::Requests, NonZeroU64::new(150).unwrap(), Duration::from_secs(3600))
+        .with_burst(NonZeroU64::new(150).unwrap());
+    let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "acme"), Limits::unlimited().with_rate(hourly));
+    let minute = RateLimit::per_minute(Dimension::TotalTokens, 60_000).unwrap();
+    let tokens = Limits::unlimited().with_rate(minute.with_burst(NonZeroU64::new(60_000).unwrap()));
+    let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "east"), tokens);
+    let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+    let () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut conn).unwrap();
+
+    // 200 callers at once, each reserving and settling: 150 pass the tenant's hourly limit.
+    let tasks: Vec<_> = (0..200)
+        .map(|_| {
+            let store = std::sync::Arc::clone(&store);
+            tokio::spawn(async move {
+                let grant = store.reserve(&[tenant, deployment], Cost::request(10, 10), Duration::from_secs(30)).await;
+                match grant {
+                    Ok(grant) => {
+                        store.settle(grant.id, Settlement::exact(Cost::request(10, 5))).await.unwrap();
+                        true
+                    }
+                    Err(_) => false,
+                }
+            })
+        })
+        .collect();
+    let mut granted = 0;
+    for task in tasks {
+        granted += u32::from(task.await.unwrap());
+    }
+    assert_eq!(granted, 150);
+    // 350 operations, far fewer scripts: the waiting ones left together.
+    let calls = script_calls(&mut conn);
+    assert!(calls < 200, "{calls} scripts for 350 operations");
+    // Every settlement found its reservation: the unused output came back and the leases
+    // are gone.
+    let remaining = store.snapshot(deployment).await.unwrap().unwrap().rates[0].remaining;
+    assert!(remaining >= 60_000 - 150 * 15, "{remaining} tokens left");
+    let leases: u64 = redis::cmd("ZCARD").arg("{keys:c}:leases").query(&mut conn).unwrap();
+    assert_eq!(leases, 0);
+}

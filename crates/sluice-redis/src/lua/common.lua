@@ -6,7 +6,8 @@
 -- until, held by an operator (1 or 0), the layout of its limits (record.rs) and per limit
 -- the instant that bucket is full again (a GCRA; 0 or missing means full); and `@x`, the
 -- instant the hash's expiry was last pushed to, so the hot path never asks Redis for a TTL.
--- A decision reads its part of the path with one HMGET and writes it with one HSET.
+-- A batch of decisions (batch.lua) reads the fields it touches with one HMGET and writes
+-- the ones it changed with one HSET.
 --
 -- Lua steps and strings crossing between Lua and Redis cost more than the commands a
 -- decision runs, so the gateway does the arithmetic it can (record.rs: costs turned into
@@ -53,59 +54,6 @@ local function write_state(state, writes, ms)
   if ms then
     call('PEXPIRE', state, ms)
   end
-end
-
--- Applies a settlement (record.rs `settle_spec`) to the scopes with fields `sids`: per
--- scope 1 or 0 (a concurrency slot back or not), its layout and a bucket count, then per
--- bucket its position and the time to add (or, negative, give back; never before now: a
--- bucket holds at most its burst). Buckets of a layout that changed since are left alone.
-local function settle_scopes(state, sids, spec, now)
-  if #sids == 0 then
-    return
-  end
-  local raw = call('HMGET', state, '@x', unpack(sids))
-  local writes, needed, c = {}, 0, 1
-  for k = 1, #sids do
-    local s = scope_state(raw[k + 1], nil)
-    if spec[c] == 1 then
-      local n = s[1] - 1
-      if n < 0 then n = 0 end
-      s[1] = n
-    end
-    local same, m = s[4] == spec[c + 1], spec[c + 2]
-    c = c + 3
-    for _ = 1, m do
-      if same then
-        local at, delta = 4 + spec[c], spec[c + 1]
-        local new = s[at] or 0
-        if delta >= 0 then
-          if new < now then new = now end
-          new = new + delta
-        else
-          new = new + delta
-          if new < now then new = now end
-        end
-        s[at] = new
-        if new - now > needed then needed = new - now end
-      end
-      c = c + 2
-    end
-    writes[2 * k - 1] = sids[k]
-    writes[2 * k] = pack(s)
-  end
-  write_state(state, writes, expiry(raw[1], now, needed, writes, 2 * #sids))
-end
-
--- Settles up to `most` reservations of this group whose lease ran out, by the settlement
--- each lease member carries for that case (record.rs `lease_member`: id, fields, spec).
-local function expire_leases(leases, state, now, most)
-  local members = call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, most)
-  for _, member in ipairs(members) do
-    local m = unpack_mp(member)
-    settle_scopes(state, m[2], m[3], now)
-    call('ZREM', leases, member)
-  end
-  return #members
 end
 
 -- Time worth of n units of a limit {a = amount, p = period µs}, rounded up.

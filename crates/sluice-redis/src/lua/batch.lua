@@ -1,0 +1,296 @@
+-- batch: reservations and settlements of one group, in the order given. Each is all or
+-- nothing and decided exactly as if it ran alone at that point of the order; the batch
+-- only shares the work around them: one TIME, one HMGET of every field the batch touches,
+-- one HSET of the fields it changed, one ZADD of the new leases.
+-- KEYS[1] leases zset, KEYS[2] the group's state hash; from KEYS[3] pairs of a deployment's
+-- fairness hash and its set of tenants asking (refused lately, scored by expiry, µs).
+-- ARGV[1] most expired leases to settle first, then the operations one after another:
+--   reserve: 'r', the lease member (record.rs `lease_member`), lease (µs), fairness pair
+--     (0 for none, n for KEYS[2n + 1], KEYS[2n + 2]), tenant, its weight, this request's
+--     tokens, the slack (tokens), the scopes (record.rs `reserve_spec`), field count S and
+--     the S fields of the scopes.
+--   settle: 's', the lease member, the settlement (record.rs `settle_spec`), field count S
+--     and the S fields it touches.
+-- Returns one reply per operation. Reserve: {1}, or {0, wait_us, scope index, limit index,
+-- kind} with kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair share, 6 = held by an
+-- operator (3, never fits, the gateway finds before asking; for 5 it names the scope).
+-- Settle: {1}, or {0} when the reservation is unknown (settled before, or expired).
+local A = ARGV
+local leases, state = KEYS[1], KEYS[2]
+
+-- The operations (argument index of each) and every field they name, read at once.
+local ops, names, seen = {}, {'@x'}, {}
+local i = 2
+while A[i] do
+  local count_at = A[i] == 'r' and i + 9 or i + 3
+  local last = count_at + tonumber(A[count_at])
+  ops[#ops + 1] = i
+  for k = count_at + 1, last do
+    local f = A[k]
+    if not seen[f] then
+      seen[f] = true
+      names[#names + 1] = f
+    end
+  end
+  i = last + 1
+end
+local raw = call('HMGET', state, unpack(names))
+local now = now_us()
+
+-- Scope states of this batch by field: false for a fresh scope; changed ones are written
+-- once at the end.
+local cache, changed, needed = {}, {}, 0
+for k = 2, #names do
+  local r = raw[k]
+  cache[names[k]] = r and unpack_mp(r) or false
+end
+local function get(f)
+  local s = cache[f]
+  if s == nil then
+    local r = call('HGET', state, f)
+    s = r and unpack_mp(r) or false
+    cache[f] = s
+  end
+  return s
+end
+local function put(f, s)
+  if not changed[f] then
+    changed[f] = true
+    changed[#changed + 1] = f
+  end
+  cache[f] = s
+end
+
+-- Applies a settlement (record.rs `settle_spec`) to the fields list[first .. first + n - 1]:
+-- per scope 1 or 0 (a concurrency slot back or not), its layout and a bucket count, then
+-- per bucket its position and the time to add (or, negative, give back; never before now:
+-- a bucket holds at most its burst). Buckets of a layout that changed since are left alone.
+local function settle(list, first, n, spec)
+  local c = 1
+  for k = first, first + n - 1 do
+    local f = list[k]
+    local s = get(f) or {0, 0, 0}
+    if spec[c] == 1 then
+      local inflight = s[1] - 1
+      if inflight < 0 then inflight = 0 end
+      s[1] = inflight
+    end
+    local same, m = s[4] == spec[c + 1], spec[c + 2]
+    c = c + 3
+    for _ = 1, m do
+      if same then
+        local at, delta = 4 + spec[c], spec[c + 1]
+        local new = s[at] or 0
+        if delta >= 0 then
+          if new < now then new = now end
+          new = new + delta
+        else
+          new = new + delta
+          if new < now then new = now end
+        end
+        s[at] = new
+        if new - now > needed then needed = new - now end
+      end
+      c = c + 2
+    end
+    put(f, s)
+  end
+end
+
+-- Reservations whose lease ran out are settled first, by the settlement each lease member
+-- carries for that case (id, fields, spec).
+local expired = call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, tonumber(A[1]))
+if #expired > 0 then
+  for _, member in ipairs(expired) do
+    local m = unpack_mp(member)
+    settle(m[2], 1, #m[2], m[3])
+  end
+  call('ZREM', leases, unpack(expired))
+end
+
+-- Leases granted by this batch, added at the end (member -> expiry; order kept).
+local added, added_order = {}, {}
+
+local function reserve(at)
+  local member = A[at + 1]
+  if added[member] or call('ZSCORE', leases, member) then
+    return {1}
+  end
+  local lease = tonumber(A[at + 2])
+  local spec = unpack_mp(A[at + 8])
+  local S = tonumber(A[at + 9])
+  local first = at + 10
+
+  -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
+  -- asking (it would hold every other tenant back to its own virtual time).
+  local st = {}
+  for k = 1, S do
+    local s = get(A[first + k - 1])
+    if s and s[3] == 1 then
+      return {0, 0, k, 0, 6}
+    end
+    st[k] = s
+  end
+
+  -- Fair share: a tenant too far ahead of the slowest tenant asking is held back briefly.
+  local pair, tenant = tonumber(A[at + 3]), A[at + 4]
+  local fair, asking, fair_time, fair_slowest, fair_fields, was_asking
+  local function refused(reply)
+    if pair > 0 then
+      call('ZADD', asking, now + 1000000, tenant)
+      call('ZREMRANGEBYSCORE', asking, '-inf', now)
+      call('PEXPIRE', asking, 60000)
+    end
+    return reply
+  end
+  if pair > 0 then
+    fair, asking = KEYS[2 * pair + 1], KEYS[2 * pair + 2]
+    local weight, fcost, slack = tonumber(A[at + 5]), tonumber(A[at + 6]), tonumber(A[at + 7])
+    local others = call('ZRANGEBYSCORE', asking, string.format('(%.0f', now), '+inf')
+    local fnames = {'@clock', '@x', 't:' .. tenant}
+    for _, t in ipairs(others) do
+      fnames[#fnames + 1] = 't:' .. t
+      if t == tenant then was_asking = true end
+    end
+    fair_fields = call('HMGET', fair, unpack(fnames))
+    local clock = tonumber(fair_fields[1] or '0')
+    local mine = max(tonumber(fair_fields[3] or '0'), clock)
+    local slowest = mine
+    for k = 4, #fnames do
+      slowest = math.min(slowest, max(tonumber(fair_fields[k] or '0'), clock))
+    end
+    if mine > slowest + slack / weight then
+      -- The gateway names the deployment scope in its refusal.
+      return refused({0, 50000, 0, 0, 5})
+    end
+    -- The new floor of virtual times: no tenant lags more than the slack behind this one,
+    -- whether it is waiting right now or was just admitted between two refusals.
+    fair_time, fair_slowest = mine + fcost / weight, math.min(slowest, mine - slack / weight)
+  end
+
+  -- Decide without changing anything: pauses, slots, then every bucket (a bucket of
+  -- another layout, or of a fresh scope, is full).
+  local worst, wscope, wlim, wkind = 0, 0, 0, 0
+  local c = 1
+  for k = 1, S do
+    local s = st[k]
+    local cc, layout, nl = spec[c], spec[c + 1], spec[c + 2]
+    c = c + 3
+    local same = s and s[4] == layout
+    if s then
+      local paused = s[2] - now
+      if paused > worst then
+        worst, wscope, wlim, wkind = paused, k, 0, 4
+      end
+      if cc > 0 and s[1] >= cc then
+        return refused({0, 0, k, 0, 2})
+      end
+    end
+    for j = 1, nl do
+      local base = same and s[4 + j] or 0
+      if base < now then base = now end
+      -- The bucket must keep `room` (burst less cost) after this cost.
+      local wait = base - spec[c + 1] - now
+      if wait > worst then
+        worst, wscope, wlim, wkind = wait, k, j, 1
+      end
+      c = c + 2
+    end
+  end
+  if worst > 0 then
+    return refused({0, math.ceil(worst), wscope, wlim, wkind})
+  end
+
+  -- Granted: take a slot and the cost of every bucket. Scopes with neither limits nor a
+  -- concurrency cap never change and are not written.
+  if lease > needed then needed = lease end
+  c = 1
+  for k = 1, S do
+    local s = st[k]
+    local cc, layout, nl = spec[c], spec[c + 1], spec[c + 2]
+    c = c + 3
+    if cc > 0 or nl > 0 then
+      if not s then
+        s = {0, 0, 0, layout}
+      elseif s[4] ~= layout then
+        s = {s[1], s[2], s[3], layout}
+      end
+      if s[2] - now > needed then needed = s[2] - now end
+      if cc > 0 then s[1] = s[1] + 1 end
+      for j = 1, nl do
+        local base = s[4 + j] or 0
+        if base < now then base = now end
+        local new = base + spec[c]
+        s[4 + j] = new
+        if new - now > needed then needed = new - now end
+        c = c + 2
+      end
+      put(A[first + k - 1], s)
+    end
+  end
+
+  if fair_time then
+    local fw = {'t:' .. tenant, fair_time}
+    if fair_slowest > tonumber(fair_fields[1] or '0') then
+      fw[#fw + 1] = '@clock'
+      fw[#fw + 1] = fair_slowest
+    end
+    -- The fairness hash lives an hour past the last admission; pushed once a minute at most.
+    local x = tonumber(fair_fields[2] or '0')
+    if x < now + 3540000000 then
+      fw[#fw + 1] = '@x'
+      fw[#fw + 1] = now + 3600000000
+    end
+    call('HSET', fair, unpack(fw))
+    if x < now + 3540000000 then
+      call('PEXPIRE', fair, 3600000)
+    end
+    if was_asking then
+      call('ZREM', asking, tenant)
+    end
+  end
+  added[member] = now + lease
+  added_order[#added_order + 1] = member
+  return {1}
+end
+
+local function settle_op(at)
+  local member = A[at + 1]
+  if added[member] then
+    added[member] = false
+  elseif call('ZREM', leases, member) == 0 then
+    return {0}
+  end
+  settle(A, at + 4, tonumber(A[at + 3]), unpack_mp(A[at + 2]))
+  return {1}
+end
+
+local replies = {}
+for n, at in ipairs(ops) do
+  if A[at] == 'r' then
+    replies[n] = reserve(at)
+  else
+    replies[n] = settle_op(at)
+  end
+end
+
+if #changed > 0 then
+  local writes = {}
+  for k, f in ipairs(changed) do
+    writes[2 * k - 1] = f
+    writes[2 * k] = pack(cache[f])
+  end
+  write_state(state, writes, expiry(raw[1], now, needed, writes, 2 * #changed))
+end
+local zadd = {}
+for _, member in ipairs(added_order) do
+  local until_us = added[member]
+  if until_us then
+    zadd[#zadd + 1] = until_us
+    zadd[#zadd + 1] = member
+  end
+end
+if #zadd > 0 then
+  call('ZADD', leases, unpack(zadd))
+end
+return replies
