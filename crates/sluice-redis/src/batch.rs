@@ -7,8 +7,13 @@
 //! the Redis time per operation falls, because a batch reads and writes its group's state
 //! once (`batch.lua`). Nothing waits on a timer.
 //!
-//! Each operation in a batch is decided as if its script ran alone at that point of the
-//! order, so batching changes throughput, never a decision.
+//! The operations of a batch were all in flight at once, so any order of them is one the
+//! callers could have seen; a batch puts settlements first (capacity comes back before it
+//! is asked for) and runs of reservations on the same scopes together. Each operation is
+//! decided as if its script ran alone at its point of that order; a run is first tried as
+//! one combined reservation ([`ReserveSpec::combined`]), which passes exactly when each of
+//! them would pass in turn, and is otherwise decided one by one. Batching changes
+//! throughput, never a decision.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +25,7 @@ use tokio::sync::oneshot;
 
 use crate::conn::Connector;
 use crate::keys::Group;
+use crate::record::{self, ReserveSpec};
 use crate::scripts::Scripts;
 
 /// Scripts one lane has out at once.
@@ -83,7 +89,7 @@ pub enum Op {
         /// The fair-share check, if any.
         fair: Option<Fair>,
         /// The scopes (record.rs `reserve_spec`).
-        spec: Vec<u8>,
+        spec: ReserveSpec,
         /// The scopes' fields.
         sids: Vec<String>,
     },
@@ -115,6 +121,124 @@ impl Lane {
     fn take(&mut self) -> Vec<Waiting> {
         let n = self.pending.len().min(MAX_BATCH);
         self.pending.drain(..n).collect()
+    }
+}
+
+/// One argument of a batch script.
+enum Arg<'a> {
+    Str(&'static str),
+    Bytes(&'a [u8]),
+    Owned(Vec<u8>),
+    Count(usize),
+}
+
+/// What a batch sends, in order: each step one operation or a run of reservations on the
+/// same scopes, perhaps of one (indices into the batch).
+enum Step {
+    One(usize),
+    Run(Vec<usize>),
+}
+
+struct Plan {
+    steps: Vec<Step>,
+}
+
+impl Plan {
+    /// Settlements first, in arrival order; then the reservations, those with a fair-share
+    /// check one by one, the others in runs of the same fields, shape and lease, each run
+    /// where its first member arrived.
+    fn of(batch: &[Waiting]) -> Self {
+        let mut steps: Vec<Step> = Vec::with_capacity(batch.len());
+        for (i, waiting) in batch.iter().enumerate() {
+            if matches!(waiting.op, Op::Settle { .. }) {
+                steps.push(Step::One(i));
+            }
+        }
+        for (i, waiting) in batch.iter().enumerate() {
+            let Op::Reserve { fair, spec, sids, lease_us, .. } = &waiting.op else { continue };
+            if fair.is_some() {
+                steps.push(Step::One(i));
+                continue;
+            }
+            let joins = |j: usize| match &batch[j].op {
+                Op::Reserve { fair: None, spec: other, sids: their, lease_us: lease, .. } => {
+                    their == sids && lease == lease_us && other.same_shape(spec)
+                }
+                _ => false,
+            };
+            let found = steps.iter_mut().find_map(|step| match step {
+                Step::Run(run) if joins(run[0]) => Some(run),
+                _ => None,
+            });
+            match found {
+                Some(run) => run.push(i),
+                None => steps.push(Step::Run(vec![i])),
+            }
+        }
+        Self { steps }
+    }
+
+    /// The batch indices in the order of the script's replies.
+    fn order(&self) -> impl Iterator<Item = usize> + '_ {
+        self.steps.iter().flat_map(|step| match step {
+            Step::One(i) => std::slice::from_ref(i).iter().copied(),
+            Step::Run(run) => run.iter().copied(),
+        })
+    }
+}
+
+/// A reservation's array for the script (see `batch.lua`), with `spec` in place of its own
+/// when given (a run's combined spec).
+fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, homes: &mut Vec<&'a Group>) -> Vec<u8> {
+    let Op::Reserve { lease_us, fair, spec: own, sids, .. } = op else { return Vec::new() };
+    let spec = spec.unwrap_or_else(|| own.encode());
+    let mut blob = Vec::with_capacity(32 + spec.len());
+    record::push_array(&mut blob, 8 + sids.len());
+    record::push_uint(&mut blob, *lease_us);
+    match fair {
+        Some(Fair { home, share }) => {
+            let pair = homes.iter().position(|h| *h == home).unwrap_or_else(|| {
+                homes.push(home);
+                homes.len() - 1
+            }) + 1;
+            record::push_uint(&mut blob, u64::try_from(pair).unwrap_or(0));
+            record::push_uint(&mut blob, u64::from(share.weight.get()));
+            record::push_uint(&mut blob, share.cost);
+            record::push_uint(&mut blob, share.slack);
+            record::push_str(&mut blob, &share.tenant);
+        }
+        None => {
+            for n in [0, 1, 0, 0] {
+                record::push_uint(&mut blob, n);
+            }
+            record::push_str(&mut blob, "");
+        }
+    }
+    record::push_uint(&mut blob, u64::try_from(sids.len()).unwrap_or(0));
+    for sid in sids {
+        record::push_uint(&mut blob, fields.number(sid));
+    }
+    blob.extend_from_slice(&spec);
+    blob
+}
+
+/// The fields a batch names, each once, numbered from 1.
+#[derive(Default)]
+struct Fields<'a> {
+    order: Vec<&'a str>,
+    numbers: HashMap<&'a str, u64>,
+}
+
+impl<'a> Fields<'a> {
+    /// `sid`'s number, added if new.
+    fn number(&mut self, sid: &'a str) -> u64 {
+        if let Some(&n) = self.numbers.get(sid) {
+            return n;
+        }
+        self.order.push(sid);
+        let n = u64::try_from(self.order.len()).unwrap_or(u64::MAX);
+        self.numbers.insert(sid, n);
+        n
     }
 }
 
@@ -194,48 +318,81 @@ impl Batches {
         let leases = group.leases();
         let state = group.state();
         let mut invocation = self.link.scripts.batch.prepare_invoke();
-        invocation.key(&leases).key(&state).arg(EXPIRE_BATCH);
+        invocation.key(&leases).key(&state);
+        let plan = Plan::of(&batch);
+        // Every field the batch names, once; operations refer to them by number.
+        let mut fields = Fields::default();
         // Fairness keys, each deployment's pair once.
         let mut homes: Vec<&Group> = Vec::new();
-        for waiting in &batch {
-            match &waiting.op {
-                Op::Reserve { member, lease_us, fair, spec, sids } => {
-                    invocation.arg("r").arg(member.as_slice()).arg(*lease_us);
-                    match fair {
-                        Some(Fair { home, share }) => {
-                            let pair = match homes.iter().position(|h| *h == home) {
-                                Some(i) => i + 1,
-                                None => {
-                                    invocation.key(home.fair()).key(home.asking());
-                                    homes.push(home);
-                                    homes.len()
-                                }
-                            };
-                            invocation.arg(pair).arg(&*share.tenant).arg(share.weight.get());
-                            invocation.arg(share.cost).arg(share.slack);
-                        }
-                        None => {
-                            invocation.arg(0).arg("").arg(1).arg(0).arg(0);
-                        }
+        let mut args: Vec<Arg<'_>> = Vec::with_capacity(3 * batch.len());
+        for step in &plan.steps {
+            match step {
+                Step::One(i) => match &batch[*i].op {
+                    Op::Reserve { member, .. } => {
+                        args.extend([Arg::Str("r"), Arg::Bytes(member)]);
+                        args.push(Arg::Owned(reserve_blob(&batch[*i].op, None, &mut fields, &mut homes)));
                     }
-                    invocation.arg(spec.as_slice()).arg(sids.len());
-                    for sid in sids {
-                        invocation.arg(sid);
+                    Op::Settle { member, spec, sids } => {
+                        let mut blob = Vec::with_capacity(16 + spec.len());
+                        record::push_array(&mut blob, 2 + sids.len());
+                        record::push_uint(&mut blob, u64::try_from(sids.len()).unwrap_or(0));
+                        for sid in sids {
+                            record::push_uint(&mut blob, fields.number(sid));
+                        }
+                        blob.extend_from_slice(spec);
+                        args.extend([Arg::Str("s"), Arg::Bytes(member), Arg::Owned(blob)]);
+                    }
+                },
+                Step::Run(run) if run.len() == 1 => {
+                    let op = &batch[run[0]].op;
+                    if let Op::Reserve { member, .. } = op {
+                        args.extend([Arg::Str("r"), Arg::Bytes(member)]);
+                        args.push(Arg::Owned(reserve_blob(op, None, &mut fields, &mut homes)));
                     }
                 }
-                Op::Settle { member, spec, sids } => {
-                    invocation.arg("s").arg(member.as_slice()).arg(spec.as_slice()).arg(sids.len());
-                    for sid in sids {
-                        invocation.arg(sid);
+                Step::Run(run) => {
+                    let specs: Vec<&ReserveSpec> = run
+                        .iter()
+                        .filter_map(|&i| match &batch[i].op {
+                            Op::Reserve { spec, .. } => Some(spec),
+                            Op::Settle { .. } => None,
+                        })
+                        .collect();
+                    let combined = ReserveSpec::combined(&specs);
+                    args.extend([Arg::Str("g"), Arg::Count(run.len())]);
+                    args.push(Arg::Owned(reserve_blob(&batch[run[0]].op, Some(combined), &mut fields, &mut homes)));
+                    for &i in run {
+                        if let Op::Reserve { member, .. } = &batch[i].op {
+                            args.push(Arg::Bytes(member));
+                            args.push(Arg::Owned(reserve_blob(&batch[i].op, None, &mut fields, &mut homes)));
+                        }
                     }
                 }
             }
         }
+        for home in homes {
+            invocation.key(home.fair()).key(home.asking());
+        }
+        invocation.arg(EXPIRE_BATCH).arg(fields.order.len());
+        for field in &fields.order {
+            invocation.arg(*field);
+        }
+        for arg in &args {
+            match arg {
+                Arg::Str(s) => invocation.arg(*s),
+                Arg::Bytes(b) => invocation.arg(*b),
+                Arg::Owned(b) => invocation.arg(b.as_slice()),
+                Arg::Count(n) => invocation.arg(*n),
+            };
+        }
         let replies: Result<Vec<Vec<i64>>, StoreError> = self.link.call(invocation).await;
         match replies {
             Ok(replies) if replies.len() == batch.len() => {
-                for (waiting, reply) in batch.into_iter().zip(replies) {
-                    let _ = waiting.reply.send(Ok(reply));
+                let mut slots: Vec<Option<Waiting>> = batch.into_iter().map(Some).collect();
+                for (i, reply) in plan.order().zip(replies) {
+                    if let Some(waiting) = slots.get_mut(i).and_then(Option::take) {
+                        let _ = waiting.reply.send(Ok(reply));
+                    }
                 }
             }
             Ok(replies) => {

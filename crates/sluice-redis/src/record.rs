@@ -134,7 +134,7 @@ fn dimension_code(d: Dimension) -> u8 {
     }
 }
 
-fn push_uint(out: &mut Vec<u8>, n: u64) {
+pub(crate) fn push_uint(out: &mut Vec<u8>, n: u64) {
     // Writing to a Vec cannot fail.
     let _ = rmp::encode::write_uint(out, n.min(MAX_US));
 }
@@ -144,30 +144,111 @@ fn push_sint(out: &mut Vec<u8>, n: i64) {
     let _ = rmp::encode::write_sint(out, n.clamp(-bound, bound));
 }
 
-fn push_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn push_str(out: &mut Vec<u8>, s: &str) {
     // Writing to a Vec cannot fail.
     let _ = rmp::encode::write_str(out, s);
 }
 
-fn push_array(out: &mut Vec<u8>, len: usize) {
+pub(crate) fn push_array(out: &mut Vec<u8>, len: usize) {
     let _ = rmp::encode::write_array_len(out, u32::try_from(len).unwrap_or(u32::MAX));
 }
 
+/// One scope of a reservation in the scripts' units: its concurrency cap (0 for none), the
+/// layout of its limits and per limit the cost as time and the room the bucket must have
+/// left after it (usable burst less the cost, as time; a cost above the burst needs a full
+/// bucket).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeCost {
+    /// Concurrency cap, 0 for none.
+    pub cc: u64,
+    /// The limits' layout.
+    pub layout: u32,
+    /// Per limit: (cost, room), µs.
+    pub buckets: Vec<(u64, u64)>,
+}
+
+/// The reserve script's view of a reservation: each scope of its path, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReserveSpec {
+    /// The scopes.
+    pub scopes: Vec<ScopeCost>,
+}
+
+impl ReserveSpec {
+    /// One flat MessagePack array: per scope its cap, layout and limit count, then per
+    /// limit the cost and the room. Numbers only and precomputed, so `batch.lua` only
+    /// compares and adds.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 + self.scopes.len() * 48);
+        push_array(&mut out, self.scopes.iter().map(|s| 3 + 2 * s.buckets.len()).sum());
+        for scope in &self.scopes {
+            push_uint(&mut out, scope.cc);
+            push_uint(&mut out, u64::from(scope.layout));
+            push_uint(&mut out, u64::try_from(scope.buckets.len()).unwrap_or(0));
+            for &(step, room) in &scope.buckets {
+                push_uint(&mut out, step);
+                push_uint(&mut out, room);
+            }
+        }
+        out
+    }
+
+    /// Whether `other` has the same scopes' caps, layouts and limit counts: reservations
+    /// that can be combined (on the same fields).
+    #[must_use]
+    pub fn same_shape(&self, other: &Self) -> bool {
+        self.scopes.len() == other.scopes.len()
+            && self
+                .scopes
+                .iter()
+                .zip(&other.scopes)
+                .all(|(a, b)| a.cc == b.cc && a.layout == b.layout && a.buckets.len() == b.buckets.len())
+    }
+
+    /// Reservations of one shape, in order, as one reserve spec (encoded): per bucket the
+    /// sum of their costs, and as room the least over them of (room − what the earlier
+    /// ones took), which may be negative. It passes exactly when the state lets every one
+    /// of them pass in turn; the script then grants all of them at once, or otherwise
+    /// decides each on its own. `specs` must not be empty and share one shape.
+    #[must_use]
+    pub fn combined(specs: &[&Self]) -> Vec<u8> {
+        let Some(first) = specs.first() else { return Vec::new() };
+        let mut out = Vec::with_capacity(16 + first.scopes.len() * 48);
+        push_array(&mut out, first.scopes.iter().map(|s| 3 + 2 * s.buckets.len()).sum());
+        for (i, scope) in first.scopes.iter().enumerate() {
+            push_uint(&mut out, scope.cc);
+            push_uint(&mut out, u64::from(scope.layout));
+            push_uint(&mut out, u64::try_from(scope.buckets.len()).unwrap_or(0));
+            for j in 0..scope.buckets.len() {
+                let (mut taken, mut room) = (0_i64, i64::MAX);
+                for spec in specs {
+                    let (step, own_room) = spec.scopes.get(i).and_then(|s| s.buckets.get(j)).copied().unwrap_or((0, 0));
+                    let (step, own_room) = (signed(step), signed(own_room));
+                    room = room.min(own_room - taken);
+                    taken += step;
+                }
+                push_uint(&mut out, u64::try_from(taken).unwrap_or(u64::MAX));
+                push_sint(&mut out, room);
+            }
+        }
+        out
+    }
+}
+
+fn signed(us: u64) -> i64 {
+    i64::try_from(us.min(MAX_US)).unwrap_or(i64::MAX)
+}
+
 /// The reserve script's view of `cost` on `scopes` for a caller with `share` of shared
-/// bursts, one flat array: per scope its concurrency cap, layout and limit count, then per
-/// limit the cost as time and the room the bucket must have left after it (usable burst
-/// less the cost, as time; a cost above the burst needs a full bucket). Flat, numbers only
-/// and precomputed, so `batch.lua` only compares and adds.
+/// bursts.
 ///
 /// # Errors
 /// [`NeverFits`] when a limit's amount per period is below the cost: no wait helps.
-pub fn reserve_spec<S: Borrow<ScopeSpec>>(cost: Cost, share: Share, scopes: &[S]) -> Result<Vec<u8>, NeverFits> {
-    let mut out = Vec::with_capacity(16 + scopes.len() * 48);
-    push_array(&mut out, scopes.iter().map(|s| 3 + 2 * s.borrow().limits.len()).sum());
+pub fn reserve_spec<S: Borrow<ScopeSpec>>(cost: Cost, share: Share, scopes: &[S]) -> Result<ReserveSpec, NeverFits> {
+    let mut out = Vec::with_capacity(scopes.len());
     for (i, scope) in scopes.iter().map(Borrow::borrow).enumerate() {
-        push_uint(&mut out, scope.cc);
-        push_uint(&mut out, u64::from(scope.layout));
-        push_uint(&mut out, u64::try_from(scope.limits.len()).unwrap_or(0));
+        let mut buckets = Vec::with_capacity(scope.limits.len());
         for (j, lim) in scope.limits.iter().enumerate() {
             let units = cost.of(lim.dimension);
             if units > lim.amount {
@@ -176,11 +257,11 @@ pub fn reserve_spec<S: Borrow<ScopeSpec>>(cost: Cost, share: Share, scopes: &[S]
             let burst = lim.units_us(lim.burst);
             let burst = if scope.shared { share.of(burst) } else { burst };
             let step = lim.units_us(units);
-            push_uint(&mut out, step);
-            push_uint(&mut out, burst - step.min(burst));
+            buckets.push((step, burst - step.min(burst)));
         }
+        out.push(ScopeCost { cc: scope.cc, layout: scope.layout, buckets });
     }
-    Ok(out)
+    Ok(ReserveSpec { scopes: out })
 }
 
 /// A settlement for the scripts: the state fields of the scopes it touches, and one flat
@@ -285,7 +366,7 @@ mod tests {
         let scopes = scopes();
         let layout = scopes[0].layout;
         assert_eq!(layout, scopes[1].layout, "the same limits, the same layout");
-        let spec = reserve_spec(Cost::request(10, 20), Share::permille(500), &scopes).unwrap();
+        let spec = reserve_spec(Cost::request(10, 20), Share::permille(500), &scopes).unwrap().encode();
         // 20 output tokens of 60,000 a minute = 20 ms; the burst (3,000 tokens) is 3 s,
         // half of it on the shared deployment scope; what must be left is burst less cost.
         let mut expected = vec![0x9a, 0x04];
@@ -297,6 +378,31 @@ mod tests {
         assert_eq!(spec, expected);
         let never = reserve_spec(Cost::request(10, 60_001), Share::FULL, &scopes);
         assert_eq!(never, Err(NeverFits { scope: 0, limit: 0 }));
+    }
+
+    /// The integers of a flat MessagePack array.
+    fn numbers(mut bytes: &[u8]) -> Vec<i64> {
+        let len = rmp::decode::read_array_len(&mut bytes).unwrap_or(0);
+        (0..len).map(|_| rmp::decode::read_int(&mut bytes).unwrap_or(i64::MIN)).collect()
+    }
+
+    #[test]
+    fn combined_reservations_pass_only_where_each_would_in_turn() {
+        let scopes = scopes();
+        let small = reserve_spec(Cost::request(10, 20), Share::FULL, &scopes).unwrap();
+        let large = reserve_spec(Cost::request(10, 2_000), Share::FULL, &scopes).unwrap();
+        assert!(small.same_shape(&large));
+        // 20 ms then 2 s of a 3 s burst: together 2.02 s; the second must find 1 s left
+        // after itself once the first took 20 ms, so the room is min(2.98, 1 - 0.02) s.
+        let layout = i64::from(scopes[0].layout);
+        let combined = numbers(&ReserveSpec::combined(&[&small, &large]));
+        assert_eq!(combined, [4, layout, 1, 2_020_000, 980_000, 4, layout, 1, 2_020_000, 980_000]);
+        // Two large ones cannot both fit a full 3 s burst: the room goes negative, so the
+        // script refuses the combination even on a full bucket.
+        let two = numbers(&ReserveSpec::combined(&[&large, &large]));
+        assert_eq!(&two[..5], [4, layout, 1, 4_000_000, -1_000_000]);
+        let lone = ReserveSpec::combined(&[&small]);
+        assert_eq!(lone, small.encode());
     }
 
     #[test]

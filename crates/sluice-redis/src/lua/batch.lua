@@ -4,45 +4,35 @@
 -- one HSET of the fields it changed, one ZADD of the new leases.
 -- KEYS[1] leases zset, KEYS[2] the group's state hash; from KEYS[3] pairs of a deployment's
 -- fairness hash and its set of tenants asking (refused lately, scored by expiry, µs).
--- ARGV[1] most expired leases to settle first, then the operations one after another:
---   reserve: 'r', the lease member (record.rs `lease_member`), lease (µs), fairness pair
---     (0 for none, n for KEYS[2n + 1], KEYS[2n + 2]), tenant, its weight, this request's
---     tokens, the slack (tokens), the scopes (record.rs `reserve_spec`), field count S and
---     the S fields of the scopes.
---   settle: 's', the lease member, the settlement (record.rs `settle_spec`), field count S
---     and the S fields it touches.
--- Returns one reply per operation. Reserve: {1}, or {0, wait_us, scope index, limit index,
+-- ARGV[1] most expired leases to settle first, ARGV[2] the number F of fields the batch
+-- names, ARGV[3 .. 2 + F] those fields (scopes of the group), then the operations:
+--   reserve: 'r', the lease member (record.rs `lease_member`) and a MessagePack array of
+--     the lease (µs), fairness pair (0 for none, n for KEYS[2n + 1] and KEYS[2n + 2]),
+--     weight, this request's tokens, the slack (tokens), tenant, the scope count S, the S
+--     scopes' field numbers (from 1), the scopes (record.rs `reserve_spec`);
+--   settle: 's', the lease member and a MessagePack array of the count S of scopes it
+--     touches, their S field numbers, the settlement (record.rs `settle_spec`);
+--   a run of k reservations on the same scopes, without fair share: 'g', k, their
+--     combined spec as a reserve's array (record.rs `ReserveSpec::combined`: if it
+--     passes, each of them passes in turn), then each one's member and array. When the
+--     combined one does not pass, each is decided on its own, in order.
+-- Returns one reply per reservation and settlement. Reserve: {1}, or {0, wait_us, scope index, limit index,
 -- kind} with kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair share, 6 = held by an
 -- operator (3, never fits, the gateway finds before asking; for 5 it names the scope).
 -- Settle: {1}, or {0} when the reservation is unknown (settled before, or expired).
 local A = ARGV
 local leases, state = KEYS[1], KEYS[2]
-
--- The operations (argument index of each) and every field they name, read at once.
-local ops, names, seen = {}, {'@x'}, {}
-local i = 2
-while A[i] do
-  local count_at = A[i] == 'r' and i + 9 or i + 3
-  local last = count_at + tonumber(A[count_at])
-  ops[#ops + 1] = i
-  for k = count_at + 1, last do
-    local f = A[k]
-    if not seen[f] then
-      seen[f] = true
-      names[#names + 1] = f
-    end
-  end
-  i = last + 1
-end
-local raw = call('HMGET', state, unpack(names))
+local F = tonumber(A[2])
+local raw = call('HMGET', state, '@x', unpack(A, 3, 2 + F))
 local now = now_us()
 
 -- Scope states of this batch by field: false for a fresh scope; changed ones are written
 -- once at the end.
-local cache, changed, needed = {}, {}, 0
-for k = 2, #names do
-  local r = raw[k]
-  cache[names[k]] = r and unpack_mp(r) or false
+local fields, cache, changed, needed = {}, {}, {}, 0
+for k = 1, F do
+  local f, r = A[2 + k], raw[k + 1]
+  fields[k] = f
+  cache[f] = r and unpack_mp(r) or false
 end
 local function get(f)
   local s = cache[f]
@@ -61,14 +51,16 @@ local function put(f, s)
   cache[f] = s
 end
 
--- Applies a settlement (record.rs `settle_spec`) to the fields list[first .. first + n - 1]:
--- per scope 1 or 0 (a concurrency slot back or not), its layout and a bucket count, then
--- per bucket its position and the time to add (or, negative, give back; never before now:
--- a bucket holds at most its burst). Buckets of a layout that changed since are left alone.
-local function settle(list, first, n, spec)
+-- Applies a settlement (record.rs `settle_spec`) to n scopes, the fields
+-- list[first .. first + n - 1] (or, with `by`, the fields of those numbers): per scope 1 or
+-- 0 (a concurrency slot back or not), its layout and a bucket count, then per bucket its
+-- position and the time to add (or, negative, give back; never before now: a bucket holds
+-- at most its burst). Buckets of a layout that changed since are left alone.
+local function settle(list, first, n, spec, by)
   local c = 1
   for k = first, first + n - 1 do
     local f = list[k]
+    if by then f = by[f] end
     local s = get(f) or {0, 0, 0}
     if spec[c] == 1 then
       local inflight = s[1] - 1
@@ -77,8 +69,8 @@ local function settle(list, first, n, spec)
     end
     local same, m = s[4] == spec[c + 1], spec[c + 2]
     c = c + 3
-    for _ = 1, m do
-      if same then
+    if same then
+      for _ = 1, m do
         local at, delta = 4 + spec[c], spec[c + 1]
         local new = s[at] or 0
         if delta >= 0 then
@@ -90,8 +82,10 @@ local function settle(list, first, n, spec)
         end
         s[at] = new
         if new - now > needed then needed = new - now end
+        c = c + 2
       end
-      c = c + 2
+    else
+      c = c + 2 * m
     end
     put(f, s)
   end
@@ -111,21 +105,35 @@ end
 -- Leases granted by this batch, added at the end (member -> expiry; order kept).
 local added, added_order = {}, {}
 
-local function reserve(at)
-  local member = A[at + 1]
-  if added[member] or call('ZSCORE', leases, member) then
-    return {1}
-  end
-  local lease = tonumber(A[at + 2])
-  local spec = unpack_mp(A[at + 8])
-  local S = tonumber(A[at + 9])
-  local first = at + 10
+-- A tenant refused while asking for a fair share: it counts as asking for a second.
+local function asked(asking, tenant, reply)
+  call('ZADD', asking, now + 1000000, tenant)
+  call('ZREMRANGEBYSCORE', asking, '-inf', now)
+  call('PEXPIRE', asking, 60000)
+  return reply
+end
+
+-- Whether a reservation is known already (granted before: the same answer again).
+local function known(member)
+  return added[member] or call('ZSCORE', leases, member)
+end
+
+local function grant(member, lease)
+  added[member] = now + lease
+  added_order[#added_order + 1] = member
+end
+
+-- Decides the reservation(s) `o` describes, n of them at once: nil when granted (and
+-- taken), else the refusal.
+local function reserve(o, n)
+  local lease, pair, S = o[1], o[2], o[7]
+  local spec = o[8 + S]
 
   -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
   -- asking (it would hold every other tenant back to its own virtual time).
   local st = {}
   for k = 1, S do
-    local s = get(A[first + k - 1])
+    local s = get(fields[o[7 + k]])
     if s and s[3] == 1 then
       return {0, 0, k, 0, 6}
     end
@@ -133,19 +141,11 @@ local function reserve(at)
   end
 
   -- Fair share: a tenant too far ahead of the slowest tenant asking is held back briefly.
-  local pair, tenant = tonumber(A[at + 3]), A[at + 4]
-  local fair, asking, fair_time, fair_slowest, fair_fields, was_asking
-  local function refused(reply)
-    if pair > 0 then
-      call('ZADD', asking, now + 1000000, tenant)
-      call('ZREMRANGEBYSCORE', asking, '-inf', now)
-      call('PEXPIRE', asking, 60000)
-    end
-    return reply
-  end
+  local tenant, fair, asking, fair_time, fair_slowest, fair_fields, was_asking
   if pair > 0 then
     fair, asking = KEYS[2 * pair + 1], KEYS[2 * pair + 2]
-    local weight, fcost, slack = tonumber(A[at + 5]), tonumber(A[at + 6]), tonumber(A[at + 7])
+    local weight, fcost, slack = o[3], o[4], o[5]
+    tenant = o[6]
     local others = call('ZRANGEBYSCORE', asking, string.format('(%.0f', now), '+inf')
     local fnames = {'@clock', '@x', 't:' .. tenant}
     for _, t in ipairs(others) do
@@ -161,30 +161,29 @@ local function reserve(at)
     end
     if mine > slowest + slack / weight then
       -- The gateway names the deployment scope in its refusal.
-      return refused({0, 50000, 0, 0, 5})
+      return asked(asking, tenant, {0, 50000, 0, 0, 5})
     end
     -- The new floor of virtual times: no tenant lags more than the slack behind this one,
     -- whether it is waiting right now or was just admitted between two refusals.
     fair_time, fair_slowest = mine + fcost / weight, math.min(slowest, mine - slack / weight)
   end
 
-  -- Decide without changing anything: pauses, slots, then every bucket (a bucket of
-  -- another layout, or of a fresh scope, is full).
+  -- Decide: pauses, slots, then every bucket (a bucket of another layout, or of a fresh
+  -- scope, is full); each bucket's instant after this cost is kept for the grant.
   local worst, wscope, wlim, wkind = 0, 0, 0, 0
+  local after, b = {}, 0
   local c = 1
   for k = 1, S do
     local s = st[k]
-    local cc, layout, nl = spec[c], spec[c + 1], spec[c + 2]
+    local cc, nl = spec[c], spec[c + 2]
+    local same = s and s[4] == spec[c + 1]
     c = c + 3
-    local same = s and s[4] == layout
-    if s then
-      local paused = s[2] - now
-      if paused > worst then
-        worst, wscope, wlim, wkind = paused, k, 0, 4
-      end
-      if cc > 0 and s[1] >= cc then
-        return refused({0, 0, k, 0, 2})
-      end
+    if s and s[2] - now > worst then
+      worst, wscope, wlim, wkind = s[2] - now, k, 0, 4
+    end
+    if cc > 0 and (s and s[1] or 0) + n > cc then
+      if pair > 0 then return asked(asking, tenant, {0, 0, k, 0, 2}) end
+      return {0, 0, k, 0, 2}
     end
     for j = 1, nl do
       local base = same and s[4 + j] or 0
@@ -194,21 +193,25 @@ local function reserve(at)
       if wait > worst then
         worst, wscope, wlim, wkind = wait, k, j, 1
       end
+      b = b + 1
+      after[b] = base + spec[c]
       c = c + 2
     end
   end
   if worst > 0 then
-    return refused({0, math.ceil(worst), wscope, wlim, wkind})
+    local reply = {0, math.ceil(worst), wscope, wlim, wkind}
+    if pair > 0 then return asked(asking, tenant, reply) end
+    return reply
   end
 
   -- Granted: take a slot and the cost of every bucket. Scopes with neither limits nor a
   -- concurrency cap never change and are not written.
   if lease > needed then needed = lease end
-  c = 1
+  c, b = 1, 0
   for k = 1, S do
     local s = st[k]
     local cc, layout, nl = spec[c], spec[c + 1], spec[c + 2]
-    c = c + 3
+    c = c + 3 + 2 * nl
     if cc > 0 or nl > 0 then
       if not s then
         s = {0, 0, 0, layout}
@@ -216,16 +219,14 @@ local function reserve(at)
         s = {s[1], s[2], s[3], layout}
       end
       if s[2] - now > needed then needed = s[2] - now end
-      if cc > 0 then s[1] = s[1] + 1 end
+      if cc > 0 then s[1] = s[1] + n end
       for j = 1, nl do
-        local base = s[4 + j] or 0
-        if base < now then base = now end
-        local new = base + spec[c]
+        local new = after[b + j]
         s[4 + j] = new
         if new - now > needed then needed = new - now end
-        c = c + 2
       end
-      put(A[first + k - 1], s)
+      b = b + nl
+      put(fields[o[7 + k]], s)
     end
   end
 
@@ -249,8 +250,19 @@ local function reserve(at)
       call('ZREM', asking, tenant)
     end
   end
-  added[member] = now + lease
-  added_order[#added_order + 1] = member
+  return nil
+end
+
+local function reserve_op(member, blob)
+  if known(member) then
+    return {1}
+  end
+  local o = unpack_mp(blob)
+  local refusal = reserve(o, 1)
+  if refusal then
+    return refusal
+  end
+  grant(member, o[1])
   return {1}
 end
 
@@ -261,16 +273,40 @@ local function settle_op(at)
   elseif call('ZREM', leases, member) == 0 then
     return {0}
   end
-  settle(A, at + 4, tonumber(A[at + 3]), unpack_mp(A[at + 2]))
+  local o = unpack_mp(A[at + 2])
+  local S = o[1]
+  settle(o, 2, S, o[2 + S], fields)
   return {1}
 end
 
 local replies = {}
-for n, at in ipairs(ops) do
-  if A[at] == 'r' then
-    replies[n] = reserve(at)
+local at = 3 + F
+while A[at] do
+  local kind = A[at]
+  if kind == 'r' then
+    replies[#replies + 1] = reserve_op(A[at + 1], A[at + 2])
+    at = at + 3
+  elseif kind == 's' then
+    replies[#replies + 1] = settle_op(at)
+    at = at + 3
   else
-    replies[n] = settle_op(at)
+    local k = tonumber(A[at + 1])
+    local first, fresh = at + 3, true
+    for i = 0, k - 1 do
+      if known(A[first + 2 * i]) then fresh = false end
+    end
+    local combined = unpack_mp(A[at + 2])
+    if fresh and not reserve(combined, k) then
+      for i = 0, k - 1 do
+        grant(A[first + 2 * i], combined[1])
+        replies[#replies + 1] = {1}
+      end
+    else
+      for i = 0, k - 1 do
+        replies[#replies + 1] = reserve_op(A[first + 2 * i], A[first + 2 * i + 1])
+      end
+    end
+    at = first + 2 * k
   end
 end
 
