@@ -4,7 +4,9 @@
 `claude-via-gpt` the reverse. Plain answers, streams, tool definitions, forced tool calls
 (plain and streamed) and tool results in a second turn must all look native to the SDK.
 `gpt-fallback` / `claude-fallback` have a primary that always answers 503 and a fallback of
-the other protocol: the SDK call succeeds as if nothing happened.
+the other protocol: the SDK call succeeds as if nothing happened. `claude-via-nowhere` /
+`gpt-via-nowhere` name a model the other protocol's provider does not serve: its error
+reaches the SDK in the SDK's own shape.
 """
 
 from __future__ import annotations
@@ -98,6 +100,16 @@ name = "claude-down"
 provider = "sim-anthropic"
 model = "claude-down"
 
+[[deployments]]
+name = "gpt-nowhere"
+provider = "sim-openai"
+model = "gpt-nowhere"
+
+[[deployments]]
+name = "claude-nowhere"
+provider = "sim-anthropic"
+model = "claude-nowhere"
+
 [[models]]
 name = "gpt-via-claude"
 deployment = "sonnet"
@@ -105,6 +117,14 @@ deployment = "sonnet"
 [[models]]
 name = "claude-via-gpt"
 deployment = "mini"
+
+[[models]]
+name = "claude-via-nowhere"
+deployment = "gpt-nowhere"
+
+[[models]]
+name = "gpt-via-nowhere"
+deployment = "claude-nowhere"
 
 [[models]]
 name = "gpt-fallback"
@@ -376,3 +396,30 @@ def test_anthropic_sdk_falls_back_to_openai_transparently(env) -> None:
     assert message.content[0].type == "text" and message.content[0].text.strip()
     assert message.usage.output_tokens == GPT_TOKENS, "served by the OpenAI fallback"
     assert sim_requests(env, "claude-down") > down_before, "the primary was tried first"
+
+
+# --- Provider errors across protocols --------------------------------------------------------
+
+
+def test_anthropic_sdk_reads_an_openai_providers_error_in_its_own_shape(env) -> None:
+    with pytest.raises(anthropic.NotFoundError) as raised:
+        claude(env).messages.create(
+            model="claude-via-nowhere", max_tokens=20, messages=[{"role": "user", "content": "Hello"}]
+        )
+    body = raised.value.body
+    assert isinstance(body, dict) and body["type"] == "error", body
+    assert body["error"]["type"] == "not_found_error"
+    assert "gpt-nowhere" in body["error"]["message"], "the provider's own message"
+    assert "gpt-nowhere" in str(raised.value)
+
+
+def test_openai_sdk_reads_an_anthropic_providers_error_in_its_own_shape(env) -> None:
+    with pytest.raises(openai.NotFoundError) as raised:
+        oa(env).chat.completions.create(
+            model="gpt-via-nowhere", max_tokens=20, messages=[{"role": "user", "content": "Hello"}]
+        )
+    error = raised.value
+    # OpenAI's error object: message, type, param and code (Anthropic's has only the first two).
+    assert isinstance(error.body, dict) and {"message", "type", "param", "code"} <= set(error.body), error.body
+    assert error.type == "not_found_error"
+    assert "claude-nowhere" in error.body["message"], "the provider's own message"

@@ -229,7 +229,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Opt
         route.adaptive.on_response(response.status().as_u16(), &hints).await;
     }
     if !response.status().is_success() {
-        return provider_error(response, guard, &admitted, route, gateway).await;
+        return provider_error(response, guard, &admitted, route, gateway, crossing).await;
     }
     route.breaker.success();
     let created = sluice_quota::clock::unix_seconds();
@@ -318,6 +318,7 @@ async fn provider_error(
     admitted: &Admitted,
     route: &Route,
     gateway: &Gateway,
+    crossing: Crossing,
 ) -> Attempt {
     // The provider saw the request: its request unit stays spent, tokens come back.
     guard.settle(Settlement { used: Cost::request(0, 0), upstream: Cost::request(0, 0) });
@@ -344,7 +345,15 @@ async fn provider_error(
     if matches!(class, ErrorClass::ServerError | ErrorClass::Overloaded) {
         health_failure(route, gateway, class.retry_after());
     }
-    let passed = pass_through(parts.status, &parts.headers, Body::from(bytes));
+    // Served by the other protocol: the error in the client's own shape, so its SDK reads
+    // the provider's message.
+    let mut passed = match crossing.error_body(parts.status.as_u16(), &bytes) {
+        Some(body) => pass_through(parts.status, &parts.headers, Body::from(body)),
+        None => pass_through(parts.status, &parts.headers, Body::from(bytes)),
+    };
+    if crossing != Crossing::Same {
+        passed.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    }
     if class.retryable() || class == ErrorClass::ContextLength {
         return Attempt::Failed { class, error: GatewayError::Upstream(Box::new(passed)) };
     }

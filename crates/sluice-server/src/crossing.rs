@@ -10,6 +10,32 @@ use sluice_provider::{
     openai_to_anthropic_response, upstream_body,
 };
 
+/// Anthropic's error type for an HTTP status.
+fn anthropic_error_type(status: u16) -> &'static str {
+    match status {
+        400 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        529 | 503 => "overloaded_error",
+        _ => "api_error",
+    }
+}
+
+/// OpenAI's error type for an HTTP status, when the provider named none.
+fn openai_error_type(status: u16) -> &'static str {
+    match status {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        500..=599 => "server_error",
+        _ => "invalid_request_error",
+    }
+}
+
 /// How a request crosses to its deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Crossing {
@@ -72,6 +98,45 @@ impl Crossing {
             Self::OpenAiToAnthropic => anthropic_to_openai_response(body, client_model, created),
             Self::AnthropicToOpenAi => openai_to_anthropic_response(body, client_model),
         }
+    }
+
+    /// A provider's error body in the client's protocol (`None` when nothing crosses): the
+    /// provider's message, and an error type both SDKs know for the status. A body that
+    /// is not an error of the provider's protocol keeps its text as the message.
+    #[must_use]
+    pub fn error_body(self, status: u16, body: &[u8]) -> Option<Vec<u8>> {
+        if self == Self::Same {
+            return None;
+        }
+        let parsed: Option<Value> = serde_json::from_slice(body).ok();
+        // Both shapes keep the details under `error` (Gemini's OpenAI endpoint wraps the
+        // object in a one-element list).
+        let error = parsed.as_ref().map(|v| match v {
+            Value::Array(items) => items.first().and_then(|i| i.get("error")).unwrap_or(&Value::Null),
+            other => other.get("error").unwrap_or(&Value::Null),
+        });
+        let field = |name: &str| error.and_then(|e| e.get(name)).and_then(Value::as_str).map(str::to_owned);
+        let message = field("message").unwrap_or_else(|| {
+            let text = String::from_utf8_lossy(body);
+            let text = text.trim();
+            if text.is_empty() { format!("the provider answered {status}") } else { text.chars().take(2_000).collect() }
+        });
+        let upstream_type = field("type").filter(|t| !t.is_empty());
+        let body = match self {
+            Self::AnthropicToOpenAi => serde_json::json!({
+                "type": "error",
+                "error": {"type": anthropic_error_type(status), "message": message},
+            }),
+            Self::OpenAiToAnthropic | Self::Same => serde_json::json!({
+                "error": {
+                    "message": message,
+                    "type": upstream_type.unwrap_or_else(|| openai_error_type(status).to_owned()),
+                    "param": null,
+                    "code": null,
+                },
+            }),
+        };
+        Some(serde_json::to_vec(&body).unwrap_or_default())
     }
 
     /// What watches (and, crossing, translates) a stream on its way to the client.
@@ -142,5 +207,47 @@ impl Pipe {
             Self::ToOpenAi(t) => (t.usage(), None),
             Self::ToAnthropic(t) => (t.usage(), None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::Crossing;
+
+    fn parsed(body: Option<Vec<u8>>) -> Value {
+        serde_json::from_slice(&body.unwrap_or_default()).unwrap_or(Value::Null)
+    }
+
+    #[test]
+    fn an_openai_error_reaches_an_anthropic_client_in_its_shape() {
+        let upstream = json!({"error": {"message": "The model `x` does not exist", "type": "invalid_request_error", "param": null, "code": "model_not_found"}});
+        let body = parsed(Crossing::AnthropicToOpenAi.error_body(404, upstream.to_string().as_bytes()));
+        assert_eq!(
+            body,
+            json!({"type": "error", "error": {"type": "not_found_error", "message": "The model `x` does not exist"}})
+        );
+    }
+
+    #[test]
+    fn an_anthropic_error_reaches_an_openai_client_in_its_shape() {
+        let upstream = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}, "request_id": "req_1"});
+        let body = parsed(Crossing::OpenAiToAnthropic.error_body(529, upstream.to_string().as_bytes()));
+        assert_eq!(
+            body,
+            json!({"error": {"message": "Overloaded", "type": "overloaded_error", "param": null, "code": null}})
+        );
+    }
+
+    #[test]
+    fn a_body_that_is_no_error_keeps_its_text_and_nothing_crosses_on_the_same_protocol() {
+        let body = parsed(Crossing::OpenAiToAnthropic.error_body(502, b"<html>Bad gateway</html>\n"));
+        assert_eq!(body["error"]["message"], "<html>Bad gateway</html>");
+        assert_eq!(body["error"]["type"], "server_error");
+        let empty = parsed(Crossing::AnthropicToOpenAi.error_body(500, b""));
+        assert_eq!(empty["error"]["message"], "the provider answered 500");
+        assert_eq!(empty["error"]["type"], "api_error");
+        assert_eq!(Crossing::Same.error_body(400, b"{}"), None);
     }
 }
