@@ -314,7 +314,13 @@ impl Batches {
         }
     }
 
-    async fn send(&self, group: &Group, batch: Vec<Waiting>) {
+    async fn send(&self, group: &Group, mut batch: Vec<Waiting>) {
+        // A reservation whose caller gave up while it waited is not made: nobody would
+        // settle it, and it would hold capacity until its lease ran out. Settlements always go.
+        batch.retain(|w| !(matches!(w.op, Op::Reserve { .. }) && w.reply.is_closed()));
+        if batch.is_empty() {
+            return;
+        }
         let leases = group.leases();
         let state = group.state();
         let mut invocation = self.link.scripts.batch.prepare_invoke();

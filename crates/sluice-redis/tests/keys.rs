@@ -173,3 +173,44 @@ async fn a_crowd_shares_scripts_and_every_caller_gets_its_own_answer() {
     let leases: u64 = redis::cmd("ZCARD").arg("{keys:c}:leases").query(&mut conn).unwrap();
     assert_eq!(leases, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_given_up_while_it_waited_for_its_batch_is_never_made() {
+    let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    let config = RedisConfig {
+        topology: Topology::Standalone(server.url()),
+        prefix: "keys".into(),
+        timeout: Duration::from_secs(5),
+    };
+    let store = std::sync::Arc::new(RedisStore::new(config));
+    let slots = Limits::unlimited().with_concurrency(NonZeroU64::new(10).unwrap());
+    let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "east"), slots);
+    // Connect before Redis is paused.
+    assert_eq!(store.snapshot(deployment).await.unwrap().unwrap().in_flight, (0, Some(10)));
+    let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+    let () = redis::cmd("CLIENT").arg("PAUSE").arg(600).arg("ALL").query(&mut conn).unwrap();
+
+    // Four scripts out (the most a group's lane sends at once), stuck behind the pause...
+    let out: Vec<_> = (0..4)
+        .map(|_| {
+            let store = std::sync::Arc::clone(&store);
+            tokio::spawn(
+                async move { store.reserve(&[deployment], Cost::request(1, 1), Duration::from_secs(30)).await },
+            )
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // ...so the fifth waits in the lane, and its caller gives up.
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(100),
+        store.reserve(&[deployment], Cost::request(1, 1), Duration::from_secs(30)),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the fifth reservation should still be waiting");
+    for task in out {
+        task.await.unwrap().unwrap();
+    }
+    // The four hold their slots; the one given up was never made.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(store.snapshot(deployment).await.unwrap().unwrap().in_flight, (4, Some(10)));
+}
