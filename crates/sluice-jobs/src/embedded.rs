@@ -15,6 +15,8 @@
 //! meta          "seq" | "clock"    -> u64    submission counter; the store's clock high-water mark
 //! ```
 //!
+//! Documents (see [`crate::doc`]) live in three more tables, described in `embedded_docs`.
+//!
 //! Time: the store's clock is the process's monotonic clock plus the high-water mark of
 //! the previous run, so it never goes backwards across restarts (time while the process
 //! is down does not count: a delay resumes where it stopped).
@@ -38,6 +40,8 @@ use std::time::Duration;
 use redb::{Database, ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _, TableDefinition};
 use sluice_quota::Clock;
 
+use crate::doc::{Doc, DocKey};
+use crate::embedded_docs;
 use crate::job::{Counts, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, Leased, NewJob, Submitted};
 use crate::machine;
 use crate::redis_store::RETENTION;
@@ -215,6 +219,7 @@ fn open_tables(txn: &Txn) -> Result<u64, redb::Error> {
     txn.open_table(DEAD)?;
     txn.open_table(FINISHED)?;
     txn.open_table(IDEMPOTENCY)?;
+    embedded_docs::open_tables(txn)?;
     let base = txn.open_table(META)?.get("clock")?.map_or(0, |v| v.value()).saturating_add(1);
     let mut leases = txn.open_table(LEASES)?;
     let held: Vec<((u64, u64), String)> = leases
@@ -368,6 +373,30 @@ impl Inner {
         load(&jobs, id.as_str()).map_err(db_error)
     }
 
+    fn cancel(&self, id: &JobId) -> Result<Option<JobState>, JobStoreError> {
+        self.write(|txn, now| {
+            let mut jobs = txn.open_table(JOBS)?;
+            let Some(mut job) = load(&jobs, id.as_str())? else { return Ok(None) };
+            let (ready_at, delayed_at) = (machine::ready_key(&job), (job.not_before, job.seq));
+            let was = job.state;
+            if !machine::cancel(&mut job) {
+                return Ok(Some(job.state));
+            }
+            match was {
+                JobState::Queued => drop(txn.open_table(READY)?.remove(ready_at)?),
+                _ => drop(txn.open_table(DELAYED)?.remove(delayed_at)?),
+            }
+            txn.open_table(FINISHED)?.insert((now, job.seq), id.as_str())?;
+            save(&mut jobs, &job)?;
+            Ok(Some(job.state))
+        })
+    }
+
+    fn read<T>(&self, work: impl FnOnce(&redb::ReadTransaction) -> Result<T, redb::Error>) -> Result<T, JobStoreError> {
+        let txn = self.db.begin_read().map_err(db_error)?;
+        work(&txn).map_err(db_error)
+    }
+
     fn counts(&self) -> Result<Counts, JobStoreError> {
         let txn = self.db.begin_read().map_err(db_error)?;
         let ready = txn.open_table(READY).and_then(|t| Ok(t.len()?)).map_err(db_error)?;
@@ -475,5 +504,33 @@ impl JobStore for EmbeddedJobStore {
 
     fn counts(&self) -> JobFuture<'_, Counts> {
         Box::pin(self.run(Inner::counts))
+    }
+
+    fn cancel<'a>(&'a self, id: &'a JobId) -> JobFuture<'a, Option<JobState>> {
+        let id = id.clone();
+        Box::pin(self.run(move |inner| inner.cancel(&id)))
+    }
+
+    fn put_doc(&self, doc: Doc) -> JobFuture<'_, ()> {
+        Box::pin(self.run(move |inner| inner.write(|txn, now| embedded_docs::put(txn, now, &doc))))
+    }
+
+    fn get_doc<'a>(&'a self, key: DocKey<'a>) -> JobFuture<'a, Option<Vec<u8>>> {
+        let (kind, owner, id) = (key.kind.to_owned(), key.owner.to_owned(), key.id.to_owned());
+        Box::pin(self.run(move |inner| {
+            inner.read(|txn| embedded_docs::get(txn, DocKey { kind: &kind, owner: &owner, id: &id }))
+        }))
+    }
+
+    fn delete_doc<'a>(&'a self, key: DocKey<'a>) -> JobFuture<'a, bool> {
+        let (kind, owner, id) = (key.kind.to_owned(), key.owner.to_owned(), key.id.to_owned());
+        Box::pin(self.run(move |inner| {
+            inner.write(|txn, _| embedded_docs::delete(txn, DocKey { kind: &kind, owner: &owner, id: &id }))
+        }))
+    }
+
+    fn list_docs<'a>(&'a self, kind: &'a str, owner: &'a str) -> JobFuture<'a, Vec<Doc>> {
+        let (kind, owner) = (kind.to_owned(), owner.to_owned());
+        Box::pin(self.run(move |inner| inner.read(|txn| embedded_docs::list(txn, &kind, &owner))))
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Layout: [`job`] (the types), [`machine`] (the state machine, pure), [`backoff`] (retry
 //! delays, pure), [`store`] (the [`JobStore`] trait), [`embedded`] (one `redb` file, for
-//! the embedded deployment), [`redis_store`] (Redis or Redis Cluster, for the distributed one).
+//! the embedded deployment), [`redis_store`] (Redis or Redis Cluster, for the distributed one),
+//! [`doc`] (owner-scoped documents kept beside the jobs, for files and batch records).
 //!
 //! Failure semantics: every transition is one atomic commit (a redb write transaction, a
 //! Redis script) on the store's clock. A job is leased with a visibility timeout and a
@@ -14,12 +15,15 @@
 //! and is recorded at most once.
 
 pub mod backoff;
+pub mod doc;
 pub mod embedded;
+mod embedded_docs;
 pub mod job;
 pub mod machine;
 pub mod redis_store;
 pub mod store;
 
+pub use doc::{Doc, DocKey};
 pub use embedded::EmbeddedJobStore;
 pub use job::{
     Counts, Endpoint, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, Leased, NewJob, Retry, Submitted,

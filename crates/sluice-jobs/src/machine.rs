@@ -109,6 +109,20 @@ pub fn recover(job: &mut Job) -> JobState {
     job.state
 }
 
+/// Cancels a job that has not started: queued or delayed becomes failed (`cancelled`).
+/// Returns whether it changed.
+pub fn cancel(job: &mut Job) -> bool {
+    if !matches!(job.state, JobState::Queued | JobState::Delayed) {
+        return false;
+    }
+    job.state = JobState::Failed;
+    job.error = Some(CANCELLED.to_owned());
+    true
+}
+
+/// The error of a cancelled job.
+pub const CANCELLED: &str = "cancelled";
+
 /// The ready-queue order: priority, then submission order.
 #[must_use]
 pub fn ready_key(job: &Job) -> (u8, u64) {
@@ -194,6 +208,17 @@ mod tests {
         let t = lease(&mut j, "w", 1000, 10);
         let never = Failure { error: "400".into(), retry: Retry::Never };
         assert_eq!(fail(&mut j, t, &never, 1001), Ok(JobState::Failed));
+    }
+
+    #[test]
+    fn only_jobs_not_started_are_cancelled() {
+        let mut j = job(1);
+        let t = lease(&mut j, "w", 0, 10);
+        assert!(!cancel(&mut j));
+        assert_eq!(fail(&mut j, t, &retry(10, false), 1), Ok(JobState::Delayed));
+        assert!(cancel(&mut j));
+        assert_eq!((j.state, j.error.as_deref()), (JobState::Failed, Some(CANCELLED)));
+        assert!(!cancel(&mut j));
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //! {P:jobs}:idem:<n>:<tenant>:<key>  STRING  id submitted under that idempotency key (n = tenant length)
 //! ```
 //!
+//! Documents (see [`crate::doc`]) have keys of their own under the same tag (`docs`).
+//!
 //! Completed and failed jobs (and their idempotency keys) expire after [`RETENTION`];
 //! dead-lettered jobs stay until an operator removes them.
 
@@ -23,6 +25,7 @@ use redis::Script;
 use sluice_redis::Topology;
 use sluice_redis::conn::Connector;
 
+use crate::doc::{Doc, DocKey};
 use crate::job::Submitted;
 use crate::job::{Counts, Endpoint, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, Leased, NewJob, Retry};
 use crate::store::{JobFuture, JobStore, JobStoreError, millis};
@@ -34,6 +37,8 @@ pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Most delayed or expired jobs one lease call moves.
 const MOVE_BATCH: u32 = 256;
 
+mod docs;
+
 const COMMON: &str = include_str!("lua/common.lua");
 
 #[derive(Debug)]
@@ -43,6 +48,8 @@ struct Scripts {
     renew: Script,
     complete: Script,
     fail: Script,
+    cancel: Script,
+    put_doc: Script,
 }
 
 impl Scripts {
@@ -54,6 +61,8 @@ impl Scripts {
             renew: build(include_str!("lua/renew.lua")),
             complete: build(include_str!("lua/complete.lua")),
             fail: build(include_str!("lua/fail.lua")),
+            cancel: build(include_str!("lua/cancel.lua")),
+            put_doc: build(include_str!("lua/put_doc.lua")),
         }
     }
 }
@@ -307,5 +316,25 @@ impl JobStore for RedisJobStore {
 
     fn counts(&self) -> JobFuture<'_, Counts> {
         Box::pin(self.count_jobs())
+    }
+
+    fn cancel<'a>(&'a self, id: &'a JobId) -> JobFuture<'a, Option<JobState>> {
+        Box::pin(self.cancel_job(id))
+    }
+
+    fn put_doc(&self, doc: Doc) -> JobFuture<'_, ()> {
+        Box::pin(self.put(doc))
+    }
+
+    fn get_doc<'a>(&'a self, key: DocKey<'a>) -> JobFuture<'a, Option<Vec<u8>>> {
+        Box::pin(self.get_body(key))
+    }
+
+    fn delete_doc<'a>(&'a self, key: DocKey<'a>) -> JobFuture<'a, bool> {
+        Box::pin(self.delete(key))
+    }
+
+    fn list_docs<'a>(&'a self, kind: &'a str, owner: &'a str) -> JobFuture<'a, Vec<Doc>> {
+        Box::pin(self.list(kind, owner))
     }
 }

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use crate::doc::{Doc, DocKey};
 use crate::job::{Counts, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, NewJob, Submitted};
 
 /// A store call's future.
@@ -49,6 +50,25 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
 
     /// Jobs per state.
     fn counts(&self) -> JobFuture<'_, Counts>;
+
+    /// Cancels a job that has not started: a queued or delayed job becomes `failed` with
+    /// the error `cancelled` (and is retired like any finished job). Returns the job's
+    /// state afterwards (unchanged when it was running or finished), `None` when unknown.
+    fn cancel<'a>(&'a self, id: &'a JobId) -> JobFuture<'a, Option<JobState>>;
+
+    /// Stores `doc`, replacing the one under its key (which keeps its place in the
+    /// listing order); it is kept for [`RETENTION`](crate::redis_store::RETENTION) after
+    /// this write.
+    fn put_doc(&self, doc: Doc) -> JobFuture<'_, ()>;
+
+    /// The document's body, if it exists for this owner.
+    fn get_doc<'a>(&'a self, key: DocKey<'a>) -> JobFuture<'a, Option<Vec<u8>>>;
+
+    /// Removes the document; `false` when there was none.
+    fn delete_doc<'a>(&'a self, key: DocKey<'a>) -> JobFuture<'a, bool>;
+
+    /// The owner's documents of `kind`, newest (by first write) first.
+    fn list_docs<'a>(&'a self, kind: &'a str, owner: &'a str) -> JobFuture<'a, Vec<Doc>>;
 }
 
 /// `d` in whole milliseconds, at least 1.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_jobs::{
-    EmbeddedJobStore, Endpoint, Failure, JobId, JobResult, JobState, JobStore, NewJob, RedisJobConfig, RedisJobStore,
-    Retry,
+    Doc, DocKey, EmbeddedJobStore, Endpoint, Failure, JobId, JobResult, JobState, JobStore, NewJob, RedisJobConfig,
+    RedisJobStore, Retry,
 };
 use sluice_quota::SystemClock;
 use sluice_redis::Topology;
@@ -167,6 +167,65 @@ async fn an_expired_lease_is_run_again_and_the_old_holder_cannot_record(b: Backe
     assert_eq!(s.get(&id).await.unwrap().unwrap().reruns, 1);
 }
 
+fn doc(kind: &str, owner: &str, id: &str, body: &[u8]) -> Doc {
+    Doc { kind: kind.into(), owner: owner.into(), id: id.into(), body: body.to_vec() }
+}
+
+fn key<'a>(kind: &'a str, owner: &'a str, id: &'a str) -> DocKey<'a> {
+    DocKey { kind, owner, id }
+}
+
+async fn documents_are_owner_scoped_listed_newest_first_and_deleted(b: Backend) {
+    let s = &b.store;
+    let binary: Vec<u8> = (0..=255).collect();
+    s.put_doc(doc("file", "acme", "f1", &binary)).await.unwrap();
+    s.put_doc(doc("file", "acme", "f2", b"two")).await.unwrap();
+    s.put_doc(doc("batch", "acme", "f1", b"a batch")).await.unwrap();
+    s.put_doc(doc("file", "globex", "f1", b"globex's")).await.unwrap();
+    assert_eq!(s.get_doc(key("file", "acme", "f1")).await.unwrap(), Some(binary.clone()));
+    assert_eq!(s.get_doc(key("batch", "acme", "f1")).await.unwrap(), Some(b"a batch".to_vec()));
+    assert_eq!(s.get_doc(key("file", "globex", "f1")).await.unwrap(), Some(b"globex's".to_vec()));
+    assert_eq!(s.get_doc(key("file", "acme", "nope")).await.unwrap(), None);
+    assert_eq!(s.get_doc(key("file", "initech", "f1")).await.unwrap(), None, "owner-scoped");
+    // A rewrite replaces the body and keeps the document's place in the listing.
+    s.put_doc(doc("file", "acme", "f1", b"rewritten")).await.unwrap();
+    let listed = s.list_docs("file", "acme").await.unwrap();
+    let ids: Vec<&str> = listed.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["f2", "f1"]);
+    assert_eq!(listed[1].body, b"rewritten");
+    assert_eq!(listed[1].owner, "acme");
+    assert!(s.list_docs("file", "initech").await.unwrap().is_empty());
+    assert!(s.delete_doc(key("file", "acme", "f2")).await.unwrap());
+    assert!(!s.delete_doc(key("file", "acme", "f2")).await.unwrap());
+    assert!(!s.delete_doc(key("file", "initech", "f1")).await.unwrap());
+    assert_eq!(s.get_doc(key("file", "acme", "f2")).await.unwrap(), None);
+    let ids: Vec<String> = s.list_docs("file", "acme").await.unwrap().into_iter().map(|d| d.id).collect();
+    assert_eq!(ids, ["f1"]);
+    assert_eq!(s.get_doc(key("file", "globex", "f1")).await.unwrap(), Some(b"globex's".to_vec()));
+}
+
+async fn cancel_stops_only_jobs_not_started(b: Backend) {
+    let s = &b.store;
+    let running = s.submit(new_job("t", None, 0, 5)).await.unwrap().job.id;
+    let delayed = s.submit(new_job("t", None, 1, 5)).await.unwrap().job.id;
+    let queued = s.submit(new_job("t", None, 2, 5)).await.unwrap().job.id;
+    let leased = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+    assert_eq!(leased.job.id, running);
+    let second = s.lease_next("w", VISIBILITY).await.unwrap().leased.unwrap();
+    assert_eq!(s.fail(&delayed, second.token, retry(60_000, true)).await.unwrap(), Some(JobState::Delayed));
+    assert_eq!(s.cancel(&queued).await.unwrap(), Some(JobState::Failed));
+    assert_eq!(s.cancel(&delayed).await.unwrap(), Some(JobState::Failed));
+    assert_eq!(s.cancel(&running).await.unwrap(), Some(JobState::Running));
+    assert_eq!(s.cancel(&JobId::random()).await.unwrap(), None);
+    let job = s.get(&queued).await.unwrap().unwrap();
+    assert_eq!((job.state, job.error.as_deref()), (JobState::Failed, Some("cancelled")));
+    let counts = s.counts().await.unwrap();
+    assert_eq!((counts.queued, counts.delayed, counts.running), (0, 0, 1));
+    assert!(s.lease_next("w", VISIBILITY).await.unwrap().leased.is_none(), "a cancelled job is never leased");
+    assert!(s.complete(&running, leased.token, answer()).await.unwrap(), "a running job finishes");
+    assert_eq!(s.cancel(&running).await.unwrap(), Some(JobState::Completed));
+}
+
 macro_rules! conformance {
     ($backend:ident: $($test:ident),+ $(,)?) => {
         mod $backend {
@@ -182,6 +241,8 @@ macro_rules! conformance {
 
 conformance!(embedded:
     submission_is_idempotent_per_tenant,
+    documents_are_owner_scoped_listed_newest_first_and_deleted,
+    cancel_stops_only_jobs_not_started,
     leases_by_priority_then_age,
     completion_is_recorded_once,
     retries_wait_for_not_before_then_dead_letter,
@@ -190,6 +251,8 @@ conformance!(embedded:
 );
 conformance!(standalone:
     submission_is_idempotent_per_tenant,
+    documents_are_owner_scoped_listed_newest_first_and_deleted,
+    cancel_stops_only_jobs_not_started,
     leases_by_priority_then_age,
     completion_is_recorded_once,
     retries_wait_for_not_before_then_dead_letter,
@@ -197,7 +260,8 @@ conformance!(standalone:
     an_expired_lease_is_run_again_and_the_old_holder_cannot_record,
 );
 
-/// The whole life cycle on a cluster: every key of a transition is in one slot.
+/// The whole life cycle on a cluster: every key of a transition (and of a document
+/// listing) is in one slot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_runs_the_life_cycle_in_one_slot() {
     let b = cluster();
@@ -209,6 +273,11 @@ async fn cluster_runs_the_life_cycle_in_one_slot() {
         done += 1;
     }
     assert_eq!(done, 3);
+    documents_are_owner_scoped_listed_newest_first_and_deleted(Backend {
+        store: Arc::clone(&b.store),
+        _keep: Box::new(()),
+    })
+    .await;
     an_expired_lease_is_run_again_and_the_old_holder_cannot_record(b).await;
 }
 
@@ -313,4 +382,28 @@ async fn embedded_retires_finished_jobs_after_the_retention() {
     // The idempotency key is free again: the same key makes a new job.
     let again = s.submit(new_job("t", Some("k-old"), 0, 5)).await.unwrap();
     assert!(again.created);
+}
+
+/// Embedded only: documents survive a reopen, and are retired once the retention has
+/// passed since their last write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_documents_survive_reopen_and_retire_after_the_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.redb");
+    {
+        let s = EmbeddedJobStore::open(&path, Arc::new(SystemClock::new())).unwrap();
+        s.put_doc(doc("file", "acme", "f1", b"kept")).await.unwrap();
+    }
+    let clock = Arc::new(sluice_quota::FakeClock::default());
+    let s = EmbeddedJobStore::open(&path, clock.clone()).unwrap();
+    assert_eq!(s.get_doc(key("file", "acme", "f1")).await.unwrap(), Some(b"kept".to_vec()));
+    s.put_doc(doc("file", "acme", "f2", b"younger")).await.unwrap();
+    clock.advance(sluice_jobs::redis_store::RETENTION - Duration::from_secs(60));
+    s.put_doc(doc("file", "acme", "f2", b"rewritten")).await.unwrap();
+    clock.advance(Duration::from_secs(120));
+    s.put_doc(doc("batch", "acme", "b1", b"new")).await.unwrap();
+    assert_eq!(s.get_doc(key("file", "acme", "f1")).await.unwrap(), None, "retired");
+    assert_eq!(s.get_doc(key("file", "acme", "f2")).await.unwrap(), Some(b"rewritten".to_vec()));
+    let ids: Vec<String> = s.list_docs("file", "acme").await.unwrap().into_iter().map(|d| d.id).collect();
+    assert_eq!(ids, ["f2"]);
 }

@@ -1,0 +1,126 @@
+//! Documents in the embedded store's `redb` file, inside the store's write transactions.
+//!
+//! ```text
+//! docs        (kind, owner, id)   -> seq · written_at · body   (8 + 8 bytes big-endian, then the body)
+//! doc_order   (kind, owner, seq)  -> id                        listing order (first write)
+//! doc_ages    (written_at, seq)   -> (kind, owner, id)         retired RETENTION after the last write
+//! ```
+
+use redb::{ReadableTable as _, TableDefinition};
+
+use crate::doc::{Doc, DocKey};
+use crate::redis_store::RETENTION;
+use crate::store::millis;
+
+type Txn = redb::WriteTransaction;
+
+const DOCS: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("docs");
+const ORDER: TableDefinition<(&str, &str, u64), &str> = TableDefinition::new("doc_order");
+const AGES: TableDefinition<(u64, u64), (&str, &str, &str)> = TableDefinition::new("doc_ages");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// Documents retired per write (so retirement keeps pace without a timer).
+const RETIRE_BATCH: usize = 4;
+
+/// A stored document's header: its listing number and when it was last written.
+struct Header {
+    seq: u64,
+    written: u64,
+}
+
+fn split(bytes: &[u8]) -> Option<(Header, &[u8])> {
+    let seq = u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?);
+    let written = u64::from_be_bytes(bytes.get(8..16)?.try_into().ok()?);
+    Some((Header { seq, written }, bytes.get(16..)?))
+}
+
+/// Creates the tables (so reads find them).
+pub(crate) fn open_tables(txn: &Txn) -> Result<(), redb::Error> {
+    txn.open_table(DOCS)?;
+    txn.open_table(ORDER)?;
+    txn.open_table(AGES)?;
+    Ok(())
+}
+
+fn header(txn: &Txn, key: DocKey<'_>) -> Result<Option<Header>, redb::Error> {
+    let docs = txn.open_table(DOCS)?;
+    let found = docs.get((key.kind, key.owner, key.id))?;
+    Ok(found.and_then(|v| split(v.value()).map(|(h, _)| h)))
+}
+
+/// Stores `doc` at store time `now`, keeping its listing place when it exists.
+pub(crate) fn put(txn: &Txn, now: u64, doc: &Doc) -> Result<(), redb::Error> {
+    let key = doc.key();
+    let seq = match header(txn, key)? {
+        Some(old) => {
+            txn.open_table(AGES)?.remove((old.written, old.seq))?;
+            old.seq
+        }
+        None => {
+            let mut meta = txn.open_table(META)?;
+            let seq = meta.get("doc_seq")?.map_or(0, |v| v.value()).saturating_add(1);
+            meta.insert("doc_seq", seq)?;
+            txn.open_table(ORDER)?.insert((key.kind, key.owner, seq), key.id)?;
+            seq
+        }
+    };
+    let mut value = Vec::with_capacity(16 + doc.body.len());
+    value.extend_from_slice(&seq.to_be_bytes());
+    value.extend_from_slice(&now.to_be_bytes());
+    value.extend_from_slice(&doc.body);
+    txn.open_table(DOCS)?.insert((key.kind, key.owner, key.id), value.as_slice())?;
+    txn.open_table(AGES)?.insert((now, seq), (key.kind, key.owner, key.id))?;
+    retire(txn, now)
+}
+
+/// Removes the document; whether there was one.
+pub(crate) fn delete(txn: &Txn, key: DocKey<'_>) -> Result<bool, redb::Error> {
+    let Some(old) = header(txn, key)? else { return Ok(false) };
+    txn.open_table(DOCS)?.remove((key.kind, key.owner, key.id))?;
+    txn.open_table(ORDER)?.remove((key.kind, key.owner, old.seq))?;
+    txn.open_table(AGES)?.remove((old.written, old.seq))?;
+    Ok(true)
+}
+
+/// Removes a few documents last written more than [`RETENTION`] before `now`.
+fn retire(txn: &Txn, now: u64) -> Result<(), redb::Error> {
+    let Some(before) = now.checked_sub(millis(RETENTION)) else { return Ok(()) };
+    let old: Vec<(String, String, String)> = txn
+        .open_table(AGES)?
+        .range(..(before, u64::MAX))?
+        .take(RETIRE_BATCH)
+        .filter_map(Result::ok)
+        .map(|(_, v)| {
+            let (kind, owner, id) = v.value();
+            (kind.to_owned(), owner.to_owned(), id.to_owned())
+        })
+        .collect();
+    for (kind, owner, id) in old {
+        delete(txn, DocKey { kind: &kind, owner: &owner, id: &id })?;
+    }
+    Ok(())
+}
+
+/// The document's body.
+pub(crate) fn get(txn: &redb::ReadTransaction, key: DocKey<'_>) -> Result<Option<Vec<u8>>, redb::Error> {
+    let docs = txn.open_table(DOCS)?;
+    let found = docs.get((key.kind, key.owner, key.id))?;
+    Ok(found.and_then(|v| split(v.value()).map(|(_, body)| body.to_vec())))
+}
+
+/// The owner's documents of `kind`, newest first.
+pub(crate) fn list(txn: &redb::ReadTransaction, kind: &str, owner: &str) -> Result<Vec<Doc>, redb::Error> {
+    let order = txn.open_table(ORDER)?;
+    let docs = txn.open_table(DOCS)?;
+    let mut out = Vec::new();
+    for entry in order.range((kind, owner, 0)..=(kind, owner, u64::MAX))?.rev() {
+        let (_, id) = entry?;
+        let id = id.value();
+        if let Some(v) = docs.get((kind, owner, id))?
+            && let Some((_, body)) = split(v.value())
+        {
+            out.push(Doc { kind: kind.to_owned(), owner: owner.to_owned(), id: id.to_owned(), body: body.to_vec() });
+        }
+    }
+    Ok(out)
+}
