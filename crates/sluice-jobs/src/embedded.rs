@@ -62,9 +62,13 @@ const MOVE_BATCH: usize = 256;
 /// Finished jobs retired per job that finishes (so retirement keeps pace without a timer).
 const RETIRE_BATCH: usize = 4;
 
-/// Page cache of the redb file: enough for the working set of queued and running jobs;
-/// finished jobs stay on disk (redb's default would let it grow to 1 GiB).
-const CACHE_BYTES: usize = 32 << 20;
+/// Page cache of the redb file. The hot pages are those of queued and running jobs and
+/// of the table heads; finished jobs are written once and read back rarely, so a small
+/// cache serves the queue and reads beyond it come from the operating system's file cache.
+/// The cache fills with finished jobs' pages and then stays at this size: 8 MiB is reached
+/// after a few thousand jobs, so a gateway's memory settles early (redb's default would let
+/// it grow to 1 GiB).
+const CACHE_BYTES: usize = 8 << 20;
 
 /// Size past which the answer journal is emptied once everything in it is committed.
 pub const JOURNAL_LIMIT: u64 = 1 << 20;
