@@ -34,6 +34,10 @@ pub const MAX_ATTEMPTS: u64 = 5;
 pub const JOBS_PATH: &str = "sluice-jobs.redb";
 /// Job workers per instance.
 pub const JOB_WORKERS: u64 = 4;
+/// Largest file accepted by `POST /v1/files` (50 MiB).
+pub const MAX_FILE_BYTES: u64 = 50 << 20;
+/// Most requests in one batch's input file.
+pub const MAX_BATCH_LINES: u64 = 50_000;
 /// How long a leased job stays invisible without a heartbeat.
 pub const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time to response headers of one upstream attempt before it counts as hung.

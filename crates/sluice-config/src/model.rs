@@ -258,6 +258,10 @@ pub struct Jobs {
     pub workers: usize,
     /// How long a leased job stays invisible to other workers without a heartbeat.
     pub visibility_timeout: Duration,
+    /// Largest file accepted by `POST /v1/files`.
+    pub max_file_bytes: usize,
+    /// Most requests in one batch's input file.
+    pub max_batch_lines: usize,
 }
 
 /// Process settings: not reloadable.

@@ -202,4 +202,6 @@ pub struct RawJobs {
     pub path: Option<Spanned<String>>,
     pub workers: Option<Spanned<u64>>,
     pub visibility_timeout: Option<Spanned<String>>,
+    pub max_file_bytes: Option<Spanned<u64>>,
+    pub max_batch_lines: Option<Spanned<u64>>,
 }

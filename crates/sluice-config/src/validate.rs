@@ -520,6 +520,16 @@ impl Validator<'_> {
             .ok_or_else(|| self.err(field, n.span(), "between 1 and 100"))
     }
 
+    /// `raw` (or `default`) when it is between 1 and `most`.
+    fn bounded(&self, field: &str, raw: Option<&Spanned<u64>>, default: u64, most: u64) -> Result<usize> {
+        let Some(n) = raw else { return Ok(usize::try_from(default).unwrap_or(usize::MAX)) };
+        let value = *n.get_ref();
+        if (1..=most).contains(&value) {
+            return Ok(usize::try_from(value).unwrap_or(usize::MAX));
+        }
+        Err(self.err(field, n.span(), format!("between 1 and {most}")))
+    }
+
     fn jobs(&self, raw: &RawJobs) -> Result<Jobs> {
         let path = raw.path.as_ref().map_or(defaults::JOBS_PATH, |p| p.get_ref().as_str());
         if path.trim().is_empty() {
@@ -537,7 +547,17 @@ impl Validator<'_> {
             let span = raw.visibility_timeout.as_ref().map_or(0..0, Spanned::span);
             return Err(self.err("jobs.visibility_timeout", span, "at least 1s (leases are renewed at a third of it)"));
         }
-        Ok(Jobs { path: path.into(), workers: usize::try_from(workers).unwrap_or(0), visibility_timeout })
+        let max_file_bytes =
+            self.bounded("jobs.max_file_bytes", raw.max_file_bytes.as_ref(), defaults::MAX_FILE_BYTES, MAX_FILE)?;
+        let max_batch_lines =
+            self.bounded("jobs.max_batch_lines", raw.max_batch_lines.as_ref(), defaults::MAX_BATCH_LINES, MAX_LINES)?;
+        Ok(Jobs {
+            path: path.into(),
+            workers: usize::try_from(workers).unwrap_or(0),
+            visibility_timeout,
+            max_file_bytes,
+            max_batch_lines,
+        })
     }
 
     fn keys(&self, raw: &[RawKey], tenants: &[Tenant], classes: &[TrafficClass]) -> Result<Vec<ApiKey>> {
@@ -588,3 +608,9 @@ impl Validator<'_> {
 pub fn hash_key(key: &str) -> [u8; 32] {
     sha2::Sha256::digest(key.as_bytes()).into()
 }
+
+/// Largest `[jobs] max_file_bytes`: a file is one value in the job store (Redis strings
+/// end at 512 MiB).
+const MAX_FILE: u64 = 512 << 20;
+/// Largest `[jobs] max_batch_lines` (OpenAI's own limit per batch).
+const MAX_LINES: u64 = 50_000;

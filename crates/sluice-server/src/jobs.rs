@@ -59,6 +59,10 @@ pub struct Jobs {
     pub visibility: Duration,
     /// Wakes idle workers of this instance when a job is submitted here.
     pub wake: Notify,
+    /// Largest file accepted by `POST /v1/files`.
+    pub max_file_bytes: usize,
+    /// Most requests in one batch.
+    pub max_batch_lines: usize,
     run_secs: Mutex<f64>,
     etas: Mutex<Etas>,
 }
@@ -73,6 +77,8 @@ impl Jobs {
             workers: config.jobs.workers,
             visibility: config.jobs.visibility_timeout,
             wake: Notify::new(),
+            max_file_bytes: config.jobs.max_file_bytes,
+            max_batch_lines: config.jobs.max_batch_lines,
             run_secs: Mutex::new(INITIAL_RUN_SECS),
             etas: Mutex::default(),
         }
@@ -150,13 +156,34 @@ struct JobRequest {
     priority: Option<u8>,
 }
 
-/// A failed job request, before it becomes a response.
-enum Refusal {
+/// A failed job, file or batch request, before it becomes a response.
+pub(crate) enum Refusal {
     Gateway(GatewayError),
     NotFound,
     Disabled,
     StoreUnavailable,
     IdempotencyMismatch,
+    /// Any other refusal of the Files and Batches API (a 4xx with its own code).
+    Other {
+        status: StatusCode,
+        code: &'static str,
+        message: String,
+    },
+}
+
+impl Refusal {
+    /// A 4xx with `code` and `message`.
+    pub(crate) fn other(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self::Other { status, code, message: message.into() }
+    }
+}
+
+/// The store failed: logged (without the request), answered 503.
+pub(crate) fn store_failed(what: &'static str) -> impl FnOnce(sluice_jobs::JobStoreError) -> Refusal {
+    move |e| {
+        tracing::warn!(error = %e, "job store failed on {what}");
+        Refusal::StoreUnavailable
+    }
 }
 
 impl From<GatewayError> for Refusal {
@@ -165,10 +192,15 @@ impl From<GatewayError> for Refusal {
     }
 }
 
-fn refuse(refusal: Refusal, trace: &Trace) -> Response {
+pub(crate) fn refuse(refusal: Refusal, trace: &Trace) -> Response {
     let (status, kind, code, message) = match refusal {
         Refusal::Gateway(error) => {
             return ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: trace.id.clone() }.into_response();
+        }
+        Refusal::Other { status, code, message } => {
+            let body = json!({"error": {"message": message, "type": "invalid_request_error", "code": code,
+                "param": null, "trace_id": trace.id}});
+            return (status, axum::Json(body)).into_response();
         }
         Refusal::NotFound => (StatusCode::NOT_FOUND, "invalid_request_error", "job_not_found", "no such job"),
         Refusal::Disabled => {
@@ -191,7 +223,7 @@ fn refuse(refusal: Refusal, trace: &Trace) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-fn bad(param: &str, code: RequestErrorCode, message: impl Into<String>) -> Refusal {
+pub(crate) fn bad(param: &str, code: RequestErrorCode, message: impl Into<String>) -> Refusal {
     Refusal::Gateway(GatewayError::BadRequest(RequestError {
         param: Some(param.to_owned()),
         message: message.into(),
@@ -245,11 +277,11 @@ pub async fn submit_inline(state: AppState, endpoint: Endpoint, request: Request
 }
 
 /// What a submission asks for.
-struct Ask {
-    endpoint: Endpoint,
-    body: Vec<u8>,
-    class: Option<String>,
-    priority: Option<u8>,
+pub(crate) struct Ask {
+    pub(crate) endpoint: Endpoint,
+    pub(crate) body: Vec<u8>,
+    pub(crate) class: Option<String>,
+    pub(crate) priority: Option<u8>,
 }
 
 /// Validates the request as the endpoint would, then stores the job.
@@ -260,6 +292,42 @@ async fn enqueue(
     ask: Ask,
     headers: &HeaderMap,
 ) -> Result<Response, Refusal> {
+    let (mut new, deployment) = prepare(gateway, jobs, caller, ask).await?;
+    new.idempotency_key = idempotency_key(headers)?;
+    let (endpoint, body) = (new.endpoint, new.body.clone());
+    let submitted = jobs.store.submit(new).await.map_err(store_failed("submit"))?;
+    let job = submitted.job;
+    if !submitted.created && (job.endpoint != endpoint || job.body != body) {
+        return Err(Refusal::IdempotencyMismatch);
+    }
+    let status = if submitted.created {
+        gateway.metrics.jobs.submitted.inc();
+        jobs.wake.notify_one();
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    let eta = jobs.eta_secs(gateway, deployment).await;
+    if submitted.created {
+        jobs.gave_eta(&job.id, gateway.clock.now(), Duration::from_secs(eta));
+    }
+    let body = json!({"status": api_status(job.state), "job_id": job.id.as_str(), "eta_sec": eta});
+    let mut response = (status, axum::Json(body)).into_response();
+    if let Ok(location) = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id)) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
+}
+
+/// Validates a job's request as its endpoint would (body, stream, model, class, a request
+/// that can never fit) and builds the job (no idempotency key), with the index of the
+/// deployment its model runs on.
+pub(crate) async fn prepare(
+    gateway: &Gateway,
+    jobs: &Jobs,
+    caller: &Caller,
+    ask: Ask,
+) -> Result<(NewJob, usize), Refusal> {
     let parsed = parse_request(protocol(ask.endpoint), &ask.body).map_err(GatewayError::BadRequest)?;
     if parsed.stream {
         return Err(bad(
@@ -284,44 +352,18 @@ async fn enqueue(
         };
     let class = named.as_ref().unwrap_or(&caller.class);
     never_fits(gateway, caller, &parsed, profile).await?;
-    let idempotency_key = idempotency_key(headers)?;
     let new = NewJob {
         id: JobId::random(),
         tenant: caller.tenant.to_string(),
         key_id: caller.key_id.to_string(),
-        idempotency_key,
+        idempotency_key: None,
         endpoint: ask.endpoint,
         body: String::from_utf8_lossy(&ask.body).into_owned(),
         class: class.name.to_string(),
         priority: ask.priority.unwrap_or(class.priority),
         max_attempts: class.max_attempts,
     };
-    let (endpoint, body) = (new.endpoint, new.body.clone());
-    let submitted = jobs.store.submit(new).await.map_err(|e| {
-        tracing::warn!(error = %e, "job store failed on submit");
-        Refusal::StoreUnavailable
-    })?;
-    let job = submitted.job;
-    if !submitted.created && (job.endpoint != endpoint || job.body != body) {
-        return Err(Refusal::IdempotencyMismatch);
-    }
-    let status = if submitted.created {
-        gateway.metrics.jobs.submitted.inc();
-        jobs.wake.notify_one();
-        StatusCode::ACCEPTED
-    } else {
-        StatusCode::OK
-    };
-    let eta = jobs.eta_secs(gateway, profile.deployment).await;
-    if submitted.created {
-        jobs.gave_eta(&job.id, gateway.clock.now(), Duration::from_secs(eta));
-    }
-    let body = json!({"status": api_status(job.state), "job_id": job.id.as_str(), "eta_sec": eta});
-    let mut response = (status, axum::Json(body)).into_response();
-    if let Ok(location) = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id)) {
-        response.headers_mut().insert(header::LOCATION, location);
-    }
-    Ok(response)
+    Ok((new, profile.deployment))
 }
 
 /// The 400 the live endpoint would answer at once for a request that can never fit on its
@@ -364,10 +406,7 @@ pub async fn poll(State(state): State<AppState>, Path(id): Path<String>, headers
         let gateway = state.current();
         let caller = authenticate(&gateway, &headers)?;
         let id = JobId::parse(&id).ok_or(Refusal::NotFound)?;
-        let job = jobs.store.get(&id).await.map_err(|e| {
-            tracing::warn!(error = %e, "job store failed on get");
-            Refusal::StoreUnavailable
-        })?;
+        let job = jobs.store.get(&id).await.map_err(store_failed("get"))?;
         // Another tenant's job is reported exactly like a missing one.
         let job = job.filter(|j| *j.tenant == *caller.tenant).ok_or(Refusal::NotFound)?;
         Ok::<_, Refusal>(axum::Json(view(&job)).into_response())

@@ -16,9 +16,12 @@ pub mod admin;
 mod admit;
 mod attempt;
 mod auth;
+mod batch_lines;
+pub mod batches;
 mod crossing;
 mod dashboard;
 pub mod error;
+pub mod files;
 pub mod jobs;
 pub mod metrics;
 mod oplog;
@@ -42,7 +45,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -162,6 +165,13 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/jobs", post(jobs::submit))
         .route("/v1/jobs/{id}", get(jobs::poll))
+        // Uploads are bounded by `[jobs] max_file_bytes` in the handler, not axum's default.
+        .route("/v1/files", post(files::upload).get(files::list).layer(DefaultBodyLimit::disable()))
+        .route("/v1/files/{id}", get(files::get).delete(files::delete))
+        .route("/v1/files/{id}/content", get(files::download))
+        .route("/v1/batches", post(batches::create).get(batches::list))
+        .route("/v1/batches/{id}", get(batches::get))
+        .route("/v1/batches/{id}/cancel", post(batches::cancel))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics_text))
