@@ -10,8 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sluice_jobs::EmbeddedJobStore;
+use sluice_jobs::{EmbeddedJobStore, JobStore, RedisJobConfig, RedisJobStore};
 use sluice_quota::{MemoryStore, SystemClock};
+use sluice_redis::Topology;
+use sluice_redis::local::LocalRedis;
 use sluice_server::AppState;
 use sluice_sim::{SimConfig, SimHandle, SimProvider};
 
@@ -94,15 +96,32 @@ struct Gateway {
     workers: Vec<tokio::task::JoinHandle<()>>,
 }
 
+/// The embedded job store in `dir`.
+fn embedded(dir: &Path) -> Arc<dyn JobStore> {
+    Arc::new(EmbeddedJobStore::open(&dir.join("jobs.redb"), Arc::new(SystemClock::new())).unwrap())
+}
+
+/// The Redis job store on `redis`.
+fn in_redis(redis: &LocalRedis) -> Arc<dyn JobStore> {
+    let config = RedisJobConfig {
+        topology: Topology::Standalone(redis.url()),
+        prefix: "batches".into(),
+        timeout: Duration::from_secs(2),
+    };
+    Arc::new(RedisJobStore::new(config))
+}
+
 impl Gateway {
     async fn start(sim: &SimHandle, dir: &Path, workers: usize) -> Self {
+        Self::start_on(sim, dir, workers, embedded(dir)).await
+    }
+
+    async fn start_on(sim: &SimHandle, dir: &Path, workers: usize, jobs: Arc<dyn JobStore>) -> Self {
         let key_file = dir.join("provider-key");
         std::fs::write(&key_file, "sk-provider-batches").unwrap();
         let config = config(sim, &key_file, workers);
         let clock = Arc::new(SystemClock::new());
-        let jobs = EmbeddedJobStore::open(&dir.join("jobs.redb"), clock.clone()).unwrap();
-        let state =
-            AppState::build(&config, Arc::new(MemoryStore::new(clock))).unwrap().with_jobs(Arc::new(jobs), &config);
+        let state = AppState::build(&config, Arc::new(MemoryStore::new(clock))).unwrap().with_jobs(jobs, &config);
         let workers = sluice_server::worker::spawn(&state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -407,17 +426,20 @@ async fn bad_uploads_and_batch_requests_get_structured_4xx() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn files_and_batches_survive_a_restart_and_the_batch_finishes_after_it() {
-    let Env { sim, gateway, http, dir } = start(0).await;
-    let env = Env { sim, gateway, http, dir };
+/// Creates a 3-line batch on a gateway without workers, restarts the gateway (with workers)
+/// on a job store from `reopen`, and checks the file and the batch survived and finish.
+async fn survives_a_restart(first: Arc<dyn JobStore>, reopen: impl FnOnce(&Path) -> Arc<dyn JobStore>) {
+    let sim = SimProvider::start(SimConfig::from_toml_str(SIM_MODELS).unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start_on(&sim, dir.path(), 0, first).await;
+    let env = Env { sim, gateway, http: reqwest::Client::new(), dir };
     let ids = ["r1", "r2", "r3"];
     let file_id = env.upload(ACME, &jsonl(&ids.map(|id| line(id, "chat")))).await;
     let (_, batch) = env.create(ACME, &file_id).await;
     let id = batch["id"].as_str().unwrap().to_owned();
     let Env { sim, gateway, http, dir } = env;
     gateway.stop().await;
-    let gateway = Gateway::start(&sim, dir.path(), 2).await;
+    let gateway = Gateway::start_on(&sim, dir.path(), 2, reopen(dir.path())).await;
     let env = Env { sim, gateway, http, dir };
     let (status, info) = env.get(ACME, &format!("/v1/files/{file_id}")).await;
     assert_eq!(status, 200, "{info}");
@@ -430,4 +452,17 @@ async fn files_and_batches_survive_a_restart_and_the_batch_finishes_after_it() {
         .collect();
     assert_eq!(answered, ids.iter().map(|id| (*id, 200)).collect());
     assert_eq!(env.sim.stats().requests, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_and_batches_survive_a_restart_in_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_owned();
+    survives_a_restart(embedded(&path), |_| embedded(&path)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_and_batches_survive_a_restart_in_redis() {
+    let redis = LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    survives_a_restart(in_redis(&redis), |_| in_redis(&redis)).await;
 }

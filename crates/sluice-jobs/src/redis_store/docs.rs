@@ -72,8 +72,8 @@ impl RedisJobStore {
 
     pub(super) async fn list(&self, kind: &str, owner: &str) -> Result<Vec<Doc>, JobStoreError> {
         let index = self.owner_key(kind, owner);
-        let mut command = redis::cmd("ZRANGE");
-        command.arg(&index).arg(0).arg(-1).arg("REV");
+        let mut command = redis::cmd("ZREVRANGE");
+        command.arg(&index).arg(0).arg(-1);
         let ids: Vec<String> = self.query(command).await?;
         let mut out = Vec::with_capacity(ids.len());
         let mut gone = Vec::new();
