@@ -146,6 +146,7 @@ def test_a_batch_runs_every_request_once_through_the_gateway(env: dict[str, str]
     assert stats["duplicates"] == 0
     assert stats["rate_limited"]["requests"] == 0, "admission kept the provider under its limit"
     assert batch.id in [b.id for b in oa.batches.list(limit=10).data]
+    assert {file_id, done.output_file_id} <= {f.id for f in oa.files.list()}
 
 
 def test_an_invalid_file_fails_the_batch(env: dict[str, str]) -> None:

@@ -8,7 +8,9 @@
 //! same way by [`crate::batches`]. Other tenants' keys get 404, as for jobs.
 
 use axum::body::Body;
-use axum::extract::{FromRequest as _, Multipart, Path, Request, State};
+use std::collections::HashMap;
+
+use axum::extract::{FromRequest as _, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::Limited;
@@ -27,6 +29,8 @@ const FILE: &str = "file";
 const CONTENT: &str = "file_content";
 /// Room for the multipart framing and the other fields around the file.
 const FORM_OVERHEAD: usize = 64 * 1024;
+/// Most files one listing returns (OpenAI's own maximum).
+const MAX_LISTED: usize = 10_000;
 /// The one purpose uploads may have: sluice runs batches, nothing else uses files.
 const BATCH: &str = "batch";
 
@@ -164,13 +168,36 @@ async fn read_form(request: Request, limit: usize) -> Result<(String, String, Ve
     Ok((purpose.trim().to_owned(), filename, bytes.to_vec()))
 }
 
-/// `GET /v1/files`: the caller's files, newest first (all of them: the retention bounds it).
-pub async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response {
+/// `GET /v1/files?purpose=&limit=&after=`: the caller's files, newest first.
+pub async fn list(
+    State(state): State<AppState>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
     answer(&state, &headers, async |jobs, owner| {
+        let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
+            None => MAX_LISTED,
+            Some(Ok(n)) if (1..=MAX_LISTED).contains(&n) => n,
+            Some(_) => {
+                return Err(Refusal::other(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_value",
+                    "limit must be between 1 and 10000",
+                ));
+            }
+        };
         let docs = jobs.store.list_docs(FILE, owner).await.map_err(store_failed("list files"))?;
-        let data: Vec<_> =
-            docs.iter().filter_map(|d| serde_json::from_slice::<FileInfo>(&d.body).ok()).map(|f| f.view()).collect();
-        Ok(axum::Json(json!({"object": "list", "data": data, "has_more": false})).into_response())
+        let files: Vec<FileInfo> = docs
+            .iter()
+            .filter_map(|d| serde_json::from_slice::<FileInfo>(&d.body).ok())
+            .filter(|f| query.get("purpose").is_none_or(|p| *p == f.purpose))
+            .collect();
+        let skip = query.get("after").and_then(|after| files.iter().position(|f| &f.id == after)).map_or(0, |i| i + 1);
+        let data: Vec<_> = files.iter().skip(skip).take(limit).map(FileInfo::view).collect();
+        let has_more = files.len() > skip + data.len();
+        let (first, last) = (data.first().map(|f| f["id"].clone()), data.last().map(|f| f["id"].clone()));
+        let page = json!({"object": "list", "data": data, "first_id": first, "last_id": last, "has_more": has_more});
+        Ok(axum::Json(page).into_response())
     })
     .await
 }

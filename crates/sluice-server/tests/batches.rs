@@ -295,6 +295,15 @@ async fn a_batch_runs_every_line_once_as_a_batch_job_and_its_output_is_in_input_
     assert_eq!(again["output_file_id"], batch["output_file_id"]);
     let (status, listed) = env.get(ACME, "/v1/batches?limit=5").await;
     assert_eq!((status, listed["data"][0]["id"].as_str()), (200, Some(id.as_str())), "{listed}");
+    let (_, after) = env.get(ACME, &format!("/v1/batches?after={id}")).await;
+    assert_eq!((after["data"].clone(), after["has_more"].as_bool()), (json!([]), Some(false)));
+    // The output file is listed with the input file, newest first, and filtered by purpose.
+    let (_, files) = env.get(ACME, "/v1/files").await;
+    let purposes: Vec<&str> =
+        files["data"].as_array().unwrap().iter().map(|f| f["purpose"].as_str().unwrap()).collect();
+    assert_eq!(purposes, ["batch_output", "batch"]);
+    let (_, inputs) = env.get(ACME, "/v1/files?purpose=batch&limit=1").await;
+    assert_eq!((inputs["data"][0]["id"].as_str(), inputs["has_more"].as_bool()), (Some(file_id.as_str()), Some(false)));
     assert_eq!(env.sim.stats().requests, 12);
 }
 
