@@ -78,6 +78,31 @@ impl Batch {
         out
     }
 
+    /// A new batch (`validating`) of `asked` over the file `input_file_id`.
+    fn new(asked: Asked, input_file_id: String) -> Self {
+        let created_at = now();
+        Self {
+            id: format!("batch_{}", JobId::random().as_str().trim_start_matches("job_")),
+            endpoint: asked.endpoint,
+            input_file_id,
+            completion_window: WINDOW.into(),
+            status: "validating".into(),
+            output_file_id: None,
+            error_file_id: None,
+            created_at,
+            expires_at: created_at + WINDOW_SECS,
+            in_progress_at: None,
+            finalizing_at: None,
+            completed_at: None,
+            failed_at: None,
+            cancelling_at: None,
+            cancelled_at: None,
+            errors: None,
+            metadata: asked.metadata,
+            request_counts: RequestCounts::default(),
+        }
+    }
+
     fn is_open(&self) -> bool {
         matches!(self.status.as_str(), "validating" | "in_progress" | "finalizing" | "cancelling")
     }
@@ -129,38 +154,9 @@ pub async fn create(State(state): State<AppState>, headers: HeaderMap, body: axu
         let (gateway, jobs, caller) = (&*gateway, &*jobs, &caller);
         let bytes = read_body(body, gateway.max_body_bytes).await?;
         let ask = ask(&bytes)?;
-        let store = &*jobs.store;
-        let tenant = &*caller.tenant;
-        let file = files::describe(store, tenant, &ask.input_file_id).await?.ok_or_else(files::missing_file)?;
-        if file.purpose != "batch" {
-            return Err(bad(
-                "input_file_id",
-                sluice_provider::RequestErrorCode::InvalidValue,
-                "the input file's purpose must be `batch`",
-            ));
-        }
-        let input = files::content(store, tenant, &file.id).await?.ok_or_else(files::missing_file)?;
-        let created_at = now();
-        let mut batch = Batch {
-            id: format!("batch_{}", JobId::random().as_str().trim_start_matches("job_")),
-            endpoint: ask.endpoint,
-            input_file_id: file.id,
-            completion_window: WINDOW.into(),
-            status: "validating".into(),
-            output_file_id: None,
-            error_file_id: None,
-            created_at,
-            expires_at: created_at + WINDOW_SECS,
-            in_progress_at: None,
-            finalizing_at: None,
-            completed_at: None,
-            failed_at: None,
-            cancelling_at: None,
-            cancelled_at: None,
-            errors: None,
-            metadata: ask.metadata,
-            request_counts: RequestCounts::default(),
-        };
+        let (store, tenant) = (&*jobs.store, &*caller.tenant);
+        let (file_id, input) = input_of(store, tenant, &ask.input_file_id).await?;
+        let mut batch = Batch::new(ask, file_id);
         match check(gateway, jobs, caller, &input, &batch.endpoint).await {
             Ok(new_jobs) => start(gateway, jobs, tenant, &mut batch, new_jobs).await?,
             Err(errors) => {
@@ -175,6 +171,17 @@ pub async fn create(State(state): State<AppState>, headers: HeaderMap, body: axu
     }
     .await;
     respond(result, &headers)
+}
+
+/// The id and bytes of the owner's input file `id`.
+async fn input_of(store: &dyn JobStore, tenant: &str, id: &str) -> Result<(String, Vec<u8>), Refusal> {
+    let file = files::describe(store, tenant, id).await?.ok_or_else(files::missing_file)?;
+    if file.purpose != "batch" {
+        let message = "the input file's purpose must be `batch`";
+        return Err(bad("input_file_id", sluice_provider::RequestErrorCode::InvalidValue, message));
+    }
+    let input = files::content(store, tenant, &file.id).await?.ok_or_else(files::missing_file)?;
+    Ok((file.id, input))
 }
 
 /// The validated create request.

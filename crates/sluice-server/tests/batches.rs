@@ -47,6 +47,16 @@ name = "chat"
 deployment = "oa"
 default_max_tokens = 16
 
+[[deployments]]
+name = "ghost"
+provider = "sim"
+model = "not-served-by-the-sim"
+
+[[models]]
+name = "ghost"
+deployment = "ghost"
+default_max_tokens = 8
+
 [[tenants]]
 name = "acme"
 
@@ -305,6 +315,28 @@ async fn a_batch_runs_every_line_once_as_a_batch_job_and_its_output_is_in_input_
     let (_, inputs) = env.get(ACME, "/v1/files?purpose=batch&limit=1").await;
     assert_eq!((inputs["data"][0]["id"].as_str(), inputs["has_more"].as_bool()), (Some(file_id.as_str()), Some(false)));
     assert_eq!(env.sim.stats().requests, 12);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_provider_refuses_is_counted_failed_and_goes_to_the_error_file() {
+    let env = start(2).await;
+    let lines = [line("good", "chat"), line("refused", "ghost"), line("also-good", "chat")];
+    let file_id = env.upload(ACME, &jsonl(&lines)).await;
+    let (_, batch) = env.create(ACME, &file_id).await;
+    let batch = env.finished(ACME, batch["id"].as_str().unwrap(), Duration::from_secs(20)).await;
+    assert_eq!(batch["status"], "completed", "{batch}");
+    assert_eq!(batch["request_counts"], json!({"total": 3, "completed": 2, "failed": 1}));
+    let output = parse_lines(&env.content(ACME, batch["output_file_id"].as_str().unwrap()).await);
+    let answered: Vec<&str> = output.iter().map(|l| l["custom_id"].as_str().unwrap()).collect();
+    assert_eq!(answered, ["good", "also-good"]);
+    let errors = parse_lines(&env.content(ACME, batch["error_file_id"].as_str().unwrap()).await);
+    assert_eq!(errors.len(), 1);
+    assert_eq!(
+        (errors[0]["custom_id"].as_str(), errors[0]["error"]["code"].as_str()),
+        (Some("refused"), Some("request_failed"))
+    );
+    assert!(errors[0]["error"]["message"].as_str().unwrap().contains("404"), "{}", errors[0]);
+    assert!(errors[0]["response"].is_null());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
