@@ -40,6 +40,8 @@ const WINDOW: &str = "24h";
 const WINDOW_SECS: u64 = 24 * 3600;
 /// The traffic class batch jobs run in when the configuration has it.
 const BATCH_CLASS: &str = "batch";
+/// How often an open batch's record and job list are rewritten (against the retention).
+const TOUCH_EVERY_SECS: u64 = 24 * 3600;
 /// Job reads in flight while a batch is refreshed.
 const READ_AHEAD: usize = 16;
 /// Most `metadata` pairs (OpenAI's limit).
@@ -66,6 +68,10 @@ struct Batch {
     errors: Option<Value>,
     metadata: Option<Value>,
     request_counts: RequestCounts,
+    /// When the record and its job list were last written (not shown): an open batch
+    /// rewrites them daily so the store's retention never takes them while jobs run.
+    #[serde(default)]
+    touched_at: u64,
 }
 
 impl Batch {
@@ -74,6 +80,7 @@ impl Batch {
         if let Value::Object(map) = &mut out {
             map.insert("object".into(), "batch".into());
             map.insert("expired_at".into(), Value::Null);
+            map.remove("touched_at");
         }
         out
     }
@@ -100,6 +107,7 @@ impl Batch {
             errors: None,
             metadata: asked.metadata,
             request_counts: RequestCounts::default(),
+            touched_at: created_at,
         }
     }
 
@@ -280,20 +288,22 @@ async fn start(
         jobs.wake.notify_one();
     }
     gateway.metrics.jobs.submitted.inc_by(entries.len() as u64);
-    let list = Doc {
-        kind: BATCH_JOBS.into(),
-        owner: tenant.into(),
-        id: batch.id.clone(),
-        body: serde_json::to_vec(&entries).unwrap_or_default(),
-    };
-    store.put_doc(list).await.map_err(store_failed("put batch"))?;
+    save_jobs(store, tenant, &batch.id, &entries).await?;
     batch.status = "in_progress".into();
     batch.in_progress_at = Some(now());
     batch.request_counts.total = entries.len();
     save(store, tenant, batch).await
 }
 
+async fn save_jobs(store: &dyn JobStore, tenant: &str, id: &str, entries: &[(String, String)]) -> Result<(), Refusal> {
+    let body = serde_json::to_vec(entries).unwrap_or_default();
+    let list = Doc { kind: BATCH_JOBS.into(), owner: tenant.into(), id: id.into(), body };
+    store.put_doc(list).await.map_err(store_failed("put batch"))
+}
+
+/// Writes the record (stamping `touched_at`).
 async fn save(store: &dyn JobStore, tenant: &str, batch: &Batch) -> Result<(), Refusal> {
+    let batch = &Batch { touched_at: now(), ..batch.clone() };
     let doc = Doc {
         kind: BATCH.into(),
         owner: tenant.into(),
@@ -345,6 +355,10 @@ async fn refresh(store: &dyn JobStore, tenant: &str, mut batch: Batch) -> Result
     let (counts, done) = batch_lines::counts(&jobs);
     batch.request_counts = counts;
     if !done {
+        if now().saturating_sub(batch.touched_at) >= TOUCH_EVERY_SECS {
+            save_jobs(store, tenant, &batch.id, &entries).await?;
+            save(store, tenant, &batch).await?;
+        }
         return Ok(batch);
     }
     let (output, errors) = batch_lines::outputs(&entries, &jobs);
