@@ -48,6 +48,17 @@ deployment = "oa"
 default_max_tokens = 16
 
 [[deployments]]
+name = "slow"
+provider = "sim"
+model = "gpt-4o-mini"
+limits = {{ rpm = 60 }}
+
+[[models]]
+name = "slow-chat"
+deployment = "slow"
+default_max_tokens = 8
+
+[[deployments]]
 name = "ghost"
 provider = "sim"
 model = "not-served-by-the-sim"
@@ -315,6 +326,23 @@ async fn a_batch_runs_every_line_once_as_a_batch_job_and_its_output_is_in_input_
     let (_, inputs) = env.get(ACME, "/v1/files?purpose=batch&limit=1").await;
     assert_eq!((inputs["data"][0]["id"].as_str(), inputs["has_more"].as_bool()), (Some(file_id.as_str()), Some(false)));
     assert_eq!(env.sim.stats().requests, 12);
+}
+
+/// A batch is paced by admission like any job: 8 requests on a deployment of 60 rpm (a
+/// burst of 3 s worth, then one a second) take at least 4 s, and none is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_paced_by_its_deployments_limit() {
+    let env = start(4).await;
+    let ids: Vec<String> = (0..8).map(|i| format!("slow-{i}")).collect();
+    let file_id = env.upload(ACME, &jsonl(&ids.iter().map(|id| line(id, "slow-chat")).collect::<Vec<_>>())).await;
+    let started = tokio::time::Instant::now();
+    let (_, batch) = env.create(ACME, &file_id).await;
+    let batch = env.finished(ACME, batch["id"].as_str().unwrap(), Duration::from_secs(30)).await;
+    let took = started.elapsed();
+    assert_eq!(batch["request_counts"], json!({"total": 8, "completed": 8, "failed": 0}), "{batch}");
+    assert!(took >= Duration::from_secs(4), "8 requests at 60 rpm after a 3-request burst took only {took:?}");
+    let stats = env.sim.stats();
+    assert_eq!((stats.requests, stats.duplicates), (8, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
