@@ -208,7 +208,7 @@ async fn a_reservation_given_up_while_it_waited_for_its_batch_is_never_made() {
     .await;
     assert!(gave_up.is_err(), "the fifth reservation should still be waiting");
     for task in out {
-        task.await.unwrap().unwrap();
+        let _held = task.await.unwrap().unwrap();
     }
     // The four hold their slots; the one given up was never made.
     tokio::time::sleep(Duration::from_millis(100)).await;
