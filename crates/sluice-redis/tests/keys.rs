@@ -22,6 +22,18 @@ fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(conn).unwrap()
 }
 
+/// A `redis-server` of its own and a store on it with `prefix`, calls bounded by `timeout_secs`.
+fn started(prefix: &str, timeout_secs: u64) -> (LocalRedis, RedisStore) {
+    let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    let config = RedisConfig {
+        topology: Topology::Standalone(server.url()),
+        prefix: prefix.into(),
+        timeout: Duration::from_secs(timeout_secs),
+    };
+    let store = RedisStore::new(config);
+    (server, store)
+}
+
 fn keys(conn: &mut redis::Connection) -> Vec<String> {
     let mut all: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
     all.sort();
@@ -30,13 +42,7 @@ fn keys(conn: &mut redis::Connection) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_expires_when_idle_and_a_hold_keeps_it_until_released() {
-    let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
-    let config = RedisConfig {
-        topology: Topology::Standalone(server.url()),
-        prefix: "keys".into(),
-        timeout: Duration::from_secs(2),
-    };
-    let store = RedisStore::new(config);
+    let (server, store) = started("keys", 2);
     let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "acme"), limits());
     let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "east"), limits());
     let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
@@ -80,13 +86,7 @@ async fn state_expires_when_idle_and_a_hold_keeps_it_until_released() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_limits_for_a_scope_keep_its_slots_and_pause() {
-    let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
-    let config = RedisConfig {
-        topology: Topology::Standalone(server.url()),
-        prefix: "reload".into(),
-        timeout: Duration::from_secs(2),
-    };
-    let store = RedisStore::new(config);
+    let (_server, store) = started("reload", 2);
     let key = ScopeKey::new(ScopeKind::Tenant, "acme");
     let tenant = store.register(key.clone(), limits());
     let grant = store.reserve(&[tenant], Cost::request(100, 1_900), Duration::from_secs(30)).await.unwrap();
@@ -126,13 +126,8 @@ fn script_calls(conn: &mut redis::Connection) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crowd_shares_scripts_and_every_caller_gets_its_own_answer() {
-    let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
-    let config = RedisConfig {
-        topology: Topology::Standalone(server.url()),
-        prefix: "keys".into(),
-        timeout: Duration::from_secs(2),
-    };
-    let store = std::sync::Arc::new(RedisStore::new(config));
+    let (server, store) = started("keys", 2);
+    let store = std::sync::Arc::new(store);
     let hourly = RateLimit::new(Dimension::Requests, NonZeroU64::new(150).unwrap(), Duration::from_secs(3600))
         .with_burst(NonZeroU64::new(150).unwrap());
     let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "acme"), Limits::unlimited().with_rate(hourly));
@@ -176,13 +171,8 @@ async fn a_crowd_shares_scripts_and_every_caller_gets_its_own_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reservation_given_up_while_it_waited_for_its_batch_is_never_made() {
-    let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
-    let config = RedisConfig {
-        topology: Topology::Standalone(server.url()),
-        prefix: "keys".into(),
-        timeout: Duration::from_secs(5),
-    };
-    let store = std::sync::Arc::new(RedisStore::new(config));
+    let (server, store) = started("keys", 5);
+    let store = std::sync::Arc::new(store);
     let slots = Limits::unlimited().with_concurrency(NonZeroU64::new(10).unwrap());
     let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "east"), slots);
     // Connect before Redis is paused.
