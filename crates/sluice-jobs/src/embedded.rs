@@ -308,24 +308,31 @@ impl Inner {
         }
     }
 
-    fn submit(&self, new: NewJob) -> Result<Submitted, JobStoreError> {
+    /// Stores `news` in one write transaction (one durable commit), in order.
+    fn submit(&self, news: Vec<NewJob>) -> Result<Vec<Submitted>, JobStoreError> {
         self.write(|txn, _| {
             let mut jobs = txn.open_table(JOBS)?;
             let mut idempotency = txn.open_table(IDEMPOTENCY)?;
-            if let Some(key) = &new.idempotency_key {
-                let known = idempotency.get((new.tenant.as_str(), key.as_str()))?.map(|v| v.value().to_owned());
-                if let Some(job) = known.map(|id| load(&jobs, &id)).transpose()?.flatten() {
-                    return Ok(Submitted { job, created: false });
-                }
-                idempotency.insert((new.tenant.as_str(), key.as_str()), new.id.as_str())?;
-            }
             let mut meta = txn.open_table(META)?;
-            let seq = meta.get("seq")?.map_or(0, |v| v.value()).saturating_add(1);
-            meta.insert("seq", seq)?;
-            let job = Job::new(new, seq);
-            save(&mut jobs, &job)?;
-            txn.open_table(READY)?.insert(machine::ready_key(&job), job.id.as_str())?;
-            Ok(Submitted { job, created: true })
+            let mut ready = txn.open_table(READY)?;
+            let mut out = Vec::with_capacity(news.len());
+            for new in news {
+                if let Some(key) = &new.idempotency_key {
+                    let known = idempotency.get((new.tenant.as_str(), key.as_str()))?.map(|v| v.value().to_owned());
+                    if let Some(job) = known.map(|id| load(&jobs, &id)).transpose()?.flatten() {
+                        out.push(Submitted { job, created: false });
+                        continue;
+                    }
+                    idempotency.insert((new.tenant.as_str(), key.as_str()), new.id.as_str())?;
+                }
+                let seq = meta.get("seq")?.map_or(0, |v| v.value()).saturating_add(1);
+                meta.insert("seq", seq)?;
+                let job = Job::new(new, seq);
+                save(&mut jobs, &job)?;
+                ready.insert(machine::ready_key(&job), job.id.as_str())?;
+                out.push(Submitted { job, created: true });
+            }
+            Ok(out)
         })
     }
 
@@ -467,7 +474,14 @@ fn recover_expired(
 
 impl JobStore for EmbeddedJobStore {
     fn submit(&self, job: NewJob) -> JobFuture<'_, Submitted> {
-        Box::pin(self.run(move |inner| inner.submit(job)))
+        Box::pin(self.run(move |inner| {
+            let mut submitted = inner.submit(vec![job])?;
+            submitted.pop().ok_or_else(|| JobStoreError("a submission returned nothing".into()))
+        }))
+    }
+
+    fn submit_many(&self, jobs: Vec<NewJob>) -> JobFuture<'_, Vec<Submitted>> {
+        Box::pin(self.run(move |inner| inner.submit(jobs)))
     }
 
     fn lease_next<'a>(&'a self, worker: &'a str, visibility: Duration) -> JobFuture<'a, LeaseOutcome> {

@@ -294,6 +294,12 @@ impl JobStore for RedisJobStore {
         Box::pin(self.submit_job(job))
     }
 
+    fn submit_many(&self, jobs: Vec<NewJob>) -> JobFuture<'_, Vec<Submitted>> {
+        // All at once on the multiplexed connection: pipelined, about one round trip's wait
+        // for the lot; each is still its own atomic script.
+        Box::pin(futures_util::future::try_join_all(jobs.into_iter().map(|job| self.submit_job(job))))
+    }
+
     fn lease_next<'a>(&'a self, worker: &'a str, visibility: Duration) -> JobFuture<'a, LeaseOutcome> {
         Box::pin(self.lease_job(worker, visibility))
     }

@@ -31,6 +31,19 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
     /// returns that job unchanged (`created: false`).
     fn submit(&self, job: NewJob) -> JobFuture<'_, Submitted>;
 
+    /// Submits `jobs` in order, as [`submit`](Self::submit) does each, in as few commits or
+    /// round trips as the store allows (a batch of many requests must not pay one durable
+    /// commit per line). Not atomic as a whole: on an error, some may have been stored.
+    fn submit_many(&self, jobs: Vec<NewJob>) -> JobFuture<'_, Vec<Submitted>> {
+        Box::pin(async move {
+            let mut submitted = Vec::with_capacity(jobs.len());
+            for job in jobs {
+                submitted.push(self.submit(job).await?);
+            }
+            Ok(submitted)
+        })
+    }
+
     /// Makes due delayed jobs ready, takes back running jobs whose lease expired, then
     /// leases the first ready job (lowest priority value, then oldest) to `worker` for
     /// `visibility`. A job whose lease is still valid is never leased again.

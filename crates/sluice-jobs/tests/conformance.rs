@@ -85,6 +85,30 @@ async fn submission_is_idempotent_per_tenant(b: Backend) {
     assert_eq!(s.counts().await.unwrap().queued, 3);
 }
 
+async fn many_submitted_at_once_are_each_stored_or_found(b: Backend) {
+    let s = &b.store;
+    let earlier = s.submit(new_job("acme", Some("k-1"), 0, 5)).await.unwrap().job.id;
+    let news = vec![
+        new_job("acme", None, 0, 5),
+        new_job("acme", Some("k-1"), 0, 5),
+        new_job("acme", Some("k-2"), 0, 5),
+        new_job("acme", Some("k-2"), 0, 5),
+    ];
+    let ids: Vec<JobId> = news.iter().map(|n| n.id.clone()).collect();
+    let submitted = s.submit_many(news).await.unwrap();
+    assert_eq!(submitted.len(), 4, "one answer per job");
+    assert!(submitted[0].created);
+    assert_eq!(submitted[0].job.id, ids[0]);
+    assert!(!submitted[1].created);
+    assert_eq!(submitted[1].job.id, earlier, "an idempotency key already known finds its job");
+    // A key repeated in the same call: one of the two is stored, the other finds it.
+    assert_ne!(submitted[2].created, submitted[3].created);
+    assert_eq!(submitted[2].job.id, submitted[3].job.id);
+    assert!(ids[2..].contains(&submitted[2].job.id));
+    assert_eq!(s.counts().await.unwrap().queued, 3);
+    assert!(s.submit_many(Vec::new()).await.unwrap().is_empty());
+}
+
 async fn leases_by_priority_then_age(b: Backend) {
     let s = &b.store;
     let late = s.submit(new_job("t", None, 5, 5)).await.unwrap().job.id;
@@ -241,6 +265,7 @@ macro_rules! conformance {
 
 conformance!(embedded:
     submission_is_idempotent_per_tenant,
+    many_submitted_at_once_are_each_stored_or_found,
     documents_are_owner_scoped_listed_newest_first_and_deleted,
     cancel_stops_only_jobs_not_started,
     leases_by_priority_then_age,
@@ -251,6 +276,7 @@ conformance!(embedded:
 );
 conformance!(standalone:
     submission_is_idempotent_per_tenant,
+    many_submitted_at_once_are_each_stored_or_found,
     documents_are_owner_scoped_listed_newest_first_and_deleted,
     cancel_stops_only_jobs_not_started,
     leases_by_priority_then_age,

@@ -31,6 +31,8 @@ use crate::proxy::read_body;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
 
+/// Jobs a batch submits per store call.
+const SUBMIT_CHUNK: usize = 500;
 /// Document kind of a batch record.
 const BATCH: &str = "batch";
 /// Document kind of a batch's `[custom_id, job_id]` list, in input order.
@@ -282,9 +284,13 @@ async fn start(
     let store = &*jobs.store;
     save(store, tenant, batch).await?;
     let mut entries = Vec::with_capacity(new_jobs.len());
-    for (custom_id, new) in new_jobs {
-        let submitted = store.submit(new).await.map_err(store_failed("submit"))?;
-        entries.push((custom_id, submitted.job.id.0));
+    // In chunks: one durable commit (embedded) or one pipelined round trip (Redis) each,
+    // never one per line.
+    let mut lines = new_jobs.into_iter().peekable();
+    while lines.peek().is_some() {
+        let (ids, chunk): (Vec<String>, Vec<sluice_jobs::NewJob>) = lines.by_ref().take(SUBMIT_CHUNK).unzip();
+        let submitted = store.submit_many(chunk).await.map_err(store_failed("submit"))?;
+        entries.extend(ids.into_iter().zip(submitted.into_iter().map(|s| s.job.id.0)));
         jobs.wake.notify_one();
     }
     gateway.metrics.jobs.submitted.inc_by(entries.len() as u64);
