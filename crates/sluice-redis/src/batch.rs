@@ -271,7 +271,8 @@ impl Batches {
     /// reply for this operation.
     ///
     /// # Errors
-    /// When the script failed or timed out (every operation of that batch gets the error).
+    /// When the script failed (every operation of that batch gets the error), or the call,
+    /// lane included, took longer than the store's timeout.
     pub async fn run(self: &Arc<Self>, group: &Group, op: Op) -> Reply {
         let (reply, answer) = oneshot::channel();
         let batch = {
@@ -290,7 +291,14 @@ impl Batches {
             // with it.
             tokio::spawn(Arc::clone(self).flush(group.clone(), batch));
         }
-        answer.await.unwrap_or_else(|_| Err(store_error("the batch carrying this call was dropped")))
+        // The store's timeout bounds the whole call, the wait in the lane included, as it
+        // bounded a call that waited behind others on the connection. A reservation given
+        // up this way before its batch left is never made (see `send`).
+        match tokio::time::timeout(self.link.timeout, answer).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(_)) => Err(store_error("the batch carrying this call was dropped")),
+            Err(_) => Err(store_error("redis call timed out")),
+        }
     }
 
     /// Sends `batch`, then whatever queued behind it, until the lane is empty.

@@ -204,3 +204,32 @@ async fn a_reservation_given_up_while_it_waited_for_its_batch_is_never_made() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(store.snapshot(deployment).await.unwrap().unwrap().in_flight, (4, Some(10)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_timeout_bounds_a_call_with_its_wait_in_the_lane() {
+    let (server, store) = started("keys", 1);
+    let store = std::sync::Arc::new(store);
+    let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "east"), limits());
+    assert!(store.snapshot(deployment).await.unwrap().is_some(), "connected before the pause");
+    let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+    let () = redis::cmd("CLIENT").arg("PAUSE").arg(3000).arg("ALL").query(&mut conn).unwrap();
+    // Four scripts out, stuck; a fifth reservation waits in the lane behind them.
+    let out: Vec<_> = (0..4)
+        .map(|_| {
+            let store = std::sync::Arc::clone(&store);
+            tokio::spawn(
+                async move { store.reserve(&[deployment], Cost::request(1, 1), Duration::from_secs(30)).await },
+            )
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started_at = tokio::time::Instant::now();
+    let fifth = store.reserve(&[deployment], Cost::request(1, 1), Duration::from_secs(30)).await;
+    let took = started_at.elapsed();
+    assert!(matches!(fifth, Err(sluice_quota::ReserveError::Store(_))), "{fifth:?}");
+    // One timeout (1 s), not the lane's wait for a timed-out batch plus its own (2 s).
+    assert!(took < Duration::from_millis(1_600), "failed after {took:?}");
+    for task in out {
+        assert!(task.await.unwrap().is_err(), "the stuck scripts time out too");
+    }
+}
