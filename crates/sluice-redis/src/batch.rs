@@ -132,11 +132,12 @@ enum Arg<'a> {
     Count(usize),
 }
 
-/// What a batch sends, in order: each step one operation or a run of reservations on the
-/// same scopes, perhaps of one (indices into the batch).
+/// What a batch sends, in order (indices into the batch): a settlement, or a run of
+/// reservations on the same scopes (perhaps of one; a reservation with a fair-share check
+/// is always alone).
 enum Step {
-    One(usize),
-    Run(Vec<usize>),
+    Settle(usize),
+    Reserve(Vec<usize>),
 }
 
 struct Plan {
@@ -151,13 +152,13 @@ impl Plan {
         let mut steps: Vec<Step> = Vec::with_capacity(batch.len());
         for (i, waiting) in batch.iter().enumerate() {
             if matches!(waiting.op, Op::Settle { .. }) {
-                steps.push(Step::One(i));
+                steps.push(Step::Settle(i));
             }
         }
         for (i, waiting) in batch.iter().enumerate() {
             let Op::Reserve { fair, spec, sids, lease_us, .. } = &waiting.op else { continue };
             if fair.is_some() {
-                steps.push(Step::One(i));
+                steps.push(Step::Reserve(vec![i]));
                 continue;
             }
             let joins = |j: usize| match &batch[j].op {
@@ -167,12 +168,12 @@ impl Plan {
                 _ => false,
             };
             let found = steps.iter_mut().find_map(|step| match step {
-                Step::Run(run) if joins(run[0]) => Some(run),
+                Step::Reserve(run) if joins(run[0]) => Some(run),
                 _ => None,
             });
             match found {
                 Some(run) => run.push(i),
-                None => steps.push(Step::Run(vec![i])),
+                None => steps.push(Step::Reserve(vec![i])),
             }
         }
         Self { steps }
@@ -181,8 +182,8 @@ impl Plan {
     /// The batch indices in the order of the script's replies.
     fn order(&self) -> impl Iterator<Item = usize> + '_ {
         self.steps.iter().flat_map(|step| match step {
-            Step::One(i) => std::slice::from_ref(i).iter().copied(),
-            Step::Run(run) => run.iter().copied(),
+            Step::Settle(i) => std::slice::from_ref(i).iter().copied(),
+            Step::Reserve(run) => run.iter().copied(),
         })
     }
 }
@@ -341,12 +342,8 @@ impl Batches {
         let mut args: Vec<Arg<'_>> = Vec::with_capacity(3 * batch.len());
         for step in &plan.steps {
             match step {
-                Step::One(i) => match &batch[*i].op {
-                    Op::Reserve { member, .. } => {
-                        args.extend([Arg::Str("r"), Arg::Bytes(member)]);
-                        args.push(Arg::Owned(reserve_blob(&batch[*i].op, None, &mut fields, &mut homes)));
-                    }
-                    Op::Settle { member, spec, sids } => {
+                Step::Settle(i) => {
+                    if let Op::Settle { member, spec, sids } = &batch[*i].op {
                         let mut blob = Vec::with_capacity(16 + spec.len());
                         record::push_array(&mut blob, 2 + sids.len());
                         record::push_uint(&mut blob, u64::try_from(sids.len()).unwrap_or(0));
@@ -356,15 +353,15 @@ impl Batches {
                         blob.extend_from_slice(spec);
                         args.extend([Arg::Str("s"), Arg::Bytes(member), Arg::Owned(blob)]);
                     }
-                },
-                Step::Run(run) if run.len() == 1 => {
+                }
+                Step::Reserve(run) if run.len() == 1 => {
                     let op = &batch[run[0]].op;
                     if let Op::Reserve { member, .. } = op {
                         args.extend([Arg::Str("r"), Arg::Bytes(member)]);
                         args.push(Arg::Owned(reserve_blob(op, None, &mut fields, &mut homes)));
                     }
                 }
-                Step::Run(run) => {
+                Step::Reserve(run) => {
                     let specs: Vec<&ReserveSpec> = run
                         .iter()
                         .filter_map(|&i| match &batch[i].op {

@@ -169,6 +169,27 @@ async fn a_crowd_shares_scripts_and_every_caller_gets_its_own_answer() {
     assert_eq!(leases, 0);
 }
 
+/// Pauses every Redis client for `pause_ms` and starts four reservations on `scope` (the
+/// most scripts a group's lane has out at once), stuck behind the pause; returns once they
+/// are out.
+async fn fill_the_lane(
+    server: &LocalRedis,
+    store: &std::sync::Arc<RedisStore>,
+    scope: sluice_quota::ScopeId,
+    pause_ms: u64,
+) -> Vec<tokio::task::JoinHandle<Result<sluice_quota::Grant, sluice_quota::ReserveError>>> {
+    let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+    let () = redis::cmd("CLIENT").arg("PAUSE").arg(pause_ms).arg("ALL").query(&mut conn).unwrap();
+    let out = (0..4)
+        .map(|_| {
+            let store = std::sync::Arc::clone(store);
+            tokio::spawn(async move { store.reserve(&[scope], Cost::request(1, 1), Duration::from_secs(30)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reservation_given_up_while_it_waited_for_its_batch_is_never_made() {
     let (server, store) = started("keys", 5);
@@ -177,19 +198,8 @@ async fn a_reservation_given_up_while_it_waited_for_its_batch_is_never_made() {
     let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "east"), slots);
     // Connect before Redis is paused.
     assert_eq!(store.snapshot(deployment).await.unwrap().unwrap().in_flight, (0, Some(10)));
-    let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
-    let () = redis::cmd("CLIENT").arg("PAUSE").arg(600).arg("ALL").query(&mut conn).unwrap();
-
-    // Four scripts out (the most a group's lane sends at once), stuck behind the pause...
-    let out: Vec<_> = (0..4)
-        .map(|_| {
-            let store = std::sync::Arc::clone(&store);
-            tokio::spawn(
-                async move { store.reserve(&[deployment], Cost::request(1, 1), Duration::from_secs(30)).await },
-            )
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Four scripts out, stuck behind a pause...
+    let out = fill_the_lane(&server, &store, deployment, 600).await;
     // ...so the fifth waits in the lane, and its caller gives up.
     let gave_up = tokio::time::timeout(
         Duration::from_millis(100),
@@ -211,18 +221,8 @@ async fn the_store_timeout_bounds_a_call_with_its_wait_in_the_lane() {
     let store = std::sync::Arc::new(store);
     let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "east"), limits());
     assert!(store.snapshot(deployment).await.unwrap().is_some(), "connected before the pause");
-    let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
-    let () = redis::cmd("CLIENT").arg("PAUSE").arg(3000).arg("ALL").query(&mut conn).unwrap();
     // Four scripts out, stuck; a fifth reservation waits in the lane behind them.
-    let out: Vec<_> = (0..4)
-        .map(|_| {
-            let store = std::sync::Arc::clone(&store);
-            tokio::spawn(
-                async move { store.reserve(&[deployment], Cost::request(1, 1), Duration::from_secs(30)).await },
-            )
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let out = fill_the_lane(&server, &store, deployment, 3000).await;
     let started_at = tokio::time::Instant::now();
     let fifth = store.reserve(&[deployment], Cost::request(1, 1), Duration::from_secs(30)).await;
     let took = started_at.elapsed();
