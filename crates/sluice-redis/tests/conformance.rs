@@ -73,15 +73,16 @@ mod cases {
     use super::*;
 
     pub async fn burst_then_paced_refusal_passes_at_retry_after(store: &dyn QuotaStore) {
-        // 600 RPM = one request per 100 ms, burst 3.
-        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "burst"), rpm(600, 3));
+        // 120 RPM = one request per 500 ms, burst 3: slow enough that a busy machine's
+        // pauses between the calls do not refill the bucket before the refusal.
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "burst"), rpm(120, 3));
         for _ in 0..3 {
             let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
         }
         let refusal = rejected(store.reserve(&[d], Cost::request(1, 1), LEASE).await);
         assert_eq!(refusal.limiter.to_string(), "rpm");
         let wait = refusal.retry_after().unwrap();
-        assert!(wait > Duration::from_millis(40) && wait <= Duration::from_millis(100), "{wait:?}");
+        assert!(wait > Duration::from_millis(250) && wait <= Duration::from_millis(500), "{wait:?}");
         tokio::time::sleep(wait + Duration::from_millis(5)).await;
         let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
     }
@@ -98,16 +99,17 @@ mod cases {
     }
 
     pub async fn settle_refunds_unused_capacity_once(store: &dyn QuotaStore) {
-        // 6,000 tokens/s refill is slow enough to tell a refund from refill.
+        // A refill of 1,000 tokens/s is slow enough to tell the 3,500-token refund from refill
+        // even with a second of pauses between the calls.
         let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "refund"), tpm(60_000, 6_000));
         let grant = store.reserve(&[tenant], Cost::request(1_000, 4_000), LEASE).await.unwrap();
-        assert!(remaining(store, tenant).await < 1_500);
+        assert!(remaining(store, tenant).await < 2_000);
         store.settle(grant.id, Settlement::exact(Cost::request(1_000, 500))).await.unwrap();
         let refunded = remaining(store, tenant).await;
-        assert!((4_400..=4_700).contains(&refunded), "after refund: {refunded}");
+        assert!((4_400..=5_500).contains(&refunded), "after refund: {refunded}");
         store.settle(grant.id, Settlement::exact(Cost::request(0, 0))).await.unwrap();
         let again = remaining(store, tenant).await;
-        assert!(again <= refunded + 300, "a second settle refunded again: {refunded} -> {again}");
+        assert!(again <= refunded + 1_000, "a second settle refunded again: {refunded} -> {again}");
     }
 
     pub async fn deployment_scopes_settle_by_the_providers_rule(store: &dyn QuotaStore) {
@@ -117,7 +119,7 @@ mod cases {
         let settlement = Settlement { used: Cost::request(1_000, 100), upstream: Cost::request(1_000, 4_000) };
         store.settle(grant.id, settlement).await.unwrap();
         let (t, u) = (remaining(store, tenant).await, remaining(store, d).await);
-        assert!(t >= 4_900 && u <= 1_300, "tenant {t}, deployment {u}");
+        assert!(t >= 4_900 && u <= 2_000, "tenant {t}, deployment {u}");
     }
 
     pub async fn overruns_become_debt(store: &dyn QuotaStore) {
@@ -126,8 +128,9 @@ mod cases {
         store.settle(grant.id, Settlement::exact(Cost::request(100, 3_100))).await.unwrap();
         let refusal = rejected(store.reserve(&[tenant], Cost::request(10, 0), LEASE).await);
         let wait = refusal.retry_after().unwrap();
-        // 3,200 used of a 1,000 burst at 1,000 tokens/s: about 2.2 s of debt.
-        assert!(wait > Duration::from_millis(1_900) && wait < Duration::from_millis(2_300), "{wait:?}");
+        // 3,200 used of a 1,000 burst at 1,000 tokens/s: about 2.2 s of debt, less whatever
+        // refilled while a busy machine paused between the calls.
+        assert!(wait > Duration::from_millis(1_200) && wait < Duration::from_millis(2_300), "{wait:?}");
     }
 
     pub async fn never_fits_is_not_a_retry(store: &dyn QuotaStore) {
@@ -211,9 +214,9 @@ mod cases {
     pub async fn expired_leases_free_their_slots(store: &dyn QuotaStore) {
         let d =
             store.register(ScopeKey::new(ScopeKind::Deployment, "lease"), Limits::unlimited().with_concurrency(nz(1)));
-        let _lost = store.reserve(&[d], Cost::request(1, 1), Duration::from_millis(300)).await.unwrap();
+        let _lost = store.reserve(&[d], Cost::request(1, 1), Duration::from_secs(1)).await.unwrap();
         rejected(store.reserve(&[d], Cost::request(1, 1), LEASE).await);
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
         let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
     }
 
