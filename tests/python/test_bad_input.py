@@ -140,6 +140,7 @@ ADMIN_JSON = {**ADMIN, "Content-Type": "application/json"}
 CHAT = {"model": "fast-chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
 MESSAGES = {"model": "smart-chat", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
 EMBED = {"model": "embed", "input": "hi"}
+COUNT = {"model": "smart-chat", "messages": [{"role": "user", "content": "hi"}]}
 JOB = {"endpoint": "/v1/chat/completions", "body": CHAT}
 
 
@@ -167,11 +168,13 @@ BODY_ENDPOINTS = [
     ("chat", "POST", "/v1/chat/completions", USER_JSON, CHAT),
     ("messages", "POST", "/v1/messages", ANTHROPIC_JSON, MESSAGES),
     ("embeddings", "POST", "/v1/embeddings", USER_JSON, EMBED),
+    ("count-tokens", "POST", "/v1/messages/count_tokens", ANTHROPIC_JSON, COUNT),
     ("jobs", "POST", "/v1/jobs", USER_JSON, JOB),
     ("admin-limits", "PUT", "/admin/limits/tenant/acme", ADMIN_JSON, {"rpm": 100000}),
 ]
 GET_ENDPOINTS = [
     ("models", "/v1/models", USER),
+    ("model", "/v1/models/fast-chat", USER),
     ("job", "/v1/jobs/{job_id}", USER),
     ("admin-state", "/admin/state", ADMIN),
     ("metrics", "/metrics", {}),
@@ -343,8 +346,9 @@ def test_get_endpoints_ignore_bodies_and_refuse_other_methods(gw: Gateway, job_i
     for body in BROKEN_BODIES.values():
         status, _, answer = gw.request("GET", path, body, headers)
         assert status == 200, (name, status, answer[:200])
-    status, _, _ = gw.request("DELETE", path, b"{}", headers)
+    status, _, answer = gw.request("DELETE", path, b"{}", headers)
     assert status == 405
+    assert json.loads(answer)["error"]["code"] == "method_not_allowed", answer[:200]
     gw.assert_serving()
 
 

@@ -192,3 +192,51 @@ def test_bad_key_and_unknown_model_are_sdk_errors(gateway: str) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
         oa(gateway).chat.completions.create(model="gpt-99", messages=[{"role": "user", "content": "hi"}])
     assert "planted" not in str(caught.value.body)
+
+
+def test_models_retrieve_and_anthropic_models_list(gateway: str) -> None:
+    assert oa(gateway).models.retrieve("smart-chat").id == "smart-chat"
+    with pytest.raises(openai.NotFoundError) as caught:
+        oa(gateway).models.retrieve("gpt-99")
+    assert error_fields(caught.value)["code"] == "model_not_found"
+    page = claude(gateway).models.list()
+    assert [m.id for m in page.data] == ["embed", "fast-chat", "smart-chat"]
+    assert all(m.type == "model" for m in page.data)
+    assert claude(gateway).models.retrieve("fast-chat").display_name == "fast-chat"
+    with pytest.raises(anthropic.NotFoundError):
+        claude(gateway).models.retrieve("claude-99")
+    with pytest.raises(anthropic.AuthenticationError):
+        claude(gateway, "sk-nope").models.list()
+
+
+def test_anthropic_count_tokens_is_answered_without_quota(gateway: str) -> None:
+    client = claude(gateway)
+    short = client.messages.count_tokens(model="smart-chat", messages=[{"role": "user", "content": "Hello"}])
+    long = client.messages.count_tokens(
+        model="smart-chat",
+        system="You are terse.",
+        messages=[{"role": "user", "content": "Hello " * 200}],
+    )
+    assert 0 < short.input_tokens < long.input_tokens
+    assert long.input_tokens >= 200
+    # The tight tenant's single request a minute is not spent by counting.
+    tight = claude(gateway, TIGHT_KEY)
+    for _ in range(3):
+        assert tight.messages.count_tokens(model="smart-chat", messages=[{"role": "user", "content": "hi"}]).input_tokens > 0
+    with pytest.raises(anthropic.NotFoundError):
+        client.messages.count_tokens(model="claude-99", messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.count_tokens(model="smart-chat", messages=[])
+    assert error_fields(caught.value)["param"] == "messages"
+
+
+def test_an_endpoint_sluice_does_not_serve_is_a_structured_404(gateway: str) -> None:
+    with pytest.raises(openai.NotFoundError) as caught:
+        oa(gateway).completions.create(model="fast-chat", prompt="hi")
+    fields = error_fields(caught.value)
+    assert fields["code"] == "unknown_route" and "/v1/completions" in fields["message"]
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    with pytest.raises(anthropic.NotFoundError) as caught:
+        claude(gateway).post("/v1/complete", cast_to=object, body={"model": "smart-chat", "prompt": "hi"})
+    assert caught.value.body["type"] == "error"
+    assert error_fields(caught.value)["code"] == "unknown_route"

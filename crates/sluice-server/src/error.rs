@@ -94,6 +94,36 @@ pub enum GatewayError {
     /// The provider's own error answer, passed on after every allowed attempt failed.
     #[error("the provider answered with an error")]
     Upstream(Box<axum::response::Response>),
+    /// No endpoint at this path.
+    #[error(
+        "sluice serves no {method} {path}; its API is /v1/chat/completions, /v1/embeddings, /v1/messages, /v1/models, /v1/jobs, /v1/files and /v1/batches"
+    )]
+    UnknownRoute {
+        /// The request's method.
+        method: String,
+        /// Its path, cut to [`SHOWN_PATH_CHARS`].
+        path: String,
+    },
+    /// The path is served, but not with this method.
+    #[error("{path} does not take {method}")]
+    MethodNotAllowed {
+        /// The request's method.
+        method: String,
+        /// Its path, cut to [`SHOWN_PATH_CHARS`].
+        path: String,
+    },
+}
+
+/// The most characters of a request path an error message repeats.
+pub const SHOWN_PATH_CHARS: usize = 200;
+
+/// `path`, cut to [`SHOWN_PATH_CHARS`] characters.
+#[must_use]
+pub fn shown_path(path: &str) -> String {
+    match path.char_indices().nth(SHOWN_PATH_CHARS) {
+        Some((end, _)) => format!("{}...", &path[..end]),
+        None => path.to_owned(),
+    }
 }
 
 impl GatewayError {
@@ -102,7 +132,8 @@ impl GatewayError {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::BadRequest(_) | Self::WrongEndpoint { .. } | Self::NeverFits { .. } => StatusCode::BAD_REQUEST,
             Self::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::UnknownModel(_) => StatusCode::NOT_FOUND,
+            Self::UnknownModel(_) | Self::UnknownRoute { .. } => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::StoreUnavailable | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Self::UpstreamUnreachable(_) => StatusCode::BAD_GATEWAY,
@@ -127,6 +158,8 @@ impl GatewayError {
             Self::ShuttingDown => ("service_unavailable", "shutting_down"),
             Self::Upstream(_) => ("upstream_error", "provider_error"),
             Self::IdempotencyInFlight => ("conflict", "idempotency_in_flight"),
+            Self::UnknownRoute { .. } => ("not_found_error", "unknown_route"),
+            Self::MethodNotAllowed { .. } => ("invalid_request_error", "method_not_allowed"),
         }
     }
 

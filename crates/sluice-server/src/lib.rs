@@ -18,6 +18,7 @@ mod attempt;
 mod auth;
 mod batch_lines;
 pub mod batches;
+mod catalog;
 mod crossing;
 mod dashboard;
 pub mod error;
@@ -46,10 +47,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde_json::json;
 use sluice_provider::Protocol;
 
 pub use secret::SecretError;
@@ -162,7 +162,9 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/chat/completions", post(chat))
         .route("/v1/embeddings", post(embeddings))
         .route("/v1/messages", post(messages))
-        .route("/v1/models", get(models))
+        .route("/v1/messages/count_tokens", post(catalog::count_tokens))
+        .route("/v1/models", get(catalog::list))
+        .route("/v1/models/{*model}", get(catalog::get))
         .route("/v1/jobs", post(jobs::submit))
         .route("/v1/jobs/{id}", get(jobs::poll))
         // Uploads are bounded by `[jobs] max_file_bytes` in the handler, not axum's default.
@@ -177,6 +179,8 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(metrics_text))
         .merge(admin::router())
         .merge(dashboard::router())
+        .fallback(catalog::unknown_route)
+        .method_not_allowed_fallback(catalog::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), ratelimit_headers::layer))
         .with_state(state)
 }
@@ -197,19 +201,6 @@ async fn messages(State(state): State<AppState>, request: Request) -> Response {
         return jobs::submit_inline(state, sluice_jobs::Endpoint::Messages, request).await;
     }
     proxy::handle(state.current(), Protocol::AnthropicMessages, request).await
-}
-
-async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let gateway = state.current();
-    if let Err(error) = auth::authenticate(&gateway, &headers) {
-        let trace = trace::Trace::from_headers(&headers);
-        return error::ErrorResponse { error, envelope: error::Envelope::OpenAi, trace_id: trace.id }.into_response();
-    }
-    let mut names: Vec<&str> = gateway.profiles.keys().map(|n| &**n).collect();
-    names.sort_unstable();
-    let data: Vec<_> =
-        names.iter().map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "sluice"})).collect();
-    axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
