@@ -111,4 +111,16 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
 
     /// The live state of a scope.
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>>;
+
+    /// The live state of several scopes, in the order of `ids` (`None` for an unknown one).
+    /// A remote store overrides this to read them in one round trip.
+    fn snapshots<'a>(&'a self, ids: &'a [ScopeId]) -> StoreFuture<'a, Result<Vec<Option<ScopeSnapshot>>, StoreError>> {
+        Box::pin(async move {
+            let mut snapshots = Vec::with_capacity(ids.len());
+            for &id in ids {
+                snapshots.push(self.snapshot(id).await?);
+            }
+            Ok(snapshots)
+        })
+    }
 }

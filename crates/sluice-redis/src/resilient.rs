@@ -299,6 +299,15 @@ impl QuotaStore for ResilientStore {
             }
         })
     }
+
+    fn snapshots<'a>(&'a self, ids: &'a [ScopeId]) -> StoreFuture<'a, Result<Vec<Option<ScopeSnapshot>>, StoreError>> {
+        Box::pin(async move {
+            match (&self.local, self.is_degraded()) {
+                (Some(local), true) => local.snapshots(ids).await,
+                _ => self.remote.snapshots(ids).await,
+            }
+        })
+    }
 }
 
 #[cfg(test)]

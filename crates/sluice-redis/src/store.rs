@@ -235,12 +235,31 @@ impl RedisStore {
         Ok(())
     }
 
-    async fn snapshot_scope(&self, id: ScopeId) -> Result<Option<ScopeSnapshot>, StoreError> {
-        let Some(scope) = self.scope(id) else { return Ok(None) };
-        let mut invocation = self.scripts().peek.prepare_invoke();
-        invocation.key(&scope.state).arg(&scope.spec.sid).arg(scope.spec.layout).arg(scope.spec.limits.len());
-        let peeked: Vec<i64> = self.call(invocation).await?;
-        Ok(Some(snapshot(&scope, &peeked)))
+    /// Snapshots of `ids`, in order: one peek per group of them (a caller's own scopes
+    /// share one group, so they take one round trip).
+    async fn snapshot_scopes(&self, ids: &[ScopeId]) -> Result<Vec<Option<ScopeSnapshot>>, StoreError> {
+        let scopes: Vec<Option<Arc<Scope>>> = ids.iter().map(|&id| self.scope(id)).collect();
+        let mut groups: Vec<(&str, Vec<&Arc<Scope>>)> = Vec::new();
+        for scope in scopes.iter().flatten() {
+            match groups.iter_mut().find(|(state, _)| *state == scope.state) {
+                Some((_, members)) => members.push(scope),
+                None => groups.push((&scope.state, vec![scope])),
+            }
+        }
+        let mut peeked: HashMap<&str, Vec<i64>> = HashMap::new();
+        for (state, members) in &groups {
+            let mut invocation = self.scripts().peek.prepare_invoke();
+            invocation.key(*state).arg(members.len());
+            for scope in members {
+                invocation.arg(&scope.spec.sid).arg(scope.spec.layout).arg(scope.spec.limits.len());
+            }
+            let reply: Vec<Vec<i64>> = self.call(invocation).await?;
+            for (scope, values) in members.iter().zip(reply) {
+                peeked.insert(&scope.spec.sid, values);
+            }
+        }
+        let of = |scope: &Arc<Scope>| snapshot(scope, peeked.get(&*scope.spec.sid).map_or(&[], Vec::as_slice));
+        Ok(scopes.iter().map(|scope| scope.as_ref().map(of)).collect())
     }
 }
 
@@ -349,6 +368,10 @@ impl QuotaStore for RedisStore {
     }
 
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {
-        Box::pin(self.snapshot_scope(id))
+        Box::pin(async move { Ok(self.snapshot_scopes(&[id]).await?.pop().flatten()) })
+    }
+
+    fn snapshots<'a>(&'a self, ids: &'a [ScopeId]) -> StoreFuture<'a, Result<Vec<Option<ScopeSnapshot>>, StoreError>> {
+        Box::pin(self.snapshot_scopes(ids))
     }
 }

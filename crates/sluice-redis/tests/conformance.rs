@@ -319,6 +319,35 @@ mod cases {
         tokio::time::sleep(Duration::from_millis(80)).await;
         let _grant = store.reserve(&[e], Cost::request(2_900, 0), LEASE).await.unwrap();
     }
+
+    /// Many scopes read at once, across groups and with an unknown one among them, are
+    /// each what a read of that scope alone gives.
+    pub async fn snapshots_of_many_scopes_match_each_read_alone(store: &dyn QuotaStore) {
+        let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "many"), rpm(30, 10));
+        let key = store.register(ScopeKey::new(ScopeKind::ApiKey, "many"), tpm(60_000, 6_000));
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "many"), rpm(600, 100).with_concurrency(nz(4)));
+        let _grant = store.reserve(&[tenant, key, d], Cost::request(1_000, 2_000), LEASE).await.unwrap();
+        let unknown = ScopeId(9_999);
+        let many = store.snapshots(&[key, unknown, d, tenant]).await.unwrap();
+        assert_eq!(many.len(), 4);
+        assert!(many[1].is_none(), "an unknown scope reads as none");
+        for (read, id) in [(&many[0], key), (&many[2], d), (&many[3], tenant)] {
+            let read = read.as_ref().expect("a registered scope reads as some");
+            let alone = store.snapshot(id).await.unwrap().unwrap();
+            assert_eq!(read.key, alone.key);
+            assert_eq!(read.in_flight, alone.in_flight);
+            for (a, b) in read.rates.iter().zip(&alone.rates) {
+                // Refill between the two reads: a few units at most.
+                assert!(a.remaining <= b.remaining && b.remaining - a.remaining <= 200, "{a:?} vs {b:?}");
+                assert_eq!((a.limit, a.burst), (b.limit, b.burst));
+            }
+        }
+        let key_left = many[0].as_ref().unwrap().rates[0].remaining;
+        assert!((3_000..3_500).contains(&key_left), "the key has 3,000 of 6,000 left, not {key_left}");
+        assert_eq!(many[2].as_ref().unwrap().in_flight, (1, Some(4)));
+        assert_eq!(many[3].as_ref().unwrap().rates[0].remaining, 9);
+        assert!(store.snapshots(&[]).await.unwrap().is_empty());
+    }
 }
 
 macro_rules! conformance {
@@ -387,6 +416,10 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_pause_holds_everyone_until_it_ends() {
                 run(|s| async move { cases::a_pause_holds_everyone_until_it_ends(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn snapshots_of_many_scopes_match_each_read_alone() {
+                run(|s| async move { cases::snapshots_of_many_scopes_match_each_read_alone(&*s).await }).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn tighten_holds_a_bucket_to_the_providers_count() {

@@ -22,6 +22,7 @@ use crate::crossing::Crossing;
 use crate::error::GatewayError;
 use crate::metrics::Hit;
 use crate::proxy::{build_upstream, pass_through};
+use crate::ratelimit_headers::Early;
 use crate::relay;
 use crate::retry::backoff;
 use crate::settle::SettleGuard;
@@ -54,6 +55,8 @@ pub struct Request<'a> {
     pub headers: &'a HeaderMap,
     /// The trace.
     pub trace: &'a Trace,
+    /// The client's rate-limit headers, read once a reservation is made.
+    pub early: Option<&'a Early>,
 }
 
 /// What one attempt came to.
@@ -197,6 +200,9 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Opt
         Ok(admitted) => admitted,
         Err(error) => return Attempt::Refused(error),
     };
+    if let Some(early) = req.early {
+        early.start();
+    }
     let crossing = Crossing::of(request.protocol, route.kind);
     let upstream_protocol = crossing.upstream(request.protocol);
     let force_usage = request.stream && upstream_protocol == Protocol::OpenAiChat && !request.client_wants_stream_usage;

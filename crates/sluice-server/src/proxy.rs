@@ -15,6 +15,7 @@ use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError};
 use crate::metrics::Outcome;
 use crate::oplog::{Begin, Stored};
+use crate::ratelimit_headers::Early;
 use crate::state::{Caller, Gateway, Route};
 use crate::trace::Trace;
 
@@ -24,7 +25,8 @@ pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::ex
     let trace = Trace::from_headers(&parts.headers);
     let envelope = if protocol == Protocol::AnthropicMessages { Envelope::Anthropic } else { Envelope::OpenAi };
     let mut routed = None;
-    let mut response = match proxy(&gateway, protocol, &parts.headers, body, &trace, &mut routed).await {
+    let early = parts.extensions.get::<Early>();
+    let mut response = match proxy(&gateway, protocol, &parts.headers, body, &trace, early, &mut routed).await {
         Ok(response) => response,
         Err(error) => ErrorResponse { error, envelope, trace_id: trace.id.clone() }.into_response(),
     };
@@ -50,16 +52,19 @@ async fn proxy(
     headers: &HeaderMap,
     body: Body,
     trace: &Trace,
+    early: Option<&Early>,
     routed: &mut Option<usize>,
 ) -> Result<Response<Body>, GatewayError> {
     let caller = authenticate(gateway, headers)?;
     let bytes = read_body(body, gateway.max_body_bytes).await?;
-    forward(gateway, caller, protocol, headers, &bytes, trace, routed).await
+    forward(gateway, caller, protocol, headers, &bytes, trace, early, routed).await
 }
 
 /// The request path after authentication: parse, then attempts (admission, upstream
 /// call, retries, fallbacks). Async jobs run through here too, with the job's caller and
-/// stored body.
+/// stored body. `early` is started once a reservation is made (a client's rate-limit
+/// headers; jobs have none).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn forward(
     gateway: &Gateway,
     caller: &Caller,
@@ -67,6 +72,7 @@ pub(crate) async fn forward(
     headers: &HeaderMap,
     bytes: &[u8],
     trace: &Trace,
+    early: Option<&Early>,
     routed: &mut Option<usize>,
 ) -> Result<Response<Body>, GatewayError> {
     let request = parse_request(protocol, bytes).map_err(GatewayError::BadRequest)?;
@@ -76,7 +82,7 @@ pub(crate) async fn forward(
         .ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
     let task = task_of(headers, &request);
     let attempt =
-        attempt::Request { gateway, caller, request: &request, profile, task: task.as_deref(), headers, trace };
+        attempt::Request { gateway, caller, request: &request, profile, task: task.as_deref(), headers, trace, early };
     let Some(key) = idempotency_key(headers) else { return attempt::run(&attempt, routed).await };
     match gateway.oplog.begin(&caller.tenant, key).await {
         Begin::Replay(stored) => {

@@ -8,15 +8,19 @@
 //! (at most its burst), `reset` the time until it is full again.
 //!
 //! [`layer`] adds them to every response of the proxied endpoints (refusals included)
-//! from a snapshot of at most three scopes taken when the response head is ready.
+//! from one snapshot of at most three scopes, taken once the reservation is made (see
+//! [`Early`]) or, for a request never admitted, when the response head is ready.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::Response;
+use parking_lot::Mutex;
 use sluice_quota::{Dimension, QuotaStore, RateSnapshot, ScopeId, ScopeSnapshot};
+use tokio::task::JoinHandle;
 
 use crate::AppState;
 
@@ -46,28 +50,68 @@ pub fn caller_headers(snapshots: &[ScopeSnapshot]) -> HeaderMap {
     headers
 }
 
-/// The headers for the caller owning `scopes`, from a fresh snapshot of each own scope
-/// (one store read each, in parallel; failed reads are left out).
+/// The headers for the caller owning `scopes`, from a fresh snapshot of them (one store
+/// read; when it fails, no headers).
 pub async fn for_scopes(store: &dyn QuotaStore, scopes: &[ScopeId]) -> HeaderMap {
-    let reads = futures_util::future::join_all(scopes.iter().map(|id| store.snapshot(*id))).await;
-    let snapshots: Vec<ScopeSnapshot> = reads.into_iter().filter_map(|r| r.ok().flatten()).collect();
+    let snapshots = store.snapshots(scopes).await.unwrap_or_default();
+    let snapshots: Vec<ScopeSnapshot> = snapshots.into_iter().flatten().collect();
     caller_headers(&snapshots)
 }
 
+/// A request's headers, read as early as they mean something: the request path calls
+/// [`Early::start`] once its reservation is made, so on a remote store the read overlaps
+/// the upstream call instead of following it. Unstarted (a refusal, an error), the layer
+/// reads when the response is ready.
+#[derive(Debug, Clone)]
+pub struct Early(Arc<EarlyRead>);
+
+#[derive(Debug)]
+struct EarlyRead {
+    store: Arc<dyn QuotaStore>,
+    scopes: Vec<ScopeId>,
+    started: Mutex<Option<JoinHandle<HeaderMap>>>,
+}
+
+impl Early {
+    fn new(store: Arc<dyn QuotaStore>, scopes: Vec<ScopeId>) -> Self {
+        Self(Arc::new(EarlyRead { store, scopes, started: Mutex::new(None) }))
+    }
+
+    /// Starts the read now (the first call only).
+    pub fn start(&self) {
+        let mut started = self.0.started.lock();
+        if started.is_none() {
+            let read = Arc::clone(&self.0);
+            *started = Some(tokio::spawn(async move { for_scopes(read.store.as_ref(), &read.scopes).await }));
+        }
+    }
+
+    /// The headers: the started read's, or a read made now.
+    async fn headers(&self) -> HeaderMap {
+        let started = self.0.started.lock().take();
+        match started {
+            Some(read) => read.await.unwrap_or_default(),
+            None => for_scopes(self.0.store.as_ref(), &self.0.scopes).await,
+        }
+    }
+}
+
 /// Middleware adding the caller's headers to the proxied endpoints' responses.
-pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn layer(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     // The gateway in force: a reload may add, remove or move keys.
     let gateway = state.current();
     let proxied = request.method() == Method::POST
         && matches!(request.uri().path(), "/v1/chat/completions" | "/v1/embeddings" | "/v1/messages");
-    let scopes = proxied
+    let early = proxied
         .then(|| crate::auth::authenticate(&gateway, request.headers()).ok())
         .flatten()
-        .map(|caller| caller.scopes.iter().skip(1).copied().collect::<Vec<_>>());
+        .map(|caller| Early::new(Arc::clone(&gateway.store), caller.scopes.iter().skip(1).copied().collect()));
+    if let Some(early) = &early {
+        request.extensions_mut().insert(early.clone());
+    }
     let mut response = next.run(request).await;
-    if let Some(scopes) = scopes {
-        let headers = for_scopes(gateway.store.as_ref(), &scopes).await;
-        response.headers_mut().extend(headers);
+    if let Some(early) = early {
+        response.headers_mut().extend(early.headers().await);
     }
     response
 }

@@ -222,7 +222,8 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
     let headers = HeaderMap::new();
     let trace = Trace::from_headers(&headers);
     let mut routed = None;
-    let sent = proxy::forward(gateway, &caller, protocol, &headers, job.body.as_bytes(), &trace, &mut routed).await;
+    let sent =
+        proxy::forward(gateway, &caller, protocol, &headers, job.body.as_bytes(), &trace, None, &mut routed).await;
     let response = match sent {
         Ok(response) => response,
         // The provider's own error answer after the live attempts: judged like any answer.
