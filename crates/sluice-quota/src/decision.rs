@@ -45,6 +45,11 @@ pub struct FairShare {
     pub cost: u64,
     /// How far ahead (tokens) a tenant may run before it is held back.
     pub slack: u64,
+    /// Whether more of this tenant's requests wait behind this one for the deployment
+    /// (set by a gateway's queue): admitted, the tenant still counts as waiting, so the gap
+    /// between this admission and its next request's refusal is not capacity another
+    /// tenant may run ahead with.
+    pub queued_behind: bool,
 }
 
 /// Capacity reserved on every bucket of a path. Settle it with the real usage.

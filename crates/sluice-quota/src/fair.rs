@@ -137,6 +137,18 @@ impl FairQueue {
         None
     }
 
+    /// Whether `tenant` has a waiter besides `except` that may go at `now` (one not held by a
+    /// refusal of its caller's own limits): were `except` admitted, the tenant would still
+    /// be waiting for the upstream's capacity.
+    #[must_use]
+    pub fn waits_besides(&self, tenant: u32, except: WaiterId, now: Nanos) -> bool {
+        self.classes
+            .values()
+            .filter_map(|tenants| tenants.get(&tenant))
+            .flatten()
+            .any(|w| w.id != except && self.lane_blocked.get(&w.lane).is_none_or(|until| *until <= now))
+    }
+
     fn first_unblocked<'a>(&self, line: &'a VecDeque<Waiter>, now: Nanos) -> Option<&'a Waiter> {
         line.iter().find(|w| self.lane_blocked.get(&w.lane).is_none_or(|until| *until <= now))
     }

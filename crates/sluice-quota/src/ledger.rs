@@ -175,7 +175,7 @@ impl Ledger {
         let fair = self.check_fair(now, demand).inspect_err(|_| self.fair_waiting(now, demand))?;
         self.check(now, path, cost, demand.share).inspect_err(|_| self.fair_waiting(now, demand))?;
         if let (Some((scope, verdict)), Some(ask)) = (fair, &demand.fair) {
-            self.fair.entry(scope).or_default().commit(ask, verdict);
+            self.fair.entry(scope).or_default().commit(now, ask, verdict);
         }
         let mut next = std::mem::take(&mut self.scratch).into_iter();
         for id in path {

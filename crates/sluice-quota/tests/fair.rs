@@ -190,3 +190,22 @@ fn passed_over_names_the_earlier_fronts_that_a_fairer_or_higher_request_overtake
     assert_eq!(next, WaiterId(2));
     assert_eq!(sim.queue.passed_over(next, Nanos(20)), vec![]);
 }
+
+#[test]
+fn a_tenant_waits_besides_its_head_only_with_another_waiter_free_to_go() {
+    let mut sim = Sim::new();
+    sim.push(1, 0, 1, 100);
+    sim.push(2, 0, 1, 100);
+    let (alone, other) = (WaiterId(1), WaiterId(2));
+    assert!(!sim.queue.waits_besides(1, alone, Nanos(0)), "its only waiter is the head");
+    sim.push(1, 1, 1, 100);
+    assert!(sim.queue.waits_besides(1, alone, Nanos(0)), "a waiter of a lower class counts");
+    assert!(!sim.queue.waits_besides(2, other, Nanos(0)));
+    // The tenant's own limits refused its lane: what waits behind cannot go, so it does not count.
+    sim.queue.refused(WaiterId(3), Block::Lane, Nanos(1_000));
+    assert!(!sim.queue.waits_besides(1, alone, Nanos(0)));
+    assert!(sim.queue.waits_besides(1, alone, Nanos(1_000)), "the lane is free again");
+    // A shared refusal holds everyone alike and does not change whether the tenant waits.
+    sim.queue.refused(WaiterId(2), Block::Shared, Nanos(5_000));
+    assert!(sim.queue.waits_besides(1, alone, Nanos(2_000)));
+}

@@ -194,7 +194,7 @@ fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, 
     let Op::Reserve { lease_us, fair, spec: own, sids, .. } = op else { return Vec::new() };
     let spec = spec.unwrap_or_else(|| own.encode());
     let mut blob = Vec::with_capacity(32 + spec.len());
-    record::push_array(&mut blob, 8 + sids.len());
+    record::push_array(&mut blob, 9 + sids.len());
     record::push_uint(&mut blob, *lease_us);
     match fair {
         Some(Fair { home, share }) => {
@@ -207,12 +207,14 @@ fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, 
             record::push_uint(&mut blob, share.cost);
             record::push_uint(&mut blob, share.slack);
             record::push_str(&mut blob, &share.tenant);
+            record::push_uint(&mut blob, u64::from(share.queued_behind));
         }
         None => {
             for n in [0, 1, 0, 0] {
                 record::push_uint(&mut blob, n);
             }
             record::push_str(&mut blob, "");
+            record::push_uint(&mut blob, 0);
         }
     }
     record::push_uint(&mut blob, u64::try_from(sids.len()).unwrap_or(0));

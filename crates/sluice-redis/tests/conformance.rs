@@ -238,7 +238,9 @@ mod cases {
     pub async fn a_tenant_far_ahead_is_held_back_while_another_asks(store: &dyn QuotaStore) {
         // 600 RPM, burst 10: tenant a takes the burst, then b is refused and waits.
         let d = store.register(ScopeKey::new(ScopeKind::Deployment, "fair"), rpm(600, 10));
-        let fair = |tenant: &str| Some(FairShare { tenant: tenant.into(), weight: nz32(1), cost: 1_000, slack: 2_000 });
+        let fair = |tenant: &str| {
+            Some(FairShare { tenant: tenant.into(), weight: nz32(1), cost: 1_000, slack: 2_000, queued_behind: false })
+        };
         let path = [d];
         let demand = |tenant: &str| Demand { fair: fair(tenant), ..Demand::new(&path, Cost::request(1, 0), LEASE) };
         for _ in 0..10 {
@@ -260,11 +262,47 @@ mod cases {
         let _grant = store.admit(demand("b")).await.unwrap();
     }
 
+    /// Tenant a takes the burst, b is refused, then b is admitted once: with more of b
+    /// queued behind (`queued_behind`), b still asks, and a, ahead again, is held back;
+    /// without, a borrows on. Whether a's second request after b's admission passes.
+    async fn a_runs_on_after_b_is_admitted(store: &dyn QuotaStore, name: &str, queued_behind: bool) -> bool {
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, name), rpm(600, 10));
+        let share = |tenant: &str, queued_behind| {
+            Some(FairShare { tenant: tenant.into(), weight: nz32(1), cost: 1_000, slack: 2_000, queued_behind })
+        };
+        let path = [d];
+        let demand = |tenant: &str, behind| Demand {
+            fair: share(tenant, behind),
+            ..Demand::new(&path, Cost::request(1, 0), LEASE)
+        };
+        for _ in 0..10 {
+            let _grant = store.admit(demand("a", false)).await.unwrap();
+        }
+        assert_eq!(rejected(store.admit(demand("b", false)).await).limiter.to_string(), "rpm");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let _grant = store.admit(demand("b", queued_behind)).await.unwrap();
+        let _grant = store.admit(demand("a", false)).await.unwrap();
+        match store.admit(demand("a", false)).await {
+            Ok(_grant) => true,
+            Err(e) => {
+                assert_eq!(rejected(Err(e)).limiter.to_string(), "fair_share");
+                false
+            }
+        }
+    }
+
+    pub async fn a_tenant_admitted_with_more_queued_behind_still_asks(store: &dyn QuotaStore) {
+        assert!(!a_runs_on_after_b_is_admitted(store, "behind-yes", true).await, "b's queued line was ignored");
+        assert!(a_runs_on_after_b_is_admitted(store, "behind-no", false).await, "a was held back for nobody");
+    }
+
     pub async fn a_hold_refuses_until_released_and_holds_nobody_else_back(store: &dyn QuotaStore) {
         let held = store.register(ScopeKey::new(ScopeKind::Tenant, "hold-a"), rpm(6_000, 100));
         let other = store.register(ScopeKey::new(ScopeKind::Tenant, "hold-b"), rpm(6_000, 100));
         let d = store.register(ScopeKey::new(ScopeKind::Deployment, "hold"), rpm(6_000, 100));
-        let fair = |tenant: &str| Some(FairShare { tenant: Arc::from(tenant), weight: nz32(1), cost: 1, slack: 1 });
+        let fair = |tenant: &str| {
+            Some(FairShare { tenant: Arc::from(tenant), weight: nz32(1), cost: 1, slack: 1, queued_behind: false })
+        };
         let (path_a, path_b) = ([held, d], [other, d]);
         let demand_a = || Demand { fair: fair("hold-a"), ..Demand::new(&path_a, Cost::request(1, 0), LEASE) };
         let demand_b = || Demand { fair: fair("hold-b"), ..Demand::new(&path_b, Cost::request(1, 0), LEASE) };
@@ -407,6 +445,10 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_tenant_far_ahead_is_held_back_while_another_asks() {
                 run(|s| async move { cases::a_tenant_far_ahead_is_held_back_while_another_asks(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_tenant_admitted_with_more_queued_behind_still_asks() {
+                run(|s| async move { cases::a_tenant_admitted_with_more_queued_behind_still_asks(&*s).await }).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_hold_refuses_until_released_and_holds_nobody_else_back() {

@@ -132,6 +132,7 @@ pub async fn admit(
         weight: caller.weight,
         cost: input.saturating_add(output).max(1),
         slack: route.fair_slack.unwrap_or_else(|| input.saturating_add(output).saturating_mul(8)),
+        queued_behind: false,
     };
     let ask = Ask {
         fair: Some(fair),

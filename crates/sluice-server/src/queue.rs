@@ -303,9 +303,15 @@ impl DeploymentQueue {
                     state.dispatching = false;
                     return;
                 }
-                let head = state.fair.next(now).map(|w| w.id);
-                match head.and_then(|id| state.pending.get(&id).map(|p| (id, p.ask.clone()))) {
-                    Some(next) => Ok(next),
+                let head = state.fair.next(now).map(|w| (w.id, w.tenant));
+                let behind = head.is_some_and(|(id, tenant)| state.fair.waits_besides(tenant, id, now));
+                match head.and_then(|(id, _)| state.pending.get(&id).map(|p| (id, p.ask.clone()))) {
+                    Some((id, mut ask)) => {
+                        if let Some(fair) = &mut ask.fair {
+                            fair.queued_behind = behind;
+                        }
+                        Ok((id, ask))
+                    }
                     None => Err(state.fair.wake_at(now)),
                 }
             };

@@ -8,8 +8,10 @@
 -- names, ARGV[3 .. 2 + F] those fields (scopes of the group), then the operations:
 --   reserve: 'r', the lease member (record.rs `lease_member`) and a MessagePack array of
 --     the lease (µs), fairness pair (0 for none, n for KEYS[2n + 1] and KEYS[2n + 2]),
---     weight, this request's tokens, the slack (tokens), tenant, the scope count S, the S
---     scopes' field numbers (from 1), the scopes (record.rs `reserve_spec`);
+--     weight, this request's tokens, the slack (tokens), tenant, 1 when more of the
+--     tenant's requests are queued behind this one (admitted, it still asks) or 0, the
+--     scope count S, the S scopes' field numbers (from 1), the scopes (record.rs
+--     `reserve_spec`);
 --   settle: 's', the lease member and a MessagePack array of the count S of scopes it
 --     touches, their S field numbers, the settlement (record.rs `settle_spec`);
 --   a run of k reservations on the same scopes, without fair share: 'g', k, their
@@ -126,14 +128,14 @@ end
 -- Decides the reservation(s) `o` describes, n of them at once: nil when granted (and
 -- taken), else the refusal.
 local function reserve(o, n)
-  local lease, pair, S = o[1], o[2], o[7]
-  local spec = o[8 + S]
+  local lease, pair, S = o[1], o[2], o[8]
+  local spec = o[9 + S]
 
   -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
   -- asking (it would hold every other tenant back to its own virtual time).
   local st = {}
   for k = 1, S do
-    local s = get(fields[o[7 + k]])
+    local s = get(fields[o[8 + k]])
     if s and s[3] == 1 then
       return {0, 0, k, 0, 6}
     end
@@ -226,7 +228,7 @@ local function reserve(o, n)
         if new - now > needed then needed = new - now end
       end
       b = b + nl
-      put(fields[o[7 + k]], s)
+      put(fields[o[8 + k]], s)
     end
   end
 
@@ -246,7 +248,10 @@ local function reserve(o, n)
     if x < now + 3540000000 then
       call('PEXPIRE', fair, 3600000)
     end
-    if was_asking then
+    if o[7] == 1 then
+      -- More of this tenant waits behind this request: it still asks.
+      asked(asking, tenant, nil)
+    elseif was_asking then
       call('ZREM', asking, tenant)
     end
   end
