@@ -97,6 +97,10 @@ impl MemoryStore {
 }
 
 impl QuotaStore for MemoryStore {
+    fn reads_in_process(&self) -> bool {
+        true
+    }
+
     fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId {
         let now = self.clock.now();
         self.ledger.lock().register(now, key, limits)

@@ -104,6 +104,12 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
         reset: Option<Duration>,
     ) -> StoreFuture<'_, Result<(), StoreError>>;
 
+    /// Whether a read ([`QuotaStore::snapshot`]) is answered in-process, without waiting on
+    /// IO: such a read is cheaper to make when needed than to start early in a task.
+    fn reads_in_process(&self) -> bool {
+        false
+    }
+
     /// How the store is doing; in-process stores are always healthy.
     fn health(&self) -> StoreHealth {
         StoreHealth::default()

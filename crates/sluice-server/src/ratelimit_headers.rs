@@ -77,8 +77,12 @@ impl Early {
         Self(Arc::new(EarlyRead { store, scopes, started: Mutex::new(None) }))
     }
 
-    /// Starts the read now (the first call only).
+    /// Starts the read now (the first call only). On an in-process store the read is left
+    /// to the end: it costs less than a task.
     pub fn start(&self) {
+        if self.0.store.reads_in_process() {
+            return;
+        }
         let mut started = self.0.started.lock();
         if started.is_none() {
             let read = Arc::clone(&self.0);
