@@ -1,7 +1,8 @@
 //! Fair sharing of a deployment between tenants inside the admission decision itself, so it
 //! holds across gateway instances: each tenant's token consumption is tracked as a virtual
 //! time (tokens / weight); a tenant more than its slack ahead of the slowest tenant that is
-//! *waiting* (was refused within the last [`WAITING_FOR`] and not admitted since) is refused
+//! *waiting* (was refused by a shared limit within the last [`WAITING_FOR`] and not admitted
+//! since, or admitted with more of its requests queued behind) is refused
 //! briefly, so the waiting tenant gets the next capacity. A tenant alone, or one whose
 //! competitors have nothing waiting, is never held back: idle capacity is always borrowed.
 

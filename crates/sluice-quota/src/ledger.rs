@@ -173,7 +173,13 @@ impl Ledger {
         self.expire(now);
         self.check_held(path)?;
         let fair = self.check_fair(now, demand).inspect_err(|_| self.fair_waiting(now, demand))?;
-        self.check(now, path, cost, demand.share).inspect_err(|_| self.fair_waiting(now, demand))?;
+        // A refusal by one of the caller's own limits is not waiting for the deployment: the
+        // tenant could not use its capacity, so it must not hold the others back.
+        self.check(now, path, cost, demand.share).inspect_err(|refusal| {
+            if refusal.scope.kind.is_shared() {
+                self.fair_waiting(now, demand);
+            }
+        })?;
         if let (Some((scope, verdict)), Some(ask)) = (fair, &demand.fair) {
             self.fair.entry(scope).or_default().commit(now, ask, verdict);
         }

@@ -75,6 +75,9 @@ pub struct Fair {
     pub home: Group,
     /// The claim.
     pub share: FairShare,
+    /// Which of the reservation's scopes are the caller's own (bit `k - 1` for the k-th):
+    /// a refusal by one of them does not make the tenant count as asking.
+    pub own: u64,
 }
 
 /// One operation of a batch.
@@ -194,10 +197,10 @@ fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, 
     let Op::Reserve { lease_us, fair, spec: own, sids, .. } = op else { return Vec::new() };
     let spec = spec.unwrap_or_else(|| own.encode());
     let mut blob = Vec::with_capacity(32 + spec.len());
-    record::push_array(&mut blob, 9 + sids.len());
+    record::push_array(&mut blob, 10 + sids.len());
     record::push_uint(&mut blob, *lease_us);
     match fair {
-        Some(Fair { home, share }) => {
+        Some(Fair { home, share, own }) => {
             let pair = homes.iter().position(|h| *h == home).unwrap_or_else(|| {
                 homes.push(home);
                 homes.len() - 1
@@ -208,12 +211,14 @@ fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, 
             record::push_uint(&mut blob, share.slack);
             record::push_str(&mut blob, &share.tenant);
             record::push_uint(&mut blob, u64::from(share.queued_behind));
+            record::push_uint(&mut blob, *own);
         }
         None => {
             for n in [0, 1, 0, 0] {
                 record::push_uint(&mut blob, n);
             }
             record::push_str(&mut blob, "");
+            record::push_uint(&mut blob, 0);
             record::push_uint(&mut blob, 0);
         }
     }

@@ -134,7 +134,8 @@ impl RedisStore {
         let deployment = scopes.iter().find(|s| s.key.kind == sluice_quota::ScopeKind::Deployment);
         let fair = match (&demand.fair, deployment) {
             (Some(share), Some(scope)) => {
-                Some(Fair { home: Group::of(&self.prefix, &scope.key), share: share.clone() })
+                let own = scopes.iter().zip(0..64).filter(|(s, _)| !s.key.kind.is_shared()).map(|(_, k)| 1_u64 << k);
+                Some(Fair { home: Group::of(&self.prefix, &scope.key), share: share.clone(), own: own.sum() })
             }
             _ => None,
         };

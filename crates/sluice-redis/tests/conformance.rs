@@ -296,6 +296,47 @@ mod cases {
         assert!(a_runs_on_after_b_is_admitted(store, "behind-no", false).await, "a was held back for nobody");
     }
 
+    /// Tenant b refused by its own limit cannot use the deployment's capacity, so it does
+    /// not hold a runaway a back; refused by the deployment, it does.
+    pub async fn only_a_refusal_by_a_shared_limit_makes_a_tenant_wait_for_its_share(store: &dyn QuotaStore) {
+        let fair = |tenant: &str| {
+            Some(FairShare { tenant: tenant.into(), weight: nz32(1), cost: 1_000, slack: 2_000, queued_behind: false })
+        };
+        for (name, own_limit) in [("own-refusal", true), ("shared-refusal", false)] {
+            let d = store.register(ScopeKey::new(ScopeKind::Deployment, name), rpm(600, 10));
+            let b_tenant = store.register(ScopeKey::new(ScopeKind::Tenant, name), rpm(1, 1));
+            let (path_a, path_b) = ([d], [b_tenant, d]);
+            let a = || Demand { fair: fair("a"), ..Demand::new(&path_a, Cost::request(1, 0), LEASE) };
+            let b = || Demand { fair: fair("b"), ..Demand::new(&path_b, Cost::request(1, 0), LEASE) };
+            if own_limit {
+                // b spends its own single request; a then takes the rest of the burst.
+                let _grant = store.admit(b()).await.unwrap();
+                for _ in 0..9 {
+                    let _grant = store.admit(a()).await.unwrap();
+                }
+                assert_eq!(rejected(store.admit(b()).await).scope.kind, ScopeKind::Tenant);
+            } else {
+                for _ in 0..10 {
+                    let _grant = store.admit(a()).await.unwrap();
+                }
+                assert_eq!(rejected(store.admit(b()).await).scope.kind, ScopeKind::Deployment);
+            }
+            // The deployment refills; a, far ahead of b, asks twice.
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            let mut refusals = Vec::new();
+            for _ in 0..3 {
+                if let Err(e) = store.admit(a()).await {
+                    refusals.push(rejected(Err(e)).limiter.to_string());
+                }
+            }
+            if own_limit {
+                assert!(refusals.is_empty(), "a was held back for a tenant that could not go: {refusals:?}");
+            } else {
+                assert!(refusals.contains(&"fair_share".to_owned()), "a ran on past a waiting tenant: {refusals:?}");
+            }
+        }
+    }
+
     pub async fn a_hold_refuses_until_released_and_holds_nobody_else_back(store: &dyn QuotaStore) {
         let held = store.register(ScopeKey::new(ScopeKind::Tenant, "hold-a"), rpm(6_000, 100));
         let other = store.register(ScopeKey::new(ScopeKind::Tenant, "hold-b"), rpm(6_000, 100));
@@ -449,6 +490,11 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_tenant_admitted_with_more_queued_behind_still_asks() {
                 run(|s| async move { cases::a_tenant_admitted_with_more_queued_behind_still_asks(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn only_a_refusal_by_a_shared_limit_makes_a_tenant_wait_for_its_share() {
+                run(|s| async move { cases::only_a_refusal_by_a_shared_limit_makes_a_tenant_wait_for_its_share(&*s).await })
+                    .await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_hold_refuses_until_released_and_holds_nobody_else_back() {

@@ -9,9 +9,10 @@
 --   reserve: 'r', the lease member (record.rs `lease_member`) and a MessagePack array of
 --     the lease (µs), fairness pair (0 for none, n for KEYS[2n + 1] and KEYS[2n + 2]),
 --     weight, this request's tokens, the slack (tokens), tenant, 1 when more of the
---     tenant's requests are queued behind this one (admitted, it still asks) or 0, the
---     scope count S, the S scopes' field numbers (from 1), the scopes (record.rs
---     `reserve_spec`);
+--     tenant's requests are queued behind this one (admitted, it still asks) or 0, which
+--     scopes are the caller's own (bit k - 1 for the k-th: their refusals do not make the
+--     tenant ask), the scope count S, the S scopes' field numbers (from 1), the scopes
+--     (record.rs `reserve_spec`);
 --   settle: 's', the lease member and a MessagePack array of the count S of scopes it
 --     touches, their S field numbers, the settlement (record.rs `settle_spec`);
 --   a run of k reservations on the same scopes, without fair share: 'g', k, their
@@ -128,14 +129,14 @@ end
 -- Decides the reservation(s) `o` describes, n of them at once: nil when granted (and
 -- taken), else the refusal.
 local function reserve(o, n)
-  local lease, pair, S = o[1], o[2], o[8]
-  local spec = o[9 + S]
+  local lease, pair, own, S = o[1], o[2], o[8], o[9]
+  local spec = o[10 + S]
 
   -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
   -- asking (it would hold every other tenant back to its own virtual time).
   local st = {}
   for k = 1, S do
-    local s = get(fields[o[8 + k]])
+    local s = get(fields[o[9 + k]])
     if s and s[3] == 1 then
       return {0, 0, k, 0, 6}
     end
@@ -184,7 +185,8 @@ local function reserve(o, n)
       worst, wscope, wlim, wkind = s[2] - now, k, 0, 4
     end
     if cc > 0 and (s and s[1] or 0) + n > cc then
-      if pair > 0 then return asked(asking, tenant, {0, 0, k, 0, 2}) end
+      -- A refusal by a shared scope means the tenant waits for the shared capacity.
+      if pair > 0 and bit.band(own, 2 ^ (k - 1)) == 0 then return asked(asking, tenant, {0, 0, k, 0, 2}) end
       return {0, 0, k, 0, 2}
     end
     for j = 1, nl do
@@ -202,7 +204,7 @@ local function reserve(o, n)
   end
   if worst > 0 then
     local reply = {0, math.ceil(worst), wscope, wlim, wkind}
-    if pair > 0 then return asked(asking, tenant, reply) end
+    if pair > 0 and bit.band(own, 2 ^ (wscope - 1)) == 0 then return asked(asking, tenant, reply) end
     return reply
   end
 
@@ -228,7 +230,7 @@ local function reserve(o, n)
         if new - now > needed then needed = new - now end
       end
       b = b + nl
-      put(fields[o[8 + k]], s)
+      put(fields[o[9 + k]], s)
     end
   end
 
