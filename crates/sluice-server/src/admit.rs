@@ -7,8 +7,8 @@ use sluice_provider::{ParsedRequest, Protocol, Usage};
 use std::sync::Arc;
 
 use sluice_quota::{
-    Cost, FairShare, Grant, LimiterName, Rejection, RejectionKind, ReservationId, ReserveError, Settlement, Share,
-    StoreError,
+    Cost, FairShare, Grant, LimiterName, Rejection, RejectionKind, ReservationId, ReserveError, ScopeId, Settlement,
+    Share, StoreError,
 };
 
 use crate::error::{GatewayError, RateLimitInfo};
@@ -250,9 +250,10 @@ pub(crate) async fn check_fits(
     check_endpoint(request, route)?;
     let quoted = quote(gateway, caller, request, profile, route);
     let cost = Cost::request(quoted.input, quoted.output);
-    let path = caller.scopes.iter().chain([&profile.scope, &route.scope]);
-    let reads = futures_util::future::join_all(path.map(|id| gateway.store.snapshot(*id))).await;
-    for snapshot in reads.into_iter().filter_map(|r| r.ok().flatten()) {
+    let path: Vec<ScopeId> = caller.scopes.iter().copied().chain([profile.scope, route.scope]).collect();
+    // One store read for the whole path; if it fails, admission judges the request later.
+    let reads = gateway.store.snapshots(&path).await.unwrap_or_default();
+    for snapshot in reads.into_iter().flatten() {
         for rate in &snapshot.rates {
             let LimiterName::Rate { dimension, .. } = rate.limiter else { continue };
             let needed = cost.of(dimension);
