@@ -20,6 +20,9 @@ async fn reloads_keep_serving_broken_files_are_refused_and_good_ones_apply() {
     // The deployment allows 20 requests per second at first.
     let original = config(&sim.url(), "", "rpm = 1200, burst_seconds = 1", "30s");
     let gateway = Gateway::start(&original);
+    // The simulator's timeline counts from here, with the load: measured from the
+    // simulator's start it would put the reload late by the gateway's start-up.
+    sim.reset();
     let origin = Instant::now();
     let load = Load { clients: 8, run: Duration::from_secs(9), max_wait: Duration::from_millis(500) };
     let clients = tokio::spawn(run_load(vec![gateway.url.clone()], load, origin));
