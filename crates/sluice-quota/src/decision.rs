@@ -6,6 +6,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use crate::bucket::Share;
+use crate::ledger::ScopeSnapshot;
 use crate::limit::{Cost, LimiterName};
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
 
@@ -62,6 +63,10 @@ pub struct Grant {
     pub reserved: Cost,
     /// How long the reservation lives if never settled.
     pub lease: Duration,
+    /// The path's scopes as they were right after this grant, when the store learned them
+    /// with it (a remote store, in the same round trip); empty otherwise (an in-process
+    /// store reads them as cheaply when asked).
+    pub after: Vec<ScopeSnapshot>,
 }
 
 /// Why a request cannot pass now, and when it could.

@@ -195,7 +195,7 @@ impl Ledger {
         let id = ReservationId(self.next_id);
         self.open.insert(id, Reservation { path: path.to_vec(), cost });
         self.expiry.push(Reverse((now.after(lease), id)));
-        Ok(Grant { id, reserved: cost, lease })
+        Ok(Grant { id, reserved: cost, lease, after: Vec::new() })
     }
 
     fn deployment_of(&self, path: &[ScopeId]) -> Option<ScopeId> {

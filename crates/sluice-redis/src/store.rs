@@ -40,6 +40,13 @@ struct Scope {
 /// The registered scopes, by id and by key.
 type Registry = (Vec<Arc<Scope>>, HashMap<ScopeKey, ScopeId>);
 
+/// One group's share of a reservation, for settling it, and its scopes right after.
+#[derive(Debug)]
+struct Reserved {
+    part: Part,
+    after: Vec<ScopeSnapshot>,
+}
+
 /// One group's share of a reservation, for settling it.
 #[derive(Debug, Clone)]
 struct Part {
@@ -122,7 +129,7 @@ impl RedisStore {
         group: &Group,
         scopes: Vec<Arc<Scope>>,
         demand: &Demand<'_>,
-    ) -> Result<Part, ReserveError> {
+    ) -> Result<Reserved, ReserveError> {
         let (cost, lease, share) = (demand.cost, demand.lease, demand.share);
         let specs: Vec<&ScopeSpec> = scopes.iter().map(|s| &s.spec).collect();
         let spec = record::reserve_spec(cost, share, &specs).map_err(|never| {
@@ -144,7 +151,10 @@ impl RedisStore {
         let op = Op::Reserve { member: member.clone(), lease_us, fair, spec, sids };
         let reply = self.batches.run(group, op).await?;
         match reply.as_slice() {
-            [1, ..] => Ok(Part { group: group.clone(), member, cost, scopes }),
+            [1, rest @ ..] => {
+                let after = granted_state(&scopes, rest);
+                Ok(Reserved { part: Part { group: group.clone(), member, cost, scopes }, after })
+            }
             [0, wait, scope, limit, kind] => {
                 Err(ReserveError::Rejected(rejection(&scopes, *wait, *scope, *limit, *kind)))
             }
@@ -163,9 +173,13 @@ impl RedisStore {
     async fn reserve_path(&self, demand: Demand<'_>) -> Result<Grant, ReserveError> {
         let id = ReservationId(rand::rng().random::<u64>() >> 1);
         let mut done: Vec<Part> = Vec::new();
+        let mut after = Vec::new();
         for (group, scopes) in self.parts(demand.path) {
             match self.reserve_part(id, &group, scopes, &demand).await {
-                Ok(part) => done.push(part),
+                Ok(reserved) => {
+                    done.push(reserved.part);
+                    after.extend(reserved.after);
+                }
                 Err(e) => {
                     // Compensation: release what earlier groups reserved.
                     let release = Settlement { used: Cost::default(), upstream: Cost::default() };
@@ -179,7 +193,7 @@ impl RedisStore {
             }
         }
         self.open.lock().insert(id, done);
-        Ok(Grant { id, reserved: demand.cost, lease: demand.lease })
+        Ok(Grant { id, reserved: demand.cost, lease: demand.lease, after })
     }
 
     async fn settle_all(&self, id: ReservationId, settlement: Settlement) -> Result<(), StoreError> {
@@ -259,7 +273,11 @@ impl RedisStore {
                 peeked.insert(&scope.spec.sid, values);
             }
         }
-        let of = |scope: &Arc<Scope>| snapshot(scope, peeked.get(&*scope.spec.sid).map_or(&[], Vec::as_slice));
+        let of = |scope: &Arc<Scope>| {
+            let peeked = peeked.get(&*scope.spec.sid).map_or(&[][..], Vec::as_slice);
+            let at = |i: usize| peeked.get(i).copied().unwrap_or(0);
+            snapshot(scope, at(0), at(1), at(2) == 1, peeked.get(3..).unwrap_or(&[]))
+        };
         Ok(scopes.iter().map(|scope| scope.as_ref().map(of)).collect())
     }
 }
@@ -293,18 +311,34 @@ fn rejection(scopes: &[Arc<Scope>], wait_us: i64, scope: i64, limit: i64, kind: 
     Rejection { scope: scope.key.clone(), limiter, kind }
 }
 
-/// A scope's snapshot from what `peek.lua` returned: the server's time, the requests in
-/// flight, held or not, then each limit's full-again instant (µs).
-fn snapshot(scope: &Scope, peeked: &[i64]) -> ScopeSnapshot {
-    let at = |i: usize| peeked.get(i).and_then(|&v| u64::try_from(v).ok()).unwrap_or(0);
-    let now = Nanos(at(0).saturating_mul(1_000));
+/// The scopes of a granted part as the batch script returned them with the grant: the
+/// server's time, then per scope its requests in flight and each limit's full-again
+/// instant (µs). Empty when the reply carries no state (a grant made before, answered
+/// again).
+fn granted_state(scopes: &[Arc<Scope>], reply: &[i64]) -> Vec<ScopeSnapshot> {
+    let Some((&now, mut rest)) = reply.split_first() else { return Vec::new() };
+    let mut after = Vec::with_capacity(scopes.len());
+    for scope in scopes {
+        let Some((&in_flight, tail)) = rest.split_first() else { return Vec::new() };
+        let Some((tats, tail)) = tail.split_at_checked(scope.spec.limits.len()) else { return Vec::new() };
+        after.push(snapshot(scope, now, in_flight, false, tats));
+        rest = tail;
+    }
+    after
+}
+
+/// A scope's snapshot from the server's time `now_us`, its requests in flight, held or
+/// not, and each limit's full-again instant (µs), as the scripts return them.
+fn snapshot(scope: &Scope, now_us: i64, in_flight: i64, held: bool, tats: &[i64]) -> ScopeSnapshot {
+    let us = |v: i64| u64::try_from(v).unwrap_or(0);
+    let now = Nanos(us(now_us).saturating_mul(1_000));
     let rates = scope
         .limits
         .rates
         .iter()
         .enumerate()
         .map(|(i, limit)| {
-            let tat = Tat(Nanos(at(3 + i).saturating_mul(1_000)));
+            let tat = Tat(Nanos(tats.get(i).copied().map_or(0, us).saturating_mul(1_000)));
             RateSnapshot {
                 limiter: limit.name(),
                 limit: limit.amount.get(),
@@ -315,7 +349,7 @@ fn snapshot(scope: &Scope, peeked: &[i64]) -> ScopeSnapshot {
         })
         .collect();
     let cap = scope.limits.concurrency.map(std::num::NonZeroU64::get);
-    ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (at(1), cap), held: at(2) == 1 }
+    ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (us(in_flight), cap), held }
 }
 
 impl QuotaStore for RedisStore {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sluice_quota::{
     Cost, Demand, Dimension, FairShare, Limits, MemoryStore, QuotaStore, RateLimit, RejectionKind, ReserveError,
-    ScopeId, ScopeKey, ScopeKind, Settlement, Share, SystemClock,
+    ScopeId, ScopeKey, ScopeKind, ScopeSnapshot, Settlement, Share, SystemClock,
 };
 use sluice_redis::local::{LocalCluster, LocalRedis};
 use sluice_redis::{RedisConfig, RedisStore, Topology};
@@ -427,6 +427,65 @@ mod cases {
         assert_eq!(many[3].as_ref().unwrap().rates[0].remaining, 9);
         assert!(store.snapshots(&[]).await.unwrap().is_empty());
     }
+
+    /// A remote store returns the path's state with each grant, as a read right after
+    /// would show it (the rate-limit headers need no read of their own); an in-process
+    /// store returns none.
+    pub async fn a_grant_carries_the_paths_state_as_a_read_would_show_it(store: &dyn QuotaStore) {
+        let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "after"), rpm(30, 10));
+        let team = store.register(ScopeKey::new(ScopeKind::Team, "after"), Limits::unlimited());
+        let key = store.register(ScopeKey::new(ScopeKind::ApiKey, "after"), tpm(60_000, 6_000));
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "after"), rpm(600, 100).with_concurrency(nz(4)));
+        let path = [tenant, team, key, d];
+        let kinds = [ScopeKind::Tenant, ScopeKind::Team, ScopeKind::ApiKey, ScopeKind::Deployment];
+        let first = store.reserve(&path, Cost::request(1_000, 2_000), LEASE).await.unwrap();
+        if store.reads_in_process() {
+            assert!(first.after.is_empty(), "{:?}", first.after);
+            store.settle(first.id, Settlement::exact(Cost::request(1_000, 2_000))).await.unwrap();
+            return;
+        }
+        let of = |after: &[ScopeSnapshot], kind| after.iter().find(|s| s.key.kind == kind).cloned().unwrap();
+        assert_eq!(first.after.len(), path.len(), "{:?}", first.after);
+        for (&id, kind) in path.iter().zip(kinds) {
+            let granted = of(&first.after, kind);
+            let read = store.snapshot(id).await.unwrap().unwrap();
+            assert_eq!((&granted.key, granted.in_flight, granted.held), (&read.key, read.in_flight, read.held));
+            assert_eq!(granted.rates.len(), read.rates.len());
+            for (a, b) in granted.rates.iter().zip(&read.rates) {
+                // Refill between the grant and the read: a few units at most.
+                assert!(a.remaining <= b.remaining && b.remaining - a.remaining <= 200, "{a:?} vs {b:?}");
+                assert_eq!((a.limiter, a.limit, a.burst), (b.limiter, b.limit, b.burst));
+            }
+        }
+        // At the grant's instant: exactly the burst less this request.
+        assert_eq!(of(&first.after, ScopeKind::Tenant).rates[0].remaining, 9);
+        let key_left = of(&first.after, ScopeKind::ApiKey).rates[0].remaining;
+        assert!((2_999..=3_000).contains(&key_left), "6,000 less 3,000 is not {key_left}");
+        assert_eq!(of(&first.after, ScopeKind::Deployment).in_flight, (1, Some(4)));
+        assert!(of(&first.after, ScopeKind::Team).rates.is_empty());
+        // The next grant shows itself too, on top of the first.
+        let second = store.reserve(&path, Cost::request(1_000, 2_000), LEASE).await.unwrap();
+        assert_eq!(of(&second.after, ScopeKind::Deployment).in_flight, (2, Some(4)));
+        let tenant_left = of(&second.after, ScopeKind::Tenant).rates[0].remaining;
+        assert!(tenant_left <= 8, "two of ten taken (half a request refilled per second): {tenant_left}");
+        store.settle(second.id, Settlement::exact(second.reserved)).await.unwrap();
+        // Reservations in flight together share scripts, and a run of them may be granted
+        // at once: each still carries the state, counting itself and those before it, and
+        // the last one granted sees them all.
+        let wide = store
+            .register(ScopeKey::new(ScopeKind::Deployment, "after-wide"), rpm(6_000, 1_000).with_concurrency(nz(64)));
+        let wide = [wide];
+        let together = (0..12).map(|_| store.reserve(&wide, Cost::request(0, 0), LEASE));
+        let grants: Vec<_> = futures_util::future::join_all(together).await.into_iter().map(Result::unwrap).collect();
+        let seen: Vec<u64> = grants.iter().map(|g| of(&g.after, ScopeKind::Deployment).in_flight.0).collect();
+        assert!(seen.iter().all(|n| (1..=12).contains(n)) && seen.contains(&12), "in flight per grant: {seen:?}");
+        let least = grants.iter().map(|g| of(&g.after, ScopeKind::Deployment).rates[0].remaining).min();
+        // (100 requests a second refill: a few while the twelve are decided.)
+        assert!(least.is_some_and(|n| (988..=992).contains(&n)), "1,000 less 12: {least:?}");
+        for grant in grants {
+            store.settle(grant.id, Settlement::exact(grant.reserved)).await.unwrap();
+        }
+    }
 }
 
 macro_rules! conformance {
@@ -508,6 +567,11 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn snapshots_of_many_scopes_match_each_read_alone() {
                 run(|s| async move { cases::snapshots_of_many_scopes_match_each_read_alone(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_grant_carries_the_paths_state_as_a_read_would_show_it() {
+                run(|s| async move { cases::a_grant_carries_the_paths_state_as_a_read_would_show_it(&*s).await })
+                    .await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn tighten_holds_a_bucket_to_the_providers_count() {

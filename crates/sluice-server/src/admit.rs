@@ -30,6 +30,9 @@ pub struct Admitted {
     pub output: u64,
     /// The deployment's adaptive state, taught the usage when it is known.
     pub adaptive: std::sync::Arc<crate::adaptive::Adaptive>,
+    /// The path's scopes right after the grant, when the store returned them with it (the
+    /// caller's rate-limit headers); see [`sluice_quota::Grant::after`].
+    pub after: Vec<sluice_quota::ScopeSnapshot>,
     kind: ProviderKind,
     output_counting: OutputCounting,
     caller_tenant: String,
@@ -156,7 +159,7 @@ pub async fn admit(
             }
             route.adaptive.on_admitted(Cost::request(input, output));
             route.counters.reserved.inc_by(input.saturating_add(output));
-            return Ok(Admitted { grant_id: grant.id, ..admitted });
+            return Ok(Admitted { grant_id: grant.id, after: grant.after, ..admitted });
         }
         Err(Refusal::Store(e)) => {
             tracing::debug!(error = %e, "quota store failed");
@@ -219,6 +222,7 @@ fn quote(gateway: &Gateway, caller: &Caller, request: &ParsedRequest, profile: &
     Admitted {
         grant_id: ReservationId(0),
         adaptive: std::sync::Arc::clone(&route.adaptive),
+        after: Vec::new(),
         protocol: request.protocol,
         input,
         output,

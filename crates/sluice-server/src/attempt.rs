@@ -55,7 +55,7 @@ pub struct Request<'a> {
     pub headers: &'a HeaderMap,
     /// The trace.
     pub trace: &'a Trace,
-    /// The client's rate-limit headers, read once a reservation is made.
+    /// The client's rate-limit headers, told of each reservation made.
     pub early: Option<&'a Early>,
 }
 
@@ -196,12 +196,12 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Opt
     let gateway = req.gateway;
     let route = &gateway.deployments[deployment];
     let request = req.request;
-    let admitted = match admit::admit(gateway, req.caller, request, req.profile, deployment, mode, routed).await {
+    let mut admitted = match admit::admit(gateway, req.caller, request, req.profile, deployment, mode, routed).await {
         Ok(admitted) => admitted,
         Err(error) => return Attempt::Refused(error),
     };
     if let Some(early) = req.early {
-        early.start();
+        early.admitted(std::mem::take(&mut admitted.after));
     }
     let crossing = Crossing::of(request.protocol, route.kind);
     let upstream_protocol = crossing.upstream(request.protocol);

@@ -62,8 +62,8 @@ async fn proxy(
 
 /// The request path after authentication: parse, then attempts (admission, upstream
 /// call, retries, fallbacks). Async jobs run through here too, with the job's caller and
-/// stored body. `early` is started once a reservation is made (a client's rate-limit
-/// headers; jobs have none).
+/// stored body. `early` learns of each reservation made (a client's rate-limit headers;
+/// jobs have none).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn forward(
     gateway: &Gateway,

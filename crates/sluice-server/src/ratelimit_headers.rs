@@ -7,9 +7,10 @@
 //! tightest bucket wins (least remaining). `remaining` is what the bucket can give now
 //! (at most its burst), `reset` the time until it is full again.
 //!
-//! [`layer`] adds them to every response of the proxied endpoints (refusals included)
-//! from one snapshot of at most three scopes, taken once the reservation is made (see
-//! [`Early`]) or, for a request never admitted, when the response head is ready.
+//! [`layer`] adds them to every response of the proxied endpoints (refusals included),
+//! from the state the store returned with the grant, or else from one snapshot of at
+//! most three scopes, read once the reservation is made (see [`Early`]) or, for a request
+//! never admitted, when the response head is ready.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,10 +59,11 @@ pub async fn for_scopes(store: &dyn QuotaStore, scopes: &[ScopeId]) -> HeaderMap
     caller_headers(&snapshots)
 }
 
-/// A request's headers, read as early as they mean something: the request path calls
-/// [`Early::start`] once its reservation is made, so on a remote store the read overlaps
-/// the upstream call instead of following it. Unstarted (a refusal, an error), the layer
-/// reads when the response is ready.
+/// A request's headers, known as early as they mean something: the request path calls
+/// [`Early::admitted`] once its reservation is made. A remote store returns the path's
+/// state with the grant, so the headers cost no read; without it the read starts then and
+/// overlaps the upstream call instead of following it. Never admitted (a refusal, an
+/// error), the layer reads when the response is ready.
 #[derive(Debug, Clone)]
 pub struct Early(Arc<EarlyRead>);
 
@@ -69,33 +71,53 @@ pub struct Early(Arc<EarlyRead>);
 struct EarlyRead {
     store: Arc<dyn QuotaStore>,
     scopes: Vec<ScopeId>,
-    started: Mutex<Option<JoinHandle<HeaderMap>>>,
+    known: Mutex<Known>,
+}
+
+/// What a request's headers are so far.
+#[derive(Debug, Default)]
+enum Known {
+    /// Nothing yet: read when the response is ready.
+    #[default]
+    Nothing,
+    /// A read under way.
+    Reading(JoinHandle<HeaderMap>),
+    /// Made from the state after the grant.
+    Ready(HeaderMap),
 }
 
 impl Early {
     fn new(store: Arc<dyn QuotaStore>, scopes: Vec<ScopeId>) -> Self {
-        Self(Arc::new(EarlyRead { store, scopes, started: Mutex::new(None) }))
+        Self(Arc::new(EarlyRead { store, scopes, known: Mutex::new(Known::Nothing) }))
     }
 
-    /// Starts the read now (the first call only). On an in-process store the read is left
-    /// to the end: it costs less than a task.
-    pub fn start(&self) {
-        if self.0.store.reads_in_process() {
+    /// A reservation was made, leaving the path's scopes as `after` (empty when the store
+    /// did not say). The latest admission wins (a retry on a fallback deployment). With no
+    /// state, a remote store's read starts now; an in-process store's is left to the end:
+    /// it costs less than a task.
+    pub fn admitted(&self, after: Vec<ScopeSnapshot>) {
+        let mut known = self.0.known.lock();
+        if !after.is_empty() {
+            if let Known::Reading(read) = &*known {
+                read.abort();
+            }
+            *known = Known::Ready(caller_headers(&after));
             return;
         }
-        let mut started = self.0.started.lock();
-        if started.is_none() {
-            let read = Arc::clone(&self.0);
-            *started = Some(tokio::spawn(async move { for_scopes(read.store.as_ref(), &read.scopes).await }));
+        if self.0.store.reads_in_process() || !matches!(*known, Known::Nothing) {
+            return;
         }
+        let read = Arc::clone(&self.0);
+        *known = Known::Reading(tokio::spawn(async move { for_scopes(read.store.as_ref(), &read.scopes).await }));
     }
 
-    /// The headers: the started read's, or a read made now.
+    /// The headers: from the grant's state, the started read's, or a read made now.
     async fn headers(&self) -> HeaderMap {
-        let started = self.0.started.lock().take();
-        match started {
-            Some(read) => read.await.unwrap_or_default(),
-            None => for_scopes(self.0.store.as_ref(), &self.0.scopes).await,
+        let known = std::mem::take(&mut *self.0.known.lock());
+        match known {
+            Known::Ready(headers) => headers,
+            Known::Reading(read) => read.await.unwrap_or_default(),
+            Known::Nothing => for_scopes(self.0.store.as_ref(), &self.0.scopes).await,
         }
     }
 }

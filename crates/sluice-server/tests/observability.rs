@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use common::{Env, KEY, chat, sha, start};
+use common::{Env, KEY, chat, sha};
 use serde_json::Value;
 use sluice_server::admin::{Sample, parse_samples};
 use sluice_sim::config::{Completion, Limits, ModelConfig, SimConfig};
@@ -19,6 +19,11 @@ const TIGHT: &str = "sk-test-obs-tight";
 const BULK: &str = "sk-test-obs-bulk";
 
 async fn env() -> Env {
+    env_with("").await
+}
+
+/// [`env`] with a process section (`[store]`) before the policy.
+async fn env_with(process: &str) -> Env {
     let mini = ModelConfig { completion: Completion::Fixed { tokens: 6 }, ..ModelConfig::openai("gpt-4o-mini") };
     // The provider allows 60 RPM; the `misconfigured` deployment believes 100,000.
     let tight = ModelConfig::openai("gpt-4o").with_limits(Limits { rpm: Some(60), ..Limits::default() });
@@ -125,7 +130,7 @@ sha256 = "{no_retry}"
         no_retry = sha(NO_RETRY),
         bulk = sha(BULK),
     );
-    start(sim, &policy).await
+    common::start_with(sim, process, &policy).await
 }
 
 /// Traffic that moves the request-path metrics: successes, requests that wait in the
@@ -305,7 +310,20 @@ fn exported(text: &str, name: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxied_responses_tell_the_caller_its_own_budget() {
-    let env = env().await;
+    tell_the_caller_its_own_budget(env().await, false).await;
+}
+
+/// On Redis the headers come with the grant (no read of their own): the same figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxied_responses_tell_the_caller_its_own_budget_on_redis() {
+    let redis = sluice_redis::local::LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    let store = format!("[store]\nkind = \"redis\"\nurl = \"{}\"\nprefix = \"headers\"\n", redis.url());
+    tell_the_caller_its_own_budget(env_with(&store).await, true).await;
+}
+
+/// `at_grant`: the store returns the path's state with the grant, so the headers show the
+/// buckets at that instant, before any refill.
+async fn tell_the_caller_its_own_budget(env: Env, at_grant: bool) {
     let (status, headers, _) = env.post("/v1/chat/completions", KEY, &chat("fast", 4, 8)).await;
     assert_eq!(status, 200);
     // acme-1's 600 RPM (30 burst) is tighter than acme's 6,000; its 100,000 TPM likewise.
@@ -313,6 +331,12 @@ async fn proxied_responses_tell_the_caller_its_own_budget() {
     assert_eq!(header("x-ratelimit-limit-requests"), "600");
     let remaining: u64 = header("x-ratelimit-remaining-requests").parse().unwrap();
     assert!((28..30).contains(&remaining), "one of 30 taken: {remaining}");
+    if at_grant {
+        // acme-1's burst of 5,000 tokens less this request's reservation (8 output tokens
+        // and its input), with no refill since: the state right after the grant.
+        let tokens: u64 = header("x-ratelimit-remaining-tokens").parse().unwrap();
+        assert!(tokens <= 5_000 - 8, "the request's own tokens are not counted: {tokens}");
+    }
     assert!(header("x-ratelimit-reset-requests").ends_with('s'));
     assert_eq!(header("x-ratelimit-limit-tokens"), "100000");
     assert_eq!(header("ratelimit-policy"), "\"requests\";q=600;w=60, \"tokens\";q=100000;w=60");

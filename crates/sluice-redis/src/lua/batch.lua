@@ -19,9 +19,13 @@
 --     combined spec as a reserve's array (record.rs `ReserveSpec::combined`: if it
 --     passes, each of them passes in turn), then each one's member and array. When the
 --     combined one does not pass, each is decided on its own, in order.
--- Returns one reply per reservation and settlement. Reserve: {1}, or {0, wait_us, scope index, limit index,
--- kind} with kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair share, 6 = held by an
--- operator (3, never fits, the gateway finds before asking; for 5 it names the scope).
+-- Returns one reply per reservation and settlement. Reserve: granted, {1, now (µs), then per
+-- scope of the path its requests in flight and each bucket's full-again instant (µs), as
+-- they are right after the grant} (the gateway's rate-limit headers, without another read;
+-- a run granted at once shares the state after the whole run; a reservation granted
+-- before answers just {1}); or refused, {0, wait_us, scope index, limit index, kind} with
+-- kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair share, 6 = held by an operator
+-- (3, never fits, the gateway finds before asking; for 5 it names the scope).
 -- Settle: {1}, or {0} when the reservation is unknown (settled before, or expired).
 local A = ARGV
 local leases, state = KEYS[1], KEYS[2]
@@ -126,8 +130,8 @@ local function grant(member, lease)
   added_order[#added_order + 1] = member
 end
 
--- Decides the reservation(s) `o` describes, n of them at once: nil when granted (and
--- taken), else the refusal.
+-- Decides the reservation(s) `o` describes, n of them at once: the refusal, or nil and the
+-- grant's reply when granted (and taken).
 local function reserve(o, n)
   local lease, pair, own, S = o[1], o[2], o[8], o[9]
   local spec = o[10 + S]
@@ -211,12 +215,16 @@ local function reserve(o, n)
   -- Granted: take a slot and the cost of every bucket. Scopes with neither limits nor a
   -- concurrency cap never change and are not written.
   if lease > needed then needed = lease end
+  local granted, g = {1, now}, 2
   c, b = 1, 0
   for k = 1, S do
     local s = st[k]
     local cc, layout, nl = spec[c], spec[c + 1], spec[c + 2]
     c = c + 3 + 2 * nl
-    if cc > 0 or nl > 0 then
+    if cc == 0 and nl == 0 then
+      g = g + 1
+      granted[g] = s and s[1] or 0
+    else
       if not s then
         s = {0, 0, 0, layout}
       elseif s[4] ~= layout then
@@ -224,11 +232,15 @@ local function reserve(o, n)
       end
       if s[2] - now > needed then needed = s[2] - now end
       if cc > 0 then s[1] = s[1] + n end
+      g = g + 1
+      granted[g] = s[1]
       for j = 1, nl do
         local new = after[b + j]
         s[4 + j] = new
+        granted[g + j] = new
         if new - now > needed then needed = new - now end
       end
+      g = g + nl
       b = b + nl
       put(fields[o[9 + k]], s)
     end
@@ -257,7 +269,7 @@ local function reserve(o, n)
       call('ZREM', asking, tenant)
     end
   end
-  return nil
+  return nil, granted
 end
 
 local function reserve_op(member, blob)
@@ -265,12 +277,12 @@ local function reserve_op(member, blob)
     return {1}
   end
   local o = unpack_mp(blob)
-  local refusal = reserve(o, 1)
+  local refusal, granted = reserve(o, 1)
   if refusal then
     return refusal
   end
   grant(member, o[1])
-  return {1}
+  return granted
 end
 
 local function settle_op(at)
@@ -303,10 +315,12 @@ while A[at] do
       if known(A[first + 2 * i]) then fresh = false end
     end
     local combined = unpack_mp(A[at + 2])
-    if fresh and not reserve(combined, k) then
+    local refusal, granted
+    if fresh then refusal, granted = reserve(combined, k) end
+    if granted then
       for i = 0, k - 1 do
         grant(A[first + 2 * i], combined[1])
-        replies[#replies + 1] = {1}
+        replies[#replies + 1] = granted
       end
     else
       for i = 0, k - 1 do
