@@ -6,7 +6,8 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use redis::io::tcp::TcpSettings;
+use redis::{Cmd, IntoConnectionInfo as _, Pipeline, RedisFuture, RedisResult, Value};
 use tokio::sync::Mutex;
 
 /// Where Redis is.
@@ -97,7 +98,8 @@ impl Connector {
                     .set_response_timeout(Some(self.timeout))
                     .set_number_of_retries(1)
                     .set_max_delay(Duration::from_millis(500));
-                let client = redis::Client::open(url.as_str())?;
+                let info = url.as_str().into_connection_info()?.set_tcp_settings(tcp());
+                let client = redis::Client::open(info)?;
                 Conn::Single(ConnectionManager::new_lazy_with_config(client, config)?)
             }
             Topology::Cluster(seeds) => {
@@ -105,6 +107,7 @@ impl Connector {
                     .connection_timeout(self.timeout)
                     .response_timeout(self.timeout)
                     .retries(2)
+                    .tcp_settings(tcp())
                     .build()?;
                 Conn::Cluster(client.get_async_connection().await?)
             }
@@ -112,4 +115,11 @@ impl Connector {
         *slot = Some(conn.clone());
         Ok(conn)
     }
+}
+
+/// Every request is small and waited for: sent at once, never held back to coalesce with
+/// the next (Nagle's algorithm would hold a script until the previous one is acknowledged,
+/// serialising the lanes' pipelining).
+fn tcp() -> TcpSettings {
+    TcpSettings::default().set_nodelay(true)
 }
