@@ -23,13 +23,16 @@ pub struct Demand<'a> {
     pub share: Share,
     /// Fair sharing of the deployment between tenants, across every gateway instance.
     pub fair: Option<FairShare>,
+    /// Asks for the state of the caller's own scopes of the path (tenant, team, key) right
+    /// after the grant, in [`Grant::after`] (a client's rate-limit headers).
+    pub report_own: bool,
 }
 
 impl<'a> Demand<'a> {
     /// A demand with the whole burst and no fairness check.
     #[must_use]
     pub fn new(path: &'a [ScopeId], cost: Cost, lease: Duration) -> Self {
-        Self { path, cost, lease, share: Share::FULL, fair: None }
+        Self { path, cost, lease, share: Share::FULL, fair: None, report_own: false }
     }
 }
 
@@ -63,9 +66,10 @@ pub struct Grant {
     pub reserved: Cost,
     /// How long the reservation lives if never settled.
     pub lease: Duration,
-    /// The path's scopes as they were right after this grant, when the store learned them
-    /// with it (a remote store, in the same round trip); empty otherwise (an in-process
-    /// store reads them as cheaply when asked).
+    /// The caller's own scopes of the path as they were right after this grant, when the
+    /// demand asked ([`Demand::report_own`]) and the store learned them in the same round
+    /// trip (a remote store); empty otherwise (an in-process store reads them as cheaply
+    /// when asked).
     pub after: Vec<ScopeSnapshot>,
 }
 

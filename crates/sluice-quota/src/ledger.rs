@@ -160,7 +160,7 @@ impl Ledger {
         lease: Duration,
         share: Share,
     ) -> Result<Grant, Rejection> {
-        self.admit(now, &Demand { path, cost, lease, share, fair: None })
+        self.admit(now, &Demand { path, cost, lease, share, fair: None, report_own: false })
     }
 
     /// Admits a [`Demand`]: its buckets as [`Ledger::reserve_share`], and, with

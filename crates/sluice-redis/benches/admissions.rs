@@ -1,7 +1,8 @@
 //! Admissions per second through [`RedisStore`] against local `redis-server` processes:
 //! a standalone server and a 3-master cluster. One admission is a reserve on a 6-level path
 //! (org, tenant, team, key, profile, deployment), 4 dimensions each (requests, input,
-//! output and total tokens), then its settlement with the real usage, as the gateway does.
+//! output and total tokens), asking for the caller's own scopes back with the grant (the
+//! rate-limit headers), then its settlement with the real usage, as the gateway does.
 //! `IN_FLIGHT` tasks on a multi-thread runtime run admissions back to back for a bounded
 //! time; each admission's latency is recorded. Redis' `INFO commandstats` separates the
 //! server's time from the client's.
@@ -18,7 +19,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_quota::{Cost, Dimension, Limits, QuotaStore, RateLimit, ScopeId, ScopeKey, ScopeKind, Settlement};
+use sluice_quota::{Cost, Demand, Dimension, Limits, QuotaStore, RateLimit, ScopeId, ScopeKey, ScopeKind, Settlement};
 use sluice_redis::local::{LocalCluster, LocalRedis};
 use sluice_redis::{RedisConfig, RedisStore, Topology};
 use tokio::time::Instant;
@@ -49,7 +50,8 @@ fn register(store: &RedisStore) -> Vec<ScopeId> {
 }
 
 async fn admit(store: &RedisStore, path: &[ScopeId]) {
-    let grant = store.reserve(path, Cost::request(120, 256), LEASE).await.unwrap();
+    let demand = Demand { report_own: true, ..Demand::new(path, Cost::request(120, 256), LEASE) };
+    let grant = store.admit(demand).await.unwrap();
     store.settle(grant.id, Settlement::exact(Cost::request(120, 180))).await.unwrap();
 }
 

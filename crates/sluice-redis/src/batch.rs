@@ -95,6 +95,8 @@ pub enum Op {
         spec: ReserveSpec,
         /// The scopes' fields.
         sids: Vec<String>,
+        /// Which scopes' state a grant returns (bit `k - 1` for the k-th), 0 for none.
+        report: u64,
     },
     /// A settlement (or a release) of a reservation.
     Settle {
@@ -159,14 +161,14 @@ impl Plan {
             }
         }
         for (i, waiting) in batch.iter().enumerate() {
-            let Op::Reserve { fair, spec, sids, lease_us, .. } = &waiting.op else { continue };
+            let Op::Reserve { fair, spec, sids, lease_us, report, .. } = &waiting.op else { continue };
             if fair.is_some() {
                 steps.push(Step::Reserve(vec![i]));
                 continue;
             }
             let joins = |j: usize| match &batch[j].op {
-                Op::Reserve { fair: None, spec: other, sids: their, lease_us: lease, .. } => {
-                    their == sids && lease == lease_us && other.same_shape(spec)
+                Op::Reserve { fair: None, spec: other, sids: their, lease_us: lease, report: theirs, .. } => {
+                    their == sids && lease == lease_us && other.same_shape(spec) && theirs == report
                 }
                 _ => false,
             };
@@ -194,10 +196,10 @@ impl Plan {
 /// A reservation's array for the script (see `batch.lua`), with `spec` in place of its own
 /// when given (a run's combined spec).
 fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, homes: &mut Vec<&'a Group>) -> Vec<u8> {
-    let Op::Reserve { lease_us, fair, spec: own, sids, .. } = op else { return Vec::new() };
+    let Op::Reserve { lease_us, fair, spec: own, sids, report, .. } = op else { return Vec::new() };
     let spec = spec.unwrap_or_else(|| own.encode());
-    let mut blob = Vec::with_capacity(32 + spec.len());
-    record::push_array(&mut blob, 10 + sids.len());
+    let mut blob = Vec::with_capacity(40 + spec.len());
+    record::push_array(&mut blob, 11 + sids.len());
     record::push_uint(&mut blob, *lease_us);
     match fair {
         Some(Fair { home, share, own }) => {
@@ -227,6 +229,7 @@ fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, 
         record::push_uint(&mut blob, fields.number(sid));
     }
     blob.extend_from_slice(&spec);
+    record::push_uint(&mut blob, *report);
     blob
 }
 

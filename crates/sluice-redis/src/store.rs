@@ -148,11 +148,14 @@ impl RedisStore {
         };
         let sids = specs.iter().map(|s| s.sid.clone()).collect();
         drop(specs);
-        let op = Op::Reserve { member: member.clone(), lease_us, fair, spec, sids };
+        let own = |s: &&Arc<Scope>| demand.report_own && !s.key.kind.is_shared();
+        let report = scopes.iter().zip(0..64).filter(|(s, _)| own(s)).map(|(_, k)| 1_u64 << k).sum();
+        let op = Op::Reserve { member: member.clone(), lease_us, fair, spec, sids, report };
         let reply = self.batches.run(group, op).await?;
         match reply.as_slice() {
             [1, rest @ ..] => {
-                let after = granted_state(&scopes, rest);
+                let reported: Vec<&Arc<Scope>> = scopes.iter().filter(|s| own(s)).collect();
+                let after = granted_state(&reported, rest);
                 Ok(Reserved { part: Part { group: group.clone(), member, cost, scopes }, after })
             }
             [0, wait, scope, limit, kind] => {
@@ -311,11 +314,11 @@ fn rejection(scopes: &[Arc<Scope>], wait_us: i64, scope: i64, limit: i64, kind: 
     Rejection { scope: scope.key.clone(), limiter, kind }
 }
 
-/// The scopes of a granted part as the batch script returned them with the grant: the
-/// server's time, then per scope its requests in flight and each limit's full-again
-/// instant (µs). Empty when the reply carries no state (a grant made before, answered
-/// again).
-fn granted_state(scopes: &[Arc<Scope>], reply: &[i64]) -> Vec<ScopeSnapshot> {
+/// The reported scopes of a granted part as the batch script returned them with the
+/// grant: the server's time, then per scope its requests in flight and each limit's
+/// full-again instant (µs). Empty when the reply carries no state (none was asked, or a
+/// grant made before is answered again).
+fn granted_state(scopes: &[&Arc<Scope>], reply: &[i64]) -> Vec<ScopeSnapshot> {
     let Some((&now, mut rest)) = reply.split_first() else { return Vec::new() };
     let mut after = Vec::with_capacity(scopes.len());
     for scope in scopes {

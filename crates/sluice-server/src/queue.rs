@@ -52,10 +52,12 @@ pub struct Ask {
 }
 
 impl Ask {
-    /// The store demand for this ask.
+    /// The store demand for this ask; a grant reports the caller's own scopes (its
+    /// rate-limit headers).
     #[must_use]
     pub fn demand(&self) -> Demand<'_> {
-        Demand { path: &self.path, cost: self.cost, lease: self.lease, share: self.share, fair: self.fair.clone() }
+        let (path, cost, lease, share) = (&self.path[..], self.cost, self.lease, self.share);
+        Demand { path, cost, lease, share, fair: self.fair.clone(), report_own: true }
     }
 
     fn fairness_cost(&self) -> u64 {

@@ -12,18 +12,19 @@
 --     tenant's requests are queued behind this one (admitted, it still asks) or 0, which
 --     scopes are the caller's own (bit k - 1 for the k-th: their refusals do not make the
 --     tenant ask), the scope count S, the S scopes' field numbers (from 1), the scopes
---     (record.rs `reserve_spec`);
+--     (record.rs `reserve_spec`), which scopes' state a grant returns (bit k - 1, 0 for
+--     none);
 --   settle: 's', the lease member and a MessagePack array of the count S of scopes it
 --     touches, their S field numbers, the settlement (record.rs `settle_spec`);
 --   a run of k reservations on the same scopes, without fair share: 'g', k, their
 --     combined spec as a reserve's array (record.rs `ReserveSpec::combined`: if it
 --     passes, each of them passes in turn), then each one's member and array. When the
 --     combined one does not pass, each is decided on its own, in order.
--- Returns one reply per reservation and settlement. Reserve: granted, {1, now (µs), then per
--- scope of the path its requests in flight and each bucket's full-again instant (µs), as
--- they are right after the grant} (the gateway's rate-limit headers, without another read;
--- a run granted at once shares the state after the whole run; a reservation granted
--- before answers just {1}); or refused, {0, wait_us, scope index, limit index, kind} with
+-- Returns one reply per reservation and settlement. Reserve: granted, {1}, or with scopes to
+-- report {1, now (µs), then per reported scope its requests in flight and each bucket's
+-- full-again instant (µs), as they are right after the grant} (the gateway's rate-limit
+-- headers, without another read; a run granted at once shares the state after the whole
+-- run; a reservation granted before answers just {1}); or refused, {0, wait_us, scope index, limit index, kind} with
 -- kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair share, 6 = held by an operator
 -- (3, never fits, the gateway finds before asking; for 5 it names the scope).
 -- Settle: {1}, or {0} when the reservation is unknown (settled before, or expired).
@@ -134,7 +135,7 @@ end
 -- grant's reply when granted (and taken).
 local function reserve(o, n)
   local lease, pair, own, S = o[1], o[2], o[8], o[9]
-  local spec = o[10 + S]
+  local spec, report = o[10 + S], o[11 + S]
 
   -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
   -- asking (it would hold every other tenant back to its own virtual time).
@@ -215,15 +216,19 @@ local function reserve(o, n)
   -- Granted: take a slot and the cost of every bucket. Scopes with neither limits nor a
   -- concurrency cap never change and are not written.
   if lease > needed then needed = lease end
-  local granted, g = {1, now}, 2
+  local granted, g = {1}, 1
+  if report > 0 then granted[2], g = now, 2 end
   c, b = 1, 0
   for k = 1, S do
     local s = st[k]
     local cc, layout, nl = spec[c], spec[c + 1], spec[c + 2]
+    local told = report > 0 and bit.band(report, 2 ^ (k - 1)) ~= 0
     c = c + 3 + 2 * nl
     if cc == 0 and nl == 0 then
-      g = g + 1
-      granted[g] = s and s[1] or 0
+      if told then
+        g = g + 1
+        granted[g] = s and s[1] or 0
+      end
     else
       if not s then
         s = {0, 0, 0, layout}
@@ -232,15 +237,17 @@ local function reserve(o, n)
       end
       if s[2] - now > needed then needed = s[2] - now end
       if cc > 0 then s[1] = s[1] + n end
-      g = g + 1
-      granted[g] = s[1]
+      if told then
+        g = g + 1
+        granted[g] = s[1]
+      end
       for j = 1, nl do
         local new = after[b + j]
         s[4 + j] = new
-        granted[g + j] = new
+        if told then granted[g + j] = new end
         if new - now > needed then needed = new - now end
       end
-      g = g + nl
+      if told then g = g + nl end
       b = b + nl
       put(fields[o[9 + k]], s)
     end
