@@ -60,10 +60,11 @@ pub struct ScopeSpec {
     pub cc: u64,
     /// Rate limits.
     pub limits: Vec<LimitSpec>,
-    /// The limits' layout: a hash of their codes in order. A scope's stored state belongs
-    /// to one layout; when a reload changes the limits, the buckets start full again
+    /// The limits' layout (see [`layout_of`]). A scope's stored state belongs to one
+    /// layout; when a reload changes which limits a scope has, each bucket that limits
+    /// the same dimension over the same period carries over and a new one starts full
     /// (in-flight counts, pauses and holds carry over).
-    pub layout: u32,
+    pub layout: u64,
 }
 
 /// A reservation that cannot pass whatever the wait: scope and limit index (from 0).
@@ -114,15 +115,40 @@ pub fn scope_id(key: &ScopeKey) -> String {
     format!("{}:{name}", key.kind.as_str())
 }
 
-/// FNV-1a (32 bits) of the limits' codes: the same on every instance and every build.
-fn layout_of(limits: &[LimitSpec]) -> u32 {
+/// Layouts at or above this spell out their limits.
+const SPELLED: u64 = 1 << 50;
+/// Most limits a spelled-out layout holds (one base-32 digit each, below [`SPELLED`]).
+const MAX_SPELLED: usize = 9;
+
+/// The limits' layout, the same on every instance and every build. Limits whose periods
+/// are a second, a minute, an hour or a day (every limit the configuration can express),
+/// up to [`MAX_SPELLED`] of them, are spelled out: [`SPELLED`] plus one base-32 digit per
+/// limit, first limit lowest, naming its dimension and period, so the scripts can carry
+/// each bucket over to another layout by what it limits (`common.lua`, `relayout`).
+/// Others get an opaque FNV-1a hash of their codes, below 2^32: when it changes, their
+/// buckets start full.
+pub fn layout_of(limits: &[LimitSpec]) -> u64 {
+    let digit = |lim: &LimitSpec| {
+        let period = match lim.period_us {
+            60_000_000 => 0,
+            86_400_000_000 => 1,
+            1_000_000 => 2,
+            3_600_000_000 => 3,
+            _ => return None,
+        };
+        Some(u64::from(dimension_code(lim.dimension)) + 4 * period)
+    };
+    let digits: Option<Vec<u64>> = limits.iter().map(digit).collect();
+    if let Some(digits) = digits.filter(|d| d.len() <= MAX_SPELLED) {
+        return SPELLED + digits.iter().rev().fold(0, |layout, d| layout * 32 + d);
+    }
     let mut hash: u32 = 0x811c_9dc5;
     for lim in limits {
         for byte in lim.code.bytes().chain(std::iter::once(b'|')) {
             hash = (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193);
         }
     }
-    hash
+    u64::from(hash)
 }
 
 fn dimension_code(d: Dimension) -> u8 {
@@ -162,7 +188,7 @@ pub struct ScopeCost {
     /// Concurrency cap, 0 for none.
     pub cc: u64,
     /// The limits' layout.
-    pub layout: u32,
+    pub layout: u64,
     /// Per limit: (cost, room), µs.
     pub buckets: Vec<(u64, u64)>,
 }
@@ -184,7 +210,7 @@ impl ReserveSpec {
         push_array(&mut out, self.scopes.iter().map(|s| 3 + 2 * s.buckets.len()).sum());
         for scope in &self.scopes {
             push_uint(&mut out, scope.cc);
-            push_uint(&mut out, u64::from(scope.layout));
+            push_uint(&mut out, scope.layout);
             push_uint(&mut out, u64::try_from(scope.buckets.len()).unwrap_or(0));
             for &(step, room) in &scope.buckets {
                 push_uint(&mut out, step);
@@ -218,7 +244,7 @@ impl ReserveSpec {
         push_array(&mut out, first.scopes.iter().map(|s| 3 + 2 * s.buckets.len()).sum());
         for (i, scope) in first.scopes.iter().enumerate() {
             push_uint(&mut out, scope.cc);
-            push_uint(&mut out, u64::from(scope.layout));
+            push_uint(&mut out, scope.layout);
             push_uint(&mut out, u64::try_from(scope.buckets.len()).unwrap_or(0));
             for j in 0..scope.buckets.len() {
                 let (mut taken, mut room) = (0_i64, i64::MAX);
@@ -282,7 +308,7 @@ pub struct SettleSpec {
 pub fn settle_spec<S: Borrow<ScopeSpec>>(reserved: Cost, used: Cost, upstream: Cost, scopes: &[S]) -> SettleSpec {
     let mut sids = Vec::with_capacity(scopes.len());
     // Per touched scope: slot back (1/0), layout, (bucket position, delta) pairs.
-    type Entry = (u8, u32, Vec<(u64, i64)>);
+    type Entry = (u8, u64, Vec<(u64, i64)>);
     let mut entries: Vec<Entry> = Vec::with_capacity(scopes.len());
     for scope in scopes.iter().map(Borrow::borrow) {
         let used = if scope.deployment { upstream } else { used };
@@ -302,7 +328,7 @@ pub fn settle_spec<S: Borrow<ScopeSpec>>(reserved: Cost, used: Cost, upstream: C
     push_array(&mut spec, entries.iter().map(|(_, _, moves)| 3 + 2 * moves.len()).sum());
     for (slot, layout, moves) in entries {
         push_uint(&mut spec, u64::from(slot));
-        push_uint(&mut spec, u64::from(layout));
+        push_uint(&mut spec, layout);
         push_uint(&mut spec, u64::try_from(moves.len()).unwrap_or(0));
         for (at, delta) in moves {
             push_uint(&mut spec, at);
@@ -334,6 +360,9 @@ pub fn lease_member<S: Borrow<ScopeSpec>>(id: u64, cost: Cost, scopes: &[S]) -> 
 
 #[cfg(test)]
 mod tests {
+    use std::num::NonZeroU64;
+    use std::time::Duration;
+
     use sluice_quota::RateLimit;
 
     use super::*;
@@ -354,10 +383,10 @@ mod tests {
         out
     }
 
-    /// MessagePack of a u32, as rmp writes it.
-    fn u32_mp(n: u32) -> Vec<u8> {
+    /// MessagePack of a number, as rmp writes it.
+    fn uint_mp(n: u64) -> Vec<u8> {
         let mut out = Vec::new();
-        let _ = rmp::encode::write_uint(&mut out, u64::from(n));
+        let _ = rmp::encode::write_uint(&mut out, n);
         out
     }
 
@@ -370,10 +399,10 @@ mod tests {
         // 20 output tokens of 60,000 a minute = 20 ms; the burst (3,000 tokens) is 3 s,
         // half of it on the shared deployment scope; what must be left is burst less cost.
         let mut expected = vec![0x9a, 0x04];
-        expected.extend(u32_mp(layout));
+        expected.extend(uint_mp(layout));
         expected.extend([0x01, 0xcd, 0x4e, 0x20, 0xce, 0x00, 0x2d, 0x78, 0xa0]); // 20,000 and 2,980,000
         expected.push(0x04);
-        expected.extend(u32_mp(layout));
+        expected.extend(uint_mp(layout));
         expected.extend([0x01, 0xcd, 0x4e, 0x20, 0xce, 0x00, 0x16, 0x95, 0x40]); // 20,000 and 1,480,000
         assert_eq!(spec, expected);
         let never = reserve_spec(Cost::request(10, 60_001), Share::FULL, &scopes);
@@ -394,7 +423,7 @@ mod tests {
         assert!(small.same_shape(&large));
         // 20 ms then 2 s of a 3 s burst: together 2.02 s; the second must find 1 s left
         // after itself once the first took 20 ms, so the room is min(2.98, 1 - 0.02) s.
-        let layout = i64::from(scopes[0].layout);
+        let layout = i64::try_from(scopes[0].layout).unwrap_or(i64::MAX);
         let combined = numbers(&ReserveSpec::combined(&[&small, &large]));
         assert_eq!(combined, [4, layout, 1, 2_020_000, 980_000, 4, layout, 1, 2_020_000, 980_000]);
         // Two large ones cannot both fit a full 3 s burst: the room goes negative, so the
@@ -417,12 +446,21 @@ mod tests {
         // The amount is not part of the layout (a bucket's instant stays meaningful).
         assert_eq!(ScopeSpec::new(&key, &rpm(60)).layout, ScopeSpec::new(&key, &rpm(120)).layout);
         assert_ne!(ScopeSpec::new(&key, &rpm(60)).layout, ScopeSpec::new(&key, &tpm).layout);
+        // Spelled out: requests a minute is digit 1, total tokens a minute 4, tokens a
+        // day 4 + 4; first limit lowest.
+        assert_eq!(ScopeSpec::new(&key, &rpm(60)).layout, (1 << 50) + 1);
+        let day = RateLimit::new(Dimension::TotalTokens, NonZeroU64::MIN, Duration::from_secs(86_400));
+        let both = rpm(60).with_rate(day);
+        assert_eq!(ScopeSpec::new(&key, &both).layout, (1 << 50) + 1 + 8 * 32);
+        // A period the configuration cannot express gets an opaque hash.
+        let odd = RateLimit::new(Dimension::Requests, NonZeroU64::MIN, Duration::from_secs(7));
+        assert!(ScopeSpec::new(&key, &Limits::unlimited().with_rate(odd)).layout < 1 << 32);
     }
 
     #[test]
     fn settlement_gives_back_or_adds_time_per_bucket_by_each_scopes_rule() {
         let scopes = scopes();
-        let layout = u32_mp(scopes[0].layout);
+        let layout = uint_mp(scopes[0].layout);
         // 20 reserved, 5 used by the caller's count, 30 counted upstream.
         let settle = settle_spec(Cost::request(10, 20), Cost::request(10, 5), Cost::request(10, 30), &scopes);
         assert_eq!(settle.sids, ["tenant:acme", "deployment:east"]);

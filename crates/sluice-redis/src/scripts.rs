@@ -4,7 +4,7 @@ use redis::Script;
 
 /// Version of the script set; part of every script's text, so a change of the scripts
 /// never meets an old cached SHA.
-pub const VERSION: &str = "sluice-quota-v4";
+pub const VERSION: &str = "sluice-quota-v5";
 
 const COMMON: &str = include_str!("lua/common.lua");
 

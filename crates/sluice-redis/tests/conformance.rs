@@ -428,6 +428,30 @@ mod cases {
         assert!(store.snapshots(&[]).await.unwrap().is_empty());
     }
 
+    /// Two instances that disagree on which limits a scope has (one reloaded, or changed
+    /// by the admin API, the other not) take turns: each keeps what the other spent in the
+    /// bucket they share, instead of finding it full.
+    pub async fn a_change_of_which_limits_a_scope_has_keeps_each_bucket(store: &dyn QuotaStore) {
+        let key = ScopeKey::new(ScopeKind::ApiKey, "relayout");
+        let only_requests = rpm(60, 10);
+        let tokens = RateLimit::per_minute(Dimension::TotalTokens, 60_000).unwrap().with_burst(nz(6_000));
+        let with_tokens = rpm(60, 10).with_rate(tokens);
+        let id = store.register(key.clone(), only_requests.clone());
+        for turn in 0..6 {
+            let limits = if turn % 2 == 0 { &only_requests } else { &with_tokens };
+            assert_eq!(store.register(key.clone(), limits.clone()), id);
+            let grant = store.reserve(&[id], Cost::request(100, 0), LEASE).await.unwrap();
+            store.settle(grant.id, Settlement::exact(Cost::request(100, 0))).await.unwrap();
+        }
+        // Six of ten requests taken (one a second refills): no turn found the bucket full.
+        let read = store.snapshot(id).await.unwrap().unwrap();
+        assert_eq!(read.rates.len(), 2, "{read:?}");
+        let requests = read.rates.iter().find(|r| r.limit == 60).unwrap().remaining;
+        assert!(requests <= 5, "a change of limits gave the requests bucket back: {requests} left");
+        let tokens_left = read.rates.iter().find(|r| r.limit == 60_000).unwrap().remaining;
+        assert!(tokens_left < 6_000, "the last turn's tokens are counted: {tokens_left}");
+    }
+
     /// Asked to, a remote store returns the caller's own scopes of the path with each grant,
     /// as a read right after would show them (the rate-limit headers need no read of their
     /// own); unasked, or in process, a grant carries none.
@@ -568,6 +592,10 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn snapshots_of_many_scopes_match_each_read_alone() {
                 run(|s| async move { cases::snapshots_of_many_scopes_match_each_read_alone(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_change_of_which_limits_a_scope_has_keeps_each_bucket() {
+                run(|s| async move { cases::a_change_of_which_limits_a_scope_has_keeps_each_bucket(&*s).await }).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_grant_reports_the_callers_own_scopes_as_a_read_would_show_them() {

@@ -140,12 +140,18 @@ local function reserve(o, n)
   -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
   -- asking (it would hold every other tenant back to its own virtual time).
   local st = {}
+  local c = 1
   for k = 1, S do
     local s = get(fields[o[9 + k]])
     if s and s[3] == 1 then
       return {0, 0, k, 0, 6}
     end
+    -- A scope whose limits changed since its state was written: carried over.
+    if s and s[4] ~= spec[c + 1] then
+      s = relayout(s, spec[c + 1])
+    end
     st[k] = s
+    c = c + 3 + 2 * spec[c + 2]
   end
 
   -- Fair share: a tenant too far ahead of the slowest tenant asking is held back briefly.
@@ -176,15 +182,14 @@ local function reserve(o, n)
     fair_time, fair_slowest = mine + fcost / weight, math.min(slowest, mine - slack / weight)
   end
 
-  -- Decide: pauses, slots, then every bucket (a bucket of another layout, or of a fresh
-  -- scope, is full); each bucket's instant after this cost is kept for the grant.
+  -- Decide: pauses, slots, then every bucket (a fresh scope's is full); each bucket's
+  -- instant after this cost is kept for the grant.
   local worst, wscope, wlim, wkind = 0, 0, 0, 0
   local after, b = {}, 0
-  local c = 1
+  c = 1
   for k = 1, S do
     local s = st[k]
     local cc, nl = spec[c], spec[c + 2]
-    local same = s and s[4] == spec[c + 1]
     c = c + 3
     if s and s[2] - now > worst then
       worst, wscope, wlim, wkind = s[2] - now, k, 0, 4
@@ -195,7 +200,7 @@ local function reserve(o, n)
       return {0, 0, k, 0, 2}
     end
     for j = 1, nl do
-      local base = same and s[4 + j] or 0
+      local base = s and s[4 + j] or 0
       if base < now then base = now end
       -- The bucket must keep `room` (burst less cost) after this cost.
       local wait = base - spec[c + 1] - now
@@ -232,8 +237,6 @@ local function reserve(o, n)
     else
       if not s then
         s = {0, 0, 0, layout}
-      elseif s[4] ~= layout then
-        s = {s[1], s[2], s[3], layout}
       end
       if s[2] - now > needed then needed = s[2] - now end
       if cc > 0 then s[1] = s[1] + n end

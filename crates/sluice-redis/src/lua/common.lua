@@ -1,4 +1,4 @@
--- sluice quota scripts, v4: shared functions. Times are microseconds of the Redis
+-- sluice quota scripts, v5: shared functions. Times are microseconds of the Redis
 -- server's own clock (TIME), never the gateway instances' clocks.
 --
 -- All scopes of a hash-tag group live in one hash (the group's state): one field per scope,
@@ -20,16 +20,53 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- The limits a layout spells out (record.rs `layout_of`: 2^50 plus one base-32 digit per
+-- limit, naming its dimension and period, first limit lowest), or nil for an opaque one.
+local SPELLED = 2 ^ 50
+local function spelled(layout)
+  if not layout or layout < SPELLED then
+    return nil
+  end
+  local digits, x = {}, layout - SPELLED
+  while x > 0 do
+    digits[#digits + 1] = x % 32
+    x = math.floor(x / 32)
+  end
+  return digits
+end
+
+-- State `s` of another layout carried over to `layout` (a reload, or an instance that has
+-- not reloaded yet, changed which limits the scope has): the in-flight count, pause and
+-- hold stay; each bucket keeps the instant of the old bucket that limits the same
+-- dimension over the same period, and a bucket new to the scope starts full (0). Buckets
+-- of an opaque layout start full.
+local function relayout(s, layout)
+  local out = {s[1], s[2], s[3], layout}
+  local old, new = spelled(s[4]), spelled(layout)
+  if new then
+    for j, digit in ipairs(new) do
+      local tat = 0
+      for i, was in ipairs(old or {}) do
+        if was == digit then
+          tat = s[4 + i] or 0
+          break
+        end
+      end
+      out[4 + j] = tat
+    end
+  end
+  return out
+end
+
 -- A scope's state from its packed field (false when absent: a fresh scope) for limits of
--- `layout`: buckets of another layout (a reload changed the limits) start full; the
--- in-flight count, pause and hold carry over.
+-- `layout` (nil: whatever layout it has), carried over when it has another.
 local function scope_state(raw, layout)
   if not raw then
     return {0, 0, 0, layout}
   end
   local s = unpack_mp(raw)
   if layout and s[4] ~= layout then
-    return {s[1], s[2], s[3], layout}
+    return relayout(s, layout)
   end
   return s
 end
