@@ -450,6 +450,21 @@ mod cases {
         assert!(requests <= 5, "a change of limits gave the requests bucket back: {requests} left");
         let tokens_left = read.rates.iter().find(|r| r.limit == 60_000).unwrap().remaining;
         assert!(tokens_left < 6_000, "the last turn's tokens are counted: {tokens_left}");
+
+        // A reservation made before the change is settled after it: its unused tokens go
+        // back to the tokens bucket, wherever that bucket now sits among the limits.
+        let key = ScopeKey::new(ScopeKind::ApiKey, "relayout-settle");
+        let id = store.register(key.clone(), with_tokens.clone());
+        let grant = store.reserve(&[id], Cost::request(0, 3_000), LEASE).await.unwrap();
+        let day = RateLimit::new(Dimension::Requests, nz(100_000), Duration::from_secs(86_400));
+        store.register(key, Limits::unlimited().with_rate(tokens).with_rate(day));
+        // A reservation under the new limits writes the scope in their layout first.
+        let newer = store.reserve(&[id], Cost::request(0, 0), LEASE).await.unwrap();
+        store.settle(grant.id, Settlement::exact(Cost::request(0, 0))).await.unwrap();
+        store.settle(newer.id, Settlement::exact(Cost::request(0, 0))).await.unwrap();
+        let read = store.snapshot(id).await.unwrap().unwrap();
+        let tokens_left = read.rates.iter().find(|r| r.limit == 60_000).unwrap().remaining;
+        assert!(tokens_left >= 5_900, "the unused 3,000 tokens did not come back: {tokens_left}");
     }
 
     /// Asked to, a remote store returns the caller's own scopes of the path with each grant,

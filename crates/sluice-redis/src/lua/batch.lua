@@ -63,7 +63,9 @@ end
 -- list[first .. first + n - 1] (or, with `by`, the fields of those numbers): per scope 1 or
 -- 0 (a concurrency slot back or not), its layout and a bucket count, then per bucket its
 -- position and the time to add (or, negative, give back; never before now: a bucket holds
--- at most its burst). Buckets of a layout that changed since are left alone.
+-- at most its burst). When the scope's limits changed since, each move goes to the bucket
+-- that limits the same dimension over the same period (none: dropped); with an opaque
+-- layout the buckets are left alone.
 local function settle(list, first, n, spec, by)
   local c = 1
   for k = first, first + n - 1 do
@@ -75,12 +77,34 @@ local function settle(list, first, n, spec, by)
       if inflight < 0 then inflight = 0 end
       s[1] = inflight
     end
-    local same, m = s[4] == spec[c + 1], spec[c + 2]
+    local m = spec[c + 2]
+    -- Positions of the settlement's layout in the state's: the same (false), each bucket
+    -- by what it limits (the scope's limits changed since the reservation), or nil when a
+    -- layout is opaque.
+    local to
+    if s[4] == spec[c + 1] then
+      to = false
+    else
+      local was, is = spelled(spec[c + 1]), spelled(s[4])
+      if was and is then
+        to = {}
+        for p, digit in ipairs(was) do
+          for q, other in ipairs(is) do
+            if other == digit then
+              to[p] = q
+              break
+            end
+          end
+        end
+      end
+    end
     c = c + 3
-    if same then
+    if to ~= nil then
       for _ = 1, m do
-        local at, delta = 4 + spec[c], spec[c + 1]
-        local new = s[at] or 0
+        local p, delta = spec[c], spec[c + 1]
+        if to then p = to[p] end
+        local at = 4 + (p or 0)
+        local new = p and s[at] or 0
         if delta >= 0 then
           if new < now then new = now end
           new = new + delta
@@ -88,8 +112,10 @@ local function settle(list, first, n, spec, by)
           new = new + delta
           if new < now then new = now end
         end
-        s[at] = new
-        if new - now > needed then needed = new - now end
+        if p then
+          s[at] = new
+          if new - now > needed then needed = new - now end
+        end
         c = c + 2
       end
     else
