@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -62,6 +64,10 @@ class Processes:
         threading.Thread(target=proc.stdout.read, daemon=True).start()  # type: ignore[union-attr]
         return line[len(prefix):].strip(), proc
 
+    def track(self, proc: subprocess.Popen[str]) -> None:
+        """Kills `proc` at teardown with the others."""
+        self._procs.append(proc)
+
     def stop_all(self) -> None:
         for proc in self._procs:
             if proc.poll() is None:
@@ -103,6 +109,35 @@ def start_sim(processes: Processes) -> Callable[..., tuple[str, subprocess.Popen
         return processes.launch(["simulate-provider", "--config", str(config), "--port", "0", *extra_args])
 
     return start
+
+
+@pytest.fixture(scope="session")
+def redis_url(processes: Processes) -> str:
+    """A `redis-server` of this session on a free port of 127.0.0.1, no persistence
+    (`scripts/test` installs it); its URL, e.g. `redis://127.0.0.1:41235`."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    processes.track(proc)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+                conn.sendall(b"PING\r\n")
+                if conn.recv(16).startswith(b"+PONG"):
+                    return f"redis://127.0.0.1:{port}"
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            pytest.fail(f"redis-server exited with {proc.returncode}")
+        time.sleep(0.05)
+    pytest.fail(f"redis-server did not answer on port {port} within {STARTUP_TIMEOUT_S}s")
 
 
 def key_sha256(key: str) -> str:

@@ -1,4 +1,5 @@
-"""The official OpenAI and Anthropic SDKs, pointed at the gateway by base URL and key only."""
+"""The official OpenAI and Anthropic SDKs, pointed at the gateway by base URL and key only,
+on each store: every test runs against a gateway on its memory store and one on Redis."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from conftest import key_sha256, sim_providers
 
 KEY = "sk-sdk-test-acme"
 TIGHT_KEY = "sk-sdk-test-tight"
+LIMITED_KEY = "sk-sdk-test-limited"
 
 SIM = """
 seed = 11
@@ -30,13 +32,15 @@ limits = { rpm = 1000, itpm = 1000000, otpm = 100000 }
 """
 
 
-def gateway_config(sim_url: str, key_file: str) -> str:
+def gateway_config(sim_url: str, key_file: str, store: str = "") -> str:
     # Each gateway keeps its async-job store in the session's temporary directory.
     jobs_path = f"{key_file}-jobs.redb"
     sha = key_sha256
     return f"""
 [server]
 listen = "127.0.0.1:0"
+
+{store}
 
 [jobs]
 path = "{jobs_path}"
@@ -89,14 +93,24 @@ sha256 = "{sha(KEY)}"
 id = "tight-key"
 tenant = "tight"
 sha256 = "{sha(TIGHT_KEY)}"
+
+[[keys]]
+id = "limited-key"
+tenant = "acme"
+sha256 = "{sha(LIMITED_KEY)}"
+limits = {{ rpm = 600, tpm = 100000 }}
 """
 
 
-@pytest.fixture(scope="module")
-def gateway(start_sim, processes) -> str:
+@pytest.fixture(scope="module", params=["memory", "redis"])
+def gateway(request, start_sim, processes) -> str:
     sim_url, _ = start_sim(SIM)
-    key_file = processes.write("provider-key", "sk-provider-planted-secret-python")
-    config = processes.write("gateway.toml", gateway_config(sim_url, str(key_file)))
+    store = ""
+    if request.param == "redis":
+        redis_url = request.getfixturevalue("redis_url")
+        store = f'[store]\nkind = "redis"\nurl = "{redis_url}"\nprefix = "pytest-sdk"\n'
+    key_file = processes.write(f"provider-key-{request.param}", "sk-provider-planted-secret-python")
+    config = processes.write(f"gateway-{request.param}.toml", gateway_config(sim_url, str(key_file), store))
     url, _ = processes.launch(["serve", "--config", str(config)], prefix="sluice listening on ")
     return url
 
@@ -156,6 +170,24 @@ def test_anthropic_messages_and_stream(gateway: str) -> None:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert text.strip() and final.usage.output_tokens == 5
+
+
+def test_the_callers_own_budget_reaches_the_sdk_in_rate_limit_headers(gateway: str) -> None:
+    raw = oa(gateway, LIMITED_KEY).chat.completions.with_raw_response.create(
+        model="fast-chat", messages=[{"role": "user", "content": "Say hi"}], max_tokens=20
+    )
+    assert raw.parse().choices[0].message.content
+    # The key's 600 RPM (30 at once, 10 a second back) and 100,000 TPM, this request counted.
+    assert raw.headers["x-ratelimit-limit-requests"] == "600"
+    assert 27 <= int(raw.headers["x-ratelimit-remaining-requests"]) <= 29
+    assert raw.headers["x-ratelimit-limit-tokens"] == "100000"
+    assert int(raw.headers["x-ratelimit-remaining-tokens"]) <= 5_000
+    assert raw.headers["ratelimit-policy"] == '"requests";q=600;w=60, "tokens";q=100000;w=60'
+    raw = claude(gateway, LIMITED_KEY).messages.with_raw_response.create(
+        model="smart-chat", max_tokens=20, messages=[{"role": "user", "content": "Hello"}]
+    )
+    assert raw.parse().content[0].text
+    assert int(raw.headers["x-ratelimit-remaining-requests"]) < 30
 
 
 def error_fields(error: Exception) -> dict:
