@@ -60,8 +60,8 @@ pub async fn for_scopes(store: &dyn QuotaStore, scopes: &[ScopeId]) -> HeaderMap
 }
 
 /// A request's headers, known as early as they mean something: the request path calls
-/// [`Early::admitted`] once its reservation is made. A remote store returns the path's
-/// state with the grant, so the headers cost no read; without it the read starts then and
+/// [`Early::admitted`] once its reservation is made. A remote store returns the caller's
+/// own scopes with the grant, so the headers cost no read; without it the read starts then and
 /// overlaps the upstream call instead of following it. Never admitted (a refusal, an
 /// error), the layer reads when the response is ready.
 #[derive(Debug, Clone)]
@@ -91,8 +91,8 @@ impl Early {
         Self(Arc::new(EarlyRead { store, scopes, known: Mutex::new(Known::Nothing) }))
     }
 
-    /// A reservation was made, leaving the path's scopes as `after` (empty when the store
-    /// did not say). The latest admission wins (a retry on a fallback deployment). With no
+    /// A reservation was made, leaving the caller's own scopes as `after` (empty when the
+    /// store did not say). The latest admission wins (a retry on a fallback deployment). With no
     /// state, a remote store's read starts now; an in-process store's is left to the end:
     /// it costs less than a task.
     pub fn admitted(&self, after: Vec<ScopeSnapshot>) {
