@@ -520,8 +520,9 @@ mod cases {
         let seen: Vec<u64> = grants.iter().map(|g| of(&g.after, ScopeKind::ApiKey).in_flight.0).collect();
         assert!(seen.iter().all(|n| (1..=12).contains(n)) && seen.contains(&12), "in flight per grant: {seen:?}");
         let least = grants.iter().map(|g| of(&g.after, ScopeKind::ApiKey).rates[0].remaining).min();
-        // (100 requests a second refill: a few while the twelve are decided.)
-        assert!(least.is_some_and(|n| (988..=992).contains(&n)), "1,000 less 12: {least:?}");
+        // (100 requests a second refill: a few while the twelve are decided; uncounted
+        // grants would leave about 1,000.)
+        assert!(least.is_some_and(|n| (988..=996).contains(&n)), "1,000 less 12: {least:?}");
         for grant in grants {
             store.settle(grant.id, Settlement::exact(grant.reserved)).await.unwrap();
         }
