@@ -30,8 +30,8 @@ pub struct Admitted {
     pub output: u64,
     /// The deployment's adaptive state, taught the usage when it is known.
     pub adaptive: std::sync::Arc<crate::adaptive::Adaptive>,
-    /// The path's scopes right after the grant, when the store returned them with it (the
-    /// caller's rate-limit headers); see [`sluice_quota::Grant::after`].
+    /// The caller's own scopes right after the grant, when the store returned them with it
+    /// (its rate-limit headers); see [`sluice_quota::Grant::after`].
     pub after: Vec<sluice_quota::ScopeSnapshot>,
     kind: ProviderKind,
     output_counting: OutputCounting,

@@ -24,9 +24,10 @@
 -- report {1, now (µs), then per reported scope its requests in flight and each bucket's
 -- full-again instant (µs), as they are right after the grant} (the gateway's rate-limit
 -- headers, without another read; a run granted at once shares the state after the whole
--- run; a reservation granted before answers just {1}); or refused, {0, wait_us, scope index, limit index, kind} with
--- kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair share, 6 = held by an operator
--- (3, never fits, the gateway finds before asking; for 5 it names the scope).
+-- run; a reservation granted before answers just {1}); or refused, {0, wait_us, scope
+-- index, limit index, kind} with kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair
+-- share, 6 = held by an operator (3, never fits, the gateway finds before asking; for 5 it
+-- names the scope).
 -- Settle: {1}, or {0} when the reservation is unknown (settled before, or expired).
 local A = ARGV
 local leases, state = KEYS[1], KEYS[2]
@@ -81,22 +82,9 @@ local function settle(list, first, n, spec, by)
     -- Positions of the settlement's layout in the state's: the same (false), each bucket
     -- by what it limits (the scope's limits changed since the reservation), or nil when a
     -- layout is opaque.
-    local to
-    if s[4] == spec[c + 1] then
-      to = false
-    else
-      local was, is = spelled(spec[c + 1]), spelled(s[4])
-      if was and is then
-        to = {}
-        for p, digit in ipairs(was) do
-          for q, other in ipairs(is) do
-            if other == digit then
-              to[p] = q
-              break
-            end
-          end
-        end
-      end
+    local to = false
+    if s[4] ~= spec[c + 1] then
+      to = positions(spec[c + 1], s[4])
     end
     c = c + 3
     if to ~= nil then

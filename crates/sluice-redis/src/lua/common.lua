@@ -35,6 +35,26 @@ local function spelled(layout)
   return digits
 end
 
+-- Where each limit of layout `from` sits in layout `to` (position -> position; a limit
+-- gone has none), matched by the dimension and period it limits; nil when either layout is
+-- opaque. Also returns `to`'s limits (nil when opaque).
+local function positions(from, to)
+  local was, is = spelled(from), spelled(to)
+  if not (was and is) then
+    return nil, is
+  end
+  local at = {}
+  for p, digit in ipairs(was) do
+    for q, other in ipairs(is) do
+      if other == digit then
+        at[p] = q
+        break
+      end
+    end
+  end
+  return at, is
+end
+
 -- State `s` of another layout carried over to `layout` (a reload, or an instance that has
 -- not reloaded yet, changed which limits the scope has): the in-flight count, pause and
 -- hold stay; each bucket keeps the instant of the old bucket that limits the same
@@ -42,17 +62,13 @@ end
 -- of an opaque layout start full.
 local function relayout(s, layout)
   local out = {s[1], s[2], s[3], layout}
-  local old, new = spelled(s[4]), spelled(layout)
-  if new then
-    for j, digit in ipairs(new) do
-      local tat = 0
-      for i, was in ipairs(old or {}) do
-        if was == digit then
-          tat = s[4 + i] or 0
-          break
-        end
-      end
-      out[4 + j] = tat
+  local at, limits = positions(s[4], layout)
+  if limits then
+    for q = 1, #limits do
+      out[4 + q] = 0
+    end
+    for p, q in pairs(at or {}) do
+      out[4 + q] = s[4 + p] or 0
     end
   end
   return out
