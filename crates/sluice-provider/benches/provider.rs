@@ -6,7 +6,7 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
-use sluice_provider::{Estimator, Protocol, StreamTap, TokenizerKind, parse_request, upstream_body};
+use sluice_provider::{Estimator, MediaPricing, Protocol, StreamTap, TokenizerKind, parse_request, upstream_body};
 
 const PROSE: &str = "The gateway decides before anything leaves the building whether a request may go now, \
 must wait, should be routed elsewhere, or must be refused. Limits are multi-dimensional: requests per \
@@ -37,12 +37,12 @@ fn bench_estimate(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(body.len() as u64));
         for (name, kind) in [("o200k", TokenizerKind::O200k), ("cl100k", TokenizerKind::Cl100k)] {
             group.bench_with_input(BenchmarkId::new(name, body.len()), &req, |b, req| {
-                b.iter(|| estimator.input_tokens(black_box(&kind), black_box(req), 1.1));
+                b.iter(|| estimator.input_tokens(black_box(&kind), MediaPricing::OpenAi, black_box(req), 1.1));
             });
         }
         let approx = TokenizerKind::Approx { chars_per_token: 4.0 };
         group.bench_with_input(BenchmarkId::new("approx", body.len()), &req, |b, req| {
-            b.iter(|| estimator.input_tokens(black_box(&approx), black_box(req), 1.1));
+            b.iter(|| estimator.input_tokens(black_box(&approx), MediaPricing::OpenAi, black_box(req), 1.1));
         });
     }
     // Adversarial text: one 20 KB "word" and 20 KB of spaces.
@@ -50,7 +50,9 @@ fn bench_estimate(c: &mut Criterion) {
         let body = serde_json::to_vec(&json!({"model": "gpt-4o", "messages": [{"role": "user", "content": text}]}))
             .unwrap_or_default();
         let Ok(req) = parse_request(Protocol::OpenAiChat, &body) else { return };
-        group.bench_function(name, |b| b.iter(|| estimator.input_tokens(&TokenizerKind::O200k, black_box(&req), 1.0)));
+        group.bench_function(name, |b| {
+            b.iter(|| estimator.input_tokens(&TokenizerKind::O200k, MediaPricing::OpenAi, black_box(&req), 1.0))
+        });
     }
     group.finish();
 }

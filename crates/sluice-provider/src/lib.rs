@@ -37,7 +37,7 @@ pub use classify::{
     ErrorClass, Phase, ProviderFlavor, TransportFailure, classify, classify_transport, classify_with_hints,
 };
 pub use error::{EstimatorError, RequestError, RequestErrorCode};
-pub use estimate::{Estimator, TokenizerKind, tokenizer_for_model};
+pub use estimate::{Estimator, MediaPricing, TokenizerKind, tokenizer_for_model};
 pub use hints::{
     MAX_HINT_BODY_BYTES, MAX_HINT_DURATION, RateLimitHints, Window, parse_go_duration, parse_hints,
     parse_rfc3339_unix_ms,

@@ -1,7 +1,8 @@
 //! The life of a request through the public API, as the gateway drives it.
 
 use sluice_provider::{
-    Estimator, Protocol, StreamTap, Usage, parse_request, tokenizer_for_model, upstream_body, usage_from_response,
+    Estimator, MediaPricing, Protocol, StreamTap, Usage, parse_request, tokenizer_for_model, upstream_body,
+    usage_from_response,
 };
 
 #[test]
@@ -13,7 +14,7 @@ fn openai_stream_with_gateway_forced_usage() {
 
     let estimator = Estimator::new().unwrap();
     let kind = tokenizer_for_model("gpt-4o-mini");
-    let input = estimator.input_tokens(&kind, &req, 1.0);
+    let input = estimator.input_tokens(&kind, MediaPricing::OpenAi, &req, 1.0);
     let text = |t| estimator.text_tokens(&kind, t);
     assert_eq!(input, 3 + 1 + text("Be terse.") + 3 + 1 + text("Name a colour.") + 3);
     let output_reservation = req.max_output_tokens.unwrap_or(0) * u64::from(req.choices);

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use sluice_config::{OutputCounting, ProviderKind};
-use sluice_provider::{ParsedRequest, Protocol, Usage};
+use sluice_provider::{MediaPricing, ParsedRequest, Protocol, Usage};
 use std::sync::Arc;
 
 use sluice_quota::{
@@ -210,7 +210,7 @@ pub async fn admit(
 /// Prices `request` on `route` as admission does: the input estimate (by the route's
 /// tokenizer and cache estimator) and the output reservation. Reserves nothing.
 fn quote(gateway: &Gateway, caller: &Caller, request: &ParsedRequest, profile: &Profile, route: &Route) -> Admitted {
-    let estimate = gateway.estimator.input_tokens(&route.tokenizer, request, route.input_safety_factor);
+    let estimate = estimate_input(gateway, request, route);
     let input = route.adaptive.input_reservation(estimate);
     let output = match request.protocol {
         Protocol::OpenAiEmbeddings => 0,
@@ -233,6 +233,16 @@ fn quote(gateway: &Gateway, caller: &Caller, request: &ParsedRequest, profile: &
         caller_class: caller.class.name.to_string(),
         profile: profile.name.to_string(),
     }
+}
+
+/// The input estimate of `request` on `route`: its tokenizer and safety factor for text,
+/// its provider's rules for images, documents and audio.
+pub(crate) fn estimate_input(gateway: &Gateway, request: &ParsedRequest, route: &Route) -> u64 {
+    let media = match route.kind {
+        ProviderKind::Anthropic => MediaPricing::Anthropic,
+        ProviderKind::OpenAi | ProviderKind::Ollama => MediaPricing::OpenAi,
+    };
+    gateway.estimator.input_tokens(&route.tokenizer, media, request, route.input_safety_factor)
 }
 
 /// Refuses, as admission would, a request that can never fit on `deployment`: its cost

@@ -79,8 +79,8 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, Path(name): 
 }
 
 /// `POST /v1/messages/count_tokens`: the input tokens sluice would reserve for this
-/// Anthropic-shaped request on its model's deployment (the tokenizer and safety factor
-/// admission uses), as `{"input_tokens": N}`. Answered by the gateway alone: it costs no
+/// Anthropic-shaped request on its model's deployment (the tokenizer, safety factor and
+/// media pricing admission uses), as `{"input_tokens": N}`. Answered by the gateway alone: it costs no
 /// quota and sends nothing upstream. `max_tokens` may be left out, as Anthropic's endpoint
 /// allows.
 pub async fn count_tokens(State(state): State<AppState>, request: Request) -> Response<Body> {
@@ -106,7 +106,7 @@ async fn count(gateway: &Gateway, headers: &HeaderMap, body: Body) -> Result<u64
         .get(request.model.as_str())
         .ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
     let route = &gateway.deployments[profile.deployment];
-    Ok(gateway.estimator.input_tokens(&route.tokenizer, &request, route.input_safety_factor))
+    Ok(crate::admit::estimate_input(gateway, &request, route))
 }
 
 /// The body with `max_tokens: 1` added when it has none, so the messages validation (which

@@ -6,6 +6,7 @@
 //! against the provider's reported usage, so the aim is "close and rarely low", not exact.
 
 mod anthropic;
+mod media;
 mod openai;
 
 use tiktoken_rs::CoreBPE;
@@ -13,6 +14,8 @@ use tiktoken_rs::CoreBPE;
 use crate::error::EstimatorError;
 use crate::protocol::Protocol;
 use crate::request::ParsedRequest;
+
+pub use media::MediaPricing;
 
 /// Which tokenizer counts a model family's text.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,49 +80,61 @@ impl Estimator {
         Ok(Self { o200k, cl100k })
     }
 
-    /// Input tokens the provider will count for this request, including per-message, role,
-    /// name, tool and image overhead, multiplied by `safety_factor` and rounded up.
+    /// Input tokens the provider will count for this request: its text with per-message,
+    /// role, name and tool overhead, multiplied by `safety_factor` and rounded up, plus every
+    /// image, document and audio part priced by `media` (the rules of the provider the
+    /// request goes to, which may differ from the client's protocol).
     ///
     /// `safety_factor` comes from config per model family and should be >= 1.0; smaller or
     /// non-finite values are treated as 1.0 (an estimate is never shrunk below the count).
+    /// It covers tokenizer mismatch, so it does not scale media parts, whose figures are
+    /// conservative already.
     ///
     /// # Examples
     /// ```
-    /// use sluice_provider::{parse_request, tokenizer_for_model, Estimator, Protocol};
+    /// use sluice_provider::{parse_request, tokenizer_for_model, Estimator, MediaPricing, Protocol};
     ///
     /// let estimator = Estimator::new().unwrap();
     /// let body = br#"{"model":"gpt-4o","messages":[{"role":"user","content":"Hello there"}]}"#;
     /// let req = parse_request(Protocol::OpenAiChat, body).unwrap();
     /// let kind = tokenizer_for_model(&req.model);
     /// // 3 (message) + 1 ("user") + 2 ("Hello there") + 3 (reply priming)
-    /// assert_eq!(estimator.input_tokens(&kind, &req, 1.0), 9);
-    /// assert_eq!(estimator.input_tokens(&kind, &req, 1.2), 11);
+    /// let openai = MediaPricing::OpenAi;
+    /// assert_eq!(estimator.input_tokens(&kind, openai, &req, 1.0), 9);
+    /// assert_eq!(estimator.input_tokens(&kind, openai, &req, 1.2), 11);
     /// ```
     #[must_use]
-    pub fn input_tokens(&self, kind: &TokenizerKind, req: &ParsedRequest, safety_factor: f64) -> u64 {
-        let mut tally = self.tally(kind);
+    pub fn input_tokens(
+        &self,
+        kind: &TokenizerKind,
+        media: MediaPricing,
+        req: &ParsedRequest,
+        safety_factor: f64,
+    ) -> u64 {
+        let mut tally = self.tally(kind, media);
         match req.protocol {
             Protocol::OpenAiChat => openai::chat(&mut tally, &req.body),
             Protocol::OpenAiEmbeddings => openai::embeddings(&mut tally, &req.body),
             Protocol::AnthropicMessages => anthropic::messages(&mut tally, &req.body),
         }
-        apply_safety(tally.total(), safety_factor)
+        apply_safety(tally.total(), safety_factor).saturating_add(tally.media_tokens)
     }
 
     /// Tokens of a plain text under `kind`, without any overhead.
     #[must_use]
     pub fn text_tokens(&self, kind: &TokenizerKind, text: &str) -> u64 {
-        let mut tally = self.tally(kind);
+        let mut tally = self.tally(kind, MediaPricing::default());
         tally.text(text);
         tally.total()
     }
 
-    fn tally(&self, kind: &TokenizerKind) -> Tally<'_> {
-        match *kind {
+    fn tally(&self, kind: &TokenizerKind, media: MediaPricing) -> Tally<'_> {
+        let tally = match *kind {
             TokenizerKind::O200k => Tally::bpe(&self.o200k),
             TokenizerKind::Cl100k => Tally::bpe(&self.cl100k),
             TokenizerKind::Approx { chars_per_token } => Tally::approx(chars_per_token),
-        }
+        };
+        Tally { pricing: media, ..tally }
     }
 }
 
@@ -134,9 +149,13 @@ fn apply_safety(tokens: u64, safety_factor: f64) -> u64 {
 }
 
 /// Running count for one request: BPE tokens, or characters for the approximation, plus
-/// fixed overheads.
+/// fixed overheads and media parts.
 pub(crate) struct Tally<'a> {
     bpe: Option<&'a CoreBPE>,
+    /// How images, documents and audio are priced.
+    pub(crate) pricing: MediaPricing,
+    /// Tokens of media parts, kept apart from text (the safety factor is for text).
+    media_tokens: u64,
     chars_per_token: f64,
     chars: u64,
     tokens: u64,
@@ -144,18 +163,30 @@ pub(crate) struct Tally<'a> {
 
 impl<'a> Tally<'a> {
     fn bpe(bpe: &'a CoreBPE) -> Self {
-        Self { bpe: Some(bpe), chars_per_token: FALLBACK_CHARS_PER_TOKEN, chars: 0, tokens: 0 }
+        Self {
+            bpe: Some(bpe),
+            pricing: MediaPricing::default(),
+            media_tokens: 0,
+            chars_per_token: FALLBACK_CHARS_PER_TOKEN,
+            chars: 0,
+            tokens: 0,
+        }
     }
 
     fn approx(chars_per_token: f64) -> Self {
         let usable = chars_per_token.is_finite() && chars_per_token > 0.0;
         let chars_per_token = if usable { chars_per_token } else { FALLBACK_CHARS_PER_TOKEN };
-        Self { bpe: None, chars_per_token, chars: 0, tokens: 0 }
+        Self { bpe: None, pricing: MediaPricing::default(), media_tokens: 0, chars_per_token, chars: 0, tokens: 0 }
     }
 
     /// Adds a fixed overhead.
     pub(crate) fn fixed(&mut self, tokens: u64) {
         self.tokens = self.tokens.saturating_add(tokens);
+    }
+
+    /// Adds the tokens of a media part.
+    pub(crate) fn media(&mut self, tokens: u64) {
+        self.media_tokens = self.media_tokens.saturating_add(tokens);
     }
 
     /// Adds the tokens of a text (no special tokens: `<|endoftext|>` in user text is counted
@@ -190,5 +221,7 @@ impl<'a> Tally<'a> {
     }
 }
 
+#[cfg(test)]
+mod parts_tests;
 #[cfg(test)]
 mod tests;

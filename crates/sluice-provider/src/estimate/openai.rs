@@ -6,9 +6,9 @@
 //! - tool and function definitions count as the tokens of their compact JSON (OpenAI
 //!   renders them into a hidden prompt of similar size);
 //! - assistant `tool_calls`/`function_call` count the function name plus its arguments;
-//! - images count a flat [`IMAGE_TOKENS_HIGH`] per part ([`IMAGE_TOKENS_LOW`] with
-//!   `detail: "low"`), since the real tile count needs the image dimensions;
-//! - audio and file parts count 0 (their size is not knowable without decoding them);
+//! - `image_url` parts by the image's size read from its header (the largest size for an
+//!   http(s) URL), `input_audio` by its duration, `file` parts as PDFs by their pages (a
+//!   `file_id` alone by a default page count), all priced by [`MediaPricing`](super::MediaPricing);
 //!   the settle step corrects all of these from the provider's usage.
 
 use serde_json::{Map, Value};
@@ -21,10 +21,6 @@ const TOKENS_PER_MESSAGE: u64 = 3;
 const TOKENS_PER_NAME: u64 = 1;
 /// Tokens priming the assistant's reply.
 const REPLY_PRIMING: u64 = 3;
-/// Image part, `detail` high or auto: a 512px-tiled 1024x1024 image (85 + 4 x 170).
-pub(crate) const IMAGE_TOKENS_HIGH: u64 = 765;
-/// Image part with `detail: "low"`.
-pub(crate) const IMAGE_TOKENS_LOW: u64 = 85;
 
 /// Counts a validated chat-completions body.
 pub(super) fn chat(tally: &mut Tally<'_>, body: &Map<String, Value>) {
@@ -64,11 +60,13 @@ fn part_tokens(tally: &mut Tally<'_>, part: &Value) {
                 tally.text(text);
             }
         }
-        Some("image_url") => {
-            let detail = part.pointer("/image_url/detail").and_then(Value::as_str);
-            tally.fixed(if detail == Some("low") { IMAGE_TOKENS_LOW } else { IMAGE_TOKENS_HIGH });
+        Some("file") => {
+            if let Some(name) = part.pointer("/file/filename").and_then(Value::as_str) {
+                tally.text(name);
+            }
+            tally.media(tally.pricing.openai_part(part));
         }
-        _ => {}
+        _ => tally.media(tally.pricing.openai_part(part)),
     }
 }
 

@@ -4,14 +4,15 @@ use super::*;
 use crate::request::parse_request;
 
 /// Loading the tables takes a while in debug builds; tests share one estimator.
-fn estimator() -> &'static Estimator {
+pub(super) fn estimator() -> &'static Estimator {
     static ESTIMATOR: OnceLock<Estimator> = OnceLock::new();
     ESTIMATOR.get_or_init(|| Estimator::new().unwrap())
 }
 
 fn count(protocol: Protocol, kind: TokenizerKind, body: &str) -> u64 {
     let req = parse_request(protocol, body.as_bytes()).unwrap();
-    estimator().input_tokens(&kind, &req, 1.0)
+    let media = if protocol == Protocol::AnthropicMessages { MediaPricing::Anthropic } else { MediaPricing::OpenAi };
+    estimator().input_tokens(&kind, media, &req, 1.0)
 }
 
 fn tokens(kind: TokenizerKind, text: &str) -> u64 {
@@ -95,7 +96,8 @@ fn openai_images_tools_and_calls() {
         {{"role":"tool","tool_call_id":"c1","content":"rain"}}]}}"#
     );
     let tool_json = serde_json::to_string(&serde_json::from_str::<serde_json::Value>(tool).unwrap()).unwrap();
-    let expected = (3 + 1 + 765 + 85)
+    // An unreadable data URL costs the largest image; 3 bytes of WAV one second of audio.
+    let expected = (3 + 1 + media::OPENAI_IMAGE_MAX + 85 + media::AUDIO_TOKENS_PER_SECOND)
         + (3 + 1 + tokens(kind, "get_weather") + tokens(kind, r#"{"city":"Oslo"}"#))
         + (3 + 1 + tokens(kind, "rain"))
         + 3
@@ -158,10 +160,15 @@ fn shared_across_threads() {
     let req =
         parse_request(Protocol::OpenAiChat, br#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi there"}]}"#)
             .unwrap();
-    let expected = estimator().input_tokens(&TokenizerKind::O200k, &req, 1.0);
+    let expected = estimator().input_tokens(&TokenizerKind::O200k, MediaPricing::Anthropic, &req, 1.0);
     std::thread::scope(|s| {
         for _ in 0..4 {
-            s.spawn(|| assert_eq!(estimator().input_tokens(&TokenizerKind::O200k, &req, 1.0), expected));
+            s.spawn(|| {
+                assert_eq!(
+                    estimator().input_tokens(&TokenizerKind::O200k, MediaPricing::Anthropic, &req, 1.0),
+                    expected
+                );
+            });
         }
     });
 }
