@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sluice_provider::MediaPricing;
 
 use crate::tokens::{PER_MESSAGE, Tokenizer};
 
@@ -61,7 +62,8 @@ pub struct Message<'a> {
 pub enum Content<'a> {
     /// Plain text.
     Text(#[serde(borrow)] Cow<'a, str>),
-    /// Blocks: `text` blocks count their text, others their JSON.
+    /// Blocks: `text` blocks count their text, images and documents their media cost,
+    /// tool results their blocks, others their JSON.
     Blocks(Vec<Value>),
 }
 
@@ -71,13 +73,7 @@ impl Content<'_> {
     pub fn tokens(&self, tok: &Tokenizer) -> u64 {
         match self {
             Self::Text(text) => tok.count(text),
-            Self::Blocks(blocks) => blocks
-                .iter()
-                .map(|b| match b.get("text").and_then(Value::as_str) {
-                    Some(text) if b.get("type").and_then(Value::as_str) == Some("text") => tok.count(text),
-                    _ => tok.count(&b.to_string()),
-                })
-                .sum(),
+            Self::Blocks(blocks) => blocks.iter().map(|b| block_tokens(tok, b)).sum(),
         }
     }
 
@@ -90,6 +86,21 @@ impl Content<'_> {
                 blocks.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(" ")
             }
         }
+    }
+}
+
+/// One block: text by its text; images and PDF documents by Anthropic's documented rules
+/// (the ones sluice's estimator applies); a tool result by its nested blocks; anything else
+/// (text-source documents included) by its JSON.
+fn block_tokens(tok: &Tokenizer, block: &Value) -> u64 {
+    let kind = block.get("type").and_then(Value::as_str);
+    match (kind, block.get("text").and_then(Value::as_str), block.get("content")) {
+        (Some("text"), Some(text), _) => tok.count(text),
+        (Some("tool_result"), _, Some(Value::Array(inner))) => inner.iter().map(|b| block_tokens(tok, b)).sum(),
+        _ => match MediaPricing::Anthropic.anthropic_block(block) {
+            0 => tok.count(&block.to_string()),
+            media => media,
+        },
     }
 }
 
@@ -126,5 +137,21 @@ mod tests {
         let marker = t.count("hello world req-id:7");
         assert_eq!(req.input_tokens(&t), 2 + (3 + 2) + (3 + marker));
         assert_eq!(crate::text::marker(&req.last_text()).as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn images_and_documents_count_by_anthropics_rules() {
+        let png = "iVBORw0KGgoAAAANSUhEUgAABAAAAAQACAYAAAAAAAAA";
+        let pdf = "JVBERi0xLjQgPDwvVHlwZSAvUGFnZXM+PiA8PC9UeXBlIC9QYWdlPj4gPDwvVHlwZSAvUGFnZT4+ICUlRU9G";
+        let body = format!(
+            r#"{{"model":"claude","max_tokens":10,"messages":[{{"role":"user","content":[
+            {{"type":"image","source":{{"type":"base64","media_type":"image/png","data":"{png}"}}}},
+            {{"type":"tool_result","tool_use_id":"t","content":[
+              {{"type":"document","source":{{"type":"base64","media_type":"application/pdf","data":"{pdf}"}}}}]}}]}}]}}"#
+        );
+        let req: MessagesRequest = serde_json::from_str(&body).unwrap();
+        let t = Tokenizer::new(Encoding::Cl100kBase);
+        // 1024 x 1024 / 750 = 1,399; two pages at 3,000.
+        assert_eq!(req.input_tokens(&t), 3 + 1_399 + 2 * 3_000);
     }
 }

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::Value;
+use sluice_provider::MediaPricing;
 
 use crate::tokens::{REPLY_PRIMING, Tokenizer, estimate_from_chars};
 
@@ -71,16 +72,8 @@ pub struct Message<'a> {
 pub enum Content<'a> {
     /// Plain text.
     Text(#[serde(borrow)] Cow<'a, str>),
-    /// Typed parts; only text parts are counted.
-    Parts(#[serde(borrow)] Vec<Part<'a>>),
-}
-
-/// A content part.
-#[derive(Debug, Deserialize)]
-pub struct Part<'a> {
-    /// Its text, for `{"type": "text"}` parts.
-    #[serde(borrow, default)]
-    pub text: Option<Cow<'a, str>>,
+    /// Typed parts: text parts count their text, images, audio and files their media cost.
+    Parts(Vec<Value>),
 }
 
 impl Content<'_> {
@@ -88,20 +81,31 @@ impl Content<'_> {
     pub fn texts(&self) -> impl Iterator<Item = &str> {
         let (one, many) = match self {
             Self::Text(text) => (Some(text.as_ref()), None),
-            Self::Parts(parts) => (None, Some(parts.iter().filter_map(|p| p.text.as_deref()))),
+            Self::Parts(parts) => (None, Some(parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)))),
         };
         one.into_iter().chain(many.into_iter().flatten())
+    }
+
+    /// Tokens of image, audio and file parts, by the rule OpenAI documents (tiles for
+    /// images, duration for audio, pages for PDFs), the one sluice's estimator applies.
+    pub fn media_tokens(&self) -> u64 {
+        match self {
+            Self::Text(_) => 0,
+            Self::Parts(parts) => parts.iter().map(|p| MediaPricing::OpenAi.openai_part(p)).sum(),
+        }
     }
 }
 
 impl ChatRequest<'_> {
-    /// Prompt tokens by OpenAI's documented formula (messages, names, tools, reply priming).
+    /// Prompt tokens by OpenAI's documented formula (messages, names, tools, reply priming,
+    /// media parts).
     #[must_use]
     pub fn prompt_tokens(&self, tok: &Tokenizer) -> u64 {
         let messages = self.messages.as_deref().unwrap_or_default();
         let mut total = REPLY_PRIMING;
         for m in messages {
             total += tok.message(&m.role, m.content.iter().flat_map(Content::texts), m.name.as_deref());
+            total += m.content.as_ref().map_or(0, Content::media_tokens);
             if let Some(calls) = &m.tool_calls {
                 total += tok.count(&calls.to_string());
             }
@@ -142,10 +146,26 @@ mod tests {
         ]}"#;
         let req: ChatRequest = serde_json::from_slice(body).unwrap();
         let t = Tokenizer::new(Encoding::Cl100kBase);
-        // system: 3 + 1 + 6; user: 3 + 1 + 2 + (1 + 1); priming 3.
+        // system: 3 + 1 + 6; user: 3 + 1 + 2 + (1 + 1) + an image of unknown size (the
+        // dearest shape, 1,445); priming 3.
         assert_eq!(t.count("You are a helpful assistant."), 6);
-        assert_eq!(req.prompt_tokens(&t), 10 + 8 + 3);
+        assert_eq!(req.prompt_tokens(&t), 10 + 8 + 1_445 + 3);
         assert_eq!(req.last_text(), "hello world");
         assert_eq!(req.char_estimate(), (28 + 11_u64).div_ceil(4));
+    }
+
+    #[test]
+    fn media_parts_count_by_openais_rules() {
+        // A 1024 x 1024 PNG header (765 tokens at high detail) and a two-page PDF.
+        let png = "iVBORw0KGgoAAAANSUhEUgAABAAAAAQACAYAAAAAAAAA";
+        let pdf = "JVBERi0xLjQgPDwvVHlwZSAvUGFnZXM+PiA8PC9UeXBlIC9QYWdlPj4gPDwvVHlwZSAvUGFnZT4+ICUlRU9G";
+        let body = format!(
+            r#"{{"model":"gpt-4o","messages":[{{"role":"user","content":[
+            {{"type":"image_url","image_url":{{"url":"data:image/png;base64,{png}"}}}},
+            {{"type":"file","file":{{"file_data":"data:application/pdf;base64,{pdf}"}}}}]}}]}}"#
+        );
+        let req: ChatRequest = serde_json::from_str(&body).unwrap();
+        let t = Tokenizer::new(Encoding::O200kBase);
+        assert_eq!(req.prompt_tokens(&t), (3 + 1 + 765 + 2 * 1_765) + 3);
     }
 }
