@@ -54,7 +54,28 @@ fn bench_estimate(c: &mut Criterion) {
             b.iter(|| estimator.input_tokens(&TokenizerKind::O200k, MediaPricing::OpenAi, black_box(&req), 1.0))
         });
     }
+    // A 1 MB PDF (scanned once for its pages) and a 1 MB PNG (its header read only).
+    let pdf = "<< /Type /Page >> stream BT (lorem ipsum) Tj ET endstream ".repeat(1 << 14);
+    let png = [b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0\x04\0\0\0\x04\0".as_slice(), &[0; 1 << 20]].concat();
+    for (name, part) in [
+        (
+            "pdf_1mb",
+            json!({"type": "file", "file": {"file_data": format!("data:application/pdf;base64,{}", b64(pdf.as_bytes()))}}),
+        ),
+        ("png_1mb", json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", b64(&png))}})),
+    ] {
+        let body = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": [part]}]});
+        let Ok(req) = parse_request(Protocol::OpenAiChat, body.to_string().as_bytes()) else { return };
+        group.bench_function(name, |b| {
+            b.iter(|| estimator.input_tokens(&TokenizerKind::O200k, MediaPricing::OpenAi, black_box(&req), 1.0))
+        });
+    }
     group.finish();
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 fn bench_parse_rewrite(c: &mut Criterion) {
