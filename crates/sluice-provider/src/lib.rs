@@ -5,21 +5,23 @@
 //! 1. [`parse_request`] validates the client body into a [`ParsedRequest`] (400-worthy
 //!    problems come back as a [`RequestError`] naming the field);
 //! 2. [`Estimator::input_tokens`] prices it before sending (with the
-//!    [`tokenizer_for_model`] of the target model), `max_output_tokens × choices` being the
-//!    output side of the reservation;
+//!    [`tokenizer_for_model`] of the target model and the [`MediaPricing`] of its
+//!    provider), `max_output_tokens × choices` being the output side of the reservation;
 //! 3. [`upstream_body`] rewrites it for the chosen deployment;
 //! 4. [`usage_from_response`] reads the real usage from a non-stream body, or a
 //!    [`StreamTap`] reads it from the stream while passing the stream through.
 //!
 //! Layout: `protocol` (the [`Protocol`] enum), `request/` (parsing and validation, one
-//! file per provider), `estimate/` (token counting, one file per provider), `rewrite`
+//! file per provider), `estimate/` (token counting, one file per provider; `media/` reads
+//! image sizes, PDF pages and audio durations from base64 parts), `rewrite`
 //! (upstream body), `usage` (response usage), `sse` (event framing and cheap JSON
 //! peeking), `tap/` (the stream watcher, one file per provider), `translate/`
 //! (OpenAI ⇄ Anthropic bodies and streams, for cross-provider fallback), `error`.
 //!
 //! Failure semantics: only [`parse_request`] and [`Estimator::new`] fail. Estimation never
-//! fails (unknown parts count 0, to be settled later); usage extraction returns `None`
-//! rather than guessing; the tap forwards what it cannot parse unchanged.
+//! fails (unknown part types count 0, media whose size cannot be read count a conservative
+//! default, all settled later); usage extraction returns `None` rather than guessing; the
+//! tap forwards what it cannot parse unchanged.
 
 mod classify;
 mod error;
