@@ -96,7 +96,12 @@ async fn a_served_pdf_holds_the_input_budget_until_it_refills() {
     let source = json!({"type": "base64", "media_type": "application/pdf", "data": pdf(12)});
     let body = json!({"model": "smart", "max_tokens": 16, "messages": [{"role": "user", "content": [
         {"type": "document", "source": source}, {"type": "text", "text": "Summarize the report."}]}]});
-    // 12 pages at 3,000 tokens: 36,000 of the 60,000 input tokens a minute.
+    // 12 pages at 3,000 tokens: 36,000 of the 60,000 input tokens a minute, as
+    // count_tokens (admission's estimate, answered by the gateway) says too.
+    let (status, _, counted) = env.post("/v1/messages/count_tokens", KEY, &body).await;
+    assert_eq!(status, 200, "{counted}");
+    let estimate = counted["input_tokens"].as_u64().unwrap();
+    assert!((12 * 3_000..12 * 3_000 + 50).contains(&estimate), "{estimate}");
     let (status, _, first) = env.post("/v1/messages", KEY, &body).await;
     assert_eq!(status, 200, "{first}");
     let used = first["usage"]["input_tokens"].as_u64().unwrap();
