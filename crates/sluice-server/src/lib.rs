@@ -24,6 +24,7 @@ mod dashboard;
 pub mod error;
 pub mod files;
 pub mod jobs;
+mod metered;
 pub mod metrics;
 mod oplog;
 mod proxy;
