@@ -85,6 +85,9 @@ pub enum GatewayError {
     /// The provider did not answer in time.
     #[error("provider `{0}` did not answer in time")]
     UpstreamTimeout(String),
+    /// Too many failed dashboard logins from this address; locked out for this long.
+    #[error("too many failed logins from this address; try again in {}s", .0.as_secs().max(1))]
+    LoginThrottled(Duration),
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
@@ -134,7 +137,7 @@ impl GatewayError {
             Self::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnknownModel(_) | Self::UnknownRoute { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited(_) | Self::LoginThrottled(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::StoreUnavailable | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Self::UpstreamUnreachable(_) => StatusCode::BAD_GATEWAY,
             Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -152,6 +155,7 @@ impl GatewayError {
             Self::WrongEndpoint { .. } => ("invalid_request_error", "wrong_endpoint"),
             Self::RateLimited(_) => ("rate_limited", "rate_limit_exceeded"),
             Self::NeverFits { .. } => ("invalid_request_error", "request_exceeds_limit"),
+            Self::LoginThrottled(_) => ("rate_limited", "too_many_failed_logins"),
             Self::StoreUnavailable => ("service_unavailable", "store_unavailable"),
             Self::UpstreamUnreachable(_) => ("upstream_error", "upstream_unreachable"),
             Self::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
@@ -240,6 +244,7 @@ impl IntoResponse for ErrorResponse {
         }
         let retry = match &self.error {
             GatewayError::RateLimited(info) => info.retry_after,
+            GatewayError::LoginThrottled(wait) => Some(*wait),
             GatewayError::StoreUnavailable | GatewayError::ShuttingDown | GatewayError::IdempotencyInFlight => {
                 Some(Duration::from_secs(1))
             }
