@@ -52,6 +52,10 @@ pub enum GatewayError {
     /// The body exceeds the configured maximum.
     #[error("request body exceeds {0} bytes")]
     BodyTooLarge(usize),
+    /// The body did not arrive within its deadline (`[server] body_read_timeout`, extended
+    /// by what was received at `body_min_rate`).
+    #[error("the request body did not arrive in time; the connection is closed")]
+    BodyTimedOut,
     /// The `model` names no profile.
     #[error("model `{0}` does not exist or is not available to this key")]
     UnknownModel(String),
@@ -135,6 +139,7 @@ impl GatewayError {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::BadRequest(_) | Self::WrongEndpoint { .. } | Self::NeverFits { .. } => StatusCode::BAD_REQUEST,
             Self::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimedOut => StatusCode::REQUEST_TIMEOUT,
             Self::UnknownModel(_) | Self::UnknownRoute { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RateLimited(_) | Self::LoginThrottled(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -151,6 +156,7 @@ impl GatewayError {
             Self::Unauthorized(_) => ("authentication_error", "invalid_api_key"),
             Self::BadRequest(e) => ("invalid_request_error", e.code.as_str()),
             Self::BodyTooLarge(_) => ("invalid_request_error", "body_too_large"),
+            Self::BodyTimedOut => ("invalid_request_error", "body_timeout"),
             Self::UnknownModel(_) => ("invalid_request_error", "model_not_found"),
             Self::WrongEndpoint { .. } => ("invalid_request_error", "wrong_endpoint"),
             Self::RateLimited(_) => ("rate_limited", "rate_limit_exceeded"),
