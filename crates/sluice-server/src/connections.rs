@@ -2,13 +2,19 @@
 //! the file-descriptor limit) and per peer address (`max_connections_per_peer`). A
 //! connection past a cap is closed at once, before anything is read from it, so a flood
 //! of idle or slow sockets cannot take the descriptors the gateway needs for Redis,
-//! providers and the clients it does serve.
+//! providers and the clients it does serve. `sluice_connections_open` and
+//! `sluice_connections_refused_total{cap}` count them.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
 /// Descriptors kept free below `RLIMIT_NOFILE` for everything that is not a client
 /// connection: the listener, Redis and provider connections, the job store, logs.
@@ -23,6 +29,21 @@ pub enum Refused {
     Peer,
 }
 
+impl Refused {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Process => "process",
+            Self::Peer => "peer",
+        }
+    }
+}
+
+/// `cap`: the cap that refused.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct CapLabel {
+    cap: &'static str,
+}
+
 #[derive(Debug, Default)]
 struct Open {
     total: u64,
@@ -35,13 +56,26 @@ pub struct Caps {
     process: u64,
     peer: u64,
     open: Arc<Mutex<Open>>,
+    open_gauge: Gauge,
+    refused: Family<CapLabel, Counter>,
 }
 
 impl Caps {
     /// Caps of `process` connections in all and `peer` from one address.
     #[must_use]
     pub fn new(process: u64, peer: u64) -> Self {
-        Self { process, peer, open: Arc::new(Mutex::new(Open::default())) }
+        let open = Arc::new(Mutex::new(Open::default()));
+        Self { process, peer, open, open_gauge: Gauge::default(), refused: Family::default() }
+    }
+
+    /// Registers the connection metrics in `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register("sluice_connections_open", "Client connections open now", self.open_gauge.clone());
+        registry.register(
+            "sluice_connections_refused",
+            "Client connections closed unread because a cap was reached, by cap (process, peer)",
+            self.refused.clone(),
+        );
     }
 
     /// The caps of `config`, the process cap lowered to the descriptor limit less
@@ -74,6 +108,20 @@ impl Caps {
     /// # Errors
     /// [`Refused`] when either cap is reached; nothing is counted then.
     pub fn admit(&self, peer: IpAddr) -> Result<Slot, Refused> {
+        let taken = self.take(peer);
+        match taken {
+            Ok(total) => {
+                self.open_gauge.set(gauge(total));
+            }
+            Err(cap) => {
+                self.refused.get_or_create(&CapLabel { cap: cap.as_str() }).inc();
+            }
+        }
+        taken.map(|_| Slot { open: Arc::clone(&self.open), gauge: self.open_gauge.clone(), peer })
+    }
+
+    /// Counts a connection from `peer` if both caps allow; the new total.
+    fn take(&self, peer: IpAddr) -> Result<u64, Refused> {
         let mut open = self.open.lock();
         if open.total >= self.process {
             return Err(Refused::Process);
@@ -84,7 +132,7 @@ impl Caps {
         }
         *from_peer += 1;
         open.total += 1;
-        Ok(Slot { open: Arc::clone(&self.open), peer })
+        Ok(open.total)
     }
 
     /// Connections open now.
@@ -98,6 +146,7 @@ impl Caps {
 #[derive(Debug)]
 pub struct Slot {
     open: Arc<Mutex<Open>>,
+    gauge: Gauge,
     peer: IpAddr,
 }
 
@@ -111,7 +160,12 @@ impl Drop for Slot {
                 open.by_peer.remove(&self.peer);
             }
         }
+        self.gauge.set(gauge(open.total));
     }
+}
+
+fn gauge(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// The soft `RLIMIT_NOFILE` less [`FD_RESERVE`], if the limit is known and finite.
@@ -137,5 +191,12 @@ mod tests {
         drop(first);
         assert_eq!(caps.open(), 2);
         assert!(caps.admit(a).is_ok(), "a's place is free again");
+        let mut registry = Registry::default();
+        caps.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("sluice_connections_open 2"), "{text}");
+        assert!(text.contains("sluice_connections_refused_total{cap=\"peer\"} 1"), "{text}");
+        assert!(text.contains("sluice_connections_refused_total{cap=\"process\"} 1"), "{text}");
     }
 }

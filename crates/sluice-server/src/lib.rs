@@ -106,6 +106,8 @@ impl AppState {
         let metrics = Arc::new(metrics::Metrics::register(&mut registry));
         let gateway = Arc::new(Gateway::build(config, store, clock, metrics)?);
         let admin = Arc::new(admin::Admin::new(config, &gateway));
+        let caps = connections::Caps::from_config(&config.server);
+        caps.register(&mut registry);
         Ok(Self {
             admin,
             live: Arc::new(arc_swap::ArcSwap::new(Arc::clone(&gateway))),
@@ -114,7 +116,7 @@ impl AppState {
             registry: Arc::new(registry),
             jobs: None,
             tls: None,
-            caps: connections::Caps::from_config(&config.server),
+            caps,
             ready_needs_store: config.store.kind != sluice_config::StoreKind::Memory
                 && config.store.on_unavailable == sluice_config::Unavailable::FailClosed,
         })
