@@ -65,7 +65,6 @@ struct Progress {
     started: Instant,
     received: u64,
     finished: bool,
-    timed_out: bool,
     polled: bool,
 }
 
@@ -115,7 +114,6 @@ impl HttpBody for Paced {
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
             Poll::Pending => {
                 ready!(this.deadline.as_mut().poll(cx));
-                progress.timed_out = true;
                 // Dropping the client's body lets the connection close once the answer is out.
                 progress.body = None;
                 Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut))))
@@ -145,14 +143,7 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     // to drain if the handler never asked.
     let waits_to_send =
         parts.headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    let progress = Progress {
-        body: Some(body),
-        started: Instant::now(),
-        received: 0,
-        finished: false,
-        timed_out: false,
-        polled: false,
-    };
+    let progress = Progress { body: Some(body), started: Instant::now(), received: 0, finished: false, polled: false };
     let progress = Arc::new(Mutex::new(progress));
     let paced = Paced::new(Arc::clone(&progress), pace);
     let mut response = next.run(Request::from_parts(parts, Body::new(paced))).await;
