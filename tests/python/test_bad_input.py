@@ -255,6 +255,17 @@ def test_oversized_body_is_refused_without_reading_it_all(gw: Gateway) -> None:
     gw.assert_serving()
 
 
+def test_a_client_that_sends_its_whole_oversized_body_reads_the_413(gw: Gateway) -> None:
+    """http.client writes the whole 10 MB body before it reads: the gateway reads and
+    discards what is past the cap instead of resetting the connection, so the client gets
+    the 413 and its structured body, not a broken pipe."""
+    status, headers, body = gw.request("POST", "/v1/chat/completions", b" " * (10 * 1000 * 1000), USER_JSON)
+    assert status == 413, body[:300]
+    assert error_code(body) == "body_too_large"
+    assert headers.get("connection") == "close"
+    gw.assert_serving()
+
+
 NUMBERS = {
     "1e18": "1000000000000000000",
     "2^64": "18446744073709551616",

@@ -241,7 +241,7 @@ def test_models_retrieve_and_anthropic_models_list(gateway: str) -> None:
         claude(gateway, "sk-nope").models.list()
 
 
-def test_anthropic_count_tokens_is_answered_without_quota(gateway: str) -> None:
+def test_anthropic_count_tokens_is_answered_by_the_gateway_for_one_request(gateway: str) -> None:
     client = claude(gateway)
     short = client.messages.count_tokens(model="smart-chat", messages=[{"role": "user", "content": "Hello"}])
     long = client.messages.count_tokens(
@@ -251,10 +251,13 @@ def test_anthropic_count_tokens_is_answered_without_quota(gateway: str) -> None:
     )
     assert 0 < short.input_tokens < long.input_tokens
     assert long.input_tokens >= 200
-    # The tight tenant's single request a minute is not spent by counting.
+    # A count costs one request of the caller's own limits (no tokens): the tight tenant's
+    # single request a minute is spent by the first count at the latest.
     tight = claude(gateway, TIGHT_KEY)
-    for _ in range(3):
-        assert tight.messages.count_tokens(model="smart-chat", messages=[{"role": "user", "content": "hi"}]).input_tokens > 0
+    with pytest.raises(anthropic.RateLimitError) as caught:
+        for _ in range(2):
+            tight.messages.count_tokens(model="smart-chat", messages=[{"role": "user", "content": "hi"}])
+    assert error_fields(caught.value)["limiter"] == "rpm"
     with pytest.raises(anthropic.NotFoundError):
         client.messages.count_tokens(model="claude-99", messages=[{"role": "user", "content": "hi"}])
     with pytest.raises(anthropic.BadRequestError) as caught:

@@ -54,3 +54,14 @@ pub const RETRY_WITHIN: Duration = Duration::from_secs(8);
 pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
 /// How long a repeat waits for the same operation in flight.
 pub const IDEMPOTENCY_WAIT: Duration = Duration::from_secs(30);
+/// How long a request body may take to arrive before the deadline's extension for what
+/// it has sent (see [`BODY_MIN_RATE`]); then `408` and the connection is closed.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes per second a body must keep up, on average, once [`BODY_READ_TIMEOUT`] has
+/// passed: every `BODY_MIN_RATE` bytes received extend the deadline by one second.
+pub const BODY_MIN_RATE: u64 = 8 * 1024;
+/// Most client connections open at once, per process (also kept below the file-descriptor
+/// limit at start).
+pub const MAX_CONNECTIONS: u64 = 10_000;
+/// Most client connections open at once from one peer address.
+pub const MAX_CONNECTIONS_PER_PEER: u64 = 1_000;

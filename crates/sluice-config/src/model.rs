@@ -1,6 +1,7 @@
 //! The validated configuration: references resolved to indices, limits typed.
 
 use std::net::SocketAddr;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -285,6 +286,31 @@ pub struct Server {
     pub idempotency_ttl: Duration,
     /// How long a repeat waits for the same operation in flight before a 409.
     pub idempotency_wait: Duration,
+    /// How slow a client may send a request body.
+    pub body: BodyPace,
+    /// Most client connections open at once, per process.
+    pub max_connections: NonZeroU64,
+    /// Most client connections open at once from one peer address.
+    pub max_connections_per_peer: NonZeroU64,
+}
+
+/// How slow a request body may arrive: within `timeout`, extended by one second for every
+/// `min_rate` bytes received (a body that keeps up `min_rate` bytes per second on average
+/// never runs out of time; one that trickles does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyPace {
+    /// The deadline before any extension.
+    pub timeout: Duration,
+    /// Bytes per second that earn one more second each.
+    pub min_rate: NonZeroU64,
+}
+
+impl BodyPace {
+    /// How long a body that has sent `received` bytes may have taken in all.
+    #[must_use]
+    pub fn allowed(&self, received: u64) -> Duration {
+        self.timeout.saturating_add(Duration::from_secs(received / self.min_rate.get()))
+    }
 }
 
 /// Where quota state lives.

@@ -51,6 +51,10 @@ pub struct RawServer {
     pub tls_cert: Option<Spanned<String>>,
     pub tls_key: Option<Spanned<String>>,
     pub idempotency_wait: Option<Spanned<String>>,
+    pub body_read_timeout: Option<Spanned<String>>,
+    pub body_min_rate: Option<Spanned<u64>>,
+    pub max_connections: Option<Spanned<u64>>,
+    pub max_connections_per_peer: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

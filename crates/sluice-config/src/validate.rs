@@ -55,6 +55,10 @@ impl Validator<'_> {
             let span = raw.max_body_bytes.as_ref().map_or(0..0, Spanned::span);
             return Err(self.err("server.max_body_bytes", span, "must be at least 1024"));
         }
+        let max_connections = match &raw.max_connections {
+            None => NonZeroU64::new(defaults::MAX_CONNECTIONS).unwrap_or(NonZeroU64::MIN),
+            Some(n) => self.connections("server.max_connections", n)?,
+        };
         Ok(Server {
             listen,
             max_body_bytes: usize::try_from(max_body).unwrap_or(usize::MAX),
@@ -86,7 +90,40 @@ impl Validator<'_> {
                 &raw.idempotency_wait,
                 defaults::IDEMPOTENCY_WAIT,
             )?,
+            body: self.body_pace(raw)?,
+            max_connections,
+            max_connections_per_peer: self.connections_per_peer(raw, max_connections)?,
         })
+    }
+
+    fn body_pace(&self, raw: &RawServer) -> Result<BodyPace> {
+        let timeout = self.duration("server.body_read_timeout", &raw.body_read_timeout, defaults::BODY_READ_TIMEOUT)?;
+        let min_rate = match &raw.body_min_rate {
+            None => NonZeroU64::new(defaults::BODY_MIN_RATE).unwrap_or(NonZeroU64::MIN),
+            Some(rate) => NonZeroU64::new(*rate.get_ref()).ok_or_else(|| {
+                self.err("server.body_min_rate", rate.span(), "must be at least 1 (bytes per second)")
+            })?,
+        };
+        Ok(BodyPace { timeout, min_rate })
+    }
+
+    fn connections_per_peer(&self, raw: &RawServer, max: NonZeroU64) -> Result<NonZeroU64> {
+        let Some(per_peer) = &raw.max_connections_per_peer else {
+            return Ok(max.min(NonZeroU64::new(defaults::MAX_CONNECTIONS_PER_PEER).unwrap_or(NonZeroU64::MIN)));
+        };
+        let n = self.connections("server.max_connections_per_peer", per_peer)?;
+        if n > max {
+            return Err(self.err(
+                "server.max_connections_per_peer",
+                per_peer.span(),
+                "must not exceed max_connections",
+            ));
+        }
+        Ok(n)
+    }
+
+    fn connections(&self, field: &str, value: &Spanned<u64>) -> Result<NonZeroU64> {
+        NonZeroU64::new(*value.get_ref()).ok_or_else(|| self.err(field, value.span(), "must be at least 1"))
     }
 
     fn store(&self, raw: &RawStore) -> Result<Store> {

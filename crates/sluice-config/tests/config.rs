@@ -1,6 +1,8 @@
 //! The example config parses; every rejection rule names its field and line.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
+use std::time::Duration;
+
 use sluice_config::{OutputCounting, ProviderKind, SecretSource, hash_key, parse};
 
 const BASE: &str = r#"
@@ -205,6 +207,41 @@ fn duplicates_and_server_settings_are_checked() {
     assert!(err.message.contains("unknown field `routing`"), "{err}");
 }
 
+/// Each `(section, field, line, words)`: `section` put before [`BASE`] is refused, naming
+/// `field` on `line` with a message containing `words`.
+fn assert_rejected_before_base(cases: &[(&str, &str, usize, &str)]) {
+    for &(section, field, line, words) in cases {
+        let err = parse(&format!("{section}{BASE}")).unwrap_err();
+        assert_eq!((err.field.as_str(), err.line), (field, Some(line)), "{err}");
+        assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
+    }
+}
+
+#[test]
+fn body_pace_and_connection_caps_are_validated() {
+    let config = parse(BASE).unwrap();
+    assert_eq!(config.server.body.timeout, Duration::from_secs(30));
+    assert_eq!((config.server.max_connections.get(), config.server.max_connections_per_peer.get()), (10_000, 1_000));
+    let set = "[server]\nbody_read_timeout = \"2s\"\nbody_min_rate = 100\nmax_connections = 50\n";
+    let config = parse(&format!("{set}{BASE}")).unwrap();
+    assert_eq!(config.server.body.allowed(250), Duration::from_secs(4), "2s, and 1s per 100 bytes");
+    assert_eq!(config.server.max_connections_per_peer.get(), 50, "the per-peer default stays under the cap");
+    let cases = [
+        ("[server]\nbody_read_timeout = \"0s\"\n", "server.body_read_timeout", 2, "longer than zero"),
+        ("[server]\nbody_read_timeout = \"soon\"\n", "server.body_read_timeout", 2, "not a duration"),
+        ("[server]\nbody_min_rate = 0\n", "server.body_min_rate", 2, "at least 1"),
+        ("[server]\nmax_connections = 0\n", "server.max_connections", 2, "at least 1"),
+        ("[server]\nmax_connections_per_peer = 0\n", "server.max_connections_per_peer", 2, "at least 1"),
+        (
+            "[server]\nmax_connections = 10\nmax_connections_per_peer = 11\n",
+            "server.max_connections_per_peer",
+            3,
+            "must not exceed max_connections",
+        ),
+    ];
+    assert_rejected_before_base(&cases);
+}
+
 #[test]
 fn store_settings_are_validated() {
     let config = parse(BASE).unwrap();
@@ -225,11 +262,7 @@ fn store_settings_are_validated() {
         ("[store]\non_unavailable = \"shrug\"\n", "store.on_unavailable", 2, "fail_closed or fail_open_local"),
         ("[store]\ninstances = 0\n", "store.instances", 2, "positive"),
     ];
-    for (store, field, line, words) in cases {
-        let err = parse(&format!("{store}{BASE}")).unwrap_err();
-        assert_eq!((err.field.as_str(), err.line), (field, Some(line)), "{err}");
-        assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
-    }
+    assert_rejected_before_base(&cases);
 }
 
 #[test]

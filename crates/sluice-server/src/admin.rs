@@ -22,6 +22,7 @@ mod auth;
 mod counters;
 mod inventory;
 mod routes;
+mod throttle;
 mod view;
 
 use std::collections::BTreeSet;
@@ -37,6 +38,7 @@ pub use auth::AdminKey;
 pub use counters::{Sample, parse_samples};
 pub use inventory::{Entry, Inventory};
 pub use routes::router;
+pub use throttle::LoginThrottle;
 
 /// A traffic class, as the admin API names it.
 #[derive(Debug, Clone)]
@@ -69,6 +71,8 @@ impl Policy {
 pub struct Admin {
     /// The admin key, if configured; without it the admin surface does not exist.
     pub key: Option<AdminKey>,
+    /// Failed dashboard logins per peer address.
+    pub logins: LoginThrottle,
     policy: ArcSwap<Policy>,
     paused_classes: Mutex<BTreeSet<Arc<str>>>,
 }
@@ -79,6 +83,7 @@ impl Admin {
     pub fn new(config: &Config, gateway: &Gateway) -> Self {
         Self {
             key: config.admin.key_sha256.map(AdminKey::new),
+            logins: LoginThrottle::default(),
             policy: ArcSwap::from_pointee(Policy::new(config, gateway)),
             paused_classes: Mutex::new(BTreeSet::new()),
         }

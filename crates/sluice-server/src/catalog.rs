@@ -13,6 +13,7 @@ use sluice_provider::{Protocol, RequestError, RequestErrorCode, parse_request};
 use crate::AppState;
 use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError, shown_path};
+use crate::metered;
 use crate::proxy::read_body;
 use crate::state::Gateway;
 use crate::trace::Trace;
@@ -78,11 +79,17 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, Path(name): 
     }
 }
 
+/// The largest body `count_tokens` reads (or `max_body_bytes`, when that is smaller):
+/// tokenizing costs CPU in proportion to the text.
+pub const COUNT_TOKENS_MAX_BODY: usize = 1024 * 1024;
+
 /// `POST /v1/messages/count_tokens`: the input tokens sluice would reserve for this
 /// Anthropic-shaped request on its model's deployment (the tokenizer, safety factor and
-/// media pricing admission uses), as `{"input_tokens": N}`. Answered by the gateway alone: it costs no
-/// quota and sends nothing upstream. `max_tokens` may be left out, as Anthropic's endpoint
-/// allows.
+/// media pricing admission uses), as `{"input_tokens": N}`. Answered by the gateway alone,
+/// sending nothing upstream; it costs one request (no tokens) on the caller's own scopes, so
+/// a key's request limits bound how much tokenizing it may ask for (see `metered`). The key
+/// is checked before the body is read, and the body is capped at [`COUNT_TOKENS_MAX_BODY`].
+/// `max_tokens` may be left out, as Anthropic's endpoint allows.
 pub async fn count_tokens(State(state): State<AppState>, request: Request) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let gateway = state.current();
@@ -97,8 +104,12 @@ pub async fn count_tokens(State(state): State<AppState>, request: Request) -> Re
 }
 
 async fn count(gateway: &Gateway, headers: &HeaderMap, body: Body) -> Result<u64, GatewayError> {
-    authenticate(gateway, headers)?;
-    let bytes = read_body(body, gateway.max_body_bytes).await?;
+    let caller = authenticate(gateway, headers)?;
+    metered::run(gateway, caller, tokens(gateway, body)).await
+}
+
+async fn tokens(gateway: &Gateway, body: Body) -> Result<u64, GatewayError> {
+    let bytes = read_body(body, gateway.max_body_bytes.min(COUNT_TOKENS_MAX_BODY)).await?;
     let bytes = with_max_tokens(&bytes)?;
     let request = parse_request(Protocol::AnthropicMessages, &bytes).map_err(GatewayError::BadRequest)?;
     let profile = gateway

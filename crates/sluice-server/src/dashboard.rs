@@ -6,16 +6,22 @@
 //! SameSite=Strict session cookie (see `admin::AdminKey`). Scripts and headless browsers
 //! use a one-time ticket instead: `POST /admin/dashboard/ticket` (bearer admin key)
 //! returns `/dashboard/ticket/T`, good once within a minute.
+//!
+//! Failed logins are throttled per peer address (`admin::LoginThrottle`): a locked-out
+//! address gets the structured `429` with `Retry-After` before its body is read.
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::{Path, State};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use crate::AppState;
+use crate::error::{Envelope, ErrorResponse, GatewayError};
 use crate::proxy::read_body;
+use crate::trace::Trace;
 
 const PAGE: &str = include_str!("../assets/dashboard.html");
 const STYLE: &str = include_str!("../assets/dashboard.css");
@@ -43,22 +49,32 @@ async fn page(State(state): State<AppState>, headers: HeaderMap) -> Response {
     html(StatusCode::OK, page, None)
 }
 
-async fn login(State(state): State<AppState>, body: Body) -> Response {
+async fn login(State(state): State<AppState>, request: Request) -> Response {
     let Some(key) = &state.admin.key else { return StatusCode::NOT_FOUND.into_response() };
+    let (parts, body) = request.into_parts();
+    let fail =
+        |error| ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: Trace::from_headers(&parts.headers).id };
+    // Without a peer address (an in-process caller) every login shares one record.
+    let peer =
+        parts.extensions.get::<ConnectInfo<SocketAddr>>().map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
+    let gateway = state.current();
+    let logins = &state.admin.logins;
+    if let Some(wait) = logins.locked(peer, gateway.clock.now()) {
+        return fail(GatewayError::LoginThrottled(wait)).into_response();
+    }
     // The same cap as every other route: `max_body_bytes`, not the framework's default.
-    let body = match read_body(body, state.current().max_body_bytes).await {
+    let body = match read_body(body, gateway.max_body_bytes).await {
         Ok(body) => body,
-        Err(error) => {
-            let page = LOGIN.replace("{{message}}", &format!("<p class=\"error\">{error}</p>"));
-            return html(error.status(), page, None);
-        }
+        Err(error) => return fail(error).into_response(),
     };
     let submitted = form_value(&body, "key").unwrap_or_default();
     if !key.matches(&submitted) {
-        tracing::info!("dashboard: login refused");
+        let lockout = logins.failed(peer, gateway.clock.now());
+        tracing::info!(%peer, ?lockout, "dashboard: login refused");
         let page = LOGIN.replace("{{message}}", "<p class=\"error\">That is not the admin key.</p>");
         return html(StatusCode::UNAUTHORIZED, page, None);
     }
+    logins.succeeded(peer);
     to_dashboard(&key.set_cookie())
 }
 

@@ -52,6 +52,10 @@ pub enum GatewayError {
     /// The body exceeds the configured maximum.
     #[error("request body exceeds {0} bytes")]
     BodyTooLarge(usize),
+    /// The body did not arrive within its deadline (`[server] body_read_timeout`, extended
+    /// by what was received at `body_min_rate`).
+    #[error("the request body did not arrive in time; the connection is closed")]
+    BodyTimedOut,
     /// The `model` names no profile.
     #[error("model `{0}` does not exist or is not available to this key")]
     UnknownModel(String),
@@ -85,6 +89,9 @@ pub enum GatewayError {
     /// The provider did not answer in time.
     #[error("provider `{0}` did not answer in time")]
     UpstreamTimeout(String),
+    /// Too many failed dashboard logins from this address; locked out for this long.
+    #[error("too many failed logins from this address; try again in {}s", .0.as_secs().max(1))]
+    LoginThrottled(Duration),
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
@@ -132,9 +139,10 @@ impl GatewayError {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::BadRequest(_) | Self::WrongEndpoint { .. } | Self::NeverFits { .. } => StatusCode::BAD_REQUEST,
             Self::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimedOut => StatusCode::REQUEST_TIMEOUT,
             Self::UnknownModel(_) | Self::UnknownRoute { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited(_) | Self::LoginThrottled(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::StoreUnavailable | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             Self::UpstreamUnreachable(_) => StatusCode::BAD_GATEWAY,
             Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -148,10 +156,12 @@ impl GatewayError {
             Self::Unauthorized(_) => ("authentication_error", "invalid_api_key"),
             Self::BadRequest(e) => ("invalid_request_error", e.code.as_str()),
             Self::BodyTooLarge(_) => ("invalid_request_error", "body_too_large"),
+            Self::BodyTimedOut => ("invalid_request_error", "body_timeout"),
             Self::UnknownModel(_) => ("invalid_request_error", "model_not_found"),
             Self::WrongEndpoint { .. } => ("invalid_request_error", "wrong_endpoint"),
             Self::RateLimited(_) => ("rate_limited", "rate_limit_exceeded"),
             Self::NeverFits { .. } => ("invalid_request_error", "request_exceeds_limit"),
+            Self::LoginThrottled(_) => ("rate_limited", "too_many_failed_logins"),
             Self::StoreUnavailable => ("service_unavailable", "store_unavailable"),
             Self::UpstreamUnreachable(_) => ("upstream_error", "upstream_unreachable"),
             Self::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
@@ -240,6 +250,7 @@ impl IntoResponse for ErrorResponse {
         }
         let retry = match &self.error {
             GatewayError::RateLimited(info) => info.retry_after,
+            GatewayError::LoginThrottled(wait) => Some(*wait),
             GatewayError::StoreUnavailable | GatewayError::ShuttingDown | GatewayError::IdempotencyInFlight => {
                 Some(Duration::from_secs(1))
             }

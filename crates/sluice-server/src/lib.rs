@@ -18,12 +18,15 @@ mod attempt;
 mod auth;
 mod batch_lines;
 pub mod batches;
+mod body_pace;
 mod catalog;
+pub mod connections;
 mod crossing;
 mod dashboard;
 pub mod error;
 pub mod files;
 pub mod jobs;
+mod metered;
 pub mod metrics;
 mod oplog;
 mod proxy;
@@ -42,6 +45,7 @@ pub mod upstream;
 pub mod worker;
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -73,6 +77,11 @@ pub struct AppState {
     /// The gateway in force: swapped whole by [`AppState::reload`]. `gateway` is the one
     /// built at start; handlers read [`AppState::current`].
     pub live: Arc<arc_swap::ArcSwap<Gateway>>,
+    /// The caps on open client connections (`[server] max_connections`, per peer).
+    pub caps: connections::Caps,
+    /// Whether readiness needs the quota store to answer: a shared store that fails
+    /// closed refuses every admission while it is away.
+    pub ready_needs_store: bool,
 }
 
 impl AppState {
@@ -97,6 +106,8 @@ impl AppState {
         let metrics = Arc::new(metrics::Metrics::register(&mut registry));
         let gateway = Arc::new(Gateway::build(config, store, clock, metrics)?);
         let admin = Arc::new(admin::Admin::new(config, &gateway));
+        let caps = connections::Caps::from_config(&config.server);
+        caps.register(&mut registry);
         Ok(Self {
             admin,
             live: Arc::new(arc_swap::ArcSwap::new(Arc::clone(&gateway))),
@@ -105,6 +116,9 @@ impl AppState {
             registry: Arc::new(registry),
             jobs: None,
             tls: None,
+            caps,
+            ready_needs_store: config.store.kind != sluice_config::StoreKind::Memory
+                && config.store.on_unavailable == sluice_config::Unavailable::FailClosed,
         })
     }
 
@@ -182,6 +196,8 @@ pub fn app(state: AppState) -> Router {
         .fallback(catalog::unknown_route)
         .method_not_allowed_fallback(catalog::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), ratelimit_headers::layer))
+        // Outermost, so every route's body is read under its deadline.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), body_pace::layer))
         .with_state(state)
 }
 
@@ -218,7 +234,20 @@ async fn ready(State(state): State<AppState>) -> Response {
     if state.draining.load(Ordering::Relaxed) {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
     }
+    if state.ready_needs_store && !store_answers(&state).await {
+        let why = "quota store unreachable: admission is refused (fail_closed) until it is back";
+        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+    }
     "ready".into_response()
+}
+
+/// Whether the quota store answers a read now (bounded by `[store] timeout`). Asked on
+/// every probe rather than read from the store's health, which learns of an outage and a
+/// recovery only from admissions: a load balancer that routed away would send none.
+async fn store_answers(state: &AppState) -> bool {
+    let policy = state.admin.policy();
+    let Some(entry) = policy.inventory.entries.first() else { return true };
+    state.current().store.snapshot(entry.id).await.is_ok()
 }
 
 /// How long a client may take to send a request's head (request line and headers), from
@@ -229,11 +258,10 @@ pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 /// `431 Request Header Fields Too Large` and the connection is closed.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
-type Service = hyper_util::service::TowerToHyperService<Router>;
-
 /// Serves one connection (plain or TLS) until it ends; when `serve` stops, lets it finish
-/// the request it is serving, then closes it.
-async fn connection<I>(io: I, service: Service, mut stop: tokio::sync::watch::Receiver<bool>)
+/// the request it is serving, then closes it. Requests carry the peer's address as
+/// [`axum::extract::ConnectInfo`].
+async fn connection<I>(io: I, router: Router, peer: SocketAddr, mut stop: tokio::sync::watch::Receiver<bool>)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
@@ -242,6 +270,10 @@ where
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .max_header_size(MAX_HEAD_BYTES);
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+        tower::ServiceExt::oneshot(router.clone(), request)
+    });
     let conn = builder.serve_connection(io, service);
     let mut conn = std::pin::pin!(conn);
     let stopping = async {
@@ -281,7 +313,8 @@ async fn recover_idle(state: AppState) {
 /// Serves `state` on `listener` until `shutdown` resolves, then drains in-flight requests.
 ///
 /// HTTP/1.1 with `TCP_NODELAY` on every accepted socket, a [`HEADER_READ_TIMEOUT`] per
-/// request head and heads of at most [`MAX_HEAD_BYTES`]. On shutdown it stops accepting,
+/// request head and heads of at most [`MAX_HEAD_BYTES`]; a socket past the connection
+/// caps ([`connections::Caps`]) is closed at once. On shutdown it stops accepting,
 /// marks the state draining (readiness turns false), lets every connection finish the
 /// request it is serving, and returns once all connections are closed.
 ///
@@ -295,13 +328,14 @@ pub async fn serve(
     let draining = Arc::clone(&state.draining);
     let tls = state.tls.clone();
     let recovery = tokio::spawn(recover_idle(state.clone()));
-    let service = hyper_util::service::TowerToHyperService::new(app(state));
+    let caps = state.caps.clone();
+    let router = app(state);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let tcp = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _peer)) => tcp,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -310,19 +344,28 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        // Past a cap the socket is closed at once: nothing is read, no task is spawned.
+        let slot = match caps.admit(peer.ip()) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                tracing::debug!(%peer, ?refused, "connection refused: too many open");
+                continue;
+            }
+        };
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-        let service = service.clone();
+        let router = router.clone();
         let stop = stop_rx.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let Some(tls::Tls(acceptor)) = tls else {
-                return connection(hyper_util::rt::TokioIo::new(tcp), service, stop).await;
+                return connection(hyper_util::rt::TokioIo::new(tcp), router, peer, stop).await;
             };
             // The handshake gets the same bound as a request head.
             match tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(stream)) => connection(hyper_util::rt::TokioIo::new(stream), service, stop).await,
+                Ok(Ok(stream)) => connection(hyper_util::rt::TokioIo::new(stream), router, peer, stop).await,
                 Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!("TLS handshake timed out"),
             }

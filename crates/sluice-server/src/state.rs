@@ -114,6 +114,8 @@ pub struct Gateway {
     pub deployments: Vec<Route>,
     /// Largest accepted body.
     pub max_body_bytes: usize,
+    /// How slow a request body may arrive.
+    pub body_pace: sluice_config::BodyPace,
     /// Reservation lease.
     pub lease: Duration,
     /// Upstream total timeout.
@@ -173,6 +175,7 @@ impl Gateway {
             estimator,
             upstream: Upstream::new(config.server.connect_timeout),
             max_body_bytes: config.server.max_body_bytes,
+            body_pace: config.server.body,
             lease: config.server.lease,
             upstream_timeout: config.server.upstream_timeout,
             metrics,

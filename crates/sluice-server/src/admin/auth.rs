@@ -12,6 +12,7 @@ use axum::http::HeaderMap;
 use rand::Rng as _;
 use sluice_config::hash_key;
 use sluice_quota::Nanos;
+use subtle::ConstantTimeEq as _;
 
 /// The dashboard session cookie's name.
 pub const COOKIE: &str = "sluice_admin";
@@ -37,10 +38,11 @@ impl AdminKey {
         Self { sha256, session, tickets: Mutex::new(Vec::new()) }
     }
 
-    /// Whether `key` is the admin key.
+    /// Whether `key` is the admin key. Compared in constant time, like the session
+    /// cookie: how long a refusal takes says nothing about how close a guess was.
     #[must_use]
     pub fn matches(&self, key: &str) -> bool {
-        hash_key(key.trim()) == self.sha256
+        hash_key(key.trim()).as_slice().ct_eq(self.sha256.as_slice()).into()
     }
 
     /// Whether the request carries `Authorization: Bearer <admin key>`.
@@ -55,9 +57,10 @@ impl AdminKey {
     #[must_use]
     pub fn cookie_ok(&self, headers: &HeaderMap) -> bool {
         let cookies = headers.get_all(http::header::COOKIE).into_iter().filter_map(|v| v.to_str().ok());
-        cookies.flat_map(|v| v.split(';')).filter_map(|c| c.trim().split_once('=')).any(|(name, value)| {
-            name == COOKIE && value.len() == self.session.len() && value.as_bytes() == self.session.as_bytes()
-        })
+        cookies
+            .flat_map(|v| v.split(';'))
+            .filter_map(|c| c.trim().split_once('='))
+            .any(|(name, value)| name == COOKIE && bool::from(value.as_bytes().ct_eq(self.session.as_bytes())))
     }
 
     /// The `Set-Cookie` value that opens a dashboard session.

@@ -1,0 +1,71 @@
+//! Work the gateway answers itself (a token count) still costs the caller one request on
+//! its own scopes (tenant, team, key) and no tokens: its request limits and concurrency
+//! bound how much CPU it may ask of the gateway. Shared scopes (org, model, deployment)
+//! are not charged, as nothing goes to a provider.
+
+use std::future::Future;
+use std::time::Duration;
+
+use sluice_quota::{Cost, Demand, RejectionKind, ReserveError, Settlement};
+
+use crate::error::{GatewayError, RateLimitInfo};
+use crate::state::{Caller, Gateway};
+
+/// The suggested wait when every concurrency slot of the caller is busy.
+const SLOT_RETRY: Duration = Duration::from_secs(1);
+
+/// Runs `work` once one request is reserved on `caller`'s own scopes; the request stays
+/// counted (and its concurrency slot held until `work` ends).
+///
+/// # Errors
+/// The structured 429 when a limit refuses, 503 when the store cannot decide, or what
+/// `work` fails with.
+pub async fn run<T>(
+    gateway: &Gateway,
+    caller: &Caller,
+    work: impl Future<Output = Result<T, GatewayError>>,
+) -> Result<T, GatewayError> {
+    // The caller's scopes run from the org down to the key; the org is shared.
+    let own = caller.scopes.get(1..).unwrap_or_default();
+    let cost = Cost::request(0, 0);
+    let grant = match gateway.store.admit(Demand::new(own, cost, gateway.lease)).await {
+        Ok(grant) => grant,
+        Err(ReserveError::Store(e)) => {
+            tracing::debug!(error = %e, "quota store failed");
+            return Err(GatewayError::StoreUnavailable);
+        }
+        Err(ReserveError::Rejected(rejection)) => {
+            let limiter = rejection.limiter.to_string();
+            gateway.metrics.decision("rejected", &limiter);
+            let retry_after = match rejection.kind {
+                RejectionKind::SlotsBusy => Some(SLOT_RETRY),
+                _ => rejection.retry_after(),
+            };
+            let info = refusal(caller, limiter, rejection.scope.kind.as_str(), retry_after);
+            return Err(GatewayError::RateLimited(Box::new(info)));
+        }
+    };
+    let result = work.await;
+    if let Err(e) = gateway.store.settle(grant.id, Settlement::exact(cost)).await {
+        // The lease ends the reservation instead (refunding the request).
+        tracing::debug!(error = %e, "settling a metered request failed");
+    }
+    result
+}
+
+fn refusal(caller: &Caller, limiter: String, scope: &'static str, retry_after: Option<Duration>) -> RateLimitInfo {
+    RateLimitInfo {
+        limiter,
+        scope,
+        provider: String::new(),
+        model_profile: String::new(),
+        provider_model: String::new(),
+        retry_after,
+        tenant_id: caller.tenant.to_string(),
+        api_key_id: caller.key_id.to_string(),
+        request_class: caller.class.name.to_string(),
+        estimated_input_tokens: 0,
+        estimated_output_tokens: 0,
+        gateway_decision: "rejected_before_send",
+    }
+}
