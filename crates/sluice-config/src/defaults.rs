@@ -63,5 +63,3 @@ pub const BODY_MIN_RATE: u64 = 8 * 1024;
 /// Most client connections open at once, per process (also kept below the file-descriptor
 /// limit at start).
 pub const MAX_CONNECTIONS: u64 = 10_000;
-/// Most client connections open at once from one peer address.
-pub const MAX_CONNECTIONS_PER_PEER: u64 = 1_000;

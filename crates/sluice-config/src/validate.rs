@@ -108,9 +108,9 @@ impl Validator<'_> {
     }
 
     fn connections_per_peer(&self, raw: &RawServer, max: NonZeroU64) -> Result<NonZeroU64> {
-        let Some(per_peer) = &raw.max_connections_per_peer else {
-            return Ok(max.min(NonZeroU64::new(defaults::MAX_CONNECTIONS_PER_PEER).unwrap_or(NonZeroU64::MIN)));
-        };
+        // Unset, one peer may use the whole process cap: behind a load balancer every client
+        // shares the balancer's address, so a lower default would refuse ordinary traffic.
+        let Some(per_peer) = &raw.max_connections_per_peer else { return Ok(max) };
         let n = self.connections("server.max_connections_per_peer", per_peer)?;
         if n > max {
             return Err(self.err(

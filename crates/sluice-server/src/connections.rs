@@ -168,9 +168,19 @@ fn gauge(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-/// The soft `RLIMIT_NOFILE` less [`FD_RESERVE`], if the limit is known and finite.
+/// The soft `RLIMIT_NOFILE` less [`FD_RESERVE`], if the limit is known and finite. The
+/// soft limit is first raised to the hard one, as servers commonly do: many systems start
+/// processes with a soft limit of 1,024 and a hard one far above it.
 fn fd_budget() -> Option<u64> {
-    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current?;
+    let nofile = rustix::process::Resource::Nofile;
+    let limit = rustix::process::getrlimit(nofile);
+    if limit.current < limit.maximum {
+        let raised = rustix::process::Rlimit { current: limit.maximum, maximum: limit.maximum };
+        if let Err(e) = rustix::process::setrlimit(nofile, raised) {
+            tracing::debug!(error = %e, "could not raise the soft file-descriptor limit");
+        }
+    }
+    let soft = rustix::process::getrlimit(nofile).current?;
     Some(soft.saturating_sub(FD_RESERVE).max(1))
 }
 
