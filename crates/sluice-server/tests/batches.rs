@@ -22,6 +22,8 @@ const GLOBEX: &str = "sk-batches-globex";
 const SIM_MODELS: &str = "seed = 1\n[[models]]\nname = \"gpt-4o-mini\"\nshape = \"openai\"\n";
 /// `[jobs] max_file_bytes` of the gateway under test.
 const MAX_FILE: usize = 64 * 1024;
+/// `[jobs] max_tenant_file_bytes` of the gateway under test: two of the largest files.
+const TENANT_FILES: usize = 2 * MAX_FILE;
 
 fn sha(key: &str) -> String {
     hex::encode(sluice_config::hash_key(key))
@@ -99,6 +101,7 @@ sha256 = "{globex}"
 workers = {workers}
 visibility_timeout = "3s"
 max_file_bytes = {MAX_FILE}
+max_tenant_file_bytes = {TENANT_FILES}
 max_batch_lines = 50
 "#,
         url = sim.url(),
@@ -534,4 +537,44 @@ async fn files_and_batches_survive_a_restart_in_the_embedded_store() {
 async fn files_and_batches_survive_a_restart_in_redis() {
     let redis = LocalRedis::start().expect("redis-server (scripts/test installs it)");
     survives_a_restart(in_redis(&redis), |_| in_redis(&redis)).await;
+}
+
+/// A tenant's files stop at `[jobs] max_tenant_file_bytes`; deleting one frees its room;
+/// another tenant is not affected.
+async fn uploads_stop_at_the_tenant_quota(jobs: Arc<dyn JobStore>) {
+    let sim = SimProvider::start(SimConfig::from_toml_str(SIM_MODELS).unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start_on(&sim, dir.path(), 0, jobs).await;
+    let env = Env { sim, gateway, http: reqwest::Client::new(), dir };
+    let largest = vec![b'x'; MAX_FILE];
+    let first = env.upload(ACME, &largest).await;
+    env.upload(ACME, &largest).await;
+    let (status, refused) = env.upload_form(ACME, form(Some("batch"), Some(b"x"))).await;
+    assert_eq!(status, 413, "{refused}");
+    let error = &refused["error"];
+    assert_eq!(error["code"], "file_quota_exceeded", "{refused}");
+    assert_eq!(
+        (error["quota_bytes"].as_u64(), error["used_bytes"].as_u64()),
+        (Some(TENANT_FILES as u64), Some(TENANT_FILES as u64))
+    );
+    assert!(error["message"].as_str().unwrap().contains("max_tenant_file_bytes"), "{refused}");
+    env.upload(GLOBEX, &largest).await;
+    let (status, _) = env.send(env.http.delete(env.url(&format!("/v1/files/{first}"))).bearer_auth(ACME)).await;
+    assert_eq!(status, 200);
+    env.upload(ACME, &largest).await;
+    let (status, _) = env.upload_form(ACME, form(Some("batch"), Some(b"x"))).await;
+    assert_eq!(status, 413, "full again");
+    env.gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_stop_at_the_tenant_quota_in_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    uploads_stop_at_the_tenant_quota(embedded(dir.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_stop_at_the_tenant_quota_in_redis() {
+    let redis = LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    uploads_stop_at_the_tenant_quota(in_redis(&redis)).await;
 }
