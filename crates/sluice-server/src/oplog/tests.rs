@@ -91,3 +91,75 @@ fn keys_are_bounded() {
     assert!(matches!(with("  "), Err(GatewayError::BadRequest(_))));
     assert!(idempotency_key(&HeaderMap::new()).unwrap().is_none());
 }
+
+/// What every [`OpStore`] must do, whatever keeps the records.
+async fn conformance(store: &dyn OpStore) {
+    let (k, lease, ttl) = (id("acme", "conf"), Duration::from_secs(30), Duration::from_secs(60));
+    assert_eq!(store.begin(&k, &[1; 32], lease).await.unwrap(), None, "new: recorded in flight");
+    let in_flight = Record { fingerprint: [1; 32], state: OpState::InFlight };
+    assert_eq!(store.begin(&k, &[2; 32], lease).await.unwrap(), Some(in_flight.clone()), "returned untouched");
+    // Only the in-flight record of the same request is abandoned.
+    store.abandon(&k, &[2; 32]).await.unwrap();
+    assert_eq!(store.begin(&k, &[1; 32], lease).await.unwrap(), Some(in_flight));
+    store.abandon(&k, &[1; 32]).await.unwrap();
+    assert_eq!(store.begin(&k, &[1; 32], lease).await.unwrap(), None);
+    let content_type = Some(http::HeaderValue::from_static("application/json"));
+    let done = Stored { status: 201, content_type, body: Bytes::from_static(b"\x00{\"binary\":\xff}") };
+    let completed = Record { fingerprint: [1; 32], state: OpState::Completed(done) };
+    store.finish(&k, &completed, ttl).await.unwrap();
+    assert_eq!(store.begin(&k, &[1; 32], lease).await.unwrap(), Some(completed), "kept byte for byte");
+    store.abandon(&k, &[1; 32]).await.unwrap();
+    assert!(store.begin(&k, &[1; 32], lease).await.unwrap().is_some(), "a finished record is not abandoned");
+    let streamed = Record { fingerprint: [1; 32], state: OpState::Streamed };
+    store.finish(&id("acme", "s"), &streamed, ttl).await.unwrap();
+    assert_eq!(store.begin(&id("acme", "s"), &[1; 32], lease).await.unwrap(), Some(streamed));
+    assert_eq!(store.begin(&id("globex", "s"), &[1; 32], lease).await.unwrap(), None, "per tenant");
+}
+
+#[tokio::test]
+async fn the_memory_store_conforms() {
+    conformance(&memory::MemoryOps::new(Arc::new(FakeClock::default()))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_store_conforms_and_its_lease_ends() {
+    let redis = sluice_redis::local::LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    let settings = sluice_config::Store {
+        kind: sluice_config::StoreKind::Redis(redis.url()),
+        prefix: "oplog-test".into(),
+        timeout: Duration::from_secs(2),
+        on_unavailable: sluice_config::Unavailable::FailClosed,
+        instances: std::num::NonZeroU64::MIN,
+    };
+    let store = redis::from_config(&settings, memory::MemoryOps::new(Arc::new(FakeClock::default())));
+    conformance(store.as_ref()).await;
+    // An instance that died with an operation in flight holds its key only for the lease.
+    let k = id("acme", "crashed");
+    assert_eq!(store.begin(&k, &[1; 32], Duration::from_millis(50)).await.unwrap(), None);
+    let mut freed = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if store.begin(&k, &[2; 32], Duration::from_secs(30)).await.unwrap().is_none() {
+            freed = true;
+            break;
+        }
+    }
+    assert!(freed, "the in-flight record outlived its lease");
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_fails_closed_or_keeps_records_here() {
+    let settings = |on_unavailable| sluice_config::Store {
+        // Port 1 on loopback: nothing listens, connections are refused at once.
+        kind: sluice_config::StoreKind::Redis("redis://127.0.0.1:1".into()),
+        prefix: "oplog-test".into(),
+        timeout: Duration::from_millis(500),
+        on_unavailable,
+        instances: std::num::NonZeroU64::MIN,
+    };
+    let local = || memory::MemoryOps::new(Arc::new(FakeClock::default()));
+    let closed = redis::from_config(&settings(sluice_config::Unavailable::FailClosed), local());
+    assert!(closed.begin(&id("acme", "k"), &[1; 32], Duration::from_secs(1)).await.is_err());
+    let open = redis::from_config(&settings(sluice_config::Unavailable::FailOpenLocal), local());
+    conformance(open.as_ref()).await;
+}
