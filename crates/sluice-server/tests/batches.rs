@@ -19,6 +19,8 @@ use sluice_sim::{SimConfig, SimHandle, SimProvider};
 
 const ACME: &str = "sk-batches-acme";
 const GLOBEX: &str = "sk-batches-globex";
+/// A key of acme's whose class (`bulk`) is less urgent than `batch`.
+const ACME_BULK: &str = "sk-batches-acme-bulk";
 const SIM_MODELS: &str = "seed = 1\n[[models]]\nname = \"gpt-4o-mini\"\nshape = \"openai\"\n";
 /// `[jobs] max_file_bytes` of the gateway under test.
 const MAX_FILE: usize = 64 * 1024;
@@ -85,6 +87,18 @@ max_wait = "10m"
 priority = 5
 retry_attempts = 1
 
+[[classes]]
+name = "bulk"
+max_wait = "10m"
+priority = 9
+retry_attempts = 1
+
+[[keys]]
+id = "acme-bulk"
+tenant = "acme"
+class = "bulk"
+sha256 = "{acme_bulk}"
+
 [[keys]]
 id = "acme-1"
 tenant = "acme"
@@ -107,6 +121,7 @@ max_batch_lines = 50
         url = sim.url(),
         file = key_file.display(),
         acme = sha(ACME),
+        acme_bulk = sha(ACME_BULK),
         globex = sha(GLOBEX),
     );
     sluice_config::parse(&text).unwrap()
@@ -577,4 +592,26 @@ async fn uploads_stop_at_the_tenant_quota_in_the_embedded_store() {
 async fn uploads_stop_at_the_tenant_quota_in_redis() {
     let redis = LocalRedis::start().expect("redis-server (scripts/test installs it)");
     uploads_stop_at_the_tenant_quota(in_redis(&redis)).await;
+}
+
+/// A batch runs in the `batch` class only for keys whose own class is no less urgent: a
+/// `bulk` key's batch stays in `bulk` (a batch must not lift a key above its class).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_never_runs_above_its_keys_class() {
+    let sim = SimProvider::start(SimConfig::from_toml_str(SIM_MODELS).unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = embedded(dir.path());
+    let gateway = Gateway::start_on(&sim, dir.path(), 0, Arc::clone(&jobs)).await;
+    let env = Env { sim, gateway, http: reqwest::Client::new(), dir };
+    for (key, class) in [(ACME, "batch"), (ACME_BULK, "bulk")] {
+        let file_id = env.upload(key, &jsonl(&[line("c1", "chat")])).await;
+        let (status, batch) = env.create(key, &file_id).await;
+        assert_eq!(status, 200, "{batch}");
+        let doc = sluice_jobs::DocKey { kind: "batch_jobs", owner: "acme", id: batch["id"].as_str().unwrap() };
+        let list: Vec<(String, String)> = serde_json::from_slice(&jobs.get_doc(doc).await.unwrap().unwrap()).unwrap();
+        let (_, job_id) = &list[0];
+        let (status, job) = env.get(key, &format!("/v1/jobs/{job_id}")).await;
+        assert_eq!((status, job["class"].as_str()), (200, Some(class)), "{key}: {job}");
+    }
+    env.gateway.stop().await;
 }
