@@ -296,6 +296,22 @@ def test_openai_numbers_out_of_range(gw: Gateway, path, field, value) -> None:
     gw.assert_serving()
 
 
+@pytest.mark.parametrize(
+    "path, valid, field, headers",
+    [
+        ("/v1/chat/completions", CHAT, "max_tokens", USER_JSON),
+        ("/v1/chat/completions", CHAT, "max_completion_tokens", USER_JSON),
+        ("/v1/messages", MESSAGES, "max_tokens", ANTHROPIC_JSON),
+    ],
+)
+def test_a_zero_output_bound_is_refused_naming_the_param(gw: Gateway, path, valid, field, headers) -> None:
+    status, _, body = gw.request("POST", path, with_field(valid, "", field, "0"), headers)
+    assert status == 400, (field, status, body[:300])
+    error = json.loads(body)["error"]
+    assert error["code"] == "invalid_value" and error["param"] == field, body[:300]
+    gw.assert_serving()
+
+
 def wait_for_job(gw: Gateway, job_id: str, timeout: float = 15) -> dict:
     deadline = time.monotonic() + timeout
     while True:

@@ -36,6 +36,8 @@ pub const JOBS_PATH: &str = "sluice-jobs.redb";
 pub const JOB_WORKERS: u64 = 4;
 /// Largest file accepted by `POST /v1/files` (50 MiB).
 pub const MAX_FILE_BYTES: u64 = 50 << 20;
+/// Bytes of stored files (uploads and batch results) one tenant may keep (1 GiB).
+pub const MAX_TENANT_FILE_BYTES: u64 = 1 << 30;
 /// Most requests in one batch's input file.
 pub const MAX_BATCH_LINES: u64 = 50_000;
 /// How long a leased job stays invisible without a heartbeat.

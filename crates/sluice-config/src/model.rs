@@ -261,6 +261,8 @@ pub struct Jobs {
     pub visibility_timeout: Duration,
     /// Largest file accepted by `POST /v1/files`.
     pub max_file_bytes: usize,
+    /// Bytes of stored files one tenant may keep; an upload beyond it is refused.
+    pub max_tenant_file_bytes: u64,
     /// Most requests in one batch's input file.
     pub max_batch_lines: usize,
 }

@@ -207,5 +207,6 @@ pub struct RawJobs {
     pub workers: Option<Spanned<u64>>,
     pub visibility_timeout: Option<Spanned<String>>,
     pub max_file_bytes: Option<Spanned<u64>>,
+    pub max_tenant_file_bytes: Option<Spanned<u64>>,
     pub max_batch_lines: Option<Spanned<u64>>,
 }

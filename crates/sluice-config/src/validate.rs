@@ -588,13 +588,29 @@ impl Validator<'_> {
             self.bounded("jobs.max_file_bytes", raw.max_file_bytes.as_ref(), defaults::MAX_FILE_BYTES, MAX_FILE)?;
         let max_batch_lines =
             self.bounded("jobs.max_batch_lines", raw.max_batch_lines.as_ref(), defaults::MAX_BATCH_LINES, MAX_LINES)?;
+        let max_tenant_file_bytes = self.tenant_files(raw.max_tenant_file_bytes.as_ref(), max_file_bytes)?;
         Ok(Jobs {
             path: path.into(),
             workers: usize::try_from(workers).unwrap_or(0),
             visibility_timeout,
             max_file_bytes,
+            max_tenant_file_bytes,
             max_batch_lines,
         })
+    }
+
+    /// `[jobs] max_tenant_file_bytes`: room for at least one file of the largest size.
+    fn tenant_files(&self, raw: Option<&Spanned<u64>>, max_file_bytes: usize) -> Result<u64> {
+        let Some(n) = raw else { return Ok(defaults::MAX_TENANT_FILE_BYTES) };
+        let largest = u64::try_from(max_file_bytes).unwrap_or(u64::MAX);
+        match *n.get_ref() {
+            value if value >= largest => Ok(value),
+            _ => Err(self.err(
+                "jobs.max_tenant_file_bytes",
+                n.span(),
+                format!("at least jobs.max_file_bytes ({largest}): a tenant must be able to keep one file"),
+            )),
+        }
     }
 
     fn keys(&self, raw: &[RawKey], tenants: &[Tenant], classes: &[TrafficClass]) -> Result<Vec<ApiKey>> {

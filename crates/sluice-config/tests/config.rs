@@ -273,14 +273,28 @@ fn job_settings_and_max_attempts_are_validated() {
     assert_eq!(config.jobs.path, std::path::PathBuf::from("sluice-jobs.redb"));
     assert_eq!(config.jobs.visibility_timeout, std::time::Duration::from_secs(30));
     assert_eq!((config.jobs.max_file_bytes, config.jobs.max_batch_lines), (50 << 20, 50_000));
+    assert_eq!(config.jobs.max_tenant_file_bytes, 1 << 30);
     let set = format!(
-        "{BASE}\n[[classes]]\nname = \"batch\"\nmax_attempts = 8\n\n[jobs]\npath = \"/tmp/j.redb\"\nworkers = 2\nvisibility_timeout = \"5s\"\nmax_file_bytes = 1024\nmax_batch_lines = 10\n"
+        "{BASE}\n[[classes]]\nname = \"batch\"\nmax_attempts = 8\n\n[jobs]\npath = \"/tmp/j.redb\"\nworkers = 2\nvisibility_timeout = \"5s\"\nmax_file_bytes = 1024\nmax_batch_lines = 10\nmax_tenant_file_bytes = 4096\n"
     );
     let config = parse(&set).unwrap();
     assert_eq!(config.classes.iter().find(|c| &*c.name == "batch").unwrap().max_attempts, 8);
     assert_eq!((config.jobs.workers, config.jobs.visibility_timeout.as_secs()), (2, 5));
     assert_eq!((config.jobs.max_file_bytes, config.jobs.max_batch_lines), (1024, 10));
+    assert_eq!(config.jobs.max_tenant_file_bytes, 4096);
     let cases = [
+        (
+            "[jobs]\nmax_file_bytes = 1024\nmax_tenant_file_bytes = 1023\n",
+            "jobs.max_tenant_file_bytes",
+            28,
+            "at least jobs.max_file_bytes (1024)",
+        ),
+        (
+            "[jobs]\nmax_tenant_file_bytes = 10\n",
+            "jobs.max_tenant_file_bytes",
+            27,
+            "at least jobs.max_file_bytes (52428800)",
+        ),
         ("[jobs]\nmax_file_bytes = 0\n", "jobs.max_file_bytes", 27, "between 1 and 536870912"),
         ("[jobs]\nmax_batch_lines = 50001\n", "jobs.max_batch_lines", 27, "between 1 and 50000"),
         ("[[classes]]\nname = \"batch\"\nmax_attempts = 0\n", "classes[0].max_attempts", 28, "between 1 and 100"),

@@ -2,8 +2,8 @@
 //! `GET /v1/batches/{id}`, `POST /v1/batches/{id}/cancel`.
 //!
 //! A batch is checked whole (every line, as `/v1/jobs` checks a request) and then becomes
-//! one job per line, in the `batch` traffic class when one is configured (else the key's
-//! class), owned by the key's tenant: queued, paced and admitted like any job. The batch
+//! one job per line, in the `batch` traffic class when one is configured and no more urgent
+//! than the key's class (else the key's class), owned by the key's tenant: queued, paced and admitted like any job. The batch
 //! record and the list of its jobs are documents in the job store. Counts and status are
 //! derived from the jobs when the batch is read; the first read that finds every job
 //! finished writes the output and error files (ids derived from the batch's, so two
@@ -26,7 +26,7 @@ use crate::auth::authenticate;
 use crate::batch_lines::{self, LineError, MAX_ERRORS, RequestCounts};
 use crate::error::GatewayError;
 use crate::files::{self, FileInfo};
-use crate::jobs::{Ask, Jobs, Refusal, bad, prepare, refuse, store_failed};
+use crate::jobs::{Ask, Jobs, Refusal, bad, may_use, prepare, refuse, store_failed};
 use crate::proxy::read_body;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
@@ -242,7 +242,9 @@ async fn check(
     url: &str,
 ) -> Result<Vec<(String, sluice_jobs::NewJob)>, Vec<LineError>> {
     let (lines, mut errors) = batch_lines::parse(input, url, jobs.max_batch_lines);
-    let class = jobs.class(BATCH_CLASS).map(|_| BATCH_CLASS.to_owned());
+    // The batch class only when it is no more urgent than the key's own: a batch must not
+    // lift a key above its class.
+    let class = jobs.class(BATCH_CLASS).filter(|c| may_use(caller, c)).map(|_| BATCH_CLASS.to_owned());
     let mut out = Vec::with_capacity(lines.len());
     for line in lines {
         let ask = Ask { endpoint: Endpoint::ChatCompletions, body: line.body, class: class.clone(), priority: None };

@@ -98,6 +98,35 @@ pub enum GatewayError {
     /// The same idempotency key is still in flight after the wait.
     #[error("an operation with this Idempotency-Key is still in flight; retry later")]
     IdempotencyInFlight,
+    /// The idempotency key was used for another request (another fingerprint).
+    #[error("this Idempotency-Key was used for a different request")]
+    IdempotencyKeyReused,
+    /// The idempotency key's operation was a stream that started: its answer cannot be
+    /// replayed, and sending it again would call the provider again.
+    #[error(
+        "the stream sent with this Idempotency-Key already started and cannot be replayed; use a new key to send it again"
+    )]
+    IdempotencyStreamCompleted,
+    /// The key asked for a traffic class (or job priority) more urgent than its own.
+    #[error("{message}")]
+    ClassNotAllowed {
+        /// The field that asked: `class` or `priority`.
+        param: &'static str,
+        /// What was refused and what is allowed.
+        message: String,
+    },
+    /// A tenant's stored files would exceed `[jobs] max_tenant_file_bytes`.
+    #[error(
+        "this file ({size} bytes) and the {used} bytes this tenant's files take would exceed the quota of {quota} bytes (`[jobs] max_tenant_file_bytes`); delete files first"
+    )]
+    FileQuotaExceeded {
+        /// The quota.
+        quota: u64,
+        /// Bytes the tenant's files take now.
+        used: u64,
+        /// The new file's bytes.
+        size: u64,
+    },
     /// The provider's own error answer, passed on after every allowed attempt failed.
     #[error("the provider answered with an error")]
     Upstream(Box<axum::response::Response>),
@@ -138,7 +167,7 @@ impl GatewayError {
         match self {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::BadRequest(_) | Self::WrongEndpoint { .. } | Self::NeverFits { .. } => StatusCode::BAD_REQUEST,
-            Self::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTooLarge(_) | Self::FileQuotaExceeded { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimedOut => StatusCode::REQUEST_TIMEOUT,
             Self::UnknownModel(_) | Self::UnknownRoute { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -147,7 +176,9 @@ impl GatewayError {
             Self::UpstreamUnreachable(_) => StatusCode::BAD_GATEWAY,
             Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Upstream(response) => response.status(),
-            Self::IdempotencyInFlight => StatusCode::CONFLICT,
+            Self::IdempotencyInFlight | Self::IdempotencyStreamCompleted => StatusCode::CONFLICT,
+            Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::ClassNotAllowed { .. } => StatusCode::FORBIDDEN,
         }
     }
 
@@ -157,6 +188,7 @@ impl GatewayError {
             Self::BadRequest(e) => ("invalid_request_error", e.code.as_str()),
             Self::BodyTooLarge(_) => ("invalid_request_error", "body_too_large"),
             Self::BodyTimedOut => ("invalid_request_error", "body_timeout"),
+            Self::FileQuotaExceeded { .. } => ("invalid_request_error", "file_quota_exceeded"),
             Self::UnknownModel(_) => ("invalid_request_error", "model_not_found"),
             Self::WrongEndpoint { .. } => ("invalid_request_error", "wrong_endpoint"),
             Self::RateLimited(_) => ("rate_limited", "rate_limit_exceeded"),
@@ -168,6 +200,9 @@ impl GatewayError {
             Self::ShuttingDown => ("service_unavailable", "shutting_down"),
             Self::Upstream(_) => ("upstream_error", "provider_error"),
             Self::IdempotencyInFlight => ("conflict", "idempotency_in_flight"),
+            Self::IdempotencyKeyReused => ("invalid_request_error", "idempotency_key_reused"),
+            Self::IdempotencyStreamCompleted => ("conflict", "idempotency_stream_completed"),
+            Self::ClassNotAllowed { .. } => ("permission_error", "class_not_allowed"),
             Self::UnknownRoute { .. } => ("not_found_error", "unknown_route"),
             Self::MethodNotAllowed { .. } => ("invalid_request_error", "method_not_allowed"),
         }
@@ -178,12 +213,20 @@ impl GatewayError {
         let param = match self {
             Self::BadRequest(e) => e.param.clone().map_or(Value::Null, Value::String),
             Self::UnknownModel(_) | Self::WrongEndpoint { .. } => Value::String("model".into()),
+            Self::IdempotencyKeyReused | Self::IdempotencyStreamCompleted => Value::String("Idempotency-Key".into()),
+            Self::ClassNotAllowed { param, .. } => Value::String((*param).into()),
+            Self::FileQuotaExceeded { .. } => Value::String("file".into()),
             _ => Value::Null,
         };
         let mut error =
             json!({ "message": self.to_string(), "type": kind, "code": code, "param": param, "trace_id": trace_id });
         if let Self::RateLimited(info) | Self::NeverFits { info, .. } = self {
             extend_with_limit(&mut error, info);
+        }
+        if let (Self::FileQuotaExceeded { quota, used, size }, Value::Object(map)) = (self, &mut error) {
+            map.insert("quota_bytes".into(), json!(quota));
+            map.insert("used_bytes".into(), json!(used));
+            map.insert("file_bytes".into(), json!(size));
         }
         json!({ "error": error })
     }

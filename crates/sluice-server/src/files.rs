@@ -5,7 +5,9 @@
 //! A file is two documents in the job store (see `sluice_jobs::doc`), owned by the
 //! uploading key's tenant: its description (`file`) and its bytes (`file_content`, written
 //! first, so a listed file always has content). Batch output and error files are stored the
-//! same way by [`crate::batches`]. Other tenants' keys get 404, as for jobs.
+//! same way by [`crate::batches`]. Other tenants' keys get 404, as for jobs. A tenant's
+//! stored files may take at most `[jobs] max_tenant_file_bytes`; an upload beyond is
+//! refused with 413 (batch results are counted, never refused).
 
 use axum::body::Body;
 use std::collections::HashMap;
@@ -20,6 +22,7 @@ use sluice_jobs::{Doc, DocKey, JobStore};
 
 use crate::AppState;
 use crate::auth::authenticate;
+use crate::error::GatewayError;
 use crate::jobs::{Jobs, Refusal, refuse, store_failed};
 use crate::trace::Trace;
 
@@ -119,10 +122,33 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Response
         }
         let created_at = sluice_quota::clock::unix_seconds();
         let info = FileInfo { id: new_id(), bytes: bytes.len(), created_at, filename, purpose };
+        // One upload at a time here checks and stores, so this instance never overshoots.
+        let _turn = jobs.uploads.lock().await;
+        within_quota(jobs, owner, bytes.len()).await?;
         store(&*jobs.store, owner, &info, bytes).await?;
         Ok(axum::Json(info.view()).into_response())
     })
     .await
+}
+
+/// Refuses a new file of `size` bytes when the owner's stored files would then exceed
+/// `[jobs] max_tenant_file_bytes`. Usage is summed from the listing of the owner's file
+/// descriptions (uploads and batch results): files deleted or past their retention have
+/// left it, so nothing can drift, on the embedded store or in Redis. Two instances
+/// storing for one tenant at the same moment may each pass: the quota is then exceeded
+/// by at most one file per concurrent upload.
+async fn within_quota(jobs: &Jobs, owner: &str, size: usize) -> Result<(), Refusal> {
+    let docs = jobs.store.list_docs(FILE, owner).await.map_err(store_failed("list files"))?;
+    let used: u64 = docs
+        .iter()
+        .filter_map(|d| serde_json::from_slice::<FileInfo>(&d.body).ok())
+        .map(|f| u64::try_from(f.bytes).unwrap_or(u64::MAX))
+        .fold(0, u64::saturating_add);
+    let size = u64::try_from(size).unwrap_or(u64::MAX);
+    if used.saturating_add(size) <= jobs.max_tenant_file_bytes {
+        return Ok(());
+    }
+    Err(GatewayError::FileQuotaExceeded { quota: jobs.max_tenant_file_bytes, used, size }.into())
 }
 
 /// Reads `purpose` and `file` from a multipart body of at most `limit` bytes of file.

@@ -63,6 +63,10 @@ pub struct Jobs {
     pub max_file_bytes: usize,
     /// Most requests in one batch.
     pub max_batch_lines: usize,
+    /// Bytes of stored files one tenant may keep.
+    pub max_tenant_file_bytes: u64,
+    /// Held by an upload while it checks the tenant's quota and stores.
+    pub(crate) uploads: tokio::sync::Mutex<()>,
     run_secs: Mutex<f64>,
     etas: Mutex<Etas>,
 }
@@ -79,6 +83,8 @@ impl Jobs {
             wake: Notify::new(),
             max_file_bytes: config.jobs.max_file_bytes,
             max_batch_lines: config.jobs.max_batch_lines,
+            max_tenant_file_bytes: config.jobs.max_tenant_file_bytes,
+            uploads: tokio::sync::Mutex::new(()),
             run_secs: Mutex::new(INITIAL_RUN_SECS),
             etas: Mutex::default(),
         }
@@ -113,7 +119,9 @@ impl Jobs {
     pub fn attempt_ended(&self, gateway: &Gateway, job: &Job) {
         let given = self.etas.lock().unwrap_or_else(PoisonError::into_inner).given.remove(&job.id);
         if let Some((submitted, eta)) = given {
-            gateway.metrics.eta_error(&job.class, "job", eta, gateway.clock.now().since(submitted));
+            // The stored class was checked at submission, but may have left the configuration.
+            let class = self.class(&job.class).map_or_else(|| "other".into(), |c| c.name);
+            gateway.metrics.eta_error(&class, "job", eta, gateway.clock.now().since(submitted));
         }
     }
 
@@ -162,7 +170,6 @@ pub(crate) enum Refusal {
     NotFound,
     Disabled,
     StoreUnavailable,
-    IdempotencyMismatch,
     /// Any other refusal of the Files and Batches API (a 4xx with its own code).
     Other {
         status: StatusCode,
@@ -211,12 +218,6 @@ pub(crate) fn refuse(refusal: Refusal, trace: &Trace) -> Response {
             "service_unavailable",
             "job_store_unavailable",
             "the job store is unavailable; try again shortly",
-        ),
-        Refusal::IdempotencyMismatch => (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_request_error",
-            "idempotency_key_reused",
-            "this Idempotency-Key was used for a different request",
         ),
     };
     let body = json!({"error": {"message": message, "type": kind, "code": code, "param": null, "trace_id": trace.id}});
@@ -293,12 +294,12 @@ async fn enqueue(
     headers: &HeaderMap,
 ) -> Result<Response, Refusal> {
     let (mut new, deployment) = prepare(gateway, jobs, caller, ask).await?;
-    new.idempotency_key = idempotency_key(headers)?;
+    new.idempotency_key = crate::oplog::idempotency_key(headers)?;
     let (endpoint, body) = (new.endpoint, new.body.clone());
     let submitted = jobs.store.submit(new).await.map_err(store_failed("submit"))?;
     let job = submitted.job;
     if !submitted.created && (job.endpoint != endpoint || job.body != body) {
-        return Err(Refusal::IdempotencyMismatch);
+        return Err(GatewayError::IdempotencyKeyReused.into());
     }
     let status = if submitted.created {
         gateway.metrics.jobs.submitted.inc();
@@ -351,6 +352,7 @@ pub(crate) async fn prepare(
             })?),
         };
     let class = named.as_ref().unwrap_or(&caller.class);
+    let priority = allowed(caller, class, ask.priority)?;
     never_fits(gateway, caller, &parsed, profile).await?;
     let new = NewJob {
         id: JobId::random(),
@@ -360,10 +362,40 @@ pub(crate) async fn prepare(
         endpoint: ask.endpoint,
         body: String::from_utf8_lossy(&ask.body).into_owned(),
         class: class.name.to_string(),
-        priority: ask.priority.unwrap_or(class.priority),
+        priority,
         max_attempts: class.max_attempts,
     };
     Ok((new, profile.deployment))
+}
+
+/// The job priority `class` and `priority` give a job of `caller`, if its key may ask for
+/// them: its own class or a less urgent one (a higher or equal `priority` number), and a
+/// priority no more urgent than that class's own. Job priority orders the ready queue
+/// across classes, so a more urgent number would jump ahead of more urgent classes.
+fn allowed(caller: &Caller, class: &TrafficClass, priority: Option<u8>) -> Result<u8, GatewayError> {
+    if !may_use(caller, class) {
+        let message = format!(
+            "class `{}` is more urgent than this key's class `{}` allows; use that class or a less urgent one",
+            class.name, caller.class.name
+        );
+        return Err(GatewayError::ClassNotAllowed { param: "class", message });
+    }
+    match priority {
+        Some(p) if p < class.priority => {
+            let message = format!(
+                "priority {p} is more urgent than class `{}` allows (its priority {} or more)",
+                class.name, class.priority
+            );
+            Err(GatewayError::ClassNotAllowed { param: "priority", message })
+        }
+        Some(p) => Ok(p),
+        None => Ok(class.priority),
+    }
+}
+
+/// Whether a key of `caller` may run jobs in `class` (its own or a less urgent one).
+pub(crate) fn may_use(caller: &Caller, class: &TrafficClass) -> bool {
+    class.priority >= caller.class.priority
 }
 
 /// The 400 the live endpoint would answer at once for a request that can never fit on its
@@ -379,14 +411,6 @@ async fn never_fits(
     match &profile.degrade {
         Some(degrade) if check_fits(gateway, caller, request, profile, degrade.deployment).await.is_ok() => Ok(()),
         _ => Err(refused),
-    }
-}
-
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, Refusal> {
-    let Some(value) = headers.get("idempotency-key") else { return Ok(None) };
-    match value.to_str().map(str::trim) {
-        Ok(key) if !key.is_empty() && key.len() <= 255 => Ok(Some(key.to_owned())),
-        _ => Err(bad("Idempotency-Key", RequestErrorCode::InvalidValue, "1 to 255 visible ASCII characters")),
     }
 }
 

@@ -378,6 +378,8 @@ pub async fn serve(
     drop(stop_rx);
     stop_tx.closed().await;
     recovery.abort();
+    // Waited for, so that when `serve` returns nothing of it holds the state any more.
+    let _ = recovery.await;
     Ok(())
 }
 

@@ -1,7 +1,9 @@
 //! The gateway's Prometheus metrics, registered into a registry created by the caller.
 //!
-//! Labels come only from configuration (provider and model names) or closed sets (status
-//! codes, limiter names, decisions): never free text.
+//! Labels come only from configuration (provider, model, scope, class and task names) or
+//! closed sets (status codes, limiter names, decisions): never free text a client sent. A
+//! client's model that names no profile counts as `none`; its task header, unless the
+//! configuration names that task, as `other` ([`crate::Gateway::task_label`]).
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -66,7 +68,7 @@ pub struct Fallback {
     pub reason: &'static str,
 }
 
-/// `task_type`.
+/// `task_type`: a configured task, `default` or `other`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Task {
     /// The task type.

@@ -1,24 +1,47 @@
 //! The operation log: one record per idempotency key, so a repeated operation is answered
 //! from the log instead of reaching the provider again.
 //!
-//! A request with an `Idempotency-Key` header is recorded `in_flight` (per tenant and key)
-//! before anything is sent, and `completed` with its response once a non-stream success
-//! arrives. A repeat of a completed operation gets the stored response; a repeat while the
-//! first is in flight waits for it (bounded), then gets a 409. Failures clear the record so
-//! the client may try again. The log lives in this process: in distributed mode, repeats
-//! that reach another instance are not caught (documented).
+//! A request with an `Idempotency-Key` header is recorded in flight (per tenant and key,
+//! with a fingerprint of the request and a lease) before anything is sent. A non-stream
+//! success is then recorded `completed` with its response; a stream that started is
+//! recorded `streamed` (its body cannot be replayed). A repeat of a completed operation
+//! gets the stored response; of a streamed one, a 409; a repeat while the first is in
+//! flight waits for it (bounded), then gets a 409. The same key with another request (another
+//! fingerprint) is refused with 422. Failures clear the record so the client may try again;
+//! an in-flight record whose instance died expires with its lease.
+//!
+//! Layout: this file decides ([`OpLog`]); the records live in an [`OpStore`]: in this
+//! process ([`memory`]) or, when the quota store is Redis, in Redis ([`redis`]), so a
+//! repeat that reaches another instance is caught too.
 
-use std::collections::HashMap;
+pub mod memory;
+pub mod redis;
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::HeaderMap;
 use bytes::Bytes;
-use parking_lot::Mutex;
-use sluice_quota::{Clock, Nanos};
+use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
+use sluice_provider::{RequestError, RequestErrorCode};
 use tokio::sync::Notify;
 
+use crate::error::GatewayError;
+
+/// Longest idempotency key accepted (the same bound as `/v1/jobs`).
+pub const MAX_KEY_CHARS: usize = 255;
+/// How often a repeat looks again at an operation in flight on another instance.
+const POLL: Duration = Duration::from_millis(100);
+
+/// SHA-256 of the endpoint and the canonical request body.
+pub type Fingerprint = [u8; 32];
+
 /// A stored response.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stored {
     /// HTTP status.
     pub status: u16,
@@ -28,129 +51,219 @@ pub struct Stored {
     pub body: Bytes,
 }
 
-#[derive(Debug, Clone)]
-enum State {
+/// Where an operation is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpState {
+    /// Sent, no answer yet.
     InFlight,
+    /// Answered; the answer is kept.
     Completed(Stored),
+    /// A stream was started: the provider was called, its body is not kept.
+    Streamed,
 }
 
-#[derive(Debug)]
-struct Entry {
-    state: State,
-    expires: Nanos,
+/// An operation's record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The request it was recorded for.
+    pub fingerprint: Fingerprint,
+    /// Where it is.
+    pub state: OpState,
+}
+
+/// One operation: a tenant's idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OpId {
+    /// The tenant.
+    pub tenant: Arc<str>,
+    /// The client's key.
+    pub key: String,
+}
+
+/// The store could not answer.
+#[derive(Debug, thiserror::Error)]
+#[error("operation log: {0}")]
+pub struct OpStoreError(pub String);
+
+/// A store call's future.
+pub type OpFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, OpStoreError>> + Send + 'a>>;
+
+/// Where records live. Each call is atomic on its record.
+pub trait OpStore: Send + Sync + Debug {
+    /// Records `id` in flight for `fingerprint` until `lease` ends, when it has no live
+    /// record (`None`); else returns that record untouched.
+    fn begin<'a>(&'a self, id: &'a OpId, fingerprint: &'a Fingerprint, lease: Duration)
+    -> OpFuture<'a, Option<Record>>;
+    /// Replaces `id`'s record with `record`, kept for `ttl`.
+    fn finish<'a>(&'a self, id: &'a OpId, record: &'a Record, ttl: Duration) -> OpFuture<'a, ()>;
+    /// Removes `id`'s record if it is still the in-flight one for `fingerprint`.
+    fn abandon<'a>(&'a self, id: &'a OpId, fingerprint: &'a Fingerprint) -> OpFuture<'a, ()>;
 }
 
 /// What the log says about a new request.
 #[derive(Debug)]
 pub enum Begin {
-    /// First of its key: go ahead, then [`OpLog::complete`] or [`OpLog::abandon`].
+    /// First of its key: go ahead, then [`OpLog::complete`], [`OpLog::streamed`] or
+    /// [`OpLog::abandon`].
     Proceed,
     /// Already completed: answer with this.
     Replay(Stored),
-    /// Still in flight after the wait.
-    InFlight,
 }
 
-/// The process's operation log.
+/// Settings of an [`OpLog`].
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// How long a finished operation is remembered.
+    pub ttl: Duration,
+    /// How long a repeat waits for the first in flight.
+    pub wait: Duration,
+    /// How long an in-flight record outlives an instance that died with it.
+    pub lease: Duration,
+}
+
+/// The operation log over a store.
 #[derive(Debug)]
 pub struct OpLog {
-    entries: Mutex<HashMap<(Arc<str>, String), Entry>>,
+    store: Arc<dyn OpStore>,
+    timing: Timing,
+    /// Wakes repeats waiting here when an operation of this instance finishes.
     done: Notify,
-    clock: Arc<dyn Clock>,
-    ttl: Duration,
-    wait: Duration,
 }
 
-/// Records kept before expired ones are swept.
-const SWEEP_AT: usize = 10_000;
-
 impl OpLog {
-    /// An empty log keeping completed operations for `ttl`; repeats wait up to `wait`.
+    /// A log on `store`.
     #[must_use]
-    pub fn new(clock: Arc<dyn Clock>, ttl: Duration, wait: Duration) -> Self {
-        Self { entries: Mutex::new(HashMap::new()), done: Notify::new(), clock, ttl, wait }
+    pub fn new(store: Arc<dyn OpStore>, timing: Timing) -> Self {
+        Self { store, timing, done: Notify::new() }
     }
 
-    /// Looks `key` of `tenant` up; records it in flight when it is new.
-    pub async fn begin(&self, tenant: &Arc<str>, key: &str) -> Begin {
-        let id = (Arc::clone(tenant), key.to_owned());
-        let deadline = self.clock.now().after(self.wait);
-        loop {
-            let notified = self.done.notified();
-            {
-                let now = self.clock.now();
-                let mut entries = self.entries.lock();
-                if entries.len() >= SWEEP_AT {
-                    entries.retain(|_, e| e.expires > now);
-                }
-                match entries.get(&id) {
-                    Some(Entry { state: State::Completed(stored), expires }) if *expires > now => {
-                        return Begin::Replay(stored.clone());
+    /// Looks `id` up for a request with `fingerprint`; records it in flight when new.
+    ///
+    /// # Errors
+    /// 422 when the key was used for another request, 409 when the first is still in flight
+    /// after the wait or was a stream, 503 when the store cannot answer.
+    pub async fn begin(&self, id: &OpId, fingerprint: &Fingerprint) -> Result<Begin, GatewayError> {
+        let first = tokio::time::timeout(self.timing.wait, async {
+            loop {
+                let notified = self.done.notified();
+                match self.store.begin(id, fingerprint, self.timing.lease).await {
+                    Ok(None) => return Ok(Begin::Proceed),
+                    Ok(Some(record)) if record.fingerprint != *fingerprint => {
+                        return Err(GatewayError::IdempotencyKeyReused);
                     }
-                    Some(Entry { state: State::InFlight, expires }) if *expires > now => {}
-                    _ => {
-                        entries.insert(id, Entry { state: State::InFlight, expires: now.after(self.ttl) });
-                        return Begin::Proceed;
+                    Ok(Some(Record { state: OpState::Completed(stored), .. })) => return Ok(Begin::Replay(stored)),
+                    Ok(Some(Record { state: OpState::Streamed, .. })) => {
+                        return Err(GatewayError::IdempotencyStreamCompleted);
+                    }
+                    Ok(Some(Record { state: OpState::InFlight, .. })) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "operation log unavailable");
+                        return Err(GatewayError::StoreUnavailable);
                     }
                 }
+                // Woken by a finish here; another instance's finish is seen at the next poll.
+                let _ = tokio::time::timeout(POLL, notified).await;
             }
-            let now = self.clock.now();
-            if now >= deadline {
-                return Begin::InFlight;
-            }
-            let _ = tokio::time::timeout(deadline.since(now), notified).await;
-        }
+        });
+        first.await.unwrap_or(Err(GatewayError::IdempotencyInFlight))
     }
 
     /// Records the operation's response.
-    pub fn complete(&self, tenant: &Arc<str>, key: &str, stored: Stored) {
-        let expires = self.clock.now().after(self.ttl);
-        self.entries
-            .lock()
-            .insert((Arc::clone(tenant), key.to_owned()), Entry { state: State::Completed(stored), expires });
+    pub async fn complete(&self, id: &OpId, fingerprint: &Fingerprint, stored: Stored) {
+        self.finish(id, Record { fingerprint: *fingerprint, state: OpState::Completed(stored) }).await;
+    }
+
+    /// Records that the operation's stream started (its body is not kept).
+    pub async fn streamed(&self, id: &OpId, fingerprint: &Fingerprint) {
+        self.finish(id, Record { fingerprint: *fingerprint, state: OpState::Streamed }).await;
+    }
+
+    async fn finish(&self, id: &OpId, record: Record) {
+        if let Err(e) = self.store.finish(id, &record, self.timing.ttl).await {
+            // Repeats then find it in flight (409) until its lease ends.
+            tracing::warn!(error = %e, "operation log could not record a finished operation");
+        }
         self.done.notify_waiters();
     }
 
-    /// Forgets an operation that failed (or whose response is not kept), so it may be
-    /// tried again.
-    pub fn abandon(&self, tenant: &Arc<str>, key: &str) {
-        self.entries.lock().remove(&(Arc::clone(tenant), key.to_owned()));
+    /// Forgets an operation that failed, so it may be tried again.
+    pub async fn abandon(&self, id: &OpId, fingerprint: &Fingerprint) {
+        if let Err(e) = self.store.abandon(id, fingerprint).await {
+            tracing::warn!(error = %e, "operation log could not forget a failed operation");
+        }
         self.done.notify_waiters();
     }
+}
+
+/// The client's `Idempotency-Key`, if it sent one.
+///
+/// # Errors
+/// 400 when it is empty, longer than [`MAX_KEY_CHARS`] or not visible ASCII.
+pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, GatewayError> {
+    let Some(value) = headers.get("idempotency-key") else { return Ok(None) };
+    match value.to_str().map(str::trim) {
+        Ok(key) if !key.is_empty() && key.len() <= MAX_KEY_CHARS => Ok(Some(key.to_owned())),
+        _ => Err(GatewayError::BadRequest(RequestError {
+            param: Some("Idempotency-Key".to_owned()),
+            message: format!("1 to {MAX_KEY_CHARS} visible ASCII characters"),
+            code: RequestErrorCode::InvalidValue,
+        })),
+    }
+}
+
+/// The fingerprint of a request to `endpoint` with `body`: key order and whitespace do not
+/// matter, every value does (the model included, as it is part of the body).
+#[must_use]
+pub fn fingerprint(endpoint: &str, body: &Map<String, Value>) -> Fingerprint {
+    let mut hasher = Sha256::new();
+    hasher.update(endpoint.as_bytes());
+    hasher.update(b"\n");
+    canonical_map(body, &mut hasher);
+    hasher.finalize().into()
+}
+
+/// Feeds `map` as JSON with its keys sorted, whatever order the map keeps them in.
+fn canonical_map(map: &Map<String, Value>, hasher: &mut Sha256) {
+    let mut entries: Vec<_> = map.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    hasher.update(b"{");
+    for (key, item) in entries {
+        hasher.update(Value::String(key.clone()).to_string().as_bytes());
+        hasher.update(b":");
+        canonical(item, hasher);
+        hasher.update(b",");
+    }
+    hasher.update(b"}");
+}
+
+fn canonical(value: &Value, hasher: &mut Sha256) {
+    match value {
+        Value::Object(map) => canonical_map(map, hasher),
+        Value::Array(items) => {
+            hasher.update(b"[");
+            for item in items {
+                canonical(item, hasher);
+                hasher.update(b",");
+            }
+            hasher.update(b"]");
+        }
+        scalar => hasher.update(scalar.to_string().as_bytes()),
+    }
+}
+
+/// The log `config` calls for: in Redis when the quota store is Redis, else in this process.
+#[must_use]
+pub fn from_config(config: &sluice_config::Config, clock: Arc<dyn sluice_quota::Clock>) -> OpLog {
+    let longest_wait = config.classes.iter().map(|c| c.max_wait).max().unwrap_or_default();
+    let timing = Timing {
+        ttl: config.server.idempotency_ttl,
+        wait: config.server.idempotency_wait,
+        // A request may wait its class's longest queue time, then hold its reservation.
+        lease: config.server.lease.saturating_add(longest_wait),
+    };
+    let local = memory::MemoryOps::new(clock);
+    OpLog::new(redis::from_config(&config.store, local), timing)
 }
 
 #[cfg(test)]
-mod tests {
-    use sluice_quota::FakeClock;
-
-    use super::*;
-
-    fn stored(body: &'static str) -> Stored {
-        Stored { status: 200, content_type: None, body: Bytes::from_static(body.as_bytes()) }
-    }
-
-    #[tokio::test]
-    async fn a_repeat_is_replayed_waits_for_the_first_or_proceeds_after_a_failure() {
-        let clock = FakeClock::default();
-        let log = Arc::new(OpLog::new(Arc::new(clock.clone()), Duration::from_secs(60), Duration::from_millis(200)));
-        let tenant: Arc<str> = "acme".into();
-        assert!(matches!(log.begin(&tenant, "k1").await, Begin::Proceed));
-        // A repeat while in flight waits; the first completes meanwhile.
-        let waiting = {
-            let (log, tenant) = (Arc::clone(&log), Arc::clone(&tenant));
-            tokio::spawn(async move { log.begin(&tenant, "k1").await })
-        };
-        tokio::task::yield_now().await;
-        log.complete(&tenant, "k1", stored("first"));
-        assert!(matches!(waiting.await.unwrap(), Begin::Replay(s) if s.body == "first"));
-        // Another tenant's same key is another operation.
-        assert!(matches!(log.begin(&"globex".into(), "k1").await, Begin::Proceed));
-        // A failure clears the record.
-        assert!(matches!(log.begin(&tenant, "k2").await, Begin::Proceed));
-        log.abandon(&tenant, "k2");
-        assert!(matches!(log.begin(&tenant, "k2").await, Begin::Proceed));
-        // Completed operations are forgotten after the TTL.
-        clock.advance(Duration::from_secs(61));
-        assert!(matches!(log.begin(&tenant, "k1").await, Begin::Proceed));
-    }
-}
+mod tests;

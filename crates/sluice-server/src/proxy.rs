@@ -14,7 +14,7 @@ use crate::attempt;
 use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError};
 use crate::metrics::Outcome;
-use crate::oplog::{Begin, Stored};
+use crate::oplog::{self, Begin, Fingerprint, OpId, OpLog, Stored};
 use crate::ratelimit_headers::Early;
 use crate::state::{Caller, Gateway, Route};
 use crate::trace::Trace;
@@ -83,51 +83,51 @@ pub(crate) async fn forward(
     let task = task_of(headers, &request);
     let attempt =
         attempt::Request { gateway, caller, request: &request, profile, task: task.as_deref(), headers, trace, early };
-    let Some(key) = idempotency_key(headers) else { return attempt::run(&attempt, routed).await };
-    match gateway.oplog.begin(&caller.tenant, key).await {
+    let Some(key) = oplog::idempotency_key(headers)? else { return attempt::run(&attempt, routed).await };
+    let op = OpId { tenant: Arc::clone(&caller.tenant), key };
+    let fingerprint = oplog::fingerprint(endpoint_path(protocol), &request.body);
+    match gateway.oplog.begin(&op, &fingerprint).await? {
         Begin::Replay(stored) => {
-            gateway.metrics.duplicate_suppressed(task.as_deref().unwrap_or("default"));
+            gateway.metrics.duplicate_suppressed(gateway.task_label(task.as_deref()));
             Ok(replay(stored))
         }
-        Begin::InFlight => Err(GatewayError::IdempotencyInFlight),
         Begin::Proceed => {
             let result = attempt::run(&attempt, routed).await;
-            record(gateway, caller, key, request.stream, result).await
+            record(&gateway.oplog, &op, &fingerprint, request.stream, result).await
         }
     }
 }
 
-/// The client's `Idempotency-Key`, if it sent a usable one.
-fn idempotency_key(headers: &HeaderMap) -> Option<&str> {
-    let key = headers.get("idempotency-key")?.to_str().ok()?.trim();
-    (!key.is_empty() && key.len() <= 256).then_some(key)
-}
-
-/// Keeps a non-stream success in the operation log; anything else is forgotten so the
-/// client may try again (a stream cannot be replayed).
+/// Keeps a non-stream success in the operation log, and a stream that started as
+/// streamed (its body is not kept: repeats get a 409, never a second provider call);
+/// anything else is forgotten so the client may try again.
 async fn record(
-    gateway: &Gateway,
-    caller: &Caller,
-    key: &str,
+    log: &OpLog,
+    op: &OpId,
+    fingerprint: &Fingerprint,
     stream: bool,
     result: Result<Response<Body>, GatewayError>,
 ) -> Result<Response<Body>, GatewayError> {
     let response = match result {
-        Ok(response) if response.status().is_success() && !stream => response,
+        Ok(response) if response.status().is_success() => response,
         other => {
-            gateway.oplog.abandon(&caller.tenant, key);
+            log.abandon(op, fingerprint).await;
             return other;
         }
     };
+    if stream {
+        log.streamed(op, fingerprint).await;
+        return Ok(response);
+    }
     let (parts, body) = response.into_parts();
     let Ok(collected) = body.collect().await else {
-        gateway.oplog.abandon(&caller.tenant, key);
+        log.abandon(op, fingerprint).await;
         return Err(GatewayError::UpstreamUnreachable("provider".into()));
     };
     let bytes = collected.to_bytes();
     let content_type = parts.headers.get(header::CONTENT_TYPE).cloned();
     let stored = Stored { status: parts.status.as_u16(), content_type, body: bytes.clone() };
-    gateway.oplog.complete(&caller.tenant, key, stored);
+    log.complete(op, fingerprint, stored).await;
     Ok(Response::from_parts(parts, Body::from(bytes)))
 }
 

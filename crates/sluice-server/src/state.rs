@@ -124,8 +124,11 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     /// The gateway's clock.
     pub clock: Arc<dyn Clock>,
-    /// The operation log (idempotency).
-    pub oplog: crate::oplog::OpLog,
+    /// Task names the configuration knows (every profile's `degrade_to.tasks`): the only
+    /// ones a metric label repeats.
+    pub tasks: std::collections::HashSet<String>,
+    /// The operation log (idempotency): process state, kept across reloads.
+    pub oplog: Arc<crate::oplog::OpLog>,
 }
 
 /// Why a gateway could not be built from a valid configuration.
@@ -179,11 +182,8 @@ impl Gateway {
             lease: config.server.lease,
             upstream_timeout: config.server.upstream_timeout,
             metrics,
-            oplog: crate::oplog::OpLog::new(
-                Arc::clone(&clock),
-                config.server.idempotency_ttl,
-                config.server.idempotency_wait,
-            ),
+            oplog: Arc::new(crate::oplog::from_config(config, Arc::clone(&clock))),
+            tasks: config.models.iter().filter_map(|m| m.degrade_to.as_ref()).flat_map(|d| d.tasks.clone()).collect(),
             clock,
             store,
         })
@@ -191,10 +191,23 @@ impl Gateway {
 }
 
 impl Gateway {
-    /// After a reload built `self` aside: deployments that kept their name keep their
-    /// queue (requests waiting in it stay) and their learned adaptive state (the factor,
-    /// the output sketch), which takes the new limits and settings.
+    /// The `task_type` label of a request declaring `task`: a task the configuration names,
+    /// `default` for none, `other` for any other, so clients cannot create series at will.
+    #[must_use]
+    pub fn task_label<'a>(&'a self, task: Option<&str>) -> &'a str {
+        match task {
+            None => "default",
+            Some(task) => self.tasks.get(task).map_or("other", String::as_str),
+        }
+    }
+
+    /// After a reload built `self` aside: the operation log is kept, and deployments that
+    /// kept their name keep their queue (requests waiting in it stay) and their learned
+    /// adaptive state (the factor, the output sketch), which takes the new limits and
+    /// settings.
     pub fn keep_learned(&mut self, old: &Gateway, config: &Config) {
+        // `[server]` and `[store]` need a restart: operations in the log stay known.
+        self.oplog = Arc::clone(&old.oplog);
         for (route, d) in self.deployments.iter_mut().zip(&config.deployments) {
             let Some(previous) = old.deployments.iter().find(|o| o.name == route.name) else { continue };
             route.queue = Arc::clone(&previous.queue);

@@ -19,9 +19,13 @@ use sluice_sim::{SimConfig, SimHandle, SimProvider};
 
 const ACME: &str = "sk-batches-acme";
 const GLOBEX: &str = "sk-batches-globex";
+/// A key of acme's whose class (`bulk`) is less urgent than `batch`.
+const ACME_BULK: &str = "sk-batches-acme-bulk";
 const SIM_MODELS: &str = "seed = 1\n[[models]]\nname = \"gpt-4o-mini\"\nshape = \"openai\"\n";
 /// `[jobs] max_file_bytes` of the gateway under test.
 const MAX_FILE: usize = 64 * 1024;
+/// `[jobs] max_tenant_file_bytes` of the gateway under test: two of the largest files.
+const TENANT_FILES: usize = 2 * MAX_FILE;
 
 fn sha(key: &str) -> String {
     hex::encode(sluice_config::hash_key(key))
@@ -83,6 +87,18 @@ max_wait = "10m"
 priority = 5
 retry_attempts = 1
 
+[[classes]]
+name = "bulk"
+max_wait = "10m"
+priority = 9
+retry_attempts = 1
+
+[[keys]]
+id = "acme-bulk"
+tenant = "acme"
+class = "bulk"
+sha256 = "{acme_bulk}"
+
 [[keys]]
 id = "acme-1"
 tenant = "acme"
@@ -99,11 +115,13 @@ sha256 = "{globex}"
 workers = {workers}
 visibility_timeout = "3s"
 max_file_bytes = {MAX_FILE}
+max_tenant_file_bytes = {TENANT_FILES}
 max_batch_lines = 50
 "#,
         url = sim.url(),
         file = key_file.display(),
         acme = sha(ACME),
+        acme_bulk = sha(ACME_BULK),
         globex = sha(GLOBEX),
     );
     sluice_config::parse(&text).unwrap()
@@ -534,4 +552,66 @@ async fn files_and_batches_survive_a_restart_in_the_embedded_store() {
 async fn files_and_batches_survive_a_restart_in_redis() {
     let redis = LocalRedis::start().expect("redis-server (scripts/test installs it)");
     survives_a_restart(in_redis(&redis), |_| in_redis(&redis)).await;
+}
+
+/// A tenant's files stop at `[jobs] max_tenant_file_bytes`; deleting one frees its room;
+/// another tenant is not affected.
+async fn uploads_stop_at_the_tenant_quota(jobs: Arc<dyn JobStore>) {
+    let sim = SimProvider::start(SimConfig::from_toml_str(SIM_MODELS).unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = Gateway::start_on(&sim, dir.path(), 0, jobs).await;
+    let env = Env { sim, gateway, http: reqwest::Client::new(), dir };
+    let largest = vec![b'x'; MAX_FILE];
+    let first = env.upload(ACME, &largest).await;
+    env.upload(ACME, &largest).await;
+    let (status, refused) = env.upload_form(ACME, form(Some("batch"), Some(b"x"))).await;
+    assert_eq!(status, 413, "{refused}");
+    let error = &refused["error"];
+    assert_eq!(error["code"], "file_quota_exceeded", "{refused}");
+    assert_eq!(
+        (error["quota_bytes"].as_u64(), error["used_bytes"].as_u64()),
+        (Some(TENANT_FILES as u64), Some(TENANT_FILES as u64))
+    );
+    assert!(error["message"].as_str().unwrap().contains("max_tenant_file_bytes"), "{refused}");
+    env.upload(GLOBEX, &largest).await;
+    let (status, _) = env.send(env.http.delete(env.url(&format!("/v1/files/{first}"))).bearer_auth(ACME)).await;
+    assert_eq!(status, 200);
+    env.upload(ACME, &largest).await;
+    let (status, _) = env.upload_form(ACME, form(Some("batch"), Some(b"x"))).await;
+    assert_eq!(status, 413, "full again");
+    env.gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_stop_at_the_tenant_quota_in_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    uploads_stop_at_the_tenant_quota(embedded(dir.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_stop_at_the_tenant_quota_in_redis() {
+    let redis = LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    uploads_stop_at_the_tenant_quota(in_redis(&redis)).await;
+}
+
+/// A batch runs in the `batch` class only for keys whose own class is no less urgent: a
+/// `bulk` key's batch stays in `bulk` (a batch must not lift a key above its class).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_never_runs_above_its_keys_class() {
+    let sim = SimProvider::start(SimConfig::from_toml_str(SIM_MODELS).unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = embedded(dir.path());
+    let gateway = Gateway::start_on(&sim, dir.path(), 0, Arc::clone(&jobs)).await;
+    let env = Env { sim, gateway, http: reqwest::Client::new(), dir };
+    for (key, class) in [(ACME, "batch"), (ACME_BULK, "bulk")] {
+        let file_id = env.upload(key, &jsonl(&[line("c1", "chat")])).await;
+        let (status, batch) = env.create(key, &file_id).await;
+        assert_eq!(status, 200, "{batch}");
+        let doc = sluice_jobs::DocKey { kind: "batch_jobs", owner: "acme", id: batch["id"].as_str().unwrap() };
+        let list: Vec<(String, String)> = serde_json::from_slice(&jobs.get_doc(doc).await.unwrap().unwrap()).unwrap();
+        let (_, job_id) = &list[0];
+        let (status, job) = env.get(key, &format!("/v1/jobs/{job_id}")).await;
+        assert_eq!((status, job["class"].as_str()), (200, Some(class)), "{key}: {job}");
+    }
+    env.gateway.stop().await;
 }

@@ -287,6 +287,42 @@ async fn submission_is_idempotent_per_tenant_and_jobs_are_private_to_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_cannot_lift_its_jobs_above_its_class() {
+    let env = start(OPENAI_SIM, 5).await;
+    let job = |extra: Value| {
+        let mut request = json!({"endpoint": "/v1/chat/completions", "body": chat("c")});
+        request.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        request
+    };
+    // A batch key (priority 5) asks for the interactive class, or a more urgent number.
+    let refused = [
+        (ACME_BATCH, json!({"class": "interactive", "priority": 0}), "class"),
+        (ACME_BATCH, json!({"class": "interactive"}), "class"),
+        (ACME_BATCH, json!({"priority": 0}), "priority"),
+        (ACME, json!({"class": "batch", "priority": 4}), "priority"),
+    ];
+    for (key, extra, param) in refused {
+        let (status, body) = env.submit(key, &job(extra.clone()), None).await;
+        assert_eq!(status, 403, "{key} {extra} -> {body}");
+        assert_eq!(body["error"]["code"].as_str(), Some("class_not_allowed"), "{body}");
+        assert_eq!(body["error"]["param"].as_str(), Some(param), "{body}");
+    }
+    // Its own class, a less urgent number within it, and a step down for an interactive key.
+    let allowed = [
+        (ACME_BATCH, json!({"priority": 9}), "batch", 9),
+        (ACME_BATCH, json!({"class": "batch"}), "batch", 5),
+        (ACME, json!({"class": "batch"}), "batch", 5),
+    ];
+    for (key, extra, class, priority) in allowed {
+        let (status, body) = env.submit(key, &job(extra.clone()), None).await;
+        assert_eq!(status, 202, "{key} {extra} -> {body}");
+        let (_, seen) = env.get(key, body["job_id"].as_str().unwrap()).await;
+        assert_eq!((seen["class"].as_str(), seen["priority"].as_u64()), (Some(class), Some(priority)), "{seen}");
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_job_requests_are_refused_with_the_field_named() {
     let env = start(OPENAI_SIM, 5).await;
     let cases = [

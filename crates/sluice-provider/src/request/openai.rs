@@ -14,12 +14,9 @@ pub(super) fn chat(body: &Object) -> Result<Shape, RequestError> {
     for (i, message) in fields::object_list(body, "messages")?.into_iter().enumerate() {
         chat_message(message, i)?;
     }
-    let max_output_tokens = match fields::opt_u64(body, "max_completion_tokens")? {
-        Some(n) => Some(n),
-        None => fields::opt_u64(body, "max_tokens")?,
-    };
     // Validate both even when the first wins: a bad value is a bad request either way.
-    fields::opt_u64(body, "max_tokens")?;
+    let max_completion_tokens = positive(body, "max_completion_tokens")?;
+    let max_output_tokens = max_completion_tokens.or(positive(body, "max_tokens")?);
     let stream_options = fields::opt_object(body, "stream_options")?;
     let include_usage = match stream_options {
         Some(opts) => fields::opt_bool(opts, "include_usage")
@@ -33,6 +30,15 @@ pub(super) fn chat(body: &Object) -> Result<Shape, RequestError> {
         client_wants_stream_usage: include_usage == Some(true),
         choices: choices(body)?,
     })
+}
+
+/// An optional output bound: a positive integer. Zero is refused, not passed on: the
+/// provider would refuse it after admission, and a zero reservation prices nothing.
+fn positive(body: &Object, name: &str) -> Result<Option<u64>, RequestError> {
+    match fields::opt_u64(body, name)? {
+        Some(0) => Err(RequestError::invalid(name, "must be >= 1")),
+        other => Ok(other),
+    }
 }
 
 /// `n`: 1..=128, default 1.

@@ -133,7 +133,11 @@ fn openai_numeric_and_flag_fields() {
         Some("stream_options.include_usage"),
         RequestErrorCode::InvalidType,
     );
-    assert_eq!(with(r#""max_tokens":0"#).unwrap().max_output_tokens, Some(0));
+    assert_err(with(r#""max_tokens":0"#), Some("max_tokens"), RequestErrorCode::InvalidValue);
+    assert_err(with(r#""max_completion_tokens":0"#), Some("max_completion_tokens"), RequestErrorCode::InvalidValue);
+    // Both are checked even when the first would win.
+    assert_err(with(r#""max_completion_tokens":5,"max_tokens":0"#), Some("max_tokens"), RequestErrorCode::InvalidValue);
+    assert_eq!(with(r#""max_tokens":1"#).unwrap().max_output_tokens, Some(1));
     assert_eq!(with(r#""n":128"#).unwrap().choices, 128);
 }
 
