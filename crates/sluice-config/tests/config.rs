@@ -126,6 +126,13 @@ const BAD: &[(&str, &str, &str, usize, &str)] = &[
         "between 0 (exclusive) and 1",
     ),
     ("model = \"gpt-4o\"", "model = \"gpt-4o\"\nrecovery = \"soon\"", "deployments[0].recovery", 12, "not a duration"),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\nstream_idle_timeout = \"0s\"",
+        "deployments[0].stream_idle_timeout",
+        12,
+        "longer than zero",
+    ),
 ];
 
 #[test]
