@@ -15,18 +15,25 @@ use tokio::time::Instant;
 /// How long the simulated provider stays silent: far longer than any test runs.
 const STALL_MS: u64 = 600_000;
 
+/// A key of the interactive class: three attempts within 8 s.
+const LIVE: &str = "sk-test-live";
+
 fn stalling(model: ModelConfig) -> ModelConfig {
-    let faults = FaultConfig { stall: 1.0, stall_ms: STALL_MS, ..FaultConfig::default() };
+    stalling_at(1.0, model)
+}
+
+fn stalling_at(rate: f64, model: ModelConfig) -> ModelConfig {
+    let faults = FaultConfig { stall: rate, stall_ms: STALL_MS, ..FaultConfig::default() };
     let latency = LatencyConfig { ttft_ms: 10.0, per_token_ms: 1.0, ..LatencyConfig::default() };
     ModelConfig { faults: Some(faults), latency: Some(latency), completion: Completion::Fixed { tokens: 40 }, ..model }
 }
 
 fn sim() -> SimConfig {
-    let models = vec![
-        stalling(ModelConfig::openai("gpt-4o-mini")),
-        stalling(ModelConfig::anthropic("claude-sonnet-4-5")),
-        ModelConfig::openai("gpt-4o"),
-    ];
+    sim_stalling(stalling(ModelConfig::openai("gpt-4o-mini")))
+}
+
+fn sim_stalling(stuck: ModelConfig) -> SimConfig {
+    let models = vec![stuck, stalling(ModelConfig::anthropic("claude-sonnet-4-5")), ModelConfig::openai("gpt-4o")];
     SimConfig { seed: Some(5), models, ..SimConfig::default() }
 }
 
@@ -79,9 +86,15 @@ id = "acme"
 tenant = "acme"
 class = "batch"
 sha256 = "{}"
+
+[[keys]]
+id = "acme-live"
+tenant = "acme"
+sha256 = "{}"
 {jobs}
 "#,
-        sha(KEY)
+        sha(KEY),
+        sha(LIVE)
     )
 }
 
@@ -113,6 +126,25 @@ async fn a_non_stream_answer_that_stalls_after_its_headers_times_out_in_time() {
         metrics.lines().any(|l| l.starts_with("sluice_upstream_failures_total{") && l.contains("reason=\"stalled\"")),
         "{metrics}"
     );
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_non_stream_attempt_is_retried_and_the_retry_serves() {
+    let env = common::start(sim_stalling(stalling_at(0.5, ModelConfig::openai("gpt-4o-mini"))), &policy("")).await;
+    let url = format!("{}/v1/chat/completions", env.gateway.url());
+    let http = client();
+    for _ in 0..5 {
+        let response = http.post(&url).bearer_auth(LIVE).json(&chat("stuck")).send().await.unwrap();
+        let status = response.status().as_u16();
+        let stats = env.sim.stats();
+        assert_eq!(status, 200, "{} {stats:?}", response.text().await.unwrap());
+        assert_eq!(response.json::<Value>().await.unwrap()["object"], "chat.completion");
+    }
+    // Some attempts stalled; every request was served by a retry.
+    let stats = env.sim.stats();
+    assert!(stats.faults.stall >= 1, "{stats:?}");
+    assert_eq!(stats.served, 5);
     env.shutdown().await;
 }
 
