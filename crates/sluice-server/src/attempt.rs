@@ -3,7 +3,10 @@
 //! provider's hint as the floor, within the class's budget and the deployment's retry
 //! budget, every retry re-entering admission), a fallback whose `when` conditions match,
 //! or degradation of simple work to a cheaper deployment when the primary has no capacity
-//! now. Nothing is retried once response bytes went to the client.
+//! now. Nothing is retried once response bytes went to the client; a non-stream answer
+//! cut or stalled after its headers is (none of it reached the client). Every attempt is
+//! bounded: headers and a non-stream body by `attempt_timeout`, a stream's gaps by the
+//! relay's idle timeout.
 
 use std::sync::Arc;
 use std::time::Duration;
