@@ -6,7 +6,7 @@ use std::time::Duration;
 pub const LISTEN: &str = "127.0.0.1:8080";
 /// Largest request body: 4 MiB (prompts with images fit; a 10 MB body does not).
 pub const MAX_BODY_BYTES: u64 = 4 * 1024 * 1024;
-/// Total time allowed for an upstream call.
+/// Time allowed for an upstream attempt (with `attempt_timeout`, the shorter wins).
 pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
 /// Time allowed to connect upstream.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -42,8 +42,11 @@ pub const MAX_TENANT_FILE_BYTES: u64 = 1 << 30;
 pub const MAX_BATCH_LINES: u64 = 50_000;
 /// How long a leased job stays invisible without a heartbeat.
 pub const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Time to response headers of one upstream attempt before it counts as hung.
+/// Time one upstream attempt may take (to its headers; non-stream: to its last byte)
+/// before it counts as hung.
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest silence between two pieces of a streamed answer before it counts as stalled.
+pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Consecutive failures that open a deployment's breaker.
 pub const BREAKER_FAILURES: u32 = 5;
 /// How long an open breaker holds a deployment back.

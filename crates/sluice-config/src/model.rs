@@ -81,8 +81,12 @@ pub struct Deployment {
     pub input_safety_factor: f64,
     /// Output charging rule.
     pub output_counting: OutputCounting,
-    /// Longest wait for response headers of one attempt (a hung provider is retried).
+    /// Longest one attempt may take: to the response headers, and for a non-stream answer
+    /// to its last byte (a hung or stalled provider is retried).
     pub attempt_timeout: Duration,
+    /// Longest silence between two pieces of a streamed answer (before the first one too):
+    /// past it the stream ends with the protocol's error event.
+    pub stream_idle_timeout: Duration,
     /// Consecutive failures that open the breaker.
     pub breaker_failures: u32,
     /// How long an open breaker holds the deployment back (at least; provider hints win).
@@ -274,7 +278,7 @@ pub struct Server {
     pub listen: SocketAddr,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
-    /// Upstream total timeout.
+    /// Upstream timeout: bounds every attempt as `attempt_timeout` does (the shorter wins).
     pub upstream_timeout: Duration,
     /// Upstream connect timeout.
     pub connect_timeout: Duration,

@@ -113,6 +113,7 @@ pub struct RawDeployment {
     pub input_safety_factor: Option<Spanned<f64>>,
     pub output_counting: Option<Spanned<String>>,
     pub attempt_timeout: Option<Spanned<String>>,
+    pub stream_idle_timeout: Option<Spanned<String>>,
     pub breaker_failures: Option<Spanned<u64>>,
     pub breaker_cooldown: Option<Spanned<String>>,
     pub preset: Option<Spanned<String>>,

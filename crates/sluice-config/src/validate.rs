@@ -354,6 +354,11 @@ impl Validator<'_> {
             input_safety_factor,
             output_counting,
             attempt_timeout: self.duration(&field("attempt_timeout"), &d.attempt_timeout, defaults::ATTEMPT_TIMEOUT)?,
+            stream_idle_timeout: self.duration(
+                &field("stream_idle_timeout"),
+                &d.stream_idle_timeout,
+                defaults::STREAM_IDLE_TIMEOUT,
+            )?,
             breaker_failures: match &d.breaker_failures {
                 None => defaults::BREAKER_FAILURES,
                 Some(n) => u32::try_from(*n.get_ref())

@@ -128,7 +128,23 @@ const BAD: &[(&str, &str, &str, usize, &str)] = &[
         "between 0 (exclusive) and 1",
     ),
     ("model = \"gpt-4o\"", "model = \"gpt-4o\"\nrecovery = \"soon\"", "deployments[0].recovery", 12, "not a duration"),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\nstream_idle_timeout = \"0s\"",
+        "deployments[0].stream_idle_timeout",
+        12,
+        "longer than zero",
+    ),
 ];
+
+#[test]
+fn stream_idle_timeout_defaults_to_a_minute_and_can_be_set_per_deployment() {
+    let default = parse(BASE).unwrap();
+    assert_eq!(default.deployments[0].stream_idle_timeout, std::time::Duration::from_secs(60));
+    let set =
+        parse(&BASE.replacen("model = \"gpt-4o\"", "model = \"gpt-4o\"\nstream_idle_timeout = \"5s\"", 1)).unwrap();
+    assert_eq!(set.deployments[0].stream_idle_timeout, std::time::Duration::from_secs(5));
+}
 
 #[test]
 fn presets_fill_what_limits_leave_out_and_adaptive_settings_parse() {

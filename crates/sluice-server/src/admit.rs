@@ -182,6 +182,13 @@ pub async fn admit(
         }
         Err(Refusal::Rejected(rejection, wait)) => (rejection, wait),
     };
+    if rejection.limiter == LimiterName::ProviderCooldown && route.breaker.is_open(gateway.clock.now()) {
+        // The hold is this instance's breaker, not a provider 429: an outage, not a limit.
+        metrics.decision("rejected", "breaker_open");
+        let retry_after =
+            wait.or(rejection.retry_after()).unwrap_or_else(|| route.breaker.remaining(gateway.clock.now()));
+        return Err(GatewayError::ProviderUnavailable { deployment: route.name.to_string(), retry_after });
+    }
     let limiter = rejection.limiter.to_string();
     let never = matches!(rejection.kind, RejectionKind::NeverFits { .. });
     metrics.decision(if never { "never_fits" } else { "rejected" }, &limiter);

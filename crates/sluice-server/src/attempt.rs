@@ -3,14 +3,16 @@
 //! provider's hint as the floor, within the class's budget and the deployment's retry
 //! budget, every retry re-entering admission), a fallback whose `when` conditions match,
 //! or degradation of simple work to a cheaper deployment when the primary has no capacity
-//! now. Nothing is retried once response bytes went to the client.
+//! now. Nothing is retried once response bytes went to the client; a non-stream answer
+//! cut or stalled after its headers is (none of it reached the client). Every attempt is
+//! bounded: headers and a non-stream body by `attempt_timeout`, a stream's gaps by the
+//! relay's idle timeout.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Response, StatusCode};
-use http_body_util::{BodyExt as _, Limited};
 use sluice_config::{ProviderKind, When};
 use sluice_provider::{
     ErrorClass, ParsedRequest, Phase, Protocol, ProviderFlavor, classify_with_hints, usage_from_response,
@@ -23,12 +25,12 @@ use crate::error::GatewayError;
 use crate::metrics::Hit;
 use crate::proxy::{build_upstream, pass_through};
 use crate::ratelimit_headers::Early;
-use crate::relay;
 use crate::retry::backoff;
 use crate::settle::SettleGuard;
 use crate::state::{Caller, Gateway, Profile, Route};
 use crate::trace::Trace;
-use crate::upstream::UpstreamError;
+use crate::upstream::{self, BodyError, UpstreamError};
+use crate::{relay, scrub};
 
 /// How long a deployment is paused after a provider 429 that gave no hint.
 const PROVIDER_429_PAUSE: Duration = Duration::from_secs(1);
@@ -89,7 +91,7 @@ pub async fn run(req: &Request<'_>, routed: &mut Option<usize>) -> Result<Respon
     loop {
         let route = &gateway.deployments[target];
         let outcome = if mode == Mode::Wait && target == primary && fallback_now(req, route) {
-            Attempt::Refused(GatewayError::UpstreamUnreachable(route.provider.to_string()))
+            Attempt::Refused(unavailable(route, gateway))
         } else {
             once(req, target, mode, routed).await
         };
@@ -116,7 +118,7 @@ pub async fn run(req: &Request<'_>, routed: &mut Option<usize>) -> Result<Respon
         let elapsed = gateway.clock.now().since(started);
         if let Some(failure) = class_of_failure
             && retries + 1 < class.retry_attempts
-            && failure.may_retry(true)
+            && may_retry(failure)
         {
             let wait = backoff(retries, failure.retry_after(), &mut rand::rng());
             if elapsed + wait < class.retry_within && route.retry_budget.withdraw() {
@@ -126,7 +128,7 @@ pub async fn run(req: &Request<'_>, routed: &mut Option<usize>) -> Result<Respon
                 continue;
             }
         }
-        let when = condition(class_of_failure, &error, route, gateway);
+        let when = condition(class_of_failure, &error);
         match when.and_then(|w| pick_fallback(req.profile, &mut next_fallback, w)) {
             Some((deployment, why)) => {
                 target = deployment;
@@ -137,6 +139,17 @@ pub async fn run(req: &Request<'_>, routed: &mut Option<usize>) -> Result<Respon
             None => return Err(error),
         }
     }
+}
+
+/// Whether a failed attempt may be tried again. A non-stream answer cut or stalled after
+/// its headers never reached the client: as uncertain as a failure before the headers
+/// (streams never come back here once their headers are in).
+fn may_retry(failure: ErrorClass) -> bool {
+    let after_headers = matches!(
+        failure,
+        ErrorClass::Timeout { phase: Phase::Streaming } | ErrorClass::ConnectionReset { phase: Phase::Streaming }
+    );
+    failure.may_retry(true) || after_headers
 }
 
 /// Whether the request may be degraded (its class or task is listed).
@@ -152,8 +165,14 @@ fn fallback_now(req: &Request<'_>, route: &Route) -> bool {
         && req.profile.fallbacks.iter().any(|f| f.when.contains(&When::PrimaryUnavailable))
 }
 
+/// The refusal of a deployment whose breaker is open.
+fn unavailable(route: &Route, gateway: &Gateway) -> GatewayError {
+    let retry_after = route.breaker.remaining(gateway.clock.now());
+    GatewayError::ProviderUnavailable { deployment: route.name.to_string(), retry_after }
+}
+
 /// Which `when` condition a final failure meets.
-fn condition(failure: Option<ErrorClass>, error: &GatewayError, route: &Route, gateway: &Gateway) -> Option<When> {
+fn condition(failure: Option<ErrorClass>, error: &GatewayError) -> Option<When> {
     match failure {
         Some(ErrorClass::ServerError | ErrorClass::Overloaded) => Some(When::Provider5xx),
         Some(ErrorClass::RateLimited { .. }) => Some(When::RateLimitAfterRetryBudget),
@@ -161,10 +180,8 @@ fn condition(failure: Option<ErrorClass>, error: &GatewayError, route: &Route, g
         Some(ErrorClass::Timeout { .. } | ErrorClass::ConnectionReset { .. }) => Some(When::PrimaryUnavailable),
         Some(_) => None,
         None => match error {
-            GatewayError::UpstreamUnreachable(_) => Some(When::PrimaryUnavailable),
-            GatewayError::RateLimited(info) if info.limiter == "provider_cooldown" => {
-                let open = route.breaker.is_open(gateway.clock.now());
-                Some(if open { When::PrimaryUnavailable } else { When::QueueWaitExceeded })
+            GatewayError::UpstreamUnreachable(_) | GatewayError::ProviderUnavailable { .. } => {
+                Some(When::PrimaryUnavailable)
             }
             GatewayError::RateLimited(_) => Some(When::QueueWaitExceeded),
             _ => None,
@@ -224,7 +241,10 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Opt
         }
     };
     let outgoing = build_upstream(route, upstream_protocol, req.headers, body, req.trace);
-    let sent = gateway.upstream.send(outgoing, route.attempt_timeout.min(gateway.upstream_timeout)).await;
+    let timeout = route.attempt_timeout.min(gateway.upstream_timeout);
+    // A non-stream answer must be whole by the same deadline as its headers.
+    let deadline = tokio::time::Instant::now() + timeout;
+    let sent = gateway.upstream.send(outgoing, timeout).await;
     let response = match sent {
         Ok(response) => response,
         Err(failure) => return transport_failure(failure, guard, route, gateway),
@@ -234,20 +254,32 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Opt
         let hints = sluice_provider::parse_hints(response.headers(), None, Some(now_ms));
         route.adaptive.on_response(response.status().as_u16(), &hints).await;
     }
+    let call = Call { gateway, route, admitted: &admitted, crossing, deadline };
     if !response.status().is_success() {
-        return provider_error(response, guard, &admitted, route, gateway, crossing).await;
+        return provider_error(response, guard, &call).await;
     }
     route.breaker.success();
     let created = sluice_quota::clock::unix_seconds();
     if request.stream {
         let include_usage = request.client_wants_stream_usage;
         let pipe = crossing.pipe(request.protocol, &request.model, force_usage, include_usage, created);
-        return Attempt::Done(relay::stream(response, guard, admitted, pipe));
+        let watch = relay::Watch::new(route, &gateway.streams);
+        return Attempt::Done(relay::stream(response, guard, admitted, pipe, watch));
     }
-    match buffered(response, guard, &admitted, crossing, &request.model, created).await {
+    match buffered(response, guard, &call, &request.model, created).await {
         Ok(response) => Attempt::Done(response),
-        Err(error) => Attempt::Failed { class: ErrorClass::ConnectionReset { phase: Phase::Streaming }, error },
+        Err((class, error)) => Attempt::Failed { class, error },
     }
+}
+
+/// One upstream call's context, once its response headers are in.
+struct Call<'a> {
+    gateway: &'a Gateway,
+    route: &'a Route,
+    admitted: &'a Admitted,
+    crossing: Crossing,
+    /// When the whole answer (non-stream) must be in.
+    deadline: tokio::time::Instant,
 }
 
 fn transport_failure(failure: UpstreamError, guard: SettleGuard, route: &Route, gateway: &Gateway) -> Attempt {
@@ -285,34 +317,62 @@ fn health_failure(route: &Route, gateway: &Gateway, hint: Option<Duration>) {
     }
 }
 
+/// A body that could not be read whole: how it is classed (a stall is a timeout after the
+/// headers, retryable) and what the client is told. Logged and counted for the operator.
+fn body_failure(call: &Call<'_>, failure: BodyError, what: &'static str, limit: usize) -> (ErrorClass, GatewayError) {
+    let route = call.route;
+    let deployment = route.name.to_string();
+    let (class, error, reason) = match failure {
+        BodyError::Stalled => {
+            health_failure(route, call.gateway, None);
+            tracing::warn!(deployment = %route.name, timeout = ?route.attempt_timeout, "provider stalled mid-answer; the attempt is cut");
+            let class = ErrorClass::Timeout { phase: Phase::Streaming };
+            (class, GatewayError::UpstreamStalled(deployment), "stalled")
+        }
+        BodyError::TooLarge => {
+            tracing::warn!(deployment = %route.name, limit, "provider sent {what} larger than the gateway reads");
+            (ErrorClass::Other, GatewayError::UpstreamTooLarge { deployment, what, limit }, "too_large")
+        }
+        BodyError::Broken => {
+            let class = ErrorClass::ConnectionReset { phase: Phase::Streaming };
+            return (class, GatewayError::UpstreamUnreachable(route.provider.to_string()));
+        }
+    };
+    call.gateway.metrics.upstream_failure(&route.counters.labels, reason);
+    (class, error)
+}
+
 async fn buffered(
     response: http::Response<hyper::body::Incoming>,
     guard: SettleGuard,
-    admitted: &Admitted,
-    crossing: Crossing,
+    call: &Call<'_>,
     client_model: &str,
     created: u64,
-) -> Result<Response<Body>, GatewayError> {
+) -> Result<Response<Body>, (ErrorClass, GatewayError)> {
     let (parts, body) = response.into_parts();
-    let bytes = match Limited::new(body, MAX_RESPONSE_BYTES).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => return Err(GatewayError::UpstreamUnreachable("provider".into())),
-    };
-    let upstream_protocol = crossing.upstream(admitted.protocol);
+    // Unread or cut: the estimate stands (the provider may have done the work); the drop
+    // guard settles with it.
+    let bytes = upstream::read_body(body, MAX_RESPONSE_BYTES, call.deadline)
+        .await
+        .map_err(|e| body_failure(call, e, "a response", MAX_RESPONSE_BYTES))?;
+    let admitted = call.admitted;
+    let upstream_protocol = call.crossing.upstream(admitted.protocol);
     let settlement = match usage_from_response(upstream_protocol, &bytes) {
         Some(usage) => admitted.settlement(usage),
         None => admitted.sent_unanswered(),
     };
     guard.settle(settlement);
-    let body = match crossing.response_body(&bytes, client_model, created) {
+    let body = match call.crossing.response_body(&bytes, client_model, created) {
         Ok(body) => body,
         Err(e) => {
-            tracing::warn!(error = %e, "could not translate a provider response");
-            return Err(GatewayError::UpstreamUnreachable("provider".into()));
+            let route = call.route;
+            tracing::warn!(deployment = %route.name, error = %e, "could not translate a provider response");
+            call.gateway.metrics.upstream_failure(&route.counters.labels, "bad_response");
+            return Err((ErrorClass::Other, GatewayError::UpstreamBadResponse(route.name.to_string())));
         }
     };
     let mut response = pass_through(parts.status, &parts.headers, Body::from(body));
-    if crossing != Crossing::Same {
+    if call.crossing != Crossing::Same {
         response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     }
     Ok(response)
@@ -321,15 +381,14 @@ async fn buffered(
 async fn provider_error(
     response: http::Response<hyper::body::Incoming>,
     guard: SettleGuard,
-    admitted: &Admitted,
-    route: &Route,
-    gateway: &Gateway,
-    crossing: Crossing,
+    call: &Call<'_>,
 ) -> Attempt {
+    let (route, gateway) = (call.route, call.gateway);
     // The provider saw the request: its request unit stays spent, tokens come back.
     guard.settle(Settlement { used: Cost::request(0, 0), upstream: Cost::request(0, 0) });
     let (parts, body) = response.into_parts();
-    let bytes = Limited::new(body, MAX_ERROR_BYTES).collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    let read = upstream::read_body(body, MAX_ERROR_BYTES, call.deadline).await;
+    let bytes = read.clone().unwrap_or_default();
     // The provider's hints are read once: for classification, the pause and the adaptive state.
     let now_ms = sluice_quota::clock::unix_seconds().saturating_mul(1000);
     let hints = sluice_provider::parse_hints(&parts.headers, Some(&bytes), Some(now_ms));
@@ -345,23 +404,41 @@ async fn provider_error(
         gateway.metrics.decision("provider_rejected", "provider");
         let hit = Hit { limit_type: "provider".into(), ..admit::hit_labels(route) };
         gateway.metrics.rate_limit_hits.get_or_create(&hit).inc();
-        let error = GatewayError::RateLimited(Box::new(admitted.provider_rejection(route, wait)));
+        let error = GatewayError::RateLimited(Box::new(call.admitted.provider_rejection(route, wait)));
         return Attempt::Failed { class, error };
     }
     if matches!(class, ErrorClass::ServerError | ErrorClass::Overloaded) {
         health_failure(route, gateway, class.retry_after());
     }
-    // Served by the other protocol: the error in the client's own shape, so its SDK reads
-    // the provider's message.
-    let mut passed = match crossing.error_body(parts.status.as_u16(), &bytes) {
-        Some(body) => pass_through(parts.status, &parts.headers, Body::from(body)),
-        None => pass_through(parts.status, &parts.headers, Body::from(bytes)),
-    };
-    if crossing != Crossing::Same {
-        passed.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    if let Err(failure) = read {
+        let (_, error) = body_failure(call, failure, "an error response", MAX_ERROR_BYTES);
+        return Attempt::Failed { class, error };
     }
+    if matches!(class, ErrorClass::Auth | ErrorClass::Permission) {
+        // The gateway's key was refused: the operator's problem; the provider's text (which
+        // may quote the key) stays out of the logs and away from the tenant.
+        tracing::warn!(deployment = %route.name, status = parts.status.as_u16(), "provider refused the gateway's credentials");
+        gateway.metrics.upstream_failure(&route.counters.labels, "auth");
+        return Attempt::Failed { class, error: GatewayError::UpstreamAuthFailed(route.name.to_string()) };
+    }
+    let passed = passed_error(parts.status, &parts.headers, &bytes, call);
     if class.retryable() || class == ErrorClass::ContextLength {
         return Attempt::Failed { class, error: GatewayError::Upstream(Box::new(passed)) };
     }
     Attempt::Done(passed)
+}
+
+/// The provider's error for the client, anything that looks like a key scrubbed; served by
+/// the other protocol, in the client's own shape, so its SDK reads the provider's message.
+fn passed_error(status: StatusCode, headers: &http::HeaderMap, bytes: &[u8], call: &Call<'_>) -> Response<Body> {
+    let key = call.route.key.as_ref().and_then(|k| k.secret());
+    let bytes = scrub::scrub_bytes(bytes, key);
+    let mut passed = match call.crossing.error_body(status.as_u16(), &bytes) {
+        Some(body) => pass_through(status, headers, Body::from(body)),
+        None => pass_through(status, headers, Body::from(bytes)),
+    };
+    if call.crossing != Crossing::Same {
+        passed.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    }
+    passed
 }

@@ -92,6 +92,34 @@ pub enum GatewayError {
     /// Too many failed dashboard logins from this address; locked out for this long.
     #[error("too many failed logins from this address; try again in {}s", .0.as_secs().max(1))]
     LoginThrottled(Duration),
+    /// The provider sent its headers, then nothing more in time: a stalled answer.
+    #[error("deployment `{0}` stopped sending its answer; it may be retried")]
+    UpstreamStalled(String),
+    /// The provider refused the gateway's own credentials (401, 403): the operator's
+    /// problem, reported to the tenant without the provider's text.
+    #[error("the provider refused the gateway's credentials for deployment `{0}`; the operator must fix them")]
+    UpstreamAuthFailed(String),
+    /// The deployment's breaker is open: it failed repeatedly and is held back for a while.
+    #[error("deployment `{deployment}` is failing and held back; retry later")]
+    ProviderUnavailable {
+        /// The deployment.
+        deployment: String,
+        /// When the hold ends.
+        retry_after: Duration,
+    },
+    /// The provider's answer is larger than the gateway reads.
+    #[error("deployment `{deployment}` sent {what} larger than the gateway reads ({limit} bytes)")]
+    UpstreamTooLarge {
+        /// The deployment.
+        deployment: String,
+        /// `a response` or `an error response`.
+        what: &'static str,
+        /// The most the gateway reads.
+        limit: usize,
+    },
+    /// The provider's success answer could not be read as a response of its protocol.
+    #[error("deployment `{0}` sent a response that could not be read")]
+    UpstreamBadResponse(String),
     /// The gateway is shutting down.
     #[error("the gateway is shutting down")]
     ShuttingDown,
@@ -173,8 +201,12 @@ impl GatewayError {
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RateLimited(_) | Self::LoginThrottled(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::StoreUnavailable | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-            Self::UpstreamUnreachable(_) => StatusCode::BAD_GATEWAY,
-            Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::UpstreamUnreachable(_)
+            | Self::UpstreamAuthFailed(_)
+            | Self::UpstreamTooLarge { .. }
+            | Self::UpstreamBadResponse(_) => StatusCode::BAD_GATEWAY,
+            Self::UpstreamTimeout(_) | Self::UpstreamStalled(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::ProviderUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Upstream(response) => response.status(),
             Self::IdempotencyInFlight | Self::IdempotencyStreamCompleted => StatusCode::CONFLICT,
             Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
@@ -196,7 +228,12 @@ impl GatewayError {
             Self::LoginThrottled(_) => ("rate_limited", "too_many_failed_logins"),
             Self::StoreUnavailable => ("service_unavailable", "store_unavailable"),
             Self::UpstreamUnreachable(_) => ("upstream_error", "upstream_unreachable"),
-            Self::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
+            // A stall is a timeout to the client; the message tells them apart.
+            Self::UpstreamTimeout(_) | Self::UpstreamStalled(_) => ("upstream_error", "upstream_timeout"),
+            Self::UpstreamAuthFailed(_) => ("upstream_error", "upstream_auth_failed"),
+            Self::ProviderUnavailable { .. } => ("service_unavailable", "provider_unavailable"),
+            Self::UpstreamTooLarge { .. } => ("upstream_error", "upstream_response_too_large"),
+            Self::UpstreamBadResponse(_) => ("upstream_error", "upstream_bad_response"),
             Self::ShuttingDown => ("service_unavailable", "shutting_down"),
             Self::Upstream(_) => ("upstream_error", "provider_error"),
             Self::IdempotencyInFlight => ("conflict", "idempotency_in_flight"),
@@ -294,6 +331,7 @@ impl IntoResponse for ErrorResponse {
         let retry = match &self.error {
             GatewayError::RateLimited(info) => info.retry_after,
             GatewayError::LoginThrottled(wait) => Some(*wait),
+            GatewayError::ProviderUnavailable { retry_after, .. } => Some(*retry_after),
             GatewayError::StoreUnavailable | GatewayError::ShuttingDown | GatewayError::IdempotencyInFlight => {
                 Some(Duration::from_secs(1))
             }

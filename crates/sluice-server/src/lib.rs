@@ -34,6 +34,7 @@ pub mod queue;
 pub mod ratelimit_headers;
 mod relay;
 mod retry;
+mod scrub;
 mod secret;
 mod settle;
 pub mod shares;
@@ -56,6 +57,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use sluice_provider::Protocol;
 
+pub use relay::StreamCut;
 pub use secret::SecretError;
 pub use state::{BuildError, Gateway};
 
@@ -383,6 +385,52 @@ pub async fn serve(
     Ok(())
 }
 
+/// How long connections get to deliver the error event of their cut streams before
+/// [`serve_with_grace`] stops waiting for them.
+const CUT_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`serve`] with a bounded drain: once `shutdown` resolves, in-flight requests get
+/// `grace` to finish (`[server] shutdown_grace`); then every stream still running ends with
+/// its protocol's explicit error event, and the connections get a moment to deliver it
+/// before the rest are given up.
+///
+/// # Errors
+/// As [`serve`].
+pub async fn serve_with_grace(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: std::time::Duration,
+) -> std::io::Result<()> {
+    // Reloaded gateways share the first one's cut.
+    let streams = state.gateway.streams.clone();
+    let (began, begun) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async move {
+        shutdown.await;
+        let _ = began.send(());
+    };
+    let mut served = std::pin::pin!(serve(listener, state, shutdown));
+    let over = async {
+        if begun.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        result = &mut served => return result,
+        () = over => {}
+    }
+    tracing::warn!(?grace, "shutdown grace period over; ending the streams still running");
+    streams.cut();
+    match tokio::time::timeout(CUT_FLUSH, served).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!("closing the connections still open");
+            Ok(())
+        }
+    }
+}
+
 /// A gateway serving in the background on a bound address; for embedding and tests.
 #[derive(Debug)]
 pub struct Running {
@@ -393,7 +441,8 @@ pub struct Running {
 }
 
 impl Running {
-    /// Builds a gateway for `config` on `store` and serves it on `listen` (port 0: a free port).
+    /// Builds a gateway for `config` on `store` and serves it on `listen` (port 0: a free
+    /// port), with the configuration's shutdown grace.
     ///
     /// # Errors
     /// When a provider key is missing or the address cannot be bound.
@@ -406,9 +455,10 @@ impl Running {
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(serve(listener, state.clone(), async {
+        let stopped = async {
             let _ = stopped.await;
-        }));
+        };
+        let task = tokio::spawn(serve_with_grace(listener, state.clone(), stopped, config.server.shutdown_grace));
         Ok(Self { addr, stop: Some(stop), task, state })
     }
 
@@ -431,7 +481,8 @@ impl Running {
         &self.state
     }
 
-    /// Stops accepting, drains in-flight requests, and waits for the server to end.
+    /// Stops accepting, drains in-flight requests (streams still running at the end of the
+    /// grace are ended with their error event), and waits for the server to end.
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());

@@ -57,6 +57,18 @@ pub struct Retry {
     pub error_type: &'static str,
 }
 
+/// `provider`, `model`, `reason`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamFailure {
+    /// Provider account name.
+    pub provider: String,
+    /// Model sent upstream.
+    pub model: String,
+    /// `auth` (the provider refused the gateway's key), `stalled`, `too_large`,
+    /// `bad_response`.
+    pub reason: &'static str,
+}
+
 /// `from_provider`, `to_provider`, `reason`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Fallback {
@@ -139,6 +151,9 @@ pub struct Metrics {
     pub retries: Family<Retry, Counter>,
     /// `llm_fallbacks_total{from_provider,to_provider,reason}`.
     pub fallbacks: Family<Fallback, Counter>,
+    /// `sluice_upstream_failures_total{provider,model,reason}`: provider failures that are
+    /// the operator's to look at (refused credentials, stalls, oversized or unreadable answers).
+    pub upstream_failures: Family<UpstreamFailure, Counter>,
     /// `llm_duplicate_suppressed_total{task_type}`.
     pub duplicates_suppressed: Family<Task, Counter>,
     /// `sluice_store_errors_total`: failed calls to the shared quota store.
@@ -167,6 +182,7 @@ impl Default for Metrics {
             shares: crate::shares::ShareMetrics::default(),
             retries: Family::default(),
             fallbacks: Family::default(),
+            upstream_failures: Family::default(),
             duplicates_suppressed: Family::default(),
             store_errors: Counter::default(),
             store_degraded: Gauge::default(),
@@ -201,6 +217,11 @@ impl Metrics {
         registry.register("sluice_decisions", "Admission decisions by outcome and limiter", metrics.decisions.clone());
         registry.register("llm_retries", "Upstream attempts retried, by error type", metrics.retries.clone());
         registry.register("llm_fallbacks", "Requests served by a fallback, by reason", metrics.fallbacks.clone());
+        registry.register(
+            "sluice_upstream_failures",
+            "Provider failures for the operator: refused credentials (auth), stalls, oversized or unreadable answers",
+            metrics.upstream_failures.clone(),
+        );
         registry.register(
             "llm_duplicate_suppressed",
             "Repeats of an operation answered from the operation log instead of the provider",
@@ -247,6 +268,12 @@ impl Metrics {
     pub fn retry(&self, labels: &Upstream, error_type: &'static str) {
         let key = Retry { provider: labels.provider.clone(), model: labels.model.clone(), error_type };
         self.retries.get_or_create(&key).inc();
+    }
+
+    /// Counts a provider failure that is the operator's to look at.
+    pub fn upstream_failure(&self, labels: &Upstream, reason: &'static str) {
+        let key = UpstreamFailure { provider: labels.provider.clone(), model: labels.model.clone(), reason };
+        self.upstream_failures.get_or_create(&key).inc();
     }
 
     /// Counts a request served by a fallback.

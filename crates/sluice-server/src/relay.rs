@@ -1,7 +1,14 @@
 //! Streams: passed through chunk by chunk (backpressure comes from the client's reads),
 //! watched by a tap for usage, settled when they end, break, or the client leaves.
+//!
+//! A stream never hangs: a provider silent for the deployment's `stream_idle_timeout`
+//! (before the first piece too) and a stream still running when the shutdown grace is
+//! over both end with the protocol's explicit error event; neither is retried (bytes went
+//! to the client).
 
 use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::Response;
@@ -9,17 +16,64 @@ use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use sluice_provider::Protocol;
+use tokio::sync::watch;
 
 use crate::admit::Admitted;
 use crate::crossing::Pipe;
 use crate::proxy::pass_through;
 use crate::settle::SettleGuard;
+use crate::state::Route;
+
+/// Ends every stream still running (at the end of the shutdown grace). Cloned handles
+/// share one signal; a reloaded gateway keeps its predecessor's.
+#[derive(Debug, Clone)]
+pub struct StreamCut(Arc<watch::Sender<bool>>);
+
+impl Default for StreamCut {
+    fn default() -> Self {
+        Self(Arc::new(watch::Sender::new(false)))
+    }
+}
+
+impl StreamCut {
+    /// Ends every running stream (and any started later) with the error event.
+    pub fn cut(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// What a stream is watched for: its deployment's silence bound and the shutdown cut.
+pub struct Watch {
+    deployment: Arc<str>,
+    idle: Duration,
+    cut: watch::Receiver<bool>,
+}
+
+impl Watch {
+    /// The watch of a stream from `route`.
+    #[must_use]
+    pub fn new(route: &Route, cut: &StreamCut) -> Self {
+        Self { deployment: Arc::clone(&route.name), idle: route.stream_idle_timeout, cut: cut.0.subscribe() }
+    }
+}
 
 struct Relay {
     body: Incoming,
     pipe: Pipe,
     guard: Option<SettleGuard>,
     admitted: Admitted,
+    watch: Watch,
+}
+
+/// Why a stream ends before its provider ended it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// The provider broke off (or ended without its terminal event).
+    Interrupted,
+    /// Nothing came for the idle timeout.
+    Stalled,
+    /// The gateway's shutdown grace is over.
+    ShuttingDown,
 }
 
 /// Relays a successful streaming response to the client through `pipe`.
@@ -28,9 +82,10 @@ pub fn stream(
     guard: SettleGuard,
     admitted: Admitted,
     pipe: Pipe,
+    watch: Watch,
 ) -> Response<Body> {
     let (parts, body) = response.into_parts();
-    let relay = Relay { body, pipe, guard: Some(guard), admitted };
+    let relay = Relay { body, pipe, guard: Some(guard), admitted, watch };
     let chunks = futures_util::stream::unfold(relay, next_chunk);
     let mut response = pass_through(parts.status, &parts.headers, Body::from_stream(chunks));
     response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/event-stream"));
@@ -40,20 +95,37 @@ pub fn stream(
 async fn next_chunk(mut relay: Relay) -> Option<(Result<Bytes, Infallible>, Relay)> {
     relay.guard.as_ref()?;
     loop {
-        match relay.body.frame().await {
-            Some(Ok(frame)) => {
+        let frame = tokio::select! {
+            biased;
+            () = cut(&mut relay.watch.cut) => Err(End::ShuttingDown),
+            frame = tokio::time::timeout(relay.watch.idle, relay.body.frame()) => frame.map_err(|_| End::Stalled),
+        };
+        let end = match frame {
+            Ok(Some(Ok(frame))) => {
                 let Ok(data) = frame.into_data() else { continue };
                 let out = relay.pipe.push(&data);
                 if !out.is_empty() {
                     return Some((Ok(out), relay));
                 }
+                continue;
             }
-            Some(Err(_)) | None => {
-                let tail = relay.pipe.end(interruption(relay.admitted.protocol));
-                relay.finish();
-                return (!tail.is_empty()).then_some((Ok(tail), relay));
-            }
+            Ok(Some(Err(_)) | None) => End::Interrupted,
+            Err(end) => end,
+        };
+        if end == End::Stalled {
+            let (deployment, idle) = (&relay.watch.deployment, relay.watch.idle);
+            tracing::warn!(%deployment, ?idle, "provider stream stalled; ended with an error event");
         }
+        let tail = relay.pipe.end(&interruption(relay.admitted.protocol, end));
+        relay.finish();
+        return (!tail.is_empty()).then_some((Ok(tail), relay));
+    }
+}
+
+/// Resolves once the cut is signalled (never, if its sender is gone).
+async fn cut(rx: &mut watch::Receiver<bool>) {
+    if rx.wait_for(|cut| *cut).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -76,10 +148,24 @@ impl Drop for Relay {
     }
 }
 
-/// The explicit event a client receives when the provider's stream breaks off.
-fn interruption(protocol: Protocol) -> &'static [u8] {
-    match protocol {
-        Protocol::AnthropicMessages => b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"the provider's stream was interrupted\"}}\n\n",
-        _ => b"data: {\"error\":{\"message\":\"the provider's stream was interrupted\",\"type\":\"stream_interrupted\",\"code\":\"upstream_stream_interrupted\"}}\n\n",
-    }
+/// The explicit event a client receives when its stream ends early.
+fn interruption(protocol: Protocol, end: End) -> Vec<u8> {
+    let (message, code) = match end {
+        End::Interrupted => ("the provider's stream was interrupted", "upstream_stream_interrupted"),
+        End::Stalled => {
+            ("the provider's stream stalled: nothing came within the idle timeout", "upstream_stream_stalled")
+        }
+        End::ShuttingDown => ("the gateway is shutting down; the stream was ended", "shutting_down"),
+    };
+    let event = match protocol {
+        Protocol::AnthropicMessages => {
+            let error = serde_json::json!({"type": "error", "error": {"type": "api_error", "message": message}});
+            format!("event: error\ndata: {error}\n\n")
+        }
+        _ => {
+            let error = serde_json::json!({"error": {"message": message, "type": "stream_interrupted", "code": code}});
+            format!("data: {error}\n\n")
+        }
+    };
+    event.into_bytes()
 }

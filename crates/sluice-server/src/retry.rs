@@ -91,6 +91,14 @@ impl Breaker {
         self.open_until.load(Ordering::Relaxed) > now.0
     }
 
+    /// How long the deployment stays held back from `now` (at least a second, the
+    /// shortest `Retry-After`).
+    #[must_use]
+    pub fn remaining(&self, now: Nanos) -> Duration {
+        let until = self.open_until.load(Ordering::Relaxed);
+        Duration::from_nanos(until.saturating_sub(now.0)).max(Duration::from_secs(1))
+    }
+
     /// A call succeeded: the breaker closes.
     pub fn success(&self) {
         self.failures.store(0, Ordering::Relaxed);

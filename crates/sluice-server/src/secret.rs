@@ -22,6 +22,13 @@ impl ProviderKey {
     pub fn header(&self) -> &HeaderValue {
         &self.0
     }
+
+    /// The key itself (without `Bearer `), to scrub it from provider text.
+    #[must_use]
+    pub fn secret(&self) -> Option<&str> {
+        let text = self.0.to_str().ok()?;
+        Some(text.strip_prefix("Bearer ").unwrap_or(text))
+    }
 }
 
 /// Why a key could not be loaded. Names where it was looked for, never its content.

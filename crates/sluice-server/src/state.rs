@@ -87,8 +87,10 @@ pub struct Route {
     /// `adaptive.output_reservation`/`input_reservation` when pricing, `on_admitted` after a
     /// grant, `on_response` with each provider answer, `observe` with the usage.
     pub adaptive: Arc<crate::adaptive::Adaptive>,
-    /// Longest wait for response headers of one attempt.
+    /// Longest one attempt may take (headers; non-stream: the whole answer).
     pub attempt_timeout: Duration,
+    /// Longest silence between two pieces of a stream.
+    pub stream_idle_timeout: Duration,
     /// Consecutive-failure breaker.
     pub breaker: Breaker,
     /// Retries this deployment may still take.
@@ -129,6 +131,8 @@ pub struct Gateway {
     pub tasks: std::collections::HashSet<String>,
     /// The operation log (idempotency): process state, kept across reloads.
     pub oplog: Arc<crate::oplog::OpLog>,
+    /// Ends the streams still running when the shutdown grace is over.
+    pub streams: crate::relay::StreamCut,
 }
 
 /// Why a gateway could not be built from a valid configuration.
@@ -186,6 +190,7 @@ impl Gateway {
             tasks: config.models.iter().filter_map(|m| m.degrade_to.as_ref()).flat_map(|d| d.tasks.clone()).collect(),
             clock,
             store,
+            streams: crate::relay::StreamCut::default(),
         })
     }
 }
@@ -201,13 +206,15 @@ impl Gateway {
         }
     }
 
-    /// After a reload built `self` aside: the operation log is kept, and deployments that
+    /// After a reload built `self` aside: the operation log and the stream cut are kept, and deployments that
     /// kept their name keep their queue (requests waiting in it stay) and their learned
     /// adaptive state (the factor, the output sketch), which takes the new limits and
     /// settings.
     pub fn keep_learned(&mut self, old: &Gateway, config: &Config) {
         // `[server]` and `[store]` need a restart: operations in the log stay known.
         self.oplog = Arc::clone(&old.oplog);
+        // Streams started on the old gateway and on this one end together at shutdown.
+        self.streams = old.streams.clone();
         for (route, d) in self.deployments.iter_mut().zip(&config.deployments) {
             let Some(previous) = old.deployments.iter().find(|o| o.name == route.name) else { continue };
             route.queue = Arc::clone(&previous.queue);
@@ -255,6 +262,7 @@ fn routes(
                 guarantee: crate::shares::Guarantee::new(&d.limits, total_weight),
                 adaptive: Arc::new(adaptive),
                 attempt_timeout: d.attempt_timeout,
+                stream_idle_timeout: d.stream_idle_timeout,
                 breaker: Breaker::new(d.breaker_failures, d.breaker_cooldown),
                 retry_budget: RetryBudget::default(),
                 fair_slack,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
@@ -24,6 +24,33 @@ pub enum UpstreamError {
     /// No response headers within the timeout.
     #[error("timed out")]
     Timeout,
+}
+
+/// Why a provider's answer body could not be read whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    /// It is longer than the reader's limit.
+    #[error("too large")]
+    TooLarge,
+    /// The connection broke mid-body.
+    #[error("broken off")]
+    Broken,
+    /// It did not end by the deadline: the provider stalled after its headers.
+    #[error("stalled")]
+    Stalled,
+}
+
+/// Reads `body` whole: at most `limit` bytes, by `deadline`.
+///
+/// # Errors
+/// [`BodyError`]: too large, broken off, or not done by the deadline.
+pub async fn read_body(body: Incoming, limit: usize, deadline: tokio::time::Instant) -> Result<Bytes, BodyError> {
+    match tokio::time::timeout_at(deadline, Limited::new(body, limit).collect()).await {
+        Err(_) => Err(BodyError::Stalled),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge),
+        Ok(Err(_)) => Err(BodyError::Broken),
+    }
 }
 
 /// A pooled client for all providers.

@@ -229,7 +229,7 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
         // The provider's own error answer after the live attempts: judged like any answer.
         Err(crate::error::GatewayError::Upstream(response)) => *response,
         Err(error) => {
-            proxy::count(gateway, routed, status_of(&error));
+            proxy::count(gateway, routed, error.status());
             let (message, next) = classify_error(&error);
             return failed(job, message, next);
         }
@@ -274,19 +274,6 @@ fn failure(error: String, next: Next, attempts: u32, rng: &mut impl Rng) -> Fail
     Failure { error, retry }
 }
 
-fn status_of(error: &GatewayError) -> StatusCode {
-    match error {
-        GatewayError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
-        GatewayError::StoreUnavailable | GatewayError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-        GatewayError::UpstreamUnreachable(_) => StatusCode::BAD_GATEWAY,
-        GatewayError::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
-        GatewayError::UnknownModel(_) => StatusCode::NOT_FOUND,
-        GatewayError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-        GatewayError::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-        _ => StatusCode::BAD_REQUEST,
-    }
-}
-
 /// Whether and how a gateway error is retried.
 fn classify_error(error: &GatewayError) -> (String, Next) {
     let next = match error {
@@ -295,7 +282,13 @@ fn classify_error(error: &GatewayError) -> (String, Next) {
         }
         GatewayError::RateLimited(info) => Next::Retry(info.retry_after),
         GatewayError::StoreUnavailable | GatewayError::ShuttingDown => Next::NotSent(NOT_SENT_RETRY),
-        GatewayError::UpstreamUnreachable(_) | GatewayError::UpstreamTimeout(_) => Next::Retry(None),
+        GatewayError::ProviderUnavailable { retry_after, .. } => Next::NotSent(*retry_after),
+        // A stalled call was cut: the job goes back, delayed, like any timeout. Refused
+        // credentials back off too: the operator may fix the key before the dead letter.
+        GatewayError::UpstreamUnreachable(_)
+        | GatewayError::UpstreamTimeout(_)
+        | GatewayError::UpstreamStalled(_)
+        | GatewayError::UpstreamAuthFailed(_) => Next::Retry(None),
         _ => Next::Never,
     };
     (error.to_string(), next)

@@ -11,6 +11,12 @@ pub const DEFAULT_HANG_MS: u64 = 300_000;
 pub const DEFAULT_SLOW_HEADERS_MS: u64 = 2_000;
 /// Default number of chunks sent before a stream is cut.
 pub const DEFAULT_STREAM_DROP_AFTER: u32 = 2;
+/// Default bound on a stall after the headers before the connection is cut, real milliseconds.
+pub const DEFAULT_STALL_MS: u64 = 300_000;
+/// Default number of content chunks a stalling stream sends first.
+pub const DEFAULT_STALL_AFTER: u32 = 1;
+/// Default size of an oversized answer: more than any gateway should buffer.
+pub const DEFAULT_OVERSIZE_BYTES: u64 = 80 * 1024 * 1024;
 
 /// Rates (probability per request, 0..=1, summing to at most 1) of each fault kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,6 +34,12 @@ pub struct FaultConfig {
     /// HTTP 529 (`overloaded_error`).
     #[serde(default)]
     pub error_529: f64,
+    /// HTTP 400 (`invalid_request_error`).
+    #[serde(default)]
+    pub error_400: f64,
+    /// HTTP 401 (an invalid key).
+    #[serde(default)]
+    pub error_401: f64,
     /// Connection reset before any response byte.
     #[serde(default)]
     pub reset: f64,
@@ -40,6 +52,13 @@ pub struct FaultConfig {
     /// Wait `slow_headers_ms` before the (otherwise normal) response.
     #[serde(default)]
     pub slow_headers: f64,
+    /// Send the headers (streams: and `stall_after_chunks` chunks), then nothing for
+    /// `stall_ms`, then cut the connection: a dead peer or a stuck proxy mid-body.
+    #[serde(default)]
+    pub stall: f64,
+    /// A 200 whose body is `oversize_bytes` long (JSON padded with spaces).
+    #[serde(default)]
+    pub oversize: f64,
     /// Bound of a hang, real milliseconds.
     #[serde(default = "default_hang_ms")]
     pub hang_ms: u64,
@@ -49,6 +68,22 @@ pub struct FaultConfig {
     /// Chunks sent before a stream drop.
     #[serde(default = "default_stream_drop_after")]
     pub stream_drop_after_chunks: u32,
+    /// Bound of a stall, real milliseconds.
+    #[serde(default = "default_stall_ms")]
+    pub stall_ms: u64,
+    /// Content chunks a stalling stream sends before it stalls.
+    #[serde(default = "default_stall_after")]
+    pub stall_after_chunks: u32,
+    /// Size of an oversized answer.
+    #[serde(default = "default_oversize_bytes")]
+    pub oversize_bytes: u64,
+    /// Error faults quote the credential the request presented in their message, as a
+    /// careless provider or proxy might.
+    #[serde(default)]
+    pub echo_key: bool,
+    /// Bytes of filler appended to the message of error faults (an oversized error body).
+    #[serde(default)]
+    pub error_padding_bytes: u64,
 }
 
 fn default_hang_ms() -> u64 {
@@ -60,6 +95,15 @@ fn default_slow_headers_ms() -> u64 {
 fn default_stream_drop_after() -> u32 {
     DEFAULT_STREAM_DROP_AFTER
 }
+fn default_stall_ms() -> u64 {
+    DEFAULT_STALL_MS
+}
+fn default_stall_after() -> u32 {
+    DEFAULT_STALL_AFTER
+}
+fn default_oversize_bytes() -> u64 {
+    DEFAULT_OVERSIZE_BYTES
+}
 
 impl Default for FaultConfig {
     fn default() -> Self {
@@ -68,13 +112,22 @@ impl Default for FaultConfig {
             error_502: 0.0,
             error_503: 0.0,
             error_529: 0.0,
+            error_400: 0.0,
+            error_401: 0.0,
             reset: 0.0,
             hang: 0.0,
             stream_drop: 0.0,
             slow_headers: 0.0,
+            stall: 0.0,
+            oversize: 0.0,
             hang_ms: DEFAULT_HANG_MS,
             slow_headers_ms: DEFAULT_SLOW_HEADERS_MS,
             stream_drop_after_chunks: DEFAULT_STREAM_DROP_AFTER,
+            stall_ms: DEFAULT_STALL_MS,
+            stall_after_chunks: DEFAULT_STALL_AFTER,
+            oversize_bytes: DEFAULT_OVERSIZE_BYTES,
+            echo_key: false,
+            error_padding_bytes: 0,
         }
     }
 }
@@ -91,6 +144,10 @@ pub enum FaultKind {
     Error503,
     /// HTTP 529.
     Error529,
+    /// HTTP 400.
+    Error400,
+    /// HTTP 401.
+    Error401,
     /// Connection reset.
     Reset,
     /// Hang, then reset.
@@ -99,6 +156,10 @@ pub enum FaultKind {
     StreamDrop,
     /// Delay before headers.
     SlowHeaders,
+    /// Headers (and a first chunk), then silence.
+    Stall,
+    /// An answer too large to buffer.
+    Oversize,
 }
 
 impl FaultKind {
@@ -110,22 +171,28 @@ impl FaultKind {
             Self::Error502 => Some(502),
             Self::Error503 => Some(503),
             Self::Error529 => Some(529),
+            Self::Error400 => Some(400),
+            Self::Error401 => Some(401),
             _ => None,
         }
     }
 }
 
 impl FaultConfig {
-    fn table(&self) -> [(FaultKind, f64); 8] {
+    fn table(&self) -> [(FaultKind, f64); 12] {
         [
             (FaultKind::Error500, self.error_500),
             (FaultKind::Error502, self.error_502),
             (FaultKind::Error503, self.error_503),
             (FaultKind::Error529, self.error_529),
+            (FaultKind::Error400, self.error_400),
+            (FaultKind::Error401, self.error_401),
             (FaultKind::Reset, self.reset),
             (FaultKind::Hang, self.hang),
             (FaultKind::StreamDrop, self.stream_drop),
             (FaultKind::SlowHeaders, self.slow_headers),
+            (FaultKind::Stall, self.stall),
+            (FaultKind::Oversize, self.oversize),
         ]
     }
 
@@ -147,7 +214,8 @@ impl FaultConfig {
         self.table().iter().all(|(_, r)| *r <= 0.0)
     }
 
-    /// Draws at most one fault for a request (`stream_drop` only for streams).
+    /// Draws at most one fault for a request (`stream_drop` only for streams, `oversize`
+    /// only for non-streams).
     pub fn draw(&self, rng: &mut impl Rng, stream: bool) -> Option<FaultKind> {
         if self.is_empty() {
             return None;
@@ -157,7 +225,12 @@ impl FaultConfig {
         for (kind, rate) in self.table() {
             acc += rate;
             if u < acc {
-                return (stream || kind != FaultKind::StreamDrop).then_some(kind);
+                let fits = match kind {
+                    FaultKind::StreamDrop => stream,
+                    FaultKind::Oversize => !stream,
+                    _ => true,
+                };
+                return fits.then_some(kind);
             }
         }
         None

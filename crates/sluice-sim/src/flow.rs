@@ -3,11 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::response::Response;
+use bytes::Bytes;
+use http::HeaderMap;
 
 use crate::conn::{ConnCtl, abort};
 use crate::errors::ApiError;
-use crate::faults::FaultKind;
+use crate::faults::{FaultConfig, FaultKind};
 use crate::sim::{Ask, ModelState, Sim, Ticket};
 use crate::stats::Served;
 
@@ -44,16 +47,19 @@ impl Prepared {
 }
 
 /// Admits the request and applies its fault. `Err` is the response to send instead of
-/// generating (a refusal, an injected error, or an aborted connection).
+/// generating (a refusal, an injected error, a stalled or oversized answer, or an aborted
+/// connection). `headers` are the request's (an `echo_key` error quotes its credential).
 ///
 /// # Errors
 /// The response that replaces generation.
-pub async fn admit(sim: &Sim, ctl: Option<&ConnCtl>, p: &Prepared) -> Result<Ticket, Response> {
+pub async fn admit(sim: &Sim, ctl: Option<&ConnCtl>, p: &Prepared, headers: &HeaderMap) -> Result<Ticket, Response> {
     let ticket = sim.admit(&p.model, &p.ask).map_err(|refusal| crate::respond::refusal(sim, &p.model, &refusal))?;
     let faults = &p.model.faults;
     let Some(kind) = ticket.fault else { return Ok(ticket) };
     if let Some(status) = kind.status() {
-        return Err(crate::respond::error(sim, p.model.flavor, Some(&ticket.snapshot), &ApiError::Fault(status)));
+        let note = error_note(faults, headers);
+        let err = ApiError::Fault(status);
+        return Err(crate::respond::noted_error(sim, p.model.flavor, Some(&ticket.snapshot), &err, &note));
     }
     match kind {
         FaultKind::Reset => Err(aborted(ctl)),
@@ -65,8 +71,58 @@ pub async fn admit(sim: &Sim, ctl: Option<&ConnCtl>, p: &Prepared) -> Result<Tic
             tokio::time::sleep(Duration::from_millis(faults.slow_headers_ms)).await;
             Ok(ticket)
         }
+        // Streams stall in the pacer, after their first chunks.
+        FaultKind::Stall if !p.ask.stream => Err(stalled(sim, p, &ticket)),
+        FaultKind::Oversize => Err(oversized(sim, p, &ticket)),
         _ => Ok(ticket),
     }
+}
+
+/// What an error fault appends to its message: the presented credential (`echo_key`) and
+/// `error_padding_bytes` of filler.
+fn error_note(faults: &FaultConfig, headers: &HeaderMap) -> String {
+    let mut note = String::new();
+    if faults.echo_key
+        && let Some(key) = credential(headers)
+    {
+        note.push_str(&format!(" (request made with key {key})"));
+    }
+    let padding = usize::try_from(faults.error_padding_bytes).unwrap_or(0);
+    if padding > 0 {
+        note.push(' ');
+        note.push_str(&".".repeat(padding));
+    }
+    note
+}
+
+/// The credential a request presented: `x-api-key`, else the bearer token.
+fn credential(headers: &HeaderMap) -> Option<&str> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    text("x-api-key").or_else(|| text("authorization").map(|v| v.trim_start_matches("Bearer ").trim()))
+}
+
+/// A 200 whose headers go out at once and whose body never comes: after `stall_ms` the
+/// connection is cut.
+fn stalled(sim: &Sim, p: &Prepared, ticket: &Ticket) -> Response {
+    let wait = Duration::from_millis(p.model.faults.stall_ms);
+    let body = futures_util::stream::once(async move {
+        tokio::time::sleep(wait).await;
+        Err::<Bytes, _>(std::io::Error::other("answer stalled by an injected fault"))
+    });
+    crate::respond::json_body(sim, p.model.flavor, Some(&ticket.snapshot), Body::from_stream(body))
+}
+
+/// A 200 whose JSON body is `oversize_bytes` long, sent in 1 MiB pieces.
+fn oversized(sim: &Sim, p: &Prepared, ticket: &Ticket) -> Response {
+    const PIECE: usize = 1 << 20;
+    let total = usize::try_from(p.model.faults.oversize_bytes).unwrap_or(usize::MAX);
+    let filler = Bytes::from(vec![b' '; PIECE]);
+    let pieces = total.saturating_sub(2).div_ceil(PIECE);
+    let mut parts = vec![Bytes::from_static(b"{")];
+    parts.extend(std::iter::repeat_n(filler, pieces));
+    parts.push(Bytes::from_static(b"}"));
+    let body = futures_util::stream::iter(parts.into_iter().map(Ok::<_, std::io::Error>));
+    crate::respond::json_body(sim, p.model.flavor, Some(&ticket.snapshot), Body::from_stream(body))
 }
 
 fn aborted(ctl: Option<&ConnCtl>) -> Response {

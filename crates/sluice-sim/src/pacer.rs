@@ -6,6 +6,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use bytes::Bytes;
 
+use crate::faults::FaultKind;
 use crate::flow::Prepared;
 use crate::sim::{Sim, Ticket};
 
@@ -58,21 +59,27 @@ struct Stream<R> {
     render: R,
     finish: Finish,
     drop_after: Option<u32>,
+    /// A `stall` fault: content chunks sent first, and how long the silence lasts.
+    stall: Option<(u32, std::time::Duration)>,
     chunk_tokens: u64,
     chunks: u32,
     phase: Phase,
 }
 
 /// A streaming body for an admitted request; a `stream_drop` fault cuts it after
-/// `stream_drop_after_chunks` content chunks by closing the connection mid-body.
+/// `stream_drop_after_chunks` content chunks by closing the connection mid-body; a `stall`
+/// fault sends nothing after `stall_after_chunks` of them, for `stall_ms`, then cuts it.
 pub fn body<R: Render>(sim: Arc<Sim>, prepared: Prepared, ticket: Ticket, render: R) -> Body {
     let model = Arc::clone(&prepared.model);
-    let drop_after =
-        (ticket.fault == Some(crate::faults::FaultKind::StreamDrop)).then_some(model.faults.stream_drop_after_chunks);
+    let faults = &model.faults;
+    let drop_after = (ticket.fault == Some(FaultKind::StreamDrop)).then_some(faults.stream_drop_after_chunks);
+    let stall = (ticket.fault == Some(FaultKind::Stall))
+        .then_some((faults.stall_after_chunks, std::time::Duration::from_millis(faults.stall_ms)));
     let stream = Stream {
         render,
         finish: Finish { sim, prepared, ticket, emitted: 0, done: false },
         drop_after,
+        stall,
         chunk_tokens: u64::from(model.latency.chunk_tokens),
         chunks: 0,
         phase: Phase::Head,
@@ -93,6 +100,11 @@ async fn step<R: Render>(mut s: Stream<R>) -> Option<(io::Result<Bytes>, Stream<
         }
         Phase::Chunks => {
             let sent = s.finish.emitted;
+            if let Some((_, wait)) = s.stall.filter(|(after, _)| s.chunks >= *after || sent >= total) {
+                sleep(wait).await;
+                s.phase = Phase::Done;
+                return Some((Err(io::Error::other("stream stalled by an injected fault")), s));
+            }
             if s.drop_after.is_some_and(|after| s.chunks >= after || sent >= total) {
                 // Let hyper flush the chunks already written, then fail the body: the
                 // connection closes without the terminating chunk. A FIN rather than a reset,

@@ -23,6 +23,12 @@ pub fn json(sim: &Sim, flavor: Flavor, snapshot: Option<&Snapshot>, status: Stat
     finish(sim, flavor, snapshot, status, Body::from(body), &id)
 }
 
+/// A 200 JSON response with the flavour's headers and a streamed `body`.
+pub fn json_body(sim: &Sim, flavor: Flavor, snapshot: Option<&Snapshot>, body: Body) -> Response {
+    let id = sim.request_id();
+    finish(sim, flavor, snapshot, StatusCode::OK, body, &id)
+}
+
 /// A server-sent-events response with the flavour's headers.
 pub fn sse(sim: &Sim, flavor: Flavor, snapshot: Option<&Snapshot>, body: Body) -> Response {
     let id = sim.request_id();
@@ -35,9 +41,18 @@ pub fn sse(sim: &Sim, flavor: Flavor, snapshot: Option<&Snapshot>, body: Body) -
 
 /// An error in the flavour's shape; 429s carry `retry-after` and `retry-after-ms`.
 pub fn error(sim: &Sim, flavor: Flavor, snapshot: Option<&Snapshot>, err: &ApiError) -> Response {
+    noted_error(sim, flavor, snapshot, err, "")
+}
+
+/// [`error`] with `note` appended to the body's `error.message`.
+pub fn noted_error(sim: &Sim, flavor: Flavor, snapshot: Option<&Snapshot>, err: &ApiError, note: &str) -> Response {
     let id = sim.request_id();
     let status = StatusCode::from_u16(err.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let body = serde_json::to_vec(&err.body(flavor, &id)).unwrap_or_default();
+    let mut body = err.body(flavor, &id);
+    if let Some(serde_json::Value::String(message)) = body.pointer_mut("/error/message") {
+        message.push_str(note);
+    }
+    let body = serde_json::to_vec(&body).unwrap_or_default();
     let mut response = finish(sim, flavor, snapshot, status, Body::from(body), &id);
     let wait = match err {
         ApiError::Limited { rejection, .. } => rejection.wait.map(|w| real_duration(w, sim.time_scale())),

@@ -57,6 +57,12 @@ pub struct Faults {
     pub error_503: u64,
     /// HTTP 529.
     pub error_529: u64,
+    /// HTTP 400.
+    #[serde(default)]
+    pub error_400: u64,
+    /// HTTP 401.
+    #[serde(default)]
+    pub error_401: u64,
     /// Connection resets.
     pub reset: u64,
     /// Hangs.
@@ -65,6 +71,12 @@ pub struct Faults {
     pub stream_drop: u64,
     /// Slow headers (the response itself was normal).
     pub slow_headers: u64,
+    /// Answers that stalled after their headers.
+    #[serde(default)]
+    pub stall: u64,
+    /// Oversized answers.
+    #[serde(default)]
+    pub oversize: u64,
 }
 
 impl Faults {
@@ -74,10 +86,14 @@ impl Faults {
             FaultKind::Error502 => &mut self.error_502,
             FaultKind::Error503 => &mut self.error_503,
             FaultKind::Error529 => &mut self.error_529,
+            FaultKind::Error400 => &mut self.error_400,
+            FaultKind::Error401 => &mut self.error_401,
             FaultKind::Reset => &mut self.reset,
             FaultKind::Hang => &mut self.hang,
             FaultKind::StreamDrop => &mut self.stream_drop,
             FaultKind::SlowHeaders => &mut self.slow_headers,
+            FaultKind::Stall => &mut self.stall,
+            FaultKind::Oversize => &mut self.oversize,
         } += 1;
     }
 }

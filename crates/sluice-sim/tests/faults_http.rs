@@ -131,3 +131,85 @@ async fn streams_are_cut_mid_way_at_the_configured_rate() {
     assert_eq!(stats.served, complete);
     assert!(within_4_sigma(cut, n, 0.25), "{cut} of {n}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stall_sends_the_headers_and_a_first_chunk_then_nothing_until_the_cut() {
+    let sim = start(
+        r#"seed = 3
+        [faults]
+        stall = 1.0
+        stall_ms = 1500
+        [[models]]
+        name = "gpt-4o-mini"
+        completion = { dist = "fixed", tokens = 30 }
+        "#,
+    )
+    .await;
+    let client = client();
+    let started = Instant::now();
+    let response = post(&client, &sim, "/v1/chat/completions", &chat("gpt-4o-mini", "hello", 100)).await;
+    assert_eq!(response.status(), 200);
+    assert!(started.elapsed() < Duration::from_millis(1400), "the headers waited for the stall");
+    assert!(response.bytes().await.is_err(), "a stalled answer ends in a cut, not a body");
+    assert!(started.elapsed() >= Duration::from_millis(1400));
+
+    let mut body = chat("gpt-4o-mini", "hello", 100);
+    body["stream"] = true.into();
+    let events = read_sse(post(&client, &sim, "/v1/chat/completions", &body).await).await.unwrap_err();
+    // The role chunk and one content chunk, then silence and the cut.
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(sim.stats().faults.stall, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_faults_can_echo_the_key_and_be_padded() {
+    let sim = start(
+        r#"seed = 3
+        [faults]
+        error_401 = 1.0
+        echo_key = true
+        error_padding_bytes = 3000
+        [[models]]
+        name = "gpt-4o-mini"
+        [[models]]
+        name = "claude-sonnet-4-5"
+        shape = "anthropic"
+        "#,
+    )
+    .await;
+    let client = client();
+    let url = format!("{}/v1/chat/completions", sim.url());
+    let body = chat("gpt-4o-mini", "hello", 5);
+    let response = client.post(&url).bearer_auth("sk-echoed-1234").json(&body).send().await.unwrap();
+    assert_eq!(response.status(), 401);
+    let text = response.text().await.unwrap();
+    assert!(text.contains("sk-echoed-1234"), "{text}");
+    assert!(text.len() > 3000);
+    let url = format!("{}/v1/messages", sim.url());
+    let body = message("claude-sonnet-4-5", "hello", 5);
+    let response = client.post(&url).header("x-api-key", "sk-ant-echoed").json(&body).send().await.unwrap();
+    assert_eq!(response.status(), 401);
+    let value: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(value["error"]["type"], "authentication_error");
+    assert!(value["error"]["message"].as_str().unwrap().contains("sk-ant-echoed"));
+    assert_eq!(sim.stats().faults.error_401, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_answer_is_as_long_as_configured() {
+    let sim = start(
+        r#"seed = 3
+        [faults]
+        oversize = 1.0
+        oversize_bytes = 3000000
+        [[models]]
+        name = "gpt-4o-mini"
+        "#,
+    )
+    .await;
+    let response = post(&client(), &sim, "/v1/chat/completions", &chat("gpt-4o-mini", "hello", 5)).await;
+    assert_eq!(response.status(), 200);
+    let bytes = response.bytes().await.unwrap();
+    assert!(bytes.len() >= 3_000_000 && bytes.len() < 3_000_000 + (1 << 20), "{}", bytes.len());
+    assert!(serde_json::from_slice::<serde_json::Value>(&bytes).is_ok());
+}

@@ -73,13 +73,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     crate::write_line(&format!("sluice listening on {scheme}://{addr}"));
     tracing::info!(%addr, "serving");
     let grace = config.server.shutdown_grace;
-    let served = sluice_server::serve(listener, state, shutdown_signal());
-    tokio::select! {
-        result = served => result.context("serving")?,
-        () = async { shutdown_signal().await; tokio::time::sleep(grace).await } => {
-            tracing::warn!("shutdown grace period over; closing remaining connections");
-        }
-    }
+    // Streams still running at the end of the grace end with their protocol's error event.
+    sluice_server::serve_with_grace(listener, state, shutdown_signal(), grace).await.context("serving")?;
     #[cfg(unix)]
     reloader.abort();
     // Workers stop leasing once draining; a job still running gets the grace period, and

@@ -181,3 +181,67 @@ pub async fn saturate(
     }
     all
 }
+
+/// A gateway with async jobs (embedded job store in a temp dir, real workers) in front of
+/// the sim.
+pub struct JobsEnv {
+    pub sim: SimHandle,
+    pub url: String,
+    pub http: reqwest::Client,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts the sim with `sim` and a gateway with jobs whose policy is `policy` (with its
+/// `[jobs]` section), as [`start`] does.
+pub async fn start_jobs(sim: SimConfig, policy: &str) -> JobsEnv {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sluice_sim::SimProvider::start(sim).await.unwrap();
+    let config = config(&sim, "", policy);
+    let clock = Arc::new(SystemClock::new());
+    let jobs = sluice_jobs::EmbeddedJobStore::open(&dir.path().join("jobs.redb"), clock.clone()).unwrap();
+    let store = Arc::new(sluice_quota::MemoryStore::new(clock));
+    let state = sluice_server::AppState::build(&config, store).unwrap().with_jobs(Arc::new(jobs), &config);
+    let workers = sluice_server::worker::spawn(&state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(sluice_server::serve(listener, state, std::future::pending()));
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    JobsEnv { sim, url, http, workers, server, _dir: dir }
+}
+
+impl JobsEnv {
+    /// Submits a chat-completions job; its id.
+    pub async fn submit(&self, key: &str, body: &Value) -> String {
+        let job = json!({"endpoint": "/v1/chat/completions", "body": body, "class": "batch"});
+        let response = self.http.post(format!("{}/v1/jobs", self.url)).bearer_auth(key).json(&job).send().await;
+        let accepted: Value = response.unwrap().json().await.unwrap();
+        accepted["job_id"].as_str().unwrap_or_else(|| panic!("not accepted: {accepted}")).to_owned()
+    }
+
+    /// The job as its owner reads it.
+    pub async fn job(&self, key: &str, id: &str) -> Value {
+        let response = self.http.get(format!("{}/v1/jobs/{id}", self.url)).bearer_auth(key).send().await;
+        response.unwrap().json().await.unwrap()
+    }
+
+    /// Polls the job until `done` holds (at most `within`); the job last read.
+    pub async fn wait_for(&self, key: &str, id: &str, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Deadline::after(within);
+        loop {
+            let job = self.job(key, id).await;
+            if done(&job) || !deadline.sleep(Duration::from_millis(100)).await {
+                return job;
+            }
+        }
+    }
+
+    pub async fn shutdown(self) {
+        for worker in self.workers {
+            worker.abort();
+        }
+        self.server.abort();
+        self.sim.shutdown().await;
+    }
+}

@@ -37,6 +37,8 @@ fn parts(err: &ApiError) -> (&'static str, String) {
         ApiError::Concurrency { .. } => {
             ("rate_limit_error", "Too many concurrent requests. Please try again shortly.".into())
         }
+        ApiError::Fault(400) => ("invalid_request_error", "The request was rejected.".into()),
+        ApiError::Fault(401) => ("authentication_error", "invalid x-api-key".into()),
         ApiError::Fault(_) => ("api_error", "Internal server error".into()),
     }
 }

@@ -73,7 +73,7 @@ pub async fn embeddings(
     let ask = Ask { cost: Cost { tokens: tokens as f64, ..Cost::default() }, stream: false, cap: 1 };
     let tenant = crate::text::tenant(&headers, req.user.as_deref());
     let prepared = Prepared { model, ask, input: tokens, cached: 0, tenant, marker: None };
-    let ticket = match flow::admit(&sim, ctl.as_ref(), &prepared).await {
+    let ticket = match flow::admit(&sim, ctl.as_ref(), &prepared, &headers).await {
         Ok(ticket) => ticket,
         Err(response) => return response,
     };

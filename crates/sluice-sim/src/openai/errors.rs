@@ -56,6 +56,11 @@ fn limited_message(model: &str, r: &crate::admission::Rejection) -> String {
 }
 
 fn fault_parts(status: u16) -> (String, &'static str, Option<&'static str>, Option<&'static str>) {
+    match status {
+        400 => return ("The request was rejected.".into(), "invalid_request_error", None, None),
+        401 => return ("Incorrect API key provided.".into(), "invalid_request_error", None, Some("invalid_api_key")),
+        _ => {}
+    }
     let message = match status {
         500 => "The server had an error while processing your request. Sorry about that!",
         502 => "Bad gateway.",

@@ -66,7 +66,7 @@ pub async fn chat(
         Ok(prepared) => prepared,
         Err(err) => return invalid(&sim, &err),
     };
-    let mut ticket = match flow::admit(&sim, ctl.as_ref(), &prepared).await {
+    let mut ticket = match flow::admit(&sim, ctl.as_ref(), &prepared, &headers).await {
         Ok(ticket) => ticket,
         Err(response) => return response,
     };
