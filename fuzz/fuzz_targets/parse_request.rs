@@ -7,7 +7,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use sluice_provider::{Estimator, Protocol, parse_request, tokenizer_for_model, upstream_body};
+use sluice_provider::{Estimator, MediaPricing, Protocol, parse_request, tokenizer_for_model, upstream_body};
 
 fn estimator() -> &'static Estimator {
     static ESTIMATOR: OnceLock<Estimator> = OnceLock::new();
@@ -24,7 +24,9 @@ fuzz_target!(|data: &[u8]| {
     let Ok(req) = parse_request(protocol, body) else { return };
     assert_eq!(req.protocol, protocol);
     let kind = tokenizer_for_model(&req.model);
-    let _ = estimator().input_tokens(&kind, &req, 1.1);
+    // Media parts (images, documents, audio) are priced by either provider's rules.
+    let pricing = if selector & 0x40 != 0 { MediaPricing::Anthropic } else { MediaPricing::OpenAi };
+    let _ = estimator().input_tokens(&kind, pricing, &req, 1.1);
     let out = upstream_body(&req, "provider-model", selector & 0x80 != 0);
     // The rewritten body is what goes upstream: it must parse again as the same protocol.
     let again = parse_request(protocol, &out);
