@@ -35,6 +35,7 @@ mod secret;
 pub mod shares;
 pub mod state;
 pub mod store;
+mod streams;
 pub mod tls;
 mod trace;
 pub mod upstream;
@@ -52,9 +53,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use sluice_provider::Protocol;
 
-pub use request::StreamCut;
 pub use secret::SecretError;
 pub use state::{BuildError, Gateway};
+pub use streams::StreamCut;
 
 /// The router's shared state.
 #[derive(Debug, Clone)]

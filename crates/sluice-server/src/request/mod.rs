@@ -27,4 +27,3 @@ pub(crate) use admission::check_fits;
 pub(crate) use admission::estimate_input;
 pub use inbound::{count, forward, handle, read_body};
 pub use outbound::endpoint_path;
-pub use relay::StreamCut;

@@ -22,24 +22,7 @@ use tokio::sync::watch;
 use super::settle::{SettleGuard, Terms};
 use crate::crossing::Pipe;
 use crate::state::Route;
-
-/// Ends every stream still running (at the end of the shutdown grace). Cloned handles
-/// share one signal; a reloaded gateway keeps its predecessor's.
-#[derive(Debug, Clone)]
-pub struct StreamCut(Arc<watch::Sender<bool>>);
-
-impl Default for StreamCut {
-    fn default() -> Self {
-        Self(Arc::new(watch::Sender::new(false)))
-    }
-}
-
-impl StreamCut {
-    /// Ends every running stream (and any started later) with the error event.
-    pub fn cut(&self) {
-        self.0.send_replace(true);
-    }
-}
+use crate::streams::StreamCut;
 
 /// What a stream is watched for: its deployment's silence bound and the shutdown cut.
 pub struct Watch {
@@ -52,7 +35,7 @@ impl Watch {
     /// The watch of a stream from `route`.
     #[must_use]
     pub fn new(route: &Route, cut: &StreamCut) -> Self {
-        Self { deployment: Arc::clone(&route.name), idle: route.stream_idle_timeout, cut: cut.0.subscribe() }
+        Self { deployment: Arc::clone(&route.name), idle: route.stream_idle_timeout, cut: cut.subscribe() }
     }
 }
 
