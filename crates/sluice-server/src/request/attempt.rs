@@ -149,10 +149,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         Ok(body) => body,
         Err(e) => {
             guard.settle(Settlement::default());
-            let message = format!("this request cannot be served by deployment `{}`: {e}", route.name);
-            let code = sluice_provider::RequestErrorCode::InvalidValue;
-            let error = sluice_provider::RequestError { param: e.field().map(str::to_owned), message, code };
-            return Attempt::Refused(GatewayError::BadRequest(error));
+            return Attempt::Refused(untranslatable(route, &e));
         }
     };
     let outgoing = outbound::build_upstream(route, upstream_protocol, req.headers, body, req.trace);
@@ -182,6 +179,13 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         Ok(response) => Attempt::Done(response),
         Err((class, error)) => Attempt::Failed { class, error },
     }
+}
+
+/// The refusal of a request the deployment's protocol cannot carry (translation failed).
+fn untranslatable(route: &Route, e: &sluice_provider::TranslateError) -> GatewayError {
+    let message = format!("this request cannot be served by deployment `{}`: {e}", route.name);
+    let code = sluice_provider::RequestErrorCode::InvalidValue;
+    GatewayError::BadRequest(sluice_provider::RequestError { param: e.field().map(str::to_owned), message, code })
 }
 
 /// One upstream call's context, once its response headers are in.
