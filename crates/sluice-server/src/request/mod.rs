@@ -13,6 +13,8 @@
 //! 7. [`settle`]: the terms a reservation is settled on, and the guard that settles it.
 //!
 //! [`context`] is the request's context every step reads; it imports nothing of the road.
+//! `scripts/import-cycles --road request/inbound.rs … request/settle.rs request/context.rs`
+//! checks the order (the full command is in `docs/ARCHITECTURE.md`).
 
 mod admission;
 mod attempt;
