@@ -1,5 +1,7 @@
 //! Gateway keys: `Authorization: Bearer KEY` or `x-api-key: KEY`, matched by SHA-256.
 
+use std::sync::Arc;
+
 use axum::http::HeaderMap;
 use sluice_config::hash_key;
 
@@ -11,6 +13,11 @@ use crate::state::{Caller, Gateway};
 /// # Errors
 /// [`GatewayError::Unauthorized`] without a key or with an unknown one.
 pub fn authenticate<'g>(gateway: &'g Gateway, headers: &HeaderMap) -> Result<&'g Caller, GatewayError> {
+    caller_of(gateway, headers).map_err(GatewayError::Unauthorized)
+}
+
+/// The caller behind the request's key, or why there is none.
+fn caller_of<'g>(gateway: &'g Gateway, headers: &HeaderMap) -> Result<&'g Caller, &'static str> {
     let bearer = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -19,6 +26,33 @@ pub fn authenticate<'g>(gateway: &'g Gateway, headers: &HeaderMap) -> Result<&'g
         .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .map(str::trim)
         .filter(|k| !k.is_empty())
-        .ok_or(GatewayError::Unauthorized("missing API key: send `Authorization: Bearer KEY` or `x-api-key: KEY`"))?;
-    gateway.callers.get(&hash_key(key)).ok_or(GatewayError::Unauthorized("invalid API key"))
+        .ok_or("missing API key: send `Authorization: Bearer KEY` or `x-api-key: KEY`")?;
+    gateway.callers.get(&hash_key(key)).ok_or("invalid API key")
+}
+
+/// A proxied request's caller, authenticated once before its body is read (by the layer
+/// that also gives it its rate-limit headers) and handed on in the request's extensions,
+/// with the gateway it was found in: a reload in between cannot change who it is.
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    /// The gateway in force when the request came in.
+    pub gateway: Arc<Gateway>,
+    caller: Result<Caller, &'static str>,
+}
+
+impl Authenticated {
+    /// Authenticates the request with `headers` on `gateway`.
+    #[must_use]
+    pub fn of(gateway: Arc<Gateway>, headers: &HeaderMap) -> Self {
+        let caller = caller_of(&gateway, headers).cloned();
+        Self { gateway, caller }
+    }
+
+    /// The caller.
+    ///
+    /// # Errors
+    /// [`GatewayError::Unauthorized`] without a key or with an unknown one.
+    pub fn caller(&self) -> Result<&Caller, GatewayError> {
+        self.caller.as_ref().map_err(|why| GatewayError::Unauthorized(why))
+    }
 }

@@ -27,7 +27,7 @@ use crate::batch_lines::{self, LineError, MAX_ERRORS, RequestCounts};
 use crate::error::GatewayError;
 use crate::files::{self, FileInfo};
 use crate::jobs::{Ask, Jobs, Refusal, bad, may_use, prepare, refuse, store_failed};
-use crate::proxy::read_body;
+use crate::request::read_body;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
 

@@ -14,7 +14,7 @@ use crate::AppState;
 use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError, shown_path};
 use crate::metered;
-use crate::proxy::read_body;
+use crate::request::read_body;
 use crate::state::Gateway;
 use crate::trace::Trace;
 
@@ -117,7 +117,7 @@ async fn tokens(gateway: &Gateway, body: Body) -> Result<u64, GatewayError> {
         .get(request.model.as_str())
         .ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
     let route = &gateway.deployments[profile.deployment];
-    Ok(crate::admit::estimate_input(gateway, &request, route))
+    Ok(crate::request::estimate_input(gateway, &request, route))
 }
 
 /// The body with `max_tokens: 1` added when it has none, so the messages validation (which

@@ -325,9 +325,7 @@ impl IntoResponse for ErrorResponse {
         }
         let mut response = (status, axum::Json(body)).into_response();
         let headers = response.headers_mut();
-        if let Ok(v) = HeaderValue::from_str(&self.trace_id) {
-            headers.insert("x-sluice-trace-id", v);
-        }
+        crate::trace::stamp(headers, &self.trace_id);
         let retry = match &self.error {
             GatewayError::RateLimited(info) => info.retry_after,
             GatewayError::LoginThrottled(wait) => Some(*wait),

@@ -23,10 +23,10 @@ use sluice_quota::Nanos;
 use tokio::sync::Notify;
 
 use crate::AppState;
-use crate::admit::check_fits;
 use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError};
-use crate::proxy::read_body;
+use crate::request::check_fits;
+use crate::request::read_body;
 use crate::state::{Caller, Gateway, Profile};
 use crate::trace::Trace;
 

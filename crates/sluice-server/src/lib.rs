@@ -2,10 +2,9 @@
 //! *before sending* whether each request may go.
 //!
 //! Layout: [`app`] builds the router over a shared [`Gateway`] ([`state`]), [`serve`]
-//! runs it on a bound listener until shutdown; `proxy` is the life of a request
-//! (authenticate → parse → `admit` → send → settle), `relay` passes streams through with
-//! a usage tap, `settle` guarantees settlement even when a client leaves, and `error`
-//! is the one place failures become HTTP responses.
+//! runs it on a bound listener until shutdown; `request/` is the life of a proxied
+//! request, one file per step (inbound → attempt → routing → admission → outbound →
+//! relay → settle), and `error` is the one place failures become HTTP responses.
 //!
 //! Failure semantics: every reservation is settled exactly once (by the handler, the
 //! stream relay, or the drop guard) or expires by its lease; a request that cannot be
@@ -13,8 +12,6 @@
 
 pub mod adaptive;
 pub mod admin;
-mod admit;
-mod attempt;
 mod auth;
 mod batch_lines;
 pub mod batches;
@@ -29,17 +26,16 @@ pub mod jobs;
 mod metered;
 pub mod metrics;
 mod oplog;
-mod proxy;
 pub mod queue;
 pub mod ratelimit_headers;
-mod relay;
+mod request;
 mod retry;
 mod scrub;
 mod secret;
-mod settle;
 pub mod shares;
 pub mod state;
 pub mod store;
+mod streams;
 pub mod tls;
 mod trace;
 pub mod upstream;
@@ -57,9 +53,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use sluice_provider::Protocol;
 
-pub use relay::StreamCut;
 pub use secret::SecretError;
 pub use state::{BuildError, Gateway};
+pub use streams::StreamCut;
 
 /// The router's shared state.
 #[derive(Debug, Clone)]
@@ -174,10 +170,14 @@ impl AppState {
 
 /// The HTTP application.
 pub fn app(state: AppState) -> Router {
+    // The proxied endpoints authenticate once, before their bodies, in the layer that
+    // also gives them the caller's rate-limit headers.
+    let proxied = axum::middleware::from_fn_with_state(state.clone(), ratelimit_headers::layer);
+    let path = request::endpoint_path;
     Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route("/v1/embeddings", post(embeddings))
-        .route("/v1/messages", post(messages))
+        .route(path(Protocol::OpenAiChat), post(chat).route_layer(proxied.clone()))
+        .route(path(Protocol::OpenAiEmbeddings), post(embeddings).route_layer(proxied.clone()))
+        .route(path(Protocol::AnthropicMessages), post(messages).route_layer(proxied))
         .route("/v1/messages/count_tokens", post(catalog::count_tokens))
         .route("/v1/models", get(catalog::list))
         .route("/v1/models/{*model}", get(catalog::get))
@@ -197,7 +197,6 @@ pub fn app(state: AppState) -> Router {
         .merge(dashboard::router())
         .fallback(catalog::unknown_route)
         .method_not_allowed_fallback(catalog::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), ratelimit_headers::layer))
         // Outermost, so every route's body is read under its deadline.
         .layer(axum::middleware::from_fn_with_state(state.clone(), body_pace::layer))
         .with_state(state)
@@ -207,18 +206,18 @@ async fn chat(State(state): State<AppState>, request: Request) -> Response {
     if jobs::prefers_async(request.headers()) {
         return jobs::submit_inline(state, sluice_jobs::Endpoint::ChatCompletions, request).await;
     }
-    proxy::handle(state.current(), Protocol::OpenAiChat, request).await
+    request::handle(state.current(), Protocol::OpenAiChat, request).await
 }
 
 async fn embeddings(State(state): State<AppState>, request: Request) -> Response {
-    proxy::handle(state.current(), Protocol::OpenAiEmbeddings, request).await
+    request::handle(state.current(), Protocol::OpenAiEmbeddings, request).await
 }
 
 async fn messages(State(state): State<AppState>, request: Request) -> Response {
     if jobs::prefers_async(request.headers()) {
         return jobs::submit_inline(state, sluice_jobs::Endpoint::Messages, request).await;
     }
-    proxy::handle(state.current(), Protocol::AnthropicMessages, request).await
+    request::handle(state.current(), Protocol::AnthropicMessages, request).await
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {

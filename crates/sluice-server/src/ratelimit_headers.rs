@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
 use parking_lot::Mutex;
@@ -24,6 +24,7 @@ use sluice_quota::{Dimension, QuotaStore, RateSnapshot, ScopeId, ScopeSnapshot};
 use tokio::task::JoinHandle;
 
 use crate::AppState;
+use crate::auth::Authenticated;
 
 /// The headers for a caller whose own scopes are in `snapshots` (shared scopes are
 /// ignored). Empty when none of them limits requests or tokens.
@@ -122,16 +123,18 @@ impl Early {
     }
 }
 
-/// Middleware adding the caller's headers to the proxied endpoints' responses.
+/// Middleware of the proxied endpoints (the app applies it to them alone): authenticates
+/// the caller once, before the body is read, hands it on as [`Authenticated`], and adds
+/// the caller's headers to the response (refusals included).
 pub async fn layer(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     // The gateway in force: a reload may add, remove or move keys.
-    let gateway = state.current();
-    let proxied = request.method() == Method::POST
-        && matches!(request.uri().path(), "/v1/chat/completions" | "/v1/embeddings" | "/v1/messages");
-    let early = proxied
-        .then(|| crate::auth::authenticate(&gateway, request.headers()).ok())
-        .flatten()
-        .map(|caller| Early::new(Arc::clone(&gateway.store), caller.scopes.iter().skip(1).copied().collect()));
+    let authenticated = Authenticated::of(state.current(), request.headers());
+    let store = &authenticated.gateway.store;
+    let early = authenticated
+        .caller()
+        .ok()
+        .map(|caller| Early::new(Arc::clone(store), caller.scopes.iter().skip(1).copied().collect()));
+    request.extensions_mut().insert(authenticated);
     if let Some(early) = &early {
         request.extensions_mut().insert(early.clone());
     }

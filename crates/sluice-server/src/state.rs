@@ -132,7 +132,7 @@ pub struct Gateway {
     /// The operation log (idempotency): process state, kept across reloads.
     pub oplog: Arc<crate::oplog::OpLog>,
     /// Ends the streams still running when the shutdown grace is over.
-    pub streams: crate::relay::StreamCut,
+    pub streams: crate::streams::StreamCut,
 }
 
 /// Why a gateway could not be built from a valid configuration.
@@ -190,7 +190,7 @@ impl Gateway {
             tasks: config.models.iter().filter_map(|m| m.degrade_to.as_ref()).flat_map(|d| d.tasks.clone()).collect(),
             clock,
             store,
-            streams: crate::relay::StreamCut::default(),
+            streams: crate::streams::StreamCut::default(),
         })
     }
 }

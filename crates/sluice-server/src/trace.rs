@@ -25,6 +25,13 @@ impl Trace {
     }
 }
 
+/// Sets `x-sluice-trace-id` on a response: the one place it is written.
+pub fn stamp(headers: &mut HeaderMap, id: &str) {
+    if let Ok(v) = axum::http::HeaderValue::from_str(id) {
+        headers.insert("x-sluice-trace-id", v);
+    }
+}
+
 fn parse_traceparent(value: &str) -> Option<String> {
     let mut parts = value.trim().split('-');
     let (version, trace, parent, _flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);

@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 use crate::AppState;
 use crate::error::GatewayError;
 use crate::jobs::Jobs;
-use crate::proxy;
+use crate::request;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
 
@@ -221,21 +221,19 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
     };
     let headers = HeaderMap::new();
     let trace = Trace::from_headers(&headers);
-    let mut routed = None;
-    let sent =
-        proxy::forward(gateway, &caller, protocol, &headers, job.body.as_bytes(), &trace, None, &mut routed).await;
-    let response = match sent {
+    let sent = request::forward(gateway, &caller, protocol, &headers, job.body.as_bytes(), &trace, None).await;
+    let response = match sent.result {
         Ok(response) => response,
         // The provider's own error answer after the live attempts: judged like any answer.
         Err(crate::error::GatewayError::Upstream(response)) => *response,
         Err(error) => {
-            proxy::count(gateway, routed, error.status());
+            request::count(gateway, sent.deployment, error.status());
             let (message, next) = classify_error(&error);
             return failed(job, message, next);
         }
     };
     let status = response.status();
-    proxy::count(gateway, routed, status);
+    request::count(gateway, sent.deployment, status);
     let now_ms = sluice_quota::clock::unix_seconds().saturating_mul(1000);
     let floor = sluice_provider::parse_hints(response.headers(), None, Some(now_ms)).retry_after;
     let Ok(body) = Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect().await.map(|c| c.to_bytes()) else {

@@ -350,5 +350,17 @@ async fn tell_the_caller_its_own_budget(env: Env, at_grant: bool) {
     assert!(!headers.contains_key("x-ratelimit-limit-requests"));
     let models = env.http.get(format!("{}/v1/models", env.gateway.url())).bearer_auth(KEY).send().await.unwrap();
     assert!(!models.headers().contains_key("ratelimit"));
+    // Every proxied endpoint carries them, whatever it answers; another method on one does not.
+    let embedding = serde_json::json!({"model": "fast", "input": "hello"});
+    let (_, headers, _) = env.post("/v1/embeddings", KEY, &embedding).await;
+    assert!(headers.contains_key("x-ratelimit-limit-requests"), "{headers:?}");
+    let message =
+        serde_json::json!({"model": "fast", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
+    let (_, headers, _) = env.post("/v1/messages", KEY, &message).await;
+    assert!(headers.contains_key("x-ratelimit-limit-requests"), "{headers:?}");
+    let url = format!("{}/v1/chat/completions", env.gateway.url());
+    let get = env.http.get(url).bearer_auth(KEY).send().await.unwrap();
+    assert_eq!(get.status(), 405);
+    assert!(!get.headers().contains_key("ratelimit"));
     env.shutdown().await;
 }

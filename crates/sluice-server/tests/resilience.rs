@@ -138,6 +138,15 @@ async fn a_down_primary_falls_back_and_its_breaker_opens() {
             || metrics.contains("reason=\"primary_unavailable\""),
         "{metrics}"
     );
+    // Every request is counted under the deployment that served it, not the primary.
+    let counted = |model: &str| -> f64 {
+        let label = format!("model=\"{model}\"");
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with("llm_requests_total{") && l.contains(&label) && l.contains("status=\"200\""));
+        line.and_then(|l| l.split_whitespace().last()?.parse().ok()).unwrap_or(0.0)
+    };
+    assert_eq!((counted("gpt-4o"), counted("gpt-4o-mini")), (20.0, 0.0), "{metrics}");
     env.shutdown().await;
 }
 

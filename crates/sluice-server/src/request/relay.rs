@@ -1,4 +1,5 @@
-//! Streams: passed through chunk by chunk (backpressure comes from the client's reads),
+//! The provider's answer on its way to the client: [`pass_through`] keeps the head a
+//! client may read (status, content type, request id). Streams: passed through chunk by chunk (backpressure comes from the client's reads),
 //! watched by a tap for usage, settled when they end, break, or the client leaves.
 //!
 //! A stream never hangs: a provider silent for the deployment's `stream_idle_timeout`
@@ -11,36 +12,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::Response;
+use axum::http::{HeaderMap, Response, StatusCode, header};
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use sluice_provider::Protocol;
 use tokio::sync::watch;
 
-use crate::admit::Admitted;
+use super::settle::{SettleGuard, Terms};
 use crate::crossing::Pipe;
-use crate::proxy::pass_through;
-use crate::settle::SettleGuard;
 use crate::state::Route;
-
-/// Ends every stream still running (at the end of the shutdown grace). Cloned handles
-/// share one signal; a reloaded gateway keeps its predecessor's.
-#[derive(Debug, Clone)]
-pub struct StreamCut(Arc<watch::Sender<bool>>);
-
-impl Default for StreamCut {
-    fn default() -> Self {
-        Self(Arc::new(watch::Sender::new(false)))
-    }
-}
-
-impl StreamCut {
-    /// Ends every running stream (and any started later) with the error event.
-    pub fn cut(&self) {
-        self.0.send_replace(true);
-    }
-}
+use crate::streams::StreamCut;
 
 /// What a stream is watched for: its deployment's silence bound and the shutdown cut.
 pub struct Watch {
@@ -53,7 +35,7 @@ impl Watch {
     /// The watch of a stream from `route`.
     #[must_use]
     pub fn new(route: &Route, cut: &StreamCut) -> Self {
-        Self { deployment: Arc::clone(&route.name), idle: route.stream_idle_timeout, cut: cut.0.subscribe() }
+        Self { deployment: Arc::clone(&route.name), idle: route.stream_idle_timeout, cut: cut.subscribe() }
     }
 }
 
@@ -61,7 +43,7 @@ struct Relay {
     body: Incoming,
     pipe: Pipe,
     guard: Option<SettleGuard>,
-    admitted: Admitted,
+    terms: Terms,
     watch: Watch,
 }
 
@@ -80,15 +62,32 @@ enum End {
 pub fn stream(
     response: http::Response<Incoming>,
     guard: SettleGuard,
-    admitted: Admitted,
+    terms: Terms,
     pipe: Pipe,
     watch: Watch,
 ) -> Response<Body> {
     let (parts, body) = response.into_parts();
-    let relay = Relay { body, pipe, guard: Some(guard), admitted, watch };
+    let relay = Relay { body, pipe, guard: Some(guard), terms, watch };
     let chunks = futures_util::stream::unfold(relay, next_chunk);
     let mut response = pass_through(parts.status, &parts.headers, Body::from_stream(chunks));
     response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/event-stream"));
+    response
+}
+
+/// A response with the provider's status, content type and request id.
+pub fn pass_through(status: StatusCode, upstream: &HeaderMap, body: Body) -> Response<Body> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    for name in [header::CONTENT_TYPE, header::CACHE_CONTROL] {
+        if let Some(v) = upstream.get(&name) {
+            response.headers_mut().insert(name, v.clone());
+        }
+    }
+    for name in ["x-request-id", "request-id"] {
+        if let Some(v) = upstream.get(name) {
+            response.headers_mut().insert(name, v.clone());
+        }
+    }
     response
 }
 
@@ -116,7 +115,7 @@ async fn next_chunk(mut relay: Relay) -> Option<(Result<Bytes, Infallible>, Rela
             let (deployment, idle) = (&relay.watch.deployment, relay.watch.idle);
             tracing::warn!(%deployment, ?idle, "provider stream stalled; ended with an error event");
         }
-        let tail = relay.pipe.end(&interruption(relay.admitted.protocol, end));
+        let tail = relay.pipe.end(&interruption(relay.terms.protocol, end));
         relay.finish();
         return (!tail.is_empty()).then_some((Ok(tail), relay));
     }
@@ -133,9 +132,9 @@ impl Relay {
     fn finish(&mut self) {
         let Some(guard) = self.guard.take() else { return };
         let settlement = match self.pipe.usage() {
-            (Some(usage), _) => self.admitted.settlement(usage),
-            (None, Some(deltas)) => self.admitted.partial(deltas),
-            (None, None) => self.admitted.sent_unanswered(),
+            (Some(usage), _) => self.terms.settlement(usage),
+            (None, Some(deltas)) => self.terms.partial(deltas),
+            (None, None) => self.terms.sent_unanswered(),
         };
         guard.settle(settlement);
     }

@@ -1,36 +1,31 @@
-//! Attempts of one request: admission on a deployment, the upstream call, and what a
-//! failure leads to — a retry on the same deployment (backoff with full jitter, the
-//! provider's hint as the floor, within the class's budget and the deployment's retry
-//! budget, every retry re-entering admission), a fallback whose `when` conditions match,
-//! or degradation of simple work to a cheaper deployment when the primary has no capacity
-//! now. Nothing is retried once response bytes went to the client; a non-stream answer
-//! cut or stalled after its headers is (none of it reached the client). Every attempt is
-//! bounded: headers and a non-stream body by `attempt_timeout`, a stream's gaps by the
-//! relay's idle timeout.
+//! Attempts of one request: each asks [`routing`](super::routing) where to go, is
+//! admitted there, sent, and its answer read; what a failure leads to (a retry, a
+//! fallback, degradation) is the routing plan's decision. Nothing is retried once response
+//! bytes went to the client; a non-stream answer cut or stalled after its headers is (none
+//! of it reached the client). Every attempt is bounded: headers and a non-stream body by
+//! `attempt_timeout`, a stream's gaps by the relay's idle timeout.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Response, StatusCode};
-use sluice_config::{ProviderKind, When};
-use sluice_provider::{
-    ErrorClass, ParsedRequest, Phase, Protocol, ProviderFlavor, classify_with_hints, usage_from_response,
-};
+use axum::http::{Response, StatusCode};
+use sluice_config::ProviderKind;
+use sluice_provider::{ErrorClass, Phase, Protocol, ProviderFlavor, classify_with_hints, usage_from_response};
 use sluice_quota::{Cost, Settlement};
 
-use crate::admit::{self, Admitted, Mode};
+use super::admission::{self, Admitted, Mode};
+use super::context::Request;
+use super::outbound::{self, Sent};
+use super::relay::{self, pass_through};
+use super::routing::{self, Next, Plan, RetryLimits};
+use super::settle::{SettleGuard, Terms};
 use crate::crossing::Crossing;
-use crate::error::GatewayError;
+use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::Hit;
-use crate::proxy::{build_upstream, pass_through};
-use crate::ratelimit_headers::Early;
-use crate::retry::backoff;
-use crate::settle::SettleGuard;
-use crate::state::{Caller, Gateway, Profile, Route};
-use crate::trace::Trace;
+use crate::scrub;
+use crate::state::{Gateway, Route};
 use crate::upstream::{self, BodyError, UpstreamError};
-use crate::{relay, scrub};
 
 /// How long a deployment is paused after a provider 429 that gave no hint.
 const PROVIDER_429_PAUSE: Duration = Duration::from_secs(1);
@@ -41,24 +36,21 @@ const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// Largest provider error body read.
 const MAX_ERROR_BYTES: usize = 1024 * 1024;
 
-/// One request's context through its attempts.
-pub struct Request<'a> {
-    /// The gateway.
-    pub gateway: &'a Gateway,
-    /// Who asks.
-    pub caller: &'a Caller,
-    /// What.
-    pub request: &'a ParsedRequest,
-    /// For which profile.
-    pub profile: &'a Profile,
-    /// The task name (`x-sluice-task` or `metadata.task`), if any.
-    pub task: Option<&'a str>,
-    /// Client headers (Anthropic version and beta pass through).
-    pub headers: &'a HeaderMap,
-    /// The trace.
-    pub trace: &'a Trace,
-    /// The client's rate-limit headers, told of each reservation made.
-    pub early: Option<&'a Early>,
+/// What a request came to, and the deployment it was last admitted on (none when it was
+/// refused before any deployment was tried): the request metrics' labels.
+pub struct Served {
+    /// The deployment of the last admission asked.
+    pub deployment: Option<usize>,
+    /// The response, or the failure the client gets.
+    pub result: Result<Response<Body>, GatewayError>,
+}
+
+impl Served {
+    /// A request refused before any deployment was tried.
+    #[must_use]
+    pub fn refused(error: GatewayError) -> Self {
+        Self { deployment: None, result: Err(error) }
+    }
 }
 
 /// What one attempt came to.
@@ -71,133 +63,56 @@ enum Attempt {
     Failed { class: ErrorClass, error: GatewayError },
 }
 
-/// Runs the request to a response: primary, retries, fallbacks, degradation.
-///
-/// # Errors
-/// The last failure when every allowed attempt failed, or the admission refusal.
-pub async fn run(req: &Request<'_>, routed: &mut Option<usize>) -> Result<Response<Body>, GatewayError> {
+/// Runs the request to a response: primary, retries, fallbacks, degradation, as its
+/// routing [`Plan`] decides. The result is the last failure when every allowed attempt
+/// failed, or the admission refusal.
+pub async fn run(req: &Request<'_>) -> Served {
     let gateway = req.gateway;
     let class = &req.caller.class;
     let started = gateway.clock.now();
-    let primary = req.profile.deployment;
-    let (mut target, mut mode) = (primary, Mode::Wait);
-    if degradable(req) {
-        mode = Mode::NoWait;
-    }
-    let mut retries = 0u32;
-    let mut next_fallback = 0usize;
-    let mut reason: Option<&'static str> = None;
-    gateway.deployments[primary].retry_budget.deposit();
+    let limits = RetryLimits { attempts: class.retry_attempts, within: class.retry_within };
+    let degradable = routing::degradable(req.profile, req.caller.class_index, req.task);
+    let mut plan = Plan::new(req.profile, limits, degradable);
+    let mut deployment = None;
+    gateway.deployments[plan.target()].retry_budget.deposit();
     loop {
-        let route = &gateway.deployments[target];
-        let outcome = if mode == Mode::Wait && target == primary && fallback_now(req, route) {
+        let route = &gateway.deployments[plan.target()];
+        let outcome = if plan.skips_primary(route.breaker.is_open(gateway.clock.now())) {
             Attempt::Refused(unavailable(route, gateway))
         } else {
-            once(req, target, mode, routed).await
+            deployment = Some(plan.target());
+            once(req, plan.target(), plan.mode()).await
         };
-        let (class_of_failure, error) = match outcome {
+        let (class, error) = match outcome {
             Attempt::Done(response) => {
-                if let Some(reason) = reason.filter(|_| target != primary) {
-                    let from = &gateway.deployments[primary].counters.labels;
+                if let Some(reason) = plan.rerouted() {
+                    let from = &gateway.deployments[req.profile.deployment].counters.labels;
                     gateway.metrics.fallback(from, &route.counters.labels, reason);
                 }
-                return Ok(response);
-            }
-            Attempt::Refused(error) if mode == Mode::NoWait => {
-                // The primary has no capacity now: simple work goes to the degradation target.
-                let Some(degrade) = &req.profile.degrade else { return Err(error) };
-                let _ = error;
-                target = degrade.deployment;
-                mode = Mode::Wait;
-                reason = Some("degraded");
-                continue;
+                return Served { deployment, result: Ok(response) };
             }
             Attempt::Refused(error) => (None, error),
             Attempt::Failed { class, error } => (Some(class), error),
         };
         let elapsed = gateway.clock.now().since(started);
-        if let Some(failure) = class_of_failure
-            && retries + 1 < class.retry_attempts
-            && may_retry(failure)
-        {
-            let wait = backoff(retries, failure.retry_after(), &mut rand::rng());
-            if elapsed + wait < class.retry_within && route.retry_budget.withdraw() {
-                gateway.metrics.retry(&route.counters.labels, failure.as_str());
-                retries += 1;
+        // Decided before any wait: the random source is not held across it.
+        let next = plan.next(class, &error, elapsed, &mut rand::rng(), || route.retry_budget.withdraw());
+        match next {
+            Next::Retry { wait, class } => {
+                gateway.metrics.retry(&route.counters.labels, class.as_str());
                 tokio::time::sleep(wait).await;
-                continue;
             }
-        }
-        let when = condition(class_of_failure, &error);
-        match when.and_then(|w| pick_fallback(req.profile, &mut next_fallback, w)) {
-            Some((deployment, why)) => {
-                target = deployment;
-                reason = Some(why.as_str());
-                retries = 0;
-                gateway.deployments[target].retry_budget.deposit();
-            }
-            None => return Err(error),
+            Next::Fallback => gateway.deployments[plan.target()].retry_budget.deposit(),
+            Next::Degrade => {}
+            Next::GiveUp => return Served { deployment, result: Err(error) },
         }
     }
-}
-
-/// Whether a failed attempt may be tried again. A non-stream answer cut or stalled after
-/// its headers never reached the client: as uncertain as a failure before the headers
-/// (streams never come back here once their headers are in).
-fn may_retry(failure: ErrorClass) -> bool {
-    let after_headers = matches!(
-        failure,
-        ErrorClass::Timeout { phase: Phase::Streaming } | ErrorClass::ConnectionReset { phase: Phase::Streaming }
-    );
-    failure.may_retry(true) || after_headers
-}
-
-/// Whether the request may be degraded (its class or task is listed).
-fn degradable(req: &Request<'_>) -> bool {
-    let Some(degrade) = &req.profile.degrade else { return false };
-    let class_index = req.caller.class_index;
-    degrade.classes.contains(&class_index) || req.task.is_some_and(|t| degrade.tasks.iter().any(|d| d == t))
-}
-
-/// Whether the primary's breaker is open and a fallback takes over when it is unavailable.
-fn fallback_now(req: &Request<'_>, route: &Route) -> bool {
-    route.breaker.is_open(req.gateway.clock.now())
-        && req.profile.fallbacks.iter().any(|f| f.when.contains(&When::PrimaryUnavailable))
 }
 
 /// The refusal of a deployment whose breaker is open.
 fn unavailable(route: &Route, gateway: &Gateway) -> GatewayError {
     let retry_after = route.breaker.remaining(gateway.clock.now());
     GatewayError::ProviderUnavailable { deployment: route.name.to_string(), retry_after }
-}
-
-/// Which `when` condition a final failure meets.
-fn condition(failure: Option<ErrorClass>, error: &GatewayError) -> Option<When> {
-    match failure {
-        Some(ErrorClass::ServerError | ErrorClass::Overloaded) => Some(When::Provider5xx),
-        Some(ErrorClass::RateLimited { .. }) => Some(When::RateLimitAfterRetryBudget),
-        Some(ErrorClass::ContextLength) => Some(When::ContextLengthNeeded),
-        Some(ErrorClass::Timeout { .. } | ErrorClass::ConnectionReset { .. }) => Some(When::PrimaryUnavailable),
-        Some(_) => None,
-        None => match error {
-            GatewayError::UpstreamUnreachable(_) | GatewayError::ProviderUnavailable { .. } => {
-                Some(When::PrimaryUnavailable)
-            }
-            GatewayError::RateLimited(_) => Some(When::QueueWaitExceeded),
-            _ => None,
-        },
-    }
-}
-
-/// The next fallback (after those already tried) whose conditions include `when`.
-fn pick_fallback(profile: &Profile, next: &mut usize, when: When) -> Option<(usize, When)> {
-    while let Some(fallback) = profile.fallbacks.get(*next) {
-        *next += 1;
-        if fallback.when.contains(&when) {
-            return Some((fallback.deployment, when));
-        }
-    }
-    None
 }
 
 fn flavor(kind: ProviderKind) -> ProviderFlavor {
@@ -209,24 +124,24 @@ fn flavor(kind: ProviderKind) -> ProviderFlavor {
 }
 
 /// One admission and one upstream call on `deployment`.
-async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Option<usize>) -> Attempt {
+async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     let gateway = req.gateway;
     let route = &gateway.deployments[deployment];
     let request = req.request;
-    let mut admitted = match admit::admit(gateway, req.caller, request, req.profile, deployment, mode, routed).await {
+    let Admitted { terms, after } = match admission::admit(req, deployment, mode).await {
         Ok(admitted) => admitted,
         Err(error) => return Attempt::Refused(error),
     };
     if let Some(early) = req.early {
-        early.admitted(std::mem::take(&mut admitted.after));
+        early.admitted(after);
     }
     let crossing = Crossing::of(request.protocol, route.kind);
     let upstream_protocol = crossing.upstream(request.protocol);
     let force_usage = request.stream && upstream_protocol == Protocol::OpenAiChat && !request.client_wants_stream_usage;
     let guard = SettleGuard::new(
         Arc::clone(&gateway.store),
-        admitted.grant_id,
-        admitted.sent_unanswered(),
+        terms.id,
+        terms.sent_unanswered(),
         route.counters.used.clone(),
         Arc::clone(&route.queue),
     );
@@ -234,18 +149,12 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Opt
         Ok(body) => body,
         Err(e) => {
             guard.settle(Settlement::default());
-            let message = format!("this request cannot be served by deployment `{}`: {e}", route.name);
-            let code = sluice_provider::RequestErrorCode::InvalidValue;
-            let error = sluice_provider::RequestError { param: e.field().map(str::to_owned), message, code };
-            return Attempt::Refused(GatewayError::BadRequest(error));
+            return Attempt::Refused(untranslatable(route, &e));
         }
     };
-    let outgoing = build_upstream(route, upstream_protocol, req.headers, body, req.trace);
-    let timeout = route.attempt_timeout.min(gateway.upstream_timeout);
-    // A non-stream answer must be whole by the same deadline as its headers.
-    let deadline = tokio::time::Instant::now() + timeout;
-    let sent = gateway.upstream.send(outgoing, timeout).await;
-    let response = match sent {
+    let outgoing = outbound::build_upstream(route, upstream_protocol, req.headers, body, req.trace);
+    let Sent { response, deadline } = outbound::send(gateway, route, outgoing).await;
+    let response = match response {
         Ok(response) => response,
         Err(failure) => return transport_failure(failure, guard, route, gateway),
     };
@@ -254,7 +163,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Opt
         let hints = sluice_provider::parse_hints(response.headers(), None, Some(now_ms));
         route.adaptive.on_response(response.status().as_u16(), &hints).await;
     }
-    let call = Call { gateway, route, admitted: &admitted, crossing, deadline };
+    let call = Call { req, route, terms: &terms, crossing, deadline };
     if !response.status().is_success() {
         return provider_error(response, guard, &call).await;
     }
@@ -264,7 +173,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Opt
         let include_usage = request.client_wants_stream_usage;
         let pipe = crossing.pipe(request.protocol, &request.model, force_usage, include_usage, created);
         let watch = relay::Watch::new(route, &gateway.streams);
-        return Attempt::Done(relay::stream(response, guard, admitted, pipe, watch));
+        return Attempt::Done(relay::stream(response, guard, terms, pipe, watch));
     }
     match buffered(response, guard, &call, &request.model, created).await {
         Ok(response) => Attempt::Done(response),
@@ -272,11 +181,18 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Opt
     }
 }
 
+/// The refusal of a request the deployment's protocol cannot carry (translation failed).
+fn untranslatable(route: &Route, e: &sluice_provider::TranslateError) -> GatewayError {
+    let message = format!("this request cannot be served by deployment `{}`: {e}", route.name);
+    let code = sluice_provider::RequestErrorCode::InvalidValue;
+    GatewayError::BadRequest(sluice_provider::RequestError { param: e.field().map(str::to_owned), message, code })
+}
+
 /// One upstream call's context, once its response headers are in.
 struct Call<'a> {
-    gateway: &'a Gateway,
+    req: &'a Request<'a>,
     route: &'a Route,
-    admitted: &'a Admitted,
+    terms: &'a Terms,
     crossing: Crossing,
     /// When the whole answer (non-stream) must be in.
     deadline: tokio::time::Instant,
@@ -324,7 +240,7 @@ fn body_failure(call: &Call<'_>, failure: BodyError, what: &'static str, limit: 
     let deployment = route.name.to_string();
     let (class, error, reason) = match failure {
         BodyError::Stalled => {
-            health_failure(route, call.gateway, None);
+            health_failure(route, call.req.gateway, None);
             tracing::warn!(deployment = %route.name, timeout = ?route.attempt_timeout, "provider stalled mid-answer; the attempt is cut");
             let class = ErrorClass::Timeout { phase: Phase::Streaming };
             (class, GatewayError::UpstreamStalled(deployment), "stalled")
@@ -338,7 +254,7 @@ fn body_failure(call: &Call<'_>, failure: BodyError, what: &'static str, limit: 
             return (class, GatewayError::UpstreamUnreachable(route.provider.to_string()));
         }
     };
-    call.gateway.metrics.upstream_failure(&route.counters.labels, reason);
+    call.req.gateway.metrics.upstream_failure(&route.counters.labels, reason);
     (class, error)
 }
 
@@ -355,11 +271,11 @@ async fn buffered(
     let bytes = upstream::read_body(body, MAX_RESPONSE_BYTES, call.deadline)
         .await
         .map_err(|e| body_failure(call, e, "a response", MAX_RESPONSE_BYTES))?;
-    let admitted = call.admitted;
-    let upstream_protocol = call.crossing.upstream(admitted.protocol);
+    let terms = call.terms;
+    let upstream_protocol = call.crossing.upstream(terms.protocol);
     let settlement = match usage_from_response(upstream_protocol, &bytes) {
-        Some(usage) => admitted.settlement(usage),
-        None => admitted.sent_unanswered(),
+        Some(usage) => terms.settlement(usage),
+        None => terms.sent_unanswered(),
     };
     guard.settle(settlement);
     let body = match call.crossing.response_body(&bytes, client_model, created) {
@@ -367,7 +283,7 @@ async fn buffered(
         Err(e) => {
             let route = call.route;
             tracing::warn!(deployment = %route.name, error = %e, "could not translate a provider response");
-            call.gateway.metrics.upstream_failure(&route.counters.labels, "bad_response");
+            call.req.gateway.metrics.upstream_failure(&route.counters.labels, "bad_response");
             return Err((ErrorClass::Other, GatewayError::UpstreamBadResponse(route.name.to_string())));
         }
     };
@@ -383,7 +299,7 @@ async fn provider_error(
     guard: SettleGuard,
     call: &Call<'_>,
 ) -> Attempt {
-    let (route, gateway) = (call.route, call.gateway);
+    let (route, gateway) = (call.route, call.req.gateway);
     // The provider saw the request: its request unit stays spent, tokens come back.
     guard.settle(Settlement { used: Cost::request(0, 0), upstream: Cost::request(0, 0) });
     let (parts, body) = response.into_parts();
@@ -394,17 +310,7 @@ async fn provider_error(
     let hints = sluice_provider::parse_hints(&parts.headers, Some(&bytes), Some(now_ms));
     let class = classify_with_hints(parts.status.as_u16(), &hints, &bytes, flavor(route.kind));
     if parts.status == StatusCode::TOO_MANY_REQUESTS {
-        route.adaptive.on_response(parts.status.as_u16(), &hints).await;
-        let wait = hints.retry_after.or(class.retry_after());
-        // Coordinated backoff: every user of the store waits out the provider's hint.
-        let pause = wait.unwrap_or(PROVIDER_429_PAUSE).min(MAX_PROVIDER_PAUSE);
-        if let Err(e) = gateway.store.pause(route.scope, pause).await {
-            tracing::warn!(error = %e, "could not record the provider's pause");
-        }
-        gateway.metrics.decision("provider_rejected", "provider");
-        let hit = Hit { limit_type: "provider".into(), ..admit::hit_labels(route) };
-        gateway.metrics.rate_limit_hits.get_or_create(&hit).inc();
-        let error = GatewayError::RateLimited(Box::new(call.admitted.provider_rejection(route, wait)));
+        let error = provider_429(call, &hints, class).await;
         return Attempt::Failed { class, error };
     }
     if matches!(class, ErrorClass::ServerError | ErrorClass::Overloaded) {
@@ -441,4 +347,28 @@ fn passed_error(status: StatusCode, headers: &http::HeaderMap, bytes: &[u8], cal
         passed.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     }
     passed
+}
+
+/// A provider 429 on what the gateway admitted: the deployment's adaptive limits learn of
+/// it, every user of the store waits out the provider's hint (coordinated backoff), and
+/// the client's 429 says the gateway had admitted the request.
+async fn provider_429(call: &Call<'_>, hints: &sluice_provider::RateLimitHints, class: ErrorClass) -> GatewayError {
+    let (route, gateway) = (call.route, call.req.gateway);
+    route.adaptive.on_response(StatusCode::TOO_MANY_REQUESTS.as_u16(), hints).await;
+    let wait = hints.retry_after.or(class.retry_after());
+    let pause = wait.unwrap_or(PROVIDER_429_PAUSE).min(MAX_PROVIDER_PAUSE);
+    if let Err(e) = gateway.store.pause(route.scope, pause).await {
+        tracing::warn!(error = %e, "could not record the provider's pause");
+    }
+    gateway.metrics.decision("provider_rejected", "provider");
+    let hit = Hit { limit_type: "provider".into(), ..admission::hit_labels(route) };
+    gateway.metrics.rate_limit_hits.get_or_create(&hit).inc();
+    let quote = admission::Quote { input: call.terms.input, output: call.terms.output };
+    let (caller, profile) = (call.req.caller, call.req.profile);
+    GatewayError::RateLimited(Box::new(RateLimitInfo {
+        limiter: "provider".into(),
+        retry_after: wait,
+        gateway_decision: "admitted_then_provider_rejected",
+        ..admission::refusal_info(caller, profile, route, quote)
+    }))
 }

@@ -1,101 +1,48 @@
-//! Admission: price a parsed request, build its quota path, reserve before sending.
+//! Admission: price a parsed request on a deployment ([`Quote`]), build its quota path,
+//! reserve before sending (or wait in the deployment's queue), and turn a refusal into
+//! the error the client gets.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_config::{OutputCounting, ProviderKind};
-use sluice_provider::{MediaPricing, ParsedRequest, Protocol, Usage};
-use std::sync::Arc;
-
+use sluice_config::ProviderKind;
+use sluice_provider::{MediaPricing, ParsedRequest, Protocol};
 use sluice_quota::{
-    Cost, FairShare, Grant, LimiterName, Rejection, RejectionKind, ReservationId, ReserveError, ScopeId, Settlement,
-    Share, StoreError,
+    Cost, FairShare, Grant, LimiterName, Rejection, RejectionKind, ReserveError, ScopeId, ScopeSnapshot, Share,
+    StoreError,
 };
 
+use super::context::Request;
+use super::settle::Terms;
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::{Hit, QueueLabels};
 use crate::queue::{Ask, WaitError};
 use crate::shares::HeldBack;
 use crate::state::{Caller, Gateway, Profile, Route};
 
-/// A request whose capacity is reserved.
-#[derive(Debug)]
-pub struct Admitted {
-    /// The reservation.
-    pub grant_id: ReservationId,
-    /// The client protocol.
-    pub protocol: Protocol,
-    /// Estimated input tokens.
+/// What a request costs on one deployment, as admission reserves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quote {
+    /// Estimated input tokens (the deployment's tokenizer and cache estimator).
     pub input: u64,
     /// Reserved output tokens.
     pub output: u64,
-    /// The deployment's adaptive state, taught the usage when it is known.
-    pub adaptive: std::sync::Arc<crate::adaptive::Adaptive>,
-    /// The caller's own scopes right after the grant, when the store returned them with it
-    /// (its rate-limit headers); see [`sluice_quota::Grant::after`].
-    pub after: Vec<sluice_quota::ScopeSnapshot>,
-    kind: ProviderKind,
-    output_counting: OutputCounting,
-    caller_tenant: String,
-    caller_key: String,
-    caller_class: String,
-    profile: String,
 }
 
-impl Admitted {
-    /// Settlement when the provider was called but its answer never arrived or carried no
-    /// usage: the estimate stands for input, the reservation for output.
-    #[must_use]
-    pub fn sent_unanswered(&self) -> Settlement {
-        Settlement::exact(Cost::request(self.input, self.output))
+impl Quote {
+    fn cost(self) -> Cost {
+        Cost::request(self.input, self.output)
     }
+}
 
-    /// Settlement from the provider's reported usage (which also teaches the route's
-    /// output and cache estimators).
-    #[must_use]
-    pub fn settlement(&self, usage: Usage) -> Settlement {
-        self.adaptive.observe(&usage);
-        let input = match self.kind {
-            // Anthropic's input_tokens excludes cache reads, which do not count toward ITPM.
-            ProviderKind::Anthropic => usage.input_tokens + usage.cache_creation_input_tokens,
-            ProviderKind::OpenAi | ProviderKind::Ollama => usage.input_tokens,
-        };
-        let used = Cost::request(input, usage.output_tokens);
-        let upstream = match self.output_counting {
-            OutputCounting::Reserved => Cost::request(input, self.output.max(usage.output_tokens)),
-            OutputCounting::Actual => used,
-        };
-        Settlement { used, upstream }
-    }
-
-    /// Settlement of a stream that ended without usage, after `generated` content events.
-    #[must_use]
-    pub fn partial(&self, generated: u64) -> Settlement {
-        let used = Cost::request(self.input, generated.min(self.output));
-        let upstream = match self.output_counting {
-            OutputCounting::Reserved => Cost::request(self.input, self.output),
-            OutputCounting::Actual => used,
-        };
-        Settlement { used, upstream }
-    }
-
-    /// The 429 details when the provider refused what the gateway admitted.
-    #[must_use]
-    pub fn provider_rejection(&self, route: &Route, wait: Option<Duration>) -> RateLimitInfo {
-        RateLimitInfo {
-            limiter: "provider".into(),
-            scope: "deployment",
-            provider: route.provider.to_string(),
-            model_profile: self.profile.clone(),
-            provider_model: route.model.clone(),
-            retry_after: wait,
-            tenant_id: self.caller_tenant.clone(),
-            api_key_id: self.caller_key.clone(),
-            request_class: self.caller_class.clone(),
-            estimated_input_tokens: self.input,
-            estimated_output_tokens: self.output,
-            gateway_decision: "admitted_then_provider_rejected",
-        }
-    }
+/// A request whose capacity is reserved.
+#[derive(Debug)]
+pub struct Admitted {
+    /// The reservation and what it is settled on.
+    pub terms: Terms,
+    /// The caller's own scopes right after the grant, when the store returned them with it
+    /// (its rate-limit headers); see [`sluice_quota::Grant::after`].
+    pub after: Vec<ScopeSnapshot>,
 }
 
 /// Whether a request may wait in the deployment's queue.
@@ -107,87 +54,115 @@ pub enum Mode {
     NoWait,
 }
 
-/// Admits `request` of `profile` on `deployment` (the profile's primary, a fallback or its
-/// degradation target): prices it and reserves it on every scope from the org to the
-/// deployment. `routed` is set to the deployment, for the request metrics.
+/// Admits `req` on `deployment` (the profile's primary, a fallback or its degradation
+/// target): prices it and reserves it on every scope from the org to the deployment.
 ///
 /// # Errors
 /// Wrong endpoint for the model, a refusing limit, or a failing store.
-pub async fn admit(
-    gateway: &Gateway,
-    caller: &Caller,
-    request: &ParsedRequest,
-    profile: &Profile,
-    deployment: usize,
-    mode: Mode,
-    routed: &mut Option<usize>,
-) -> Result<Admitted, GatewayError> {
+pub async fn admit(req: &Request<'_>, deployment: usize, mode: Mode) -> Result<Admitted, GatewayError> {
+    let gateway = req.gateway;
     let route = &gateway.deployments[deployment];
-    *routed = Some(deployment);
-    check_endpoint(request, route)?;
-    let admitted = quote(gateway, caller, request, profile, route);
-    let (input, output) = (admitted.input, admitted.output);
+    check_endpoint(req.request, route)?;
+    let quote = quote(gateway, req.request, req.profile, route);
+    let ask = ask(gateway, req.caller, req.profile, route, quote);
+    match reserve_or_wait(gateway, route, req.caller, ask, mode).await {
+        Ok(grant) => Ok(granted(req, route, quote, grant)),
+        Err(refusal) => Err(refused(req, route, quote, refusal)),
+    }
+}
+
+/// The reservation `req` asks of the store: its cost on every scope of its path, with its
+/// fair-share and queueing identity.
+fn ask(gateway: &Gateway, caller: &Caller, profile: &Profile, route: &Route, quote: Quote) -> Ask {
     let mut path = Vec::with_capacity(caller.scopes.len() + 2);
     path.extend_from_slice(&caller.scopes);
     path.extend([profile.scope, route.scope]);
+    let total = quote.input.saturating_add(quote.output);
     let fair = FairShare {
         tenant: Arc::clone(&caller.tenant),
         weight: caller.weight,
-        cost: input.saturating_add(output).max(1),
-        slack: route.fair_slack.unwrap_or_else(|| input.saturating_add(output).saturating_mul(8)),
+        cost: total.max(1),
+        slack: route.fair_slack.unwrap_or_else(|| total.saturating_mul(8)),
         queued_behind: false,
     };
-    let ask = Ask {
+    Ask {
         fair: Some(fair),
         path,
-        cost: Cost::request(input, output),
+        cost: quote.cost(),
         share: Share::permille(caller.class.share_permille),
         lease: gateway.lease,
         tenant: caller.tenant_index,
         lane: caller.key_index,
         weight: caller.weight,
         priority: caller.class.priority,
-    };
-    let outcome = reserve_or_wait(gateway, route, caller, ask, mode).await;
+    }
+}
+
+/// Counts an admission (metrics, guaranteed shares, adaptive accounting) and keeps the
+/// terms its reservation is settled on.
+fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant) -> Admitted {
+    let (gateway, caller) = (req.gateway, req.caller);
     let metrics = &gateway.metrics;
-    let (rejection, wait) = match outcome {
-        Ok(grant) => {
-            metrics.decision("admitted", "");
-            let cost = Cost::request(input, output);
-            if let Some(split) = route.guarantee.split(gateway.clock.now(), caller.tenant_index, caller.weight, cost) {
-                metrics.shares.admitted(&route.name, &caller.tenant, split);
-            }
-            route.adaptive.on_admitted(Cost::request(input, output));
-            route.counters.reserved.inc_by(input.saturating_add(output));
-            return Ok(Admitted { grant_id: grant.id, after: grant.after, ..admitted });
-        }
-        Err(Refusal::Store(e)) => {
+    metrics.decision("admitted", "");
+    if let Some(split) = route.guarantee.split(gateway.clock.now(), caller.tenant_index, caller.weight, quote.cost()) {
+        metrics.shares.admitted(&route.name, &caller.tenant, split);
+    }
+    route.adaptive.on_admitted(quote.cost());
+    route.counters.reserved.inc_by(quote.input.saturating_add(quote.output));
+    let terms = Terms {
+        id: grant.id,
+        protocol: req.request.protocol,
+        input: quote.input,
+        output: quote.output,
+        adaptive: Arc::clone(&route.adaptive),
+        kind: route.kind,
+        output_counting: route.output_counting,
+    };
+    Admitted { terms, after: grant.after }
+}
+
+/// The error a refused admission answers, counted.
+fn refused(req: &Request<'_>, route: &Route, quote: Quote, refusal: Refusal) -> GatewayError {
+    let metrics = &req.gateway.metrics;
+    match refusal {
+        Refusal::Store(e) => {
             tracing::debug!(error = %e, "quota store failed");
             metrics.decision("store_error", "");
-            return Err(GatewayError::StoreUnavailable);
+            GatewayError::StoreUnavailable
         }
-        Err(Refusal::Queue { full, eta }) => {
+        Refusal::Queue { full, eta } => {
             let limiter = if full { "queue_full" } else { "queue_wait" };
             metrics.decision("rejected", limiter);
             let hit = Hit { limit_type: limiter.into(), ..hit_labels(route) };
             metrics.rate_limit_hits.get_or_create(&hit).inc();
             let info = RateLimitInfo {
                 limiter: limiter.into(),
-                scope: "deployment",
                 retry_after: Some(eta),
-                gateway_decision: "rejected_before_send",
-                ..admitted.provider_rejection(route, None)
+                ..refusal_info(req.caller, req.profile, route, quote)
             };
-            return Err(GatewayError::RateLimited(Box::new(info)));
+            GatewayError::RateLimited(Box::new(info))
         }
-        Err(Refusal::Rejected(rejection, wait)) => (rejection, wait),
-    };
+        Refusal::Rejected(rejection, wait) => rejected(req, route, quote, &rejection, wait),
+    }
+}
+
+/// The error a limit's refusal answers: the breaker's hold is an outage (503), a request
+/// that can never fit a 400, any other a 429 with its wait.
+fn rejected(
+    req: &Request<'_>,
+    route: &Route,
+    quote: Quote,
+    rejection: &Rejection,
+    wait: Option<Duration>,
+) -> GatewayError {
+    let gateway = req.gateway;
+    let metrics = &gateway.metrics;
     if rejection.limiter == LimiterName::ProviderCooldown && route.breaker.is_open(gateway.clock.now()) {
         // The hold is this instance's breaker, not a provider 429: an outage, not a limit.
         metrics.decision("rejected", "breaker_open");
         let retry_after =
             wait.or(rejection.retry_after()).unwrap_or_else(|| route.breaker.remaining(gateway.clock.now()));
-        return Err(GatewayError::ProviderUnavailable { deployment: route.name.to_string(), retry_after });
+        return GatewayError::ProviderUnavailable { deployment: route.name.to_string(), retry_after };
     }
     let limiter = rejection.limiter.to_string();
     let never = matches!(rejection.kind, RejectionKind::NeverFits { .. });
@@ -200,10 +175,9 @@ pub async fn admit(
         limiter,
         scope: rejection.scope.kind.as_str(),
         retry_after: wait.or(rejection.retry_after()),
-        gateway_decision: "rejected_before_send",
-        ..admitted.provider_rejection(route, None)
+        ..refusal_info(req.caller, req.profile, route, quote)
     };
-    Err(match rejection.kind {
+    match rejection.kind {
         RejectionKind::NeverFits { cost, capacity } => {
             GatewayError::NeverFits { info: Box::new(info), needed: cost, capacity }
         }
@@ -211,12 +185,32 @@ pub async fn admit(
         RejectionKind::SlotsBusy => {
             GatewayError::RateLimited(Box::new(RateLimitInfo { retry_after: Some(wait.unwrap_or(SLOT_RETRY)), ..info }))
         }
-    })
+    }
+}
+
+/// What a rate-limit refusal of `caller`'s request on `route` names, refused before it
+/// was sent by the deployment's own limit; the refusing limiter, scope and wait are set
+/// by whoever refused.
+pub fn refusal_info(caller: &Caller, profile: &Profile, route: &Route, quote: Quote) -> RateLimitInfo {
+    RateLimitInfo {
+        limiter: String::new(),
+        scope: "deployment",
+        provider: route.provider.to_string(),
+        model_profile: profile.name.to_string(),
+        provider_model: route.model.clone(),
+        retry_after: None,
+        tenant_id: caller.tenant.to_string(),
+        api_key_id: caller.key_id.to_string(),
+        request_class: caller.class.name.to_string(),
+        estimated_input_tokens: quote.input,
+        estimated_output_tokens: quote.output,
+        gateway_decision: "rejected_before_send",
+    }
 }
 
 /// Prices `request` on `route` as admission does: the input estimate (by the route's
 /// tokenizer and cache estimator) and the output reservation. Reserves nothing.
-fn quote(gateway: &Gateway, caller: &Caller, request: &ParsedRequest, profile: &Profile, route: &Route) -> Admitted {
+fn quote(gateway: &Gateway, request: &ParsedRequest, profile: &Profile, route: &Route) -> Quote {
     let estimate = estimate_input(gateway, request, route);
     let input = route.adaptive.input_reservation(estimate);
     let output = match request.protocol {
@@ -226,20 +220,7 @@ fn quote(gateway: &Gateway, caller: &Caller, request: &ParsedRequest, profile: &
             route.adaptive.output_reservation(allowed.saturating_mul(u64::from(request.choices)))
         }
     };
-    Admitted {
-        grant_id: ReservationId(0),
-        adaptive: std::sync::Arc::clone(&route.adaptive),
-        after: Vec::new(),
-        protocol: request.protocol,
-        input,
-        output,
-        kind: route.kind,
-        output_counting: route.output_counting,
-        caller_tenant: caller.tenant.to_string(),
-        caller_key: caller.key_id.to_string(),
-        caller_class: caller.class.name.to_string(),
-        profile: profile.name.to_string(),
-    }
+    Quote { input, output }
 }
 
 /// The input estimate of `request` on `route`: its tokenizer and safety factor for text,
@@ -269,8 +250,8 @@ pub(crate) async fn check_fits(
 ) -> Result<(), GatewayError> {
     let route = &gateway.deployments[deployment];
     check_endpoint(request, route)?;
-    let quoted = quote(gateway, caller, request, profile, route);
-    let cost = Cost::request(quoted.input, quoted.output);
+    let quoted = quote(gateway, request, profile, route);
+    let cost = quoted.cost();
     let path: Vec<ScopeId> = caller.scopes.iter().copied().chain([profile.scope, route.scope]).collect();
     // One store read for the whole path; if it fails, admission judges the request later.
     let reads = gateway.store.snapshots(&path).await.unwrap_or_default();
@@ -283,8 +264,7 @@ pub(crate) async fn check_fits(
                 let info = RateLimitInfo {
                     limiter: rate.limiter.to_string(),
                     scope: snapshot.key.kind.as_str(),
-                    gateway_decision: "rejected_before_send",
-                    ..quoted.provider_rejection(route, None)
+                    ..refusal_info(caller, profile, route, quoted)
                 };
                 return Err(GatewayError::NeverFits { info: Box::new(info), needed, capacity: rate.limit });
             }

@@ -1,0 +1,174 @@
+//! The inbound step of a proxied request: its caller (authenticated once, before the body
+//! is read), its body, the parse, the profile, the idempotency key; then the attempts.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use axum::response::IntoResponse as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Limited};
+use sluice_provider::{ParsedRequest, Protocol, parse_request};
+
+use super::attempt::{self, Served};
+use super::context::Request;
+use super::outbound::endpoint_path;
+use crate::auth::Authenticated;
+use crate::error::{Envelope, ErrorResponse, GatewayError};
+use crate::metrics::Outcome;
+use crate::oplog::{self, Begin, Fingerprint, OpId, OpLog, Stored};
+use crate::ratelimit_headers::Early;
+use crate::state::{Caller, Gateway};
+use crate::trace::{self, Trace};
+
+/// Handles one OpenAI- or Anthropic-shaped request end to end, on the gateway its caller
+/// was authenticated in (see [`Authenticated`]; `gateway` when nothing authenticated it).
+pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::extract::Request) -> Response<Body> {
+    let (mut parts, body) = request.into_parts();
+    let trace = Trace::from_headers(&parts.headers);
+    let envelope = if protocol == Protocol::AnthropicMessages { Envelope::Anthropic } else { Envelope::OpenAi };
+    let authenticated = match parts.extensions.remove::<Authenticated>() {
+        Some(authenticated) => authenticated,
+        None => Authenticated::of(gateway, &parts.headers),
+    };
+    let gateway = &authenticated.gateway;
+    let early = parts.extensions.get::<Early>();
+    let served = match authenticated.caller() {
+        Ok(caller) => match read_body(body, gateway.max_body_bytes).await {
+            Ok(bytes) => forward(gateway, caller, protocol, &parts.headers, &bytes, &trace, early).await,
+            Err(error) => Served::refused(error),
+        },
+        Err(error) => Served::refused(error),
+    };
+    let mut response = match served.result {
+        Ok(response) => response,
+        Err(error) => ErrorResponse { error, envelope, trace_id: trace.id.clone() }.into_response(),
+    };
+    trace::stamp(response.headers_mut(), &trace.id);
+    count(gateway, served.deployment, response.status());
+    response
+}
+
+/// Counts the request in `llm_requests_total` under the deployment it was last admitted
+/// on; requests refused before routing count under provider and model `none`.
+pub fn count(gateway: &Gateway, deployment: Option<usize>, status: StatusCode) {
+    let labels = deployment.and_then(|i| gateway.deployments.get(i)).map(|r| &r.counters.labels);
+    let (provider, model) = labels.map_or(("none", "none"), |l| (l.provider.as_str(), l.model.as_str()));
+    let outcome = Outcome { provider: provider.to_owned(), model: model.to_owned(), status: status.as_u16() };
+    gateway.metrics.requests.get_or_create(&outcome).inc();
+}
+
+/// The request path after authentication: parse, then attempts (admission, upstream
+/// call, retries, fallbacks). Async jobs run through here too, with the job's caller and
+/// stored body. `early` learns of each reservation made (a client's rate-limit headers;
+/// jobs have none). The result comes back with the deployment last tried.
+pub async fn forward(
+    gateway: &Gateway,
+    caller: &Caller,
+    protocol: Protocol,
+    headers: &HeaderMap,
+    bytes: &[u8],
+    trace: &Trace,
+    early: Option<&Early>,
+) -> Served {
+    let request = match parse_request(protocol, bytes).map_err(GatewayError::BadRequest) {
+        Ok(request) => request,
+        Err(error) => return Served::refused(error),
+    };
+    let Some(profile) = gateway.profiles.get(request.model.as_str()) else {
+        return Served::refused(GatewayError::UnknownModel(request.model.clone()));
+    };
+    let task = task_of(headers, &request);
+    let attempt = Request { gateway, caller, request: &request, profile, task: task.as_deref(), headers, trace, early };
+    once_only(&attempt, protocol).await.unwrap_or_else(Served::refused)
+}
+
+/// The attempts of `req`, at most once per idempotency key: a repeat gets the stored
+/// answer (a replay, no deployment tried).
+///
+/// # Errors
+/// A malformed key, a key in use by a different request or still in flight.
+async fn once_only(req: &Request<'_>, protocol: Protocol) -> Result<Served, GatewayError> {
+    let Some(key) = oplog::idempotency_key(req.headers)? else { return Ok(attempt::run(req).await) };
+    let gateway = req.gateway;
+    let op = OpId { tenant: Arc::clone(&req.caller.tenant), key };
+    let fingerprint = oplog::fingerprint(endpoint_path(protocol), &req.request.body);
+    match gateway.oplog.begin(&op, &fingerprint).await? {
+        Begin::Replay(stored) => {
+            gateway.metrics.duplicate_suppressed(gateway.task_label(req.task));
+            Ok(Served { deployment: None, result: Ok(replay(stored)) })
+        }
+        Begin::Proceed => {
+            let served = attempt::run(req).await;
+            let result = record(&gateway.oplog, &op, &fingerprint, req.request.stream, served.result).await;
+            Ok(Served { result, ..served })
+        }
+    }
+}
+
+/// Keeps a non-stream success in the operation log, and a stream that started as
+/// streamed (its body is not kept: repeats get a 409, never a second provider call);
+/// anything else is forgotten so the client may try again.
+async fn record(
+    log: &OpLog,
+    op: &OpId,
+    fingerprint: &Fingerprint,
+    stream: bool,
+    result: Result<Response<Body>, GatewayError>,
+) -> Result<Response<Body>, GatewayError> {
+    let response = match result {
+        Ok(response) if response.status().is_success() => response,
+        other => {
+            log.abandon(op, fingerprint).await;
+            return other;
+        }
+    };
+    if stream {
+        log.streamed(op, fingerprint).await;
+        return Ok(response);
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(collected) = body.collect().await else {
+        log.abandon(op, fingerprint).await;
+        return Err(GatewayError::UpstreamUnreachable("provider".into()));
+    };
+    let bytes = collected.to_bytes();
+    let content_type = parts.headers.get(header::CONTENT_TYPE).cloned();
+    let stored = Stored { status: parts.status.as_u16(), content_type, body: bytes.clone() };
+    log.complete(op, fingerprint, stored).await;
+    Ok(Response::from_parts(parts, Body::from(bytes)))
+}
+
+fn replay(stored: Stored) -> Response<Body> {
+    let mut response = Response::new(Body::from(stored.body));
+    *response.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    if let Some(content_type) = stored.content_type {
+        response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    }
+    response.headers_mut().insert("x-sluice-idempotent-replay", HeaderValue::from_static("true"));
+    response
+}
+
+/// The task a request declares: the `x-sluice-task` header, else `metadata.task`.
+fn task_of(headers: &HeaderMap, request: &ParsedRequest) -> Option<String> {
+    let header = headers.get("x-sluice-task").and_then(|v| v.to_str().ok()).map(str::trim).filter(|t| !t.is_empty());
+    let metadata = || request.body.get("metadata")?.get("task")?.as_str().map(str::to_owned);
+    header.map(str::to_owned).or_else(metadata).filter(|t| t.len() <= 64)
+}
+
+/// Reads a client's request body whole: at most `limit` bytes, within the body deadline.
+///
+/// # Errors
+/// Too large, too slow, or unreadable.
+pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, GatewayError> {
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(GatewayError::BodyTooLarge(limit)),
+        Err(e) if crate::body_pace::BodyTimedOut::caused(&*e) => Err(GatewayError::BodyTimedOut),
+        Err(_) => Err(GatewayError::BadRequest(sluice_provider::RequestError {
+            param: None,
+            message: "the request body could not be read".into(),
+            code: sluice_provider::RequestErrorCode::InvalidJson,
+        })),
+    }
+}

@@ -1,0 +1,69 @@
+//! The call to the provider: the proxied endpoints' paths (listed once, here), the
+//! upstream request a deployment is sent (its key, its protocol's headers, the trace),
+//! and the send bounded by the deployment's attempt timeout.
+
+use axum::http::{HeaderMap, HeaderValue, header};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use sluice_config::ProviderKind;
+use sluice_provider::Protocol;
+
+use crate::state::{Gateway, Route};
+use crate::trace::Trace;
+use crate::upstream::UpstreamError;
+
+/// The endpoint of `protocol`: where clients send it and where it goes upstream.
+#[must_use]
+pub fn endpoint_path(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::OpenAiChat => "/v1/chat/completions",
+        Protocol::OpenAiEmbeddings => "/v1/embeddings",
+        Protocol::AnthropicMessages => "/v1/messages",
+    }
+}
+
+/// The request `route` is sent: `body` in `protocol`, with the deployment's key, the
+/// client's Anthropic version and beta flags, and the trace's `traceparent`.
+pub fn build_upstream(
+    route: &Route,
+    protocol: Protocol,
+    client_headers: &HeaderMap,
+    body: Vec<u8>,
+    trace: &Trace,
+) -> http::Request<Full<Bytes>> {
+    let uri = format!("{}{}", route.base_url, endpoint_path(protocol));
+    let mut builder = http::Request::post(uri)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::USER_AGENT, concat!("sluice/", env!("CARGO_PKG_VERSION")))
+        .header("traceparent", &trace.traceparent);
+    if let Some(key) = &route.key {
+        let name = if route.kind == ProviderKind::Anthropic { "x-api-key" } else { "authorization" };
+        builder = builder.header(name, key.header().clone());
+    }
+    if route.kind == ProviderKind::Anthropic {
+        let version = client_headers.get("anthropic-version").cloned();
+        builder = builder.header("anthropic-version", version.unwrap_or(HeaderValue::from_static("2023-06-01")));
+        if let Some(beta) = client_headers.get("anthropic-beta") {
+            builder = builder.header("anthropic-beta", beta.clone());
+        }
+    }
+    builder.body(Full::new(Bytes::from(body))).unwrap_or_else(|_| http::Request::new(Full::new(Bytes::new())))
+}
+
+/// A sent request: the provider's response head (or why none came) and the deadline by
+/// which a non-stream answer must be whole.
+pub struct Sent {
+    /// The response head, or the transport failure.
+    pub response: Result<http::Response<Incoming>, UpstreamError>,
+    /// When a non-stream body must be in: the same bound as its headers.
+    pub deadline: tokio::time::Instant,
+}
+
+/// Sends `outgoing` to `route`, bounded by its attempt timeout (at most the gateway's).
+pub async fn send(gateway: &Gateway, route: &Route, outgoing: http::Request<Full<Bytes>>) -> Sent {
+    let timeout = route.attempt_timeout.min(gateway.upstream_timeout);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let response = gateway.upstream.send(outgoing, timeout).await;
+    Sent { response, deadline }
+}

@@ -1,0 +1,129 @@
+//! Settlement: the terms a reservation is settled on (what was reserved, how the
+//! provider's usage counts), and a guard that settles on drop so that no reservation is
+//! forgotten.
+
+use std::sync::Arc;
+
+use futures_util::FutureExt as _;
+use prometheus_client::metrics::counter::Counter;
+use sluice_config::{OutputCounting, ProviderKind};
+use sluice_provider::{Protocol, Usage};
+use sluice_quota::{Cost, QuotaStore, ReservationId, Settlement};
+
+use crate::adaptive::Adaptive;
+use crate::queue::DeploymentQueue;
+
+/// A reservation admission made, and the terms it is settled on.
+#[derive(Debug)]
+pub struct Terms {
+    /// The reservation.
+    pub id: ReservationId,
+    /// The client protocol.
+    pub protocol: Protocol,
+    /// Estimated input tokens.
+    pub input: u64,
+    /// Reserved output tokens.
+    pub output: u64,
+    /// The deployment's adaptive state, taught the usage when it is known.
+    pub adaptive: Arc<Adaptive>,
+    /// The deployment's provider (how its usage reports input).
+    pub kind: ProviderKind,
+    /// How the deployment's provider counts output against its limits.
+    pub output_counting: OutputCounting,
+}
+
+impl Terms {
+    /// Settlement when the provider was called but its answer never arrived or carried no
+    /// usage: the estimate stands for input, the reservation for output.
+    #[must_use]
+    pub fn sent_unanswered(&self) -> Settlement {
+        Settlement::exact(Cost::request(self.input, self.output))
+    }
+
+    /// Settlement from the provider's reported usage (which also teaches the route's
+    /// output and cache estimators).
+    #[must_use]
+    pub fn settlement(&self, usage: Usage) -> Settlement {
+        self.adaptive.observe(&usage);
+        let input = match self.kind {
+            // Anthropic's input_tokens excludes cache reads, which do not count toward ITPM.
+            ProviderKind::Anthropic => usage.input_tokens + usage.cache_creation_input_tokens,
+            ProviderKind::OpenAi | ProviderKind::Ollama => usage.input_tokens,
+        };
+        let used = Cost::request(input, usage.output_tokens);
+        let upstream = match self.output_counting {
+            OutputCounting::Reserved => Cost::request(input, self.output.max(usage.output_tokens)),
+            OutputCounting::Actual => used,
+        };
+        Settlement { used, upstream }
+    }
+
+    /// Settlement of a stream that ended without usage, after `generated` content events.
+    #[must_use]
+    pub fn partial(&self, generated: u64) -> Settlement {
+        let used = Cost::request(self.input, generated.min(self.output));
+        let upstream = match self.output_counting {
+            OutputCounting::Reserved => Cost::request(self.input, self.output),
+            OutputCounting::Actual => used,
+        };
+        Settlement { used, upstream }
+    }
+}
+
+/// Owns a reservation until it is settled. Dropped unsettled (the client went away, the
+/// handler failed), it settles with the fallback figure it holds.
+#[derive(Debug)]
+pub struct SettleGuard {
+    store: Arc<dyn QuotaStore>,
+    id: Option<ReservationId>,
+    fallback: Settlement,
+    used: Counter,
+    queue: Arc<DeploymentQueue>,
+}
+
+impl SettleGuard {
+    /// Guards `id`, settling with `fallback` if nothing better is known.
+    /// Each settlement adds its used tokens to `used` and tells the deployment's `queue`
+    /// that capacity may have come back.
+    #[must_use]
+    pub fn new(
+        store: Arc<dyn QuotaStore>,
+        id: ReservationId,
+        fallback: Settlement,
+        used: Counter,
+        queue: Arc<DeploymentQueue>,
+    ) -> Self {
+        Self { store, id: Some(id), fallback, used, queue }
+    }
+
+    /// Settles now with `settlement`.
+    pub fn settle(mut self, settlement: Settlement) {
+        self.fallback = settlement;
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let store = Arc::clone(&self.store);
+        let settlement = self.fallback;
+        self.used.inc_by(settlement.used.input_tokens.saturating_add(settlement.used.output_tokens));
+        let queue = Arc::clone(&self.queue);
+        let mut settling = Box::pin(async move {
+            if let Err(e) = store.settle(id, settlement).await {
+                tracing::warn!(error = %e, "settlement failed; the lease will expire instead");
+            }
+            queue.capacity_returned();
+        });
+        // The memory store settles synchronously; a remote store's call goes on in a task
+        // (the same future: it may already have been sent).
+        if (&mut settling).now_or_never().is_none() {
+            tokio::spawn(settling);
+        }
+    }
+}
+
+impl Drop for SettleGuard {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
