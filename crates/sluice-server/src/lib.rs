@@ -16,15 +16,12 @@ pub mod admin;
 mod admit;
 mod attempt;
 mod auth;
-mod batch_lines;
-pub mod batches;
 mod body_pace;
 mod catalog;
 pub mod connections;
 mod crossing;
 mod dashboard;
 pub mod error;
-pub mod files;
 pub mod jobs;
 mod metered;
 pub mod metrics;
@@ -43,7 +40,6 @@ pub mod store;
 pub mod tls;
 mod trace;
 pub mod upstream;
-pub mod worker;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -184,12 +180,12 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/jobs", post(jobs::submit))
         .route("/v1/jobs/{id}", get(jobs::poll))
         // Uploads are bounded by `[jobs] max_file_bytes` in the handler, not axum's default.
-        .route("/v1/files", post(files::upload).get(files::list).layer(DefaultBodyLimit::disable()))
-        .route("/v1/files/{id}", get(files::get).delete(files::delete))
-        .route("/v1/files/{id}/content", get(files::download))
-        .route("/v1/batches", post(batches::create).get(batches::list))
-        .route("/v1/batches/{id}", get(batches::get))
-        .route("/v1/batches/{id}/cancel", post(batches::cancel))
+        .route("/v1/files", post(jobs::files::upload).get(jobs::files::list).layer(DefaultBodyLimit::disable()))
+        .route("/v1/files/{id}", get(jobs::files::get).delete(jobs::files::delete))
+        .route("/v1/files/{id}/content", get(jobs::files::download))
+        .route("/v1/batches", post(jobs::batches::create).get(jobs::batches::list))
+        .route("/v1/batches/{id}", get(jobs::batches::get))
+        .route("/v1/batches/{id}/cancel", post(jobs::batches::cancel))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics_text))

@@ -161,7 +161,7 @@ impl Gateway {
         let config = config(sim, &key_file, workers);
         let clock = Arc::new(SystemClock::new());
         let state = AppState::build(&config, Arc::new(MemoryStore::new(clock))).unwrap().with_jobs(jobs, &config);
-        let workers = sluice_server::worker::spawn(&state);
+        let workers = sluice_server::jobs::worker::spawn(&state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -1,11 +1,20 @@
 //! Async jobs over HTTP: submit with `POST /v1/jobs` (or `Prefer: respond-async` on the
 //! chat and messages endpoints), poll with `GET /v1/jobs/{id}`. The workers that run them
-//! are in [`crate::worker`].
+//! are in [`worker`].
 //!
 //! A job belongs to the tenant of the key that submitted it; other tenants' keys get 404
 //! for it, so ids do not reveal that a job exists. Submission is idempotent per tenant by
 //! `Idempotency-Key`: a repeat returns the first job (200); the same key with another
 //! request is refused (422).
+//!
+//! The folder holds the routes that run later than the request that asked: jobs here,
+//! `files` and `batches` (with the pure line handling in `batch_lines`) over the same
+//! job store, and the `worker`s that run what was queued.
+
+mod batch_lines;
+pub mod batches;
+pub mod files;
+pub mod worker;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -5,7 +5,7 @@
 //! A file is two documents in the job store (see `sluice_jobs::doc`), owned by the
 //! uploading key's tenant: its description (`file`) and its bytes (`file_content`, written
 //! first, so a listed file always has content). Batch output and error files are stored the
-//! same way by [`crate::batches`]. Other tenants' keys get 404, as for jobs. A tenant's
+//! same way by [`super::batches`]. Other tenants' keys get 404, as for jobs. A tenant's
 //! stored files may take at most `[jobs] max_tenant_file_bytes`; an upload beyond is
 //! refused with 413 (batch results are counted, never refused).
 
@@ -20,10 +20,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sluice_jobs::{Doc, DocKey, JobStore};
 
+use super::{Jobs, Refusal, refuse, store_failed};
 use crate::AppState;
 use crate::auth::authenticate;
 use crate::error::GatewayError;
-use crate::jobs::{Jobs, Refusal, refuse, store_failed};
 use crate::trace::Trace;
 
 /// Document kind of a file's description.

@@ -19,9 +19,9 @@ use sluice_jobs::backoff::Backoff;
 use sluice_jobs::{Failure, Job, JobResult, JobState, Leased, Retry, store::millis};
 use tokio::task::JoinHandle;
 
+use super::Jobs;
 use crate::AppState;
 use crate::error::GatewayError;
-use crate::jobs::Jobs;
 use crate::proxy;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;

@@ -21,12 +21,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sluice_jobs::{Doc, DocKey, Endpoint, Job, JobId, JobStore};
 
+use super::batch_lines::{self, LineError, MAX_ERRORS, RequestCounts};
+use super::files::{self, FileInfo};
+use super::{Ask, Jobs, Refusal, bad, may_use, prepare, refuse, store_failed};
 use crate::AppState;
 use crate::auth::authenticate;
-use crate::batch_lines::{self, LineError, MAX_ERRORS, RequestCounts};
 use crate::error::GatewayError;
-use crate::files::{self, FileInfo};
-use crate::jobs::{Ask, Jobs, Refusal, bad, may_use, prepare, refuse, store_failed};
 use crate::proxy::read_body;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
