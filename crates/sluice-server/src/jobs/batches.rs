@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::{StreamExt as _, TryStreamExt as _};
@@ -23,10 +23,10 @@ use sluice_jobs::{Doc, DocKey, Endpoint, Job, JobId, JobStore};
 
 use super::batch_lines::{self, LineError, MAX_ERRORS, RequestCounts};
 use super::files::{self, FileInfo};
-use super::{Ask, Jobs, Refusal, bad, may_use, prepare, refuse, store_failed};
+use super::{Ask, Jobs, bad, may_use, prepare, refuse, store_failed};
 use crate::AppState;
 use crate::auth::authenticate;
-use crate::error::GatewayError;
+use crate::error::{GatewayError, Stored};
 use crate::proxy::read_body;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
@@ -137,8 +137,8 @@ fn now() -> u64 {
     sluice_quota::clock::unix_seconds()
 }
 
-fn missing_batch() -> Refusal {
-    Refusal::other(StatusCode::NOT_FOUND, "batch_not_found", "no such batch")
+fn missing_batch() -> GatewayError {
+    GatewayError::NotFound(Stored::Batch)
 }
 
 fn valid_id(text: &str) -> bool {
@@ -146,14 +146,14 @@ fn valid_id(text: &str) -> bool {
 }
 
 /// The gateway in force, the jobs and the authenticated caller.
-fn context(state: &AppState, headers: &HeaderMap) -> Result<(Arc<Gateway>, Arc<Jobs>, Caller), Refusal> {
-    let jobs = state.jobs.clone().ok_or(Refusal::Disabled)?;
+fn context(state: &AppState, headers: &HeaderMap) -> Result<(Arc<Gateway>, Arc<Jobs>, Caller), GatewayError> {
+    let jobs = state.jobs.clone().ok_or(GatewayError::JobsDisabled)?;
     let gateway = state.current();
     let caller = authenticate(&gateway, headers)?.clone();
     Ok((gateway, jobs, caller))
 }
 
-fn respond(result: Result<Value, Refusal>, headers: &HeaderMap) -> Response {
+fn respond(result: Result<Value, GatewayError>, headers: &HeaderMap) -> Response {
     result.map_or_else(|refusal| refuse(refusal, &Trace::from_headers(headers)), |v| axum::Json(v).into_response())
 }
 
@@ -184,7 +184,7 @@ pub async fn create(State(state): State<AppState>, headers: HeaderMap, body: axu
 }
 
 /// The id and bytes of the owner's input file `id`.
-async fn input_of(store: &dyn JobStore, tenant: &str, id: &str) -> Result<(String, Vec<u8>), Refusal> {
+async fn input_of(store: &dyn JobStore, tenant: &str, id: &str) -> Result<(String, Vec<u8>), GatewayError> {
     let file = files::describe(store, tenant, id).await?.ok_or_else(files::missing_file)?;
     if file.purpose != "batch" {
         let message = "the input file's purpose must be `batch`";
@@ -201,7 +201,7 @@ struct Asked {
     metadata: Option<Value>,
 }
 
-fn ask(bytes: &Bytes) -> Result<Asked, Refusal> {
+fn ask(bytes: &Bytes) -> Result<Asked, GatewayError> {
     use sluice_provider::RequestErrorCode::{InvalidJson, InvalidValue, MissingField};
     let create: Create =
         serde_json::from_slice(bytes).map_err(|e| bad("body", InvalidJson, format!("not a batch request: {e}")))?;
@@ -261,16 +261,15 @@ async fn check(
     if errors.is_empty() { Ok(out) } else { Err(errors) }
 }
 
-fn line_error(number: usize, refusal: Refusal) -> LineError {
-    let (code, param, message) = match refusal {
-        Refusal::Gateway(GatewayError::UnknownModel(model)) => (
+fn line_error(number: usize, error: GatewayError) -> LineError {
+    let (code, param, message) = match error {
+        GatewayError::UnknownModel(model) => (
             "model_not_found",
             Some("body.model"),
             format!("model `{model}` does not exist or is not available to this key"),
         ),
-        Refusal::Gateway(GatewayError::BadRequest(e)) => (e.code.as_str(), Some("body"), e.message),
-        Refusal::Gateway(e) => ("invalid_request", Some("body"), e.to_string()),
-        _ => ("invalid_request", Some("body"), "the request cannot run as a job".into()),
+        GatewayError::BadRequest(e) => (e.code.as_str(), Some("body"), e.message),
+        e => ("invalid_request", Some("body"), e.to_string()),
     };
     LineError::at(number, code, param, message)
 }
@@ -282,7 +281,7 @@ async fn start(
     tenant: &str,
     batch: &mut Batch,
     new_jobs: Vec<(String, sluice_jobs::NewJob)>,
-) -> Result<(), Refusal> {
+) -> Result<(), GatewayError> {
     let store = &*jobs.store;
     save(store, tenant, batch).await?;
     let mut entries = Vec::with_capacity(new_jobs.len());
@@ -303,14 +302,19 @@ async fn start(
     save(store, tenant, batch).await
 }
 
-async fn save_jobs(store: &dyn JobStore, tenant: &str, id: &str, entries: &[(String, String)]) -> Result<(), Refusal> {
+async fn save_jobs(
+    store: &dyn JobStore,
+    tenant: &str,
+    id: &str,
+    entries: &[(String, String)],
+) -> Result<(), GatewayError> {
     let body = serde_json::to_vec(entries).unwrap_or_default();
     let list = Doc { kind: BATCH_JOBS.into(), owner: tenant.into(), id: id.into(), body };
     store.put_doc(list).await.map_err(store_failed("put batch"))
 }
 
 /// Writes the record (stamping `touched_at`).
-async fn save(store: &dyn JobStore, tenant: &str, batch: &Batch) -> Result<(), Refusal> {
+async fn save(store: &dyn JobStore, tenant: &str, batch: &Batch) -> Result<(), GatewayError> {
     let batch = &Batch { touched_at: now(), ..batch.clone() };
     let doc = Doc {
         kind: BATCH.into(),
@@ -321,7 +325,7 @@ async fn save(store: &dyn JobStore, tenant: &str, batch: &Batch) -> Result<(), R
     store.put_doc(doc).await.map_err(store_failed("put batch"))
 }
 
-async fn load(store: &dyn JobStore, tenant: &str, id: &str) -> Result<Batch, Refusal> {
+async fn load(store: &dyn JobStore, tenant: &str, id: &str) -> Result<Batch, GatewayError> {
     if !valid_id(id) {
         return Err(missing_batch());
     }
@@ -334,7 +338,7 @@ async fn jobs_of(
     store: &dyn JobStore,
     tenant: &str,
     id: &str,
-) -> Result<(Vec<(String, String)>, Vec<Option<Job>>), Refusal> {
+) -> Result<(Vec<(String, String)>, Vec<Option<Job>>), GatewayError> {
     let found =
         store.get_doc(DocKey { kind: BATCH_JOBS, owner: tenant, id }).await.map_err(store_failed("get batch"))?;
     let entries: Vec<(String, String)> = found.and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
@@ -355,7 +359,7 @@ async fn jobs_of(
 
 /// Counts and status from the jobs; the first read that finds them all finished writes
 /// the output files and freezes the record.
-async fn refresh(store: &dyn JobStore, tenant: &str, mut batch: Batch) -> Result<Batch, Refusal> {
+async fn refresh(store: &dyn JobStore, tenant: &str, mut batch: Batch) -> Result<Batch, GatewayError> {
     if !batch.is_open() || batch.status == "validating" {
         return Ok(batch);
     }
@@ -397,7 +401,7 @@ async fn write_file(
     id: &str,
     filename: &str,
     bytes: Vec<u8>,
-) -> Result<(), Refusal> {
+) -> Result<(), GatewayError> {
     let info = FileInfo {
         id: id.into(),
         bytes: bytes.len(),
@@ -432,7 +436,7 @@ pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>, heade
             "cancelling" | "cancelled" => return Ok(refresh(store, tenant, batch).await?.view()),
             "completed" | "failed" | "expired" => {
                 let message = format!("a batch that is {} cannot be cancelled", batch.status);
-                return Err(Refusal::other(StatusCode::CONFLICT, "batch_not_cancellable", message));
+                return Err(GatewayError::BatchNotCancellable(message));
             }
             _ => {}
         }
