@@ -163,7 +163,7 @@ impl AppState {
     /// Enables async jobs on `store` with the settings and classes of `config`.
     #[must_use]
     pub fn with_jobs(mut self, store: Arc<dyn sluice_jobs::JobStore>, config: &sluice_config::Config) -> Self {
-        self.jobs = Some(Arc::new(jobs::Jobs::new(store, config)));
+        self.jobs = Some(Arc::new(jobs::Jobs::new(store, config, Arc::clone(&self.gateway.clock))));
         self
     }
 }

@@ -125,7 +125,7 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Response
             let message = format!("purpose must be `{BATCH}` (the only use of files here), not `{purpose}`");
             return Err(GatewayError::InvalidParameter { code: "invalid_purpose", message });
         }
-        let created_at = sluice_quota::clock::unix_seconds();
+        let created_at = jobs.clock.unix_seconds();
         let info = FileInfo { id: new_id(), bytes: bytes.len(), created_at, filename, purpose };
         // One upload at a time here checks and stores, so this instance never overshoots.
         let _turn = jobs.uploads.lock().await;

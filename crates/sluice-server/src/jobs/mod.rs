@@ -59,6 +59,8 @@ struct Etas {
 pub struct Jobs {
     /// Where jobs live.
     pub store: Arc<dyn JobStore>,
+    /// The gateway's clock: timestamps of files and batches.
+    pub clock: Arc<dyn sluice_quota::Clock>,
     /// Traffic classes by name (a job may name one other than its key's), as configured
     /// now: replaced on every reload.
     classes: arc_swap::ArcSwap<HashMap<Arc<str>, TrafficClass>>,
@@ -81,11 +83,12 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    /// Jobs on `store` with the settings and classes of `config`.
+    /// Jobs on `store` with the settings and classes of `config`, stamped by `clock`.
     #[must_use]
-    pub fn new(store: Arc<dyn JobStore>, config: &Config) -> Self {
+    pub fn new(store: Arc<dyn JobStore>, config: &Config, clock: Arc<dyn sluice_quota::Clock>) -> Self {
         Self {
             store,
+            clock,
             classes: arc_swap::ArcSwap::from_pointee(classes_of(config)),
             workers: config.jobs.workers,
             visibility: config.jobs.visibility_timeout,

@@ -236,7 +236,7 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
     };
     let status = response.status();
     proxy::count(gateway, routed, status);
-    let now_ms = sluice_quota::clock::unix_seconds().saturating_mul(1000);
+    let now_ms = gateway.clock.unix_millis();
     let floor = sluice_provider::parse_hints(response.headers(), None, Some(now_ms)).retry_after;
     let Ok(body) = Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect().await.map(|c| c.to_bytes()) else {
         return failed(job, "the provider's answer broke off".into(), Next::Retry(None));
