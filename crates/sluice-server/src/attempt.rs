@@ -229,6 +229,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode, routed: &mut Opt
         admitted.sent_unanswered(),
         route.counters.used.clone(),
         Arc::clone(&route.queue),
+        gateway.background.clone(),
     );
     let body = match crossing.request_body(request, &route.model, req.profile.default_max_tokens, force_usage) {
         Ok(body) => body,
@@ -309,7 +310,7 @@ fn health_failure(route: &Route, gateway: &Gateway, hint: Option<Duration>) {
         tracing::warn!(deployment = %route.name, ?cooldown, "breaker open: deployment held back");
         let store = Arc::clone(&gateway.store);
         let scope = route.scope;
-        tokio::spawn(async move {
+        gateway.background.spawn(async move {
             if let Err(e) = store.pause(scope, cooldown).await {
                 tracing::warn!(error = %e, "could not record the breaker's pause");
             }

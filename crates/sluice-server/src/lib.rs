@@ -314,7 +314,8 @@ async fn recover_idle(state: AppState) {
 /// request head and heads of at most [`MAX_HEAD_BYTES`]; a socket past the connection
 /// caps ([`connections::Caps`]) is closed at once. On shutdown it stops accepting,
 /// marks the state draining (readiness turns false), lets every connection finish the
-/// request it is serving, and returns once all connections are closed.
+/// request it is serving, and returns once all connections are closed and the background
+/// work they left (remote settlements, breaker pauses) is done.
 ///
 /// # Errors
 /// None today: accept failures (e.g. out of file descriptors) are logged and retried.
@@ -324,6 +325,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let draining = Arc::clone(&state.draining);
+    let background = state.gateway.background.clone();
     let tls = state.tls.clone();
     let recovery = tokio::spawn(recover_idle(state.clone()));
     let caps = state.caps.clone();
@@ -375,6 +377,10 @@ pub async fn serve(
     stop_tx.send_replace(true);
     drop(stop_rx);
     stop_tx.closed().await;
+    // Then the work requests left behind (settlements on a remote store, breaker pauses),
+    // so that no reservation is left to its lease by a clean shutdown.
+    background.close();
+    background.wait().await;
     recovery.abort();
     // Waited for, so that when `serve` returns nothing of it holds the state any more.
     let _ = recovery.await;
