@@ -10,7 +10,6 @@
 //! instances finishing it at once write the same files) and freezes the record.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
@@ -23,9 +22,8 @@ use sluice_jobs::{Doc, DocKey, Endpoint, Job, JobId, JobStore};
 
 use super::batch_lines::{self, LineError, MAX_ERRORS, RequestCounts};
 use super::files::{self, FileInfo};
-use super::{Ask, Jobs, bad, may_use, prepare, refuse, store_failed};
+use super::{Ask, Jobs, bad, context, may_use, prepare, refuse, store_failed};
 use crate::AppState;
-use crate::auth::authenticate;
 use crate::error::{GatewayError, Stored};
 use crate::proxy::read_body;
 use crate::state::{Caller, Gateway};
@@ -138,14 +136,6 @@ fn missing_batch() -> GatewayError {
 
 fn valid_id(text: &str) -> bool {
     text.strip_prefix("batch_").is_some_and(|hex| hex.len() == 24 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
-/// The gateway in force, the jobs and the authenticated caller.
-fn context(state: &AppState, headers: &HeaderMap) -> Result<(Arc<Gateway>, Arc<Jobs>, Caller), GatewayError> {
-    let jobs = state.jobs.clone().ok_or(GatewayError::JobsDisabled)?;
-    let gateway = state.current();
-    let caller = authenticate(&gateway, headers)?.clone();
-    Ok((gateway, jobs, caller))
 }
 
 fn respond(result: Result<Value, GatewayError>, headers: &HeaderMap) -> Response {

@@ -20,9 +20,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sluice_jobs::{Doc, DocKey, JobStore};
 
-use super::{Jobs, refuse, store_failed};
+use super::{Jobs, context, refuse, store_failed};
 use crate::AppState;
-use crate::auth::authenticate;
 use crate::error::{GatewayError, Stored};
 use crate::trace::Trace;
 
@@ -107,10 +106,8 @@ where
 {
     let trace = Trace::from_headers(headers);
     let result = async {
-        let jobs = state.jobs.as_ref().ok_or(GatewayError::JobsDisabled)?;
-        let gateway = state.current();
-        let caller = authenticate(&gateway, headers)?;
-        work(jobs, &caller.tenant).await
+        let (_, jobs, caller) = context(state, headers)?;
+        work(&jobs, &caller.tenant).await
     }
     .await;
     result.unwrap_or_else(|refusal| refuse(refusal, &trace))

@@ -194,6 +194,18 @@ pub(crate) fn bad(param: &str, code: RequestErrorCode, message: impl Into<String
     GatewayError::BadRequest(RequestError { param: Some(param.to_owned()), message: message.into(), code })
 }
 
+/// The gateway in force, the jobs and the authenticated caller of a job, file or batch
+/// request: refused when jobs are not enabled here or the key is unknown.
+pub(crate) fn context(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<(Arc<Gateway>, Arc<Jobs>, Caller), GatewayError> {
+    let jobs = state.jobs.clone().ok_or(GatewayError::JobsDisabled)?;
+    let gateway = state.current();
+    let caller = authenticate(&gateway, headers)?.clone();
+    Ok((gateway, jobs, caller))
+}
+
 fn protocol(endpoint: Endpoint) -> Protocol {
     match endpoint {
         Endpoint::ChatCompletions => Protocol::OpenAiChat,
@@ -206,9 +218,7 @@ pub async fn submit(State(state): State<AppState>, request: Request) -> Response
     let (parts, body) = request.into_parts();
     let trace = Trace::from_headers(&parts.headers);
     let result = async {
-        let jobs = state.jobs.as_ref().ok_or(GatewayError::JobsDisabled)?;
-        let gateway = state.current();
-        let caller = authenticate(&gateway, &parts.headers)?;
+        let (gateway, jobs, caller) = context(&state, &parts.headers)?;
         let bytes = read_body(body, gateway.max_body_bytes).await?;
         let request: JobRequest = serde_json::from_slice(&bytes)
             .map_err(|e| bad("body", RequestErrorCode::InvalidJson, format!("not a job request: {e}")))?;
@@ -217,7 +227,7 @@ pub async fn submit(State(state): State<AppState>, request: Request) -> Response
         })?;
         let body = serde_json::to_vec(&request.body).unwrap_or_default();
         let ask = Ask { endpoint, body, class: request.class, priority: request.priority };
-        enqueue(&gateway, jobs, caller, ask, &parts.headers).await
+        enqueue(&gateway, &jobs, &caller, ask, &parts.headers).await
     }
     .await;
     result.unwrap_or_else(|refusal| refuse(refusal, &trace))
@@ -228,12 +238,10 @@ pub async fn submit_inline(state: AppState, endpoint: Endpoint, request: Request
     let (parts, body) = request.into_parts();
     let trace = Trace::from_headers(&parts.headers);
     let result = async {
-        let jobs = state.jobs.as_ref().ok_or(GatewayError::JobsDisabled)?;
-        let gateway = state.current();
-        let caller = authenticate(&gateway, &parts.headers)?;
+        let (gateway, jobs, caller) = context(&state, &parts.headers)?;
         let body = read_body(body, gateway.max_body_bytes).await?.to_vec();
         let ask = Ask { endpoint, body, class: None, priority: None };
-        enqueue(&gateway, jobs, caller, ask, &parts.headers).await
+        enqueue(&gateway, &jobs, &caller, ask, &parts.headers).await
     }
     .await;
     result.unwrap_or_else(|refusal| refuse(refusal, &trace))
@@ -388,9 +396,7 @@ fn api_status(state: JobState) -> &'static str {
 pub async fn poll(State(state): State<AppState>, Path(id): Path<String>, headers: HeaderMap) -> Response {
     let trace = Trace::from_headers(&headers);
     let result = async {
-        let jobs = state.jobs.as_ref().ok_or(GatewayError::JobsDisabled)?;
-        let gateway = state.current();
-        let caller = authenticate(&gateway, &headers)?;
+        let (_, jobs, caller) = context(&state, &headers)?;
         let id = JobId::parse(&id).ok_or(GatewayError::NotFound(Stored::Job))?;
         let job = jobs.store.get(&id).await.map_err(store_failed("get"))?;
         // Another tenant's job is reported exactly like a missing one.
