@@ -148,6 +148,11 @@ impl Validator<'_> {
     }
 }
 
+/// Each item's position by its name: what references by name resolve against.
+fn by_name<T>(items: &[T], name: impl Fn(&T) -> &str) -> HashMap<String, usize> {
+    items.iter().enumerate().map(|(i, item)| (name(item).to_owned(), i)).collect()
+}
+
 /// SHA-256 of a gateway API key, as stored in the config.
 #[must_use]
 pub fn hash_key(key: &str) -> [u8; 32] {

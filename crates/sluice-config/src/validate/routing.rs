@@ -47,8 +47,7 @@ impl Validator<'_> {
 
     pub(super) fn deployments(&self, raw: &[RawDeployment], providers: &[Provider]) -> Result<Vec<Deployment>> {
         self.unique("deployments", raw.iter().map(|d| &d.name))?;
-        let known: HashMap<String, usize> =
-            providers.iter().enumerate().map(|(i, p)| (p.name.to_string(), i)).collect();
+        let known = by_name(providers, |p| &*p.name);
         raw.iter()
             .enumerate()
             .map(|(i, d)| {
@@ -127,8 +126,7 @@ impl Validator<'_> {
         classes: &[TrafficClass],
     ) -> Result<Vec<ModelProfile>> {
         self.unique("models", raw.iter().map(|m| &m.name))?;
-        let known: HashMap<String, usize> =
-            deployments.iter().enumerate().map(|(i, d)| (d.name.to_string(), i)).collect();
+        let known = by_name(deployments, |d| &*d.name);
         raw.iter()
             .enumerate()
             .map(|(i, m)| {
@@ -196,7 +194,7 @@ impl Validator<'_> {
         classes: &[TrafficClass],
     ) -> Result<Degrade> {
         let deployment = self.reference(&format!("{field}.deployment"), &raw.deployment, deployments, "deployment")?;
-        let names: HashMap<String, usize> = classes.iter().enumerate().map(|(i, c)| (c.name.to_string(), i)).collect();
+        let names = by_name(classes, |c| &*c.name);
         let classes = raw
             .classes
             .iter()

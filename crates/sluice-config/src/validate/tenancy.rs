@@ -96,10 +96,8 @@ impl Validator<'_> {
 
     pub(super) fn keys(&self, raw: &[RawKey], tenants: &[Tenant], classes: &[TrafficClass]) -> Result<Vec<ApiKey>> {
         self.unique("keys", raw.iter().map(|k| &k.id))?;
-        let tenant_names: HashMap<String, usize> =
-            tenants.iter().enumerate().map(|(i, t)| (t.name.to_string(), i)).collect();
-        let class_names: HashMap<String, usize> =
-            classes.iter().enumerate().map(|(i, c)| (c.name.to_string(), i)).collect();
+        let tenant_names = by_name(tenants, |t| &*t.name);
+        let class_names = by_name(classes, |c| &*c.name);
         let mut hashes = HashMap::new();
         raw.iter()
             .enumerate()
@@ -109,8 +107,7 @@ impl Validator<'_> {
                 let team = match &k.team {
                     None => None,
                     Some(t) => {
-                        let teams =
-                            tenants[tenant].teams.iter().enumerate().map(|(j, t)| (t.name.to_string(), j)).collect();
+                        let teams = by_name(&tenants[tenant].teams, |t| &*t.name);
                         Some(self.reference(&field("team"), t, &teams, "team in this tenant")?)
                     }
                 };
