@@ -1,5 +1,6 @@
 //! Retry delays: exponential backoff with full jitter, never shorter than the provider's
-//! own hint. Pure: the randomness comes in as an RNG.
+//! own hint. Pure: the randomness comes in as an RNG. The one backoff of sluice: jobs use
+//! [`Backoff::JOBS`], the gateway's live retries the same function with shorter settings.
 
 use std::time::Duration;
 

@@ -15,7 +15,8 @@
 //! meta          "seq" | "clock"    -> u64    submission counter; the store's clock high-water mark
 //! ```
 //!
-//! Documents (see [`crate::doc`]) live in three more tables, described in `embedded_docs`.
+//! Documents (see [`crate::doc`]) live in three more tables, described in `embedded_docs`;
+//! the job tables and the changes that keep them in step are in `embedded_tables`.
 //!
 //! Time: the store's clock is the process's monotonic clock plus the high-water mark of
 //! the previous run, so it never goes backwards across restarts (time while the process
@@ -42,25 +43,13 @@ use sluice_quota::Clock;
 
 use crate::doc::{Doc, DocKey};
 use crate::embedded_docs;
+use crate::embedded_tables::{
+    DEAD, DELAYED, FINISHED, IDEMPOTENCY, JOBS, LEASES, META, READY, Txn, apply_lease_change, load, open_tables,
+    promote_due, recover_expired, save,
+};
 use crate::job::{Counts, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, Leased, NewJob, Submitted};
 use crate::machine;
-use crate::redis_store::RETENTION;
 use crate::store::{JobFuture, JobStore, JobStoreError, millis};
-
-const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
-const READY: TableDefinition<(u8, u64), &str> = TableDefinition::new("ready");
-const DELAYED: TableDefinition<(u64, u64), &str> = TableDefinition::new("delayed");
-const LEASES: TableDefinition<(u64, u64), &str> = TableDefinition::new("leases");
-const DEAD: TableDefinition<u64, &str> = TableDefinition::new("dead_letter");
-const FINISHED: TableDefinition<(u64, u64), &str> = TableDefinition::new("finished");
-const IDEMPOTENCY: TableDefinition<(&str, &str), &str> = TableDefinition::new("idempotency");
-const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-
-/// Most delayed or expired jobs one lease call moves (the rest follow on the next call).
-const MOVE_BATCH: usize = 256;
-
-/// Finished jobs retired per job that finishes (so retirement keeps pace without a timer).
-const RETIRE_BATCH: usize = 4;
 
 /// Page cache of the redb file. The hot pages are those of queued and running jobs and
 /// of the table heads; finished jobs are written once and read back rarely, so a small
@@ -72,8 +61,6 @@ const CACHE_BYTES: usize = 8 << 20;
 
 /// Size past which the answer journal is emptied once everything in it is committed.
 pub const JOURNAL_LIMIT: u64 = 1 << 20;
-
-type Txn = redb::WriteTransaction;
 
 fn db_error(e: impl Into<redb::Error>) -> JobStoreError {
     JobStoreError(format!("redb: {}", e.into()))
@@ -158,107 +145,6 @@ fn read_journal(path: &Path) -> Result<Vec<Answer>, JobStoreError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(JobStoreError::from_display(e)),
     }
-}
-
-/// Changes a job that is running under a lease, inside `txn` at store time `now`, keeping
-/// the lease, delay, dead-letter and finished tables in step; a job that finishes retires
-/// a few that finished more than [`RETENTION`] ago. `None` when the job is unknown or its
-/// lease was lost.
-fn apply_lease_change<T>(
-    txn: &Txn,
-    id: &JobId,
-    now: u64,
-    change: impl FnOnce(&mut Job) -> Result<T, machine::Stale>,
-) -> Result<Option<T>, redb::Error> {
-    let mut jobs = txn.open_table(JOBS)?;
-    let Some(mut job) = load(&jobs, id.as_str())? else { return Ok(None) };
-    let held = (job.lease_until, job.seq);
-    let Ok(out) = change(&mut job) else { return Ok(None) };
-    let mut leases = txn.open_table(LEASES)?;
-    leases.remove(held)?;
-    match job.state {
-        JobState::Running => drop(leases.insert((job.lease_until, job.seq), id.as_str())?),
-        JobState::Delayed => drop(txn.open_table(DELAYED)?.insert((job.not_before, job.seq), id.as_str())?),
-        JobState::DeadLetter => drop(txn.open_table(DEAD)?.insert(job.seq, id.as_str())?),
-        JobState::Completed | JobState::Failed => drop(txn.open_table(FINISHED)?.insert((now, job.seq), id.as_str())?),
-        _ => {}
-    }
-    save(&mut jobs, &job)?;
-    drop(jobs);
-    retire(txn, now, RETIRE_BATCH)?;
-    Ok(Some(out))
-}
-
-/// Removes up to `most` jobs that finished more than [`RETENTION`] before `now`, with
-/// their idempotency keys (as the Redis store lets them expire).
-fn retire(txn: &Txn, now: u64, most: usize) -> Result<(), redb::Error> {
-    let Some(before) = now.checked_sub(millis(RETENTION)) else { return Ok(()) };
-    let mut finished = txn.open_table(FINISHED)?;
-    let old: Vec<((u64, u64), String)> = finished
-        .range(..(before, u64::MAX))?
-        .take(most)
-        .filter_map(Result::ok)
-        .map(|(k, v)| (k.value(), v.value().to_owned()))
-        .collect();
-    let mut jobs = txn.open_table(JOBS)?;
-    let mut idempotency = txn.open_table(IDEMPOTENCY)?;
-    for (key, id) in old {
-        finished.remove(key)?;
-        if let Some(job) = load(&jobs, &id)? {
-            if let Some(idem) = &job.idempotency_key {
-                idempotency.remove((job.tenant.as_str(), idem.as_str()))?;
-            }
-            jobs.remove(id.as_str())?;
-        }
-    }
-    Ok(())
-}
-
-/// Creates every table, expires every lease of the previous process, and returns the
-/// clock's starting point.
-fn open_tables(txn: &Txn) -> Result<u64, redb::Error> {
-    txn.open_table(JOBS)?;
-    txn.open_table(READY)?;
-    txn.open_table(DELAYED)?;
-    txn.open_table(DEAD)?;
-    txn.open_table(FINISHED)?;
-    txn.open_table(IDEMPOTENCY)?;
-    embedded_docs::open_tables(txn)?;
-    let base = txn.open_table(META)?.get("clock")?.map_or(0, |v| v.value()).saturating_add(1);
-    let mut leases = txn.open_table(LEASES)?;
-    let held: Vec<((u64, u64), String)> = leases
-        .iter()?
-        .filter_map(Result::ok)
-        .map(|(k, v)| (k.value(), v.value().to_owned()))
-        .filter(|((until, _), _)| *until > 0)
-        .collect();
-    let mut jobs = txn.open_table(JOBS)?;
-    for ((until, seq), id) in held {
-        leases.remove((until, seq))?;
-        leases.insert((0, seq), id.as_str())?;
-        if let Some(mut job) = load(&jobs, &id)? {
-            job.lease_until = 0;
-            save(&mut jobs, &job)?;
-        }
-    }
-    Ok(base)
-}
-
-fn corrupt(e: serde_json::Error) -> redb::Error {
-    redb::Error::Corrupted(format!("job record: {e}"))
-}
-
-fn load(jobs: &impl redb::ReadableTable<&'static str, &'static [u8]>, id: &str) -> Result<Option<Job>, redb::Error> {
-    match jobs.get(id)? {
-        Some(bytes) => serde_json::from_slice(bytes.value()).map(Some).map_err(corrupt),
-        None => Ok(None),
-    }
-}
-
-fn save(jobs: &mut redb::Table<&str, &[u8]>, job: &Job) -> Result<(), redb::Error> {
-    let bytes = serde_json::to_vec(job).map_err(corrupt)?;
-    jobs.insert(job.id.as_str(), bytes.as_slice())?;
-    Ok(())
 }
 
 impl Inner {
@@ -416,60 +302,6 @@ impl Inner {
         let dead_letter = txn.open_table(DEAD).and_then(|t| Ok(t.len()?)).map_err(db_error)?;
         Ok(Counts { queued: ready, delayed, running, dead_letter })
     }
-}
-
-fn promote_due(
-    jobs: &mut redb::Table<&str, &[u8]>,
-    ready: &mut redb::Table<(u8, u64), &str>,
-    delayed: &mut redb::Table<(u64, u64), &str>,
-    now: u64,
-) -> Result<(), redb::Error> {
-    let due: Vec<((u64, u64), String)> = delayed
-        .range((0, 0)..=(now, u64::MAX))?
-        .take(MOVE_BATCH)
-        .map(|entry| entry.map(|(k, v)| (k.value(), v.value().to_owned())))
-        .collect::<Result<_, _>>()?;
-    for (key, id) in due {
-        delayed.remove(key)?;
-        let Some(mut job) = load(jobs, &id)? else { continue };
-        if machine::due(&job, now) {
-            machine::ready(&mut job);
-            ready.insert(machine::ready_key(&job), id.as_str())?;
-            save(jobs, &job)?;
-        }
-    }
-    Ok(())
-}
-
-fn recover_expired(
-    jobs: &mut redb::Table<&str, &[u8]>,
-    ready: &mut redb::Table<(u8, u64), &str>,
-    leases: &mut redb::Table<(u64, u64), &str>,
-    dead: &mut redb::Table<u64, &str>,
-    now: u64,
-) -> Result<LeaseOutcome, redb::Error> {
-    let expired: Vec<((u64, u64), String)> = leases
-        .range((0, 0)..=(now, u64::MAX))?
-        .take(MOVE_BATCH)
-        .map(|entry| entry.map(|(k, v)| (k.value(), v.value().to_owned())))
-        .collect::<Result<_, _>>()?;
-    let mut outcome = LeaseOutcome::default();
-    for (key, id) in expired {
-        leases.remove(key)?;
-        let Some(mut job) = load(jobs, &id)? else { continue };
-        if !machine::expired(&job, now) {
-            continue;
-        }
-        outcome.recovered += 1;
-        if machine::recover(&mut job) == JobState::DeadLetter {
-            outcome.recovered_dead += 1;
-            dead.insert(job.seq, id.as_str())?;
-        } else {
-            ready.insert(machine::ready_key(&job), id.as_str())?;
-        }
-        save(jobs, &job)?;
-    }
-    Ok(outcome)
 }
 
 impl JobStore for EmbeddedJobStore {

@@ -18,6 +18,7 @@ pub mod backoff;
 pub mod doc;
 pub mod embedded;
 mod embedded_docs;
+mod embedded_tables;
 pub mod job;
 pub mod machine;
 pub mod redis_store;

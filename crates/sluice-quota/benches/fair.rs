@@ -9,7 +9,7 @@ use std::num::NonZeroU32;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use sluice_quota::Nanos;
-use sluice_quota::fair::{FairQueue, Waiter, WaiterId};
+use sluice_quota::waiting::{FairQueue, Waiter, WaiterId};
 
 const WAITING: u64 = 100_000;
 const TENANTS: u64 = 100;

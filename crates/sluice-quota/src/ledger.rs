@@ -12,10 +12,10 @@ use std::time::Duration;
 use crate::bucket::{self, Refusal, Share, Tat};
 use crate::clock::Nanos;
 use crate::decision::{Demand, Grant, Rejection, RejectionKind};
-use crate::fairness::{FairState, FairVerdict};
 use crate::limit::{Cost, Dimension, LimiterName, Limits, Settlement};
 use crate::scope::ScopeKind;
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
+use crate::shares::{FairState, FairVerdict};
 
 /// Providers report per-minute windows; longer buckets (per day) are never tightened by them.
 pub const TIGHTEN_MAX_PERIOD: Duration = Duration::from_secs(60);

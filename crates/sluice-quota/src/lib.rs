@@ -9,12 +9,16 @@
 //! expires after its lease and is refunded (its request and input stay counted).
 //!
 //! Layout:
-//! - [`clock`]: the [`Clock`] trait, the real clock and a fake one for tests.
+//! - [`clock`]: the [`Clock`] trait (monotonic and wall-clock time), the real clock and a
+//!   fake one for tests.
 //! - [`limit`]: dimensions, costs, rate limits with bursts, concurrency caps.
 //! - [`bucket`]: the pure arithmetic of one bucket (GCRA on nanoseconds).
 //! - [`ledger`]: the state machine over many scopes; every call takes `now`.
 //! - [`decision`]: grants, rejections ("not until" vs "never"), and the outcomes the
 //!   policy layers build on them (queue, reroute).
+//! - [`shares`]: fair shares of a deployment between tenants, inside the decision.
+//! - [`waiting`]: the waiting order when requests queue for capacity (priority, weighted
+//!   fair queuing between tenants, FIFO within one).
 //! - [`store`] and [`memory`]: the store trait and the in-process store.
 //!
 //! Failure semantics: a refusal debits nothing; settling twice is a no-op; time never
@@ -61,13 +65,13 @@
 pub mod bucket;
 pub mod clock;
 pub mod decision;
-pub mod fair;
-pub mod fairness;
 pub mod ledger;
 pub mod limit;
 pub mod memory;
 pub mod scope;
+pub mod shares;
 pub mod store;
+pub mod waiting;
 
 pub use bucket::Share;
 pub use clock::{Clock, FakeClock, Nanos, SystemClock};

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU32;
 
 use sluice_quota::Nanos;
-use sluice_quota::fair::{Block, FairQueue, Waiter, WaiterId};
+use sluice_quota::waiting::{Block, FairQueue, Waiter, WaiterId};
 
 const FAR: Nanos = Nanos(u64::MAX);
 
@@ -161,7 +161,7 @@ fn waiters_past_their_deadline_leave_and_pauses_hold_back() {
 
 #[test]
 fn passed_over_names_the_earlier_fronts_that_a_fairer_or_higher_request_overtakes() {
-    use sluice_quota::fair::PassedOver;
+    use sluice_quota::waiting::PassedOver;
     let mut sim = Sim::new();
     // Tenant 1 borrows alone: its first admission puts it ahead of the virtual clock.
     sim.push(1, 1, 1, 1_000);

@@ -8,7 +8,8 @@
 //!
 //! Layout: [`keys`] (the key layout and hash tags), [`record`] (what a reservation stores),
 //! [`scripts`] and `lua/` (the scripts), [`batch`] (batching per group), [`conn`] (standalone or cluster connections),
-//! [`store`] ([`RedisStore`]), [`resilient`] (what happens when Redis is unreachable).
+//! [`store`] ([`RedisStore`]), [`resilient`] (what happens when Redis is unreachable),
+//! [`oplog`] (the gateway's idempotency records, shared by its instances).
 //!
 //! Failure semantics: a call that fails or times out is a [`sluice_quota::StoreError`];
 //! [`ResilientStore`] turns that into a refusal (`fail_closed`) or a local limiter at
@@ -18,6 +19,7 @@ pub mod batch;
 pub mod conn;
 pub mod keys;
 pub mod local;
+pub mod oplog;
 pub mod record;
 pub mod resilient;
 pub mod scripts;

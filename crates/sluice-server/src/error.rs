@@ -155,6 +155,35 @@ pub enum GatewayError {
         /// The new file's bytes.
         size: u64,
     },
+    /// No job, file or batch with this id belongs to the caller's tenant (another tenant's
+    /// id gets this too, so ids do not reveal what exists).
+    #[error("no such {}", .0.noun())]
+    NotFound(Stored),
+    /// Async jobs (and so files and batches) are not enabled on this instance.
+    #[error("async jobs are not enabled here")]
+    JobsDisabled,
+    /// The job store failed; `during` says on what, `cause` is for the log, never the body.
+    #[error("the job store is unavailable; try again shortly")]
+    JobStoreUnavailable {
+        /// The operation that failed, e.g. `submit`.
+        during: &'static str,
+        /// The store's error, for the log.
+        cause: String,
+    },
+    /// A Files or Batches API parameter is invalid: `code` names the rule.
+    #[error("{message}")]
+    InvalidParameter {
+        /// `invalid_purpose`, `invalid_multipart`, `missing_field` or `invalid_value`.
+        code: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// An uploaded file is larger than `[jobs] max_file_bytes`.
+    #[error("{0}")]
+    FileTooLarge(String),
+    /// The batch has finished (or is being cancelled) and cannot be cancelled.
+    #[error("{0}")]
+    BatchNotCancellable(String),
     /// The provider's own error answer, passed on after every allowed attempt failed.
     #[error("the provider answered with an error")]
     Upstream(Box<axum::response::Response>),
@@ -178,6 +207,35 @@ pub enum GatewayError {
     },
 }
 
+/// What a [`GatewayError::NotFound`] looked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    /// An async job.
+    Job,
+    /// An uploaded file.
+    File,
+    /// A batch.
+    Batch,
+}
+
+impl Stored {
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Job => "job",
+            Self::File => "file",
+            Self::Batch => "batch",
+        }
+    }
+
+    fn code(self) -> &'static str {
+        match self {
+            Self::Job => "job_not_found",
+            Self::File => "file_not_found",
+            Self::Batch => "batch_not_found",
+        }
+    }
+}
+
 /// The most characters of a request path an error message repeats.
 pub const SHOWN_PATH_CHARS: usize = 200;
 
@@ -194,13 +252,22 @@ impl GatewayError {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Self::BadRequest(_) | Self::WrongEndpoint { .. } | Self::NeverFits { .. } => StatusCode::BAD_REQUEST,
-            Self::BodyTooLarge(_) | Self::FileQuotaExceeded { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BadRequest(_)
+            | Self::WrongEndpoint { .. }
+            | Self::NeverFits { .. }
+            | Self::InvalidParameter { .. } => StatusCode::BAD_REQUEST,
+            Self::BodyTooLarge(_) | Self::FileQuotaExceeded { .. } | Self::FileTooLarge(_) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             Self::BodyTimedOut => StatusCode::REQUEST_TIMEOUT,
-            Self::UnknownModel(_) | Self::UnknownRoute { .. } => StatusCode::NOT_FOUND,
+            Self::UnknownModel(_) | Self::UnknownRoute { .. } | Self::NotFound(_) | Self::JobsDisabled => {
+                StatusCode::NOT_FOUND
+            }
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RateLimited(_) | Self::LoginThrottled(_) => StatusCode::TOO_MANY_REQUESTS,
-            Self::StoreUnavailable | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Self::StoreUnavailable | Self::ShuttingDown | Self::JobStoreUnavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::UpstreamUnreachable(_)
             | Self::UpstreamAuthFailed(_)
             | Self::UpstreamTooLarge { .. }
@@ -208,7 +275,9 @@ impl GatewayError {
             Self::UpstreamTimeout(_) | Self::UpstreamStalled(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::ProviderUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Upstream(response) => response.status(),
-            Self::IdempotencyInFlight | Self::IdempotencyStreamCompleted => StatusCode::CONFLICT,
+            Self::IdempotencyInFlight | Self::IdempotencyStreamCompleted | Self::BatchNotCancellable(_) => {
+                StatusCode::CONFLICT
+            }
             Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::ClassNotAllowed { .. } => StatusCode::FORBIDDEN,
         }
@@ -242,6 +311,12 @@ impl GatewayError {
             Self::ClassNotAllowed { .. } => ("permission_error", "class_not_allowed"),
             Self::UnknownRoute { .. } => ("not_found_error", "unknown_route"),
             Self::MethodNotAllowed { .. } => ("invalid_request_error", "method_not_allowed"),
+            Self::NotFound(what) => ("invalid_request_error", what.code()),
+            Self::JobsDisabled => ("invalid_request_error", "jobs_disabled"),
+            Self::JobStoreUnavailable { .. } => ("service_unavailable", "job_store_unavailable"),
+            Self::InvalidParameter { code, .. } => ("invalid_request_error", code),
+            Self::FileTooLarge(_) => ("invalid_request_error", "file_too_large"),
+            Self::BatchNotCancellable(_) => ("invalid_request_error", "batch_not_cancellable"),
         }
     }
 
@@ -345,5 +420,53 @@ impl IntoResponse for ErrorResponse {
             headers.insert("x-should-retry", HeaderValue::from_static("false"));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn answer(error: GatewayError) -> (StatusCode, Value) {
+        let response = ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: "t-1".into() }.into_response();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16).await.unwrap_or_default();
+        (status, serde_json::from_slice(&bytes).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn job_file_and_batch_refusals_use_the_one_envelope() {
+        let cases = [
+            (GatewayError::NotFound(Stored::Job), 404, "job_not_found", "no such job"),
+            (GatewayError::NotFound(Stored::File), 404, "file_not_found", "no such file"),
+            (GatewayError::NotFound(Stored::Batch), 404, "batch_not_found", "no such batch"),
+            (GatewayError::JobsDisabled, 404, "jobs_disabled", "async jobs are not enabled here"),
+            (GatewayError::FileTooLarge("too big".into()), 413, "file_too_large", "too big"),
+            (GatewayError::BatchNotCancellable("done".into()), 409, "batch_not_cancellable", "done"),
+            (
+                GatewayError::InvalidParameter { code: "invalid_purpose", message: "bad purpose".into() },
+                400,
+                "invalid_purpose",
+                "bad purpose",
+            ),
+        ];
+        for (error, status, code, message) in cases {
+            let (got, body) = answer(error).await;
+            assert_eq!(got.as_u16(), status, "{code}");
+            assert_eq!(body["error"]["code"], code);
+            assert_eq!(body["error"]["message"], message);
+            assert_eq!(body["error"]["type"], "invalid_request_error");
+            assert_eq!(body["error"]["trace_id"], "t-1");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_job_store_failure_keeps_its_cause_out_of_the_body() {
+        let error = GatewayError::JobStoreUnavailable { during: "submit", cause: "redb: disk full at /var/x".into() };
+        let (status, body) = answer(error).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["error"]["code"], "job_store_unavailable");
+        assert_eq!(body["error"]["type"], "service_unavailable");
+        assert!(!body.to_string().contains("disk full"), "{body}");
     }
 }

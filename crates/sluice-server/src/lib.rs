@@ -13,15 +13,12 @@
 pub mod adaptive;
 pub mod admin;
 mod auth;
-mod batch_lines;
-pub mod batches;
 mod body_pace;
 mod catalog;
 pub mod connections;
 mod crossing;
 mod dashboard;
 pub mod error;
-pub mod files;
 pub mod jobs;
 mod metered;
 pub mod metrics;
@@ -39,7 +36,6 @@ mod streams;
 pub mod tls;
 mod trace;
 pub mod upstream;
-pub mod worker;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -163,7 +159,7 @@ impl AppState {
     /// Enables async jobs on `store` with the settings and classes of `config`.
     #[must_use]
     pub fn with_jobs(mut self, store: Arc<dyn sluice_jobs::JobStore>, config: &sluice_config::Config) -> Self {
-        self.jobs = Some(Arc::new(jobs::Jobs::new(store, config)));
+        self.jobs = Some(Arc::new(jobs::Jobs::new(store, config, Arc::clone(&self.gateway.clock))));
         self
     }
 }
@@ -184,12 +180,12 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/jobs", post(jobs::submit))
         .route("/v1/jobs/{id}", get(jobs::poll))
         // Uploads are bounded by `[jobs] max_file_bytes` in the handler, not axum's default.
-        .route("/v1/files", post(files::upload).get(files::list).layer(DefaultBodyLimit::disable()))
-        .route("/v1/files/{id}", get(files::get).delete(files::delete))
-        .route("/v1/files/{id}/content", get(files::download))
-        .route("/v1/batches", post(batches::create).get(batches::list))
-        .route("/v1/batches/{id}", get(batches::get))
-        .route("/v1/batches/{id}/cancel", post(batches::cancel))
+        .route("/v1/files", post(jobs::files::upload).get(jobs::files::list).layer(DefaultBodyLimit::disable()))
+        .route("/v1/files/{id}", get(jobs::files::get).delete(jobs::files::delete))
+        .route("/v1/files/{id}/content", get(jobs::files::download))
+        .route("/v1/batches", post(jobs::batches::create).get(jobs::batches::list))
+        .route("/v1/batches/{id}", get(jobs::batches::get))
+        .route("/v1/batches/{id}/cancel", post(jobs::batches::cancel))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics_text))
@@ -317,7 +313,8 @@ async fn recover_idle(state: AppState) {
 /// request head and heads of at most [`MAX_HEAD_BYTES`]; a socket past the connection
 /// caps ([`connections::Caps`]) is closed at once. On shutdown it stops accepting,
 /// marks the state draining (readiness turns false), lets every connection finish the
-/// request it is serving, and returns once all connections are closed.
+/// request it is serving, and returns once all connections are closed and the background
+/// work they left (remote settlements, breaker pauses) is done.
 ///
 /// # Errors
 /// None today: accept failures (e.g. out of file descriptors) are logged and retried.
@@ -327,6 +324,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let draining = Arc::clone(&state.draining);
+    let background = state.gateway.background.clone();
     let tls = state.tls.clone();
     let recovery = tokio::spawn(recover_idle(state.clone()));
     let caps = state.caps.clone();
@@ -378,6 +376,10 @@ pub async fn serve(
     stop_tx.send_replace(true);
     drop(stop_rx);
     stop_tx.closed().await;
+    // Then the work requests left behind (settlements on a remote store, breaker pauses),
+    // so that no reservation is left to its lease by a clean shutdown.
+    background.close();
+    background.wait().await;
     recovery.abort();
     // Waited for, so that when `serve` returns nothing of it holds the state any more.
     let _ = recovery.await;

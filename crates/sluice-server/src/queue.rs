@@ -13,7 +13,7 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use sluice_quota::fair::{Block, FairQueue, PassedOver, Waiter, WaiterId};
+use sluice_quota::waiting::{Block, FairQueue, PassedOver, Waiter, WaiterId};
 use sluice_quota::{
     Clock, Cost, Demand, FairShare, Grant, LimiterName, Nanos, QuotaStore, Rejection, RejectionKind, ReserveError,
     ScopeId, Settlement, Share,

@@ -6,19 +6,21 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use rand::Rng;
+use sluice_jobs::backoff::Backoff;
 use sluice_quota::Nanos;
 
 /// First backoff ceiling.
 pub const BACKOFF_BASE: Duration = Duration::from_millis(200);
 /// Largest backoff ceiling.
 pub const BACKOFF_CAP: Duration = Duration::from_secs(4);
+/// The live path's backoff: short, since a client is waiting (jobs use [`Backoff::JOBS`]).
+pub const LIVE: Backoff = Backoff { base: BACKOFF_BASE, cap: BACKOFF_CAP };
 
 /// Full-jitter backoff before attempt `attempt + 1` (0-based retries): uniform in
-/// `[0, min(cap, base · 2^attempt)]`, but never less than the provider's hint.
+/// `[0, min(cap, base · 2^attempt)]`, but never less than the provider's hint. The one
+/// backoff of sluice ([`Backoff::delay`]) with the live settings.
 pub fn backoff(attempt: u32, floor: Option<Duration>, rng: &mut impl Rng) -> Duration {
-    let ceiling = BACKOFF_BASE.saturating_mul(1u32 << attempt.min(16)).min(BACKOFF_CAP);
-    let jitter = Duration::from_secs_f64(rng.random::<f64>() * ceiling.as_secs_f64());
-    floor.map_or(jitter, |f| jitter.max(f))
+    LIVE.delay(attempt.saturating_add(1), floor, rng)
 }
 
 /// Retries allowed to a deployment: each request earns half a retry, each retry spends

@@ -133,6 +133,9 @@ pub struct Gateway {
     pub oplog: Arc<crate::oplog::OpLog>,
     /// Ends the streams still running when the shutdown grace is over.
     pub streams: crate::streams::StreamCut,
+    /// Work a request leaves behind (a remote settlement, the breaker's pause): tracked
+    /// so that shutdown waits for it. Kept across reloads.
+    pub background: tokio_util::task::TaskTracker,
 }
 
 /// Why a gateway could not be built from a valid configuration.
@@ -191,6 +194,7 @@ impl Gateway {
             clock,
             store,
             streams: crate::streams::StreamCut::default(),
+            background: tokio_util::task::TaskTracker::new(),
         })
     }
 }
@@ -206,15 +210,17 @@ impl Gateway {
         }
     }
 
-    /// After a reload built `self` aside: the operation log and the stream cut are kept, and deployments that
-    /// kept their name keep their queue (requests waiting in it stay) and their learned
-    /// adaptive state (the factor, the output sketch), which takes the new limits and
-    /// settings.
+    /// After a reload built `self` aside: the operation log, the stream cut and the
+    /// background tasks are kept, and deployments that kept their name keep their queue
+    /// (requests waiting in it stay) and their learned adaptive state (the factor, the
+    /// output sketch), which takes the new limits and settings.
     pub fn keep_learned(&mut self, old: &Gateway, config: &Config) {
         // `[server]` and `[store]` need a restart: operations in the log stay known.
         self.oplog = Arc::clone(&old.oplog);
         // Streams started on the old gateway and on this one end together at shutdown.
         self.streams = old.streams.clone();
+        // Shutdown waits for the background work of every gateway built since start.
+        self.background = old.background.clone();
         for (route, d) in self.deployments.iter_mut().zip(&config.deployments) {
             let Some(previous) = old.deployments.iter().find(|o| o.name == route.name) else { continue };
             route.queue = Arc::clone(&previous.queue);

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sluice_jobs::{EmbeddedJobStore, JobStore, RedisJobConfig, RedisJobStore};
-use sluice_quota::{MemoryStore, SystemClock};
+use sluice_quota::clock::FAKE_UNIX_ORIGIN_MS;
+use sluice_quota::{Clock, FakeClock, MemoryStore, SystemClock};
 use sluice_redis::Topology;
 use sluice_redis::local::LocalRedis;
 use sluice_server::AppState;
@@ -156,12 +157,22 @@ impl Gateway {
     }
 
     async fn start_on(sim: &SimHandle, dir: &Path, workers: usize, jobs: Arc<dyn JobStore>) -> Self {
+        Self::start_with_clock(sim, dir, workers, jobs, Arc::new(SystemClock::new())).await
+    }
+
+    async fn start_with_clock(
+        sim: &SimHandle,
+        dir: &Path,
+        workers: usize,
+        jobs: Arc<dyn JobStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         let key_file = dir.join("provider-key");
         std::fs::write(&key_file, "sk-provider-batches").unwrap();
         let config = config(sim, &key_file, workers);
-        let clock = Arc::new(SystemClock::new());
-        let state = AppState::build(&config, Arc::new(MemoryStore::new(clock))).unwrap().with_jobs(jobs, &config);
-        let workers = sluice_server::worker::spawn(&state);
+        let store = Arc::new(MemoryStore::new(Arc::clone(&clock)));
+        let state = AppState::build_with_clock(&config, store, clock).unwrap().with_jobs(jobs, &config);
+        let workers = sluice_server::jobs::worker::spawn(&state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -613,5 +624,28 @@ async fn a_batch_never_runs_above_its_keys_class() {
         let (status, job) = env.get(key, &format!("/v1/jobs/{job_id}")).await;
         assert_eq!((status, job["class"].as_str()), (200, Some(class)), "{key}: {job}");
     }
+    env.gateway.stop().await;
+}
+
+/// Files and batches are stamped by the gateway's clock, not read from the machine's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_and_batches_are_stamped_by_the_gateways_clock() {
+    let sim = SimProvider::start(SimConfig::from_toml_str(SIM_MODELS).unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let clock = FakeClock::default();
+    clock.advance(Duration::from_secs(90));
+    let jobs = embedded(dir.path());
+    let gateway = Gateway::start_with_clock(&sim, dir.path(), 0, jobs, Arc::new(clock.clone())).await;
+    let env = Env { sim, gateway, http: reqwest::Client::new(), dir };
+    let then = FAKE_UNIX_ORIGIN_MS / 1000 + 90;
+    let file_id = env.upload(ACME, &jsonl(&[line("x", "chat")])).await;
+    let (status, file) = env.get(ACME, &format!("/v1/files/{file_id}")).await;
+    assert_eq!(status, 200, "{file}");
+    assert_eq!(file["created_at"], then, "{file}");
+    clock.advance(Duration::from_secs(5));
+    let (status, batch) = env.create(ACME, &file_id).await;
+    assert_eq!(status, 200, "{batch}");
+    assert_eq!(batch["created_at"], then + 5, "{batch}");
+    assert_eq!(batch["in_progress_at"], then + 5, "{batch}");
     env.gateway.stop().await;
 }

@@ -1,5 +1,6 @@
 //! Shutdown drains: a stream in flight when shutdown begins still completes; one still
-//! running when the grace ends gets its protocol's error event.
+//! running when the grace ends gets its protocol's error event; background work a
+//! request left is waited for.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 mod common;
@@ -71,5 +72,26 @@ async fn a_stream_still_running_when_the_grace_ends_gets_the_error_event() {
     assert_eq!(event["error"]["code"], "shutting_down", "{text}");
     stopping.await.unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(15), "shutdown took {:?}", started.elapsed());
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_the_background_work_requests_left() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let (env, mut response) = streaming(1, 1.0, "").await;
+    while response.chunk().await.unwrap().is_some() {}
+    // Work a request left behind just before shutdown, as a settlement on a slow remote
+    // store would be.
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&done);
+    env.gateway.state().gateway.background.spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        flag.store(true, Ordering::SeqCst);
+    });
+    let common::Env { sim, gateway, .. } = env;
+    gateway.shutdown().await;
+    assert!(done.load(Ordering::SeqCst), "serve returned before the background work finished");
     sim.shutdown().await;
 }

@@ -63,7 +63,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = load(&args.config)?;
     let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
     let state = AppState::build(&config, store)?.with_tls(&config)?.with_jobs(job_store(&config)?, &config);
-    let workers = sluice_server::worker::spawn(&state);
+    let workers = sluice_server::jobs::worker::spawn(&state);
     #[cfg(unix)]
     let reloader = tokio::spawn(reload_on_sighup(args.config.clone(), config.clone(), state.clone()));
     let listen = args.listen.unwrap_or(config.server.listen);

@@ -1,5 +1,6 @@
 //! Operation records in Redis, shared by every gateway instance: a repeat that a load
-//! balancer sends to another instance finds the first one's record.
+//! balancer sends to another instance finds the first one's record. The Redis calls and
+//! scripts are `sluice_redis::oplog`; here the records' meaning and the local fallback.
 //!
 //! One hash per operation, `P:op:<n>:<tenant>:<key>` (n = the tenant's length), with
 //! `state` (`in_flight`, `completed`, `streamed`), `fp` (the request's fingerprint) and,
@@ -13,25 +14,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use redis::Script;
 use sluice_config::{Store, StoreKind, Unavailable};
 use sluice_redis::Topology;
-use sluice_redis::conn::{Conn, Connector};
+use sluice_redis::oplog::{Fields, OpRecords};
 
 use super::memory::MemoryOps;
 use super::{Fingerprint, OpFuture, OpId, OpState, OpStore, OpStoreError, Record, Stored};
 
-/// Version of the scripts and the record layout; part of every script's text.
-pub const VERSION: &str = "sluice-oplog-v1";
-
 /// Operation records in Redis.
 #[derive(Debug)]
 pub struct RedisOps {
-    connector: Connector,
-    timeout: Duration,
+    records: OpRecords,
     prefix: String,
-    begin: Script,
-    abandon: Script,
     /// Where records go while Redis is unreachable, when the store fails open.
     local: Option<MemoryOps>,
 }
@@ -46,11 +40,8 @@ pub fn from_config(settings: &Store, local: MemoryOps) -> Arc<dyn OpStore> {
     };
     let fail_open = settings.on_unavailable == Unavailable::FailOpenLocal;
     Arc::new(RedisOps {
-        connector: Connector::new(topology, settings.timeout),
-        timeout: settings.timeout,
+        records: OpRecords::new(topology, settings.timeout),
         prefix: settings.prefix.clone(),
-        begin: Script::new(&format!("-- {VERSION}\n{}", include_str!("begin.lua"))),
-        abandon: Script::new(&format!("-- {VERSION}\n{}", include_str!("abandon.lua"))),
         local: fail_open.then_some(local),
     })
 }
@@ -64,36 +55,12 @@ impl RedisOps {
         format!("{}:op:{}:{}:{}", self.prefix, id.tenant.len(), id.tenant, id.key)
     }
 
-    async fn conn(&self) -> Result<Conn, OpStoreError> {
-        tokio::time::timeout(self.timeout, self.connector.get())
-            .await
-            .map_err(|_| OpStoreError("redis connect timed out".into()))?
-            .map_err(failed)
-    }
-
-    async fn run<T: redis::FromRedisValue>(
-        &self,
-        call: impl AsyncFnOnce(Conn) -> redis::RedisResult<T>,
-    ) -> Result<T, OpStoreError> {
-        let conn = self.conn().await?;
-        tokio::time::timeout(self.timeout, call(conn))
-            .await
-            .map_err(|_| OpStoreError("redis call timed out".into()))?
-            .map_err(failed)
-    }
-
     async fn begin_remote(&self, id: &OpId, fp: &Fingerprint, lease: Duration) -> Result<Option<Record>, OpStoreError> {
-        let mut invocation = self.begin.prepare_invoke();
-        invocation.key(self.key(id)).arg(&fp[..]).arg(millis(lease));
-        let reply: Vec<Option<Vec<u8>>> = self.run(async |mut c| invocation.invoke_async(&mut c).await).await?;
-        if reply.is_empty() {
-            return Ok(None);
-        }
-        parse(reply).map(Some)
+        let reply = self.records.begin(&self.key(id), &fp[..], lease).await.map_err(failed)?;
+        reply.map(parse).transpose()
     }
 
     async fn finish_remote(&self, id: &OpId, record: &Record, ttl: Duration) -> Result<(), OpStoreError> {
-        let key = self.key(id);
         let mut fields: Vec<(&str, Vec<u8>)> = vec![("fp", record.fingerprint.to_vec())];
         match &record.state {
             OpState::InFlight => fields.push(("state", b"in_flight".to_vec())),
@@ -107,21 +74,11 @@ impl RedisOps {
                 }
             }
         }
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .del(&key)
-            .ignore()
-            .hset_multiple(&key, &fields)
-            .ignore()
-            .pexpire(&key, i64::try_from(millis(ttl)).unwrap_or(i64::MAX))
-            .ignore();
-        self.run(async |mut c| pipe.query_async::<()>(&mut c).await).await
+        self.records.replace(&self.key(id), &fields, ttl).await.map_err(failed)
     }
 
     async fn abandon_remote(&self, id: &OpId, fp: &Fingerprint) -> Result<(), OpStoreError> {
-        let mut invocation = self.abandon.prepare_invoke();
-        invocation.key(self.key(id)).arg(&fp[..]);
-        self.run(async |mut c| invocation.invoke_async::<i64>(&mut c).await).await.map(drop)
+        self.records.abandon(&self.key(id), &fp[..]).await.map_err(failed)
     }
 
     /// `remote`'s answer, or the local log's when Redis failed and the store fails open.
@@ -140,8 +97,8 @@ impl RedisOps {
     }
 }
 
-/// A record from `HMGET state fp status ctype body`.
-fn parse(reply: Vec<Option<Vec<u8>>>) -> Result<Record, OpStoreError> {
+/// A record from its [`Fields`] (`state fp status ctype body`).
+fn parse(reply: Fields) -> Result<Record, OpStoreError> {
     let mut fields = reply.into_iter();
     let mut next = || fields.next().flatten();
     let bad = |what: &str| OpStoreError(format!("bad operation record: {what}"));
@@ -159,10 +116,6 @@ fn parse(reply: Vec<Option<Vec<u8>>>) -> Result<Record, OpStoreError> {
         _ => return Err(bad("state")),
     };
     Ok(Record { fingerprint, state })
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 impl OpStore for RedisOps {

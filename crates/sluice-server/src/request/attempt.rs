@@ -144,6 +144,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         terms.sent_unanswered(),
         route.counters.used.clone(),
         Arc::clone(&route.queue),
+        gateway.background.clone(),
     );
     let body = match crossing.request_body(request, &route.model, req.profile.default_max_tokens, force_usage) {
         Ok(body) => body,
@@ -159,7 +160,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         Err(failure) => return transport_failure(failure, guard, route, gateway),
     };
     if response.status().is_success() {
-        let now_ms = sluice_quota::clock::unix_seconds().saturating_mul(1000);
+        let now_ms = gateway.clock.unix_millis();
         let hints = sluice_provider::parse_hints(response.headers(), None, Some(now_ms));
         route.adaptive.on_response(response.status().as_u16(), &hints).await;
     }
@@ -168,7 +169,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         return provider_error(response, guard, &call).await;
     }
     route.breaker.success();
-    let created = sluice_quota::clock::unix_seconds();
+    let created = gateway.clock.unix_seconds();
     if request.stream {
         let include_usage = request.client_wants_stream_usage;
         let pipe = crossing.pipe(request.protocol, &request.model, force_usage, include_usage, created);
@@ -225,7 +226,7 @@ fn health_failure(route: &Route, gateway: &Gateway, hint: Option<Duration>) {
         tracing::warn!(deployment = %route.name, ?cooldown, "breaker open: deployment held back");
         let store = Arc::clone(&gateway.store);
         let scope = route.scope;
-        tokio::spawn(async move {
+        gateway.background.spawn(async move {
             if let Err(e) = store.pause(scope, cooldown).await {
                 tracing::warn!(error = %e, "could not record the breaker's pause");
             }
@@ -306,7 +307,7 @@ async fn provider_error(
     let read = upstream::read_body(body, MAX_ERROR_BYTES, call.deadline).await;
     let bytes = read.clone().unwrap_or_default();
     // The provider's hints are read once: for classification, the pause and the adaptive state.
-    let now_ms = sluice_quota::clock::unix_seconds().saturating_mul(1000);
+    let now_ms = gateway.clock.unix_millis();
     let hints = sluice_provider::parse_hints(&parts.headers, Some(&bytes), Some(now_ms));
     let class = classify_with_hints(parts.status.as_u16(), &hints, &bytes, flavor(route.kind));
     if parts.status == StatusCode::TOO_MANY_REQUESTS {

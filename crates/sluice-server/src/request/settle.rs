@@ -9,6 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use sluice_config::{OutputCounting, ProviderKind};
 use sluice_provider::{Protocol, Usage};
 use sluice_quota::{Cost, QuotaStore, ReservationId, Settlement};
+use tokio_util::task::TaskTracker;
 
 use crate::adaptive::Adaptive;
 use crate::queue::DeploymentQueue;
@@ -79,12 +80,14 @@ pub struct SettleGuard {
     fallback: Settlement,
     used: Counter,
     queue: Arc<DeploymentQueue>,
+    background: TaskTracker,
 }
 
 impl SettleGuard {
     /// Guards `id`, settling with `fallback` if nothing better is known.
     /// Each settlement adds its used tokens to `used` and tells the deployment's `queue`
-    /// that capacity may have come back.
+    /// that capacity may have come back. A settlement that cannot finish at once runs on
+    /// in `background`, which shutdown waits for.
     #[must_use]
     pub fn new(
         store: Arc<dyn QuotaStore>,
@@ -92,8 +95,9 @@ impl SettleGuard {
         fallback: Settlement,
         used: Counter,
         queue: Arc<DeploymentQueue>,
+        background: TaskTracker,
     ) -> Self {
-        Self { store, id: Some(id), fallback, used, queue }
+        Self { store, id: Some(id), fallback, used, queue, background }
     }
 
     /// Settles now with `settlement`.
@@ -115,9 +119,9 @@ impl SettleGuard {
             queue.capacity_returned();
         });
         // The memory store settles synchronously; a remote store's call goes on in a task
-        // (the same future: it may already have been sent).
+        // (the same future: it may already have been sent), tracked so shutdown waits for it.
         if (&mut settling).now_or_never().is_none() {
-            tokio::spawn(settling);
+            self.background.spawn(settling);
         }
     }
 }

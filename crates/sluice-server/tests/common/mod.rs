@@ -203,7 +203,7 @@ pub async fn start_jobs(sim: SimConfig, policy: &str) -> JobsEnv {
     let jobs = sluice_jobs::EmbeddedJobStore::open(&dir.path().join("jobs.redb"), clock.clone()).unwrap();
     let store = Arc::new(sluice_quota::MemoryStore::new(clock));
     let state = sluice_server::AppState::build(&config, store).unwrap().with_jobs(Arc::new(jobs), &config);
-    let workers = sluice_server::worker::spawn(&state);
+    let workers = sluice_server::jobs::worker::spawn(&state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let server = tokio::spawn(sluice_server::serve(listener, state, std::future::pending()));

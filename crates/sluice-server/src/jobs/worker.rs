@@ -19,9 +19,9 @@ use sluice_jobs::backoff::Backoff;
 use sluice_jobs::{Failure, Job, JobResult, JobState, Leased, Retry, store::millis};
 use tokio::task::JoinHandle;
 
+use super::Jobs;
 use crate::AppState;
 use crate::error::GatewayError;
-use crate::jobs::Jobs;
 use crate::request;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
@@ -234,7 +234,7 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
     };
     let status = response.status();
     request::count(gateway, sent.deployment, status);
-    let now_ms = sluice_quota::clock::unix_seconds().saturating_mul(1000);
+    let now_ms = gateway.clock.unix_millis();
     let floor = sluice_provider::parse_hints(response.headers(), None, Some(now_ms)).retry_after;
     let Ok(body) = Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect().await.map(|c| c.to_bytes()) else {
         return failed(job, "the provider's answer broke off".into(), Next::Retry(None));

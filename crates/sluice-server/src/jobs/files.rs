@@ -5,7 +5,7 @@
 //! A file is two documents in the job store (see `sluice_jobs::doc`), owned by the
 //! uploading key's tenant: its description (`file`) and its bytes (`file_content`, written
 //! first, so a listed file always has content). Batch output and error files are stored the
-//! same way by [`crate::batches`]. Other tenants' keys get 404, as for jobs. A tenant's
+//! same way by [`super::batches`]. Other tenants' keys get 404, as for jobs. A tenant's
 //! stored files may take at most `[jobs] max_tenant_file_bytes`; an upload beyond is
 //! refused with 413 (batch results are counted, never refused).
 
@@ -20,10 +20,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sluice_jobs::{Doc, DocKey, JobStore};
 
+use super::{Jobs, context, refuse, store_failed};
 use crate::AppState;
-use crate::auth::authenticate;
-use crate::error::GatewayError;
-use crate::jobs::{Jobs, Refusal, refuse, store_failed};
+use crate::error::{GatewayError, Stored};
 use crate::trace::Trace;
 
 /// Document kind of a file's description.
@@ -66,12 +65,17 @@ pub(crate) fn valid_id(text: &str) -> bool {
         .is_some_and(|rest| (1..=64).contains(&rest.len()) && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
-pub(crate) fn missing_file() -> Refusal {
-    Refusal::other(StatusCode::NOT_FOUND, "file_not_found", "no such file")
+pub(crate) fn missing_file() -> GatewayError {
+    GatewayError::NotFound(Stored::File)
 }
 
 /// Stores a file (bytes first, then the description).
-pub(crate) async fn store(store: &dyn JobStore, owner: &str, info: &FileInfo, bytes: Vec<u8>) -> Result<(), Refusal> {
+pub(crate) async fn store(
+    store: &dyn JobStore,
+    owner: &str,
+    info: &FileInfo,
+    bytes: Vec<u8>,
+) -> Result<(), GatewayError> {
     let doc = |kind: &str, body| Doc { kind: kind.into(), owner: owner.into(), id: info.id.clone(), body };
     store.put_doc(doc(CONTENT, bytes)).await.map_err(store_failed("put file"))?;
     let described = serde_json::to_vec(info).unwrap_or_default();
@@ -79,7 +83,7 @@ pub(crate) async fn store(store: &dyn JobStore, owner: &str, info: &FileInfo, by
 }
 
 /// The owner's file `id`, if any.
-pub(crate) async fn describe(store: &dyn JobStore, owner: &str, id: &str) -> Result<Option<FileInfo>, Refusal> {
+pub(crate) async fn describe(store: &dyn JobStore, owner: &str, id: &str) -> Result<Option<FileInfo>, GatewayError> {
     if !valid_id(id) {
         return Ok(None);
     }
@@ -88,7 +92,7 @@ pub(crate) async fn describe(store: &dyn JobStore, owner: &str, id: &str) -> Res
 }
 
 /// The owner's file `id`'s bytes, if any.
-pub(crate) async fn content(store: &dyn JobStore, owner: &str, id: &str) -> Result<Option<Vec<u8>>, Refusal> {
+pub(crate) async fn content(store: &dyn JobStore, owner: &str, id: &str) -> Result<Option<Vec<u8>>, GatewayError> {
     if !valid_id(id) {
         return Ok(None);
     }
@@ -98,14 +102,12 @@ pub(crate) async fn content(store: &dyn JobStore, owner: &str, id: &str) -> Resu
 /// Runs `work` for an authenticated caller with jobs enabled; refusals become responses.
 async fn answer<F>(state: &AppState, headers: &HeaderMap, work: F) -> Response
 where
-    F: AsyncFnOnce(&Jobs, &str) -> Result<Response, Refusal>,
+    F: AsyncFnOnce(&Jobs, &str) -> Result<Response, GatewayError>,
 {
     let trace = Trace::from_headers(headers);
     let result = async {
-        let jobs = state.jobs.as_ref().ok_or(Refusal::Disabled)?;
-        let gateway = state.current();
-        let caller = authenticate(&gateway, headers)?;
-        work(jobs, &caller.tenant).await
+        let (_, jobs, caller) = context(state, headers)?;
+        work(&jobs, &caller.tenant).await
     }
     .await;
     result.unwrap_or_else(|refusal| refuse(refusal, &trace))
@@ -118,9 +120,9 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Response
         let (purpose, filename, bytes) = read_form(request, jobs.max_file_bytes).await?;
         if purpose != BATCH {
             let message = format!("purpose must be `{BATCH}` (the only use of files here), not `{purpose}`");
-            return Err(Refusal::other(StatusCode::BAD_REQUEST, "invalid_purpose", message));
+            return Err(GatewayError::InvalidParameter { code: "invalid_purpose", message });
         }
-        let created_at = sluice_quota::clock::unix_seconds();
+        let created_at = jobs.clock.unix_seconds();
         let info = FileInfo { id: new_id(), bytes: bytes.len(), created_at, filename, purpose };
         // One upload at a time here checks and stores, so this instance never overshoots.
         let _turn = jobs.uploads.lock().await;
@@ -137,7 +139,7 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Response
 /// left it, so nothing can drift, on the embedded store or in Redis. Two instances
 /// storing for one tenant at the same moment may each pass: the quota is then exceeded
 /// by at most one file per concurrent upload.
-async fn within_quota(jobs: &Jobs, owner: &str, size: usize) -> Result<(), Refusal> {
+async fn within_quota(jobs: &Jobs, owner: &str, size: usize) -> Result<(), GatewayError> {
     let docs = jobs.store.list_docs(FILE, owner).await.map_err(store_failed("list files"))?;
     let used: u64 = docs
         .iter()
@@ -148,16 +150,16 @@ async fn within_quota(jobs: &Jobs, owner: &str, size: usize) -> Result<(), Refus
     if used.saturating_add(size) <= jobs.max_tenant_file_bytes {
         return Ok(());
     }
-    Err(GatewayError::FileQuotaExceeded { quota: jobs.max_tenant_file_bytes, used, size }.into())
+    Err(GatewayError::FileQuotaExceeded { quota: jobs.max_tenant_file_bytes, used, size })
 }
 
 /// Reads `purpose` and `file` from a multipart body of at most `limit` bytes of file.
-async fn read_form(request: Request, limit: usize) -> Result<(String, String, Vec<u8>), Refusal> {
+async fn read_form(request: Request, limit: usize) -> Result<(String, String, Vec<u8>), GatewayError> {
     let too_large = || {
         let message = format!("the file exceeds {limit} bytes (`[jobs] max_file_bytes`)");
-        Refusal::other(StatusCode::PAYLOAD_TOO_LARGE, "file_too_large", message)
+        GatewayError::FileTooLarge(message)
     };
-    let malformed = |what: String| Refusal::other(StatusCode::BAD_REQUEST, "invalid_multipart", what);
+    let malformed = |what: String| GatewayError::InvalidParameter { code: "invalid_multipart", message: what };
     let request = request.map(|body| Body::new(Limited::new(body, limit.saturating_add(FORM_OVERHEAD))));
     let mut form = Multipart::from_request(request, &())
         .await
@@ -184,8 +186,10 @@ async fn read_form(request: Request, limit: usize) -> Result<(String, String, Ve
             _ => {}
         }
     }
-    let missing =
-        |field: &str| Refusal::other(StatusCode::BAD_REQUEST, "missing_field", format!("`{field}` is required"));
+    let missing = |field: &str| GatewayError::InvalidParameter {
+        code: "missing_field",
+        message: format!("`{field}` is required"),
+    };
     let purpose = purpose.ok_or_else(|| missing("purpose"))?;
     let (filename, bytes) = file.ok_or_else(|| missing("file"))?;
     if bytes.len() > limit {
@@ -205,11 +209,10 @@ pub async fn list(
             None => MAX_LISTED,
             Some(Ok(n)) if (1..=MAX_LISTED).contains(&n) => n,
             Some(_) => {
-                return Err(Refusal::other(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_value",
-                    "limit must be between 1 and 10000",
-                ));
+                return Err(GatewayError::InvalidParameter {
+                    code: "invalid_value",
+                    message: "limit must be between 1 and 10000".into(),
+                });
             }
         };
         let docs = jobs.store.list_docs(FILE, owner).await.map_err(store_failed("list files"))?;

@@ -1,11 +1,20 @@
 //! Async jobs over HTTP: submit with `POST /v1/jobs` (or `Prefer: respond-async` on the
 //! chat and messages endpoints), poll with `GET /v1/jobs/{id}`. The workers that run them
-//! are in [`crate::worker`].
+//! are in [`worker`].
 //!
 //! A job belongs to the tenant of the key that submitted it; other tenants' keys get 404
 //! for it, so ids do not reveal that a job exists. Submission is idempotent per tenant by
 //! `Idempotency-Key`: a repeat returns the first job (200); the same key with another
 //! request is refused (422).
+//!
+//! The folder holds the routes that run later than the request that asked: jobs here,
+//! `files` and `batches` (with the pure line handling in `batch_lines`) over the same
+//! job store, and the `worker`s that run what was queued.
+
+mod batch_lines;
+pub mod batches;
+pub mod files;
+pub mod worker;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -24,7 +33,7 @@ use tokio::sync::Notify;
 
 use crate::AppState;
 use crate::auth::authenticate;
-use crate::error::{Envelope, ErrorResponse, GatewayError};
+use crate::error::{Envelope, ErrorResponse, GatewayError, Stored};
 use crate::request::check_fits;
 use crate::request::read_body;
 use crate::state::{Caller, Gateway, Profile};
@@ -50,6 +59,8 @@ struct Etas {
 pub struct Jobs {
     /// Where jobs live.
     pub store: Arc<dyn JobStore>,
+    /// The gateway's clock: timestamps of files and batches.
+    pub clock: Arc<dyn sluice_quota::Clock>,
     /// Traffic classes by name (a job may name one other than its key's), as configured
     /// now: replaced on every reload.
     classes: arc_swap::ArcSwap<HashMap<Arc<str>, TrafficClass>>,
@@ -72,11 +83,12 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    /// Jobs on `store` with the settings and classes of `config`.
+    /// Jobs on `store` with the settings and classes of `config`, stamped by `clock`.
     #[must_use]
-    pub fn new(store: Arc<dyn JobStore>, config: &Config) -> Self {
+    pub fn new(store: Arc<dyn JobStore>, config: &Config, clock: Arc<dyn sluice_quota::Clock>) -> Self {
         Self {
             store,
+            clock,
             classes: arc_swap::ArcSwap::from_pointee(classes_of(config)),
             workers: config.jobs.workers,
             visibility: config.jobs.visibility_timeout,
@@ -164,72 +176,34 @@ struct JobRequest {
     priority: Option<u8>,
 }
 
-/// A failed job, file or batch request, before it becomes a response.
-pub(crate) enum Refusal {
-    Gateway(GatewayError),
-    NotFound,
-    Disabled,
-    StoreUnavailable,
-    /// Any other refusal of the Files and Batches API (a 4xx with its own code).
-    Other {
-        status: StatusCode,
-        code: &'static str,
-        message: String,
-    },
+/// The store failed: an error naming the operation, logged where it is answered.
+pub(crate) fn store_failed(during: &'static str) -> impl FnOnce(sluice_jobs::JobStoreError) -> GatewayError {
+    move |e| GatewayError::JobStoreUnavailable { during, cause: e.to_string() }
 }
 
-impl Refusal {
-    /// A 4xx with `code` and `message`.
-    pub(crate) fn other(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self::Other { status, code, message: message.into() }
+/// A job, file or batch request's failure as its response; a store failure is logged
+/// here, once (without the request).
+pub(crate) fn refuse(error: GatewayError, trace: &Trace) -> Response {
+    if let GatewayError::JobStoreUnavailable { during, cause } = &error {
+        tracing::warn!(error = %cause, "job store failed on {during}");
     }
+    ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: trace.id.clone() }.into_response()
 }
 
-/// The store failed: logged (without the request), answered 503.
-pub(crate) fn store_failed(what: &'static str) -> impl FnOnce(sluice_jobs::JobStoreError) -> Refusal {
-    move |e| {
-        tracing::warn!(error = %e, "job store failed on {what}");
-        Refusal::StoreUnavailable
-    }
+pub(crate) fn bad(param: &str, code: RequestErrorCode, message: impl Into<String>) -> GatewayError {
+    GatewayError::BadRequest(RequestError { param: Some(param.to_owned()), message: message.into(), code })
 }
 
-impl From<GatewayError> for Refusal {
-    fn from(e: GatewayError) -> Self {
-        Self::Gateway(e)
-    }
-}
-
-pub(crate) fn refuse(refusal: Refusal, trace: &Trace) -> Response {
-    let (status, kind, code, message) = match refusal {
-        Refusal::Gateway(error) => {
-            return ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: trace.id.clone() }.into_response();
-        }
-        Refusal::Other { status, code, message } => {
-            let body = json!({"error": {"message": message, "type": "invalid_request_error", "code": code,
-                "param": null, "trace_id": trace.id}});
-            return (status, axum::Json(body)).into_response();
-        }
-        Refusal::NotFound => (StatusCode::NOT_FOUND, "invalid_request_error", "job_not_found", "no such job"),
-        Refusal::Disabled => {
-            (StatusCode::NOT_FOUND, "invalid_request_error", "jobs_disabled", "async jobs are not enabled here")
-        }
-        Refusal::StoreUnavailable => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "service_unavailable",
-            "job_store_unavailable",
-            "the job store is unavailable; try again shortly",
-        ),
-    };
-    let body = json!({"error": {"message": message, "type": kind, "code": code, "param": null, "trace_id": trace.id}});
-    (status, axum::Json(body)).into_response()
-}
-
-pub(crate) fn bad(param: &str, code: RequestErrorCode, message: impl Into<String>) -> Refusal {
-    Refusal::Gateway(GatewayError::BadRequest(RequestError {
-        param: Some(param.to_owned()),
-        message: message.into(),
-        code,
-    }))
+/// The gateway in force, the jobs and the authenticated caller of a job, file or batch
+/// request: refused when jobs are not enabled here or the key is unknown.
+pub(crate) fn context(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<(Arc<Gateway>, Arc<Jobs>, Caller), GatewayError> {
+    let jobs = state.jobs.clone().ok_or(GatewayError::JobsDisabled)?;
+    let gateway = state.current();
+    let caller = authenticate(&gateway, headers)?.clone();
+    Ok((gateway, jobs, caller))
 }
 
 fn protocol(endpoint: Endpoint) -> Protocol {
@@ -244,9 +218,7 @@ pub async fn submit(State(state): State<AppState>, request: Request) -> Response
     let (parts, body) = request.into_parts();
     let trace = Trace::from_headers(&parts.headers);
     let result = async {
-        let jobs = state.jobs.as_ref().ok_or(Refusal::Disabled)?;
-        let gateway = state.current();
-        let caller = authenticate(&gateway, &parts.headers)?;
+        let (gateway, jobs, caller) = context(&state, &parts.headers)?;
         let bytes = read_body(body, gateway.max_body_bytes).await?;
         let request: JobRequest = serde_json::from_slice(&bytes)
             .map_err(|e| bad("body", RequestErrorCode::InvalidJson, format!("not a job request: {e}")))?;
@@ -255,7 +227,7 @@ pub async fn submit(State(state): State<AppState>, request: Request) -> Response
         })?;
         let body = serde_json::to_vec(&request.body).unwrap_or_default();
         let ask = Ask { endpoint, body, class: request.class, priority: request.priority };
-        enqueue(&gateway, jobs, caller, ask, &parts.headers).await
+        enqueue(&gateway, &jobs, &caller, ask, &parts.headers).await
     }
     .await;
     result.unwrap_or_else(|refusal| refuse(refusal, &trace))
@@ -266,12 +238,10 @@ pub async fn submit_inline(state: AppState, endpoint: Endpoint, request: Request
     let (parts, body) = request.into_parts();
     let trace = Trace::from_headers(&parts.headers);
     let result = async {
-        let jobs = state.jobs.as_ref().ok_or(Refusal::Disabled)?;
-        let gateway = state.current();
-        let caller = authenticate(&gateway, &parts.headers)?;
+        let (gateway, jobs, caller) = context(&state, &parts.headers)?;
         let body = read_body(body, gateway.max_body_bytes).await?.to_vec();
         let ask = Ask { endpoint, body, class: None, priority: None };
-        enqueue(&gateway, jobs, caller, ask, &parts.headers).await
+        enqueue(&gateway, &jobs, &caller, ask, &parts.headers).await
     }
     .await;
     result.unwrap_or_else(|refusal| refuse(refusal, &trace))
@@ -292,14 +262,14 @@ async fn enqueue(
     caller: &Caller,
     ask: Ask,
     headers: &HeaderMap,
-) -> Result<Response, Refusal> {
+) -> Result<Response, GatewayError> {
     let (mut new, deployment) = prepare(gateway, jobs, caller, ask).await?;
     new.idempotency_key = crate::oplog::idempotency_key(headers)?;
     let (endpoint, body) = (new.endpoint, new.body.clone());
     let submitted = jobs.store.submit(new).await.map_err(store_failed("submit"))?;
     let job = submitted.job;
     if !submitted.created && (job.endpoint != endpoint || job.body != body) {
-        return Err(GatewayError::IdempotencyKeyReused.into());
+        return Err(GatewayError::IdempotencyKeyReused);
     }
     let status = if submitted.created {
         gateway.metrics.jobs.submitted.inc();
@@ -328,7 +298,7 @@ pub(crate) async fn prepare(
     jobs: &Jobs,
     caller: &Caller,
     ask: Ask,
-) -> Result<(NewJob, usize), Refusal> {
+) -> Result<(NewJob, usize), GatewayError> {
     let parsed = parse_request(protocol(ask.endpoint), &ask.body).map_err(GatewayError::BadRequest)?;
     if parsed.stream {
         return Err(bad(
@@ -342,7 +312,7 @@ pub(crate) async fn prepare(
     let anthropic = gateway.deployments[profile.deployment].kind == ProviderKind::Anthropic;
     if anthropic != (ask.endpoint == Endpoint::Messages) {
         let endpoint = if anthropic { "/v1/messages" } else { "/v1/chat/completions" };
-        return Err(GatewayError::WrongEndpoint { model: parsed.model.clone(), endpoint }.into());
+        return Err(GatewayError::WrongEndpoint { model: parsed.model.clone(), endpoint });
     }
     let named =
         match ask.class.as_deref() {
@@ -426,14 +396,12 @@ fn api_status(state: JobState) -> &'static str {
 pub async fn poll(State(state): State<AppState>, Path(id): Path<String>, headers: HeaderMap) -> Response {
     let trace = Trace::from_headers(&headers);
     let result = async {
-        let jobs = state.jobs.as_ref().ok_or(Refusal::Disabled)?;
-        let gateway = state.current();
-        let caller = authenticate(&gateway, &headers)?;
-        let id = JobId::parse(&id).ok_or(Refusal::NotFound)?;
+        let (_, jobs, caller) = context(&state, &headers)?;
+        let id = JobId::parse(&id).ok_or(GatewayError::NotFound(Stored::Job))?;
         let job = jobs.store.get(&id).await.map_err(store_failed("get"))?;
         // Another tenant's job is reported exactly like a missing one.
-        let job = job.filter(|j| *j.tenant == *caller.tenant).ok_or(Refusal::NotFound)?;
-        Ok::<_, Refusal>(axum::Json(view(&job)).into_response())
+        let job = job.filter(|j| *j.tenant == *caller.tenant).ok_or(GatewayError::NotFound(Stored::Job))?;
+        Ok::<_, GatewayError>(axum::Json(view(&job)).into_response())
     }
     .await;
     result.unwrap_or_else(|refusal| refuse(refusal, &trace))

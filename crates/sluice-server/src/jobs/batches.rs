@@ -10,10 +10,9 @@
 //! instances finishing it at once write the same files) and freezes the record.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::{StreamExt as _, TryStreamExt as _};
@@ -21,12 +20,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sluice_jobs::{Doc, DocKey, Endpoint, Job, JobId, JobStore};
 
+use super::batch_lines::{self, LineError, MAX_ERRORS, RequestCounts};
+use super::files::{self, FileInfo};
+use super::{Ask, Jobs, bad, context, may_use, prepare, refuse, store_failed};
 use crate::AppState;
-use crate::auth::authenticate;
-use crate::batch_lines::{self, LineError, MAX_ERRORS, RequestCounts};
-use crate::error::GatewayError;
-use crate::files::{self, FileInfo};
-use crate::jobs::{Ask, Jobs, Refusal, bad, may_use, prepare, refuse, store_failed};
+use crate::error::{GatewayError, Stored};
 use crate::request::read_body;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
@@ -88,8 +86,7 @@ impl Batch {
     }
 
     /// A new batch (`validating`) of `asked` over the file `input_file_id`.
-    fn new(asked: Asked, input_file_id: String) -> Self {
-        let created_at = now();
+    fn new(asked: Asked, input_file_id: String, created_at: u64) -> Self {
         Self {
             id: format!("batch_{}", JobId::random().as_str().trim_start_matches("job_")),
             endpoint: asked.endpoint,
@@ -133,27 +130,15 @@ struct Create {
     metadata: Option<Value>,
 }
 
-fn now() -> u64 {
-    sluice_quota::clock::unix_seconds()
-}
-
-fn missing_batch() -> Refusal {
-    Refusal::other(StatusCode::NOT_FOUND, "batch_not_found", "no such batch")
+fn missing_batch() -> GatewayError {
+    GatewayError::NotFound(Stored::Batch)
 }
 
 fn valid_id(text: &str) -> bool {
     text.strip_prefix("batch_").is_some_and(|hex| hex.len() == 24 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// The gateway in force, the jobs and the authenticated caller.
-fn context(state: &AppState, headers: &HeaderMap) -> Result<(Arc<Gateway>, Arc<Jobs>, Caller), Refusal> {
-    let jobs = state.jobs.clone().ok_or(Refusal::Disabled)?;
-    let gateway = state.current();
-    let caller = authenticate(&gateway, headers)?.clone();
-    Ok((gateway, jobs, caller))
-}
-
-fn respond(result: Result<Value, Refusal>, headers: &HeaderMap) -> Response {
+fn respond(result: Result<Value, GatewayError>, headers: &HeaderMap) -> Response {
     result.map_or_else(|refusal| refuse(refusal, &Trace::from_headers(headers)), |v| axum::Json(v).into_response())
 }
 
@@ -166,15 +151,15 @@ pub async fn create(State(state): State<AppState>, headers: HeaderMap, body: axu
         let ask = ask(&bytes)?;
         let (store, tenant) = (&*jobs.store, &*caller.tenant);
         let (file_id, input) = input_of(store, tenant, &ask.input_file_id).await?;
-        let mut batch = Batch::new(ask, file_id);
+        let mut batch = Batch::new(ask, file_id, jobs.clock.unix_seconds());
         match check(gateway, jobs, caller, &input, &batch.endpoint).await {
             Ok(new_jobs) => start(gateway, jobs, tenant, &mut batch, new_jobs).await?,
             Err(errors) => {
                 batch.status = "failed".into();
-                batch.failed_at = Some(now());
+                batch.failed_at = Some(jobs.clock.unix_seconds());
                 let data: Vec<Value> = errors.iter().map(LineError::view).collect();
                 batch.errors = Some(json!({"object": "list", "data": data}));
-                save(store, tenant, &batch).await?;
+                save(jobs, tenant, &batch).await?;
             }
         }
         Ok(batch.view())
@@ -184,7 +169,7 @@ pub async fn create(State(state): State<AppState>, headers: HeaderMap, body: axu
 }
 
 /// The id and bytes of the owner's input file `id`.
-async fn input_of(store: &dyn JobStore, tenant: &str, id: &str) -> Result<(String, Vec<u8>), Refusal> {
+async fn input_of(store: &dyn JobStore, tenant: &str, id: &str) -> Result<(String, Vec<u8>), GatewayError> {
     let file = files::describe(store, tenant, id).await?.ok_or_else(files::missing_file)?;
     if file.purpose != "batch" {
         let message = "the input file's purpose must be `batch`";
@@ -201,7 +186,7 @@ struct Asked {
     metadata: Option<Value>,
 }
 
-fn ask(bytes: &Bytes) -> Result<Asked, Refusal> {
+fn ask(bytes: &Bytes) -> Result<Asked, GatewayError> {
     use sluice_provider::RequestErrorCode::{InvalidJson, InvalidValue, MissingField};
     let create: Create =
         serde_json::from_slice(bytes).map_err(|e| bad("body", InvalidJson, format!("not a batch request: {e}")))?;
@@ -261,16 +246,15 @@ async fn check(
     if errors.is_empty() { Ok(out) } else { Err(errors) }
 }
 
-fn line_error(number: usize, refusal: Refusal) -> LineError {
-    let (code, param, message) = match refusal {
-        Refusal::Gateway(GatewayError::UnknownModel(model)) => (
+fn line_error(number: usize, error: GatewayError) -> LineError {
+    let (code, param, message) = match error {
+        GatewayError::UnknownModel(model) => (
             "model_not_found",
             Some("body.model"),
             format!("model `{model}` does not exist or is not available to this key"),
         ),
-        Refusal::Gateway(GatewayError::BadRequest(e)) => (e.code.as_str(), Some("body"), e.message),
-        Refusal::Gateway(e) => ("invalid_request", Some("body"), e.to_string()),
-        _ => ("invalid_request", Some("body"), "the request cannot run as a job".into()),
+        GatewayError::BadRequest(e) => (e.code.as_str(), Some("body"), e.message),
+        e => ("invalid_request", Some("body"), e.to_string()),
     };
     LineError::at(number, code, param, message)
 }
@@ -282,9 +266,9 @@ async fn start(
     tenant: &str,
     batch: &mut Batch,
     new_jobs: Vec<(String, sluice_jobs::NewJob)>,
-) -> Result<(), Refusal> {
+) -> Result<(), GatewayError> {
     let store = &*jobs.store;
-    save(store, tenant, batch).await?;
+    save(jobs, tenant, batch).await?;
     let mut entries = Vec::with_capacity(new_jobs.len());
     // In chunks: one durable commit (embedded) or one pipelined round trip (Redis) each,
     // never one per line.
@@ -298,30 +282,35 @@ async fn start(
     gateway.metrics.jobs.submitted.inc_by(entries.len() as u64);
     save_jobs(store, tenant, &batch.id, &entries).await?;
     batch.status = "in_progress".into();
-    batch.in_progress_at = Some(now());
+    batch.in_progress_at = Some(jobs.clock.unix_seconds());
     batch.request_counts.total = entries.len();
-    save(store, tenant, batch).await
+    save(jobs, tenant, batch).await
 }
 
-async fn save_jobs(store: &dyn JobStore, tenant: &str, id: &str, entries: &[(String, String)]) -> Result<(), Refusal> {
+async fn save_jobs(
+    store: &dyn JobStore,
+    tenant: &str,
+    id: &str,
+    entries: &[(String, String)],
+) -> Result<(), GatewayError> {
     let body = serde_json::to_vec(entries).unwrap_or_default();
     let list = Doc { kind: BATCH_JOBS.into(), owner: tenant.into(), id: id.into(), body };
     store.put_doc(list).await.map_err(store_failed("put batch"))
 }
 
 /// Writes the record (stamping `touched_at`).
-async fn save(store: &dyn JobStore, tenant: &str, batch: &Batch) -> Result<(), Refusal> {
-    let batch = &Batch { touched_at: now(), ..batch.clone() };
+async fn save(jobs: &Jobs, tenant: &str, batch: &Batch) -> Result<(), GatewayError> {
+    let batch = &Batch { touched_at: jobs.clock.unix_seconds(), ..batch.clone() };
     let doc = Doc {
         kind: BATCH.into(),
         owner: tenant.into(),
         id: batch.id.clone(),
         body: serde_json::to_vec(batch).unwrap_or_default(),
     };
-    store.put_doc(doc).await.map_err(store_failed("put batch"))
+    jobs.store.put_doc(doc).await.map_err(store_failed("put batch"))
 }
 
-async fn load(store: &dyn JobStore, tenant: &str, id: &str) -> Result<Batch, Refusal> {
+async fn load(store: &dyn JobStore, tenant: &str, id: &str) -> Result<Batch, GatewayError> {
     if !valid_id(id) {
         return Err(missing_batch());
     }
@@ -334,7 +323,7 @@ async fn jobs_of(
     store: &dyn JobStore,
     tenant: &str,
     id: &str,
-) -> Result<(Vec<(String, String)>, Vec<Option<Job>>), Refusal> {
+) -> Result<(Vec<(String, String)>, Vec<Option<Job>>), GatewayError> {
     let found =
         store.get_doc(DocKey { kind: BATCH_JOBS, owner: tenant, id }).await.map_err(store_failed("get batch"))?;
     let entries: Vec<(String, String)> = found.and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
@@ -355,57 +344,51 @@ async fn jobs_of(
 
 /// Counts and status from the jobs; the first read that finds them all finished writes
 /// the output files and freezes the record.
-async fn refresh(store: &dyn JobStore, tenant: &str, mut batch: Batch) -> Result<Batch, Refusal> {
+async fn refresh(jobs: &Jobs, tenant: &str, mut batch: Batch) -> Result<Batch, GatewayError> {
     if !batch.is_open() || batch.status == "validating" {
         return Ok(batch);
     }
-    let (entries, jobs) = jobs_of(store, tenant, &batch.id).await?;
-    let (counts, done) = batch_lines::counts(&jobs);
+    let (entries, found) = jobs_of(&*jobs.store, tenant, &batch.id).await?;
+    let (counts, done) = batch_lines::counts(&found);
     batch.request_counts = counts;
     if !done {
-        if now().saturating_sub(batch.touched_at) >= TOUCH_EVERY_SECS {
-            save_jobs(store, tenant, &batch.id, &entries).await?;
-            save(store, tenant, &batch).await?;
+        if jobs.clock.unix_seconds().saturating_sub(batch.touched_at) >= TOUCH_EVERY_SECS {
+            save_jobs(&*jobs.store, tenant, &batch.id, &entries).await?;
+            save(jobs, tenant, &batch).await?;
         }
         return Ok(batch);
     }
-    let (output, errors) = batch_lines::outputs(&entries, &jobs);
+    let (output, errors) = batch_lines::outputs(&entries, &found);
     let (output_id, error_id) = batch.file_ids();
-    batch.finalizing_at = Some(now());
+    batch.finalizing_at = Some(jobs.clock.unix_seconds());
     if !output.is_empty() {
-        write_file(store, tenant, &output_id, &format!("{}_output.jsonl", batch.id), output).await?;
+        write_file(jobs, tenant, &output_id, &format!("{}_output.jsonl", batch.id), output).await?;
         batch.output_file_id = Some(output_id);
     }
     if !errors.is_empty() {
-        write_file(store, tenant, &error_id, &format!("{}_error.jsonl", batch.id), errors).await?;
+        write_file(jobs, tenant, &error_id, &format!("{}_error.jsonl", batch.id), errors).await?;
         batch.error_file_id = Some(error_id);
     }
     if batch.status == "cancelling" {
         batch.status = "cancelled".into();
-        batch.cancelled_at = Some(now());
+        batch.cancelled_at = Some(jobs.clock.unix_seconds());
     } else {
         batch.status = "completed".into();
-        batch.completed_at = Some(now());
+        batch.completed_at = Some(jobs.clock.unix_seconds());
     }
-    save(store, tenant, &batch).await?;
+    save(jobs, tenant, &batch).await?;
     Ok(batch)
 }
 
-async fn write_file(
-    store: &dyn JobStore,
-    tenant: &str,
-    id: &str,
-    filename: &str,
-    bytes: Vec<u8>,
-) -> Result<(), Refusal> {
+async fn write_file(jobs: &Jobs, tenant: &str, id: &str, filename: &str, bytes: Vec<u8>) -> Result<(), GatewayError> {
     let info = FileInfo {
         id: id.into(),
         bytes: bytes.len(),
-        created_at: now(),
+        created_at: jobs.clock.unix_seconds(),
         filename: filename.into(),
         purpose: "batch_output".into(),
     };
-    files::store(store, tenant, &info, bytes).await
+    files::store(&*jobs.store, tenant, &info, bytes).await
 }
 
 /// `GET /v1/batches/{id}`.
@@ -414,7 +397,7 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<String>, headers:
         let (_, jobs, caller) = context(&state, &headers)?;
         let (jobs, caller) = (&*jobs, &caller);
         let batch = load(&*jobs.store, &caller.tenant, &id).await?;
-        Ok(refresh(&*jobs.store, &caller.tenant, batch).await?.view())
+        Ok(refresh(jobs, &caller.tenant, batch).await?.view())
     }
     .await;
     respond(result, &headers)
@@ -429,16 +412,16 @@ pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>, heade
         let (store, tenant) = (&*jobs.store, &*caller.tenant);
         let mut batch = load(store, tenant, &id).await?;
         match batch.status.as_str() {
-            "cancelling" | "cancelled" => return Ok(refresh(store, tenant, batch).await?.view()),
+            "cancelling" | "cancelled" => return Ok(refresh(jobs, tenant, batch).await?.view()),
             "completed" | "failed" | "expired" => {
                 let message = format!("a batch that is {} cannot be cancelled", batch.status);
-                return Err(Refusal::other(StatusCode::CONFLICT, "batch_not_cancellable", message));
+                return Err(GatewayError::BatchNotCancellable(message));
             }
             _ => {}
         }
         batch.status = "cancelling".into();
-        batch.cancelling_at = Some(now());
-        save(store, tenant, &batch).await?;
+        batch.cancelling_at = Some(jobs.clock.unix_seconds());
+        save(jobs, tenant, &batch).await?;
         let found = store
             .get_doc(DocKey { kind: BATCH_JOBS, owner: tenant, id: &batch.id })
             .await
@@ -447,7 +430,7 @@ pub async fn cancel(State(state): State<AppState>, Path(id): Path<String>, heade
         for id in entries.iter().filter_map(|(_, job)| JobId::parse(job)) {
             store.cancel(&id).await.map_err(store_failed("cancel"))?;
         }
-        Ok(refresh(store, tenant, batch).await?.view())
+        Ok(refresh(jobs, tenant, batch).await?.view())
     }
     .await;
     respond(result, &headers)
@@ -479,7 +462,7 @@ pub async fn list(
         let mut data = Vec::new();
         for doc in docs.iter().skip(skip).take(limit) {
             if let Ok(batch) = serde_json::from_slice::<Batch>(&doc.body) {
-                data.push(refresh(store, tenant, batch).await?.view());
+                data.push(refresh(jobs, tenant, batch).await?.view());
             }
         }
         let has_more = docs.len() > skip + data.len();

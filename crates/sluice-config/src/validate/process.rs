@@ -1,0 +1,193 @@
+//! Process settings: `[server]`, `[store]` and `[jobs]` (need a restart to change).
+
+use super::*;
+
+impl Validator<'_> {
+    pub(super) fn server(&self, raw: &RawServer) -> Result<Server> {
+        let listen = match &raw.listen {
+            None => defaults::LISTEN.parse().map_err(|_| self.err("server.listen", 0..0, "bad default"))?,
+            Some(s) => s.get_ref().parse().map_err(|_| {
+                self.err("server.listen", s.span(), format!("`{}` is not an address like 127.0.0.1:8080", s.get_ref()))
+            })?,
+        };
+        let max_body = raw.max_body_bytes.as_ref().map_or(defaults::MAX_BODY_BYTES, |s| *s.get_ref());
+        if max_body < 1024 {
+            let span = raw.max_body_bytes.as_ref().map_or(0..0, Spanned::span);
+            return Err(self.err("server.max_body_bytes", span, "must be at least 1024"));
+        }
+        let max_connections = match &raw.max_connections {
+            None => NonZeroU64::new(defaults::MAX_CONNECTIONS).unwrap_or(NonZeroU64::MIN),
+            Some(n) => self.connections("server.max_connections", n)?,
+        };
+        Ok(Server {
+            listen,
+            max_body_bytes: usize::try_from(max_body).unwrap_or(usize::MAX),
+            upstream_timeout: self.duration(
+                "server.upstream_timeout",
+                &raw.upstream_timeout,
+                defaults::UPSTREAM_TIMEOUT,
+            )?,
+            connect_timeout: self.duration(
+                "server.connect_timeout",
+                &raw.connect_timeout,
+                defaults::CONNECT_TIMEOUT,
+            )?,
+            lease: self.duration("server.lease", &raw.lease, defaults::LEASE)?,
+            shutdown_grace: self.duration("server.shutdown_grace", &raw.shutdown_grace, defaults::SHUTDOWN_GRACE)?,
+            tls: match (&raw.tls_cert, &raw.tls_key) {
+                (None, None) => None,
+                (Some(c), Some(k)) => Some((c.get_ref().into(), k.get_ref().into())),
+                (Some(c), None) => return Err(self.err("server.tls_key", c.span(), "tls_cert needs tls_key too")),
+                (None, Some(k)) => return Err(self.err("server.tls_cert", k.span(), "tls_key needs tls_cert too")),
+            },
+            idempotency_ttl: self.duration(
+                "server.idempotency_ttl",
+                &raw.idempotency_ttl,
+                defaults::IDEMPOTENCY_TTL,
+            )?,
+            idempotency_wait: self.duration(
+                "server.idempotency_wait",
+                &raw.idempotency_wait,
+                defaults::IDEMPOTENCY_WAIT,
+            )?,
+            body: self.body_pace(raw)?,
+            max_connections,
+            max_connections_per_peer: self.connections_per_peer(raw, max_connections)?,
+        })
+    }
+
+    pub(super) fn body_pace(&self, raw: &RawServer) -> Result<BodyPace> {
+        let timeout = self.duration("server.body_read_timeout", &raw.body_read_timeout, defaults::BODY_READ_TIMEOUT)?;
+        let min_rate = match &raw.body_min_rate {
+            None => NonZeroU64::new(defaults::BODY_MIN_RATE).unwrap_or(NonZeroU64::MIN),
+            Some(rate) => NonZeroU64::new(*rate.get_ref()).ok_or_else(|| {
+                self.err("server.body_min_rate", rate.span(), "must be at least 1 (bytes per second)")
+            })?,
+        };
+        Ok(BodyPace { timeout, min_rate })
+    }
+
+    pub(super) fn connections_per_peer(&self, raw: &RawServer, max: NonZeroU64) -> Result<NonZeroU64> {
+        // Unset, one peer may use the whole process cap: behind a load balancer every client
+        // shares the balancer's address, so a lower default would refuse ordinary traffic.
+        let Some(per_peer) = &raw.max_connections_per_peer else { return Ok(max) };
+        let n = self.connections("server.max_connections_per_peer", per_peer)?;
+        if n > max {
+            return Err(self.err(
+                "server.max_connections_per_peer",
+                per_peer.span(),
+                "must not exceed max_connections",
+            ));
+        }
+        Ok(n)
+    }
+
+    pub(super) fn connections(&self, field: &str, value: &Spanned<u64>) -> Result<NonZeroU64> {
+        NonZeroU64::new(*value.get_ref()).ok_or_else(|| self.err(field, value.span(), "must be at least 1"))
+    }
+
+    pub(super) fn store(&self, raw: &RawStore) -> Result<Store> {
+        let kind = match (raw.kind.as_ref().map(|k| (k.get_ref().as_str(), k.span())), &raw.url, &raw.cluster) {
+            (None | Some(("memory", _)), None, None) => StoreKind::Memory,
+            (None | Some(("memory", _)), Some(u), _) => {
+                return Err(self.err("store.url", u.span(), "set `kind = \"redis\"` to use a Redis URL"));
+            }
+            (None | Some(("memory", _)), None, Some(c)) => {
+                return Err(self.err("store.cluster", c.span(), "set `kind = \"redis\"` to use a cluster"));
+            }
+            (Some(("redis", span)), url, cluster) => self.redis(span, url.as_ref(), cluster.as_ref())?,
+            (Some((other, span)), _, _) => {
+                return Err(self.err("store.kind", span, format!("unknown store `{other}` (memory or redis)")));
+            }
+        };
+        let on_unavailable = match raw.on_unavailable.as_ref().map(|o| (o.get_ref().as_str(), o.span())) {
+            None | Some(("fail_closed", _)) => Unavailable::FailClosed,
+            Some(("fail_open_local", _)) => Unavailable::FailOpenLocal,
+            Some((_, span)) => {
+                return Err(self.err("store.on_unavailable", span, "fail_closed or fail_open_local"));
+            }
+        };
+        let instances = match &raw.instances {
+            None => NonZeroU64::MIN,
+            Some(n) => self.positive("store.instances", n)?,
+        };
+        let prefix = raw.prefix.as_ref().map_or(defaults::REDIS_PREFIX.to_owned(), |p| p.get_ref().clone());
+        if prefix.is_empty() || prefix.contains(['{', '}']) {
+            let span = raw.prefix.as_ref().map_or(0..0, Spanned::span);
+            return Err(self.err("store.prefix", span, "must be non-empty and without braces"));
+        }
+        let timeout = self.duration("store.timeout", &raw.timeout, defaults::STORE_TIMEOUT)?;
+        Ok(Store { kind, prefix, timeout, on_unavailable, instances })
+    }
+
+    pub(super) fn redis(
+        &self,
+        span: Range<usize>,
+        url: Option<&Spanned<String>>,
+        cluster: Option<&Spanned<Vec<String>>>,
+    ) -> Result<StoreKind> {
+        let valid = |u: &str| u.starts_with("redis://") || u.starts_with("rediss://") || u.starts_with("unix://");
+        match (url, cluster) {
+            (Some(u), None) if valid(u.get_ref()) => Ok(StoreKind::Redis(u.get_ref().clone())),
+            (Some(u), None) => Err(self.err("store.url", u.span(), "must start with redis://, rediss:// or unix://")),
+            (None, Some(c)) if !c.get_ref().is_empty() && c.get_ref().iter().all(|u| valid(u)) => {
+                Ok(StoreKind::RedisCluster(c.get_ref().clone()))
+            }
+            (None, Some(c)) => Err(self.err("store.cluster", c.span(), "a non-empty list of redis:// seed URLs")),
+            (Some(_), Some(c)) => Err(self.err("store.cluster", c.span(), "set url or cluster, not both")),
+            (None, None) => Err(self.err("store.kind", span, "a Redis store needs `url` or `cluster`")),
+        }
+    }
+
+    pub(super) fn jobs(&self, raw: &RawJobs) -> Result<Jobs> {
+        let path = raw.path.as_ref().map_or(defaults::JOBS_PATH, |p| p.get_ref().as_str());
+        if path.trim().is_empty() {
+            let span = raw.path.as_ref().map_or(0..0, Spanned::span);
+            return Err(self.err("jobs.path", span, "must name a file"));
+        }
+        let workers = raw.workers.as_ref().map_or(defaults::JOB_WORKERS, |w| *w.get_ref());
+        if workers > 256 {
+            let span = raw.workers.as_ref().map_or(0..0, Spanned::span);
+            return Err(self.err("jobs.workers", span, "at most 256 (0: accept jobs, run none here)"));
+        }
+        let visibility_timeout =
+            self.duration("jobs.visibility_timeout", &raw.visibility_timeout, defaults::VISIBILITY_TIMEOUT)?;
+        if visibility_timeout < Duration::from_secs(1) {
+            let span = raw.visibility_timeout.as_ref().map_or(0..0, Spanned::span);
+            return Err(self.err("jobs.visibility_timeout", span, "at least 1s (leases are renewed at a third of it)"));
+        }
+        let max_file_bytes =
+            self.bounded("jobs.max_file_bytes", raw.max_file_bytes.as_ref(), defaults::MAX_FILE_BYTES, MAX_FILE)?;
+        let max_batch_lines =
+            self.bounded("jobs.max_batch_lines", raw.max_batch_lines.as_ref(), defaults::MAX_BATCH_LINES, MAX_LINES)?;
+        let max_tenant_file_bytes = self.tenant_files(raw.max_tenant_file_bytes.as_ref(), max_file_bytes)?;
+        Ok(Jobs {
+            path: path.into(),
+            workers: usize::try_from(workers).unwrap_or(0),
+            visibility_timeout,
+            max_file_bytes,
+            max_tenant_file_bytes,
+            max_batch_lines,
+        })
+    }
+
+    /// `[jobs] max_tenant_file_bytes`: room for at least one file of the largest size.
+    pub(super) fn tenant_files(&self, raw: Option<&Spanned<u64>>, max_file_bytes: usize) -> Result<u64> {
+        let Some(n) = raw else { return Ok(defaults::MAX_TENANT_FILE_BYTES) };
+        let largest = u64::try_from(max_file_bytes).unwrap_or(u64::MAX);
+        match *n.get_ref() {
+            value if value >= largest => Ok(value),
+            _ => Err(self.err(
+                "jobs.max_tenant_file_bytes",
+                n.span(),
+                format!("at least jobs.max_file_bytes ({largest}): a tenant must be able to keep one file"),
+            )),
+        }
+    }
+}
+
+/// Largest `[jobs] max_file_bytes`: a file is one value in the job store (Redis strings
+/// end at 512 MiB).
+const MAX_FILE: u64 = 512 << 20;
+/// Largest `[jobs] max_batch_lines` (OpenAI's own limit per batch).
+const MAX_LINES: u64 = 50_000;

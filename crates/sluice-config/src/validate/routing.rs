@@ -1,0 +1,206 @@
+//! Where requests go: providers, deployments, and the model profiles over them with their
+//! fallbacks and degradation.
+
+use super::*;
+
+impl Validator<'_> {
+    pub(super) fn providers(&self, raw: &[RawProvider]) -> Result<Vec<Provider>> {
+        self.unique("providers", raw.iter().map(|p| &p.name))?;
+        raw.iter().enumerate().map(|(i, p)| self.provider(i, p)).collect()
+    }
+
+    pub(super) fn provider(&self, i: usize, p: &RawProvider) -> Result<Provider> {
+        let kind = match p.kind.get_ref().as_str() {
+            "openai" | "azure" | "gemini" => ProviderKind::OpenAi,
+            "anthropic" => ProviderKind::Anthropic,
+            "ollama" => ProviderKind::Ollama,
+            other => {
+                let msg = format!("unknown kind `{other}` (openai, azure, gemini, anthropic, ollama)");
+                return Err(self.err(&format!("providers[{i}].kind"), p.kind.span(), msg));
+            }
+        };
+        let url = p.base_url.get_ref().trim_end_matches('/');
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(self.err(
+                &format!("providers[{i}].base_url"),
+                p.base_url.span(),
+                "must start with http:// or https://",
+            ));
+        }
+        let api_key = match (&p.api_key_env, &p.api_key_file) {
+            (Some(_), Some(f)) => {
+                return Err(self.err(
+                    &format!("providers[{i}].api_key_file"),
+                    f.span(),
+                    "set api_key_env or api_key_file, not both",
+                ));
+            }
+            (Some(e), None) => SecretSource::Env(e.get_ref().clone()),
+            (None, Some(f)) => SecretSource::File(f.get_ref().clone()),
+            (None, None) if kind == ProviderKind::Ollama => SecretSource::None,
+            (None, None) => {
+                return Err(self.err(&format!("providers[{i}]"), p.name.span(), "needs api_key_env or api_key_file"));
+            }
+        };
+        Ok(Provider { name: Arc::from(p.name.get_ref().as_str()), kind, base_url: url.to_owned(), api_key })
+    }
+
+    pub(super) fn deployments(&self, raw: &[RawDeployment], providers: &[Provider]) -> Result<Vec<Deployment>> {
+        self.unique("deployments", raw.iter().map(|d| &d.name))?;
+        let known = by_name(providers, |p| &*p.name);
+        raw.iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let provider =
+                    self.reference(&format!("deployments[{i}].provider"), &d.provider, &known, "provider")?;
+                self.deployment(i, d, provider, providers[provider].kind)
+            })
+            .collect()
+    }
+
+    pub(super) fn deployment(
+        &self,
+        i: usize,
+        d: &RawDeployment,
+        provider: usize,
+        kind: ProviderKind,
+    ) -> Result<Deployment> {
+        let field = |f: &str| format!("deployments[{i}].{f}");
+        let tokenizer = match d.tokenizer.as_ref().map(|t| (t.get_ref().as_str(), t.span())) {
+            None | Some(("auto", _)) => Tokenizer::Auto,
+            Some(("o200k", _)) => Tokenizer::O200k,
+            Some(("cl100k", _)) => Tokenizer::Cl100k,
+            Some((other, span)) => match other.strip_prefix("chars/").and_then(|n| n.parse::<f64>().ok()) {
+                Some(n) if n > 0.0 && n.is_finite() => Tokenizer::Approx(n),
+                _ => return Err(self.err(&field("tokenizer"), span, "auto, o200k, cl100k or chars/N (e.g. chars/4)")),
+            },
+        };
+        let default_factor = if kind == ProviderKind::OpenAi { 1.0 } else { defaults::APPROX_SAFETY_FACTOR };
+        let input_safety_factor = match &d.input_safety_factor {
+            None => default_factor,
+            Some(f) if (1.0..=4.0).contains(f.get_ref()) => *f.get_ref(),
+            Some(f) => return Err(self.err(&field("input_safety_factor"), f.span(), "must be between 1.0 and 4.0")),
+        };
+        let default_counting =
+            if kind == ProviderKind::Anthropic { OutputCounting::Actual } else { OutputCounting::Reserved };
+        let output_counting = match d.output_counting.as_ref().map(|o| (o.get_ref().as_str(), o.span())) {
+            None => default_counting,
+            Some(("reserved", _)) => OutputCounting::Reserved,
+            Some(("actual", _)) => OutputCounting::Actual,
+            Some((_, span)) => return Err(self.err(&field("output_counting"), span, "reserved or actual")),
+        };
+        Ok(Deployment {
+            name: Arc::from(d.name.get_ref().as_str()),
+            provider,
+            model: d.model.get_ref().clone(),
+            limits: self.limits(&field("limits"), &self.preset_limits(i, d)?)?,
+            adaptive: self.adaptive(i, d, kind, output_counting)?,
+            tokenizer,
+            input_safety_factor,
+            output_counting,
+            attempt_timeout: self.duration(&field("attempt_timeout"), &d.attempt_timeout, defaults::ATTEMPT_TIMEOUT)?,
+            stream_idle_timeout: self.duration(
+                &field("stream_idle_timeout"),
+                &d.stream_idle_timeout,
+                defaults::STREAM_IDLE_TIMEOUT,
+            )?,
+            breaker_failures: match &d.breaker_failures {
+                None => defaults::BREAKER_FAILURES,
+                Some(n) => u32::try_from(*n.get_ref())
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| self.err(&field("breaker_failures"), n.span(), "between 1 and 1000"))?,
+            },
+            breaker_cooldown: self.duration(
+                &field("breaker_cooldown"),
+                &d.breaker_cooldown,
+                defaults::BREAKER_COOLDOWN,
+            )?,
+        })
+    }
+
+    pub(super) fn models(
+        &self,
+        raw: &[RawModel],
+        deployments: &[Deployment],
+        classes: &[TrafficClass],
+    ) -> Result<Vec<ModelProfile>> {
+        self.unique("models", raw.iter().map(|m| &m.name))?;
+        let known = by_name(deployments, |d| &*d.name);
+        raw.iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let deployment =
+                    self.reference(&format!("models[{i}].deployment"), &m.deployment, &known, "deployment")?;
+                let default_max_tokens = match &m.default_max_tokens {
+                    None => defaults::DEFAULT_MAX_TOKENS,
+                    Some(v) => self.positive(&format!("models[{i}].default_max_tokens"), v)?.get(),
+                };
+                let limits = self.limits(&format!("models[{i}].limits"), &m.limits)?;
+                let fallbacks = m
+                    .fallbacks
+                    .iter()
+                    .enumerate()
+                    .map(|(j, f)| self.fallback(&format!("models[{i}].fallbacks[{j}]"), f, &known))
+                    .collect::<Result<_>>()?;
+                let degrade_to = match &m.degrade_to {
+                    None => None,
+                    Some(d) => Some(self.degrade(&format!("models[{i}].degrade_to"), d, &known, classes)?),
+                };
+                let name = Arc::from(m.name.get_ref().as_str());
+                Ok(ModelProfile { name, deployment, default_max_tokens, limits, fallbacks, degrade_to })
+            })
+            .collect()
+    }
+
+    pub(super) fn fallback(
+        &self,
+        field: &str,
+        raw: &RawFallback,
+        deployments: &HashMap<String, usize>,
+    ) -> Result<Fallback> {
+        let deployment = self.reference(&format!("{field}.deployment"), &raw.deployment, deployments, "deployment")?;
+        let when = raw
+            .when
+            .get_ref()
+            .iter()
+            .map(|w| match w.as_str() {
+                "provider_5xx" => Ok(When::Provider5xx),
+                "rate_limit_after_retry_budget" => Ok(When::RateLimitAfterRetryBudget),
+                "context_length_needed" => Ok(When::ContextLengthNeeded),
+                "primary_unavailable" => Ok(When::PrimaryUnavailable),
+                "queue_wait_exceeded" => Ok(When::QueueWaitExceeded),
+                other => Err(self.err(
+                    &format!("{field}.when"),
+                    raw.when.span(),
+                    format!(
+                        "unknown condition `{other}` (provider_5xx, rate_limit_after_retry_budget, \
+                         context_length_needed, primary_unavailable, queue_wait_exceeded)"
+                    ),
+                )),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if when.is_empty() {
+            return Err(self.err(&format!("{field}.when"), raw.when.span(), "name at least one condition"));
+        }
+        Ok(Fallback { deployment, when })
+    }
+
+    pub(super) fn degrade(
+        &self,
+        field: &str,
+        raw: &RawDegrade,
+        deployments: &HashMap<String, usize>,
+        classes: &[TrafficClass],
+    ) -> Result<Degrade> {
+        let deployment = self.reference(&format!("{field}.deployment"), &raw.deployment, deployments, "deployment")?;
+        let names = by_name(classes, |c| &*c.name);
+        let classes = raw
+            .classes
+            .iter()
+            .map(|c| self.reference(&format!("{field}.classes"), c, &names, "class"))
+            .collect::<Result<_>>()?;
+        let tasks = raw.tasks.iter().map(|t| t.get_ref().clone()).collect();
+        Ok(Degrade { deployment, classes, tasks })
+    }
+}
