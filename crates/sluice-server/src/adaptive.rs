@@ -25,7 +25,7 @@ use sluice_config::{Deployment, ProviderKind};
 use sluice_provider::{RateLimitHints, Usage, Window};
 use sluice_quota::{Clock, Cost, Dimension, QuotaStore, ScopeId, ScopeKey, ScopeKind};
 
-use crate::metrics::Upstream;
+use crate::labels::Upstream;
 
 /// `provider`, `model`, `limit` labels.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -20,6 +20,7 @@ mod crossing;
 mod dashboard;
 pub mod error;
 pub mod jobs;
+mod labels;
 mod metered;
 pub mod metrics;
 mod oplog;

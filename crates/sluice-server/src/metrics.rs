@@ -15,14 +15,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-/// `provider`, `model`.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct Upstream {
-    /// Provider account name.
-    pub provider: String,
-    /// Model sent upstream.
-    pub model: String,
-}
+pub use crate::labels::Upstream;
 
 /// `provider`, `model`, `status`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
