@@ -74,7 +74,8 @@ pub fn take(limit: &RateLimit, tat: Tat, now: Nanos, cost: u64) -> Result<Tat, R
 
 /// [`take`] for a caller that may use only `share` of the burst: it passes only if the
 /// bucket keeps the rest of the burst for others (lower classes leave headroom for
-/// higher ones). A cost above its share passes only from a full bucket.
+/// higher ones). A cost above its share passes only from a full bucket. A guarded limit
+/// ([`RateLimit::guard`]) also keeps its send guard (see [`need`]).
 ///
 /// # Errors
 /// As [`take`].
@@ -83,14 +84,62 @@ pub fn take_share(limit: &RateLimit, tat: Tat, now: Nanos, cost: u64, share: Sha
         return Err(Refusal::NeverFits);
     }
     let base = tat.0.max(now);
-    let burst_ns = share.of(units_ns(limit, limit.burst.get()));
-    let cost_ns = units_ns(limit, cost);
-    let allowance = burst_ns.saturating_sub(cost_ns.min(burst_ns));
-    let earliest = Nanos(base.0.saturating_sub(allowance));
+    let need = need(limit, cost, share);
+    let earliest = Nanos(base.0.saturating_sub(need.room));
     if earliest > now {
         return Err(Refusal::NotUntil(earliest));
     }
-    Ok(Tat(Nanos(base.0.saturating_add(cost_ns))))
+    Ok(Tat(Nanos(base.0.saturating_add(need.step))))
+}
+
+/// The part of a guarded bucket's burst kept unspent, in thousandths.
+///
+/// A bucket in front of a provider paces exactly at the provider's rate; the provider sees
+/// the same sends a little late or early (network, scheduling). A bucket that gave out its
+/// whole burst would leave the provider's own window with nothing to absorb an early
+/// arrival: it keeps this part back instead, and a cost too large for the rest (as large
+/// as the provider's whole window) waits until the bucket has been full for as long.
+pub const SEND_GUARD_PERMILLE: u64 = 20;
+
+/// What a cost needs from a bucket, as time (ns here, µs in a remote store's scripts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    /// How far the bucket's state moves when the cost is taken.
+    pub step: u64,
+    /// What the bucket must still hold after it: it passes when the state is at most
+    /// `room` ahead of now.
+    pub room: u64,
+}
+
+impl Need {
+    /// `cost` against `burst` of which `guard` is kept unspent (all as time): a cost the
+    /// rest holds leaves the guard, one it does not passes only from a full bucket and
+    /// moves the state past the cost by the guard (so the next cost waits for the provider's
+    /// window to be idle for the guard as well).
+    #[must_use]
+    pub fn of(cost: u64, burst: u64, guard: u64) -> Self {
+        let usable = burst.saturating_sub(guard);
+        if cost <= usable {
+            Self { step: cost, room: usable - cost }
+        } else {
+            Self { step: cost.saturating_add(guard), room: 0 }
+        }
+    }
+}
+
+/// The guard of a burst of `burst` (as time) on a limit that keeps one
+/// ([`RateLimit::guard`]); 0 on others.
+#[must_use]
+pub fn guard_of(burst: u64, guarded: bool) -> u64 {
+    if guarded { burst / 1000 * SEND_GUARD_PERMILLE } else { 0 }
+}
+
+/// What `cost` of `limit` needs from its bucket for a caller with `share` of the burst.
+#[must_use]
+pub fn need(limit: &RateLimit, cost: u64, share: Share) -> Need {
+    let burst = units_ns(limit, limit.burst.get());
+    let guard = guard_of(burst, limit.guard);
+    Need::of(units_ns(limit, cost), share.of(burst), guard)
 }
 
 /// Applies the difference between what was reserved and what was used.
@@ -242,5 +291,36 @@ mod tests {
         assert_eq!(tighten(&limit, Tat::default(), now, 0, Some(Duration::from_secs(2))), Tat(Nanos(102 * SEC)));
         // More left than the burst: the bucket is already within it.
         assert_eq!(tighten(&limit, Tat::default(), now, 1_000, None), Tat(now));
+    }
+
+    #[test]
+    fn a_guarded_bucket_keeps_its_guard_and_a_whole_burst_waits_for_an_idle_window() {
+        // 600 RPM with a one-second burst of 10; the guard is 2 % of it, 20 ms.
+        let limit = rpm(600, 10).guarded();
+        let now = Nanos(100 * SEC);
+        let mut tat = Tat::default();
+        for _ in 0..9 {
+            tat = take(&limit, tat, now, 1).unwrap();
+        }
+        // The tenth would spend the guard: 20 ms later.
+        assert_eq!(take(&limit, tat, now, 1), Err(Refusal::NotUntil(Nanos(100 * SEC + 20_000_000))));
+        assert!(take(&rpm(600, 10), tat, now, 1).is_ok(), "unguarded, the whole burst goes");
+        // A request as large as the burst passes from a full bucket and owes the guard too,
+        // so the next one waits until the window has been idle for the guard as well.
+        let big = take(&limit, Tat::default(), now, 10).unwrap();
+        assert_eq!(big, Tat(Nanos(101 * SEC + 20_000_000)));
+        assert_eq!(take(&limit, big, now, 10), Err(Refusal::NotUntil(big.0)));
+        assert!(take(&limit, big, big.0, 10).is_ok());
+        // Per-day limits mirror no provider window.
+        let daily = RateLimit::new(Dimension::Requests, NonZeroU64::new(1_000).unwrap(), Duration::from_secs(86_400));
+        assert!(!daily.guarded().guard);
+    }
+
+    #[test]
+    fn need_splits_a_cost_against_the_usable_burst() {
+        assert_eq!(Need::of(100, 1_000, 20), Need { step: 100, room: 880 });
+        assert_eq!(Need::of(980, 1_000, 20), Need { step: 980, room: 0 });
+        assert_eq!(Need::of(990, 1_000, 20), Need { step: 1_010, room: 0 });
+        assert_eq!(Need::of(5_030, 5_000, 0), Need { step: 5_030, room: 0 });
     }
 }

@@ -323,7 +323,7 @@ mod tests {
         let three = NonZeroU64::new(3).unwrap_or(NonZeroU64::MIN);
         let shared = share(&limits, three);
         assert_eq!(shared.rates[0].amount.get(), 10_000);
-        assert_eq!(shared.rates[0].burst.get(), 500);
+        assert_eq!(shared.rates[0].burst.get(), 166); // a third of one second of 30,000 a minute
         assert_eq!(shared.concurrency.map(NonZeroU64::get), Some(1));
     }
 }
