@@ -261,6 +261,18 @@ impl QuotaStore for ResilientStore {
         })
     }
 
+    fn share_window(
+        &self,
+        scope: ScopeId,
+        learned: Option<Duration>,
+        hold: Duration,
+    ) -> StoreFuture<'_, Result<Option<Duration>, StoreError>> {
+        if self.is_degraded() {
+            return Box::pin(std::future::ready(Ok(learned)));
+        }
+        self.remote.share_window(scope, learned, hold)
+    }
+
     fn open_reservations(&self) -> Option<u64> {
         let local = self.local.as_ref().map_or(0, MemoryStore::open_reservations);
         let remote = self.remote.open_reservations().unwrap_or(0);
