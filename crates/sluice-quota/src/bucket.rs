@@ -188,9 +188,15 @@ pub fn tighten(limit: &RateLimit, tat: Tat, now: Nanos, remaining: u64, reset: O
     Tat(tat.0.max(Nanos(now.0.saturating_add(owed_ns))))
 }
 
-/// Re-expresses a bucket's state under a new limit, keeping its fill fraction.
+/// Re-expresses a bucket's state under a new limit, keeping its fill fraction. A change of
+/// the burst alone (the same rate) keeps the state itself, as the Redis store does: what
+/// was sent stays owed, so a burst shrunk after the provider's window refused waits until
+/// the provider's window has refilled instead of sending on at once into it.
 #[must_use]
 pub fn rescale(old: &RateLimit, new: &RateLimit, tat: Tat, now: Nanos) -> Tat {
+    if (old.amount, old.period) == (new.amount, new.period) {
+        return tat;
+    }
     let owed_ns = duration_ns(tat.0.since(now));
     let old_burst = u128::from(units_ns(old, old.burst.get())).max(1);
     let new_burst = u128::from(units_ns(new, new.burst.get()));
@@ -266,6 +272,16 @@ mod tests {
         // Above its share: only from a full bucket.
         assert!(take_share(&limit, tat, now, 6, half).is_err());
         assert!(take_share(&limit, Tat::default(), now, 6, half).is_ok());
+    }
+
+    #[test]
+    fn a_burst_change_alone_keeps_what_is_owed() {
+        let now = Nanos(0);
+        let tat = Tat(Nanos(3 * SEC)); // a 3 s burst spent
+        // Shrunk to a 1 s burst: nothing passes before the 3 s owed have been paid.
+        let shrunk = rescale(&rpm(60, 3), &rpm(60, 1), tat, now);
+        assert_eq!(shrunk, tat);
+        assert_eq!(take(&rpm(60, 1), shrunk, Nanos(2 * SEC), 1), Err(Refusal::NotUntil(Nanos(3 * SEC))));
     }
 
     #[test]
