@@ -325,8 +325,8 @@ const FAIR_TPM: u64 = 600_000;
 
 /// Two tenants of equal weight, one key each, on one TPM-limited deployment. Its burst is half
 /// a second of the limit: a tenant may run ahead of a waiting one by the deployment's largest
-/// token burst (the fairness slack) before it is held back, so with the default burst (3 s)
-/// the shares would only even out after several seconds.
+/// token burst (the fairness slack) before it is held back, so with a longer burst (the
+/// default is 1 s) the shares would even out more slowly than this test waits for.
 fn two_tenant_config(sim_url: &str, store: &str) -> String {
     let sha = |key: &str| hex::encode(sluice_config::hash_key(key));
     format!(
