@@ -127,18 +127,27 @@ impl Need {
     }
 }
 
-/// The guard of a burst of `burst` (as time) on a limit that keeps one
-/// ([`RateLimit::guard`]); 0 on others.
+/// The least a guard keeps, whatever the burst: scheduling and network jitter are real
+/// time, so a short burst keeps at least this much (but never more than a quarter of it).
+pub const SEND_GUARD_MIN: Duration = Duration::from_millis(5);
+
+/// The guard of a burst of `burst` on a limit that keeps one ([`RateLimit::guard`]):
+/// [`SEND_GUARD_PERMILLE`] of it, at least [`SEND_GUARD_MIN`], at most a quarter of it;
+/// nothing on others.
 #[must_use]
-pub fn guard_of(burst: u64, guarded: bool) -> u64 {
-    if guarded { burst / 1000 * SEND_GUARD_PERMILLE } else { 0 }
+pub fn guard_of(burst: Duration, guarded: bool) -> Duration {
+    if !guarded {
+        return Duration::ZERO;
+    }
+    let share = burst.mul_f64(SEND_GUARD_PERMILLE as f64 / 1000.0);
+    share.max(SEND_GUARD_MIN).min(burst / 4)
 }
 
 /// What `cost` of `limit` needs from its bucket for a caller with `share` of the burst.
 #[must_use]
 pub fn need(limit: &RateLimit, cost: u64, share: Share) -> Need {
     let burst = units_ns(limit, limit.burst.get());
-    let guard = guard_of(burst, limit.guard);
+    let guard = duration_ns(guard_of(Duration::from_nanos(burst), limit.guard));
     Need::of(units_ns(limit, cost), share.of(burst), guard)
 }
 
@@ -327,6 +336,10 @@ mod tests {
         assert_eq!(big, Tat(Nanos(101 * SEC + 20_000_000)));
         assert_eq!(take(&limit, big, now, 10), Err(Refusal::NotUntil(big.0)));
         assert!(take(&limit, big, big.0, 10).is_ok());
+        // A short burst keeps at least 5 ms, never more than a quarter of itself.
+        assert_eq!(guard_of(Duration::from_millis(25), true), Duration::from_millis(5));
+        assert_eq!(guard_of(Duration::from_millis(8), true), Duration::from_millis(2));
+        assert_eq!(guard_of(Duration::from_secs(10), false), Duration::ZERO);
         // Per-day limits mirror no provider window.
         let daily = RateLimit::new(Dimension::Requests, NonZeroU64::new(1_000).unwrap(), Duration::from_secs(86_400));
         assert!(!daily.guarded().guard);

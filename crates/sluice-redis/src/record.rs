@@ -8,6 +8,8 @@
 
 use std::borrow::Borrow;
 
+use std::time::Duration;
+
 use sluice_quota::{Cost, Dimension, Limits, ScopeKey, ScopeKind, Share, bucket};
 
 /// Largest time the scripts are sent: Lua numbers are doubles, exact to 2^53.
@@ -284,7 +286,8 @@ pub fn reserve_spec<S: Borrow<ScopeSpec>>(cost: Cost, share: Share, scopes: &[S]
                 return Err(NeverFits { scope: i, limit: j });
             }
             let burst = lim.units_us(lim.burst);
-            let guard = bucket::guard_of(burst, lim.guard);
+            let guard = bucket::guard_of(Duration::from_micros(burst), lim.guard);
+            let guard = u64::try_from(guard.as_micros()).unwrap_or(u64::MAX);
             let usable = if scope.shared { share.of(burst) } else { burst };
             let need = bucket::Need::of(lim.units_us(units), usable, guard);
             buckets.push((need.step, need.room));
