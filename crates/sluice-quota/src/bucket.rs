@@ -112,15 +112,19 @@ pub struct Need {
 }
 
 impl Need {
-    /// `cost` against `burst` of which `guard` is kept unspent (all as time): a cost the
-    /// rest holds leaves the guard, one it does not passes only from a full bucket and
-    /// moves the state past the cost by the guard (so the next cost waits for the provider's
-    /// window to be idle for the guard as well).
+    /// `cost` against a bucket of `burst` of which a caller may use `usable` (its share)
+    /// and `guard` is kept unspent (all as time). A cost the rest of its share holds leaves
+    /// the guard; one above its share passes only from a full bucket; one the whole burst
+    /// less the guard cannot hold (as large as the provider's window) also moves the state
+    /// past the cost by the guard, so the next cost waits for the provider's window to have
+    /// been idle for the guard as well.
     #[must_use]
-    pub fn of(cost: u64, burst: u64, guard: u64) -> Self {
-        let usable = burst.saturating_sub(guard);
-        if cost <= usable {
-            Self { step: cost, room: usable - cost }
+    pub fn of(cost: u64, burst: u64, usable: u64, guard: u64) -> Self {
+        let rest = usable.min(burst).saturating_sub(guard);
+        if cost <= rest {
+            Self { step: cost, room: rest - cost }
+        } else if cost <= burst.saturating_sub(guard) {
+            Self { step: cost, room: 0 }
         } else {
             Self { step: cost.saturating_add(guard), room: 0 }
         }
@@ -148,7 +152,7 @@ pub fn guard_of(burst: Duration, guarded: bool) -> Duration {
 pub fn need(limit: &RateLimit, cost: u64, share: Share) -> Need {
     let burst = units_ns(limit, limit.burst.get());
     let guard = duration_ns(guard_of(Duration::from_nanos(burst), limit.guard));
-    Need::of(units_ns(limit, cost), share.of(burst), guard)
+    Need::of(units_ns(limit, cost), burst, share.of(burst), guard)
 }
 
 /// Applies the difference between what was reserved and what was used.
@@ -347,9 +351,13 @@ mod tests {
 
     #[test]
     fn need_splits_a_cost_against_the_usable_burst() {
-        assert_eq!(Need::of(100, 1_000, 20), Need { step: 100, room: 880 });
-        assert_eq!(Need::of(980, 1_000, 20), Need { step: 980, room: 0 });
-        assert_eq!(Need::of(990, 1_000, 20), Need { step: 1_010, room: 0 });
-        assert_eq!(Need::of(5_030, 5_000, 0), Need { step: 5_030, room: 0 });
+        assert_eq!(Need::of(100, 1_000, 1_000, 20), Need { step: 100, room: 880 });
+        assert_eq!(Need::of(980, 1_000, 1_000, 20), Need { step: 980, room: 0 });
+        assert_eq!(Need::of(990, 1_000, 1_000, 20), Need { step: 1_010, room: 0 });
+        assert_eq!(Need::of(5_030, 5_000, 5_000, 0), Need { step: 5_030, room: 0 });
+        // Above a caller's share but within the burst: only from a full bucket, no more.
+        assert_eq!(Need::of(100, 1_000, 750, 20), Need { step: 100, room: 630 });
+        assert_eq!(Need::of(800, 1_000, 750, 20), Need { step: 800, room: 0 });
+        assert_eq!(Need::of(990, 1_000, 750, 20), Need { step: 1_010, room: 0 });
     }
 }

@@ -289,7 +289,7 @@ pub fn reserve_spec<S: Borrow<ScopeSpec>>(cost: Cost, share: Share, scopes: &[S]
             let guard = bucket::guard_of(Duration::from_micros(burst), lim.guard);
             let guard = u64::try_from(guard.as_micros()).unwrap_or(u64::MAX);
             let usable = if scope.shared { share.of(burst) } else { burst };
-            let need = bucket::Need::of(lim.units_us(units), usable, guard);
+            let need = bucket::Need::of(lim.units_us(units), burst, usable, guard);
             buckets.push((need.step, need.room));
         }
         out.push(ScopeCost { cc: scope.cc, layout: scope.layout, buckets });
