@@ -98,7 +98,7 @@ sha256 = "{sha(TIGHT_KEY)}"
 id = "limited-key"
 tenant = "acme"
 sha256 = "{sha(LIMITED_KEY)}"
-limits = {{ rpm = 600, tpm = 100000 }}
+limits = {{ rpm = 600, tpm = 100000, burst_seconds = 3 }}
 """
 
 

@@ -13,6 +13,7 @@ use sluice_quota::{Cost, Dimension, Limits, Nanos};
 use crate::aimd::{Aimd, AimdSettings};
 use crate::provider::{self, ProviderWindow, TierChange, Tighten};
 use crate::ramp::{Ramp, RampSettings};
+use crate::window::{LearnedWindow, WindowSettings};
 
 /// Shortest time between two re-registrations that loosen.
 pub const APPLY_EVERY: Duration = Duration::from_millis(200);
@@ -28,6 +29,8 @@ pub struct ControllerSettings {
     pub ramp: Option<RampSettings>,
     /// Follow the limits the provider reports, up or down.
     pub adopt_provider_limits: bool,
+    /// Learning the provider's short window.
+    pub window: WindowSettings,
 }
 
 /// What the caller should do after a response.
@@ -41,6 +44,10 @@ pub struct Reaction {
     pub apply: Option<Limits>,
     /// The factor was decreased by this response.
     pub decreased: bool,
+    /// A 429 from a window shorter than the minute (not a reason to decrease the factor).
+    pub short_window: bool,
+    /// The burst window shrank to this.
+    pub shrunk: Option<Duration>,
 }
 
 /// See the module docs.
@@ -52,7 +59,8 @@ pub struct Controller {
     aimd: Aimd,
     ramp: Option<Ramp>,
     reported: [Option<u64>; 4],
-    applied: (f64, Nanos),
+    window: LearnedWindow,
+    applied: (f64, Duration, Nanos),
 }
 
 fn slot(d: Dimension) -> usize {
@@ -69,6 +77,7 @@ impl Controller {
     #[must_use]
     pub fn new(configured: Limits, settings: ControllerSettings, now: Nanos) -> Self {
         let ramp = settings.ramp.map(|r| Ramp::new(r, now));
+        let window = LearnedWindow::new(provider::burst_window(&configured).unwrap_or_default(), settings.window);
         let mut controller = Self {
             aimd: Aimd::new(settings.aimd, now),
             base: configured.clone(),
@@ -76,7 +85,8 @@ impl Controller {
             settings,
             ramp,
             reported: [None; 4],
-            applied: (1.0, now),
+            applied: (1.0, window.configured(), now),
+            window,
         };
         controller.applied.0 = controller.factor(now);
         controller
@@ -88,10 +98,29 @@ impl Controller {
         &self.base
     }
 
-    /// The limits the store should hold at `now`.
+    /// The limits the store should hold at `now`: scaled by the factor, bursts held to
+    /// the learned window.
     #[must_use]
     pub fn effective(&self, now: Nanos) -> Limits {
-        provider::scaled(&self.base, self.factor(now))
+        self.limits_at(self.factor(now), self.burst_window(now))
+    }
+
+    fn limits_at(&self, factor: f64, window: Duration) -> Limits {
+        let scaled = provider::scaled(&self.base, factor);
+        if window < self.window.configured() { provider::windowed(&scaled, window) } else { scaled }
+    }
+
+    /// The burst window in force: configured, or shorter as learned from the provider.
+    #[must_use]
+    pub fn burst_window(&self, now: Nanos) -> Duration {
+        self.window.current(now)
+    }
+
+    /// A window learned by another instance (see [`LearnedWindow::adopt`]): new limits
+    /// when it is shorter than this one's.
+    pub fn adopt_window(&mut self, window: Duration, now: Nanos) -> Option<Limits> {
+        let shorter = self.window.adopt(window, now);
+        self.maybe_apply(now, shorter)
     }
 
     /// The current factor: the smaller of the AIMD factor and the ramp cap, in `(0, 1]`.
@@ -136,10 +165,22 @@ impl Controller {
             }
         }
         if unexpected_429 {
+            self.on_429(now, windows, &mut reaction);
+        }
+        let shrunk = reaction.shrunk.is_some();
+        reaction.apply = self.maybe_apply(now, base_changed || shrunk);
+        reaction
+    }
+
+    /// A 429 for a request sluice admitted: from a short window while the minute has room
+    /// (the burst shrinks, the rate stays), else from the minute (the factor decreases).
+    fn on_429(&mut self, now: Nanos, windows: &[ProviderWindow], reaction: &mut Reaction) {
+        if provider::short_window_refusal(windows, &self.effective(now)) {
+            reaction.short_window = true;
+            reaction.shrunk = self.window.on_short_window_429(now);
+        } else {
             reaction.decreased = self.aimd.on_rejection(now);
         }
-        reaction.apply = self.maybe_apply(now, base_changed);
-        reaction
     }
 
     /// An admission of `cost` through the deployment (feeds the ramp-up guard).
@@ -167,21 +208,24 @@ impl Controller {
             self.ramp = settings.ramp.map(|r| Ramp::new(r, now));
         }
         self.settings = settings;
+        self.window.reconfigure(provider::burst_window(&configured).unwrap_or_default());
         self.base = configured.clone();
         self.configured = configured;
         self.reported = [None; 4];
-        self.applied = (self.factor(now), now);
+        self.applied = (self.factor(now), self.burst_window(now), now);
         self.effective(now)
     }
 
     fn maybe_apply(&mut self, now: Nanos, force: bool) -> Option<Limits> {
-        let factor = self.factor(now);
-        let (applied, at) = self.applied;
+        let (factor, window) = (self.factor(now), self.burst_window(now));
+        let (applied, applied_window, at) = self.applied;
         let moved = (factor - applied).abs() >= MIN_STEP || (factor >= 1.0 && applied < 1.0);
+        let widened = window.as_secs_f64() >= applied_window.as_secs_f64() * (1.0 + MIN_STEP)
+            || (window >= self.window.configured() && applied_window < window);
         let due = factor < applied || now.since(at) >= APPLY_EVERY;
-        if force || (moved && due) {
-            self.applied = (factor, now);
-            return Some(provider::scaled(&self.base, factor));
+        if force || ((moved || widened) && due) {
+            self.applied = (factor, window, now);
+            return Some(self.limits_at(factor, window));
         }
         None
     }
@@ -252,5 +296,36 @@ mod tests {
         let reaction = c.on_response(Nanos(0), &[window(60_000, 200)], false);
         assert_eq!(reaction.tighten, [Tighten { dimension: Dimension::TotalTokens, remaining: 200, reset: None }]);
         assert!(reaction.tier_changes.is_empty());
+    }
+
+    #[test]
+    fn a_429_with_the_minute_left_shrinks_the_burst_not_the_rate() {
+        let rate = RateLimit::per_minute(Dimension::TotalTokens, 60_000).unwrap_or_else(|| unreachable!());
+        let configured = Limits::unlimited().with_rate(rate.with_burst_window(Duration::from_secs(3)));
+        let mut c = Controller::new(configured, ControllerSettings::default(), Nanos(0));
+        let short = c.on_response(Nanos(0), &[window(60_000, 50_000)], true);
+        assert!(short.short_window && !short.decreased);
+        assert_eq!(short.shrunk, Some(Duration::from_millis(1_500)));
+        let applied = short.apply.unwrap_or_default();
+        assert_eq!((applied.rates[0].amount.get(), applied.rates[0].burst.get()), (60_000, 1_500));
+        assert_eq!(c.factor(Nanos(0)), 1.0);
+        // The minute itself spent: the rate comes down, the window stays.
+        let minute = c.on_response(Nanos(2 * SEC), &[window(60_000, 100)], true);
+        assert!(minute.decreased && !minute.short_window);
+        assert_eq!(minute.apply.map(|l| l.rates[0].burst.get()), Some(1_050));
+        // Held for a minute, then back to the configured window within the regrowth.
+        assert_eq!(c.burst_window(Nanos(60 * SEC)), Duration::from_millis(1_500));
+        let back = c.poll(Nanos(3_600 * SEC)).unwrap_or_default();
+        assert_eq!((back.rates[0].amount.get(), back.rates[0].burst.get()), (60_000, 3_000));
+    }
+
+    #[test]
+    fn a_window_learned_elsewhere_is_applied_here() {
+        let rate = RateLimit::per_minute(Dimension::TotalTokens, 60_000).unwrap_or_else(|| unreachable!());
+        let configured = Limits::unlimited().with_rate(rate.with_burst_window(Duration::from_secs(3)));
+        let mut c = Controller::new(configured, ControllerSettings::default(), Nanos(0));
+        let applied = c.adopt_window(Duration::from_millis(750), Nanos(0)).unwrap_or_default();
+        assert_eq!(applied.rates[0].burst.get(), 750);
+        assert_eq!(c.adopt_window(Duration::from_secs(1), Nanos(SEC)), None, "longer than ours");
     }
 }

@@ -7,7 +7,9 @@
 //! - [`ramp`]: the ramp-up guard — admitted rate may rise only by a slope per second.
 //! - [`provider`]: what a provider's rate-limit headers mean for local state: buckets to
 //!   tighten, tier changes, limits to adopt; and scaling limits by a factor.
-//! - [`controller`]: the three combined per deployment into the limits to apply.
+//! - [`window`]: the learned short window — the burst shrinks on a provider 429 that came
+//!   while the minute had room, and grows back slowly.
+//! - [`controller`]: these combined per deployment into the limits to apply.
 //! - [`quantile`]: a bounded-memory streaming quantile sketch (log buckets with decay).
 //! - [`output`]: output reservations, `strict` (`max_tokens`) or `p95` (learned).
 //! - [`cache`]: the recent cache-hit ratio of a route, for cache-aware input estimates.
@@ -23,6 +25,7 @@ pub mod output;
 pub mod provider;
 pub mod quantile;
 pub mod ramp;
+pub mod window;
 
 pub use aimd::{Aimd, AimdSettings};
 pub use cache::CacheTracker;
@@ -31,3 +34,4 @@ pub use output::{OutputEstimate, OutputEstimator};
 pub use provider::{ProviderWindow, TierChange, Tighten};
 pub use quantile::QuantileSketch;
 pub use ramp::{Ramp, RampSettings};
+pub use window::{LearnedWindow, WindowSettings};

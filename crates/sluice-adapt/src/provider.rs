@@ -99,13 +99,56 @@ pub fn scaled(limits: &Limits, factor: f64) -> Limits {
     Limits { rates, concurrency: limits.concurrency }
 }
 
+/// The burst window of `limits`: the longest any per-minute rate releases at once (its
+/// burst as time); `None` without per-minute rates.
+#[must_use]
+pub fn burst_window(limits: &Limits) -> Option<Duration> {
+    let window = |r: &RateLimit| {
+        let ns = u128::from(r.burst.get()) * r.period.as_nanos() / u128::from(r.amount.get());
+        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+    };
+    limits.rates.iter().filter(|r| r.period == MINUTE).map(window).max()
+}
+
+/// `limits` with every per-minute burst held to `window` worth of its rate (bursts already
+/// shorter are kept).
+#[must_use]
+pub fn windowed(limits: &Limits, window: Duration) -> Limits {
+    let rates = limits
+        .rates
+        .iter()
+        .map(|r| {
+            let held = r.with_burst_window(window);
+            if r.period == MINUTE && held.burst < r.burst { held } else { *r }
+        })
+        .collect();
+    Limits { rates, concurrency: limits.concurrency }
+}
+
+/// Whether a 429 came from a window shorter than the minute: the provider reported its
+/// per-minute windows and each still had at least `limits`' burst left (the most sluice
+/// releases at once), so the minute was not what refused. `false` without a report.
+#[must_use]
+pub fn short_window_refusal(windows: &[ProviderWindow], limits: &Limits) -> bool {
+    let mut reported = false;
+    for w in windows {
+        let (Some(remaining), Some(rate)) = (w.remaining, per_minute(limits, w.dimension)) else { continue };
+        if remaining < rate.burst.get() {
+            return false;
+        }
+        reported = true;
+    }
+    reported
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// `amount` tokens a minute with a three-second burst.
     fn tpm(amount: u64) -> Limits {
-        Limits::unlimited()
-            .with_rate(RateLimit::per_minute(Dimension::TotalTokens, amount).unwrap_or_else(|| unreachable!()))
+        let rate = RateLimit::per_minute(Dimension::TotalTokens, amount).unwrap_or_else(|| unreachable!());
+        Limits::unlimited().with_rate(rate.with_burst_window(Duration::from_secs(3)))
     }
 
     #[test]
@@ -133,5 +176,34 @@ mod tests {
         assert_eq!((small.rates[0].amount.get(), small.rates[0].burst.get()), (30_000, 1_500));
         assert_eq!(scaled(&tpm(1), 0.1).rates[0].amount.get(), 1);
         assert_eq!(scaled(&tpm(10), f64::NAN), tpm(10));
+    }
+
+    fn report(remaining: u64) -> ProviderWindow {
+        ProviderWindow {
+            dimension: Dimension::TotalTokens,
+            limit: Some(60_000),
+            remaining: Some(remaining),
+            reset: None,
+        }
+    }
+
+    #[test]
+    fn a_429_with_the_minute_left_is_a_short_window_refusal() {
+        let limits = tpm(60_000); // burst 3,000
+        assert!(short_window_refusal(&[report(50_000)], &limits));
+        assert!(!short_window_refusal(&[report(2_000)], &limits), "the minute is nearly spent");
+        assert!(!short_window_refusal(&[], &limits), "no report, nothing known");
+    }
+
+    #[test]
+    fn burst_windows_are_read_and_only_ever_shortened() {
+        let limits =
+            tpm(60_000).with_rate(RateLimit::per_minute(Dimension::Requests, 60).unwrap_or_else(|| unreachable!()));
+        assert_eq!(burst_window(&limits), Some(Duration::from_secs(3)), "the longest");
+        assert_eq!(windowed(&limits, Duration::from_secs(5)), limits, "never lengthened");
+        let held = windowed(&limits, Duration::from_millis(500));
+        assert_eq!(held.rates[0].burst.get(), 500);
+        assert_eq!(held.rates[1].burst.get(), 1, "never below one");
+        assert_eq!(burst_window(&held), Some(Duration::from_secs(1)), "the request rate's one unit");
     }
 }

@@ -1,10 +1,12 @@
 //! `sluice bench` and its subcommands: without one it measures added latency
 //! ([`crate::bench`]); `soak` runs the long flatness check ([`crate::soak`]); `chaos` the
-//! fault scenarios with their invariants ([`crate::chaos`]).
+//! fault scenarios with their invariants ([`crate::chaos`]); `windows` the default burst
+//! against providers that enforce short windows ([`crate::windows`]).
 
 use crate::bench::BenchArgs;
 use crate::chaos::ChaosArgs;
 use crate::soak::SoakArgs;
+use crate::windows::WindowsArgs;
 
 /// `sluice bench [ARGS] | sluice bench soak … | sluice bench chaos …`.
 #[derive(Debug, Clone, clap::Args)]
@@ -27,6 +29,9 @@ pub enum Sub {
     /// Fault scenarios (provider faults, Redis restarts, kill -9 of an instance with jobs
     /// queued), each a few rounds, with invariant checks; non-zero exit on a break.
     Chaos(ChaosArgs),
+    /// Three workloads (mixed, RPM-bound, TPM-bound) through a gateway with its default
+    /// burst, against a provider enforcing one, two or three seconds' worth at a time.
+    Windows(WindowsArgs),
 }
 
 /// Runs the chosen benchmark.
@@ -38,5 +43,6 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         None => crate::bench::run(command.latency).await,
         Some(Sub::Soak(args)) => crate::soak::run(args).await,
         Some(Sub::Chaos(args)) => crate::chaos::run(args).await,
+        Some(Sub::Windows(args)) => crate::windows::run(args).await,
     }
 }

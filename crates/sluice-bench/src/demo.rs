@@ -17,7 +17,7 @@ use crate::deploy::{Gateways, StoreKind};
 use crate::drive::{self, Run, Tally, Transport};
 use crate::naive::{Backoff, Workers};
 use crate::report::{DemoReport, SideContext, SideReport};
-use crate::scenario::{BATCH_KEY, INTERACTIVE_KEY, MODEL, Provider};
+use crate::scenario::{BATCH_KEY, DEPLOYMENT_BURST_SIM_SECONDS, INTERACTIVE_KEY, MODEL, Provider};
 use crate::sluiced;
 use crate::utilization;
 use crate::workload::Workload;
@@ -115,6 +115,15 @@ pub struct DemoArgs {
     /// Run the gateway side only (no naive side).
     #[arg(long)]
     pub gateway_only: bool,
+    /// The provider enforces its per-minute limits OpenAI's quantized way, this many
+    /// simulated seconds' worth at a time [default: a sliding window admitting a tenth of
+    /// the minute in any second].
+    #[arg(long)]
+    pub provider_window: Option<f64>,
+    /// The deployment's `burst_seconds` at the gateway, in simulated seconds (divided by
+    /// the time scale in the gateway's config).
+    #[arg(long, default_value_t = DEPLOYMENT_BURST_SIM_SECONDS)]
+    pub burst_seconds: f64,
 }
 
 impl DemoArgs {
@@ -144,6 +153,8 @@ impl DemoArgs {
             ttft_ms: self.ttft_ms,
             per_token_ms: self.per_token_ms,
             completion_mean: self.batch_max_tokens as f64 * 0.85,
+            window: self.provider_window,
+            burst_sim_seconds: self.burst_seconds,
         }
     }
 
@@ -171,7 +182,9 @@ impl DemoArgs {
         let p = self.provider();
         serde_json::json!({
             "provider": {"rpm": p.rpm, "tpm": p.tpm, "time_scale": p.time_scale, "ttft_ms": p.ttft_ms,
-                "per_token_ms": p.per_token_ms, "rps_real": p.rps(), "tps_real": p.tps()},
+                "per_token_ms": p.per_token_ms, "rps_real": p.rps(), "tps_real": p.tps(),
+                "quantized_window_secs": p.window},
+            "gateway_burst_seconds": p.burst_sim_seconds,
             "workload": self.workload(),
             "batch_share": self.batch_share,
             "workers": self.workers,

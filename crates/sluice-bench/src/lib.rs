@@ -13,7 +13,8 @@
 //! percentiles; [`plot`] draws the SVG charts. [`soak`] (with [`mix`] and
 //! [`soak_report`]) and [`chaos`] run `sluice serve` as child processes ([`process`],
 //! configured by [`fleet`]) under closed-loop clients that record every attempt
-//! ([`attempts`]); [`commands`] is `sluice bench`'s command line.
+//! ([`attempts`]); [`windows`] runs three workloads against providers enforcing short
+//! windows; [`commands`] is `sluice bench`'s command line.
 //!
 //! Everything binds 127.0.0.1, every load loop is bounded in count and time, and every
 //! server started is shut down before a command returns.
@@ -44,4 +45,5 @@ pub mod soak;
 pub mod soak_report;
 pub mod stats;
 pub mod utilization;
+pub mod windows;
 pub mod workload;

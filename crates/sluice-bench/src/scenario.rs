@@ -36,6 +36,11 @@ pub struct Provider {
     pub per_token_ms: f64,
     /// Mean completion length, tokens (capped by each request's `max_tokens`).
     pub completion_mean: f64,
+    /// The provider enforces its per-minute limits quantized, this many simulated seconds'
+    /// worth at a time; `None`: its sliding window (a tenth of the minute per second).
+    pub window: Option<f64>,
+    /// The deployment's burst at the gateway, in simulated seconds of the limit.
+    pub burst_sim_seconds: f64,
 }
 
 impl Provider {
@@ -54,7 +59,10 @@ impl Provider {
     /// The simulated provider: one OpenAI-shaped model with these limits and latency.
     #[must_use]
     pub fn sim_config(&self, seed: u64) -> SimConfig {
-        let limits = Limits { rpm: Some(self.rpm), tpm: Some(self.tpm), ..Limits::default() };
+        let mut limits = Limits { rpm: Some(self.rpm), tpm: Some(self.tpm), ..Limits::default() };
+        if let Some(window) = self.window {
+            limits = limits.quantized(window * 1000.0);
+        }
         let mut model = ModelConfig::openai(MODEL).with_limits(limits);
         model.completion = Completion::Normal { mean: self.completion_mean, stddev: self.completion_mean / 4.0 };
         let latency = LatencyConfig {
@@ -82,7 +90,7 @@ impl Provider {
     pub fn gateway_config(&self, sim_url: &str, batch_share: f64, store: &str) -> String {
         let scaled = |v: u64| (v as f64 * self.time_scale).round() as u64;
         let (rpm, tpm) = (scaled(self.rpm), scaled(self.tpm));
-        let burst = DEPLOYMENT_BURST_SIM_SECONDS / self.time_scale;
+        let burst = self.burst_sim_seconds / self.time_scale;
         format!(
             r#"
 [org]

@@ -53,7 +53,7 @@ fn example_config_is_valid_and_complete() {
 fn base_fixture_is_valid() {
     let config = parse(BASE).unwrap();
     assert_eq!(config.models[0].default_max_tokens, 4_096);
-    assert_eq!(config.deployments[0].limits.rates[1].burst.get(), 1_500);
+    assert_eq!(config.deployments[0].limits.rates[1].burst.get(), 500);
 }
 
 /// (edit to BASE, expected field, expected line, words the message must contain)

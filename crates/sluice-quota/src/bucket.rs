@@ -74,7 +74,8 @@ pub fn take(limit: &RateLimit, tat: Tat, now: Nanos, cost: u64) -> Result<Tat, R
 
 /// [`take`] for a caller that may use only `share` of the burst: it passes only if the
 /// bucket keeps the rest of the burst for others (lower classes leave headroom for
-/// higher ones). A cost above its share passes only from a full bucket.
+/// higher ones). A cost above its share passes only from a full bucket. A guarded limit
+/// ([`RateLimit::guard`]) also keeps its send guard (see [`need`]).
 ///
 /// # Errors
 /// As [`take`].
@@ -83,14 +84,75 @@ pub fn take_share(limit: &RateLimit, tat: Tat, now: Nanos, cost: u64, share: Sha
         return Err(Refusal::NeverFits);
     }
     let base = tat.0.max(now);
-    let burst_ns = share.of(units_ns(limit, limit.burst.get()));
-    let cost_ns = units_ns(limit, cost);
-    let allowance = burst_ns.saturating_sub(cost_ns.min(burst_ns));
-    let earliest = Nanos(base.0.saturating_sub(allowance));
+    let need = need(limit, cost, share);
+    let earliest = Nanos(base.0.saturating_sub(need.room));
     if earliest > now {
         return Err(Refusal::NotUntil(earliest));
     }
-    Ok(Tat(Nanos(base.0.saturating_add(cost_ns))))
+    Ok(Tat(Nanos(base.0.saturating_add(need.step))))
+}
+
+/// The part of a guarded bucket's burst kept unspent, in thousandths.
+///
+/// A bucket in front of a provider paces exactly at the provider's rate; the provider sees
+/// the same sends a little late or early (network, scheduling). A bucket that gave out its
+/// whole burst would leave the provider's own window with nothing to absorb an early
+/// arrival: it keeps this part back instead, and a cost too large for the rest (as large
+/// as the provider's whole window) waits until the bucket has been full for as long.
+pub const SEND_GUARD_PERMILLE: u64 = 20;
+
+/// What a cost needs from a bucket, as time (ns here, µs in a remote store's scripts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    /// How far the bucket's state moves when the cost is taken.
+    pub step: u64,
+    /// What the bucket must still hold after it: it passes when the state is at most
+    /// `room` ahead of now.
+    pub room: u64,
+}
+
+impl Need {
+    /// `cost` against a bucket of `burst` of which a caller may use `usable` (its share)
+    /// and `guard` is kept unspent (all as time). A cost the rest of its share holds leaves
+    /// the guard; one above its share passes only from a full bucket; one the whole burst
+    /// less the guard cannot hold (as large as the provider's window) also moves the state
+    /// past the cost by the guard, so the next cost waits for the provider's window to have
+    /// been idle for the guard as well.
+    #[must_use]
+    pub fn of(cost: u64, burst: u64, usable: u64, guard: u64) -> Self {
+        let rest = usable.min(burst).saturating_sub(guard);
+        if cost <= rest {
+            Self { step: cost, room: rest - cost }
+        } else if cost <= burst.saturating_sub(guard) {
+            Self { step: cost, room: 0 }
+        } else {
+            Self { step: cost.saturating_add(guard), room: 0 }
+        }
+    }
+}
+
+/// The least a guard keeps, whatever the burst: scheduling and network jitter are real
+/// time, so a short burst keeps at least this much (but never more than a quarter of it).
+pub const SEND_GUARD_MIN: Duration = Duration::from_millis(5);
+
+/// The guard of a burst of `burst` on a limit that keeps one ([`RateLimit::guard`]):
+/// [`SEND_GUARD_PERMILLE`] of it, at least [`SEND_GUARD_MIN`], at most a quarter of it;
+/// nothing on others.
+#[must_use]
+pub fn guard_of(burst: Duration, guarded: bool) -> Duration {
+    if !guarded {
+        return Duration::ZERO;
+    }
+    let share = burst.mul_f64(SEND_GUARD_PERMILLE as f64 / 1000.0);
+    share.max(SEND_GUARD_MIN).min(burst / 4)
+}
+
+/// What `cost` of `limit` needs from its bucket for a caller with `share` of the burst.
+#[must_use]
+pub fn need(limit: &RateLimit, cost: u64, share: Share) -> Need {
+    let burst = units_ns(limit, limit.burst.get());
+    let guard = duration_ns(guard_of(Duration::from_nanos(burst), limit.guard));
+    Need::of(units_ns(limit, cost), burst, share.of(burst), guard)
 }
 
 /// Applies the difference between what was reserved and what was used.
@@ -139,9 +201,15 @@ pub fn tighten(limit: &RateLimit, tat: Tat, now: Nanos, remaining: u64, reset: O
     Tat(tat.0.max(Nanos(now.0.saturating_add(owed_ns))))
 }
 
-/// Re-expresses a bucket's state under a new limit, keeping its fill fraction.
+/// Re-expresses a bucket's state under a new limit, keeping its fill fraction. A change of
+/// the burst alone (the same rate) keeps the state itself, as the Redis store does: what
+/// was sent stays owed, so a burst shrunk after the provider's window refused waits until
+/// the provider's window has refilled instead of sending on at once into it.
 #[must_use]
 pub fn rescale(old: &RateLimit, new: &RateLimit, tat: Tat, now: Nanos) -> Tat {
+    if (old.amount, old.period) == (new.amount, new.period) {
+        return tat;
+    }
     let owed_ns = duration_ns(tat.0.since(now));
     let old_burst = u128::from(units_ns(old, old.burst.get())).max(1);
     let new_burst = u128::from(units_ns(new, new.burst.get()));
@@ -220,6 +288,16 @@ mod tests {
     }
 
     #[test]
+    fn a_burst_change_alone_keeps_what_is_owed() {
+        let now = Nanos(0);
+        let tat = Tat(Nanos(3 * SEC)); // a 3 s burst spent
+        // Shrunk to a 1 s burst: nothing passes before the 3 s owed have been paid.
+        let shrunk = rescale(&rpm(60, 3), &rpm(60, 1), tat, now);
+        assert_eq!(shrunk, tat);
+        assert_eq!(take(&rpm(60, 1), shrunk, Nanos(2 * SEC), 1), Err(Refusal::NotUntil(Nanos(3 * SEC))));
+    }
+
+    #[test]
     fn rescale_keeps_the_fill_fraction() {
         let old = rpm(60, 6);
         let new = rpm(30, 6);
@@ -242,5 +320,44 @@ mod tests {
         assert_eq!(tighten(&limit, Tat::default(), now, 0, Some(Duration::from_secs(2))), Tat(Nanos(102 * SEC)));
         // More left than the burst: the bucket is already within it.
         assert_eq!(tighten(&limit, Tat::default(), now, 1_000, None), Tat(now));
+    }
+
+    #[test]
+    fn a_guarded_bucket_keeps_its_guard_and_a_whole_burst_waits_for_an_idle_window() {
+        // 600 RPM with a one-second burst of 10; the guard is 2 % of it, 20 ms.
+        let limit = rpm(600, 10).guarded();
+        let now = Nanos(100 * SEC);
+        let mut tat = Tat::default();
+        for _ in 0..9 {
+            tat = take(&limit, tat, now, 1).unwrap();
+        }
+        // The tenth would spend the guard: 20 ms later.
+        assert_eq!(take(&limit, tat, now, 1), Err(Refusal::NotUntil(Nanos(100 * SEC + 20_000_000))));
+        assert!(take(&rpm(600, 10), tat, now, 1).is_ok(), "unguarded, the whole burst goes");
+        // A request as large as the burst passes from a full bucket and owes the guard too,
+        // so the next one waits until the window has been idle for the guard as well.
+        let big = take(&limit, Tat::default(), now, 10).unwrap();
+        assert_eq!(big, Tat(Nanos(101 * SEC + 20_000_000)));
+        assert_eq!(take(&limit, big, now, 10), Err(Refusal::NotUntil(big.0)));
+        assert!(take(&limit, big, big.0, 10).is_ok());
+        // A short burst keeps at least 5 ms, never more than a quarter of itself.
+        assert_eq!(guard_of(Duration::from_millis(25), true), Duration::from_millis(5));
+        assert_eq!(guard_of(Duration::from_millis(8), true), Duration::from_millis(2));
+        assert_eq!(guard_of(Duration::from_secs(10), false), Duration::ZERO);
+        // Per-day limits mirror no provider window.
+        let daily = RateLimit::new(Dimension::Requests, NonZeroU64::new(1_000).unwrap(), Duration::from_secs(86_400));
+        assert!(!daily.guarded().guard);
+    }
+
+    #[test]
+    fn need_splits_a_cost_against_the_usable_burst() {
+        assert_eq!(Need::of(100, 1_000, 1_000, 20), Need { step: 100, room: 880 });
+        assert_eq!(Need::of(980, 1_000, 1_000, 20), Need { step: 980, room: 0 });
+        assert_eq!(Need::of(990, 1_000, 1_000, 20), Need { step: 1_010, room: 0 });
+        assert_eq!(Need::of(5_030, 5_000, 5_000, 0), Need { step: 5_030, room: 0 });
+        // Above a caller's share but within the burst: only from a full bucket, no more.
+        assert_eq!(Need::of(100, 1_000, 750, 20), Need { step: 100, room: 630 });
+        assert_eq!(Need::of(800, 1_000, 750, 20), Need { step: 800, room: 0 });
+        assert_eq!(Need::of(990, 1_000, 750, 20), Need { step: 1_010, room: 0 });
     }
 }

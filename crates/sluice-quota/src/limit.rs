@@ -100,20 +100,33 @@ pub struct RateLimit {
     /// The most that may be taken at once from a full bucket. Requests larger than the
     /// burst (but not than `amount`) pass only when the bucket is full and leave it in debt.
     pub burst: NonZeroU64,
+    /// The bucket mirrors a provider's short window (a deployment's per-minute limits): it
+    /// keeps a send guard of its burst unspent (see [`crate::bucket::need`]).
+    pub guard: bool,
 }
 
-/// The default burst, as a share of the period: about three seconds of a per-minute rate.
+/// The default burst, as a share of the period: one second of a per-minute rate.
 ///
-/// Providers enforce per-minute limits over windows of about a second, so a bucket that
-/// released a whole minute at once would earn 429s upstream.
-pub const DEFAULT_BURST_SECONDS: u64 = 3;
+/// Providers enforce per-minute limits over much shorter windows: OpenAI documents that
+/// a per-minute limit "may be quantized" (60,000 RPM enforced as 1,000 requests per
+/// second). No major provider's documented enforcement is shorter than a second, so a
+/// bucket releasing one second's worth at a time earns no 429s from its own bursts.
+pub const DEFAULT_BURST_SECONDS: u64 = 1;
 
 impl RateLimit {
     /// A limit whose burst is [`DEFAULT_BURST_SECONDS`] worth of the rate (at least 1).
     #[must_use]
     pub fn new(dimension: Dimension, amount: NonZeroU64, period: Duration) -> Self {
         let burst = Self::burst_for(amount, period, Duration::from_secs(DEFAULT_BURST_SECONDS));
-        Self { dimension, amount, period, burst }
+        Self { dimension, amount, period, burst, guard: false }
+    }
+
+    /// The same limit keeping a send guard when it is per minute or shorter (the provider's
+    /// short window mirrored); longer ones (per day) are no one's short window.
+    #[must_use]
+    pub fn guarded(mut self) -> Self {
+        self.guard = self.period <= Duration::from_secs(60);
+        self
     }
 
     /// Per-minute shorthand for [`RateLimit::new`]; `None` for a zero amount.
@@ -230,6 +243,14 @@ impl Limits {
         self
     }
 
+    /// The same limits keeping a send guard on every per-minute (or shorter) rate: the
+    /// limits of a deployment, which mirror the provider's short window.
+    #[must_use]
+    pub fn guarded(mut self) -> Self {
+        self.rates = self.rates.into_iter().map(RateLimit::guarded).collect();
+        self
+    }
+
     /// Whether the scope limits nothing.
     #[must_use]
     pub fn is_unlimited(&self) -> bool {
@@ -259,9 +280,9 @@ mod tests {
     }
 
     #[test]
-    fn default_burst_is_a_few_seconds_and_never_zero() {
+    fn default_burst_is_one_second_and_never_zero() {
         let tpm = RateLimit::per_minute(Dimension::TotalTokens, 30_000).unwrap();
-        assert_eq!(tpm.burst.get(), 1_500);
+        assert_eq!(tpm.burst.get(), 500);
         let tiny = RateLimit::per_minute(Dimension::Requests, 3).unwrap();
         assert_eq!(tiny.burst.get(), 1);
         let capped = tpm.with_burst(nz(1_000_000));

@@ -87,6 +87,21 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Err(StoreError("this store cannot hold scopes".into()))))
     }
 
+    /// Shares a deployment's learned short window with every user of the store: `learned`
+    /// (a window this instance just shrank to) is kept for `hold` unless a shorter one is
+    /// kept already; returns the shortest window kept now (`None` when none is). Every
+    /// instance adopts it, so one instance's lesson holds the whole fleet's bursts. A
+    /// store used by one instance only (the default) keeps nothing: it returns `learned`.
+    fn share_window(
+        &self,
+        scope: ScopeId,
+        learned: Option<Duration>,
+        hold: Duration,
+    ) -> StoreFuture<'_, Result<Option<Duration>, StoreError>> {
+        let _ = (scope, hold);
+        Box::pin(std::future::ready(Ok(learned)))
+    }
+
     /// Reservations this instance made that are not yet settled or expired, if known.
     fn open_reservations(&self) -> Option<u64> {
         None

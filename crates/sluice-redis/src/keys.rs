@@ -8,6 +8,8 @@
 //!                                 its expiry applies (record.rs), so it needs no other key
 //! {P:d:<deployment>}:fair   HASH  fair share: `t:<tenant>` virtual time, `@clock`, `@x`
 //! {P:d:<deployment>}:asking ZSET  tenants asking lately, scored by expiry (µs)
+//! {T}:window:<field>        STRING a deployment's learned short window (µs), shared by
+//!                                 every instance; expires `hold` after the last shrink
 //! ```
 //!
 //! On a cluster `T` is `{P:c}` for the caller scopes (org, tenant, team, api key, model
@@ -66,6 +68,12 @@ impl Group {
         format!("{}:fair", self.tag)
     }
 
+    /// The learned short window of the scope whose field is `sid` (deployment scopes).
+    #[must_use]
+    pub fn window(&self, sid: &str) -> String {
+        format!("{}:window:{sid}", self.tag)
+    }
+
     /// The group's tenants currently asking, scored by expiry (deployment groups).
     #[must_use]
     pub fn asking(&self) -> String {
@@ -89,5 +97,6 @@ mod tests {
         assert_eq!(Group::of("sluice", &tenant).state(), "{sluice:c}:state");
         assert_eq!(Group::standalone("sluice"), Group::of("sluice", &tenant));
         assert_eq!(group.leases(), "{sluice:d:gpt-4o-east}:leases");
+        assert_eq!(group.window("d:gpt-4o-east"), "{sluice:d:gpt-4o-east}:window:d:gpt-4o-east");
     }
 }

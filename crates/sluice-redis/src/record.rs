@@ -8,7 +8,9 @@
 
 use std::borrow::Borrow;
 
-use sluice_quota::{Cost, Dimension, Limits, ScopeKey, ScopeKind, Share};
+use std::time::Duration;
+
+use sluice_quota::{Cost, Dimension, Limits, ScopeKey, ScopeKind, Share, bucket};
 
 /// Largest time the scripts are sent: Lua numbers are doubles, exact to 2^53.
 const MAX_US: u64 = 1 << 52;
@@ -24,6 +26,8 @@ pub struct LimitSpec {
     pub period_us: u64,
     /// Burst.
     pub burst: u64,
+    /// It keeps a send guard (see [`sluice_quota::bucket::need`]).
+    pub guard: bool,
     /// Its name, `<dimension code>:<period µs>`, part of its scope's layout.
     pub code: String,
 }
@@ -91,6 +95,7 @@ impl ScopeSpec {
                     amount: r.amount.get(),
                     period_us,
                     burst: r.burst.get(),
+                    guard: r.guard,
                     code: format!("{}:{period_us}", dimension_code(r.dimension)),
                 }
             })
@@ -267,7 +272,7 @@ fn signed(us: u64) -> i64 {
 }
 
 /// The reserve script's view of `cost` on `scopes` for a caller with `share` of shared
-/// bursts.
+/// bursts: per bucket the core's [`bucket::need`], in µs.
 ///
 /// # Errors
 /// [`NeverFits`] when a limit's amount per period is below the cost: no wait helps.
@@ -281,9 +286,11 @@ pub fn reserve_spec<S: Borrow<ScopeSpec>>(cost: Cost, share: Share, scopes: &[S]
                 return Err(NeverFits { scope: i, limit: j });
             }
             let burst = lim.units_us(lim.burst);
-            let burst = if scope.shared { share.of(burst) } else { burst };
-            let step = lim.units_us(units);
-            buckets.push((step, burst - step.min(burst)));
+            let guard = bucket::guard_of(Duration::from_micros(burst), lim.guard);
+            let guard = u64::try_from(guard.as_micros()).unwrap_or(u64::MAX);
+            let usable = if scope.shared { share.of(burst) } else { burst };
+            let need = bucket::Need::of(lim.units_us(units), burst, usable, guard);
+            buckets.push((need.step, need.room));
         }
         out.push(ScopeCost { cc: scope.cc, layout: scope.layout, buckets });
     }
@@ -369,7 +376,11 @@ mod tests {
 
     fn scopes() -> Vec<ScopeSpec> {
         let limits = Limits::unlimited()
-            .with_rate(RateLimit::per_minute(Dimension::OutputTokens, 60_000).unwrap_or_else(|| unreachable!()))
+            .with_rate(
+                RateLimit::per_minute(Dimension::OutputTokens, 60_000)
+                    .unwrap_or_else(|| unreachable!())
+                    .with_burst_window(std::time::Duration::from_secs(3)),
+            )
             .with_concurrency(std::num::NonZeroU64::new(4).unwrap_or(std::num::NonZeroU64::MIN));
         let tenant = ScopeSpec::new(&ScopeKey::new(ScopeKind::Tenant, "acme"), &limits);
         let deployment = ScopeSpec::new(&ScopeKey::new(ScopeKind::Deployment, "east"), &limits);
@@ -407,6 +418,17 @@ mod tests {
         assert_eq!(spec, expected);
         let never = reserve_spec(Cost::request(10, 60_001), Share::FULL, &scopes);
         assert_eq!(never, Err(NeverFits { scope: 0, limit: 0 }));
+    }
+
+    #[test]
+    fn a_guarded_limit_keeps_its_guard_as_the_core_does() {
+        // 60,000 tokens a minute, a one-second burst of 1,000 with a 20 ms guard.
+        let rate = RateLimit::per_minute(Dimension::TotalTokens, 60_000).unwrap_or_else(|| unreachable!()).guarded();
+        let scope = ScopeSpec::new(&ScopeKey::new(ScopeKind::Deployment, "d"), &Limits::unlimited().with_rate(rate));
+        let small = reserve_spec(Cost::request(100, 0), Share::FULL, &[&scope]).unwrap_or_else(|_| unreachable!());
+        assert_eq!(small.scopes[0].buckets, [(100_000, 880_000)]);
+        let whole = reserve_spec(Cost::request(1_000, 0), Share::FULL, &[&scope]).unwrap_or_else(|_| unreachable!());
+        assert_eq!(whole.scopes[0].buckets, [(1_020_000, 0)]);
     }
 
     /// The integers of a flat MessagePack array.

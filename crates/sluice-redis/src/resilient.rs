@@ -261,6 +261,18 @@ impl QuotaStore for ResilientStore {
         })
     }
 
+    fn share_window(
+        &self,
+        scope: ScopeId,
+        learned: Option<Duration>,
+        hold: Duration,
+    ) -> StoreFuture<'_, Result<Option<Duration>, StoreError>> {
+        if self.is_degraded() {
+            return Box::pin(std::future::ready(Ok(learned)));
+        }
+        self.remote.share_window(scope, learned, hold)
+    }
+
     fn open_reservations(&self) -> Option<u64> {
         let local = self.local.as_ref().map_or(0, MemoryStore::open_reservations);
         let remote = self.remote.open_reservations().unwrap_or(0);
@@ -323,7 +335,7 @@ mod tests {
         let three = NonZeroU64::new(3).unwrap_or(NonZeroU64::MIN);
         let shared = share(&limits, three);
         assert_eq!(shared.rates[0].amount.get(), 10_000);
-        assert_eq!(shared.rates[0].burst.get(), 500);
+        assert_eq!(shared.rates[0].burst.get(), 166); // a third of one second of 30,000 a minute
         assert_eq!(shared.concurrency.map(NonZeroU64::get), Some(1));
     }
 }

@@ -8,7 +8,7 @@ pub const VERSION: &str = "sluice-quota-v5";
 
 const COMMON: &str = include_str!("lua/common.lua");
 
-/// The batch (reservations and settlements), pause, hold, tighten and peek scripts.
+/// The batch (reservations and settlements), pause, hold, tighten, peek and window scripts.
 #[derive(Debug)]
 pub struct Scripts {
     /// Reservations (each all or nothing) and settlements (idempotent) of one group.
@@ -21,6 +21,8 @@ pub struct Scripts {
     pub tighten: Script,
     /// A scope's state for a snapshot.
     pub peek: Script,
+    /// A deployment's learned short window, shared by every instance.
+    pub window: Script,
 }
 
 impl Scripts {
@@ -34,6 +36,7 @@ impl Scripts {
             tighten: build(include_str!("lua/tighten.lua")),
             hold: build(include_str!("lua/hold.lua")),
             peek: build(include_str!("lua/peek.lua")),
+            window: build(include_str!("lua/window.lua")),
         }
     }
 }

@@ -215,6 +215,21 @@ impl RedisStore {
         Ok(())
     }
 
+    async fn share_scope_window(
+        &self,
+        scope: ScopeId,
+        learned: Option<Duration>,
+        hold: Duration,
+    ) -> Result<Option<Duration>, StoreError> {
+        let Some(scope) = self.scope(scope) else { return Ok(learned) };
+        let micros = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let mut invocation = self.scripts().window.prepare_invoke();
+        invocation.key(scope.group.window(&scope.spec.sid));
+        invocation.arg(learned.map_or(0, micros)).arg(u64::try_from(hold.as_millis()).unwrap_or(u64::MAX).max(1));
+        let shared: u64 = self.call(invocation).await?;
+        Ok((shared > 0).then(|| Duration::from_micros(shared)))
+    }
+
     async fn hold_scope(&self, scope: ScopeId, held: bool) -> Result<(), StoreError> {
         let Some(scope) = self.scope(scope) else { return Ok(()) };
         let mut invocation = self.scripts().hold.prepare_invoke();
@@ -393,6 +408,15 @@ impl QuotaStore for RedisStore {
 
     fn open_reservations(&self) -> Option<u64> {
         Some(u64::try_from(self.open.lock().len()).unwrap_or(u64::MAX))
+    }
+
+    fn share_window(
+        &self,
+        scope: ScopeId,
+        learned: Option<Duration>,
+        hold: Duration,
+    ) -> StoreFuture<'_, Result<Option<Duration>, StoreError>> {
+        Box::pin(self.share_scope_window(scope, learned, hold))
     }
 
     fn tighten(

@@ -87,6 +87,20 @@ mod cases {
         let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
     }
 
+    pub async fn a_guarded_bucket_sends_a_whole_burst_only_into_an_idle_window(store: &dyn QuotaStore) {
+        // 600 tokens a minute (10 a second), a burst of 100 (10 s) keeping a 200 ms guard.
+        let rate = RateLimit::per_minute(Dimension::TotalTokens, 600).unwrap().with_burst(nz(100)).guarded();
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "guarded"), Limits::unlimited().with_rate(rate));
+        // A request as large as the burst passes from the full bucket...
+        let _whole = store.reserve(&[d], Cost::request(100, 0), LEASE).await.unwrap();
+        // ...and the next one only once the window has refilled and been idle for the guard.
+        let wait = rejected(store.reserve(&[d], Cost::request(100, 0), LEASE).await).retry_after().unwrap();
+        assert!(wait > Duration::from_millis(9_900) && wait <= Duration::from_millis(10_200), "{wait:?}");
+        // A small one waits for its own 100 ms and the guard the rest keeps (unguarded: 100 ms).
+        let wait = rejected(store.reserve(&[d], Cost::request(1, 0), LEASE).await).retry_after().unwrap();
+        assert!(wait > Duration::from_millis(350) && wait <= Duration::from_millis(500), "{wait:?}");
+    }
+
     pub async fn a_refusal_anywhere_debits_nothing_anywhere(store: &dyn QuotaStore) {
         let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "aon"), tpm(600_000, 1_000));
         let d = store.register(ScopeKey::new(ScopeKind::Deployment, "aon"), tpm(6_000_000, 100_000));
@@ -542,6 +556,11 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn burst_then_paced_refusal_passes_at_retry_after() {
                 run(|s| async move { cases::burst_then_paced_refusal_passes_at_retry_after(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_guarded_bucket_sends_a_whole_burst_only_into_an_idle_window() {
+                run(|s| async move { cases::a_guarded_bucket_sends_a_whole_burst_only_into_an_idle_window(&*s).await })
+                    .await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_refusal_anywhere_debits_nothing_anywhere() {

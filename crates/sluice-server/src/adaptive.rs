@@ -19,7 +19,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use sluice_adapt::{
     AimdSettings, CacheTracker, Controller, ControllerSettings, OutputEstimate, OutputEstimator, ProviderWindow,
-    RampSettings,
+    RampSettings, Reaction, WindowSettings,
 };
 use sluice_config::{Deployment, ProviderKind};
 use sluice_provider::{RateLimitHints, Usage, Window};
@@ -45,6 +45,11 @@ pub struct AdaptiveMetrics {
     pub factor: Family<Upstream, Gauge>,
     /// `sluice_adaptive_decreases_total{provider,model}`: AIMD decreases after provider 429s.
     pub decreases: Family<Upstream, Counter>,
+    /// `sluice_burst_window_ms{provider,model}`: the burst window in force (learned).
+    pub burst_window: Family<Upstream, Gauge>,
+    /// `sluice_short_window_429s_total{provider,model}`: provider 429s that came while the
+    /// minute had room (a shorter window enforced).
+    pub short_window_429s: Family<Upstream, Counter>,
     /// `sluice_provider_limit_changes_total{provider,model,limit}`: reported limits differing from config.
     pub limit_changes: Family<LimitLabels, Counter>,
     /// `sluice_provider_reported_limit{provider,model,limit}`: the last limit the provider reported.
@@ -67,6 +72,16 @@ impl AdaptiveMetrics {
             "sluice_adaptive_decreases",
             "Effective-limit decreases after unexpected provider 429s",
             self.decreases.clone(),
+        );
+        registry.register(
+            "sluice_burst_window_ms",
+            "Burst window in force per deployment: configured, or shorter as learned from provider 429s",
+            self.burst_window.clone(),
+        );
+        registry.register(
+            "sluice_short_window_429s",
+            "Provider 429s that came while the provider reported per-minute capacity left",
+            self.short_window_429s.clone(),
         );
         registry.register(
             "sluice_provider_limit_changes",
@@ -118,6 +133,7 @@ pub fn settings(d: &Deployment) -> ControllerSettings {
         },
         ramp: a.ramp_up.map(|slope| RampSettings { slope, window: RampSettings::WINDOW }),
         adopt_provider_limits: a.adopt_provider_limits,
+        window: WindowSettings::default(),
     }
 }
 
@@ -226,7 +242,13 @@ impl Adaptive {
         if reaction.decreased {
             self.metrics.decreases.get_or_create(&self.labels).inc();
         }
-        self.apply(reaction.apply);
+        if reaction.short_window {
+            self.metrics.short_window_429s.get_or_create(&self.labels).inc();
+        }
+        self.apply(reaction.apply.clone());
+        if reaction.shrunk.is_some() {
+            self.share(&reaction).await;
+        }
         for t in reaction.tighten {
             if let Err(e) = self.store.tighten(self.scope, t.dimension, t.remaining, t.reset).await {
                 tracing::debug!(error = %e, "could not tighten to the provider's count");
@@ -234,17 +256,42 @@ impl Adaptive {
         }
     }
 
-    /// Recovery without traffic: applies the recovered factor when it moved enough.
-    pub fn poll(&self) {
+    /// Recovery without traffic: applies the recovered factor (and burst window) when it
+    /// moved enough, and a shorter window another instance learned.
+    pub async fn poll(&self) {
         let applied = self.controller.lock().poll(self.clock.now());
         self.apply(applied);
+        self.share(&Reaction::default()).await;
+    }
+
+    /// Tells the store a window this instance just learned, and adopts the shortest one any
+    /// instance learned (a shared store keeps it for the hold; a memory store keeps none).
+    async fn share(&self, reaction: &Reaction) {
+        let hold = WindowSettings::default().hold;
+        let shared = match self.store.share_window(self.scope, reaction.shrunk, hold).await {
+            Ok(shared) => shared,
+            Err(e) => {
+                tracing::debug!(error = %e, "could not share the learned burst window");
+                return;
+            }
+        };
+        if let Some(window) = shared.filter(|w| Some(*w) != reaction.shrunk) {
+            let applied = self.controller.lock().adopt_window(window, self.clock.now());
+            self.apply(applied);
+        }
     }
 
     fn apply(&self, limits: Option<sluice_quota::Limits>) {
         let Some(limits) = limits else { return };
         self.store.register(self.key.clone(), limits);
-        let factor = self.controller.lock().factor(self.clock.now());
+        let now = self.clock.now();
+        let (factor, window) = {
+            let controller = self.controller.lock();
+            (controller.factor(now), controller.burst_window(now))
+        };
         self.metrics.factor.get_or_create(&self.labels).set((factor * 1000.0).round() as i64);
+        let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+        self.metrics.burst_window.get_or_create(&self.labels).set(window_ms);
     }
 }
 

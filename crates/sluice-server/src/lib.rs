@@ -303,7 +303,7 @@ async fn recover_idle(state: AppState) {
     loop {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         for route in &state.current().deployments {
-            route.adaptive.poll();
+            route.adaptive.poll().await;
         }
     }
 }

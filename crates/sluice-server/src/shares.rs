@@ -180,6 +180,7 @@ mod tests {
             amount: NonZeroU64::new(60_000).unwrap_or(NonZeroU64::MIN),
             period: Duration::from_secs(60),
             burst: NonZeroU64::new(1_000).unwrap_or(NonZeroU64::MIN),
+            guard: false,
         };
         Guarantee::new(&Limits { rates: vec![tpm], concurrency: None }, 2)
     }

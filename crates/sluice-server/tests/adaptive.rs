@@ -11,6 +11,10 @@ use sluice_quota::{FakeClock, MemoryStore, QuotaStore};
 use sluice_server::AppState;
 
 fn config(tpm: u64, extra: &str) -> sluice_config::Config {
+    config_with(&format!("rpm = 600, tpm = {tpm}"), extra)
+}
+
+fn config_with(limits: &str, extra: &str) -> sluice_config::Config {
     let text = format!(
         r#"
 [[providers]]
@@ -22,7 +26,7 @@ base_url = "http://127.0.0.1:9"
 name = "d"
 provider = "local"
 model = "llama"
-limits = {{ rpm = 600, tpm = {tpm} }}
+limits = {{ {limits} }}
 {extra}
 
 [[models]]
@@ -72,12 +76,40 @@ async fn a_provider_429_shrinks_the_limit_and_it_recovers() {
     assert_eq!(tpm_limit(&state).await.0, 42_000);
     // A minute later, without 429s, the limit is whole again.
     clock.advance(Duration::from_secs(60));
-    adaptive.poll();
+    adaptive.poll().await;
     assert_eq!(tpm_limit(&state).await.0, 60_000);
     // A daily-quota 429 is no reason to shrink a per-minute rate.
     let daily = RateLimitHints { daily_quota: true, ..RateLimitHints::default() };
     adaptive.on_response(429, &daily).await;
     assert_eq!(tpm_limit(&state).await.0, 60_000);
+}
+
+async fn tpm_burst(state: &AppState) -> u64 {
+    let gateway = state.current();
+    let snapshot = gateway.store.snapshot(gateway.deployments[0].scope).await.unwrap().unwrap();
+    snapshot.rates.iter().find(|r| r.limiter.to_string() == "tpm").unwrap().burst
+}
+
+#[tokio::test]
+async fn a_429_while_the_minute_has_room_shrinks_the_burst_not_the_rate() {
+    let (state, clock) = state(&config_with("rpm = 600, tpm = 60000, burst_seconds = 3", ""));
+    let adaptive = Arc::clone(&state.current().deployments[0].adaptive);
+    assert_eq!(tpm_burst(&state).await, 3_000);
+    adaptive.on_response(429, &tokens(60_000, 55_000)).await;
+    assert_eq!(tpm_limit(&state).await.0, 60_000, "the rate stays");
+    assert_eq!(tpm_burst(&state).await, 1_500, "the burst window halves");
+    let gateway = state.current();
+    let labels = &gateway.deployments[0].counters.labels;
+    assert_eq!(gateway.metrics.adaptive.burst_window.get_or_create(labels).get(), 1_500);
+    assert_eq!(gateway.metrics.adaptive.short_window_429s.get_or_create(labels).get(), 1);
+    assert_eq!(gateway.metrics.adaptive.decreases.get_or_create(labels).get(), 0);
+    // Held while 429s may still come, then grown back to the configured window.
+    clock.advance(Duration::from_secs(30));
+    adaptive.poll().await;
+    assert_eq!(tpm_burst(&state).await, 1_500);
+    clock.advance(Duration::from_secs(3_600));
+    adaptive.poll().await;
+    assert_eq!(tpm_burst(&state).await, 3_000);
 }
 
 #[tokio::test]

@@ -358,7 +358,7 @@ async fn a_batch_runs_every_line_once_as_a_batch_job_and_its_output_is_in_input_
 }
 
 /// A batch is paced by admission like any job: 8 requests on a deployment of 60 rpm (a
-/// burst of 3 s worth, then one a second) take at least 4 s, and none is refused.
+/// burst of 1 s worth, then one a second) take at least 4 s, and none is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_is_paced_by_its_deployments_limit() {
     let env = start(4).await;
@@ -369,7 +369,7 @@ async fn a_batch_is_paced_by_its_deployments_limit() {
     let batch = env.finished(ACME, batch["id"].as_str().unwrap(), Duration::from_secs(30)).await;
     let took = started.elapsed();
     assert_eq!(batch["request_counts"], json!({"total": 8, "completed": 8, "failed": 0}), "{batch}");
-    assert!(took >= Duration::from_secs(4), "8 requests at 60 rpm after a 3-request burst took only {took:?}");
+    assert!(took >= Duration::from_secs(4), "8 requests at 60 rpm after a 1-request burst took only {took:?}");
     let stats = env.sim.stats();
     assert_eq!((stats.requests, stats.duplicates), (8, 0));
 }

@@ -105,7 +105,7 @@ limits = {{ rpm = 6000, tpm = 1000000 }}
 id = "acme-1"
 tenant = "acme"
 sha256 = "{key}"
-limits = {{ rpm = 600, tpm = 100000 }}
+limits = {{ rpm = 600, tpm = 100000, burst_seconds = 3 }}
 
 [[keys]]
 id = "acme-tight"

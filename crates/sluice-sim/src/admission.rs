@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Limits, OutputAccounting};
+use crate::config::{Limits, OutputAccounting, WindowKind};
 use crate::limits::{Meter, Wait, WindowRule};
 
 const MINUTE: f64 = 60.0;
@@ -119,10 +119,12 @@ fn limit_of(limits: &Limits, dim: Dim) -> Option<f64> {
 }
 
 fn shape_of(limits: &Limits, dim: Dim) -> (f64, Option<WindowRule>) {
+    let quantized = limits.window_kind == WindowKind::Quantized;
+    let rule = WindowRule { len: limits.window_ms / 1000.0, fraction: limits.window_fraction, quantized };
     match dim {
         Dim::Rpd | Dim::Tpd => (DAY, None),
-        _ if limits.window_fraction >= 1.0 => (MINUTE, None),
-        _ => (MINUTE, Some(WindowRule { len: limits.window_ms / 1000.0, fraction: limits.window_fraction })),
+        _ if !quantized && limits.window_fraction >= 1.0 => (MINUTE, None),
+        _ => (MINUTE, Some(rule)),
     }
 }
 

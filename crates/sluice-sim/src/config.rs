@@ -135,9 +135,27 @@ pub struct Limits {
     /// Short window length in simulated milliseconds.
     #[serde(default = "default_window_ms")]
     pub window_ms: f64,
-    /// Fraction of a per-minute limit allowed inside one short window (1.0 disables it).
+    /// Fraction of a per-minute limit allowed inside one short window (1.0 disables it);
+    /// a sliding window only.
     #[serde(default = "default_window_fraction")]
     pub window_fraction: f64,
+    /// How the short window is enforced.
+    #[serde(default)]
+    pub window_kind: WindowKind,
+}
+
+/// How a model enforces its short window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowKind {
+    /// At most `window_fraction` of the limit inside any sliding `window_ms`.
+    #[default]
+    Sliding,
+    /// OpenAI's quantization: the per-minute limit enforced as `window_ms` worth at a time
+    /// (60,000 RPM as 1,000 per second) — a short bucket of one window's worth refilled at
+    /// the minute's rate. A request above that passes only when the bucket is full (nothing
+    /// sent for a window), and leaves it in debt.
+    Quantized,
 }
 
 fn default_concurrency_status() -> u16 {
@@ -163,6 +181,7 @@ impl Default for Limits {
             concurrency_status: default_concurrency_status(),
             window_ms: DEFAULT_WINDOW_MS,
             window_fraction: DEFAULT_WINDOW_FRACTION,
+            window_kind: WindowKind::Sliding,
         }
     }
 }
@@ -286,6 +305,14 @@ impl ModelConfig {
 }
 
 impl Limits {
+    /// These limits enforced OpenAI's quantized way, `window_ms` (simulated) worth at a time.
+    #[must_use]
+    pub fn quantized(mut self, window_ms: f64) -> Self {
+        self.window_kind = WindowKind::Quantized;
+        self.window_ms = window_ms;
+        self
+    }
+
     /// The limits in force for a flavour (Azure derives RPM from TPM when RPM is unset).
     #[must_use]
     pub fn effective(&self, flavor: Flavor) -> Self {

@@ -65,3 +65,14 @@ fn bad_values_are_rejected_with_a_reason() {
     rejected(&format!("[latency]\njitter = 2.0\n{MODEL}"), "jitter");
     rejected(&format!("{MODEL}latency = {{ chunk_tokens = 0 }}\n"), "chunk_tokens");
 }
+
+#[test]
+fn a_quantized_window_is_configured_by_its_length() {
+    let config =
+        parse("[[models]]\nname = \"m\"\nlimits = { rpm = 600, window_kind = \"quantized\", window_ms = 2000.0 }\n")
+            .unwrap();
+    let limits = &config.models[0].limits;
+    assert_eq!(limits.window_kind, WindowKind::Quantized);
+    assert_eq!(limits.clone(), Limits { rpm: Some(600), ..Limits::default() }.quantized(2000.0));
+    rejected("[[models]]\nname = \"m\"\nlimits = { rpm = 1, window_kind = \"fixed\" }\n", "window_kind");
+}

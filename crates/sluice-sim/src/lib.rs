@@ -61,6 +61,7 @@ pub mod wire_time;
 pub use clock::{Clock, FakeClock, RealClock};
 pub use config::{
     Completion, FaultConfig, Flavor, LatencyConfig, Limits, ModelConfig, OutputAccounting, Shape, SimConfig, TokenRule,
+    WindowKind,
 };
 pub use server::{SimHandle, SimProvider};
 pub use stats::StatsSnapshot;

@@ -1,8 +1,10 @@
-//! Pure limit math: continuously refilled buckets and short sliding windows.
+//! Pure limit math: continuously refilled buckets and short windows.
 //!
 //! All times are *simulated* seconds (`f64`) passed in by the caller; nothing here reads a
 //! clock. A [`Meter`] is one limit dimension: a minute (or day) [`Bucket`] plus an optional
-//! [`Window`] that caps how much of the budget may be spent inside a short window.
+//! short window that caps how much of the budget may be spent at once — either a sliding
+//! [`Window`] or, as OpenAI describes its quantized limits (60,000 RPM enforced as 1,000
+//! requests per second), a short [`Bucket`] holding one window's worth of the rate.
 
 /// Number of slots a [`Window`] is divided into (its time resolution is `len / SLOTS`).
 pub const SLOTS: usize = 20;
@@ -173,6 +175,61 @@ pub struct WindowRule {
     pub len: f64,
     /// Fraction of the bucket capacity allowed inside one window.
     pub fraction: f64,
+    /// Sliding sum, or a quantized short bucket.
+    pub quantized: bool,
+}
+
+/// The short-window half of a [`Meter`].
+#[derive(Debug, Clone, PartialEq)]
+#[expect(clippy::large_enum_variant, reason = "one per metered dimension; boxing buys nothing")]
+enum Short {
+    /// At most `allowance` inside any sliding window.
+    Sliding(Window, f64),
+    /// A bucket of one window's worth refilled at the meter's rate: a cost above it passes
+    /// only when the bucket is full (idle for a window), and leaves it in debt.
+    Quantized(Bucket),
+}
+
+impl Short {
+    fn new(rule: WindowRule, limit: f64, period: f64, now: f64) -> Self {
+        if rule.quantized {
+            let capacity = limit * rule.len / period;
+            Self::Quantized(Bucket::full(capacity, rule.len, now))
+        } else {
+            Self::Sliding(Window::new(rule.len), rule.fraction * limit)
+        }
+    }
+
+    fn wait_for(&mut self, now: f64, cost: f64) -> f64 {
+        match self {
+            Self::Sliding(window, allowance) => window.wait_for(now, cost, *allowance),
+            Self::Quantized(bucket) => {
+                let need = cost.min(bucket.capacity());
+                bucket.wait_for(now, need).unwrap_or(0.0)
+            }
+        }
+    }
+
+    fn add(&mut self, now: f64, cost: f64) {
+        match self {
+            Self::Sliding(window, _) => window.add(now, cost),
+            Self::Quantized(bucket) => bucket.take(now, cost),
+        }
+    }
+
+    /// The same rule with `limit`, keeping the history when the shape is unchanged.
+    fn relimit(self, rule: WindowRule, limit: f64, period: f64, now: f64) -> Self {
+        match (self, Self::new(rule, limit, period, now)) {
+            (Self::Sliding(old, _), Self::Sliding(fresh, allowance)) if old.slot_len == fresh.slot_len => {
+                Self::Sliding(old, allowance)
+            }
+            (Self::Quantized(mut old), Self::Quantized(fresh)) => {
+                old.set_capacity(now, fresh.capacity(), rule.len);
+                Self::Quantized(old)
+            }
+            (_, fresh) => fresh,
+        }
+    }
 }
 
 /// When a cost can be admitted by a meter.
@@ -196,24 +253,21 @@ impl Wait {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Meter {
     bucket: Bucket,
-    window: Option<(Window, f64)>,
+    window: Option<Short>,
 }
 
 impl Meter {
     /// A full meter of `limit` per `period` seconds, with an optional short window.
     #[must_use]
     pub fn new(limit: f64, period: f64, rule: Option<WindowRule>, now: f64) -> Self {
-        let window = rule.map(|r| (Window::new(r.len), r.fraction * limit));
+        let window = rule.map(|r| Short::new(r, limit, period, now));
         Self { bucket: Bucket::full(limit, period, now), window }
     }
 
     /// When `cost` fits both the bucket and the window.
     pub fn wait_for(&mut self, now: f64, cost: f64) -> Wait {
         let Some(bucket_wait) = self.bucket.wait_for(now, cost) else { return Wait::Never };
-        let window_wait = match &self.window {
-            Some((window, allowance)) => window.wait_for(now, cost, *allowance),
-            None => 0.0,
-        };
+        let window_wait = self.window.as_mut().map_or(0.0, |w| w.wait_for(now, cost));
         Wait::from_secs(bucket_wait.max(window_wait))
     }
 
@@ -230,7 +284,7 @@ impl Meter {
     }
 
     fn note(&mut self, now: f64, cost: f64) {
-        if let Some((window, _)) = &mut self.window {
+        if let Some(window) = &mut self.window {
             window.add(now, cost);
         }
     }
@@ -249,11 +303,10 @@ impl Meter {
     /// Changes the limit at runtime, keeping what was used.
     pub fn set_limit(&mut self, now: f64, limit: f64, period: f64, rule: Option<WindowRule>) {
         self.bucket.set_capacity(now, limit, period);
-        let history = self.window.take().map(|(w, _)| w);
-        self.window = rule.map(|r| {
-            let fresh = Window::new(r.len);
-            let window = history.filter(|w| w.slot_len == fresh.slot_len).unwrap_or(fresh);
-            (window, r.fraction * limit)
+        let history = self.window.take();
+        self.window = rule.map(|r| match history {
+            Some(old) => old.relimit(r, limit, period, now),
+            None => Short::new(r, limit, period, now),
         });
     }
 }

@@ -3,7 +3,11 @@ use super::*;
 const MINUTE: f64 = 60.0;
 
 fn rule() -> Option<WindowRule> {
-    Some(WindowRule { len: 1.0, fraction: 0.1 })
+    Some(WindowRule { len: 1.0, fraction: 0.1, quantized: false })
+}
+
+fn quantized(len: f64) -> Option<WindowRule> {
+    Some(WindowRule { len, fraction: 1.0, quantized: true })
 }
 
 #[test]
@@ -144,4 +148,72 @@ fn meter_status_reports_limit_remaining_and_reset() {
     assert!((limit - 60.0).abs() < 1e-9);
     assert!((remaining - 29.0).abs() < 1e-9);
     assert!((reset - 30.5).abs() < 1e-9);
+}
+
+#[test]
+fn quantized_meter_admits_one_windows_worth_at_a_time() {
+    // 600 RPM enforced per second: 10 at once, then one every 0.1 s.
+    let mut m = Meter::new(600.0, MINUTE, quantized(1.0), 0.0);
+    for _ in 0..10 {
+        assert_eq!(m.wait_for(0.0, 1.0), Wait::Now);
+        m.take(0.0, 1.0);
+    }
+    match m.wait_for(0.0, 1.0) {
+        Wait::After(s) => assert!((s - 0.1).abs() < 1e-9, "{s}"),
+        other => panic!("{other:?}"),
+    }
+    // Paced at 99 % of the minute's rate it never waits.
+    let step = 0.1 / 0.99;
+    let mut now = step;
+    while now < 10.0 {
+        assert_eq!(m.wait_for(now, 1.0), Wait::Now, "at {now}");
+        m.take(now, 1.0);
+        now += step;
+    }
+}
+
+#[test]
+fn quantized_meter_admits_an_oversize_cost_only_when_idle_and_leaves_debt() {
+    // 300k TPM per second: 5,000 a window; a 5,030-token call is larger than that.
+    let mut m = Meter::new(300_000.0, MINUTE, quantized(1.0), 0.0);
+    assert_eq!(m.wait_for(0.0, 5_030.0), Wait::Now);
+    m.take(0.0, 5_030.0);
+    // A small one waits only for its own part: 30 in debt plus 100, less 50 refilled.
+    match m.wait_for(0.01, 100.0) {
+        Wait::After(s) => assert!((s - 0.016).abs() < 1e-6, "{s}"),
+        other => panic!("{other:?}"),
+    }
+    // The next large one waits for the bucket to be full again: 5,030 / 5,000 s.
+    match m.wait_for(0.5, 5_030.0) {
+        Wait::After(s) => assert!((s - 0.506).abs() < 1e-6, "{s}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(m.wait_for(1.007, 5_030.0), Wait::Now);
+}
+
+#[test]
+fn quantized_window_of_two_seconds_holds_two_seconds_worth() {
+    let mut m = Meter::new(600.0, MINUTE, quantized(2.0), 0.0);
+    let mut admitted = 0;
+    while m.wait_for(0.0, 1.0) == Wait::Now {
+        m.take(0.0, 1.0);
+        admitted += 1;
+    }
+    assert_eq!(admitted, 20);
+}
+
+#[test]
+fn quantized_window_keeps_its_debt_across_a_limit_change() {
+    let mut m = Meter::new(600.0, MINUTE, quantized(1.0), 0.0);
+    for _ in 0..10 {
+        m.take(0.0, 1.0);
+    }
+    m.set_limit(0.0, 1_200.0, MINUTE, quantized(1.0));
+    // 20 a window now, 10 of them used.
+    let mut admitted = 0;
+    while m.wait_for(0.0, 1.0) == Wait::Now {
+        m.take(0.0, 1.0);
+        admitted += 1;
+    }
+    assert_eq!(admitted, 10);
 }

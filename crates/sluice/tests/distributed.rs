@@ -91,7 +91,9 @@ async fn three_instances_on_one_redis_hold_the_limit_where_memory_stores_over_ad
     let memory = gateways(3, &config(&sim.url(), "[store]\nkind = \"memory\"", &limits, "30s"));
     let s = saturate(&sim, &memory).await;
     eprintln!("3 instances, memory stores: {s:?}");
-    assert!(s.provider_429s > 0, "three separate memory stores should overrun the provider: {s:?}");
+    // Each store sends the whole limit: three times what the provider sells. (With
+    // one-second bursts the provider's minute bucket absorbs that for the few seconds this
+    // runs, so its 429s would come later; the over-admission is the failure shown.)
     assert!(s.utilization > 1.5, "three separate memory stores should admit well above the limit: {s:?}");
 }
 
@@ -325,8 +327,8 @@ const FAIR_TPM: u64 = 600_000;
 
 /// Two tenants of equal weight, one key each, on one TPM-limited deployment. Its burst is half
 /// a second of the limit: a tenant may run ahead of a waiting one by the deployment's largest
-/// token burst (the fairness slack) before it is held back, so with the default burst (3 s)
-/// the shares would only even out after several seconds.
+/// token burst (the fairness slack) before it is held back, so with a longer burst (the
+/// default is 1 s) the shares would even out more slowly than this test waits for.
 fn two_tenant_config(sim_url: &str, store: &str) -> String {
     let sha = |key: &str| hex::encode(sluice_config::hash_key(key));
     format!(

@@ -93,7 +93,8 @@ impl Validator<'_> {
             name: Arc::from(d.name.get_ref().as_str()),
             provider,
             model: d.model.get_ref().clone(),
-            limits: self.limits(&field("limits"), &self.preset_limits(i, d)?)?,
+            // A deployment's limits mirror the provider's: its buckets keep a send guard.
+            limits: self.limits(&field("limits"), &self.preset_limits(i, d)?)?.guarded(),
             adaptive: self.adaptive(i, d, kind, output_counting)?,
             tokenizer,
             input_safety_factor,

@@ -199,6 +199,8 @@ async fn put_limits(
         Ok(limits) => limits,
         Err(e) => return bad(&headers, &e.field, e.message),
     };
+    // A deployment's limits mirror the provider's, as in the config: with a send guard.
+    let limits = if scope_kind == ScopeKind::Deployment { limits.guarded() } else { limits };
     let store = &state.current().store;
     let id = store.register(ScopeKey::new(scope_kind, Arc::clone(&entry.name)), limits);
     tracing::info!(kind = %kind, name = %entry.name, "admin: limits changed");
