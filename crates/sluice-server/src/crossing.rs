@@ -10,6 +10,8 @@ use sluice_provider::{
     openai_to_anthropic_response, upstream_body,
 };
 
+use crate::error::{self, Envelope};
+
 /// Anthropic's error type for an HTTP status.
 fn anthropic_error_type(status: u16) -> &'static str {
     match status {
@@ -122,20 +124,13 @@ impl Crossing {
             if text.is_empty() { format!("the provider answered {status}") } else { text.chars().take(2_000).collect() }
         });
         let upstream_type = field("type").filter(|t| !t.is_empty());
-        let body = match self {
-            Self::AnthropicToOpenAi => serde_json::json!({
-                "type": "error",
-                "error": {"type": anthropic_error_type(status), "message": message},
-            }),
-            Self::OpenAiToAnthropic | Self::Same => serde_json::json!({
-                "error": {
-                    "message": message,
-                    "type": upstream_type.unwrap_or_else(|| openai_error_type(status).to_owned()),
-                    "param": null,
-                    "code": null,
-                },
-            }),
+        let (envelope, kind) = match self {
+            Self::AnthropicToOpenAi => (Envelope::Anthropic, anthropic_error_type(status).to_owned()),
+            Self::OpenAiToAnthropic | Self::Same => {
+                (Envelope::OpenAi, upstream_type.unwrap_or_else(|| openai_error_type(status).to_owned()))
+            }
         };
+        let body = error::plain_body(envelope, &kind, &message, None);
         Some(serde_json::to_vec(&body).unwrap_or_default())
     }
 

@@ -239,6 +239,17 @@ impl Stored {
 /// The most characters of a request path an error message repeats.
 pub const SHOWN_PATH_CHARS: usize = 200;
 
+/// An error body in `envelope`'s shape that carries only a type, a message and (OpenAI) a
+/// code: a provider's error carried across protocols, and the event that ends a stream
+/// early. Every error body the gateway writes is built in this file.
+#[must_use]
+pub fn plain_body(envelope: Envelope, kind: &str, message: &str, code: Option<&str>) -> Value {
+    match envelope {
+        Envelope::Anthropic => json!({"type": "error", "error": {"type": kind, "message": message}}),
+        Envelope::OpenAi => json!({"error": {"message": message, "type": kind, "param": null, "code": code}}),
+    }
+}
+
 /// `path`, cut to [`SHOWN_PATH_CHARS`] characters.
 #[must_use]
 pub fn shown_path(path: &str) -> String {

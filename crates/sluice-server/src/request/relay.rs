@@ -21,6 +21,7 @@ use tokio::sync::watch;
 
 use super::settle::{SettleGuard, Terms};
 use crate::crossing::Pipe;
+use crate::error::{self, Envelope};
 use crate::state::Route;
 use crate::streams::StreamCut;
 
@@ -158,11 +159,11 @@ fn interruption(protocol: Protocol, end: End) -> Vec<u8> {
     };
     let event = match protocol {
         Protocol::AnthropicMessages => {
-            let error = serde_json::json!({"type": "error", "error": {"type": "api_error", "message": message}});
+            let error = error::plain_body(Envelope::Anthropic, "api_error", message, None);
             format!("event: error\ndata: {error}\n\n")
         }
         _ => {
-            let error = serde_json::json!({"error": {"message": message, "type": "stream_interrupted", "code": code}});
+            let error = error::plain_body(Envelope::OpenAi, "stream_interrupted", message, Some(code));
             format!("data: {error}\n\n")
         }
     };
