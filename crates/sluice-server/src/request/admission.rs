@@ -364,10 +364,18 @@ pub fn hit_labels(route: &Route) -> Hit {
 const SLOT_RETRY: Duration = Duration::from_secs(1);
 
 /// Chat and messages requests cross between OpenAI and Anthropic deployments (translated);
-/// embeddings have no Anthropic counterpart.
+/// embeddings have no Anthropic counterpart, and Responses requests are not translated.
 fn check_endpoint(request: &ParsedRequest, route: &Route) -> Result<(), GatewayError> {
-    if request.protocol == Protocol::OpenAiEmbeddings && route.kind == ProviderKind::Anthropic {
-        return Err(GatewayError::WrongEndpoint { model: request.model.clone(), endpoint: "/v1/messages" });
+    if route.kind != ProviderKind::Anthropic {
+        return Ok(());
     }
-    Ok(())
+    match request.protocol {
+        Protocol::OpenAiEmbeddings => {
+            Err(GatewayError::WrongEndpoint { model: request.model.clone(), endpoint: "/v1/messages" })
+        }
+        Protocol::OpenAiResponses => {
+            Err(GatewayError::ResponsesNotServed { model: request.model.clone(), deployment: route.name.to_string() })
+        }
+        _ => Ok(()),
+    }
 }

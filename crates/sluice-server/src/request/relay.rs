@@ -161,6 +161,11 @@ fn interruption(protocol: Protocol, end: End) -> Vec<u8> {
             let error = serde_json::json!({"type": "error", "error": {"type": "api_error", "message": message}});
             format!("event: error\ndata: {error}\n\n")
         }
+        // The Responses protocol's own error event (the client's SDK yields it as such).
+        Protocol::OpenAiResponses => {
+            let error = serde_json::json!({"type": "error", "code": code, "message": message, "param": null});
+            format!("event: error\ndata: {error}\n\n")
+        }
         _ => {
             let error = serde_json::json!({"error": {"message": message, "type": "stream_interrupted", "code": code}});
             format!("data: {error}\n\n")
