@@ -160,3 +160,23 @@ async fn chat_and_responses_share_the_deployments_buckets() {
     assert_eq!(env.sim.stats().rate_limited.total(), 0, "the provider never saw more than its limit");
     Arc::into_inner(env).unwrap().shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continued_response_reserves_the_profiles_context_figure() {
+    // The deployment's TPM bucket holds 100,000; the profile reserves 200,000 for the
+    // context a `previous_response_id` adds, so such a request can never fit, while the
+    // same request without it is served.
+    let policy = policy("rpm = 1000, tpm = 100000")
+        .replace("default_max_tokens = 256", "default_max_tokens = 256\ncontext_reserve_tokens = 200000");
+    let env = start(sim(1_000, 1_000_000, 20), &policy).await;
+    let (status, _, body) = env.post("/v1/responses", KEY, &responses("fast", 10, 50)).await;
+    assert_eq!(status, 200, "{body}");
+    let mut continued = responses("fast", 10, 50);
+    continued["previous_response_id"] = body["id"].clone();
+    let (status, _, body) = env.post("/v1/responses", KEY, &continued).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "request_exceeds_limit");
+    assert!(body["error"]["estimated_input_tokens"].as_u64().unwrap() > 200_000, "{body}");
+    assert_eq!(env.sim.stats().requests, 1);
+    env.shutdown().await;
+}

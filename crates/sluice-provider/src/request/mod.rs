@@ -89,6 +89,16 @@ pub fn parse_request(protocol: Protocol, body: &[u8]) -> Result<ParsedRequest, R
     })
 }
 
+impl ParsedRequest {
+    /// A Responses request that continues earlier turns the provider adds to its input
+    /// (`previous_response_id` or `conversation`): context the body does not show.
+    #[must_use]
+    pub fn continues_hidden_context(&self) -> bool {
+        self.protocol == Protocol::OpenAiResponses
+            && ["previous_response_id", "conversation"].iter().any(|key| fields::present(&self.body, key).is_some())
+    }
+}
+
 fn parse_object(body: &[u8]) -> Result<Map<String, Value>, RequestError> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
         RequestError::new(RequestErrorCode::InvalidJson, None, format!("request body is not valid JSON: {e}"))

@@ -29,6 +29,14 @@ pub(super) fn responses(body: &Object) -> Result<Shape, RequestError> {
         Some(_) => return Err(RequestError::wrong_type("instructions", "a string")),
     }
     fields::opt_array(body, "tools", || "tools".to_owned())?;
+    match fields::present(body, "previous_response_id") {
+        None | Some(Value::String(_)) => {}
+        Some(_) => return Err(RequestError::wrong_type("previous_response_id", "a string")),
+    }
+    match fields::present(body, "conversation") {
+        None | Some(Value::String(_) | Value::Object(_)) => {}
+        Some(_) => return Err(RequestError::wrong_type("conversation", "a string or an object")),
+    }
     Ok(Shape {
         stream: fields::opt_bool(body, "stream")?.unwrap_or(false),
         max_output_tokens: positive(body, "max_output_tokens")?,

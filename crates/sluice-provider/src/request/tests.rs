@@ -269,3 +269,17 @@ fn openai_responses_shape() {
         RequestErrorCode::InvalidValue,
     );
 }
+
+#[test]
+fn responses_continuing_earlier_turns_are_recognised() {
+    let err = responses(r#"{"model":"m","input":"x","previous_response_id":1}"#);
+    assert_err(err, Some("previous_response_id"), RequestErrorCode::InvalidType);
+    let err = responses(r#"{"model":"m","input":"x","conversation":[]}"#);
+    assert_err(err, Some("conversation"), RequestErrorCode::InvalidType);
+    let continues = |body: &str| responses(body).unwrap().continues_hidden_context();
+    assert!(!continues(r#"{"model":"m","input":"x","previous_response_id":null}"#));
+    assert!(continues(r#"{"model":"m","input":"x","previous_response_id":"resp_1"}"#));
+    assert!(continues(r#"{"model":"m","input":"x","conversation":{"id":"conv_1"}}"#));
+    let chat_body = r#"{"model":"m","messages":[{"role":"user","content":"x"}],"previous_response_id":"r"}"#;
+    assert!(!chat(chat_body).unwrap().continues_hidden_context());
+}

@@ -211,7 +211,12 @@ pub fn refusal_info(caller: &Caller, profile: &Profile, route: &Route, quote: Qu
 /// Prices `request` on `route` as admission does: the input estimate (by the route's
 /// tokenizer and cache estimator) and the output reservation. Reserves nothing.
 fn quote(gateway: &Gateway, request: &ParsedRequest, profile: &Profile, route: &Route) -> Quote {
-    let estimate = estimate_input(gateway, request, route);
+    let mut estimate = estimate_input(gateway, request, route);
+    if request.continues_hidden_context() {
+        // The earlier turns the provider adds are not in the body: a conservative figure,
+        // settled to the real input from usage.
+        estimate = estimate.saturating_add(profile.context_reserve_tokens);
+    }
     let input = route.adaptive.input_reservation(estimate);
     let output = match request.protocol {
         Protocol::OpenAiEmbeddings => 0,
