@@ -331,3 +331,15 @@ def test_openai_responses_for_an_anthropic_model_is_a_named_400(gateway: str) ->
     fields = error_fields(caught.value)
     assert fields["code"] == "wrong_endpoint" and fields["param"] == "model"
     assert "`smart-chat`" in fields["message"] and "`sonnet`" in fields["message"]
+
+
+def test_openai_responses_chained_by_previous_response_id(gateway: str) -> None:
+    client = oa(gateway)
+    first = client.responses.create(model="fast-chat", input="Remember: sluice.", max_output_tokens=20)
+    assert first.usage is not None
+    second = client.responses.create(
+        model="fast-chat", input="What did I say?", max_output_tokens=20, previous_response_id=first.id
+    )
+    assert second.usage is not None and second.output_text
+    # The provider charges the earlier turn as input; sluice passes the chain through.
+    assert second.usage.input_tokens > first.usage.total_tokens

@@ -90,3 +90,28 @@ async fn responses_spend_the_models_tpm_and_are_refused_with_a_429() {
     assert_eq!(body["error"]["code"], "rate_limit_exceeded");
     assert_eq!(body["error"]["type"], "tokens");
 }
+
+#[tokio::test]
+async fn a_continued_response_is_charged_the_context_the_previous_one_left() {
+    let sim = start(CONFIG).await;
+    let first: Value = post(&client(), &sim, "/v1/responses", &responses("hello", 100)).await.json().await.unwrap();
+    let left = first["usage"]["total_tokens"].as_u64().unwrap();
+    let own = first["usage"]["input_tokens"].as_u64().unwrap();
+    let mut next = responses("hello", 100);
+    next["previous_response_id"] = first["id"].clone();
+    let mut streamed = next.clone();
+    let second: Value = post(&client(), &sim, "/v1/responses", &next).await.json().await.unwrap();
+    assert_eq!(second["usage"]["input_tokens"], left + own);
+    // A streamed continuation is charged the same, and leaves its own context behind.
+    streamed["stream"] = true.into();
+    let events = read_sse(post(&client(), &sim, "/v1/responses", &streamed).await).await.unwrap();
+    let completed: Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
+    assert_eq!(completed["response"]["usage"]["input_tokens"], left + own);
+    next["previous_response_id"] = completed["response"]["id"].clone();
+    let third: Value = post(&client(), &sim, "/v1/responses", &next).await.json().await.unwrap();
+    assert_eq!(third["usage"]["input_tokens"], left + own + 12 + own);
+    next["previous_response_id"] = "resp_unknown".into();
+    let unknown = post(&client(), &sim, "/v1/responses", &next).await;
+    assert_eq!(unknown.status(), 400);
+    assert_eq!(unknown.json::<Value>().await.unwrap()["error"]["param"], "previous_response_id");
+}

@@ -41,12 +41,14 @@ pub async fn responses(
     let frame = ResponseFrame::new(id, sim.clock().unix_now().as_secs(), &prepared);
     if prepared.ask.stream {
         let snapshot = ticket.snapshot;
-        let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, ResponsesStream::new(frame));
+        let render = ResponsesStream::new(frame, Arc::clone(&sim));
+        let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, render);
         return crate::respond::sse(&sim, flavor, Some(&snapshot), body);
     }
     flow::generate(&ticket).await;
     let text = crate::text::filler(ticket.output);
     let body = serde_json::to_vec(&frame.response(Some((&text, ticket.output)))).unwrap_or_default();
+    sim.remember_context(frame.id(), prepared.input + ticket.output);
     sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(ticket.output));
     crate::respond::json(&sim, flavor, Some(&ticket.snapshot), StatusCode::OK, body)
 }
@@ -59,7 +61,15 @@ fn prepare(sim: &Sim, req: &ResponsesRequest<'_>, headers: &HeaderMap) -> Result
         let message = "Missing required parameter: 'input'.".into();
         return Err(ApiError::Invalid { message, param: Some("input") });
     }
-    let input = req.input_tokens(&model.tokenizer);
+    let context = match req.previous_response_id.as_deref() {
+        None => 0,
+        Some(id) => sim.context_of(id).ok_or_else(|| ApiError::Invalid {
+            message: format!("Previous response with id '{id}' not found."),
+            param: Some("previous_response_id"),
+        })?,
+    };
+    // The earlier turns count as input, as OpenAI charges them.
+    let input = context + req.input_tokens(&model.tokenizer);
     let cap = req.max_output_tokens.unwrap_or(model.config.default_max_tokens);
     #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
     let cost = Cost { tokens: (input + cap) as f64, ..Cost::default() };

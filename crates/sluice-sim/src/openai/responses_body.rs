@@ -1,9 +1,12 @@
 //! The `response` object of `POST /v1/responses` and its stream of events.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::flow::Prepared;
 use crate::pacer::{Render, event};
+use crate::sim::Sim;
 
 /// What the body of one response is built from.
 #[derive(Debug, Clone)]
@@ -29,6 +32,12 @@ impl ResponseFrame {
             input: prepared.input,
             cap: prepared.ask.cap,
         }
+    }
+
+    /// The response's id.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// `usage` of `output` tokens generated.
@@ -79,19 +88,20 @@ fn output_text(text: &str) -> Value {
     json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
 }
 
-/// Renders one streamed response as the Responses API's typed events.
-#[derive(Debug)]
+/// Renders one streamed response as the Responses API's typed events; a completed one
+/// leaves its context in `sim` for a continuation.
 pub struct ResponsesStream {
     frame: ResponseFrame,
     text: String,
     sequence: u64,
+    sim: Arc<Sim>,
 }
 
 impl ResponsesStream {
     /// A renderer for `frame`.
     #[must_use]
-    pub fn new(frame: ResponseFrame) -> Self {
-        Self { frame, text: String::new(), sequence: 0 }
+    pub fn new(frame: ResponseFrame, sim: Arc<Sim>) -> Self {
+        Self { frame, text: String::new(), sequence: 0, sim }
     }
 
     /// Writes event `name` with `fields` plus its `type` and `sequence_number`.
@@ -140,6 +150,7 @@ impl Render for ResponsesStream {
         self.emit(out, "response.content_part.done", part);
         let item = self.frame.message(Some(&text));
         self.emit(out, "response.output_item.done", json!({"output_index": 0, "item": item}));
+        self.sim.remember_context(&self.frame.id, self.frame.input + output);
         let response = self.frame.response(Some((&text, output)));
         let name = if output >= self.frame.cap { "response.incomplete" } else { "response.completed" };
         self.emit(out, name, json!({"response": response}));

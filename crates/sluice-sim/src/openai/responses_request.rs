@@ -32,6 +32,9 @@ pub struct ResponsesRequest<'a> {
     /// Tool definitions (their JSON is counted).
     #[serde(default)]
     pub tools: Option<Value>,
+    /// The response this one continues: its context is added to the input.
+    #[serde(borrow, default)]
+    pub previous_response_id: Option<Cow<'a, str>>,
 }
 
 /// The texts of one item's `content` (a string or typed parts with `text`).
