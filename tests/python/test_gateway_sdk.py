@@ -12,6 +12,7 @@ from conftest import key_sha256, sim_providers
 KEY = "sk-sdk-test-acme"
 TIGHT_KEY = "sk-sdk-test-tight"
 LIMITED_KEY = "sk-sdk-test-limited"
+TIGHT_RESPONSES_KEY = "sk-sdk-test-tight-responses"
 
 SIM = """
 seed = 11
@@ -84,6 +85,10 @@ name = "acme"
 name = "tight"
 limits = {{ rpm = 1, burst_seconds = 60 }}
 
+[[tenants]]
+name = "tight-responses"
+limits = {{ rpm = 1, burst_seconds = 60 }}
+
 [[keys]]
 id = "acme-key"
 tenant = "acme"
@@ -93,6 +98,11 @@ sha256 = "{sha(KEY)}"
 id = "tight-key"
 tenant = "tight"
 sha256 = "{sha(TIGHT_KEY)}"
+
+[[keys]]
+id = "tight-responses-key"
+tenant = "tight-responses"
+sha256 = "{sha(TIGHT_RESPONSES_KEY)}"
 
 [[keys]]
 id = "limited-key"
@@ -275,3 +285,61 @@ def test_an_endpoint_sluice_does_not_serve_is_a_structured_404(gateway: str) -> 
         claude(gateway).post("/v1/complete", cast_to=object, body={"model": "smart-chat", "prompt": "hi"})
     assert caught.value.body["type"] == "error"
     assert error_fields(caught.value)["code"] == "unknown_route"
+
+
+def test_openai_responses_plain_and_streamed_with_usage(gateway: str) -> None:
+    client = oa(gateway)
+    reply = client.responses.create(
+        model="fast-chat", instructions="Be brief.", input="Say hi", max_output_tokens=20
+    )
+    assert reply.status == "completed" and reply.output_text
+    assert reply.usage is not None and reply.usage.output_tokens == 7
+    assert reply.usage.input_tokens > 0 and reply.usage.input_tokens_details.cached_tokens == 0
+    assert reply.usage.total_tokens == reply.usage.input_tokens + 7
+
+    events = list(
+        client.responses.create(
+            model="fast-chat",
+            input=[{"role": "user", "content": [{"type": "input_text", "text": "Say hi"}]}],
+            max_output_tokens=20,
+            stream=True,
+        )
+    )
+    kinds = [event.type for event in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed", kinds
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text and events[-1].response.output_text == text
+    usage = events[-1].response.usage
+    assert usage is not None and usage.output_tokens == 7
+
+
+def test_openai_responses_refusal_is_the_sdk_rate_limit_error(gateway: str) -> None:
+    client = oa(gateway, TIGHT_RESPONSES_KEY)
+    client.responses.create(model="fast-chat", input="hi", max_output_tokens=5)
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.responses.create(model="fast-chat", input="hi", max_output_tokens=5)
+    fields = error_fields(caught.value)
+    assert fields["type"] == "rate_limited" and fields["limiter"] == "rpm"
+    assert fields["tenant_id"] == "tight-responses" and fields["api_key_id"] == "tight-responses-key"
+    assert fields["gateway_decision"] == "rejected_before_send"
+    assert caught.value.response.headers["retry-after"]
+
+
+def test_openai_responses_for_an_anthropic_model_is_a_named_400(gateway: str) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        oa(gateway).responses.create(model="smart-chat", input="hi", max_output_tokens=5)
+    fields = error_fields(caught.value)
+    assert fields["code"] == "wrong_endpoint" and fields["param"] == "model"
+    assert "`smart-chat`" in fields["message"] and "`sonnet`" in fields["message"]
+
+
+def test_openai_responses_chained_by_previous_response_id(gateway: str) -> None:
+    client = oa(gateway)
+    first = client.responses.create(model="fast-chat", input="Remember: sluice.", max_output_tokens=20)
+    assert first.usage is not None
+    second = client.responses.create(
+        model="fast-chat", input="What did I say?", max_output_tokens=20, previous_response_id=first.id
+    )
+    assert second.usage is not None and second.output_text
+    # The provider charges the earlier turn as input; sluice passes the chain through.
+    assert second.usage.input_tokens > first.usage.total_tokens

@@ -16,6 +16,9 @@ pub const LEASE: Duration = Duration::from_secs(660);
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// Output reservation when a client sends no `max_tokens`.
 pub const DEFAULT_MAX_TOKENS: u64 = 4_096;
+/// Input tokens reserved for the earlier turns a Responses request's `previous_response_id`
+/// or `conversation` makes the provider add (the gateway cannot see them; settled exactly).
+pub const CONTEXT_RESERVE_TOKENS: u64 = 8_192;
 /// Input estimate factor for families without an exact local tokenizer.
 pub const APPROX_SAFETY_FACTOR: f64 = 1.1;
 /// The class of keys that name none.

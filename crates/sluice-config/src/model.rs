@@ -136,6 +136,9 @@ pub struct ModelProfile {
     pub deployment: usize,
     /// Output reservation when the client sends no `max_tokens`.
     pub default_max_tokens: u64,
+    /// Input reserved for the context a Responses request continues from
+    /// (`previous_response_id`, `conversation`), which the gateway cannot see.
+    pub context_reserve_tokens: u64,
     /// The profile's own limits (across all its callers).
     pub limits: Limits,
     /// Where to go when the primary cannot serve, in order.

@@ -133,6 +133,7 @@ pub struct RawModel {
     pub name: Spanned<String>,
     pub deployment: Spanned<String>,
     pub default_max_tokens: Option<Spanned<u64>>,
+    pub context_reserve_tokens: Option<Spanned<u64>>,
     #[serde(default)]
     pub limits: RawLimits,
     #[serde(default)]

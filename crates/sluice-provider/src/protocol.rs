@@ -7,6 +7,8 @@ use std::fmt;
 pub enum Protocol {
     /// OpenAI `POST /v1/chat/completions` (also Azure OpenAI, Ollama and other compatibles).
     OpenAiChat,
+    /// OpenAI `POST /v1/responses`.
+    OpenAiResponses,
     /// OpenAI `POST /v1/embeddings`.
     OpenAiEmbeddings,
     /// Anthropic `POST /v1/messages`.
@@ -19,6 +21,7 @@ impl Protocol {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::OpenAiChat => "openai_chat",
+            Self::OpenAiResponses => "openai_responses",
             Self::OpenAiEmbeddings => "openai_embeddings",
             Self::AnthropicMessages => "anthropic_messages",
         }

@@ -33,7 +33,7 @@ impl Usage {
                 .input_tokens
                 .saturating_add(self.cache_read_input_tokens)
                 .saturating_add(self.cache_creation_input_tokens),
-            Protocol::OpenAiChat | Protocol::OpenAiEmbeddings => self.input_tokens,
+            Protocol::OpenAiChat | Protocol::OpenAiResponses | Protocol::OpenAiEmbeddings => self.input_tokens,
         }
     }
 }
@@ -41,7 +41,9 @@ impl Usage {
 /// Reads the usage from a non-stream success body.
 ///
 /// OpenAI chat: `usage.prompt_tokens` / `completion_tokens` /
-/// `prompt_tokens_details.cached_tokens`; embeddings: `usage.prompt_tokens`; Anthropic:
+/// `prompt_tokens_details.cached_tokens`; Responses: `usage.input_tokens` / `output_tokens`
+/// (reasoning included) / `input_tokens_details.cached_tokens`; embeddings:
+/// `usage.prompt_tokens`; Anthropic:
 /// `usage.input_tokens` / `output_tokens` / `cache_read_input_tokens` /
 /// `cache_creation_input_tokens`. Missing counters read as 0. `None` when the body is not
 /// JSON or carries no `usage` object (an error body, a provider that omits it).
@@ -65,6 +67,7 @@ pub(crate) struct RawUsage {
     completion_tokens: Option<u64>,
     prompt_tokens_details: Option<PromptDetails>,
     input_tokens: Option<u64>,
+    input_tokens_details: Option<PromptDetails>,
     output_tokens: Option<u64>,
     cache_read_input_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
@@ -82,6 +85,13 @@ impl RawUsage {
                 input_tokens: self.prompt_tokens.unwrap_or(0),
                 output_tokens: self.completion_tokens.unwrap_or(0),
                 cache_read_input_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
+                cache_creation_input_tokens: 0,
+            },
+            // Reasoning tokens are part of `output_tokens` already.
+            Protocol::OpenAiResponses => Usage {
+                input_tokens: self.input_tokens.unwrap_or(0),
+                output_tokens: self.output_tokens.unwrap_or(0),
+                cache_read_input_tokens: self.input_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
                 cache_creation_input_tokens: 0,
             },
             Protocol::AnthropicMessages => Usage {
@@ -111,6 +121,23 @@ impl RawUsage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn responses_usage_reads_input_output_and_cached() {
+        let body = br#"{"object":"response","usage":{"input_tokens":1200,"input_tokens_details":{"cached_tokens":1000},
+            "output_tokens":50,"output_tokens_details":{"reasoning_tokens":20},"total_tokens":1250}}"#;
+        let usage = usage_from_response(Protocol::OpenAiResponses, body).unwrap();
+        assert_eq!(
+            usage,
+            Usage {
+                input_tokens: 1200,
+                output_tokens: 50,
+                cache_read_input_tokens: 1000,
+                cache_creation_input_tokens: 0
+            }
+        );
+        assert_eq!(usage.total_input_tokens(Protocol::OpenAiResponses), 1200);
+    }
 
     #[test]
     fn openai_chat_usage_with_cache() {

@@ -173,6 +173,7 @@ pub fn app(state: AppState) -> Router {
     let path = request::endpoint_path;
     Router::new()
         .route(path(Protocol::OpenAiChat), post(chat).route_layer(proxied.clone()))
+        .route(path(Protocol::OpenAiResponses), post(responses).route_layer(proxied.clone()))
         .route(path(Protocol::OpenAiEmbeddings), post(embeddings).route_layer(proxied.clone()))
         .route(path(Protocol::AnthropicMessages), post(messages).route_layer(proxied))
         .route("/v1/messages/count_tokens", post(catalog::count_tokens))
@@ -204,6 +205,10 @@ async fn chat(State(state): State<AppState>, request: Request) -> Response {
         return jobs::submit_inline(state, sluice_jobs::Endpoint::ChatCompletions, request).await;
     }
     request::handle(state.current(), Protocol::OpenAiChat, request).await
+}
+
+async fn responses(State(state): State<AppState>, request: Request) -> Response {
+    request::handle(state.current(), Protocol::OpenAiResponses, request).await
 }
 
 async fn embeddings(State(state): State<AppState>, request: Request) -> Response {

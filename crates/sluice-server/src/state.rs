@@ -47,6 +47,8 @@ pub struct Profile {
     pub deployment: usize,
     /// Output reservation when the client sends no `max_tokens`.
     pub default_max_tokens: u64,
+    /// Input reserved for a Responses request's unseen context (`previous_response_id`).
+    pub context_reserve_tokens: u64,
     /// Ordered fallbacks.
     pub fallbacks: Vec<sluice_config::Fallback>,
     /// Degradation of simple work.
@@ -172,6 +174,7 @@ impl Gateway {
                     scope,
                     deployment: m.deployment,
                     default_max_tokens: m.default_max_tokens,
+                    context_reserve_tokens: m.context_reserve_tokens,
                     fallbacks: m.fallbacks.clone(),
                     degrade: m.degrade_to.clone(),
                 };

@@ -187,3 +187,28 @@ async fn anthropic_client_served_by_openai() {
     assert_eq!(sim_requests(&env, "gpt-backup").await, 0, "no fallback after the first byte");
     env.shutdown().await;
 }
+
+/// A Responses client's stream: `response.created`, the partial text, then the protocol's
+/// own `error` event, and no `response.completed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_client_same_protocol() {
+    let env = env().await;
+    let body = json!({"model": "oa", "stream": true, "max_output_tokens": 100, "input": "tell me"});
+    let events = stream(&env, "/v1/responses", &body).await;
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_deref().unwrap_or("")).collect();
+    assert_eq!(names.first(), Some(&"response.created"), "{names:?}");
+    assert_eq!(names.last(), Some(&"error"), "{names:?}");
+    assert!(!names.contains(&"response.completed"), "{names:?}");
+    let error: Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
+    assert_eq!(error["type"], "error");
+    assert_eq!(error["code"], "upstream_stream_interrupted");
+    let text: String = events
+        .iter()
+        .filter(|(n, _)| n.as_deref() == Some("response.output_text.delta"))
+        .map(|(_, d)| serde_json::from_str::<Value>(d).unwrap()["delta"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(text.trim(), PARTIAL);
+    assert_eq!(sim_requests(&env, "gpt-drop").await, 1, "the provider is called once");
+    assert_eq!(sim_requests(&env, "gpt-backup").await, 0, "no fallback after the first byte");
+    env.shutdown().await;
+}

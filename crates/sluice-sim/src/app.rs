@@ -21,6 +21,7 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 pub fn router(sim: Arc<Sim>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(crate::openai::chat))
+        .route("/v1/responses", post(crate::openai::responses::responses))
         .route("/v1/embeddings", post(crate::openai::embeddings::embeddings))
         .route("/v1/messages", post(crate::anthropic::messages))
         .route("/v1/models", get(models))

@@ -121,7 +121,12 @@ pub struct Sim {
     epoch: Mutex<std::time::Duration>,
     seq: AtomicU64,
     seed: u64,
+    /// Context each Responses response leaves behind (its input plus output), by id.
+    contexts: Mutex<HashMap<String, u64>>,
 }
+
+/// Most responses whose context is remembered; beyond, all are forgotten at once.
+const MAX_CONTEXTS: usize = 100_000;
 
 impl Sim {
     /// Builds the state from a validated config.
@@ -139,6 +144,7 @@ impl Sim {
             epoch: Mutex::new(std::time::Duration::ZERO),
             seq: AtomicU64::new(0),
             seed,
+            contexts: Mutex::new(HashMap::new()),
         };
         *sim.epoch.lock() = sim.clock.elapsed();
         let now = sim.sim_now();
@@ -263,7 +269,22 @@ impl Sim {
         self.stats.lock().snapshot()
     }
 
-    /// Clears the stats and refills every bucket.
+    /// Remembers that response `id` leaves `tokens` of context for a continuation.
+    pub fn remember_context(&self, id: &str, tokens: u64) {
+        let mut contexts = self.contexts.lock();
+        if contexts.len() >= MAX_CONTEXTS {
+            contexts.clear();
+        }
+        contexts.insert(id.to_owned(), tokens);
+    }
+
+    /// The context response `id` left behind, if it is known.
+    #[must_use]
+    pub fn context_of(&self, id: &str) -> Option<u64> {
+        self.contexts.lock().get(id).copied()
+    }
+
+    /// Clears the stats and refills every bucket (remembered contexts stay).
     pub fn reset(&self) {
         let now = self.sim_now();
         for model in self.models.values() {

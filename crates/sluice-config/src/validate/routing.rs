@@ -137,6 +137,8 @@ impl Validator<'_> {
                     None => defaults::DEFAULT_MAX_TOKENS,
                     Some(v) => self.positive(&format!("models[{i}].default_max_tokens"), v)?.get(),
                 };
+                let context_reserve_tokens =
+                    m.context_reserve_tokens.as_ref().map_or(defaults::CONTEXT_RESERVE_TOKENS, |v| *v.get_ref());
                 let limits = self.limits(&format!("models[{i}].limits"), &m.limits)?;
                 let fallbacks = m
                     .fallbacks
@@ -149,7 +151,15 @@ impl Validator<'_> {
                     Some(d) => Some(self.degrade(&format!("models[{i}].degrade_to"), d, &known, classes)?),
                 };
                 let name = Arc::from(m.name.get_ref().as_str());
-                Ok(ModelProfile { name, deployment, default_max_tokens, limits, fallbacks, degrade_to })
+                Ok(ModelProfile {
+                    name,
+                    deployment,
+                    default_max_tokens,
+                    context_reserve_tokens,
+                    limits,
+                    fallbacks,
+                    degrade_to,
+                })
             })
             .collect()
     }

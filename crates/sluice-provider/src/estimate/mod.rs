@@ -8,6 +8,7 @@
 mod anthropic;
 mod media;
 mod openai;
+mod responses;
 
 use tiktoken_rs::CoreBPE;
 
@@ -115,6 +116,7 @@ impl Estimator {
         match req.protocol {
             Protocol::OpenAiChat => openai::chat(&mut tally, &req.body),
             Protocol::OpenAiEmbeddings => openai::embeddings(&mut tally, &req.body),
+            Protocol::OpenAiResponses => responses::responses(&mut tally, &req.body),
             Protocol::AnthropicMessages => anthropic::messages(&mut tally, &req.body),
         }
         apply_safety(tally.total(), safety_factor).saturating_add(tally.media_tokens)

@@ -16,11 +16,11 @@ use serde_json::{Map, Value};
 use super::Tally;
 
 /// Fixed tokens per chat message.
-const TOKENS_PER_MESSAGE: u64 = 3;
+pub(super) const TOKENS_PER_MESSAGE: u64 = 3;
 /// Extra tokens when a message has a `name`.
 const TOKENS_PER_NAME: u64 = 1;
 /// Tokens priming the assistant's reply.
-const REPLY_PRIMING: u64 = 3;
+pub(super) const REPLY_PRIMING: u64 = 3;
 
 /// Counts a validated chat-completions body.
 pub(super) fn chat(tally: &mut Tally<'_>, body: &Map<String, Value>) {

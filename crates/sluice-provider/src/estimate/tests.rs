@@ -172,3 +172,19 @@ fn shared_across_threads() {
         }
     });
 }
+
+#[test]
+fn responses_count_like_the_equivalent_chat_plus_items_tools_and_media() {
+    let k = TokenizerKind::O200k;
+    let chat = r#"{"model":"gpt-4o","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hello world"}]}"#;
+    let plain = r#"{"model":"gpt-4o","instructions":"Be brief.","input":"hello world"}"#;
+    assert_eq!(count(Protocol::OpenAiResponses, k, plain), count(Protocol::OpenAiChat, k, chat));
+    let items = r#"{"model":"gpt-4o","instructions":"Be brief.","input":[
+        {"role":"user","content":[{"type":"input_text","text":"hello world"},{"type":"input_image","image_url":"https://x/y.png","detail":"low"}]},
+        {"type":"function_call_output","call_id":"c1","output":"42"}],
+        "tools":[{"type":"function","name":"f","parameters":{}}]}"#;
+    let item_json = r#"{"call_id":"c1","output":"42","type":"function_call_output"}"#;
+    let tools_json = r#"{"name":"f","parameters":{},"type":"function"}"#;
+    let expected = count(Protocol::OpenAiChat, k, chat) + 85 + tokens(k, item_json) + tokens(k, tools_json);
+    assert_eq!(count(Protocol::OpenAiResponses, k, items), expected);
+}

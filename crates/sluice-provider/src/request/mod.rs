@@ -7,6 +7,7 @@
 mod anthropic;
 mod fields;
 mod openai;
+mod responses;
 
 use serde_json::{Map, Value};
 
@@ -26,8 +27,9 @@ pub struct ParsedRequest {
     pub model: String,
     /// `stream: true` was set.
     pub stream: bool,
-    /// `max_completion_tokens`, else `max_tokens` (OpenAI); `max_tokens` (Anthropic, where
-    /// it is required). `None` if absent, and always for embeddings.
+    /// `max_completion_tokens`, else `max_tokens` (OpenAI chat); `max_output_tokens`
+    /// (OpenAI Responses); `max_tokens` (Anthropic, where it is required). `None` if
+    /// absent, and always for embeddings.
     pub max_output_tokens: Option<u64>,
     /// OpenAI: `stream_options.include_usage` was set true by the client.
     pub client_wants_stream_usage: bool,
@@ -73,6 +75,7 @@ pub fn parse_request(protocol: Protocol, body: &[u8]) -> Result<ParsedRequest, R
     let shape = match protocol {
         Protocol::OpenAiChat => openai::chat(&body)?,
         Protocol::OpenAiEmbeddings => openai::embeddings(&body)?,
+        Protocol::OpenAiResponses => responses::responses(&body)?,
         Protocol::AnthropicMessages => anthropic::messages(&body)?,
     };
     Ok(ParsedRequest {
@@ -84,6 +87,16 @@ pub fn parse_request(protocol: Protocol, body: &[u8]) -> Result<ParsedRequest, R
         choices: shape.choices,
         body,
     })
+}
+
+impl ParsedRequest {
+    /// A Responses request that continues earlier turns the provider adds to its input
+    /// (`previous_response_id` or `conversation`): context the body does not show.
+    #[must_use]
+    pub fn continues_hidden_context(&self) -> bool {
+        self.protocol == Protocol::OpenAiResponses
+            && ["previous_response_id", "conversation"].iter().any(|key| fields::present(&self.body, key).is_some())
+    }
 }
 
 fn parse_object(body: &[u8]) -> Result<Map<String, Value>, RequestError> {

@@ -34,7 +34,7 @@ pub(super) fn chat(body: &Object) -> Result<Shape, RequestError> {
 
 /// An optional output bound: a positive integer. Zero is refused, not passed on: the
 /// provider would refuse it after admission, and a zero reservation prices nothing.
-fn positive(body: &Object, name: &str) -> Result<Option<u64>, RequestError> {
+pub(super) fn positive(body: &Object, name: &str) -> Result<Option<u64>, RequestError> {
     match fields::opt_u64(body, name)? {
         Some(0) => Err(RequestError::invalid(name, "must be >= 1")),
         other => Ok(other),

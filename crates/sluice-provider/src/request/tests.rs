@@ -231,3 +231,55 @@ fn error_messages_do_not_echo_input() {
     let err = chat(&format!("{{\"model\":\"{big}")).unwrap_err();
     assert!(err.message.len() < 200, "{}", err.message);
 }
+
+fn responses(body: &str) -> Result<ParsedRequest, RequestError> {
+    parse_request(Protocol::OpenAiResponses, body.as_bytes())
+}
+
+#[test]
+fn openai_responses_shape() {
+    let req = responses(r#"{"model":"m","input":"hi","max_output_tokens":64,"stream":true}"#).unwrap();
+    assert_eq!((req.stream, req.max_output_tokens, req.choices), (true, Some(64), 1));
+    let items = r#"{"model":"m","instructions":"x","tools":[],"input":[
+        {"role":"user","content":[{"type":"input_text","text":"hi"}]},
+        {"type":"function_call_output","call_id":"c","output":"42"}]}"#;
+    assert_eq!(responses(items).unwrap().max_output_tokens, None);
+    assert_err(responses(r#"{"model":"m"}"#), Some("input"), RequestErrorCode::MissingField);
+    assert_err(responses(r#"{"model":"m","input":[]}"#), Some("input"), RequestErrorCode::InvalidValue);
+    assert_err(responses(r#"{"model":"m","input":3}"#), Some("input"), RequestErrorCode::InvalidType);
+    assert_err(
+        responses(r#"{"model":"m","input":[{"role":"user"}]}"#),
+        Some("input[0].content"),
+        RequestErrorCode::MissingField,
+    );
+    assert_err(
+        responses(r#"{"model":"m","input":[{"content":"x"}]}"#),
+        Some("input[0].role"),
+        RequestErrorCode::MissingField,
+    );
+    assert_err(
+        responses(r#"{"model":"m","input":"x","instructions":1}"#),
+        Some("instructions"),
+        RequestErrorCode::InvalidType,
+    );
+    assert_err(responses(r#"{"model":"m","input":"x","tools":{}}"#), Some("tools"), RequestErrorCode::InvalidType);
+    assert_err(
+        responses(r#"{"model":"m","input":"x","max_output_tokens":0}"#),
+        Some("max_output_tokens"),
+        RequestErrorCode::InvalidValue,
+    );
+}
+
+#[test]
+fn responses_continuing_earlier_turns_are_recognised() {
+    let err = responses(r#"{"model":"m","input":"x","previous_response_id":1}"#);
+    assert_err(err, Some("previous_response_id"), RequestErrorCode::InvalidType);
+    let err = responses(r#"{"model":"m","input":"x","conversation":[]}"#);
+    assert_err(err, Some("conversation"), RequestErrorCode::InvalidType);
+    let continues = |body: &str| responses(body).unwrap().continues_hidden_context();
+    assert!(!continues(r#"{"model":"m","input":"x","previous_response_id":null}"#));
+    assert!(continues(r#"{"model":"m","input":"x","previous_response_id":"resp_1"}"#));
+    assert!(continues(r#"{"model":"m","input":"x","conversation":{"id":"conv_1"}}"#));
+    let chat_body = r#"{"model":"m","messages":[{"role":"user","content":"x"}],"previous_response_id":"r"}"#;
+    assert!(!chat(chat_body).unwrap().continues_hidden_context());
+}

@@ -10,6 +10,7 @@
 
 mod anthropic;
 mod openai;
+mod responses;
 
 use bytes::Bytes;
 
@@ -25,11 +26,13 @@ pub const MAX_HELD_EVENT_BYTES: usize = 1 << 20;
 /// What a stream told the gateway, so far or in total.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StreamOutcome {
-    /// OpenAI: the final usage chunk (requires `stream_options.include_usage`). Anthropic:
+    /// OpenAI chat: the final usage chunk (requires `stream_options.include_usage`).
+    /// OpenAI Responses: `response.usage` of the final event. Anthropic:
     /// `message_start.usage` (input and cache) updated by the last `message_delta.usage`
     /// (cumulative `output_tokens`). `None` if no usage was seen.
     pub usage: Option<Usage>,
-    /// Saw `data: [DONE]` (OpenAI) / `message_stop` (Anthropic).
+    /// Saw `data: [DONE]` (OpenAI chat) / `response.completed` or `response.incomplete`
+    /// (OpenAI Responses) / `message_stop` (Anthropic).
     pub completed: bool,
     /// Saw an error event (`event: error`) or an OpenAI chunk with a top-level `error`.
     pub error_event: bool,
@@ -148,6 +151,10 @@ impl StreamTap {
             Protocol::OpenAiChat => openai::event(text, hide_usage, &mut self.outcome, out),
             Protocol::AnthropicMessages => {
                 anthropic::event(text, &mut self.outcome);
+                out.extend_from_slice(event);
+            }
+            Protocol::OpenAiResponses => {
+                responses::event(text, &mut self.outcome);
                 out.extend_from_slice(event);
             }
             // Embeddings never stream; forward anything untouched.

@@ -265,3 +265,41 @@ proptest! {
         }
     }
 }
+
+/// A Responses stream as OpenAI sends it (data trimmed to what matters).
+const RESPONSES_STREAM: &str = concat!(
+    "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"usage\":null}}\n\n",
+    "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"delta\":\"Hi\"}\n\n",
+    "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":2,\"delta\":\" there\"}\n\n",
+    "event: response.output_text.done\ndata: {\"type\":\"response.output_text.done\",\"sequence_number\":3,\"text\":\"Hi there\"}\n\n",
+    "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":4,\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"usage\":{\"input_tokens\":30,\"input_tokens_details\":{\"cached_tokens\":10},\"output_tokens\":12,\"output_tokens_details\":{\"reasoning_tokens\":8},\"total_tokens\":42}}}\n\n",
+);
+
+#[test]
+fn responses_stream_passes_unchanged_and_reports_usage_from_completed() {
+    let mut tap = StreamTap::new(Protocol::OpenAiResponses, true);
+    let mut out = Vec::new();
+    for piece in RESPONSES_STREAM.as_bytes().chunks(7) {
+        out.extend_from_slice(&tap.push(piece));
+    }
+    out.extend_from_slice(&tap.flush());
+    assert_eq!(out, RESPONSES_STREAM.as_bytes());
+    let outcome = tap.outcome();
+    assert!(outcome.completed && !outcome.error_event && outcome.first_content_seen);
+    assert_eq!(outcome.content_deltas, 2);
+    let usage = outcome.usage.unwrap();
+    assert_eq!((usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens), (30, 12, 10));
+}
+
+#[test]
+fn responses_failed_and_error_events_are_errors_and_not_completions() {
+    for event in [
+        "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"usage\":null}}\n\n",
+        "event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"x\"}\n\n",
+        "data: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"x\"}\n\n",
+    ] {
+        let mut tap = StreamTap::new(Protocol::OpenAiResponses, false);
+        assert_eq!(&tap.push(event.as_bytes())[..], event.as_bytes());
+        assert!(tap.outcome().error_event && !tap.outcome().completed, "{event}");
+    }
+}

@@ -211,7 +211,12 @@ pub fn refusal_info(caller: &Caller, profile: &Profile, route: &Route, quote: Qu
 /// Prices `request` on `route` as admission does: the input estimate (by the route's
 /// tokenizer and cache estimator) and the output reservation. Reserves nothing.
 fn quote(gateway: &Gateway, request: &ParsedRequest, profile: &Profile, route: &Route) -> Quote {
-    let estimate = estimate_input(gateway, request, route);
+    let mut estimate = estimate_input(gateway, request, route);
+    if request.continues_hidden_context() {
+        // The earlier turns the provider adds are not in the body: a conservative figure,
+        // settled to the real input from usage.
+        estimate = estimate.saturating_add(profile.context_reserve_tokens);
+    }
     let input = route.adaptive.input_reservation(estimate);
     let output = match request.protocol {
         Protocol::OpenAiEmbeddings => 0,
@@ -364,10 +369,18 @@ pub fn hit_labels(route: &Route) -> Hit {
 const SLOT_RETRY: Duration = Duration::from_secs(1);
 
 /// Chat and messages requests cross between OpenAI and Anthropic deployments (translated);
-/// embeddings have no Anthropic counterpart.
+/// embeddings have no Anthropic counterpart, and Responses requests are not translated.
 fn check_endpoint(request: &ParsedRequest, route: &Route) -> Result<(), GatewayError> {
-    if request.protocol == Protocol::OpenAiEmbeddings && route.kind == ProviderKind::Anthropic {
-        return Err(GatewayError::WrongEndpoint { model: request.model.clone(), endpoint: "/v1/messages" });
+    if route.kind != ProviderKind::Anthropic {
+        return Ok(());
     }
-    Ok(())
+    match request.protocol {
+        Protocol::OpenAiEmbeddings => {
+            Err(GatewayError::WrongEndpoint { model: request.model.clone(), endpoint: "/v1/messages" })
+        }
+        Protocol::OpenAiResponses => {
+            Err(GatewayError::ResponsesNotServed { model: request.model.clone(), deployment: route.name.to_string() })
+        }
+        _ => Ok(()),
+    }
 }

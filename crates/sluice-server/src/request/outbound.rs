@@ -18,6 +18,7 @@ use crate::upstream::UpstreamError;
 pub fn endpoint_path(protocol: Protocol) -> &'static str {
     match protocol {
         Protocol::OpenAiChat => "/v1/chat/completions",
+        Protocol::OpenAiResponses => "/v1/responses",
         Protocol::OpenAiEmbeddings => "/v1/embeddings",
         Protocol::AnthropicMessages => "/v1/messages",
     }

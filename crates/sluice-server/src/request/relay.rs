@@ -162,6 +162,11 @@ fn interruption(protocol: Protocol, end: End) -> Vec<u8> {
             let error = error::plain_body(Envelope::Anthropic, "api_error", message, None);
             format!("event: error\ndata: {error}\n\n")
         }
+        // The Responses protocol's own error event (the client's SDK yields it as such).
+        Protocol::OpenAiResponses => {
+            let error = serde_json::json!({"type": "error", "code": code, "message": message, "param": null});
+            format!("event: error\ndata: {error}\n\n")
+        }
         _ => {
             let error = error::plain_body(Envelope::OpenAi, "stream_interrupted", message, Some(code));
             format!("data: {error}\n\n")

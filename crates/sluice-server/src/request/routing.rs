@@ -197,6 +197,7 @@ mod tests {
             scope: ScopeId(0),
             deployment: 0,
             default_max_tokens: 16,
+            context_reserve_tokens: 0,
             fallbacks: fallbacks.into_iter().map(|(deployment, when)| Fallback { deployment, when }).collect(),
             degrade: degrade.map(|deployment| Degrade { deployment, classes: vec![1], tasks: vec!["tag".into()] }),
         }

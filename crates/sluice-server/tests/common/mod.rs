@@ -83,8 +83,19 @@ impl Env {
 
     /// Posts until the gateway admits it, waiting as its `retry-after-ms` says, until `deadline_ms`.
     pub async fn post_patiently(&self, key: &str, body: &Value, clock: &Deadline) -> Option<(u16, Value)> {
+        self.post_patiently_to("/v1/chat/completions", key, body, clock).await
+    }
+
+    /// [`Env::post_patiently`] to `path`.
+    pub async fn post_patiently_to(
+        &self,
+        path: &str,
+        key: &str,
+        body: &Value,
+        clock: &Deadline,
+    ) -> Option<(u16, Value)> {
         loop {
-            let (status, headers, value) = self.post("/v1/chat/completions", key, body).await;
+            let (status, headers, value) = self.post(path, key, body).await;
             if status != 429 || value["error"]["gateway_decision"] != "rejected_before_send" {
                 return Some((status, value));
             }

@@ -1,9 +1,13 @@
-//! The OpenAI shape: `POST /v1/chat/completions` (plain and SSE) and `POST /v1/embeddings`.
+//! The OpenAI shape: `POST /v1/chat/completions` and `POST /v1/responses` (plain and SSE),
+//! and `POST /v1/embeddings`.
 
 pub mod embeddings;
 pub mod errors;
 pub mod request;
 pub mod response;
+pub mod responses;
+pub mod responses_body;
+pub mod responses_request;
 pub mod stream;
 pub mod tools;
 

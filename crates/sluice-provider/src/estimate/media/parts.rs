@@ -25,6 +25,19 @@ impl MediaPricing {
         }
     }
 
+    /// Media tokens of one OpenAI Responses input part: `input_image` (`image_url` as a URL
+    /// or `data:` URL, or a `file_id` of unknown size; `detail`) and `input_file`
+    /// (`file_data` as a PDF, or a `file_id` / `file_url` of unknown size). 0 for text.
+    #[must_use]
+    pub fn responses_part(self, part: &Value) -> u64 {
+        let str_at = |pointer| part.pointer(pointer).and_then(Value::as_str);
+        match str_at("/type") {
+            Some("input_image") => self.image(str_at("/image_url"), str_at("/detail") == Some("low")),
+            Some("input_file") => self.pdf(str_at("/file_data")),
+            _ => 0,
+        }
+    }
+
     /// Media tokens of one Anthropic content block: `image` (base64, url or file source) and
     /// `document` with a base64 PDF, url or file source. 0 for other blocks, including
     /// documents whose source is text or content blocks (text the tokenizer counts).

@@ -1,0 +1,58 @@
+//! OpenAI Responses stream events.
+//!
+//! Each event has an `event:` line naming its type (repeated as `type` in the data).
+//! Output deltas count as content; `response.completed` and `response.incomplete` end the
+//! stream and carry the usage in `response.usage`; `response.failed` and `error` are the
+//! protocol's error events. serde_json runs only on those final events.
+
+use serde::Deserialize;
+
+use super::StreamOutcome;
+use crate::protocol::Protocol;
+use crate::sse::{self, Event};
+use crate::usage::RawUsage;
+
+/// The final events' `response` member: only its `usage` is read.
+#[derive(Deserialize)]
+struct Final {
+    response: Option<FinalResponse>,
+}
+
+#[derive(Deserialize)]
+struct FinalResponse {
+    usage: Option<RawUsage>,
+}
+
+/// Analyses one complete event `text`; the event itself is forwarded unchanged.
+pub(super) fn event(text: &str, outcome: &mut StreamOutcome) {
+    let event = Event::parse(text);
+    let data = event.data.as_deref().unwrap_or_default();
+    let kind = match event.name {
+        Some(name) => name.to_owned(),
+        // Without an `event:` line, the data's leading `type` names it.
+        None => sse::value_of(data, "\"type\"")
+            .and_then(|v| v.strip_prefix('"')?.split('"').next())
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    match kind.as_str() {
+        "response.completed" | "response.incomplete" => {
+            outcome.completed = true;
+            read_usage(data, outcome);
+        }
+        "response.failed" => {
+            outcome.error_event = true;
+            read_usage(data, outcome);
+        }
+        "error" => outcome.error_event = true,
+        delta if delta.ends_with(".delta") && delta != "response.audio.delta" => outcome.saw_content(),
+        _ => {}
+    }
+}
+
+fn read_usage(data: &str, outcome: &mut StreamOutcome) {
+    let usage = serde_json::from_str::<Final>(data).ok().and_then(|f| f.response).and_then(|r| r.usage);
+    if let Some(raw) = usage {
+        outcome.usage = Some(raw.into_usage(Protocol::OpenAiResponses));
+    }
+}

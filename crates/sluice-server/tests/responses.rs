@@ -1,0 +1,182 @@
+//! `POST /v1/responses` through the gateway against the strict simulated provider: served
+//! and settled plain and streamed, validated, refused for Anthropic deployments, and
+//! admitted on the same buckets as chat (mixed traffic never makes the provider 429).
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Deadline, Env, KEY, chat, sha, start};
+use serde_json::{Value, json};
+use sluice_sim::config::{Completion, Limits, ModelConfig, SimConfig};
+
+fn sim(rpm: u64, tpm: u64, tokens: u64) -> SimConfig {
+    let limits = Limits { rpm: Some(rpm), tpm: Some(tpm), ..Limits::default() };
+    let model = ModelConfig {
+        completion: Completion::Fixed { tokens },
+        ..ModelConfig::openai("gpt-4o-mini").with_limits(limits)
+    };
+    let claude = ModelConfig { shape: sluice_sim::config::Shape::Anthropic, ..ModelConfig::openai("claude-x") };
+    SimConfig { models: vec![model, claude], ..SimConfig::default() }
+}
+
+fn policy(limits: &str) -> String {
+    format!(
+        r#"
+[[deployments]]
+name = "sim-mini"
+provider = "sim"
+model = "gpt-4o-mini"
+limits = {{ {limits} }}
+
+[[deployments]]
+name = "sim-claude"
+provider = "sim-anthropic"
+model = "claude-x"
+
+[[models]]
+name = "fast"
+deployment = "sim-mini"
+default_max_tokens = 256
+
+[[models]]
+name = "claude"
+deployment = "sim-claude"
+
+[[tenants]]
+name = "acme"
+
+[[keys]]
+id = "acme-key"
+tenant = "acme"
+sha256 = "{}"
+"#,
+        sha(KEY)
+    )
+}
+
+fn responses(model: &str, words: usize, max_output_tokens: u64) -> Value {
+    let input = "lorem ipsum ".repeat(words / 2);
+    json!({"model": model, "instructions": "Be brief.", "input": input, "max_output_tokens": max_output_tokens})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_is_served_with_the_providers_usage_plain_and_streamed() {
+    let env = start(sim(1_000, 1_000_000, 20), &policy("rpm = 1000, tpm = 1000000")).await;
+    let (status, _, body) = env.post("/v1/responses", KEY, &responses("fast", 40, 100)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["object"], "response");
+    assert_eq!(body["model"], "gpt-4o-mini");
+    assert_eq!(body["usage"]["output_tokens"], 20);
+    assert!(body["usage"]["input_tokens"].as_u64().unwrap() > 40);
+    let mut streamed = responses("fast", 40, 100);
+    streamed["stream"] = true.into();
+    let response = env
+        .http
+        .post(format!("{}/v1/responses", env.gateway.url()))
+        .bearer_auth(KEY)
+        .json(&streamed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    assert!(text.starts_with("event: response.created\n"), "{text}");
+    let last = text.trim_end().rsplit("\n\n").next().unwrap();
+    assert!(last.starts_with("event: response.completed\n"), "{last}");
+    let data: Value = serde_json::from_str(last.lines().nth(1).unwrap().trim_start_matches("data: ")).unwrap();
+    assert_eq!(data["response"]["usage"]["output_tokens"], 20);
+    assert_eq!(env.sim.stats().rate_limited.total(), 0);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_and_anthropic_deployments_are_refused_by_name() {
+    let env = start(sim(1_000, 1_000_000, 20), &policy("rpm = 1000, tpm = 1000000")).await;
+    let (status, _, body) = env.post("/v1/responses", KEY, &json!({"model": "fast", "input": []})).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["param"], "input");
+    let (status, _, body) = env.post("/v1/responses", KEY, &responses("claude", 4, 10)).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "wrong_endpoint");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`claude`") && message.contains("`sim-claude`"), "{message}");
+    assert_eq!(env.sim.stats().requests, 0, "nothing reached the provider");
+    env.shutdown().await;
+}
+
+/// Posts `body` to `path` until `deadline`, waiting out the gateway's own refusals;
+/// returns (statuses the provider answered, refusals the gateway waited out).
+async fn drive(env: Arc<Env>, path: &'static str, body: Value, deadline: Arc<Deadline>) -> (Vec<u16>, u64) {
+    let mut answered = Vec::new();
+    let mut waited = 0;
+    while !deadline.passed() {
+        let (status, headers, value) = env.post(path, KEY, &body).await;
+        if status == 429 && value["error"]["gateway_decision"] == "rejected_before_send" {
+            waited += 1;
+            let wait: u64 = headers["retry-after-ms"].to_str().unwrap().parse().unwrap();
+            if !deadline.sleep(Duration::from_millis(wait)).await {
+                break;
+            }
+            continue;
+        }
+        answered.push(status);
+    }
+    (answered, waited)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_and_responses_share_the_deployments_buckets() {
+    // 300,000 TPM = 5,000 tokens/s; each call ~1,000 input + 200 reserved: far more demand
+    // than the limit from either endpoint, so the shared buckets decide who goes.
+    let env = Arc::new(start(sim(100_000, 300_000, 200), &policy("rpm = 100000, tpm = 300000")).await);
+    let deadline = Arc::new(Deadline::after(Duration::from_secs(5)));
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (path, body) = if i % 2 == 0 {
+            ("/v1/chat/completions", chat("fast", 1_000, 200))
+        } else {
+            ("/v1/responses", responses("fast", 1_000, 200))
+        };
+        tasks.push((path, tokio::spawn(drive(Arc::clone(&env), path, body, Arc::clone(&deadline)))));
+    }
+    let mut waited = 0;
+    for (path, task) in tasks {
+        let (answered, held) = task.await.unwrap();
+        assert!(!answered.is_empty(), "{path} got through");
+        assert!(answered.iter().all(|s| *s == 200), "{path}: {answered:?}");
+        waited += held;
+    }
+    // The load exceeded the limit: the gateway held requests back (queued or refused).
+    let metrics = env.metrics().await;
+    let queued: f64 = metrics
+        .lines()
+        .filter(|line| line.starts_with("llm_queue_wait_seconds_sum"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(waited > 0 || queued > 0.0, "the gateway never had to hold a request back");
+    assert_eq!(env.sim.stats().rate_limited.total(), 0, "the provider never saw more than its limit");
+    Arc::into_inner(env).unwrap().shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continued_response_reserves_the_profiles_context_figure() {
+    // The deployment's TPM bucket holds 100,000; the profile reserves 200,000 for the
+    // context a `previous_response_id` adds, so such a request can never fit, while the
+    // same request without it is served.
+    let policy = policy("rpm = 1000, tpm = 100000")
+        .replace("default_max_tokens = 256", "default_max_tokens = 256\ncontext_reserve_tokens = 200000");
+    let env = start(sim(1_000, 1_000_000, 20), &policy).await;
+    let (status, _, body) = env.post("/v1/responses", KEY, &responses("fast", 10, 50)).await;
+    assert_eq!(status, 200, "{body}");
+    let mut continued = responses("fast", 10, 50);
+    continued["previous_response_id"] = body["id"].clone();
+    let (status, _, body) = env.post("/v1/responses", KEY, &continued).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "request_exceeds_limit");
+    assert!(body["error"]["estimated_input_tokens"].as_u64().unwrap() > 200_000, "{body}");
+    assert_eq!(env.sim.stats().requests, 1);
+    env.shutdown().await;
+}

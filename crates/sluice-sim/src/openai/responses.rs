@@ -1,0 +1,80 @@
+//! `POST /v1/responses` (plain and SSE), under the same limits as chat.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::extract::State;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+
+use super::responses_body::{ResponseFrame, ResponsesStream};
+use super::responses_request::ResponsesRequest;
+use super::{invalid, resolve};
+use crate::admission::Cost;
+use crate::conn::ConnCtl;
+use crate::errors::ApiError;
+use crate::flow::{self, Prepared};
+use crate::sim::{Ask, Sim};
+
+/// `POST /v1/responses`.
+pub async fn responses(
+    State(sim): State<Arc<Sim>>,
+    ctl: Option<Extension<ConnCtl>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let ctl = ctl.map(|Extension(ctl)| ctl);
+    let Ok(req) = serde_json::from_slice::<ResponsesRequest<'_>>(&body) else {
+        return invalid(&sim, &ApiError::BadJson);
+    };
+    let prepared = match prepare(&sim, &req, &headers) {
+        Ok(prepared) => prepared,
+        Err(err) => return invalid(&sim, &err),
+    };
+    let ticket = match flow::admit(&sim, ctl.as_ref(), &prepared, &headers).await {
+        Ok(ticket) => ticket,
+        Err(response) => return response,
+    };
+    let flavor = prepared.model.flavor;
+    let id = format!("resp_{}", sim.request_id().trim_start_matches("req_"));
+    let frame = ResponseFrame::new(id, sim.clock().unix_now().as_secs(), &prepared);
+    if prepared.ask.stream {
+        let snapshot = ticket.snapshot;
+        let render = ResponsesStream::new(frame, Arc::clone(&sim));
+        let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, render);
+        return crate::respond::sse(&sim, flavor, Some(&snapshot), body);
+    }
+    flow::generate(&ticket).await;
+    let text = crate::text::filler(ticket.output);
+    let body = serde_json::to_vec(&frame.response(Some((&text, ticket.output)))).unwrap_or_default();
+    sim.remember_context(frame.id(), prepared.input + ticket.output);
+    sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(ticket.output));
+    crate::respond::json(&sim, flavor, Some(&ticket.snapshot), StatusCode::OK, body)
+}
+
+/// Validates and counts a Responses request: the TPM cost is input plus the output cap,
+/// as for chat.
+fn prepare(sim: &Sim, req: &ResponsesRequest<'_>, headers: &HeaderMap) -> Result<Prepared, ApiError> {
+    let model = resolve(sim, req.model.as_deref())?;
+    if !req.has_input() {
+        let message = "Missing required parameter: 'input'.".into();
+        return Err(ApiError::Invalid { message, param: Some("input") });
+    }
+    let context = match req.previous_response_id.as_deref() {
+        None => 0,
+        Some(id) => sim.context_of(id).ok_or_else(|| ApiError::Invalid {
+            message: format!("Previous response with id '{id}' not found."),
+            param: Some("previous_response_id"),
+        })?,
+    };
+    // The earlier turns count as input, as OpenAI charges them.
+    let input = context + req.input_tokens(&model.tokenizer);
+    let cap = req.max_output_tokens.unwrap_or(model.config.default_max_tokens);
+    #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
+    let cost = Cost { tokens: (input + cap) as f64, ..Cost::default() };
+    let ask = Ask { cost, stream: req.stream.unwrap_or(false), cap };
+    let tenant = crate::text::tenant(headers, req.user.as_deref());
+    let marker = crate::text::marker(&req.last_text());
+    Ok(Prepared { model, ask, input, cached: 0, tenant, marker })
+}
