@@ -246,6 +246,13 @@ impl Stored {
     }
 }
 
+/// The Responses API's own error event (`{"type": "error", "code", "message", "param"}`),
+/// which ends a Responses stream early; the client's SDK yields it as an error event.
+#[must_use]
+pub fn responses_error_event(code: &str, message: &str) -> Value {
+    json!({"type": "error", "code": code, "message": message, "param": null})
+}
+
 /// The most characters of a request path an error message repeats.
 pub const SHOWN_PATH_CHARS: usize = 200;
 

@@ -164,7 +164,7 @@ fn interruption(protocol: Protocol, end: End) -> Vec<u8> {
         }
         // The Responses protocol's own error event (the client's SDK yields it as such).
         Protocol::OpenAiResponses => {
-            let error = serde_json::json!({"type": "error", "code": code, "message": message, "param": null});
+            let error = error::responses_error_event(code, message);
             format!("event: error\ndata: {error}\n\n")
         }
         _ => {
