@@ -338,8 +338,8 @@ async fn provider_error(
 /// The provider's error for the client, anything that looks like a key scrubbed; served by
 /// the other protocol, in the client's own shape, so its SDK reads the provider's message.
 fn passed_error(status: StatusCode, headers: &http::HeaderMap, bytes: &[u8], call: &Call<'_>) -> Response<Body> {
-    let key = call.route.key.as_ref().and_then(|k| k.secret());
-    let bytes = scrub::scrub_bytes(bytes, key);
+    let key = call.route.key.current();
+    let bytes = scrub::scrub_bytes(bytes, key.as_ref().and_then(|k| k.secret()));
     let mut passed = match call.crossing.error_body(status.as_u16(), &bytes) {
         Some(body) => pass_through(status, headers, Body::from(body)),
         None => pass_through(status, headers, Body::from(bytes)),

@@ -1,26 +1,45 @@
 //! The provider seam: for each kind of upstream, where a request for an endpoint goes and
 //! how it is authenticated. `outbound` asks it; each kind answers in one place, so a new
-//! kind (Azure's deployment URLs, Gemini's OpenAI-compatible path) is one arm here rather
-//! than a condition spread over the request road.
+//! kind is one arm here rather than a condition spread over the request road.
+//!
+//! | api | URL of `/v1/chat/completions` | key |
+//! |---|---|---|
+//! | plain (OpenAI, Ollama) | `{base_url}/v1/chat/completions` | `Authorization: Bearer` |
+//! | plain (Anthropic) | `{base_url}/v1/messages` | `x-api-key`, `anthropic-version` |
+//! | Gemini (OpenAI-compatible) | `{base_url}/v1beta/openai/chat/completions` | `Authorization: Bearer` |
+//! | Azure classic | `{base_url}/openai/deployments/{azure_deployment}/chat/completions?api-version=…` | `api-key` or Bearer token file |
+//! | Azure v1 | `{base_url}/openai/v1/chat/completions` | `api-key` or Bearer token file |
 
 use axum::http::{HeaderMap, HeaderValue};
-use sluice_config::ProviderKind;
+use sluice_config::{AzureSurface, ProviderApi, ProviderKind};
 
+use crate::secret::Credential;
 use crate::state::Route;
 
 /// The upstream URL of `endpoint` (a proxied path such as `/v1/chat/completions`) on `route`.
 pub fn upstream_url(route: &Route, endpoint: &str) -> String {
-    format!("{}{endpoint}", route.base_url)
+    let base = &route.base_url;
+    // Every proxied path starts with `/v1`; the cloud surfaces put their own prefix there.
+    let rest = endpoint.strip_prefix("/v1").unwrap_or(endpoint);
+    match &route.api {
+        ProviderApi::Plain => format!("{base}{endpoint}"),
+        ProviderApi::GeminiOpenAi => format!("{base}/v1beta/openai{rest}"),
+        ProviderApi::Azure(AzureSurface::V1) => format!("{base}/openai{endpoint}"),
+        ProviderApi::Azure(AzureSurface::Classic { api_version }) => {
+            let deployment = route.azure_deployment.as_deref().unwrap_or(&route.model);
+            format!("{base}/openai/deployments/{deployment}{rest}?api-version={api_version}")
+        }
+    }
 }
 
 /// The headers that authenticate a request to `route` and carry its protocol's version:
-/// the key (Bearer, or Anthropic's `x-api-key`), and for Anthropic the client's
-/// `anthropic-version` (a default when absent) and `anthropic-beta`.
+/// the key (Bearer; Anthropic's `x-api-key`; Azure's `api-key` unless it is a token file's
+/// Bearer token), and for Anthropic the client's `anthropic-version` (a default when
+/// absent) and `anthropic-beta`.
 pub fn auth_headers(route: &Route, client_headers: &HeaderMap) -> Vec<(&'static str, HeaderValue)> {
     let mut headers = Vec::new();
-    if let Some(key) = &route.key {
-        let name = if route.kind == ProviderKind::Anthropic { "x-api-key" } else { "authorization" };
-        headers.push((name, key.header().clone()));
+    if let Some(key) = route.key.current() {
+        headers.push((key_header(route), key.header().clone()));
     }
     if route.kind == ProviderKind::Anthropic {
         let version = client_headers.get("anthropic-version").cloned();
@@ -30,4 +49,13 @@ pub fn auth_headers(route: &Route, client_headers: &HeaderMap) -> Vec<(&'static 
         }
     }
     headers
+}
+
+fn key_header(route: &Route) -> &'static str {
+    match (&route.api, &route.key) {
+        (_, Credential::Refreshed(_)) => "authorization",
+        (ProviderApi::Azure(_), _) => "api-key",
+        _ if route.kind == ProviderKind::Anthropic => "x-api-key",
+        _ => "authorization",
+    }
 }

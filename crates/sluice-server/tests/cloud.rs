@@ -1,0 +1,116 @@
+//! The cloud providers through the gateway over HTTP against the simulated provider:
+//! Gemini's OpenAI-compatible path, Azure OpenAI's classic and v1 surfaces with the
+//! `api-key` header, and an Entra ID token file.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+mod common;
+
+use common::*;
+use sluice_sim::config::{Flavor, ModelConfig, SimConfig};
+
+fn flavored(name: &str, flavor: Flavor) -> ModelConfig {
+    ModelConfig { flavor: Some(flavor), ..ModelConfig::openai(name) }
+}
+
+/// Providers of every cloud kind on the sim, a deployment and profile on each, one key.
+fn policy(azure_auth: &str) -> String {
+    format!(
+        r#"
+[[providers]]
+name = "gemini"
+kind = "gemini"
+base_url = "{{SIM}}"
+api_key_file = "{{KEYFILE}}"
+
+[[providers]]
+name = "azure-classic"
+kind = "azure"
+base_url = "{{SIM}}"
+api_version = "2024-10-21"
+{azure_auth}
+
+[[providers]]
+name = "azure-v1"
+kind = "azure"
+api_surface = "v1"
+base_url = "{{SIM}}"
+api_key_file = "{{KEYFILE}}"
+
+[[deployments]]
+name = "gemini-flash"
+provider = "gemini"
+model = "gemini-flash"
+
+[[deployments]]
+name = "azure-east"
+provider = "azure-classic"
+model = "gpt-4o"
+azure_deployment = "gpt4o-east"
+limits = {{ tpm = 1000 }}
+
+[[deployments]]
+name = "azure-v1"
+provider = "azure-v1"
+model = "gpt4o-east"
+
+[[models]]
+name = "gemini"
+deployment = "gemini-flash"
+
+[[models]]
+name = "azure"
+deployment = "azure-east"
+
+[[models]]
+name = "azure-v1"
+deployment = "azure-v1"
+
+[[tenants]]
+name = "acme"
+
+[[keys]]
+id = "acme-1"
+tenant = "acme"
+sha256 = "{sha}"
+"#,
+        sha = sha(KEY)
+    )
+}
+
+fn sim() -> SimConfig {
+    let models = vec![flavored("gemini-flash", Flavor::Gemini), flavored("gpt4o-east", Flavor::Azure)];
+    SimConfig { models, ..SimConfig::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_is_called_at_its_openai_compatible_path() {
+    let env = start(sim(), &policy("api_key_file = \"{KEYFILE}\"")).await;
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("gemini", 4, 8)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(env.sim.stats().served, 1);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_classic_and_v1_surfaces_are_called_with_the_api_key() {
+    let env = start(sim(), &policy("api_key_file = \"{KEYFILE}\"")).await;
+    for profile in ["azure", "azure-v1"] {
+        let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat(profile, 4, 8)).await;
+        assert_eq!(status, 200, "{profile}: {body}");
+    }
+    assert_eq!(env.sim.stats().served, 2, "both reached the sim's Azure paths (which require api-key)");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_with_an_entra_token_file_is_called_with_the_bearer_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("entra-token");
+    std::fs::write(&token, "eyJ-entra-access-token\n").unwrap();
+    let auth = format!("token_file = \"{}\"", token.display());
+    let env = start(sim(), &policy(&auth)).await;
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("azure", 4, 8)).await;
+    assert_eq!(status, 200, "{body}");
+    env.shutdown().await;
+}
