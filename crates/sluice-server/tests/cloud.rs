@@ -114,3 +114,27 @@ async fn azure_with_an_entra_token_file_is_called_with_the_bearer_token() {
     assert_eq!(status, 200, "{body}");
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_openai_clients_reach_a_profile_named_in_the_path_with_the_api_key_header() {
+    let env = start(sim(), &policy("api_key_file = \"{KEYFILE}\"")).await;
+    let url = env.gateway.url();
+    let send = |path: &str, key: Option<&str>, model: &str| {
+        let mut request = env.http.post(format!("{url}{path}")).json(&chat(model, 4, 8));
+        if let Some(key) = key {
+            request = request.header("api-key", key);
+        }
+        request.send()
+    };
+    let classic = "/openai/deployments/gemini/chat/completions?api-version=2024-10-21";
+    let ok = send(classic, Some(KEY), "ignored").await.unwrap();
+    assert_eq!(ok.status(), 200, "the path's deployment names the profile, the body's model is replaced");
+    let v1 = send("/openai/v1/chat/completions", Some(KEY), "azure-v1").await.unwrap();
+    assert_eq!(v1.status(), 200);
+    assert_eq!(env.sim.stats().served, 2);
+    let keyless = send(classic, None, "ignored").await.unwrap();
+    assert_eq!(keyless.status(), 401);
+    let unknown = send("/openai/deployments/nope/chat/completions?api-version=1", Some(KEY), "gemini").await.unwrap();
+    assert_eq!(unknown.status(), 404, "an unknown profile in the path is refused, not the body's model used");
+    env.shutdown().await;
+}
