@@ -12,6 +12,7 @@
 
 use axum::http::{HeaderMap, HeaderValue};
 use sluice_config::{AzureSurface, ProviderApi, ProviderKind};
+use sluice_provider::ProviderFlavor;
 
 use crate::secret::Credential;
 use crate::state::Route;
@@ -57,5 +58,37 @@ fn key_header(route: &Route) -> &'static str {
         (ProviderApi::Azure(_), _) => "api-key",
         _ if route.kind == ProviderKind::Anthropic => "x-api-key",
         _ => "authorization",
+    }
+}
+
+/// Whose words a provider's errors and retry hints are read in: Azure's and Gemini's
+/// differ from OpenAI's though they speak its protocol (Azure's "high demand" 429 is an
+/// overload, not a quota; Gemini's quota errors are `RESOURCE_EXHAUSTED`).
+#[must_use]
+pub fn error_flavor(kind: ProviderKind, api: &ProviderApi) -> ProviderFlavor {
+    match (api, kind) {
+        (ProviderApi::Azure(_), _) => ProviderFlavor::Azure,
+        (ProviderApi::GeminiOpenAi, _) => ProviderFlavor::Gemini,
+        (ProviderApi::Plain, ProviderKind::OpenAi) => ProviderFlavor::OpenAi,
+        (ProviderApi::Plain, ProviderKind::Anthropic) => ProviderFlavor::Anthropic,
+        (ProviderApi::Plain, ProviderKind::Ollama) => ProviderFlavor::Ollama,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_provider::{ErrorClass, classify_with_hints, parse_hints};
+
+    use super::*;
+
+    #[test]
+    fn cloud_errors_are_read_in_their_providers_words() {
+        let bad_key = br#"{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}"#;
+        let hints = parse_hints(&HeaderMap::new(), Some(bad_key), None);
+        let flavor = error_flavor(ProviderKind::OpenAi, &ProviderApi::GeminiOpenAi);
+        assert_eq!(classify_with_hints(400, &hints, bad_key, flavor), ErrorClass::Auth, "not the client's bad request");
+        let azure = ProviderApi::Azure(AzureSurface::V1);
+        assert_eq!(error_flavor(ProviderKind::OpenAi, &azure), ProviderFlavor::Azure);
+        assert_eq!(error_flavor(ProviderKind::Anthropic, &ProviderApi::Plain), ProviderFlavor::Anthropic);
     }
 }
