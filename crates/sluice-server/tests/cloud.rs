@@ -138,3 +138,38 @@ async fn azure_openai_clients_reach_a_profile_named_in_the_path_with_the_api_key
     assert_eq!(unknown.status(), 404, "an unknown profile in the path is refused, not the body's model used");
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_azure_deployment_with_only_tpm_is_held_to_the_derived_rpm() {
+    let env = start(sim(), &policy("api_key_file = \"{KEYFILE}\"")).await;
+    // tpm = 1000 derives 6 RPM, whose burst (3 s worth) lets one request through at once.
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("azure", 4, 8)).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("azure", 4, 8)).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!((body["error"]["limiter"].as_str(), body["error"]["scope"].as_str()), (Some("rpm"), Some("deployment")));
+    assert_eq!(body["error"]["gateway_decision"], "rejected_before_send");
+    assert_eq!(env.sim.stats().served, 1);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_azure_429_is_read_with_its_retry_after_ms_and_pauses_the_deployment() {
+    let limits = sluice_sim::config::Limits { rpm: Some(1), ..sluice_sim::config::Limits::default() };
+    let tight = flavored("gpt4o-east", Flavor::Azure).with_limits(limits);
+    let sim = SimConfig { models: vec![flavored("gemini-flash", Flavor::Gemini), tight], ..SimConfig::default() };
+    let env = start(sim, &policy("api_key_file = \"{KEYFILE}\"")).await;
+    // The v1 deployment has no gateway limits: the sim's own RPM of 1 answers the second.
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("azure-v1", 4, 8)).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, headers, body) = env.post("/v1/chat/completions", KEY, &chat("azure-v1", 4, 8)).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["gateway_decision"], "admitted_then_provider_rejected", "{body}");
+    let wait: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!(wait >= 1, "Azure's retry-after-ms is passed on as the wait: {wait}");
+    assert!(env.sim.stats().rate_limited.total() >= 1);
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("azure-v1", 4, 8)).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["gateway_decision"], "rejected_before_send", "the pause holds it back: {body}");
+    env.shutdown().await;
+}
