@@ -446,3 +446,20 @@ fn cloud_provider_fields_are_refused_where_they_do_not_belong() {
         assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
     }
 }
+
+#[test]
+fn cloud_example_config_is_valid() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/cloud.toml")).unwrap();
+    let config = parse(&text).unwrap();
+    assert_eq!(config.providers[1].api, ProviderApi::Azure(AzureSurface::V1));
+    assert_eq!(config.providers[2].api, ProviderApi::GeminiOpenAi);
+    let rpm = |d: usize| {
+        config.deployments[d]
+            .limits
+            .rates
+            .iter()
+            .find(|r| r.dimension == sluice_quota::Dimension::Requests)
+            .map(|r| r.amount.get())
+    };
+    assert_eq!((rpm(0), rpm(1)), (Some(900), Some(500)), "derived from tpm; explicit wins");
+}
