@@ -53,9 +53,18 @@ name = "azure-v1"
 provider = "azure-v1"
 model = "gpt4o-east"
 
+[[deployments]]
+name = "azure-embed"
+provider = "azure-classic"
+model = "embed-east"
+
 [[models]]
 name = "gemini"
 deployment = "gemini-flash"
+
+[[models]]
+name = "azure-embed"
+deployment = "azure-embed"
 
 [[models]]
 name = "azure"
@@ -78,7 +87,11 @@ sha256 = "{sha}"
 }
 
 fn sim() -> SimConfig {
-    let models = vec![flavored("gemini-flash", Flavor::Gemini), flavored("gpt4o-east", Flavor::Azure)];
+    let models = vec![
+        flavored("gemini-flash", Flavor::Gemini),
+        flavored("gpt4o-east", Flavor::Azure),
+        flavored("embed-east", Flavor::Azure),
+    ];
     SimConfig { models, ..SimConfig::default() }
 }
 
@@ -99,7 +112,10 @@ async fn azure_classic_and_v1_surfaces_are_called_with_the_api_key() {
         let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat(profile, 4, 8)).await;
         assert_eq!(status, 200, "{profile}: {body}");
     }
-    assert_eq!(env.sim.stats().served, 2, "both reached the sim's Azure paths (which require api-key)");
+    let embed = serde_json::json!({"model": "azure-embed", "input": "hello"});
+    let (status, _, body) = env.post("/v1/embeddings", KEY, &embed).await;
+    assert_eq!(status, 200, "embeddings on the classic path: {body}");
+    assert_eq!(env.sim.stats().served, 3, "all reached the sim's Azure paths (which require api-key)");
     env.shutdown().await;
 }
 

@@ -1,7 +1,7 @@
 //! The cloud URL surfaces over the OpenAI shape: Gemini's OpenAI-compatible
 //! `/v1beta/openai/chat/completions`, and Azure OpenAI's classic
 //! `/openai/deployments/{deployment}/chat/completions?api-version=…` and v1
-//! `/openai/v1/chat/completions`. Each serves only models of its flavour (and
+//! `/openai/v1/chat/completions` (and `embeddings` on both). Each serves only models of its flavour (and
 //! `/v1/chat/completions` no Gemini model); Azure's require
 //! the `api-key` header (or an Entra ID `Authorization: Bearer` token) and answer 401 in
 //! Azure's words without one.
@@ -49,10 +49,11 @@ pub async fn gemini_chat(
     crate::openai::chat(State(sim), ctl, headers, body).await
 }
 
-/// `POST /openai/v1/chat/completions`: an Azure-flavoured model's chat, the model (the
-/// deployment name) in the body.
-pub async fn azure_v1_chat(
+/// `POST /openai/v1/{chat/completions|embeddings}`: an Azure-flavoured model's answer, the
+/// model (the deployment name) in the body.
+pub async fn azure_v1(
     State(sim): State<Arc<Sim>>,
+    Path(endpoint): Path<String>,
     ctl: Option<Extension<ConnCtl>>,
     headers: HeaderMap,
     body: Bytes,
@@ -60,37 +61,67 @@ pub async fn azure_v1_chat(
     if let Some(response) = azure_refusal(&sim, &headers).or_else(|| not_served_as(&sim, &body, Flavor::Azure)) {
         return response;
     }
-    crate::openai::chat(State(sim), ctl, headers, body).await
+    azure_endpoint(sim, &endpoint, ctl, headers, body).await
 }
 
-/// `POST /openai/deployments/{deployment}/chat/completions?api-version=…`: the deployment
-/// in the path names the model (a body's `model` is ignored, as Azure does).
-pub async fn azure_classic_chat(
+/// `POST /openai/deployments/{deployment}/{chat/completions|embeddings}?api-version=…`: the
+/// deployment in the path names the model (a body's `model` is ignored, as Azure does).
+pub async fn azure_classic(
     State(sim): State<Arc<Sim>>,
-    Path(deployment): Path<String>,
+    Path((deployment, endpoint)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
     ctl: Option<Extension<ConnCtl>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(response) = azure_refusal(&sim, &headers) {
-        return response;
+    match azure_classic_body(&sim, deployment, &query, &headers, &body) {
+        Ok(body) => azure_endpoint(sim, &endpoint, ctl, headers, body).await,
+        Err(refusal) => *refusal,
+    }
+}
+
+/// The OpenAI-shaped handler of an Azure endpoint; 404 for one the simulator lacks.
+async fn azure_endpoint(
+    sim: Arc<Sim>,
+    endpoint: &str,
+    ctl: Option<Extension<ConnCtl>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match endpoint {
+        "chat/completions" => crate::openai::chat(State(sim), ctl, headers, body).await,
+        "embeddings" => crate::openai::embeddings::embeddings(State(sim), ctl, headers, body).await,
+        other => crate::openai::invalid(&sim, &ApiError::NotFound(other.to_owned())),
+    }
+}
+
+/// The body a classic-path request is served with (its `model` the path's deployment), or
+/// Azure's refusal: no key (401), no `api-version` (400), not an Azure model (404).
+fn azure_classic_body(
+    sim: &Sim,
+    deployment: String,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Bytes, Box<Response>> {
+    if let Some(response) = azure_refusal(sim, headers) {
+        return Err(Box::new(response));
     }
     if query.get("api-version").is_none_or(String::is_empty) {
         let message = "The api-version query parameter (?api-version=) is required for all requests.".to_owned();
-        return crate::openai::invalid(&sim, &ApiError::Invalid { message, param: Some("api-version") });
+        return Err(Box::new(crate::openai::invalid(sim, &ApiError::Invalid { message, param: Some("api-version") })));
     }
-    let Ok(mut request) = serde_json::from_slice::<Value>(&body) else {
-        return crate::openai::invalid(&sim, &ApiError::BadJson);
+    let Ok(mut request) = serde_json::from_slice::<Value>(body) else {
+        return Err(Box::new(crate::openai::invalid(sim, &ApiError::BadJson)));
     };
     if let Some(object) = request.as_object_mut() {
         object.insert("model".into(), Value::String(deployment));
     }
     let body = Bytes::from(serde_json::to_vec(&request).unwrap_or_default());
-    if let Some(response) = not_served_as(&sim, &body, Flavor::Azure) {
-        return response;
+    match not_served_as(sim, &body, Flavor::Azure) {
+        Some(response) => Err(Box::new(response)),
+        None => Ok(body),
     }
-    crate::openai::chat(State(sim), ctl, headers, body).await
 }
 
 /// A non-empty `api-key` (not a Bearer token), or an `Authorization: Bearer` token; else

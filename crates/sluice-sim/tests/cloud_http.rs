@@ -18,6 +18,10 @@ flavor = "azure"
 completion = { dist = "fixed", tokens = 4 }
 limits = { tpm = 100000 }
 [[models]]
+name = "embed-east"
+flavor = "azure"
+embedding_dims = 4
+[[models]]
 name = "gpt-4o-mini"
 completion = { dist = "fixed", tokens = 4 }
 "#;
@@ -59,6 +63,8 @@ async fn azure_classic_path_names_the_deployment_and_needs_api_version_and_key()
     assert_eq!(ok.status(), 200);
     assert_eq!(header(&ok, "x-ratelimit-limit-requests"), "600", "RPM derived from TPM, 6 per 1,000");
     assert!(ok.headers().contains_key("x-ratelimit-remaining-tokens"));
+    assert_eq!(header(&ok, "apim-request-id"), header(&ok, "x-request-id"), "Azure's request id header");
+    assert!(ok.headers().contains_key("x-ms-region"));
     let denied = send(&sim, path, None, &body).await;
     assert_eq!(denied.status(), 401);
     let error: Value = denied.json().await.unwrap();
@@ -81,4 +87,18 @@ async fn azure_v1_path_takes_the_deployment_from_the_body() {
     assert_eq!(ok.status(), 200);
     let denied = send(&sim, "/openai/v1/chat/completions", Some(("api-key", " ")), &chat("gpt4o-east", "hi", 5)).await;
     assert_eq!(denied.status(), 401, "an empty key is no key");
+}
+
+#[tokio::test]
+async fn azure_embeddings_on_both_surfaces() {
+    let sim = start(CONFIG).await;
+    let body = serde_json::json!({"model": "ignored", "input": "hello"});
+    let path = "/openai/deployments/embed-east/embeddings?api-version=2024-10-21";
+    let classic = send(&sim, path, Some(("api-key", "k")), &body).await;
+    assert_eq!(classic.status(), 200);
+    let vectors: Value = classic.json().await.unwrap();
+    assert_eq!(vectors["data"][0]["embedding"].as_array().unwrap().len(), 4);
+    let v1_body = serde_json::json!({"model": "embed-east", "input": "hello"});
+    assert_eq!(send(&sim, "/openai/v1/embeddings", Some(("api-key", "k")), &v1_body).await.status(), 200);
+    assert_eq!(send(&sim, path, None, &body).await.status(), 401);
 }
