@@ -47,6 +47,9 @@ pub enum SecretSource {
     Env(String),
     /// A file whose trimmed content is the key.
     File(String),
+    /// A file holding a bearer token (an Entra ID access token) that an external agent
+    /// refreshes: re-read when it changes.
+    TokenFile(String),
     /// No key (a local model server).
     None,
 }
@@ -62,6 +65,32 @@ pub struct Provider {
     pub base_url: String,
     /// Where the key is.
     pub api_key: SecretSource,
+    /// How its upstream URLs are built and its key is presented.
+    pub api: ProviderApi,
+}
+
+/// How a provider's upstream is addressed and authenticated beyond its wire protocol (the
+/// configuration side of the provider seam).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderApi {
+    /// `{base_url}/v1/…` with a Bearer key (Anthropic: `x-api-key`): OpenAI, Anthropic, Ollama.
+    Plain,
+    /// Gemini's OpenAI-compatible surface: `{base_url}/v1beta/openai/…`, Bearer key.
+    GeminiOpenAi,
+    /// Azure OpenAI: the `api-key` header (or a bearer token from a token file).
+    Azure(AzureSurface),
+}
+
+/// Which of Azure OpenAI's URL surfaces a provider is called on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AzureSurface {
+    /// `{base_url}/openai/deployments/{azure_deployment}/…?api-version={api_version}`.
+    Classic {
+        /// The `api-version` query parameter.
+        api_version: String,
+    },
+    /// `{base_url}/openai/v1/…` (no `api-version`; the deployment is the body's `model`).
+    V1,
 }
 
 /// One upstream quota domain: a provider account × model (× region).
@@ -73,6 +102,8 @@ pub struct Deployment {
     pub provider: usize,
     /// The model name sent upstream.
     pub model: String,
+    /// On an Azure provider, the deployment name in the classic URL (default: `model`).
+    pub azure_deployment: Option<String>,
     /// The provider's limits for it.
     pub limits: Limits,
     /// Input estimation.

@@ -99,6 +99,9 @@ pub struct RawProvider {
     pub base_url: Spanned<String>,
     pub api_key_env: Option<Spanned<String>>,
     pub api_key_file: Option<Spanned<String>>,
+    pub token_file: Option<Spanned<String>>,
+    pub api_surface: Option<Spanned<String>>,
+    pub api_version: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -107,6 +110,7 @@ pub struct RawDeployment {
     pub name: Spanned<String>,
     pub provider: Spanned<String>,
     pub model: Spanned<String>,
+    pub azure_deployment: Option<Spanned<String>>,
     #[serde(default)]
     pub limits: RawLimits,
     pub tokenizer: Option<Spanned<String>>,

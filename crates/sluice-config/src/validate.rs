@@ -5,6 +5,7 @@
 //! jobs), [`routing`] (providers, deployments, models) and [`tenancy`] (tenants, classes,
 //! keys).
 
+mod cloud;
 mod process;
 mod routing;
 mod tenancy;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sluice_config::{OutputCounting, ProviderKind, SecretSource, hash_key, parse};
+use sluice_config::{AzureSurface, OutputCounting, ProviderApi, ProviderKind, SecretSource, hash_key, parse};
 
 const BASE: &str = r#"
 [[providers]]
@@ -367,4 +367,99 @@ fn routing_settings_are_validated() {
     let class = format!("{BASE}\n[[classes]]\nname = \"batch\"\nretry_attempts = 0\n");
     let err = parse(&class).unwrap_err();
     assert_eq!((err.field.as_str(), err.line), ("classes[0].retry_attempts", Some(28)));
+}
+
+#[test]
+fn azure_and_gemini_providers_are_addressed_from_their_fields() {
+    let azure = BASE.replacen("kind = \"openai\"", "kind = \"azure\"\napi_version = \"2024-10-21\"", 1).replacen(
+        "limits = { rpm = 500, tpm = 30000 }",
+        "azure_deployment = \"gpt4o-east\"\nlimits = { tpm = 30000 }",
+        1,
+    );
+    let config = parse(&azure).unwrap();
+    let classic = AzureSurface::Classic { api_version: "2024-10-21".into() };
+    assert_eq!(config.providers[0].api, ProviderApi::Azure(classic));
+    assert_eq!(config.deployments[0].azure_deployment.as_deref(), Some("gpt4o-east"));
+    let rpm = config.deployments[0].limits.rates.iter().find(|r| r.dimension == sluice_quota::Dimension::Requests);
+    assert_eq!(rpm.map(|r| r.amount.get()), Some(180), "6 RPM per 1,000 TPM: 30,000 TPM give 180 RPM");
+
+    let v1 = BASE.replacen("kind = \"openai\"", "kind = \"azure\"\napi_surface = \"v1\"", 1).replacen(
+        "api_key_env = \"OA_KEY\"",
+        "token_file = \"/run/entra/token\"",
+        1,
+    );
+    let config = parse(&v1).unwrap();
+    assert_eq!(config.providers[0].api, ProviderApi::Azure(AzureSurface::V1));
+    assert_eq!(config.providers[0].api_key, SecretSource::TokenFile("/run/entra/token".into()));
+    assert_eq!(config.deployments[0].azure_deployment.as_deref(), Some("gpt-4o"), "defaults to the model");
+
+    let gemini = BASE.replacen("kind = \"openai\"", "kind = \"gemini\"", 1);
+    assert_eq!(parse(&gemini).unwrap().providers[0].api, ProviderApi::GeminiOpenAi);
+    assert_eq!(parse(BASE).unwrap().providers[0].api, ProviderApi::Plain);
+}
+
+#[test]
+fn cloud_provider_fields_are_refused_where_they_do_not_belong() {
+    let azure = |extra: &str| BASE.replacen("kind = \"openai\"", &format!("kind = \"azure\"{extra}"), 1);
+    let cases: [(String, &str, usize, &str); 8] = [
+        (azure(""), "providers[0].api_version", 4, "needs api_version"),
+        (azure("\napi_surface = \"v2\""), "providers[0].api_surface", 5, "classic or v1"),
+        (
+            azure("\napi_surface = \"v1\"\napi_version = \"2024-10-21\""),
+            "providers[0].api_version",
+            6,
+            "takes no api_version",
+        ),
+        (azure("\napi_version = \"x\"\ntoken_file = \"/t\""), "providers[0].token_file", 6, "not several"),
+        (
+            BASE.replacen("kind = \"openai\"", "kind = \"openai\"\napi_version = \"x\"", 1),
+            "providers[0].api_version",
+            5,
+            "only for kind = \"azure\"",
+        ),
+        (
+            BASE.replacen("kind = \"openai\"", "kind = \"openai\"\ntoken_file = \"/t\"", 1),
+            "providers[0].token_file",
+            5,
+            "only for kind",
+        ),
+        (
+            BASE.replacen("model = \"gpt-4o\"", "model = \"gpt-4o\"\nazure_deployment = \"x\"", 1),
+            "deployments[0].azure_deployment",
+            12,
+            "only for a provider of kind \"azure\"",
+        ),
+        (
+            BASE.replacen("kind = \"openai\"", "kind = \"gemini\"", 1).replacen(
+                "http://127.0.0.1:9",
+                "https://generativelanguage.googleapis.com/v1beta/openai/",
+                1,
+            ),
+            "providers[0].base_url",
+            5,
+            "the host alone",
+        ),
+    ];
+    for (text, field, line, words) in cases {
+        let err = parse(&text).unwrap_err();
+        assert_eq!((err.field.as_str(), err.line), (field, Some(line)), "{err}");
+        assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
+    }
+}
+
+#[test]
+fn cloud_example_config_is_valid() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/cloud.toml")).unwrap();
+    let config = parse(&text).unwrap();
+    assert_eq!(config.providers[1].api, ProviderApi::Azure(AzureSurface::V1));
+    assert_eq!(config.providers[2].api, ProviderApi::GeminiOpenAi);
+    let rpm = |d: usize| {
+        config.deployments[d]
+            .limits
+            .rates
+            .iter()
+            .find(|r| r.dimension == sluice_quota::Dimension::Requests)
+            .map(|r| r.amount.get())
+    };
+    assert_eq!((rpm(0), rpm(1)), (Some(900), Some(500)), "derived from tpm; explicit wins");
 }

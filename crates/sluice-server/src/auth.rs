@@ -1,4 +1,5 @@
-//! Gateway keys: `Authorization: Bearer KEY` or `x-api-key: KEY`, matched by SHA-256.
+//! Gateway keys: `Authorization: Bearer KEY`, `x-api-key: KEY` or (Azure OpenAI clients)
+//! `api-key: KEY`, matched by SHA-256.
 
 use std::sync::Arc;
 
@@ -24,9 +25,10 @@ fn caller_of<'g>(gateway: &'g Gateway, headers: &HeaderMap) -> Result<&'g Caller
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
     let key = bearer
         .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .or_else(|| headers.get("api-key").and_then(|v| v.to_str().ok()))
         .map(str::trim)
         .filter(|k| !k.is_empty())
-        .ok_or("missing API key: send `Authorization: Bearer KEY` or `x-api-key: KEY`")?;
+        .ok_or("missing API key: send `Authorization: Bearer KEY`, `x-api-key: KEY` or `api-key: KEY`")?;
     gateway.callers.get(&hash_key(key)).ok_or("invalid API key")
 }
 

@@ -175,7 +175,10 @@ pub fn app(state: AppState) -> Router {
         .route(path(Protocol::OpenAiChat), post(chat).route_layer(proxied.clone()))
         .route(path(Protocol::OpenAiResponses), post(responses).route_layer(proxied.clone()))
         .route(path(Protocol::OpenAiEmbeddings), post(embeddings).route_layer(proxied.clone()))
-        .route(path(Protocol::AnthropicMessages), post(messages).route_layer(proxied))
+        .route(path(Protocol::AnthropicMessages), post(messages).route_layer(proxied.clone()))
+        // Azure OpenAI's client shapes: the deployment in the path names a model profile.
+        .route("/openai/deployments/{deployment}/chat/completions", post(azure_chat).route_layer(proxied.clone()))
+        .route("/openai/v1/chat/completions", post(chat).route_layer(proxied))
         .route("/v1/messages/count_tokens", post(catalog::count_tokens))
         .route("/v1/models", get(catalog::list))
         .route("/v1/models/{*model}", get(catalog::get))
@@ -213,6 +216,18 @@ async fn responses(State(state): State<AppState>, request: Request) -> Response 
 
 async fn embeddings(State(state): State<AppState>, request: Request) -> Response {
     request::handle(state.current(), Protocol::OpenAiEmbeddings, request).await
+}
+
+/// `POST /openai/deployments/{deployment}/chat/completions?api-version=…`: Azure OpenAI's
+/// classic path; `deployment` names the model profile (the body's `model` is replaced, as
+/// Azure ignores it), `api-version` is accepted and not needed.
+async fn azure_chat(
+    State(state): State<AppState>,
+    axum::extract::Path(deployment): axum::extract::Path<String>,
+    mut request: Request,
+) -> Response {
+    request.extensions_mut().insert(request::ModelFromPath(deployment));
+    chat(State(state), request).await
 }
 
 async fn messages(State(state): State<AppState>, request: Request) -> Response {

@@ -3,6 +3,10 @@
 
 use std::fmt;
 
+mod token_file;
+
+pub use token_file::Credential;
+
 use axum::http::HeaderValue;
 use sluice_config::SecretSource;
 
@@ -63,16 +67,22 @@ pub fn load(provider: &str, source: &SecretSource, bearer: bool) -> Result<Optio
             .ok()
             .filter(|v| !v.trim().is_empty())
             .ok_or_else(|| SecretError::MissingEnv { provider: provider.into(), var: var.clone() })?,
-        SecretSource::File(path) => std::fs::read_to_string(path)
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-            .ok_or_else(|| SecretError::BadFile { provider: provider.into(), path: path.clone() })?,
+        SecretSource::File(path) | SecretSource::TokenFile(path) => read_file(provider, path)?,
     };
     let text = if bearer { format!("Bearer {}", raw.trim()) } else { raw.trim().to_owned() };
     let mut value = HeaderValue::from_str(&text).map_err(|_| match source {
-        SecretSource::File(path) => SecretError::BadFile { provider: provider.into(), path: path.clone() },
+        SecretSource::File(path) | SecretSource::TokenFile(path) => {
+            SecretError::BadFile { provider: provider.into(), path: path.clone() }
+        }
         _ => SecretError::MissingEnv { provider: provider.into(), var: String::from("(invalid characters)") },
     })?;
     value.set_sensitive(true);
     Ok(Some(ProviderKey(value)))
+}
+
+fn read_file(provider: &str, path: &str) -> Result<String, SecretError> {
+    std::fs::read_to_string(path)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| SecretError::BadFile { provider: provider.into(), path: path.to_owned() })
 }

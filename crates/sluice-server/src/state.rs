@@ -5,14 +5,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_config::{Config, OutputCounting, ProviderKind, Tokenizer, TrafficClass};
+use sluice_config::{Config, OutputCounting, ProviderApi, ProviderKind, Tokenizer, TrafficClass};
 use sluice_provider::{Estimator, TokenizerKind, tokenizer_for_model};
 use sluice_quota::{Clock, QuotaStore, ScopeId, ScopeKey, ScopeKind};
 
 use crate::metrics::{Metrics, RouteCounters};
 use crate::queue::DeploymentQueue;
 use crate::retry::{Breaker, RetryBudget};
-use crate::secret::{self, ProviderKey, SecretError};
+use crate::secret::{self, SecretError};
 use crate::upstream::Upstream;
 
 /// A caller, as identified by its gateway key.
@@ -70,8 +70,12 @@ pub struct Route {
     pub base_url: String,
     /// Model name sent upstream.
     pub model: String,
-    /// The key, if the provider needs one.
-    pub key: Option<ProviderKey>,
+    /// The key or token, if the provider needs one.
+    pub key: crate::secret::Credential,
+    /// How its upstream URLs are built and its key presented (the provider seam's input).
+    pub api: sluice_config::ProviderApi,
+    /// On Azure, the deployment name in the classic URL.
+    pub azure_deployment: Option<String>,
     /// Input estimation.
     pub tokenizer: TokenizerKind,
     /// Input estimate factor.
@@ -245,7 +249,8 @@ fn routes(
         .iter()
         .map(|d| {
             let provider = &config.providers[d.provider];
-            let key = secret::load(&provider.name, &provider.api_key, provider.kind != ProviderKind::Anthropic)?;
+            let bearer = provider.kind != ProviderKind::Anthropic && !matches!(provider.api, ProviderApi::Azure(_));
+            let key = secret::Credential::load(&provider.name, &provider.api_key, bearer)?;
             let tokenizer = match d.tokenizer {
                 Tokenizer::Auto => tokenizer_for_model(&d.model),
                 Tokenizer::O200k => TokenizerKind::O200k,
@@ -284,6 +289,8 @@ fn routes(
                 base_url: provider.base_url.clone(),
                 model: d.model.clone(),
                 key,
+                api: provider.api.clone(),
+                azure_deployment: d.azure_deployment.clone(),
                 tokenizer,
                 input_safety_factor: d.input_safety_factor,
                 output_counting: d.output_counting,

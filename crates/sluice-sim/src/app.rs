@@ -20,10 +20,13 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 /// The simulator's routes over shared state.
 pub fn router(sim: Arc<Sim>) -> Router {
     Router::new()
-        .route("/v1/chat/completions", post(crate::openai::chat))
+        .route("/v1/chat/completions", post(crate::cloud::openai_chat))
         .route("/v1/responses", post(crate::openai::responses::responses))
         .route("/v1/embeddings", post(crate::openai::embeddings::embeddings))
         .route("/v1/messages", post(crate::anthropic::messages))
+        .route("/v1beta/openai/chat/completions", post(crate::cloud::gemini_chat))
+        .route("/openai/v1/{*endpoint}", post(crate::cloud::azure_v1))
+        .route("/openai/deployments/{deployment}/{*endpoint}", post(crate::cloud::azure_classic))
         .route("/v1/models", get(models))
         .route("/_stats", get(stats))
         .route("/_reset", post(reset))

@@ -58,6 +58,7 @@ impl ApiError {
         match flavor {
             Flavor::Anthropic => crate::anthropic::errors::body(self, request_id),
             Flavor::Azure if self.status() == 429 => crate::openai::errors::azure_429(self),
+            Flavor::Azure if self.status() == 401 => crate::openai::errors::azure_401(),
             Flavor::Gemini if self.status() == 429 => crate::openai::errors::gemini_429(self),
             _ => crate::openai::errors::body(self),
         }

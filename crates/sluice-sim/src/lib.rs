@@ -14,7 +14,8 @@
 //!   [`latency`], [`faults`], [`stats`], [`clock`] (the one place real time is read);
 //! - configuration: [`config`] (serde, `deny_unknown_fields`) and [`validate`];
 //! - HTTP: [`server`] (accept loop, [`SimHandle`]), `conn` (per-connection hyper service
-//!   that can reset the socket), `app` (routes), `openai`, `anthropic`, `respond`;
+//!   that can reset the socket), `app` (routes), `openai`, `anthropic`, `cloud` (the
+//!   Azure and Gemini URL surfaces over the OpenAI shape), `respond`;
 //! - [`cli`]: `sluice simulate-provider`.
 //!
 //! # Time
@@ -39,6 +40,7 @@ pub mod anthropic;
 mod app;
 pub mod cli;
 pub mod clock;
+mod cloud;
 pub mod config;
 mod conn;
 pub mod errors;

@@ -96,6 +96,11 @@ fn finish(
     headers.insert(CONTENT_TYPE, JSON);
     let id_header = if flavor == Flavor::Anthropic { "request-id" } else { "x-request-id" };
     if let Ok(value) = HeaderValue::from_str(id) {
+        if flavor == Flavor::Azure {
+            // Azure's API Management front door names every answer, and its region.
+            headers.insert(HeaderName::from_static("apim-request-id"), value.clone());
+            headers.insert(HeaderName::from_static("x-ms-region"), HeaderValue::from_static("Sim Region"));
+        }
         headers.insert(HeaderName::from_static(id_header), value);
     }
     if let Some(snapshot) = snapshot {

@@ -218,8 +218,9 @@ async fn tenants_and_duplicate_markers_are_counted() {
 async fn gemini_and_azure_flavours() {
     let sim = start(CONFIG).await;
     let client = client();
-    assert_eq!(post(&client, &sim, "/v1/chat/completions", &chat("gemini-flash", "hi", 5)).await.status(), 200);
-    let limited = post(&client, &sim, "/v1/chat/completions", &chat("gemini-flash", "hi", 5)).await;
+    let gemini = "/v1beta/openai/chat/completions";
+    assert_eq!(post(&client, &sim, gemini, &chat("gemini-flash", "hi", 5)).await.status(), 200);
+    let limited = post(&client, &sim, gemini, &chat("gemini-flash", "hi", 5)).await;
     assert_eq!(limited.status(), 429);
     let body: Value = limited.json().await.unwrap();
     assert_eq!(body["error"]["status"], "RESOURCE_EXHAUSTED");

@@ -27,22 +27,30 @@ impl Validator<'_> {
                 "must start with http:// or https://",
             ));
         }
-        let api_key = match (&p.api_key_env, &p.api_key_file) {
-            (Some(_), Some(f)) => {
-                return Err(self.err(
-                    &format!("providers[{i}].api_key_file"),
-                    f.span(),
-                    "set api_key_env or api_key_file, not both",
-                ));
-            }
-            (Some(e), None) => SecretSource::Env(e.get_ref().clone()),
-            (None, Some(f)) => SecretSource::File(f.get_ref().clone()),
-            (None, None) if kind == ProviderKind::Ollama => SecretSource::None,
-            (None, None) => {
-                return Err(self.err(&format!("providers[{i}]"), p.name.span(), "needs api_key_env or api_key_file"));
-            }
-        };
-        Ok(Provider { name: Arc::from(p.name.get_ref().as_str()), kind, base_url: url.to_owned(), api_key })
+        let api = self.provider_api(i, p)?;
+        let api_key = self.api_key(i, p, kind)?;
+        Ok(Provider { name: Arc::from(p.name.get_ref().as_str()), kind, base_url: url.to_owned(), api_key, api })
+    }
+
+    /// Where the provider's key comes from: one of `api_key_env`, `api_key_file` and (Azure)
+    /// `token_file`; none only for Ollama.
+    fn api_key(&self, i: usize, p: &RawProvider, kind: ProviderKind) -> Result<SecretSource> {
+        let sources = [
+            p.api_key_env.as_ref().map(|e| ("api_key_env", SecretSource::Env(e.get_ref().clone()), e.span())),
+            p.api_key_file.as_ref().map(|f| ("api_key_file", SecretSource::File(f.get_ref().clone()), f.span())),
+            p.token_file.as_ref().map(|f| ("token_file", SecretSource::TokenFile(f.get_ref().clone()), f.span())),
+        ];
+        let mut set = sources.into_iter().flatten();
+        match (set.next(), set.next()) {
+            (Some(_), Some((name, _, span))) => Err(self.err(
+                &format!("providers[{i}].{name}"),
+                span,
+                "set one of api_key_env, api_key_file and token_file, not several",
+            )),
+            (Some((_, source, _)), None) => Ok(source),
+            (None, _) if kind == ProviderKind::Ollama => Ok(SecretSource::None),
+            (None, _) => Err(self.err(&format!("providers[{i}]"), p.name.span(), "needs api_key_env or api_key_file")),
+        }
     }
 
     pub(super) fn deployments(&self, raw: &[RawDeployment], providers: &[Provider]) -> Result<Vec<Deployment>> {
@@ -53,7 +61,7 @@ impl Validator<'_> {
             .map(|(i, d)| {
                 let provider =
                     self.reference(&format!("deployments[{i}].provider"), &d.provider, &known, "provider")?;
-                self.deployment(i, d, provider, providers[provider].kind)
+                self.deployment(i, d, provider, &providers[provider])
             })
             .collect()
     }
@@ -63,9 +71,14 @@ impl Validator<'_> {
         i: usize,
         d: &RawDeployment,
         provider: usize,
-        kind: ProviderKind,
+        account: &Provider,
     ) -> Result<Deployment> {
+        let kind = account.kind;
         let field = |f: &str| format!("deployments[{i}].{f}");
+        let mut limits = self.preset_limits(i, d)?;
+        if matches!(account.api, ProviderApi::Azure(_)) {
+            cloud::derive_azure_rpm(&mut limits);
+        }
         let tokenizer = match d.tokenizer.as_ref().map(|t| (t.get_ref().as_str(), t.span())) {
             None | Some(("auto", _)) => Tokenizer::Auto,
             Some(("o200k", _)) => Tokenizer::O200k,
@@ -93,8 +106,9 @@ impl Validator<'_> {
             name: Arc::from(d.name.get_ref().as_str()),
             provider,
             model: d.model.get_ref().clone(),
+            azure_deployment: self.azure_deployment(i, d, &account.api)?,
             // A deployment's limits mirror the provider's: its buckets keep a send guard.
-            limits: self.limits(&field("limits"), &self.preset_limits(i, d)?)?.guarded(),
+            limits: self.limits(&field("limits"), &limits)?.guarded(),
             adaptive: self.adaptive(i, d, kind, output_counting)?,
             tokenizer,
             input_safety_factor,

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Response, StatusCode};
-use sluice_config::ProviderKind;
-use sluice_provider::{ErrorClass, Phase, Protocol, ProviderFlavor, classify_with_hints, usage_from_response};
+use sluice_provider::{ErrorClass, Phase, Protocol, classify_with_hints, usage_from_response};
 use sluice_quota::{Cost, Settlement};
 
 use super::admission::{self, Admitted, Mode};
@@ -113,14 +112,6 @@ pub async fn run(req: &Request<'_>) -> Served {
 fn unavailable(route: &Route, gateway: &Gateway) -> GatewayError {
     let retry_after = route.breaker.remaining(gateway.clock.now());
     GatewayError::ProviderUnavailable { deployment: route.name.to_string(), retry_after }
-}
-
-fn flavor(kind: ProviderKind) -> ProviderFlavor {
-    match kind {
-        ProviderKind::OpenAi => ProviderFlavor::OpenAi,
-        ProviderKind::Anthropic => ProviderFlavor::Anthropic,
-        ProviderKind::Ollama => ProviderFlavor::Ollama,
-    }
 }
 
 /// One admission and one upstream call on `deployment`.
@@ -309,7 +300,12 @@ async fn provider_error(
     // The provider's hints are read once: for classification, the pause and the adaptive state.
     let now_ms = gateway.clock.unix_millis();
     let hints = sluice_provider::parse_hints(&parts.headers, Some(&bytes), Some(now_ms));
-    let class = classify_with_hints(parts.status.as_u16(), &hints, &bytes, flavor(route.kind));
+    let class = classify_with_hints(
+        parts.status.as_u16(),
+        &hints,
+        &bytes,
+        super::providers::error_flavor(route.kind, &route.api),
+    );
     if parts.status == StatusCode::TOO_MANY_REQUESTS {
         let error = provider_429(call, &hints, class).await;
         return Attempt::Failed { class, error };
@@ -338,8 +334,8 @@ async fn provider_error(
 /// The provider's error for the client, anything that looks like a key scrubbed; served by
 /// the other protocol, in the client's own shape, so its SDK reads the provider's message.
 fn passed_error(status: StatusCode, headers: &http::HeaderMap, bytes: &[u8], call: &Call<'_>) -> Response<Body> {
-    let key = call.route.key.as_ref().and_then(|k| k.secret());
-    let bytes = scrub::scrub_bytes(bytes, key);
+    let key = call.route.key.current();
+    let bytes = scrub::scrub_bytes(bytes, key.as_ref().and_then(|k| k.secret()));
     let mut passed = match call.crossing.error_body(status.as_u16(), &bytes) {
         Some(body) => pass_through(status, headers, Body::from(body)),
         None => pass_through(status, headers, Body::from(bytes)),

@@ -35,7 +35,10 @@ pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::ex
     let early = parts.extensions.get::<Early>();
     let served = match authenticated.caller() {
         Ok(caller) => match read_body(body, gateway.max_body_bytes).await {
-            Ok(bytes) => forward(gateway, caller, protocol, &parts.headers, &bytes, &trace, early).await,
+            Ok(bytes) => {
+                let bytes = named_by_path(parts.extensions.get::<ModelFromPath>(), bytes);
+                forward(gateway, caller, protocol, &parts.headers, &bytes, &trace, early).await
+            }
             Err(error) => Served::refused(error),
         },
         Err(error) => Served::refused(error),
@@ -47,6 +50,20 @@ pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::ex
     trace::stamp(response.headers_mut(), &trace.id);
     count(gateway, served.deployment, response.status());
     response
+}
+
+/// The model profile a request's path names (Azure OpenAI's
+/// `/openai/deployments/{deployment}/…`), which replaces the body's `model`.
+#[derive(Debug, Clone)]
+pub struct ModelFromPath(pub String);
+
+/// `body` with its `model` set to the one the path names; a body that is not a JSON object
+/// is left for the parser to refuse.
+fn named_by_path(named: Option<&ModelFromPath>, body: Bytes) -> Bytes {
+    let Some(ModelFromPath(model)) = named else { return body };
+    let Ok(serde_json::Value::Object(mut object)) = serde_json::from_slice(&body) else { return body };
+    object.insert("model".to_owned(), serde_json::Value::String(model.clone()));
+    serde_json::to_vec(&object).map_or(body, Bytes::from)
 }
 
 /// Counts the request in `llm_requests_total` under the deployment it was last admitted

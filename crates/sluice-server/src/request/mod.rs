@@ -8,7 +8,8 @@
 //! 3. [`routing`]: pure decisions: fallback order, `when` conditions, degradation, the
 //!    retry decision.
 //! 4. [`admission`]: price ([`admission::Quote`]), reserve or wait, or the refusal.
-//! 5. [`outbound`]: the proxied paths, the upstream request, the bounded send.
+//! 5. [`outbound`]: the proxied paths, the upstream request, the bounded send; the
+//!    upstream URL and authentication come from [`providers`], the provider seam.
 //! 6. [`relay`]: the provider's answer to the client, streams chunk by chunk.
 //! 7. [`settle`]: the terms a reservation is settled on, and the guard that settles it.
 //!
@@ -21,11 +22,12 @@ mod attempt;
 mod context;
 mod inbound;
 mod outbound;
+mod providers;
 mod relay;
 mod routing;
 mod settle;
 
 pub(crate) use admission::check_fits;
 pub(crate) use admission::estimate_input;
-pub use inbound::{count, forward, handle, read_body};
+pub use inbound::{ModelFromPath, count, forward, handle, read_body};
 pub use outbound::endpoint_path;

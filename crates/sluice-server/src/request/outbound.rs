@@ -2,11 +2,10 @@
 //! upstream request a deployment is sent (its key, its protocol's headers, the trace),
 //! and the send bounded by the deployment's attempt timeout.
 
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, header};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use sluice_config::ProviderKind;
 use sluice_provider::Protocol;
 
 use crate::state::{Gateway, Route};
@@ -33,21 +32,13 @@ pub fn build_upstream(
     body: Vec<u8>,
     trace: &Trace,
 ) -> http::Request<Full<Bytes>> {
-    let uri = format!("{}{}", route.base_url, endpoint_path(protocol));
+    let uri = super::providers::upstream_url(route, endpoint_path(protocol));
     let mut builder = http::Request::post(uri)
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::USER_AGENT, concat!("sluice/", env!("CARGO_PKG_VERSION")))
         .header("traceparent", &trace.traceparent);
-    if let Some(key) = &route.key {
-        let name = if route.kind == ProviderKind::Anthropic { "x-api-key" } else { "authorization" };
-        builder = builder.header(name, key.header().clone());
-    }
-    if route.kind == ProviderKind::Anthropic {
-        let version = client_headers.get("anthropic-version").cloned();
-        builder = builder.header("anthropic-version", version.unwrap_or(HeaderValue::from_static("2023-06-01")));
-        if let Some(beta) = client_headers.get("anthropic-beta") {
-            builder = builder.header("anthropic-beta", beta.clone());
-        }
+    for (name, value) in super::providers::auth_headers(route, client_headers) {
+        builder = builder.header(name, value);
     }
     builder.body(Full::new(Bytes::from(body))).unwrap_or_else(|_| http::Request::new(Full::new(Bytes::new())))
 }

@@ -61,11 +61,12 @@ pub async fn start_with(sim: SimConfig, process: &str, policy: &str) -> Env {
 /// The configuration [`start_with`] builds: `process` and `policy` under provider sections
 /// pointing at `sim` (also for reloading a running gateway with another policy).
 pub fn config(sim: &SimHandle, process: &str, policy: &str) -> sluice_config::Config {
+    let file = key_file();
+    let policy = policy.replace("{SIM}", &sim.url()).replace("{KEYFILE}", &file);
     let text = format!(
         "{process}\n[[providers]]\nname = \"sim\"\nkind = \"openai\"\nbase_url = \"{url}\"\napi_key_file = \"{file}\"\n\n\
          [[providers]]\nname = \"sim-anthropic\"\nkind = \"anthropic\"\nbase_url = \"{url}\"\napi_key_file = \"{file}\"\n\n{policy}",
         url = sim.url(),
-        file = key_file(),
     );
     sluice_config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }

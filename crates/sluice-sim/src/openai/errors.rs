@@ -85,6 +85,13 @@ pub fn azure_429(err: &ApiError) -> Value {
     json!({"error": {"code": "429", "message": message}})
 }
 
+/// Azure OpenAI's 401 body, for a request without a valid `api-key` (or Entra ID token).
+#[must_use]
+pub fn azure_401() -> Value {
+    let message = "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.";
+    json!({"error": {"code": "401", "message": message}})
+}
+
 /// Gemini's 429 body: `RESOURCE_EXHAUSTED` with `QuotaFailure` and `RetryInfo` details.
 #[must_use]
 pub fn gemini_429(err: &ApiError) -> Value {

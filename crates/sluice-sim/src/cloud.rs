@@ -1,0 +1,150 @@
+//! The cloud URL surfaces over the OpenAI shape: Gemini's OpenAI-compatible
+//! `/v1beta/openai/chat/completions`, and Azure OpenAI's classic
+//! `/openai/deployments/{deployment}/chat/completions?api-version=…` and v1
+//! `/openai/v1/chat/completions` (and `embeddings` on both). Each serves only models of its flavour (and
+//! `/v1/chat/completions` no Gemini model); Azure's require
+//! the `api-key` header (or an Entra ID `Authorization: Bearer` token) and answer 401 in
+//! Azure's words without one.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use bytes::Bytes;
+use http::HeaderMap;
+use serde_json::Value;
+
+use crate::config::{Flavor, Shape};
+use crate::conn::ConnCtl;
+use crate::errors::ApiError;
+use crate::sim::Sim;
+
+/// `POST /v1/chat/completions`: any OpenAI-shaped model but a Gemini one (Gemini has no
+/// such path: a client that appends `/v1/…` to its base URL meets a 404, as it does there).
+pub async fn openai_chat(
+    State(sim): State<Arc<Sim>>,
+    ctl: Option<Extension<ConnCtl>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let name = model_name(&body);
+    if let Some(name) = name.filter(|n| sim.model(n, Shape::Openai).is_some_and(|m| m.flavor == Flavor::Gemini)) {
+        return crate::openai::invalid(&sim, &ApiError::NotFound(name));
+    }
+    crate::openai::chat(State(sim), ctl, headers, body).await
+}
+
+/// `POST /v1beta/openai/chat/completions`: a Gemini-flavoured model's chat.
+pub async fn gemini_chat(
+    State(sim): State<Arc<Sim>>,
+    ctl: Option<Extension<ConnCtl>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(response) = not_served_as(&sim, &body, Flavor::Gemini) {
+        return response;
+    }
+    crate::openai::chat(State(sim), ctl, headers, body).await
+}
+
+/// `POST /openai/v1/{chat/completions|embeddings}`: an Azure-flavoured model's answer, the
+/// model (the deployment name) in the body.
+pub async fn azure_v1(
+    State(sim): State<Arc<Sim>>,
+    Path(endpoint): Path<String>,
+    ctl: Option<Extension<ConnCtl>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(response) = azure_refusal(&sim, &headers).or_else(|| not_served_as(&sim, &body, Flavor::Azure)) {
+        return response;
+    }
+    azure_endpoint(sim, &endpoint, ctl, headers, body).await
+}
+
+/// `POST /openai/deployments/{deployment}/{chat/completions|embeddings}?api-version=…`: the
+/// deployment in the path names the model (a body's `model` is ignored, as Azure does).
+pub async fn azure_classic(
+    State(sim): State<Arc<Sim>>,
+    Path((deployment, endpoint)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    ctl: Option<Extension<ConnCtl>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match azure_classic_body(&sim, deployment, &query, &headers, &body) {
+        Ok(body) => azure_endpoint(sim, &endpoint, ctl, headers, body).await,
+        Err(refusal) => *refusal,
+    }
+}
+
+/// The OpenAI-shaped handler of an Azure endpoint; 404 for one the simulator lacks.
+async fn azure_endpoint(
+    sim: Arc<Sim>,
+    endpoint: &str,
+    ctl: Option<Extension<ConnCtl>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match endpoint {
+        "chat/completions" => crate::openai::chat(State(sim), ctl, headers, body).await,
+        "embeddings" => crate::openai::embeddings::embeddings(State(sim), ctl, headers, body).await,
+        other => crate::openai::invalid(&sim, &ApiError::NotFound(other.to_owned())),
+    }
+}
+
+/// The body a classic-path request is served with (its `model` the path's deployment), or
+/// Azure's refusal: no key (401), no `api-version` (400), not an Azure model (404).
+fn azure_classic_body(
+    sim: &Sim,
+    deployment: String,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Bytes, Box<Response>> {
+    if let Some(response) = azure_refusal(sim, headers) {
+        return Err(Box::new(response));
+    }
+    if query.get("api-version").is_none_or(String::is_empty) {
+        let message = "The api-version query parameter (?api-version=) is required for all requests.".to_owned();
+        return Err(Box::new(crate::openai::invalid(sim, &ApiError::Invalid { message, param: Some("api-version") })));
+    }
+    let Ok(mut request) = serde_json::from_slice::<Value>(body) else {
+        return Err(Box::new(crate::openai::invalid(sim, &ApiError::BadJson)));
+    };
+    if let Some(object) = request.as_object_mut() {
+        object.insert("model".into(), Value::String(deployment));
+    }
+    let body = Bytes::from(serde_json::to_vec(&request).unwrap_or_default());
+    match not_served_as(sim, &body, Flavor::Azure) {
+        Some(response) => Err(Box::new(response)),
+        None => Ok(body),
+    }
+}
+
+/// A non-empty `api-key` (not a Bearer token), or an `Authorization: Bearer` token; else
+/// Azure's 401.
+fn azure_refusal(sim: &Sim, headers: &HeaderMap) -> Option<Response> {
+    let present = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    // A Bearer token sent as the `api-key` is no key: Azure refuses it as invalid.
+    let key = present("api-key").filter(|k| !k.is_empty() && !k.starts_with("Bearer "));
+    let token = present("authorization").and_then(|v| v.strip_prefix("Bearer ")).filter(|t| !t.trim().is_empty());
+    if key.is_some() || token.is_some() {
+        return None;
+    }
+    sim.invalid();
+    Some(crate::respond::error(sim, Flavor::Azure, None, &ApiError::Fault(401)))
+}
+
+/// A 404 (as for an unknown model) when the body's model is not one of `flavor`'s.
+fn not_served_as(sim: &Sim, body: &[u8], flavor: Flavor) -> Option<Response> {
+    let name = model_name(body)?;
+    let model = sim.model(&name, Shape::Openai)?;
+    (model.flavor != flavor).then(|| crate::openai::invalid(sim, &ApiError::NotFound(name)))
+}
+
+fn model_name(body: &[u8]) -> Option<String> {
+    serde_json::from_slice::<Value>(body).ok().and_then(|v| v.get("model")?.as_str().map(str::to_owned))
+}
