@@ -130,17 +130,27 @@ pub(crate) fn save(jobs: &mut redb::Table<&str, &[u8]>, job: &Job) -> Result<(),
     Ok(())
 }
 
+/// A `(due time, sequence)` key and the job id stored under it.
+type DueEntry = ((u64, u64), String);
+
+/// The first [`MOVE_BATCH`] entries of a `(due time, sequence)`-keyed table that are due
+/// at `now`, oldest first: what one pass moves, so that a long backlog is worked in steps.
+fn due_entries(table: &redb::Table<(u64, u64), &str>, now: u64) -> Result<Vec<DueEntry>, redb::Error> {
+    let due = table
+        .range((0, 0)..=(now, u64::MAX))?
+        .take(MOVE_BATCH)
+        .map(|entry| entry.map(|(k, v)| (k.value(), v.value().to_owned())))
+        .collect::<Result<_, _>>()?;
+    Ok(due)
+}
+
 pub(crate) fn promote_due(
     jobs: &mut redb::Table<&str, &[u8]>,
     ready: &mut redb::Table<(u8, u64), &str>,
     delayed: &mut redb::Table<(u64, u64), &str>,
     now: u64,
 ) -> Result<(), redb::Error> {
-    let due: Vec<((u64, u64), String)> = delayed
-        .range((0, 0)..=(now, u64::MAX))?
-        .take(MOVE_BATCH)
-        .map(|entry| entry.map(|(k, v)| (k.value(), v.value().to_owned())))
-        .collect::<Result<_, _>>()?;
+    let due = due_entries(delayed, now)?;
     for (key, id) in due {
         delayed.remove(key)?;
         let Some(mut job) = load(jobs, &id)? else { continue };
@@ -160,11 +170,7 @@ pub(crate) fn recover_expired(
     dead: &mut redb::Table<u64, &str>,
     now: u64,
 ) -> Result<LeaseOutcome, redb::Error> {
-    let expired: Vec<((u64, u64), String)> = leases
-        .range((0, 0)..=(now, u64::MAX))?
-        .take(MOVE_BATCH)
-        .map(|entry| entry.map(|(k, v)| (k.value(), v.value().to_owned())))
-        .collect::<Result<_, _>>()?;
+    let expired = due_entries(leases, now)?;
     let mut outcome = LeaseOutcome::default();
     for (key, id) in expired {
         leases.remove(key)?;

@@ -41,12 +41,17 @@ fn free_port() -> Result<u16, LocalError> {
         .map_err(|e| LocalError::Spawn { program: "redis-server", reason: e.to_string() })
 }
 
-fn ping(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return false };
+/// A connection to the local server on `port` that `command` (an inline command line) was
+/// sent on, its reply to be read within half a second; `None` if either failed.
+fn sent(port: u16, command: &[u8]) -> Option<TcpStream> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-    if stream.write_all(b"PING\r\n").is_err() {
-        return false;
-    }
+    stream.write_all(command).ok()?;
+    Some(stream)
+}
+
+fn ping(port: u16) -> bool {
+    let Some(stream) = sent(port, b"PING\r\n") else { return false };
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line).is_ok() && line.starts_with("+PONG")
 }
@@ -177,11 +182,7 @@ impl LocalCluster {
 }
 
 fn cluster_ok(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return false };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-    if stream.write_all(b"CLUSTER INFO\r\n").is_err() {
-        return false;
-    }
+    let Some(mut stream) = sent(port, b"CLUSTER INFO\r\n") else { return false };
     let mut buffer = [0u8; 4096];
     let n = stream.read(&mut buffer).unwrap_or(0);
     String::from_utf8_lossy(&buffer[..n]).contains("cluster_state:ok")

@@ -21,19 +21,30 @@ pub(crate) fn defs_to_anthropic(tools: &[Value]) -> Result<Vec<Value>, Translate
 
 fn def_to_anthropic(tool: &Value, path: &str) -> Result<Value, TranslateError> {
     let tool = json::as_object(tool, path)?;
-    if json::opt_str(tool, "type", path)?.is_some_and(|t| t != "function") {
-        let field = json::join(path, "type");
-        return Err(TranslateError::unsupported(field, Protocol::AnthropicMessages, "only function tools exist there"));
-    }
+    require_kind(tool, path, "function", Protocol::AnthropicMessages, "only function tools exist there")?;
     let fn_path = json::join(path, "function");
     let function = json::as_object(json::present(tool, "function").unwrap_or(&Value::Null), &fn_path)?;
-    let mut out = object([("name", Value::from(json::req_str(function, "name", &fn_path)?))]);
-    if let Some(description) = json::opt_str(function, "description", &fn_path)? {
+    Ok(Value::Object(named_schema(function, &fn_path, "parameters", "input_schema")?))
+}
+
+/// Refuses a tool whose `type`, when given, is not `kind`: `to` has no such tool (`why`).
+fn require_kind(tool: &Object, path: &str, kind: &str, to: Protocol, why: &'static str) -> Result<(), TranslateError> {
+    if json::opt_str(tool, "type", path)?.is_some_and(|t| t != kind) {
+        return Err(TranslateError::unsupported(json::join(path, "type"), to, why));
+    }
+    Ok(())
+}
+
+/// A tool definition's `name`, `description` (if any) and schema, moved from the `from`
+/// key to the `to` key (an empty schema when there is none): the part both protocols share.
+fn named_schema(def: &Object, path: &str, from: &str, to: &str) -> Result<Object, TranslateError> {
+    let mut out = object([("name", Value::from(json::req_str(def, "name", path)?))]);
+    if let Some(description) = json::opt_str(def, "description", path)? {
         out.insert("description".to_owned(), Value::from(description));
     }
-    let schema = json::present(function, "parameters").cloned().unwrap_or_else(empty_schema);
-    out.insert("input_schema".to_owned(), schema);
-    Ok(Value::Object(out))
+    let schema = json::present(def, from).cloned().unwrap_or_else(empty_schema);
+    out.insert(to.to_owned(), schema);
+    Ok(out)
 }
 
 /// The schema of a function without parameters (Anthropic requires one).
@@ -48,16 +59,8 @@ pub(crate) fn defs_to_openai(tools: &[Value]) -> Result<Vec<Value>, TranslateErr
 
 fn def_to_openai(tool: &Value, path: &str) -> Result<Value, TranslateError> {
     let tool = json::as_object(tool, path)?;
-    if json::opt_str(tool, "type", path)?.is_some_and(|t| t != "custom") {
-        let field = json::join(path, "type");
-        return Err(TranslateError::unsupported(field, Protocol::OpenAiChat, "server tools run only on Anthropic"));
-    }
-    let mut function = object([("name", Value::from(json::req_str(tool, "name", path)?))]);
-    if let Some(description) = json::opt_str(tool, "description", path)? {
-        function.insert("description".to_owned(), Value::from(description));
-    }
-    let schema = json::present(tool, "input_schema").cloned().unwrap_or_else(empty_schema);
-    function.insert("parameters".to_owned(), schema);
+    require_kind(tool, path, "custom", Protocol::OpenAiChat, "server tools run only on Anthropic")?;
+    let function = named_schema(tool, path, "input_schema", "parameters")?;
     Ok(Value::Object(object([("type", Value::from("function")), ("function", Value::Object(function))])))
 }
 

@@ -22,7 +22,7 @@ use sluice_jobs::{Doc, DocKey, Endpoint, Job, JobId, JobStore};
 
 use super::batch_lines::{self, LineError, MAX_ERRORS, RequestCounts};
 use super::files::{self, FileInfo};
-use super::{Ask, Jobs, bad, context, may_use, prepare, refuse, store_failed};
+use super::{Ask, Jobs, bad, context, list_limit, list_page, list_skip, may_use, prepare, refuse, store_failed};
 use crate::AppState;
 use crate::error::{GatewayError, Stored};
 use crate::request::read_body;
@@ -445,29 +445,18 @@ pub async fn list(
     let result = async {
         let (_, jobs, caller) = context(&state, &headers)?;
         let (jobs, caller) = (&*jobs, &caller);
-        let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
-            None => 20,
-            Some(Ok(n)) if (1..=100).contains(&n) => n,
-            Some(_) => {
-                return Err(bad(
-                    "limit",
-                    sluice_provider::RequestErrorCode::InvalidValue,
-                    "limit must be between 1 and 100",
-                ));
-            }
-        };
+        let limit = list_limit(&query, 20, 100)
+            .map_err(|message| bad("limit", sluice_provider::RequestErrorCode::InvalidValue, message))?;
         let (store, tenant) = (&*jobs.store, &*caller.tenant);
         let docs = store.list_docs(BATCH, tenant).await.map_err(store_failed("list batches"))?;
-        let skip = query.get("after").and_then(|after| docs.iter().position(|d| &d.id == after)).map_or(0, |i| i + 1);
+        let skip = list_skip(&query, docs.iter().map(|d| d.id.as_str()));
         let mut data = Vec::new();
         for doc in docs.iter().skip(skip).take(limit) {
             if let Ok(batch) = serde_json::from_slice::<Batch>(&doc.body) {
                 data.push(refresh(jobs, tenant, batch).await?.view());
             }
         }
-        let has_more = docs.len() > skip + data.len();
-        let (first, last) = (data.first().map(|b| b["id"].clone()), data.last().map(|b| b["id"].clone()));
-        Ok(json!({"object": "list", "data": data, "first_id": first, "last_id": last, "has_more": has_more}))
+        Ok(list_page(data, docs.len(), skip))
     }
     .await;
     respond(result, &headers)

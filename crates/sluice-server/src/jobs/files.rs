@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sluice_jobs::{Doc, DocKey, JobStore};
 
-use super::{Jobs, context, refuse, store_failed};
+use super::{Jobs, context, list_limit, list_page, list_skip, refuse, store_failed};
 use crate::AppState;
 use crate::error::{GatewayError, Stored};
 use crate::trace::Trace;
@@ -205,27 +205,17 @@ pub async fn list(
     headers: HeaderMap,
 ) -> Response {
     answer(&state, &headers, async |jobs, owner| {
-        let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
-            None => MAX_LISTED,
-            Some(Ok(n)) if (1..=MAX_LISTED).contains(&n) => n,
-            Some(_) => {
-                return Err(GatewayError::InvalidParameter {
-                    code: "invalid_value",
-                    message: "limit must be between 1 and 10000".into(),
-                });
-            }
-        };
+        let limit = list_limit(&query, MAX_LISTED, MAX_LISTED)
+            .map_err(|message| GatewayError::InvalidParameter { code: "invalid_value", message })?;
         let docs = jobs.store.list_docs(FILE, owner).await.map_err(store_failed("list files"))?;
         let files: Vec<FileInfo> = docs
             .iter()
             .filter_map(|d| serde_json::from_slice::<FileInfo>(&d.body).ok())
             .filter(|f| query.get("purpose").is_none_or(|p| *p == f.purpose))
             .collect();
-        let skip = query.get("after").and_then(|after| files.iter().position(|f| &f.id == after)).map_or(0, |i| i + 1);
+        let skip = list_skip(&query, files.iter().map(|f| f.id.as_str()));
         let data: Vec<_> = files.iter().skip(skip).take(limit).map(FileInfo::view).collect();
-        let has_more = files.len() > skip + data.len();
-        let (first, last) = (data.first().map(|f| f["id"].clone()), data.last().map(|f| f["id"].clone()));
-        let page = json!({"object": "list", "data": data, "first_id": first, "last_id": last, "has_more": has_more});
+        let page = list_page(data, files.len(), skip);
         Ok(axum::Json(page).into_response())
     })
     .await

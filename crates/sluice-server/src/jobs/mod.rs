@@ -194,6 +194,29 @@ pub(crate) fn bad(param: &str, code: RequestErrorCode, message: impl Into<String
     GatewayError::BadRequest(RequestError { param: Some(param.to_owned()), message: message.into(), code })
 }
 
+/// A list route's `limit` query parameter: `default` when absent, else a whole number from
+/// 1 to `max`; out of range, the message that says so (each route words its own refusal).
+pub(crate) fn list_limit(query: &HashMap<String, String>, default: usize, max: usize) -> Result<usize, String> {
+    match query.get("limit").map(|l| l.parse::<usize>()) {
+        None => Ok(default),
+        Some(Ok(n)) if (1..=max).contains(&n) => Ok(n),
+        Some(_) => Err(format!("limit must be between 1 and {max}")),
+    }
+}
+
+/// How many of `ids` (newest first) a list skips: those up to and including the query's
+/// `after` id; none when `after` is absent or names nothing listed.
+pub(crate) fn list_skip<'a>(query: &HashMap<String, String>, mut ids: impl Iterator<Item = &'a str>) -> usize {
+    query.get("after").and_then(|after| ids.position(|id| id == after)).map_or(0, |i| i + 1)
+}
+
+/// One page of an OpenAI list: `data` shown after skipping `skip` of `total` entries.
+pub(crate) fn list_page(data: Vec<Value>, total: usize, skip: usize) -> Value {
+    let has_more = total > skip + data.len();
+    let (first, last) = (data.first().map(|v| v["id"].clone()), data.last().map(|v| v["id"].clone()));
+    json!({"object": "list", "data": data, "first_id": first, "last_id": last, "has_more": has_more})
+}
+
 /// The gateway in force, the jobs and the authenticated caller of a job, file or batch
 /// request: refused when jobs are not enabled here or the key is unknown.
 pub(crate) fn context(
@@ -432,4 +455,37 @@ fn view(job: &Job) -> Value {
 
 fn classes_of(config: &Config) -> HashMap<Arc<str>, TrafficClass> {
     config.classes.iter().map(|c| (c.name.clone(), c.clone())).collect()
+}
+
+#[cfg(test)]
+mod list_tests {
+    use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn limit_defaults_and_refuses_out_of_range() {
+        assert_eq!(list_limit(&query(&[]), 20, 100), Ok(20));
+        assert_eq!(list_limit(&query(&[("limit", "100")]), 20, 100), Ok(100));
+        let refused = Err("limit must be between 1 and 10000".to_owned());
+        for bad in ["0", "10001", "x"] {
+            assert_eq!(list_limit(&query(&[("limit", bad)]), 10_000, 10_000), refused);
+        }
+    }
+
+    #[test]
+    fn a_page_skips_through_after_and_says_whether_more_follow() {
+        let ids = ["c", "b", "a"];
+        let q = query(&[("after", "c")]);
+        let skip = list_skip(&q, ids.iter().copied());
+        assert_eq!(skip, 1);
+        assert_eq!(list_skip(&query(&[("after", "zz")]), ids.iter().copied()), 0);
+        let page = list_page(vec![json!({"id": "b"})], ids.len(), skip);
+        assert_eq!(
+            page,
+            json!({"object": "list", "data": [{"id": "b"}], "first_id": "b", "last_id": "b", "has_more": true})
+        );
+    }
 }
