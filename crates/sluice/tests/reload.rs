@@ -45,10 +45,14 @@ async fn reloads_keep_serving_broken_files_are_refused_and_good_ones_apply() {
     );
     assert!(!log.contains("only after a restart"), "a reload of policy only was taken for a process change:\n{log}");
     // The admitted rate follows each configuration: ~20/s before, ~60/s after the reload.
+    // Over three seconds a bucket may pass its rate plus one burst (one second's worth):
+    // with the clients keeping it saturated that burst is spent at once, but a machine that
+    // stalls them lets it fill and spill into the measured seconds. The ceilings allow that
+    // one burst and no more; the old limit (20/s) and no limit (hundreds a second) both fail.
     let rate = |from: u64, to: u64| common::admitted_rate(&sim.stats(), from, to);
     let (before, after) = (rate(2, 5), rate(6, 9));
-    assert!((17.0..=23.0).contains(&before), "before the reload: {before:.1}/s");
-    assert!((50.0..=66.0).contains(&after), "after the reload: {after:.1}/s");
+    assert!((17.0..=20.0 + 20.0 / 3.0 + 0.5).contains(&before), "before the reload: {before:.1}/s");
+    assert!((50.0..=60.0 + 60.0 / 3.0 + 0.5).contains(&after), "after the reload: {after:.1}/s");
     drop(gateway);
     sim.shutdown().await;
 }
