@@ -156,6 +156,21 @@ async fn azure_openai_clients_reach_a_profile_named_in_the_path_with_the_api_key
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_submission_through_an_azure_path_runs_on_the_profile_the_path_names() {
+    let env = start_jobs(sim(), &format!("{}\n[jobs]\nworkers = 1\n", policy("api_key_file = \"{KEYFILE}\""))).await;
+    let classic = "/openai/deployments/gemini/chat/completions?api-version=2024-10-21";
+    let accepted = env.http.post(format!("{}{classic}", env.url)).header("api-key", KEY);
+    let accepted = accepted.header("Prefer", "respond-async").json(&chat("ignored", 4, 8)).send().await.unwrap();
+    assert_eq!(accepted.status(), 202, "the body's model is replaced before the job is checked");
+    let accepted: serde_json::Value = accepted.json().await.unwrap();
+    let id = accepted["job_id"].as_str().unwrap();
+    let job = env.wait_for(KEY, id, std::time::Duration::from_secs(30), |j| j["status"] == "completed").await;
+    assert_eq!(job["status"], "completed", "{job}");
+    assert_eq!(env.sim.stats().served, 1, "served by the path's profile (gemini)");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_azure_deployment_with_only_tpm_is_held_to_the_derived_rpm() {
     let env = start(sim(), &policy("api_key_file = \"{KEYFILE}\"")).await;
     // tpm = 1000 derives 6 RPM, whose burst (3 s worth) lets one request through at once.

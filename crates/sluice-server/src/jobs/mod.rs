@@ -32,10 +32,10 @@ use sluice_quota::Nanos;
 use tokio::sync::Notify;
 
 use crate::AppState;
-use crate::auth::authenticate;
+use crate::auth::{Authenticated, authenticate};
 use crate::error::{Envelope, ErrorResponse, GatewayError, Stored};
 use crate::request::check_fits;
-use crate::request::read_body;
+use crate::request::{ModelFromPath, named_by_path, read_body};
 use crate::state::{Caller, Gateway, Profile};
 use crate::trace::Trace;
 
@@ -223,10 +223,15 @@ pub(crate) fn context(
     state: &AppState,
     headers: &HeaderMap,
 ) -> Result<(Arc<Gateway>, Arc<Jobs>, Caller), GatewayError> {
-    let jobs = state.jobs.clone().ok_or(GatewayError::JobsDisabled)?;
+    let jobs = jobs_of(state)?;
     let gateway = state.current();
     let caller = authenticate(&gateway, headers)?.clone();
     Ok((gateway, jobs, caller))
+}
+
+/// The jobs, when enabled here.
+fn jobs_of(state: &AppState) -> Result<Arc<Jobs>, GatewayError> {
+    state.jobs.clone().ok_or(GatewayError::JobsDisabled)
 }
 
 fn protocol(endpoint: Endpoint) -> Protocol {
@@ -258,11 +263,16 @@ pub async fn submit(State(state): State<AppState>, request: Request) -> Response
 
 /// A chat or messages request with `Prefer: respond-async`.
 pub async fn submit_inline(state: AppState, endpoint: Endpoint, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let trace = Trace::from_headers(&parts.headers);
     let result = async {
-        let (gateway, jobs, caller) = context(&state, &parts.headers)?;
-        let body = read_body(body, gateway.max_body_bytes).await?.to_vec();
+        let (gateway, jobs, caller) = match parts.extensions.remove::<Authenticated>() {
+            // The rate-limit layer in front of the proxied routes has found the caller.
+            Some(found) => (Arc::clone(&found.gateway), jobs_of(&state)?, found.caller()?.clone()),
+            None => context(&state, &parts.headers)?,
+        };
+        let body = read_body(body, gateway.max_body_bytes).await?;
+        let body = named_by_path(parts.extensions.get::<ModelFromPath>(), body).to_vec();
         let ask = Ask { endpoint, body, class: None, priority: None };
         enqueue(&gateway, &jobs, &caller, ask, &parts.headers).await
     }

@@ -58,8 +58,8 @@ pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::ex
 pub struct ModelFromPath(pub String);
 
 /// `body` with its `model` set to the one the path names; a body that is not a JSON object
-/// is left for the parser to refuse.
-fn named_by_path(named: Option<&ModelFromPath>, body: Bytes) -> Bytes {
+/// is left for the parser to refuse. Live requests and async submissions alike.
+pub fn named_by_path(named: Option<&ModelFromPath>, body: Bytes) -> Bytes {
     let Some(ModelFromPath(model)) = named else { return body };
     let Ok(serde_json::Value::Object(mut object)) = serde_json::from_slice(&body) else { return body };
     object.insert("model".to_owned(), serde_json::Value::String(model.clone()));
