@@ -1,5 +1,6 @@
 //! The `sluice` command: wires the real clock, sockets and stores to the library crates.
 
+mod healthcheck;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -22,9 +23,12 @@ enum Command {
     },
     /// Print the SHA-256 of a gateway API key, as the config's `keys[].sha256` wants it.
     HashKey {
-        /// The key.
-        key: String,
+        /// The key; read from standard input when left out (keeps it out of shell history).
+        key: Option<String>,
     },
+    /// Exit 0 when a gateway answers 200 on its readiness URL, 1 otherwise (a container's
+    /// HEALTHCHECK).
+    Healthcheck(healthcheck::HealthArgs),
     /// Run the strict simulated LLM provider (OpenAI and Anthropic shapes).
     SimulateProvider(sluice_sim::cli::SimArgs),
     /// Run the seed-000 demo: the gateway vs. uncoordinated workers, in one process.
@@ -34,23 +38,44 @@ enum Command {
     Bench(sluice_bench::commands::BenchCommand),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
+    let ok = |()| std::process::ExitCode::SUCCESS;
     match cli.command {
-        Command::CheckConfig { file } => serve::check_config(&file),
+        Command::CheckConfig { file } => serve::check_config(&file).map(ok),
         Command::HashKey { key } => {
+            let key = match key {
+                Some(key) => key,
+                None => key_from_stdin()?,
+            };
             write_line(&hex::encode(sluice_config::hash_key(&key)));
-            Ok(())
+            Ok(std::process::ExitCode::SUCCESS)
         }
-        Command::Serve(args) => runtime()?.block_on(serve::run(args)),
-        Command::SimulateProvider(args) => runtime()?.block_on(sluice_sim::cli::run(args)),
-        Command::Demo(args) => runtime()?.block_on(sluice_bench::demo::run(args)),
-        Command::Bench(args) => runtime()?.block_on(sluice_bench::commands::run(args)),
+        Command::Healthcheck(args) => Ok(current_thread()?.block_on(healthcheck::run(args))),
+        Command::Serve(args) => runtime()?.block_on(serve::run(args)).map(ok),
+        Command::SimulateProvider(args) => runtime()?.block_on(sluice_sim::cli::run(args)).map(ok),
+        Command::Demo(args) => runtime()?.block_on(sluice_bench::demo::run(args)).map(ok),
+        Command::Bench(args) => runtime()?.block_on(sluice_bench::commands::run(args)).map(ok),
     }
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build()
+}
+
+/// A one-thread runtime for short commands (a health check every few seconds should not
+/// start a thread per core).
+fn current_thread() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()
+}
+
+/// The key on standard input: its first line, without the line end.
+fn key_from_stdin() -> anyhow::Result<String> {
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    let key = line.trim_end_matches(['\r', '\n']);
+    anyhow::ensure!(!key.is_empty(), "no key given: pass it as an argument or on standard input");
+    Ok(key.to_owned())
 }
 
 /// Prints one line of the command's result on standard output.

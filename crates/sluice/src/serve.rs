@@ -13,8 +13,9 @@ pub struct ServeArgs {
     /// The configuration file (TOML).
     #[arg(long, short, env = "SLUICE_CONFIG")]
     pub config: PathBuf,
-    /// Listen address, overriding `server.listen` (port 0 picks a free port).
-    #[arg(long)]
+    /// Listen address, overriding `server.listen` (port 0 picks a free port); a container
+    /// image sets `SLUICE_LISTEN=0.0.0.0:8080` so the policy file need not know it runs there.
+    #[arg(long, env = "SLUICE_LISTEN")]
     pub listen: Option<std::net::SocketAddr>,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "SLUICE_LOG_JSON")]
@@ -45,8 +46,11 @@ pub fn check_config(file: &Path) -> anyhow::Result<()> {
 }
 
 fn init_logs(json: bool) {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour codes only for a person at a terminal: a file or a log collector gets plain text.
+    let ansi = std::io::stderr().is_terminal();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     if json {
         builder.json().init();
     } else {

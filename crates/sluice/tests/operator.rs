@@ -1,0 +1,233 @@
+//! What an operator meets first: the container image's instructions, `sluice healthcheck`,
+//! `sluice hash-key` on standard input, the quick-start config served with only an OpenAI
+//! key, and plain (uncoloured) logs when standard error is a file.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use sluice_sim::config::{ModelConfig, SimConfig};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_sluice");
+
+fn repo_file(path: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::fs::read_to_string(root.join(path)).unwrap()
+}
+
+/// A `sluice serve` child in its own working directory, with exactly the environment
+/// given (nothing inherited); killed when dropped.
+struct Served {
+    url: String,
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Served {
+    /// Starts it, or returns what it printed when it exits before listening.
+    fn start(config: &str, env: &[(&str, &str)]) -> Result<Self, String> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("sluice.toml"), config).unwrap();
+        let mut child = Command::new(BINARY)
+            .args(["serve", "--config", "sluice.toml", "--listen", "127.0.0.1:0"])
+            .current_dir(dir.path())
+            .env_clear()
+            .envs(env.iter().copied())
+            .env("SLUICE_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let mut served = Self { url: String::new(), child, dir };
+        match line.trim().strip_prefix("sluice listening on ") {
+            Some(url) => {
+                served.url = url.to_owned();
+                Ok(served)
+            }
+            None => Err(served.stderr()),
+        }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap()
+    }
+
+    /// The log once it contains `text` (it is written just after the listening line), or
+    /// as it is after 20 s.
+    fn stderr_once(&self, text: &str) -> String {
+        for _ in 0..200 {
+            let log = self.stderr();
+            if log.contains(text) {
+                return log;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        self.stderr()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(BINARY)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The Dockerfile's instructions, continuation lines joined, comments dropped.
+fn instructions(dockerfile: &str) -> Vec<String> {
+    let joined = dockerfile.replace("\\\n", " ");
+    joined.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned).collect()
+}
+
+#[test]
+fn the_image_checks_health_with_sluice_runs_unprivileged_and_keeps_jobs_on_a_volume() {
+    let lines = instructions(&repo_file("deploy/Dockerfile"));
+    let stage = lines.iter().rposition(|l| l.starts_with("FROM ")).unwrap();
+    let last = &lines[stage..];
+    let find = |word: &str| last.iter().filter(|l| l.starts_with(word)).cloned().collect::<Vec<_>>();
+    // Exec form, no shell: the old `/bin/sh -c "exec 3<>/dev/tcp/…"` failed under dash.
+    let health = find("HEALTHCHECK ");
+    assert_eq!(health.len(), 1, "{health:?}");
+    let cmd = health[0].split_once(" CMD ").unwrap().1.trim();
+    assert!(cmd.starts_with(r#"["/usr/local/bin/sluice", "healthcheck""#), "{cmd}");
+    assert!(!cmd.contains("/bin/sh") && cmd.contains("/readyz"), "{cmd}");
+    let user = find("USER ");
+    assert_eq!(user.len(), 1);
+    let uid = user[0]["USER ".len()..].split(':').next().unwrap();
+    assert!(uid != "root" && uid != "0", "{uid}");
+    assert_eq!(find("WORKDIR "), ["WORKDIR /var/lib/sluice"]);
+    assert_eq!(find("VOLUME "), [r#"VOLUME ["/var/lib/sluice"]"#]);
+    assert_eq!(find("EXPOSE "), ["EXPOSE 8080"]);
+    assert!(find("ENV ").iter().any(|l| l.contains("SLUICE_LISTEN=0.0.0.0:8080")), "{:?}", find("ENV "));
+    // Dependencies compile once: later builds reuse the cached target directory.
+    let build = lines[..stage].iter().find(|l| l.contains("cargo build")).unwrap();
+    assert!(build.contains("--mount=type=cache,target=/src/target") && build.contains("--locked"), "{build}");
+}
+
+#[test]
+fn the_build_context_leaves_build_output_and_local_state_out() {
+    let ignore = repo_file(".dockerignore");
+    let patterns: Vec<&str> = ignore.lines().map(str::trim).filter(|l| !l.starts_with('#')).collect();
+    for needed in ["target/", "**/target/", ".git/", "*.redb"] {
+        assert!(patterns.contains(&needed), "{needed} is not excluded");
+    }
+    // Nothing the build reads is excluded.
+    for kept in ["Cargo.toml", "Cargo.lock", "crates", "crates/"] {
+        assert!(!patterns.contains(&kept), "{kept} is excluded");
+    }
+}
+
+#[test]
+fn healthcheck_passes_on_a_ready_gateway_and_fails_on_a_closed_port() {
+    let sim = SimProcess::start();
+    let gateway = Served::start(&quickstart_on(&sim.url), &[("OPENAI_API_KEY", "sk-test")]).unwrap();
+    let ready = run(&["healthcheck", "--url", &format!("{}/readyz", gateway.url), "--timeout", "10s"], "");
+    assert_eq!(ready.status.code(), Some(0), "{}", String::from_utf8_lossy(&ready.stderr));
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let down = run(&["healthcheck", "--url", &format!("http://{closed}/readyz")], "");
+    assert_eq!(down.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&down.stderr).contains("unhealthy"));
+    // A server that answers, but not 200, is not healthy either.
+    let missing = run(&["healthcheck", "--url", &format!("{}/no-such-path", gateway.url), "--timeout", "10s"], "");
+    assert_eq!(missing.status.code(), Some(1), "{}", String::from_utf8_lossy(&missing.stderr));
+}
+
+#[test]
+fn logs_written_to_a_file_carry_no_colour_codes() {
+    let sim = SimProcess::start();
+    let gateway = Served::start(&quickstart_on(&sim.url), &[("OPENAI_API_KEY", "sk-test")]).unwrap();
+    let log = gateway.stderr_once("serving");
+    assert!(log.contains("serving"), "{log}");
+    assert!(!log.contains('\u{1b}'), "ANSI escape codes in a log file:\n{log:?}");
+}
+
+#[test]
+fn hash_key_reads_the_key_from_standard_input_as_from_an_argument() {
+    let from_arg = run(&["hash-key", "sk-local-quickstart"], "");
+    let from_stdin = run(&["hash-key"], "sk-local-quickstart\n");
+    assert!(from_arg.status.success() && from_stdin.status.success());
+    assert_eq!(from_arg.stdout, from_stdin.stdout);
+    let expected = format!("{}\n", hex::encode(sluice_config::hash_key("sk-local-quickstart")));
+    assert_eq!(String::from_utf8(from_stdin.stdout).unwrap(), expected);
+    let empty = run(&["hash-key"], "");
+    assert!(!empty.status.success());
+    assert!(String::from_utf8_lossy(&empty.stderr).contains("no key given"));
+}
+
+/// The quick-start config with its provider pointed at `url` (the simulator).
+fn quickstart_on(url: &str) -> String {
+    let config = repo_file("examples/quickstart.toml");
+    assert!(config.contains("base_url = \"https://api.openai.com\""));
+    config.replace("https://api.openai.com", url)
+}
+
+/// The simulated provider on a runtime of its own (these tests are synchronous).
+struct SimProcess {
+    url: String,
+    handle: sluice_sim::SimHandle,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl SimProcess {
+    fn start() -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let config = SimConfig { models: vec![ModelConfig::openai("gpt-4o-mini")], ..SimConfig::default() };
+        let handle = runtime.block_on(sluice_sim::SimProvider::start(config)).unwrap();
+        Self { url: handle.url(), handle, runtime }
+    }
+
+    /// `POST {gateway}/v1/chat/completions` with `key`: the status and body.
+    fn chat(&self, gateway: &str, key: &str) -> (u16, String) {
+        let body = serde_json::json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Say hi"}]});
+        self.runtime.block_on(async {
+            let response = reqwest::Client::new()
+                .post(format!("{gateway}/v1/chat/completions"))
+                .bearer_auth(key)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        })
+    }
+}
+
+#[test]
+fn the_quick_start_serves_with_only_an_openai_key() {
+    let sim = SimProcess::start();
+    let only_openai = [("OPENAI_API_KEY", "sk-test")];
+    let check = Command::new(BINARY)
+        .args(["check-config", "quickstart.toml"])
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples"))
+        .env_clear()
+        .envs(only_openai)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    let gateway = Served::start(&quickstart_on(&sim.url), &only_openai).unwrap();
+    let (status, body) = sim.chat(&gateway.url, "sk-local-quickstart");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(sim.handle.stats().requests, 1);
+    // The full example needs an Anthropic key file as well: it is not the quick start.
+    let full = repo_file("examples/sluice.toml").replace("https://api.openai.com", &sim.url);
+    let refused = Served::start(&full, &only_openai).err().expect("the full example served without its key file");
+    assert!(refused.contains("anthropic"), "{refused}");
+    let readme = repo_file("README.md");
+    assert!(readme.contains("sluice serve --config examples/quickstart.toml"), "the README's quick start");
+}
