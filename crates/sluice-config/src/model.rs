@@ -332,6 +332,17 @@ pub struct Server {
     pub max_connections: NonZeroU64,
     /// Most client connections open at once from one peer address.
     pub max_connections_per_peer: NonZeroU64,
+    /// The access log: one line per proxied request.
+    pub access_log: AccessLog,
+}
+
+/// `[server] access_log` and `access_log_sample`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AccessLog {
+    /// Whether successful requests are logged at all (refusals and errors always are).
+    pub enabled: bool,
+    /// The share of successful requests logged, `0.0..=1.0`.
+    pub sample: f64,
 }
 
 /// How slow a request body may arrive: within `timeout`, extended by one second for every

@@ -55,6 +55,8 @@ pub struct RawServer {
     pub body_min_rate: Option<Spanned<u64>>,
     pub max_connections: Option<Spanned<u64>>,
     pub max_connections_per_peer: Option<Spanned<u64>>,
+    pub access_log: Option<bool>,
+    pub access_log_sample: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

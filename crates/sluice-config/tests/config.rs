@@ -259,6 +259,19 @@ fn body_pace_and_connection_caps_are_validated() {
 }
 
 #[test]
+fn access_log_settings_are_validated() {
+    let config = parse(BASE).unwrap();
+    assert_eq!(config.server.access_log, sluice_config::AccessLog { enabled: true, sample: 1.0 });
+    let config = parse(&format!("[server]\naccess_log = false\naccess_log_sample = 0.25\n{BASE}")).unwrap();
+    assert_eq!(config.server.access_log, sluice_config::AccessLog { enabled: false, sample: 0.25 });
+    let cases = [
+        ("[server]\naccess_log_sample = 1.5\n", "server.access_log_sample", 2, "between 0.0 and 1.0"),
+        ("[server]\naccess_log_sample = -0.1\n", "server.access_log_sample", 2, "between 0.0 and 1.0"),
+    ];
+    assert_rejected_before_base(&cases);
+}
+
+#[test]
 fn store_settings_are_validated() {
     let config = parse(BASE).unwrap();
     assert_eq!(config.store.kind, sluice_config::StoreKind::Memory);

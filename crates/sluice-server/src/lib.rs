@@ -10,6 +10,7 @@
 //! stream relay, or the drop guard) or expires by its lease; a request that cannot be
 //! admitted is refused before anything is sent.
 
+mod access;
 pub mod adaptive;
 pub mod admin;
 mod auth;

@@ -22,6 +22,8 @@ pub struct Caller {
     pub key_id: Arc<str>,
     /// The tenant's name.
     pub tenant: Arc<str>,
+    /// The team's name, when the key belongs to one.
+    pub team: Option<Arc<str>>,
     /// The tenant's index (fair-queuing identity).
     pub tenant_index: u32,
     /// The tenant's weight.
@@ -122,6 +124,8 @@ pub struct Gateway {
     pub deployments: Vec<Route>,
     /// Largest accepted body.
     pub max_body_bytes: usize,
+    /// The access log's settings.
+    pub access_log: sluice_config::AccessLog,
     /// How slow a request body may arrive.
     pub body_pace: sluice_config::BodyPace,
     /// Reservation lease.
@@ -192,6 +196,7 @@ impl Gateway {
             estimator,
             upstream: Upstream::new(config.server.connect_timeout),
             max_body_bytes: config.server.max_body_bytes,
+            access_log: config.server.access_log,
             body_pace: config.server.body,
             lease: config.server.lease,
             upstream_timeout: config.server.upstream_timeout,
@@ -314,7 +319,8 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> HashMap<[u8; 32], Caller>
         .map(|(key_index, k)| {
             let tenant = &config.tenants[k.tenant];
             let mut scopes = vec![org, tenants[k.tenant]];
-            if let Some(team) = k.team.map(|i| &tenant.teams[i]) {
+            let team = k.team.map(|i| &tenant.teams[i]);
+            if let Some(team) = team {
                 let name = format!("{}/{}", tenant.name, team.name);
                 scopes.push(store.register(ScopeKey::new(ScopeKind::Team, name), team.limits.clone()));
             }
@@ -322,6 +328,7 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> HashMap<[u8; 32], Caller>
             let caller = Caller {
                 key_id: k.id.clone(),
                 tenant: tenant.name.clone(),
+                team: team.map(|t| Arc::clone(&t.name)),
                 tenant_index: u32::try_from(k.tenant).unwrap_or(u32::MAX),
                 weight: tenant.weight,
                 key_index: u32::try_from(key_index).unwrap_or(u32::MAX),

@@ -10,6 +10,10 @@ use std::process::{Child, Command, Output, Stdio};
 use sluice_sim::config::{ModelConfig, SimConfig};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_sluice");
+/// The prompt the tests send: it must never appear in a log.
+const PROMPT: &str = "Say hi to the access log";
+/// The quick start's gateway key.
+const KEY: &str = "sk-local-quickstart";
 
 fn repo_file(path: &str) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -194,15 +198,18 @@ impl SimProcess {
 
     /// `POST {gateway}/v1/chat/completions` with `key`: the status and body.
     fn chat(&self, gateway: &str, key: &str) -> (u16, String) {
-        let body = serde_json::json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Say hi"}]});
+        self.chat_as(gateway, key, "gpt-4o-mini", &[])
+    }
+
+    /// [`chat`](Self::chat) naming `model`, with more `headers`.
+    fn chat_as(&self, gateway: &str, key: &str, model: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let body = serde_json::json!({"model": model, "messages": [{"role": "user", "content": PROMPT}]});
         self.runtime.block_on(async {
-            let response = reqwest::Client::new()
-                .post(format!("{gateway}/v1/chat/completions"))
-                .bearer_auth(key)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
+            let mut request = reqwest::Client::new().post(format!("{gateway}/v1/chat/completions")).bearer_auth(key);
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            let response = request.json(&body).send().await.unwrap();
             (response.status().as_u16(), response.text().await.unwrap())
         })
     }
@@ -230,4 +237,58 @@ fn the_quick_start_serves_with_only_an_openai_key() {
     assert!(refused.contains("anthropic"), "{refused}");
     let readme = repo_file("README.md");
     assert!(readme.contains("sluice serve --config examples/quickstart.toml"), "the README's quick start");
+}
+
+/// The access-log lines (JSON) in `log`.
+fn access_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["target"] == "sluice::access")
+        .collect()
+}
+
+#[test]
+fn a_request_leaves_one_access_log_line_with_its_trace_tenant_and_status_and_no_secret() {
+    let sim = SimProcess::start();
+    let env = [("OPENAI_API_KEY", "sk-test-provider-secret"), ("SLUICE_LOG_JSON", "true")];
+    let gateway = Served::start(&quickstart_on(&sim.url), &env).unwrap();
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let traceparent = format!("00-{trace}-00f067aa0ba902b7-01");
+    let (status, body) = sim.chat_as(&gateway.url, KEY, "gpt-4o-mini", &[("traceparent", &traceparent)]);
+    assert_eq!(status, 200, "{body}");
+    let log = gateway.stderr_once(trace);
+    let lines = access_lines(&log);
+    assert_eq!(lines.len(), 1, "{log}");
+    let fields = &lines[0]["fields"];
+    assert_eq!(fields["trace_id"], trace);
+    assert_eq!(fields["tenant"], "me");
+    assert_eq!(fields["key_id"], "me-1");
+    assert_eq!(fields["model_profile"], "gpt-4o-mini");
+    assert_eq!(fields["deployments"], "openai-gpt-4o-mini");
+    assert_eq!(fields["status"], 200);
+    assert_eq!(fields["decision"], "admitted");
+    assert_eq!(fields["retries"], 0);
+    assert!(fields["tokens_estimated"].as_u64().unwrap() > 0, "{fields}");
+    assert!(fields["tokens_used"].as_u64().unwrap() > 0, "{fields}");
+    for secret in [KEY, "sk-test-provider-secret", PROMPT] {
+        assert!(!log.contains(secret), "{secret:?} in the log:\n{log}");
+    }
+}
+
+#[test]
+fn with_the_access_log_off_refusals_are_still_logged_and_successes_are_not() {
+    let sim = SimProcess::start();
+    let env = [("OPENAI_API_KEY", "sk-test"), ("SLUICE_LOG_JSON", "true")];
+    let config = quickstart_on(&sim.url).replace("[server]\n", "[server]\naccess_log = false\n");
+    let gateway = Served::start(&config, &env).unwrap();
+    assert_eq!(sim.chat(&gateway.url, KEY).0, 200);
+    let (status, body) = sim.chat_as(&gateway.url, KEY, "no-such-model", &[]);
+    assert_eq!(status, 404, "{body}");
+    // The 404's line is written before its answer; the 200's, had it been, before that.
+    let log = gateway.stderr_once("sluice::access");
+    let lines = access_lines(&log);
+    assert_eq!(lines.len(), 1, "{log}");
+    assert_eq!(lines[0]["fields"]["status"], 404);
+    assert_eq!(lines[0]["fields"]["decision"], "none");
+    assert_eq!(lines[0]["fields"]["tenant"], "me");
 }

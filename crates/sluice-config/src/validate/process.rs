@@ -53,7 +53,17 @@ impl Validator<'_> {
             body: self.body_pace(raw)?,
             max_connections,
             max_connections_per_peer: self.connections_per_peer(raw, max_connections)?,
+            access_log: self.access_log(raw)?,
         })
+    }
+
+    pub(super) fn access_log(&self, raw: &RawServer) -> Result<AccessLog> {
+        let sample = match &raw.access_log_sample {
+            None => 1.0,
+            Some(s) if (0.0..=1.0).contains(s.get_ref()) => *s.get_ref(),
+            Some(s) => return Err(self.err("server.access_log_sample", s.span(), "must be between 0.0 and 1.0")),
+        };
+        Ok(AccessLog { enabled: raw.access_log.unwrap_or(true), sample })
     }
 
     pub(super) fn body_pace(&self, raw: &RawServer) -> Result<BodyPace> {

@@ -222,6 +222,9 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
     let headers = HeaderMap::new();
     let trace = Trace::from_headers(&headers);
     let sent = request::forward(gateway, &caller, protocol, &headers, job.body.as_bytes(), &trace, None).await;
+    if let Some(access) = &sent.access {
+        request::finished(access, &sent.result);
+    }
     let response = match sent.result {
         Ok(response) => response,
         // The provider's own error answer after the live attempts: judged like any answer.

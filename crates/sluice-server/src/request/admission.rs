@@ -65,8 +65,11 @@ pub async fn admit(req: &Request<'_>, deployment: usize, mode: Mode) -> Result<A
     check_endpoint(req.request, route)?;
     let quote = quote(gateway, req.request, req.profile, route);
     let ask = ask(gateway, req.caller, req.profile, route, quote);
-    match reserve_or_wait(gateway, route, req.caller, ask, mode).await {
-        Ok(grant) => Ok(granted(req, route, quote, grant)),
+    match reserve_or_wait(req, route, ask, mode).await {
+        Ok(grant) => {
+            req.access.admitted(quote.input.saturating_add(quote.output));
+            Ok(granted(req, route, quote, grant))
+        }
         Err(refusal) => Err(refused(req, route, quote, refusal)),
     }
 }
@@ -290,13 +293,8 @@ enum Refusal {
 
 /// Reserves now, or waits in the deployment's queue when the class may wait and nothing
 /// of its class or higher is already waiting there.
-async fn reserve_or_wait(
-    gateway: &Gateway,
-    route: &Route,
-    caller: &Caller,
-    ask: Ask,
-    mode: Mode,
-) -> Result<Grant, Refusal> {
+async fn reserve_or_wait(req: &Request<'_>, route: &Route, ask: Ask, mode: Mode) -> Result<Grant, Refusal> {
+    let (gateway, caller) = (req.gateway, req.caller);
     let class = &caller.class;
     let refusal = if mode == Mode::Wait && route.queue.must_queue(class.priority) {
         None
@@ -329,6 +327,7 @@ async fn reserve_or_wait(
     }
     if result.is_ok() {
         gateway.metrics.eta_error(&class.name, "request", report.eta, waited);
+        req.access.queued(waited);
     }
     match result {
         Ok(grant) => Ok(grant),

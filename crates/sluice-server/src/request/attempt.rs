@@ -19,6 +19,7 @@ use super::outbound::{self, Sent};
 use super::relay::{self, pass_through};
 use super::routing::{self, Next, Plan, RetryLimits};
 use super::settle::{SettleGuard, Terms};
+use crate::access::Line;
 use crate::crossing::Crossing;
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::Hit;
@@ -42,13 +43,21 @@ pub struct Served {
     pub deployment: Option<usize>,
     /// The response, or the failure the client gets.
     pub result: Result<Response<Body>, GatewayError>,
+    /// The request's access-log line (none before the caller was known).
+    pub access: Option<Arc<Line>>,
 }
 
 impl Served {
     /// A request refused before any deployment was tried.
     #[must_use]
     pub fn refused(error: GatewayError) -> Self {
-        Self { deployment: None, result: Err(error) }
+        Self { deployment: None, result: Err(error), access: None }
+    }
+
+    /// With its access-log line.
+    #[must_use]
+    pub fn logged(self, access: Arc<Line>) -> Self {
+        Self { access: Some(access), ..self }
     }
 }
 
@@ -88,7 +97,7 @@ pub async fn run(req: &Request<'_>) -> Served {
                     let from = &gateway.deployments[req.profile.deployment].counters.labels;
                     gateway.metrics.fallback(from, &route.counters.labels, reason);
                 }
-                return Served { deployment, result: Ok(response) };
+                return Served { deployment, result: Ok(response), access: None };
             }
             Attempt::Refused(error) => (None, error),
             Attempt::Failed { class, error } => (Some(class), error),
@@ -103,7 +112,7 @@ pub async fn run(req: &Request<'_>) -> Served {
             }
             Next::Fallback => gateway.deployments[plan.target()].retry_budget.deposit(),
             Next::Degrade => {}
-            Next::GiveUp => return Served { deployment, result: Err(error) },
+            Next::GiveUp => return Served { deployment, result: Err(error), access: None },
         }
     }
 }
@@ -119,6 +128,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     let gateway = req.gateway;
     let route = &gateway.deployments[deployment];
     let request = req.request;
+    req.access.attempt(&route.name);
     let Admitted { terms, after } = match admission::admit(req, deployment, mode).await {
         Ok(admitted) => admitted,
         Err(error) => return Attempt::Refused(error),
@@ -136,7 +146,8 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         route.counters.used.clone(),
         Arc::clone(&route.queue),
         gateway.background.clone(),
-    );
+    )
+    .reporting_to(Arc::clone(req.access));
     let body = match crossing.request_body(request, &route.model, req.profile.default_max_tokens, force_usage) {
         Ok(body) => body,
         Err(e) => {
@@ -145,7 +156,9 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         }
     };
     let outgoing = outbound::build_upstream(route, upstream_protocol, req.headers, body, req.trace);
+    let sent_at = gateway.clock.now();
     let Sent { response, deadline } = outbound::send(gateway, route, outgoing).await;
+    req.access.answered(gateway.clock.now().since(sent_at));
     let response = match response {
         Ok(response) => response,
         Err(failure) => return transport_failure(failure, guard, route, gateway),

@@ -1,9 +1,12 @@
 //! The context every step of a request's road reads: who asks, what, for which profile,
 //! and what of the client's request travels on. It imports nothing of the road.
 
+use std::sync::Arc;
+
 use axum::http::HeaderMap;
 use sluice_provider::ParsedRequest;
 
+use crate::access::Line;
 use crate::ratelimit_headers::Early;
 use crate::state::{Caller, Gateway, Profile};
 use crate::trace::Trace;
@@ -26,4 +29,6 @@ pub struct Request<'a> {
     pub trace: &'a Trace,
     /// The client's rate-limit headers, told of each reservation made.
     pub early: Option<&'a Early>,
+    /// The request's access-log line, which every step adds to.
+    pub access: &'a Arc<Line>,
 }

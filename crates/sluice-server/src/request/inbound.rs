@@ -13,6 +13,7 @@ use sluice_provider::{ParsedRequest, Protocol, parse_request};
 use super::attempt::{self, Served};
 use super::context::Request;
 use super::outbound::endpoint_path;
+use crate::access::Line;
 use crate::auth::Authenticated;
 use crate::error::{Envelope, ErrorResponse, GatewayError};
 use crate::metrics::Outcome;
@@ -43,6 +44,11 @@ pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::ex
         },
         Err(error) => Served::refused(error),
     };
+    let access = served.access.unwrap_or_else(|| {
+        let caller = authenticated.caller().ok();
+        Line::new(Arc::clone(&gateway.clock), gateway.access_log, &trace.id, caller)
+    });
+    finished(&access, &served.result);
     let mut response = match served.result {
         Ok(response) => response,
         Err(error) => ErrorResponse { error, envelope, trace_id: trace.id.clone() }.into_response(),
@@ -50,6 +56,18 @@ pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::ex
     trace::stamp(response.headers_mut(), &trace.id);
     count(gateway, served.deployment, response.status());
     response
+}
+
+/// Tells the access-log line what the request came to: its status, and for a rate limit
+/// the gateway's decision and the limiter.
+pub fn finished(access: &Line, result: &Result<Response<Body>, GatewayError>) {
+    match result {
+        Ok(response) => access.finished(response.status().as_u16(), None),
+        Err(GatewayError::RateLimited(info)) => {
+            access.finished(StatusCode::TOO_MANY_REQUESTS.as_u16(), Some((info.gateway_decision, &info.limiter)));
+        }
+        Err(error) => access.finished(error.status().as_u16(), None),
+    }
 }
 
 /// The model profile a request's path names (Azure OpenAI's
@@ -88,16 +106,28 @@ pub async fn forward(
     trace: &Trace,
     early: Option<&Early>,
 ) -> Served {
+    let access = Line::new(Arc::clone(&gateway.clock), gateway.access_log, &trace.id, Some(caller));
     let request = match parse_request(protocol, bytes).map_err(GatewayError::BadRequest) {
         Ok(request) => request,
-        Err(error) => return Served::refused(error),
+        Err(error) => return Served::refused(error).logged(access),
     };
     let Some(profile) = gateway.profiles.get(request.model.as_str()) else {
-        return Served::refused(GatewayError::UnknownModel(request.model.clone()));
+        return Served::refused(GatewayError::UnknownModel(request.model.clone())).logged(access);
     };
+    access.profile(&profile.name);
     let task = task_of(headers, &request);
-    let attempt = Request { gateway, caller, request: &request, profile, task: task.as_deref(), headers, trace, early };
-    once_only(&attempt, protocol).await.unwrap_or_else(Served::refused)
+    let attempt = Request {
+        gateway,
+        caller,
+        request: &request,
+        profile,
+        task: task.as_deref(),
+        headers,
+        trace,
+        early,
+        access: &access,
+    };
+    once_only(&attempt, protocol).await.unwrap_or_else(Served::refused).logged(Arc::clone(&access))
 }
 
 /// The attempts of `req`, at most once per idempotency key: a repeat gets the stored
@@ -113,7 +143,7 @@ async fn once_only(req: &Request<'_>, protocol: Protocol) -> Result<Served, Gate
     match gateway.oplog.begin(&op, &fingerprint).await? {
         Begin::Replay(stored) => {
             gateway.metrics.duplicate_suppressed(gateway.task_label(req.task));
-            Ok(Served { deployment: None, result: Ok(replay(stored)) })
+            Ok(Served { deployment: None, result: Ok(replay(stored)), access: None })
         }
         Begin::Proceed => {
             let served = attempt::run(req).await;

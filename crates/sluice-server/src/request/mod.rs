@@ -29,5 +29,5 @@ mod settle;
 
 pub(crate) use admission::check_fits;
 pub(crate) use admission::estimate_input;
-pub use inbound::{ModelFromPath, count, forward, handle, named_by_path, read_body};
+pub use inbound::{ModelFromPath, count, finished, forward, handle, named_by_path, read_body};
 pub use outbound::endpoint_path;

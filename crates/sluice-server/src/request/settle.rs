@@ -11,6 +11,7 @@ use sluice_provider::{Protocol, Usage};
 use sluice_quota::{Cost, QuotaStore, ReservationId, Settlement};
 use tokio_util::task::TaskTracker;
 
+use crate::access::Line;
 use crate::adaptive::Adaptive;
 use crate::queue::DeploymentQueue;
 
@@ -81,6 +82,9 @@ pub struct SettleGuard {
     used: Counter,
     queue: Arc<DeploymentQueue>,
     background: TaskTracker,
+    /// The request's access-log line: told the tokens used, and written (when it is the
+    /// last holder) once the guard goes, which for a stream is when the stream ends.
+    access: Option<Arc<Line>>,
 }
 
 impl SettleGuard {
@@ -97,7 +101,14 @@ impl SettleGuard {
         queue: Arc<DeploymentQueue>,
         background: TaskTracker,
     ) -> Self {
-        Self { store, id: Some(id), fallback, used, queue, background }
+        Self { store, id: Some(id), fallback, used, queue, background, access: None }
+    }
+
+    /// Reports the settled usage to the request's access-log `line`.
+    #[must_use]
+    pub fn reporting_to(mut self, line: Arc<Line>) -> Self {
+        self.access = Some(line);
+        self
     }
 
     /// Settles now with `settlement`.
@@ -110,7 +121,11 @@ impl SettleGuard {
         let Some(id) = self.id.take() else { return };
         let store = Arc::clone(&self.store);
         let settlement = self.fallback;
-        self.used.inc_by(settlement.used.input_tokens.saturating_add(settlement.used.output_tokens));
+        let used = settlement.used.input_tokens.saturating_add(settlement.used.output_tokens);
+        self.used.inc_by(used);
+        if let Some(line) = &self.access {
+            line.used(used);
+        }
         let queue = Arc::clone(&self.queue);
         let mut settling = Box::pin(async move {
             if let Err(e) = store.settle(id, settlement).await {

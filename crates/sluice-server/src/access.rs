@@ -1,0 +1,166 @@
+//! The access log: one line per proxied request, at info level on the target
+//! `sluice::access` (a JSON object under `--log-json`), so a trace id a user reports can be
+//! found. The steps of the request's road fill one [`Line`]; it is written when its last
+//! holder lets go — the handler for a buffered answer, the settle guard once a stream ends —
+//! so each request is written exactly once. Identifiers, decisions, times and token
+//! counts only: never a key, a prompt or a provider's text.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use sluice_quota::{Clock, Nanos};
+
+use crate::state::Caller;
+
+/// The target the lines are logged on (`SLUICE_LOG=sluice::access=off` silences them).
+pub const TARGET: &str = "sluice::access";
+
+/// One request's access-log line, filled as the request goes.
+#[derive(Debug)]
+pub struct Line {
+    clock: Arc<dyn Clock>,
+    started: Nanos,
+    settings: sluice_config::AccessLog,
+    fields: Mutex<Fields>,
+}
+
+/// What the line says.
+#[derive(Debug, Default)]
+struct Fields {
+    trace_id: String,
+    tenant: Option<Arc<str>>,
+    team: Option<Arc<str>>,
+    key_id: Option<Arc<str>>,
+    class: Option<Arc<str>>,
+    profile: Option<Arc<str>>,
+    deployments: Vec<Arc<str>>,
+    status: u16,
+    decision: &'static str,
+    limiter: Option<String>,
+    queue_wait_ms: u64,
+    upstream_ms: Option<u64>,
+    tokens_estimated: u64,
+    tokens_used: Option<u64>,
+    retries: u32,
+}
+
+impl Line {
+    /// A line for the request with `trace_id`, from `caller` when it was authenticated.
+    #[must_use]
+    pub fn new(
+        clock: Arc<dyn Clock>,
+        settings: sluice_config::AccessLog,
+        trace_id: &str,
+        caller: Option<&Caller>,
+    ) -> Arc<Self> {
+        let fields = Fields {
+            trace_id: trace_id.to_owned(),
+            tenant: caller.map(|c| Arc::clone(&c.tenant)),
+            team: caller.and_then(|c| c.team.clone()),
+            key_id: caller.map(|c| Arc::clone(&c.key_id)),
+            class: caller.map(|c| Arc::clone(&c.class.name)),
+            decision: "none",
+            ..Fields::default()
+        };
+        Arc::new(Self { started: clock.now(), clock, settings, fields: Mutex::new(fields) })
+    }
+
+    /// The model profile the request named.
+    pub fn profile(&self, name: &Arc<str>) {
+        self.fields.lock().profile = Some(Arc::clone(name));
+    }
+
+    /// An attempt on `deployment` begins; every one after the first is a retry or fallback.
+    pub fn attempt(&self, deployment: &Arc<str>) {
+        let mut f = self.fields.lock();
+        if !f.deployments.is_empty() {
+            f.retries = f.retries.saturating_add(1);
+        }
+        f.deployments.push(Arc::clone(deployment));
+    }
+
+    /// Admitted out of the deployment's queue after `waited`.
+    pub fn queued(&self, waited: Duration) {
+        let mut f = self.fields.lock();
+        f.decision = "queued";
+        f.queue_wait_ms = f.queue_wait_ms.saturating_add(millis(waited));
+    }
+
+    /// Admitted (at once, or out of the queue), reserving `tokens`.
+    pub fn admitted(&self, tokens: u64) {
+        let mut f = self.fields.lock();
+        if f.decision != "queued" {
+            f.decision = "admitted";
+        }
+        f.tokens_estimated = tokens;
+    }
+
+    /// The provider's response headers came after `latency`.
+    pub fn answered(&self, latency: Duration) {
+        self.fields.lock().upstream_ms = Some(millis(latency));
+    }
+
+    /// A reservation was settled with `tokens` used.
+    pub fn used(&self, tokens: u64) {
+        let mut f = self.fields.lock();
+        f.tokens_used = Some(f.tokens_used.unwrap_or(0).saturating_add(tokens));
+    }
+
+    /// The status the client got, and the refusing limiter when it was a rate limit.
+    pub fn finished(&self, status: u16, refusal: Option<(&'static str, &str)>) {
+        let mut f = self.fields.lock();
+        f.status = status;
+        if let Some((decision, limiter)) = refusal {
+            f.decision = decision;
+            f.limiter = Some(limiter.to_owned());
+        }
+    }
+
+    /// Whether this line is written: refusals and errors always, successes when the access
+    /// log is on and the sample draws them.
+    fn sampled(&self, status: u16) -> bool {
+        if status >= 400 || status == 0 {
+            return true;
+        }
+        let sample = self.settings.sample;
+        self.settings.enabled && (sample >= 1.0 || rand::random::<f64>() < sample)
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        let total_ms = millis(self.clock.now().since(self.started));
+        let status = self.fields.get_mut().status;
+        if !self.sampled(status) {
+            return;
+        }
+        let f = self.fields.get_mut();
+        let deployments = f.deployments.join(",");
+        let text = |v: &Option<Arc<str>>| v.as_deref().unwrap_or("").to_owned();
+        tracing::info!(
+            target: TARGET,
+            trace_id = %f.trace_id,
+            tenant = %text(&f.tenant),
+            team = %text(&f.team),
+            key_id = %text(&f.key_id),
+            class = %text(&f.class),
+            model_profile = %text(&f.profile),
+            deployments = %deployments,
+            status = f.status,
+            decision = f.decision,
+            limiter = f.limiter.as_deref().unwrap_or(""),
+            queue_wait_ms = f.queue_wait_ms,
+            upstream_ms = f.upstream_ms,
+            tokens_estimated = f.tokens_estimated,
+            tokens_used = f.tokens_used,
+            retries = f.retries,
+            total_ms,
+            "request"
+        );
+    }
+}
