@@ -1,0 +1,137 @@
+"""The deployment files: Kubernetes manifests (kustomize base and Redis overlay) validated
+offline against the Kubernetes 1.37 schemas, the policies they carry checked by
+`sluice check-config`, and the Prometheus alert rules checked (structure, metric names the
+gateway registers, and `promtool` when installed)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from conftest import REPO_ROOT, sluice_bin
+
+KUBE = REPO_ROOT / "deploy" / "kubernetes"
+PROMETHEUS = REPO_ROOT / "deploy" / "prometheus"
+KUBERNETES_VERSION = "1.37.0"
+KUSTOMIZATIONS = [KUBE / "base", KUBE / "overlays" / "redis"]
+
+
+def rendered(directory: Path) -> list[dict]:
+    """The kustomization's resources: rendered by `kubectl kustomize` when kubectl is
+    installed, else its resource files as written (patches not applied)."""
+    if shutil.which("kubectl"):
+        out = subprocess.run(["kubectl", "kustomize", str(directory)], check=True, capture_output=True, text=True)
+        return [d for d in yaml.safe_load_all(out.stdout) if d]
+    docs: list[dict] = []
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    for resource in kustomization.get("resources", []):
+        path = (directory / resource).resolve()
+        if path.is_dir():
+            docs.extend(rendered(path))
+        else:
+            docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return docs
+
+
+def by_kind(docs: list[dict], kind: str, name: str) -> dict:
+    matches = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(matches) == 1, f"{kind}/{name}: {len(matches)} found"
+    return matches[0]
+
+
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda d: d.name)
+def test_manifests_are_valid_kubernetes(directory: Path) -> None:
+    docs = rendered(directory)
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor"} <= kinds
+    for doc in docs:
+        if doc["kind"] == "ServiceMonitor":
+            # A Prometheus Operator resource: no bundled schema; its shape is checked here.
+            assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+            endpoint = doc["spec"]["endpoints"][0]
+            assert (endpoint["port"], endpoint["path"]) == ("http", "/metrics")
+            continue
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_deployment_probes_drains_runs_unprivileged_and_takes_keys_from_a_secret() -> None:
+    deployment = by_kind(rendered(KUBE / "base"), "Deployment", "sluice")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    # Drain: a pause before SIGTERM, and room for the policy's shutdown_grace after it.
+    pause = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    policy = tomllib.loads((KUBE / "base" / "sluice.toml").read_text())
+    grace = int(policy["server"]["shutdown_grace"].removesuffix("s"))
+    assert pod["terminationGracePeriodSeconds"] > pause + grace
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    env = {e["name"]: e for e in container["env"]}
+    assert "secretKeyRef" in env["OPENAI_API_KEY"]["valueFrom"]
+    # No provider key in the policy itself.
+    assert "api_key =" not in (KUBE / "base" / "sluice.toml").read_text()
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert {"/etc/sluice", "/var/lib/sluice"} <= mounts
+
+
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda d: d.name)
+def test_the_policies_pass_check_config(directory: Path) -> None:
+    out = subprocess.run(
+        [str(sluice_bin()), "check-config", str(directory / "sluice.toml")], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.skipif(not shutil.which("kubectl"), reason="the overlay's patches need kubectl kustomize")
+def test_the_redis_overlay_runs_replicas_on_one_redis_and_the_base_only_one() -> None:
+    base = rendered(KUBE / "base")
+    assert by_kind(base, "Deployment", "sluice")["spec"]["replicas"] == 1
+    assert by_kind(base, "HorizontalPodAutoscaler", "sluice")["spec"]["maxReplicas"] == 1
+    docs = rendered(KUBE / "overlays" / "redis")
+    assert by_kind(docs, "Deployment", "sluice")["spec"]["replicas"] == 3
+    by_kind(docs, "Service", "sluice-redis")
+    config = next(d for d in docs if d["kind"] == "ConfigMap")
+    policy = tomllib.loads(config["data"]["sluice.toml"])
+    assert policy["store"]["kind"] == "redis" and "sluice-redis" in policy["store"]["url"]
+    # fail_open_local divides limits by `instances`: never more replicas than that.
+    assert by_kind(docs, "HorizontalPodAutoscaler", "sluice")["spec"]["maxReplicas"] <= policy["store"]["instances"]
+    mounted = by_kind(docs, "Deployment", "sluice")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "config", "configMap": {"name": config["metadata"]["name"]}} in mounted
+
+
+def registered_metrics() -> set[str]:
+    """Metric names the gateway registers (as written in its source)."""
+    names: set[str] = set()
+    for source in (REPO_ROOT / "crates" / "sluice-server" / "src").rglob("*.rs"):
+        names.update(re.findall(r'"((?:llm|sluice)_[a-z0-9_]+)"', source.read_text()))
+    return names
+
+
+def test_alert_rules_are_well_formed_and_name_only_metrics_the_gateway_exports() -> None:
+    rules = yaml.safe_load((PROMETHEUS / "alerts.yml").read_text())
+    alerts = {r["alert"]: r for group in rules["groups"] for r in group["rules"]}
+    assert {"SluiceStoreDegraded", "SluiceProviderRejectsAdmitted", "SluiceQueueWaitHigh"} <= set(alerts)
+    known = registered_metrics()
+    for name, rule in alerts.items():
+        assert rule["labels"]["severity"] in {"warning", "critical"}, name
+        assert rule["annotations"]["summary"] and rule["for"], name
+        for metric in re.findall(r"\b((?:llm|sluice)_[a-z0-9_]+)", rule["expr"]):
+            base = re.sub(r"_(total|bucket|sum|count)$", "", metric)
+            assert base in known, f"{name}: {metric} is not a metric sluice exports"
+
+
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool is not installed")
+def test_alert_rules_pass_promtool_and_their_unit_tests() -> None:
+    check = subprocess.run(["promtool", "check", "rules", "alerts.yml"], cwd=PROMETHEUS, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    test = subprocess.run(
+        ["promtool", "test", "rules", "alerts.test.yml"], cwd=PROMETHEUS, capture_output=True, text=True
+    )
+    assert test.returncode == 0, test.stdout + test.stderr
