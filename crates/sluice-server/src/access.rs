@@ -40,6 +40,7 @@ struct Fields {
     limiter: Option<String>,
     queue_wait_ms: u64,
     upstream_ms: Option<u64>,
+    ttft_ms: Option<u64>,
     tokens_estimated: u64,
     tokens_used: Option<u64>,
     retries: u32,
@@ -101,6 +102,14 @@ impl Line {
         self.fields.lock().upstream_ms = Some(millis(latency));
     }
 
+    /// A stream's first piece went to the client (kept once: the time to first token).
+    pub fn first_piece(&self) {
+        let mut f = self.fields.lock();
+        if f.ttft_ms.is_none() {
+            f.ttft_ms = Some(millis(self.clock.now().since(self.started)));
+        }
+    }
+
     /// A reservation was settled with `tokens` used.
     pub fn used(&self, tokens: u64) {
         let mut f = self.fields.lock();
@@ -156,6 +165,7 @@ impl Drop for Line {
             limiter = f.limiter.as_deref().unwrap_or(""),
             queue_wait_ms = f.queue_wait_ms,
             upstream_ms = f.upstream_ms,
+            ttft_ms = f.ttft_ms,
             tokens_estimated = f.tokens_estimated,
             tokens_used = f.tokens_used,
             retries = f.retries,

@@ -204,12 +204,17 @@ impl SimProcess {
     /// [`chat`](Self::chat) naming `model`, with more `headers`.
     fn chat_as(&self, gateway: &str, key: &str, model: &str, headers: &[(&str, &str)]) -> (u16, String) {
         let body = serde_json::json!({"model": model, "messages": [{"role": "user", "content": PROMPT}]});
+        self.post(gateway, key, &body, headers)
+    }
+
+    /// `POST {gateway}/v1/chat/completions` with `body`, read to its end.
+    fn post(&self, gateway: &str, key: &str, body: &serde_json::Value, headers: &[(&str, &str)]) -> (u16, String) {
         self.runtime.block_on(async {
             let mut request = reqwest::Client::new().post(format!("{gateway}/v1/chat/completions")).bearer_auth(key);
             for (name, value) in headers {
                 request = request.header(*name, *value);
             }
-            let response = request.json(&body).send().await.unwrap();
+            let response = request.json(body).send().await.unwrap();
             (response.status().as_u16(), response.text().await.unwrap())
         })
     }
@@ -291,4 +296,28 @@ fn with_the_access_log_off_refusals_are_still_logged_and_successes_are_not() {
     assert_eq!(lines[0]["fields"]["status"], 404);
     assert_eq!(lines[0]["fields"]["decision"], "none");
     assert_eq!(lines[0]["fields"]["tenant"], "me");
+}
+
+#[test]
+fn a_stream_leaves_one_access_log_line_once_it_ends_with_its_first_piece_time_and_usage() {
+    let sim = SimProcess::start();
+    let env = [("OPENAI_API_KEY", "sk-test"), ("SLUICE_LOG_JSON", "true")];
+    let gateway = Served::start(&quickstart_on(&sim.url), &env).unwrap();
+    let body = serde_json::json!({
+        "model": "gpt-4o-mini", "stream": true, "max_tokens": 16,
+        "messages": [{"role": "user", "content": PROMPT}],
+    });
+    let (status, text) = sim.post(&gateway.url, KEY, &body, &[]);
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("data: [DONE]"), "{text}");
+    let log = gateway.stderr_once("sluice::access");
+    let lines = access_lines(&log);
+    assert_eq!(lines.len(), 1, "{log}");
+    let fields = &lines[0]["fields"];
+    assert_eq!(fields["status"], 200);
+    let ttft = fields["ttft_ms"].as_u64().unwrap_or_else(|| panic!("no ttft_ms: {fields}"));
+    assert!(ttft <= fields["total_ms"].as_u64().unwrap(), "{fields}");
+    // Written when the stream ended: the settled usage is in it.
+    assert!(fields["tokens_used"].as_u64().unwrap() > 0, "{fields}");
+    assert!(!log.contains(PROMPT));
 }

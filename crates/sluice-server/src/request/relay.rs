@@ -105,6 +105,9 @@ async fn next_chunk(mut relay: Relay) -> Option<(Result<Bytes, Infallible>, Rela
                 let Ok(data) = frame.into_data() else { continue };
                 let out = relay.pipe.push(&data);
                 if !out.is_empty() {
+                    if let Some(line) = relay.guard.as_ref().and_then(SettleGuard::access) {
+                        line.first_piece();
+                    }
                     return Some((Ok(out), relay));
                 }
                 continue;

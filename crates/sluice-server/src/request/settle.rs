@@ -111,6 +111,12 @@ impl SettleGuard {
         self
     }
 
+    /// The access-log line this guard reports to, if any.
+    #[must_use]
+    pub fn access(&self) -> Option<&Line> {
+        self.access.as_deref()
+    }
+
     /// Settles now with `settlement`.
     pub fn settle(mut self, settlement: Settlement) {
         self.fallback = settlement;
