@@ -60,8 +60,10 @@ class Processes:
         if not line.startswith(prefix):
             stderr = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
             pytest.fail(f"`sluice {' '.join(args)}` printed {line!r} instead of '{prefix}URL'\n{stderr}")
-        # Keep draining stdout so the process never blocks on a full pipe.
+        # Keep draining stdout and stderr (the access log writes a line per request) so the
+        # process never blocks on a full pipe.
         threading.Thread(target=proc.stdout.read, daemon=True).start()  # type: ignore[union-attr]
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # type: ignore[union-attr]
         return line[len(prefix):].strip(), proc
 
     def track(self, proc: subprocess.Popen[str]) -> None:

@@ -143,6 +143,10 @@ fn millis(d: Duration) -> u64 {
 
 impl Drop for Line {
     fn drop(&mut self) {
+        // Filtered out (`sluice::access=off`): nothing to format.
+        if !tracing::enabled!(target: TARGET, tracing::Level::INFO) {
+            return;
+        }
         let total_ms = millis(self.clock.now().since(self.started));
         let status = self.fields.get_mut().status;
         if !self.sampled(status) {
