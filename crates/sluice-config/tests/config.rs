@@ -463,3 +463,67 @@ fn cloud_example_config_is_valid() {
     };
     assert_eq!((rpm(0), rpm(1)), (Some(900), Some(500)), "derived from tpm; explicit wins");
 }
+
+#[test]
+fn gemini_native_and_vertex_providers_are_addressed_from_their_fields() {
+    let native = BASE.replacen("kind = \"openai\"", "kind = \"gemini\"\napi_surface = \"native\"", 1);
+    assert_eq!(parse(&native).unwrap().providers[0].api, ProviderApi::GeminiNative);
+    let vertex = |extra: &str| {
+        BASE.replacen(
+            "kind = \"openai\"",
+            &format!("kind = \"vertex\"\nproject = \"acme-ai\"\nregion = \"us-east5\"{extra}"),
+            1,
+        )
+        .replacen("api_key_env = \"OA_KEY\"", "service_account_file = \"/run/sa.json\"", 1)
+    };
+    let config = parse(&vertex("\npublisher = \"anthropic\"")).unwrap();
+    let location = sluice_config::VertexLocation { project: "acme-ai".into(), region: "us-east5".into() };
+    assert_eq!(config.providers[0].api, ProviderApi::Vertex(location));
+    assert_eq!(config.providers[0].kind, ProviderKind::Anthropic);
+    assert_eq!(config.providers[0].api_key, SecretSource::ServiceAccount("/run/sa.json".into()));
+    assert_eq!(parse(&vertex("")).unwrap().providers[0].kind, ProviderKind::OpenAi, "Gemini by default");
+}
+
+#[test]
+fn google_fields_are_refused_where_they_do_not_belong() {
+    let vertex = |extra: &str| {
+        BASE.replacen("kind = \"openai\"", &format!("kind = \"vertex\"{extra}"), 1).replacen(
+            "api_key_env = \"OA_KEY\"",
+            "service_account_file = \"/sa.json\"",
+            1,
+        )
+    };
+    let cases: [(String, &str, usize, &str); 6] = [
+        (vertex("\nregion = \"us-east5\""), "providers[0].project", 4, "needs project"),
+        (vertex("\nproject = \"p\"\nregion = \"us/east\""), "providers[0].region", 6, "letters, digits"),
+        (
+            vertex("\nproject = \"p\"\nregion = \"r\"\npublisher = \"meta\""),
+            "providers[0].publisher",
+            7,
+            "google or anthropic",
+        ),
+        (
+            BASE.replacen("kind = \"openai\"", "kind = \"vertex\"\nproject = \"p\"\nregion = \"r\"", 1),
+            "providers[0].api_key_env",
+            8,
+            "service_account_file",
+        ),
+        (
+            BASE.replacen("kind = \"openai\"", "kind = \"openai\"\nproject = \"p\"", 1),
+            "providers[0].project",
+            5,
+            "only for kind = \"vertex\"",
+        ),
+        (
+            BASE.replacen("kind = \"openai\"", "kind = \"gemini\"\napi_surface = \"grpc\"", 1),
+            "providers[0].api_surface",
+            5,
+            "openai or native",
+        ),
+    ];
+    for (text, field, line, words) in cases {
+        let err = parse(&text).unwrap_err();
+        assert_eq!((err.field.as_str(), err.line), (field, Some(line)), "{err}");
+        assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
+    }
+}
