@@ -26,6 +26,7 @@ pub fn router(sim: Arc<Sim>) -> Router {
         .route("/v1/messages", post(crate::anthropic::messages))
         .route("/v1beta/openai/chat/completions", post(crate::cloud::gemini_chat))
         .route("/v1beta/models/{*rest}", post(crate::google::gemini_native))
+        .route("/v1/models/{*rest}", post(crate::google::gemini_native))
         .route(
             "/v1/projects/{project}/locations/{region}/publishers/{publisher}/models/{*rest}",
             post(crate::google::vertex),

@@ -2,8 +2,8 @@
 //! `:streamGenerateContent?alt=sse` (an `x-goog-api-key` checked), Vertex AI's
 //! `projects/{project}/locations/{region}/publishers/{google|anthropic}/models/{model}:…`
 //! (a Bearer token this simulator issued at `POST /token`), Claude on Vertex
-//! (`:rawPredict` / `:streamRawPredict`, `anthropic_version: vertex-2023-10-16` in the
-//! body, no `model`), and errors in Google's envelope (`RESOURCE_EXHAUSTED` with
+//! (`:rawPredict` / `:streamRawPredict`, an `anthropic_version` such as
+//! `vertex-2023-10-16` in the body, no `model`), and errors in Google's envelope (`RESOURCE_EXHAUSTED` with
 //! `RetryInfo` from the shared Gemini 429).
 
 pub mod auth;
@@ -21,9 +21,6 @@ use serde_json::{Value, json};
 use crate::config::Flavor;
 use crate::conn::ConnCtl;
 use crate::sim::Sim;
-
-/// The `anthropic_version` Claude on Vertex requires in the body.
-pub const VERTEX_ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
 
 /// An error in Google's envelope: `{"error": {"code", "message", "status"}}`.
 pub fn error(sim: &Sim, code: u16, message: &str, status: &str) -> Response {
@@ -48,7 +45,8 @@ fn not_found(sim: &Sim, rest: &str) -> Response {
     error(sim, 404, &format!("The requested method {rest} was not found."), "NOT_FOUND")
 }
 
-/// `POST /v1beta/models/{model}:generateContent` (and `:streamGenerateContent`).
+/// `POST /v1beta/models/{model}:generateContent` (and `:streamGenerateContent`; also under
+/// `/v1/models/`, the version Google's SDK calls by default).
 pub async fn gemini_native(
     State(sim): State<Arc<Sim>>,
     Path(rest): Path<String>,
@@ -93,15 +91,17 @@ pub async fn vertex(
     }
 }
 
-/// A Vertex Claude body as a messages body: `anthropic_version` checked and dropped, the
+/// A Vertex Claude body as a messages body: `anthropic_version` required and dropped, the
 /// path's model put in; a `model` in the body is refused, as Vertex does.
 fn claude_body(sim: &Sim, model: &str, body: &[u8]) -> Result<Bytes, Box<Response>> {
     let refuse = |message: &str| Box::new(error(sim, 400, message, "INVALID_ARGUMENT"));
     let Ok(Value::Object(mut map)) = serde_json::from_slice::<Value>(body) else {
         return Err(refuse("Invalid JSON payload received."));
     };
-    if map.remove("anthropic_version").as_ref().and_then(Value::as_str) != Some(VERTEX_ANTHROPIC_VERSION) {
-        return Err(refuse("anthropic_version: vertex-2023-10-16 is required"));
+    // Vertex documents `vertex-2023-10-16`; Anthropic's SDKs send their API version date.
+    let version = map.remove("anthropic_version");
+    if version.as_ref().and_then(Value::as_str).is_none_or(|v| v.trim().is_empty()) {
+        return Err(refuse("anthropic_version: Field required (e.g. vertex-2023-10-16)"));
     }
     if map.contains_key("model") {
         return Err(refuse("model: Extra inputs are not permitted"));
