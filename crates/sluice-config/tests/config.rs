@@ -184,6 +184,17 @@ fn presets_fill_what_limits_leave_out_and_adaptive_settings_parse() {
         (false, OutputEstimate::Strict, None)
     );
     assert!(adaptive::preset_names().contains(&"anthropic-start"));
+    // Gemini tiers: RPM, input-only TPM and RPD; an explicit rpd wins.
+    let gemini = parse(&BASE.replacen(
+        "limits = { rpm = 500, tpm = 30000 }",
+        "preset = \"gemini-tier-1-flash\"\nlimits = { rpd = 500 }",
+        1,
+    ))
+    .unwrap();
+    assert_eq!(
+        amounts(&gemini),
+        [(Dimension::Requests, 1_000), (Dimension::InputTokens, 1_000_000), (Dimension::Requests, 500)]
+    );
 }
 
 #[test]
@@ -526,4 +537,16 @@ fn google_fields_are_refused_where_they_do_not_belong() {
         assert_eq!((err.field.as_str(), err.line), (field, Some(line)), "{err}");
         assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
     }
+}
+
+#[test]
+fn google_example_configs_are_valid() {
+    let read =
+        |name: &str| std::fs::read_to_string(format!("{}/../../examples/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let gemini = parse(&read("gemini.toml")).unwrap();
+    assert_eq!(gemini.providers[0].api, ProviderApi::GeminiNative);
+    let vertex = parse(&read("vertex.toml")).unwrap();
+    assert!(matches!(vertex.providers[0].api, ProviderApi::Vertex(_)));
+    assert_eq!(vertex.providers[1].kind, ProviderKind::Anthropic);
+    assert_eq!(vertex.providers[1].api_key, SecretSource::ServiceAccount("/run/secrets/vertex-sa.json".into()));
 }
