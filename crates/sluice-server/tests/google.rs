@@ -46,13 +46,25 @@ fn key_file(dir: &Path, private_pem: &str, token_uri: &str) -> String {
     path.display().to_string()
 }
 
-fn sim(public_pem: &str, api_keys: &[&str], gemini_limits: Limits, token_ttl_secs: Option<u64>) -> SimConfig {
+/// What the simulator's `[google]` section varies between tests.
+#[derive(Default, Clone, Copy)]
+struct Quirks {
+    /// The simulator knows another key pair's public key: assertions do not verify.
+    foreign: bool,
+    /// Life of the tokens it issues.
+    token_ttl_secs: Option<u64>,
+    /// Requests per minute of the Vertex project and region, shared by its models.
+    vertex_rpm: Option<u64>,
+}
+
+fn sim(public_pem: &str, api_keys: &[&str], gemini_limits: Limits, quirks: Quirks) -> SimConfig {
     let gemini =
         ModelConfig { flavor: Some(Flavor::Gemini), limits: gemini_limits, ..ModelConfig::openai("gemini-flash") };
     let google = GoogleConfig {
         api_keys: api_keys.iter().map(|k| (*k).to_owned()).collect(),
         service_accounts: vec![ServiceAccount { client_email: ACCOUNT.into(), public_key_pem: public_pem.into() }],
-        token_ttl_secs,
+        token_ttl_secs: quirks.token_ttl_secs,
+        vertex_rpm: quirks.vertex_rpm,
     };
     let models = vec![gemini, ModelConfig::anthropic("claude-sonnet-4-5")];
     SimConfig { seed: Some(3), models, google, ..SimConfig::default() }
@@ -138,25 +150,17 @@ struct Google {
 /// The simulator (knowing the account's public key, accepting `api_keys`), then a gateway
 /// whose Vertex providers hold a key file pointing at the simulator's token endpoint.
 async fn start_google(api_keys: &[&str], gemini_limits: Limits, sim_time_scale: f64) -> Google {
-    start_signed(api_keys, gemini_limits, sim_time_scale, false, None).await
+    start_signed(api_keys, gemini_limits, sim_time_scale, Quirks::default()).await
 }
 
-/// [`start_google`]; with `foreign`, the simulator knows another key pair's public key, so
-/// the gateway's assertions do not verify; `token_ttl_secs` is the life of the tokens it
-/// issues.
-async fn start_signed(
-    api_keys: &[&str],
-    gemini_limits: Limits,
-    sim_time_scale: f64,
-    foreign: bool,
-    token_ttl_secs: Option<u64>,
-) -> Google {
+/// [`start_google`] with the simulator's [`Quirks`].
+async fn start_signed(api_keys: &[&str], gemini_limits: Limits, sim_time_scale: f64, quirks: Quirks) -> Google {
     let dir = tempfile::tempdir().unwrap();
     let (private_pem, mut public_pem) = key_pair(dir.path(), "account");
-    if foreign {
+    if quirks.foreign {
         public_pem = key_pair(dir.path(), "foreign").1;
     }
-    let config = SimConfig { time_scale: sim_time_scale, ..sim(&public_pem, api_keys, gemini_limits, token_ttl_secs) };
+    let config = SimConfig { time_scale: sim_time_scale, ..sim(&public_pem, api_keys, gemini_limits, quirks) };
     let sim = sluice_sim::SimProvider::start(config).await.unwrap();
     let account = key_file(dir.path(), &private_pem, &format!("{}/token", sim.url()));
     let config = common::config(&sim, "", &policy(&account));
@@ -239,7 +243,8 @@ async fn a_refused_gemini_key_or_service_account_is_the_gateways_502() {
     google.env.shutdown().await;
 
     // A simulator that knows another key pair: the assertion's signature does not verify.
-    let google = start_signed(&[GEMINI_KEY], Limits::default(), 1.0, true, None).await;
+    let google =
+        start_signed(&[GEMINI_KEY], Limits::default(), 1.0, Quirks { foreign: true, ..Quirks::default() }).await;
     let env = &google.env;
     let (status, _, body) = env.post("/v1/messages", KEY, &messages("claude")).await;
     assert_eq!(status, 502, "{body}");
@@ -269,12 +274,34 @@ async fn resource_exhausted_is_retried_after_its_retry_info_delay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_within_the_refresh_margin_is_minted_again_before_use() {
     // Tokens that live 200 s are always within the 300 s margin: every call mints anew.
-    let google = start_signed(&[GEMINI_KEY], Limits::default(), 1.0, false, Some(200)).await;
+    let google =
+        start_signed(&[GEMINI_KEY], Limits::default(), 1.0, Quirks { token_ttl_secs: Some(200), ..Quirks::default() })
+            .await;
     let env = &google.env;
     for round in 1..=3 {
         let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("vertex-gemini", 4, 8)).await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(env.sim.google_tokens_issued(), round, "a token this close to expiry is replaced");
     }
+    google.env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vertex_project_quota_is_shared_by_its_models() {
+    // Two requests a minute for the project and region, whichever model: the third call,
+    // to a model that has made one, meets the project's RESOURCE_EXHAUSTED. Its RetryInfo
+    // (30 s) is past the class's retry window, so the client gets the provider's 429.
+    let quirks = Quirks { vertex_rpm: Some(2), ..Quirks::default() };
+    let google = start_signed(&[GEMINI_KEY], Limits::default(), 1.0, quirks).await;
+    let env = &google.env;
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("vertex-gemini", 4, 8)).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, body) = env.post("/v1/messages", KEY, &messages("claude")).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("vertex-gemini", 4, 8)).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["gateway_decision"], "admitted_then_provider_rejected", "{body}");
+    assert!(body["error"]["retry_after_ms"].as_u64().is_some_and(|ms| ms >= 20_000), "RetryInfo read: {body}");
+    assert_eq!(env.sim.stats().served, 2);
     google.env.shutdown().await;
 }

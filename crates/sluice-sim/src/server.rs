@@ -93,7 +93,7 @@ impl SimHandle {
     /// Google access tokens issued by `POST /token` so far.
     #[must_use]
     pub fn google_tokens_issued(&self) -> usize {
-        self.sim.google().issued()
+        self.sim.google().auth.issued()
     }
 
     /// Replaces a model's limits (a tier change), keeping what was used.

@@ -27,6 +27,9 @@ pub struct GoogleConfig {
     /// Lifetime of an issued access token, seconds (default 3600).
     #[serde(default)]
     pub token_ttl_secs: Option<u64>,
+    /// Requests per minute of each Vertex project and region, shared by its models.
+    #[serde(default)]
+    pub vertex_rpm: Option<u64>,
 }
 
 /// A service account: its email (the assertion's `iss`) and its public key.

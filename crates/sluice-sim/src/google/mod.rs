@@ -8,6 +8,7 @@
 
 pub mod auth;
 mod gemini;
+pub mod quota;
 
 use std::sync::Arc;
 
@@ -21,6 +22,23 @@ use serde_json::{Value, json};
 use crate::config::Flavor;
 use crate::conn::ConnCtl;
 use crate::sim::Sim;
+
+/// Google's state in the simulator: credentials and the Vertex project quotas.
+#[derive(Debug, Default)]
+pub struct Google {
+    /// API keys and issued tokens.
+    pub auth: auth::Auth,
+    /// Requests per minute per Vertex project and region.
+    pub quotas: quota::ProjectQuotas,
+}
+
+impl Google {
+    /// The state `config` describes.
+    #[must_use]
+    pub fn new(config: &auth::GoogleConfig) -> Self {
+        Self { auth: auth::Auth::new(config.clone()), quotas: quota::ProjectQuotas::new(config.vertex_rpm) }
+    }
+}
 
 /// An error in Google's envelope: `{"error": {"code", "message", "status"}}`.
 pub fn error(sim: &Sim, code: u16, message: &str, status: &str) -> Response {
@@ -55,7 +73,7 @@ pub async fn gemini_native(
     body: Bytes,
 ) -> Response {
     let key = headers.get("x-goog-api-key").and_then(|v| v.to_str().ok());
-    if !sim.google().key_ok(key) {
+    if !sim.google().auth.key_ok(key) {
         return error(&sim, 400, "API key not valid. Please pass a valid API key.", "INVALID_ARGUMENT");
     }
     match model_verb(&rest) {
@@ -69,15 +87,18 @@ pub async fn gemini_native(
 /// `POST /v1/projects/{project}/locations/{region}/publishers/{publisher}/models/{model}:{verb}`.
 pub async fn vertex(
     State(sim): State<Arc<Sim>>,
-    Path((_project, _region, publisher, rest)): Path<(String, String, String, String)>,
+    Path((project, region, publisher, rest)): Path<(String, String, String, String)>,
     ctl: Option<Extension<ConnCtl>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let token = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    if !sim.google().token_ok(token, sim.clock().unix_now().as_secs()) {
+    if !sim.google().auth.token_ok(token, sim.clock().unix_now().as_secs()) {
         let message = "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.";
         return error(&sim, 401, message, "UNAUTHENTICATED");
+    }
+    if let Err(wait) = sim.google().quotas.take(&project, &region, sim.sim_now()) {
+        return project_exhausted(&sim, &project, &region, wait);
     }
     match (publisher.as_str(), model_verb(&rest)) {
         ("google", Some((model, "generateContent" | "streamGenerateContent", stream))) => {
@@ -89,6 +110,21 @@ pub async fn vertex(
         },
         _ => not_found(&sim, &rest),
     }
+}
+
+/// Vertex's 429 for a project and region out of quota, with `RetryInfo` (whole seconds,
+/// at least 1, in real time).
+fn project_exhausted(sim: &Sim, project: &str, region: &str, wait: f64) -> Response {
+    let real = crate::wire_time::real_duration(wait, sim.time_scale());
+    let delay = crate::wire_time::retry_after_secs(real).max(1);
+    let message = format!(
+        "Quota exceeded for aiplatform.googleapis.com/generate_content_requests_per_minute_per_project of project {project} in region {region}."
+    );
+    let body = json!({"error": {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED", "details": [
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": format!("{delay}s")}
+    ]}});
+    let body = serde_json::to_vec(&body).unwrap_or_default();
+    crate::respond::json(sim, Flavor::Gemini, None, StatusCode::TOO_MANY_REQUESTS, body)
 }
 
 /// A Vertex Claude body as a messages body: `anthropic_version` required and dropped, the
@@ -114,7 +150,7 @@ fn claude_body(sim: &Sim, model: &str, body: &[u8]) -> Result<Bytes, Box<Respons
 pub async fn token(State(sim): State<Arc<Sim>>, body: Bytes) -> Response {
     let form = String::from_utf8_lossy(&body);
     let now = sim.clock().unix_now().as_secs();
-    match sim.google().grant(&form, now, &sim.request_id()) {
+    match sim.google().auth.grant(&form, now, &sim.request_id()) {
         Ok((token, ttl)) => {
             axum::Json(json!({"access_token": token, "expires_in": ttl, "token_type": "Bearer"})).into_response()
         }
