@@ -305,3 +305,35 @@ async fn a_vertex_project_quota_is_shared_by_its_models() {
     assert_eq!(env.sim.stats().served, 2);
     google.env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_tool_calls_round_trip_through_gemini_function_calls() {
+    let google = start_google(&[GEMINI_KEY], Limits::default(), 1.0).await;
+    let env = &google.env;
+    let tools = json!([{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]);
+    let ask = json!({"model": "gemini", "max_tokens": 32, "tools": tools,
+        "messages": [{"role": "user", "content": "call-tool:weather in Oslo"}]});
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &ask).await;
+    assert_eq!(status, 200, "{body}");
+    let choice = &body["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{body}");
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "weather");
+    let arguments: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert!(arguments.is_object(), "{body}");
+    // The tool's result goes back as a functionResponse; the model answers in text.
+    let answer = json!({"model": "gemini", "max_tokens": 32, "tools": tools, "messages": [
+        {"role": "user", "content": "call-tool:weather in Oslo"},
+        {"role": "assistant", "content": null, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "{\"temp\": 3}"},
+        {"role": "user", "content": "and so?"}
+    ]});
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &answer).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+    let (status, text) = stream_text(env, "/v1/chat/completions", &streamed(ask)).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"tool_calls\"") && text.contains("\"weather\""), "{text}");
+    assert!(text.contains("\"finish_reason\":\"tool_calls\""), "{text}");
+    google.env.shutdown().await;
+}
