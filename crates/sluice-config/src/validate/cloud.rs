@@ -29,12 +29,13 @@ impl Validator<'_> {
         }
     }
 
-    /// Gemini's base URL is the host: sluice appends `/v1beta/openai/…` itself.
+    /// Gemini's base URL is the host: sluice appends `/v1beta/openai/…` (native:
+    /// `/v1beta/models/…`) itself.
     pub(super) fn gemini_base(&self, i: usize, p: &RawProvider) -> Result<()> {
         let url = p.base_url.get_ref().trim_end_matches('/');
         if url.ends_with("/openai") || url.ends_with("/v1beta") || url.ends_with("/v1") {
-            let message =
-                "the host alone (e.g. https://generativelanguage.googleapis.com): sluice appends /v1beta/openai/";
+            let message = "the host alone (e.g. https://generativelanguage.googleapis.com): sluice appends \
+                           /v1beta/openai/ (or /v1beta/models/ on the native surface)";
             return Err(self.err(&format!("providers[{i}].base_url"), p.base_url.span(), message));
         }
         Ok(())
