@@ -16,6 +16,7 @@ use serde_json::Value;
 use sluice_config::{ProviderApi, ProviderKind};
 use sluice_provider::{GeminiToOpenAiStream, Protocol, TranslateError};
 
+use crate::crossing::Crossing;
 use crate::state::Route;
 
 /// The `anthropic_version` Vertex AI wants in the body of a Claude request.
@@ -24,9 +25,13 @@ pub const VERTEX_ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
 /// Whether `route` speaks Gemini's `generateContent` wire shape upstream.
 #[must_use]
 pub fn speaks_gemini(route: &Route) -> bool {
-    match route.api {
+    gemini_wire(&route.api, route.kind)
+}
+
+fn gemini_wire(api: &ProviderApi, kind: ProviderKind) -> bool {
+    match api {
         ProviderApi::GeminiNative => true,
-        ProviderApi::Vertex(_) => route.kind != ProviderKind::Anthropic,
+        ProviderApi::Vertex(_) => kind != ProviderKind::Anthropic,
         _ => false,
     }
 }
@@ -95,15 +100,59 @@ pub fn response_body(
     sluice_provider::gemini_to_openai_response(&body, model, created).map(bytes::Bytes::from)
 }
 
-/// A provider error body in the shape the rest of the gateway reads (OpenAI's, for a
-/// Gemini route; unchanged otherwise).
+/// A provider error body in the shape the rest of the gateway reads: OpenAI's for a
+/// Gemini route; Anthropic's for Vertex's own refusals (quota, credentials: Google's
+/// envelope) on a Claude route; unchanged otherwise.
 #[must_use]
-pub fn error_body(route: &Route, status: u16, body: bytes::Bytes) -> bytes::Bytes {
-    if speaks_gemini(route) { bytes::Bytes::from(sluice_provider::gemini_error_to_openai(status, &body)) } else { body }
+pub fn error_body(api: &ProviderApi, kind: ProviderKind, status: u16, body: bytes::Bytes) -> bytes::Bytes {
+    if gemini_wire(api, kind) {
+        return bytes::Bytes::from(sluice_provider::gemini_error_to_openai(status, &body));
+    }
+    if matches!(api, ProviderApi::Vertex(_)) && is_google_error(&body) {
+        let openai = sluice_provider::gemini_error_to_openai(status, &body);
+        return Crossing::AnthropicToOpenAi.error_body(status, &openai).map_or(body, bytes::Bytes::from);
+    }
+    body
+}
+
+/// Google's envelope: `error.status` a canonical code name.
+fn is_google_error(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body).is_ok_and(|v| v.pointer("/error/status").is_some_and(Value::is_string))
 }
 
 /// The decoder of a Gemini route's stream into OpenAI chat chunks.
 #[must_use]
 pub fn stream_decoder(route: &Route, model: &str, created: u64) -> Option<GeminiToOpenAiStream> {
     speaks_gemini(route).then(|| GeminiToOpenAiStream::new(model, created))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests fail loudly")]
+mod tests {
+    use serde_json::{Value, json};
+    use sluice_config::{ProviderApi, ProviderKind, VertexLocation};
+
+    use super::error_body;
+
+    fn shaped(api: &ProviderApi, kind: ProviderKind, status: u16, body: &Value) -> Value {
+        let bytes = bytes::Bytes::from(body.to_string());
+        serde_json::from_slice(&error_body(api, kind, status, bytes)).unwrap()
+    }
+
+    #[test]
+    fn google_errors_are_read_in_the_shape_of_the_routes_protocol() {
+        let quota = json!({"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}});
+        let vertex = ProviderApi::Vertex(VertexLocation { project: "p".into(), region: "r".into() });
+        let gemini = shaped(&ProviderApi::GeminiNative, ProviderKind::OpenAi, 429, &quota);
+        assert_eq!(gemini["error"]["message"], "Quota exceeded");
+        assert_eq!(gemini["error"]["type"], "rate_limit_error");
+        let claude = shaped(&vertex, ProviderKind::Anthropic, 429, &quota);
+        assert_eq!(
+            claude,
+            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "Quota exceeded"}})
+        );
+        let anthropic = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+        assert_eq!(shaped(&vertex, ProviderKind::Anthropic, 529, &anthropic), anthropic, "Claude's own errors pass");
+        assert_eq!(shaped(&ProviderApi::Plain, ProviderKind::OpenAi, 429, &quota), quota);
+    }
 }
