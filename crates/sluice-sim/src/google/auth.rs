@@ -164,3 +164,41 @@ fn percent_decode(text: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+    use super::*;
+
+    fn jwt(header: &str, claims: &str) -> String {
+        format!("{}.{}.c2ln", URL_SAFE_NO_PAD.encode(header), URL_SAFE_NO_PAD.encode(claims))
+    }
+
+    fn form(assertion: &str) -> String {
+        format!("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion={assertion}")
+    }
+
+    #[test]
+    fn assertions_without_a_verified_signature_get_no_token() {
+        let auth = Auth::new(GoogleConfig::default());
+        let claims = r#"{"iss":"sa@p.iam.gserviceaccount.com","scope":"s","iat":100,"exp":200}"#;
+        let refused = |form: &str| auth.grant(form, 150, "t").unwrap_err().0;
+        assert_eq!(refused("grant_type=client_credentials"), "Invalid grant_type");
+        assert_eq!(refused(&form("not-a-jwt")), "Invalid JWT: not header.claims.signature");
+        assert_eq!(refused(&form(&jwt(r#"{"alg":"none"}"#, claims))), "Invalid JWT: alg must be RS256");
+        assert_eq!(refused(&form(&jwt(r#"{"alg":"RS256"}"#, claims))), "Invalid JWT Signature.", "unknown account");
+        assert_eq!(auth.issued(), 0);
+        assert!(!auth.token_ok(Some("ya29.sim-guess"), 150));
+    }
+
+    #[test]
+    fn keys_and_form_values_are_read_as_google_does() {
+        let open = Auth::new(GoogleConfig::default());
+        assert!(open.key_ok(Some("anything")) && !open.key_ok(Some(" ")) && !open.key_ok(None));
+        let strict = Auth::new(GoogleConfig { api_keys: vec!["AIza-1".into()], ..GoogleConfig::default() });
+        assert!(strict.key_ok(Some("AIza-1")) && !strict.key_ok(Some("AIza-2")));
+        assert_eq!(percent_decode("a%3Ab+c%2"), "a:b c%2");
+    }
+}
