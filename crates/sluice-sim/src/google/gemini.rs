@@ -14,7 +14,7 @@ use crate::admission::Cost;
 use crate::conn::ConnCtl;
 use crate::flow::{self, Prepared};
 use crate::pacer::{Render, data};
-use crate::sim::{Ask, Sim};
+use crate::sim::{Ask, Sim, Ticket};
 use crate::tools::ToolCall;
 
 /// Per-content overhead counted on top of its parts' text.
@@ -30,63 +30,55 @@ pub async fn generate(
     body: &[u8],
 ) -> Response {
     let ctl = ctl.map(|Extension(ctl)| ctl);
-    let prepared = match prepare(&sim, model, stream, headers, body) {
-        Ok(prepared) => prepared,
+    let (prepared, call) = match prepare(&sim, model, stream, headers, body) {
+        Ok(counted) => counted,
         Err(response) => return *response,
     };
-    let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let mut ticket = match flow::admit(&sim, ctl.as_ref(), &prepared.0, headers).await {
+    let mut ticket = match flow::admit(&sim, ctl.as_ref(), &prepared, headers).await {
         Ok(ticket) => ticket,
         Err(response) => return response,
     };
-    let (prepared, last_text) = prepared;
-    let call = tool_call(&request, &last_text);
     if let Some(call) = &call {
         ticket.output = call.tokens(&prepared.model.tokenizer);
     }
     let id = sim.request_id().trim_start_matches("req_").to_owned();
-    let flavor = prepared.model.flavor;
     if stream {
-        let snapshot = ticket.snapshot;
-        let render =
-            GeminiStream { id, input: prepared.input, cap: prepared.ask.cap, call, version: version(&prepared) };
+        let (flavor, snapshot) = (prepared.model.flavor, ticket.snapshot);
+        let (input, cap, version) = (prepared.input, prepared.ask.cap, version(&prepared));
+        let render = GeminiStream { id, input, cap, call, version };
         let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, render);
         return crate::respond::sse(&sim, flavor, Some(&snapshot), body);
     }
     flow::generate(&ticket).await;
-    let parts = match &call {
+    whole(&sim, &prepared, &ticket, &id, call.as_ref())
+}
+
+/// A non-streamed answer: the text (or the function call), its finish reason and usage.
+fn whole(sim: &Sim, prepared: &Prepared, ticket: &Ticket, id: &str, call: Option<&ToolCall>) -> Response {
+    let parts = match call {
         Some(call) => vec![function_call(call)],
         None => vec![json!({"text": crate::text::filler(ticket.output)})],
     };
-    let answer = response(
-        &id,
-        &version(&prepared),
-        parts,
-        Some(finish(ticket.output, prepared.ask.cap)),
-        usage(prepared.input, ticket.output),
-    );
+    let finish = Some(finish(ticket.output, prepared.ask.cap));
+    let answer = response(id, &version(prepared), parts, finish, usage(prepared.input, ticket.output));
     sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(ticket.output));
-    crate::respond::json(
-        &sim,
-        flavor,
-        Some(&ticket.snapshot),
-        StatusCode::OK,
-        serde_json::to_vec(&answer).unwrap_or_default(),
-    )
+    let body = serde_json::to_vec(&answer).unwrap_or_default();
+    crate::respond::json(sim, prepared.model.flavor, Some(&ticket.snapshot), StatusCode::OK, body)
 }
 
 fn version(prepared: &Prepared) -> String {
     prepared.model.config.name.clone()
 }
 
-/// Counts and prices the request; refusals in Google's words.
+/// Counts and prices the request and decides its function call; refusals in Google's
+/// words.
 fn prepare(
     sim: &Sim,
     name: &str,
     stream: bool,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<(Prepared, String), Box<Response>> {
+) -> Result<(Prepared, Option<ToolCall>), Box<Response>> {
     let Ok(request) = serde_json::from_slice::<Value>(body) else {
         return Err(Box::new(super::error(sim, 400, "Invalid JSON payload received.", "INVALID_ARGUMENT")));
     };
@@ -122,7 +114,8 @@ fn prepare(
     let last_text = contents.last().map(text_of).unwrap_or_default();
     let tenant = crate::text::tenant(headers, None);
     let marker = crate::text::marker(&last_text);
-    Ok((Prepared { model, ask, input, cached: 0, tenant, marker }, last_text))
+    let call = tool_call(&request, &last_text);
+    Ok((Prepared { model, ask, input, cached: 0, tenant, marker }, call))
 }
 
 fn parts_of(content: &Value) -> &[Value] {
