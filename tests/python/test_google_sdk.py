@@ -58,10 +58,13 @@ service_accounts = [{{ client_email = "{ACCOUNT}", public_key_pem = {json.dumps(
 """
 
 
-def gateway_config(sim_url: str, gemini_key_file: str, account_file: str) -> str:
+def gateway_config(sim_url: str, gemini_key_file: str, account_file: str, jobs_path: str) -> str:
     return f"""
 [server]
 listen = "127.0.0.1:0"
+
+[jobs]
+path = "{jobs_path}"
 
 [[providers]]
 name = "gemini"
@@ -121,7 +124,9 @@ def google(start_sim, processes) -> dict[str, str]:
     }
     account = processes.write("vertex-sa.json", json.dumps(info))
     gemini_key = processes.write("gemini-key", GEMINI_KEY)
-    config = processes.write("gateway-google.toml", gateway_config(sim_url, str(gemini_key), str(account)))
+    # Its own job store: the default file in the working directory belongs to one gateway.
+    jobs = gemini_key.parent / "google-jobs.redb"
+    config = processes.write("gateway-google.toml", gateway_config(sim_url, str(gemini_key), str(account), str(jobs)))
     url, _ = processes.launch(["serve", "--config", str(config)], prefix="sluice listening on ")
     return {"gateway": url, "sim": sim_url, "account": str(account)}
 
