@@ -35,6 +35,12 @@ enum Preset {
         rpm: u64,
         per_tpm: u64,
     },
+    /// The Gemini API's tiers: RPM, TPM counting input tokens only, RPD.
+    Gemini {
+        rpm: u64,
+        input_tpm: u64,
+        rpd: u64,
+    },
 }
 
 const PRESETS: &[(&str, Preset)] = &[
@@ -50,6 +56,9 @@ const PRESETS: &[(&str, Preset)] = &[
         Preset::Fixed { rpm: 10_000, tpm: None, input_tpm: Some(10_000_000), output_tpm: Some(2_000_000) },
     ),
     ("anthropic-tier-1-legacy", Preset::Fixed { rpm: 50, tpm: None, input_tpm: Some(40_000), output_tpm: Some(8_000) }),
+    ("gemini-free-flash", Preset::Gemini { rpm: 10, input_tpm: 250_000, rpd: 250 }),
+    ("gemini-tier-1-flash", Preset::Gemini { rpm: 1_000, input_tpm: 1_000_000, rpd: 10_000 }),
+    ("gemini-tier-1-pro", Preset::Gemini { rpm: 150, input_tpm: 2_000_000, rpd: 10_000 }),
 ];
 
 /// The names of every preset, for errors and docs.
@@ -88,6 +97,14 @@ impl Validator<'_> {
                     return Err(self.source.error(field, span, message));
                 };
                 fill(&mut limits.rpm, Some((tpm.saturating_mul(*rpm) / per_tpm).max(1)), &span);
+            }
+            Preset::Gemini { rpm, input_tpm, rpd } => {
+                // Gemini's TPM counts input tokens: an explicit `tpm` stands in for it.
+                fill(&mut limits.rpm, Some(*rpm), &span);
+                if limits.tpm.is_none() {
+                    fill(&mut limits.input_tpm, Some(*input_tpm), &span);
+                }
+                fill(&mut limits.rpd, Some(*rpd), &span);
             }
         }
         Ok(limits)

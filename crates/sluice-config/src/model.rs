@@ -50,6 +50,8 @@ pub enum SecretSource {
     /// A file holding a bearer token (an Entra ID access token) that an external agent
     /// refreshes: re-read when it changes.
     TokenFile(String),
+    /// A Google service-account key file (JSON): OAuth access tokens are minted from it.
+    ServiceAccount(String),
     /// No key (a local model server).
     None,
 }
@@ -79,6 +81,21 @@ pub enum ProviderApi {
     GeminiOpenAi,
     /// Azure OpenAI: the `api-key` header (or a bearer token from a token file).
     Azure(AzureSurface),
+    /// Gemini's native API: `{base_url}/v1beta/models/{model}:generateContent` (and
+    /// `:streamGenerateContent?alt=sse`), the key in `x-goog-api-key`.
+    GeminiNative,
+    /// Vertex AI: `{base_url}/v1/projects/{project}/locations/{region}/publishers/{google |
+    /// anthropic}/models/{model}:{verb}`, an OAuth access token as Bearer.
+    Vertex(VertexLocation),
+}
+
+/// Where a Vertex AI provider's models are served: one project's quota in one region.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VertexLocation {
+    /// The Google Cloud project id.
+    pub project: String,
+    /// The region (`us-central1`, `europe-west4`, or `global`).
+    pub region: String,
 }
 
 /// Which of Azure OpenAI's URL surfaces a provider is called on.

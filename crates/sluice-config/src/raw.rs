@@ -104,6 +104,10 @@ pub struct RawProvider {
     pub token_file: Option<Spanned<String>>,
     pub api_surface: Option<Spanned<String>>,
     pub api_version: Option<Spanned<String>>,
+    pub service_account_file: Option<Spanned<String>>,
+    pub project: Option<Spanned<String>>,
+    pub region: Option<Spanned<String>>,
+    pub publisher: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -6,6 +6,7 @@
 //! keys).
 
 mod cloud;
+mod google;
 mod process;
 mod routing;
 mod tenancy;

@@ -184,6 +184,17 @@ fn presets_fill_what_limits_leave_out_and_adaptive_settings_parse() {
         (false, OutputEstimate::Strict, None)
     );
     assert!(adaptive::preset_names().contains(&"anthropic-start"));
+    // Gemini tiers: RPM, input-only TPM and RPD; an explicit rpd wins.
+    let gemini = parse(&BASE.replacen(
+        "limits = { rpm = 500, tpm = 30000 }",
+        "preset = \"gemini-tier-1-flash\"\nlimits = { rpd = 500 }",
+        1,
+    ))
+    .unwrap();
+    assert_eq!(
+        amounts(&gemini),
+        [(Dimension::Requests, 1_000), (Dimension::InputTokens, 1_000_000), (Dimension::Requests, 500)]
+    );
 }
 
 #[test]
@@ -475,4 +486,80 @@ fn cloud_example_config_is_valid() {
             .map(|r| r.amount.get())
     };
     assert_eq!((rpm(0), rpm(1)), (Some(900), Some(500)), "derived from tpm; explicit wins");
+}
+
+#[test]
+fn gemini_native_and_vertex_providers_are_addressed_from_their_fields() {
+    let native = BASE.replacen("kind = \"openai\"", "kind = \"gemini\"\napi_surface = \"native\"", 1);
+    assert_eq!(parse(&native).unwrap().providers[0].api, ProviderApi::GeminiNative);
+    let vertex = |extra: &str| {
+        BASE.replacen(
+            "kind = \"openai\"",
+            &format!("kind = \"vertex\"\nproject = \"acme-ai\"\nregion = \"us-east5\"{extra}"),
+            1,
+        )
+        .replacen("api_key_env = \"OA_KEY\"", "service_account_file = \"/run/sa.json\"", 1)
+    };
+    let config = parse(&vertex("\npublisher = \"anthropic\"")).unwrap();
+    let location = sluice_config::VertexLocation { project: "acme-ai".into(), region: "us-east5".into() };
+    assert_eq!(config.providers[0].api, ProviderApi::Vertex(location));
+    assert_eq!(config.providers[0].kind, ProviderKind::Anthropic);
+    assert_eq!(config.providers[0].api_key, SecretSource::ServiceAccount("/run/sa.json".into()));
+    assert_eq!(parse(&vertex("")).unwrap().providers[0].kind, ProviderKind::OpenAi, "Gemini by default");
+}
+
+#[test]
+fn google_fields_are_refused_where_they_do_not_belong() {
+    let vertex = |extra: &str| {
+        BASE.replacen("kind = \"openai\"", &format!("kind = \"vertex\"{extra}"), 1).replacen(
+            "api_key_env = \"OA_KEY\"",
+            "service_account_file = \"/sa.json\"",
+            1,
+        )
+    };
+    let cases: [(String, &str, usize, &str); 6] = [
+        (vertex("\nregion = \"us-east5\""), "providers[0].project", 4, "needs project"),
+        (vertex("\nproject = \"p\"\nregion = \"us/east\""), "providers[0].region", 6, "letters, digits"),
+        (
+            vertex("\nproject = \"p\"\nregion = \"r\"\npublisher = \"meta\""),
+            "providers[0].publisher",
+            7,
+            "google or anthropic",
+        ),
+        (
+            BASE.replacen("kind = \"openai\"", "kind = \"vertex\"\nproject = \"p\"\nregion = \"r\"", 1),
+            "providers[0].api_key_env",
+            8,
+            "service_account_file",
+        ),
+        (
+            BASE.replacen("kind = \"openai\"", "kind = \"openai\"\nproject = \"p\"", 1),
+            "providers[0].project",
+            5,
+            "only for kind = \"vertex\"",
+        ),
+        (
+            BASE.replacen("kind = \"openai\"", "kind = \"gemini\"\napi_surface = \"grpc\"", 1),
+            "providers[0].api_surface",
+            5,
+            "openai or native",
+        ),
+    ];
+    for (text, field, line, words) in cases {
+        let err = parse(&text).unwrap_err();
+        assert_eq!((err.field.as_str(), err.line), (field, Some(line)), "{err}");
+        assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
+    }
+}
+
+#[test]
+fn google_example_configs_are_valid() {
+    let read =
+        |name: &str| std::fs::read_to_string(format!("{}/../../examples/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let gemini = parse(&read("gemini.toml")).unwrap();
+    assert_eq!(gemini.providers[0].api, ProviderApi::GeminiNative);
+    let vertex = parse(&read("vertex.toml")).unwrap();
+    assert!(matches!(vertex.providers[0].api, ProviderApi::Vertex(_)));
+    assert_eq!(vertex.providers[1].kind, ProviderKind::Anthropic);
+    assert_eq!(vertex.providers[1].api_key, SecretSource::ServiceAccount("/run/secrets/vertex-sa.json".into()));
 }

@@ -6,7 +6,7 @@ use serde_json::Value;
 use sluice_config::ProviderKind;
 use sluice_provider::{
     AnthropicToOpenAiStream, OpenAiToAnthropicStream, ParsedRequest, Protocol, StreamTap, TranslateError,
-    anthropic_to_openai_request, anthropic_to_openai_response, openai_to_anthropic_request,
+    anthropic_to_openai_request, anthropic_to_openai_response, openai_error_type, openai_to_anthropic_request,
     openai_to_anthropic_response, upstream_body,
 };
 
@@ -23,18 +23,6 @@ fn anthropic_error_type(status: u16) -> &'static str {
         429 => "rate_limit_error",
         529 | 503 => "overloaded_error",
         _ => "api_error",
-    }
-}
-
-/// OpenAI's error type for an HTTP status, when the provider named none.
-fn openai_error_type(status: u16) -> &'static str {
-    match status {
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        429 => "rate_limit_error",
-        500..=599 => "server_error",
-        _ => "invalid_request_error",
     }
 }
 
@@ -162,6 +150,8 @@ pub enum Pipe {
     ToOpenAi(AnthropicToOpenAiStream),
     /// OpenAI chunks out as Anthropic events.
     ToAnthropic(OpenAiToAnthropicStream),
+    /// A provider's own stream shape (Gemini's) decoded into OpenAI chunks, then piped on.
+    Decoded(Box<sluice_provider::GeminiToOpenAiStream>, Box<Pipe>),
 }
 
 impl Pipe {
@@ -171,6 +161,10 @@ impl Pipe {
             Self::Tap(tap) => tap.push(chunk),
             Self::ToOpenAi(t) => t.push(chunk),
             Self::ToAnthropic(t) => t.push(chunk),
+            Self::Decoded(decoder, inner) => {
+                let decoded = decoder.push(chunk);
+                inner.push(&decoded)
+            }
         }
     }
 
@@ -188,6 +182,12 @@ impl Pipe {
             }
             Self::ToOpenAi(t) => t.finish(),
             Self::ToAnthropic(t) => t.finish(),
+            Self::Decoded(decoder, inner) => {
+                let decoded = decoder.finish();
+                let mut tail = bytes::BytesMut::from(inner.push(&decoded).as_ref());
+                tail.extend_from_slice(&inner.end(interruption));
+                tail.freeze()
+            }
         }
     }
 
@@ -201,6 +201,7 @@ impl Pipe {
             }
             Self::ToOpenAi(t) => (t.usage(), None),
             Self::ToAnthropic(t) => (t.usage(), None),
+            Self::Decoded(_, inner) => inner.usage(),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+pub mod google;
 mod token_file;
 
 pub use token_file::Credential;
@@ -54,6 +55,16 @@ pub enum SecretError {
         /// The file.
         path: String,
     },
+    /// A service-account key file that cannot be used.
+    #[error("provider `{provider}`: service-account key `{path}` is unusable: {reason}")]
+    BadServiceAccount {
+        /// The provider.
+        provider: String,
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 /// Loads a provider's key, formatted for its auth header (`Bearer …` when `bearer`).
@@ -62,7 +73,7 @@ pub enum SecretError {
 /// When the variable or file is missing or empty, or the key is not a valid header value.
 pub fn load(provider: &str, source: &SecretSource, bearer: bool) -> Result<Option<ProviderKey>, SecretError> {
     let raw = match source {
-        SecretSource::None => return Ok(None),
+        SecretSource::None | SecretSource::ServiceAccount(_) => return Ok(None),
         SecretSource::Env(var) => std::env::var(var)
             .ok()
             .filter(|v| !v.trim().is_empty())

@@ -254,7 +254,9 @@ fn routes(
         .iter()
         .map(|d| {
             let provider = &config.providers[d.provider];
-            let bearer = provider.kind != ProviderKind::Anthropic && !matches!(provider.api, ProviderApi::Azure(_));
+            // Azure's `api-key` and Gemini's `x-goog-api-key` carry the bare key.
+            let bare = matches!(provider.api, ProviderApi::Azure(_) | ProviderApi::GeminiNative);
+            let bearer = provider.kind != ProviderKind::Anthropic && !bare;
             let key = secret::Credential::load(&provider.name, &provider.api_key, bearer)?;
             let tokenizer = match d.tokenizer {
                 Tokenizer::Auto => tokenizer_for_model(&d.model),

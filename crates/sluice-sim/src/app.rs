@@ -25,6 +25,13 @@ pub fn router(sim: Arc<Sim>) -> Router {
         .route("/v1/embeddings", post(crate::openai::embeddings::embeddings))
         .route("/v1/messages", post(crate::anthropic::messages))
         .route("/v1beta/openai/chat/completions", post(crate::cloud::gemini_chat))
+        .route("/v1beta/models/{*rest}", post(crate::google::gemini_native))
+        .route("/v1/models/{*rest}", post(crate::google::gemini_native))
+        .route(
+            "/v1/projects/{project}/locations/{region}/publishers/{publisher}/models/{*rest}",
+            post(crate::google::vertex),
+        )
+        .route("/token", post(crate::google::token))
         .route("/openai/v1/{*endpoint}", post(crate::cloud::azure_v1))
         .route("/openai/deployments/{deployment}/{*endpoint}", post(crate::cloud::azure_classic))
         .route("/v1/models", get(models))

@@ -39,6 +39,9 @@ pub struct SimConfig {
     /// The models served.
     #[serde(default)]
     pub models: Vec<ModelConfig>,
+    /// Google's credentials: Gemini API keys, service accounts for Vertex tokens.
+    #[serde(default)]
+    pub google: crate::google::auth::GoogleConfig,
 }
 
 fn one() -> f64 {
@@ -53,6 +56,7 @@ impl Default for SimConfig {
             latency: LatencyConfig::default(),
             faults: FaultConfig::default(),
             models: Vec::new(),
+            google: crate::google::auth::GoogleConfig::default(),
         }
     }
 }

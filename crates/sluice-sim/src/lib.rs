@@ -46,6 +46,7 @@ mod conn;
 pub mod errors;
 pub mod faults;
 mod flow;
+pub mod google;
 pub mod latency;
 pub mod limits;
 pub mod openai;

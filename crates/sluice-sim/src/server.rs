@@ -90,6 +90,12 @@ impl SimHandle {
         self.sim.stats()
     }
 
+    /// Google access tokens issued by `POST /token` so far.
+    #[must_use]
+    pub fn google_tokens_issued(&self) -> usize {
+        self.sim.google().auth.issued()
+    }
+
     /// Replaces a model's limits (a tier change), keeping what was used.
     ///
     /// # Errors

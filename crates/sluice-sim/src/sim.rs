@@ -123,6 +123,8 @@ pub struct Sim {
     seed: u64,
     /// Context each Responses response leaves behind (its input plus output), by id.
     contexts: Mutex<HashMap<String, u64>>,
+    /// Google's API keys, issued access tokens and Vertex project quotas.
+    google: crate::google::Google,
 }
 
 /// Most responses whose context is remembered; beyond, all are forgotten at once.
@@ -145,6 +147,7 @@ impl Sim {
             seq: AtomicU64::new(0),
             seed,
             contexts: Mutex::new(HashMap::new()),
+            google: crate::google::Google::new(&config.google),
         };
         *sim.epoch.lock() = sim.clock.elapsed();
         let now = sim.sim_now();
@@ -200,6 +203,12 @@ impl Sim {
         let mut all: Vec<_> = self.models.values().collect();
         all.sort_by(|a, b| a.config.name.cmp(&b.config.name));
         all
+    }
+
+    /// Google's credential checks and project quotas.
+    #[must_use]
+    pub fn google(&self) -> &crate::google::Google {
+        &self.google
     }
 
     /// A fresh request id.

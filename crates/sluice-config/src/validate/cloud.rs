@@ -12,25 +12,30 @@ impl Validator<'_> {
         let field = |f: &str| format!("providers[{i}].{f}");
         let kind = p.kind.get_ref().as_str();
         if kind != "azure" {
-            let azure_only =
-                [("api_surface", &p.api_surface), ("api_version", &p.api_version), ("token_file", &p.token_file)];
-            if let Some((name, Some(value))) = azure_only.into_iter().find(|(_, v)| v.is_some()) {
+            // Gemini has surfaces too; a Vertex token may come from a file an agent refreshes.
+            let surface = (kind != "gemini").then_some(("api_surface", &p.api_surface));
+            let token = (kind != "vertex").then_some(("token_file", &p.token_file));
+            let azure_only = [surface, Some(("api_version", &p.api_version)), token];
+            if let Some((name, Some(value))) = azure_only.into_iter().flatten().find(|(_, v)| v.is_some()) {
                 return Err(self.err(&field(name), value.span(), "only for kind = \"azure\""));
             }
         }
+        self.google_fields_belong(i, p)?;
         match kind {
-            "gemini" => self.gemini_base(i, p).map(|()| ProviderApi::GeminiOpenAi),
+            "gemini" => self.gemini_surface(i, p),
+            "vertex" => self.vertex_location(i, p).map(ProviderApi::Vertex),
             "azure" => self.azure_surface(i, p).map(ProviderApi::Azure),
             _ => Ok(ProviderApi::Plain),
         }
     }
 
-    /// Gemini's base URL is the host: sluice appends `/v1beta/openai/…` itself.
-    fn gemini_base(&self, i: usize, p: &RawProvider) -> Result<()> {
+    /// Gemini's base URL is the host: sluice appends `/v1beta/openai/…` (native:
+    /// `/v1beta/models/…`) itself.
+    pub(super) fn gemini_base(&self, i: usize, p: &RawProvider) -> Result<()> {
         let url = p.base_url.get_ref().trim_end_matches('/');
         if url.ends_with("/openai") || url.ends_with("/v1beta") || url.ends_with("/v1") {
-            let message =
-                "the host alone (e.g. https://generativelanguage.googleapis.com): sluice appends /v1beta/openai/";
+            let message = "the host alone (e.g. https://generativelanguage.googleapis.com): sluice appends \
+                           /v1beta/openai/ (or /v1beta/models/ on the native surface)";
             return Err(self.err(&format!("providers[{i}].base_url"), p.base_url.span(), message));
         }
         Ok(())

@@ -13,9 +13,10 @@ impl Validator<'_> {
         let kind = match p.kind.get_ref().as_str() {
             "openai" | "azure" | "gemini" => ProviderKind::OpenAi,
             "anthropic" => ProviderKind::Anthropic,
+            "vertex" => self.vertex_kind(i, p)?,
             "ollama" => ProviderKind::Ollama,
             other => {
-                let msg = format!("unknown kind `{other}` (openai, azure, gemini, anthropic, ollama)");
+                let msg = format!("unknown kind `{other}` (openai, azure, gemini, vertex, anthropic, ollama)");
                 return Err(self.err(&format!("providers[{i}].kind"), p.kind.span(), msg));
             }
         };
@@ -39,13 +40,16 @@ impl Validator<'_> {
             p.api_key_env.as_ref().map(|e| ("api_key_env", SecretSource::Env(e.get_ref().clone()), e.span())),
             p.api_key_file.as_ref().map(|f| ("api_key_file", SecretSource::File(f.get_ref().clone()), f.span())),
             p.token_file.as_ref().map(|f| ("token_file", SecretSource::TokenFile(f.get_ref().clone()), f.span())),
+            p.service_account_file
+                .as_ref()
+                .map(|f| ("service_account_file", SecretSource::ServiceAccount(f.get_ref().clone()), f.span())),
         ];
         let mut set = sources.into_iter().flatten();
         match (set.next(), set.next()) {
             (Some(_), Some((name, _, span))) => Err(self.err(
                 &format!("providers[{i}].{name}"),
                 span,
-                "set one of api_key_env, api_key_file and token_file, not several",
+                "set one of api_key_env, api_key_file, token_file and service_account_file, not several",
             )),
             (Some((_, source, _)), None) => Ok(source),
             (None, _) if kind == ProviderKind::Ollama => Ok(SecretSource::None),

@@ -29,6 +29,7 @@
 //! and a stream that stops short ends with the client's interruption event.
 
 mod error;
+mod gemini;
 mod image;
 mod json;
 mod mapping;
@@ -38,6 +39,7 @@ mod stream;
 mod tools;
 
 pub use error::TranslateError;
+pub use gemini::{gemini_error_to_openai, gemini_to_openai_response, openai_error_type, openai_to_gemini_request};
 pub use request::{anthropic_to_openai_request, openai_to_anthropic_request};
 pub use response::{anthropic_to_openai_response, openai_to_anthropic_response};
-pub use stream::{AnthropicToOpenAiStream, OpenAiToAnthropicStream};
+pub use stream::{AnthropicToOpenAiStream, GeminiToOpenAiStream, OpenAiToAnthropicStream};

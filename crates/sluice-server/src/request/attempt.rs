@@ -15,12 +15,13 @@ use sluice_quota::{Cost, Settlement};
 
 use super::admission::{self, Admitted, Mode};
 use super::context::Request;
+use super::google;
 use super::outbound::{self, Sent};
 use super::relay::{self, pass_through};
 use super::routing::{self, Next, Plan, RetryLimits};
 use super::settle::{SettleGuard, Terms};
 use crate::access::Line;
-use crate::crossing::Crossing;
+use crate::crossing::{Crossing, Pipe};
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::Hit;
 use crate::scrub;
@@ -148,14 +149,27 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         gateway.background.clone(),
     )
     .reporting_to(Arc::clone(req.access));
-    let body = match crossing.request_body(request, &route.model, req.profile.default_max_tokens, force_usage) {
+    let body = crossing
+        .request_body(request, &route.model, req.profile.default_max_tokens, force_usage)
+        .and_then(|body| google::request_body(route, upstream_protocol, body));
+    let body = match body {
         Ok(body) => body,
         Err(e) => {
             guard.settle(Settlement::default());
             return Attempt::Refused(untranslatable(route, &e));
         }
     };
-    let outgoing = outbound::build_upstream(route, upstream_protocol, req.headers, body, req.trace);
+    if let Err(e) = route.key.refresh(&gateway.upstream, gateway.clock.unix_seconds()).await {
+        // Never reached the provider: everything comes back.
+        guard.settle(Settlement::default());
+        tracing::warn!(deployment = %route.name, error = %e, "no access token for the provider");
+        gateway.metrics.upstream_failure(&route.counters.labels, "auth");
+        return Attempt::Failed {
+            class: ErrorClass::Auth,
+            error: GatewayError::UpstreamAuthFailed(route.name.to_string()),
+        };
+    }
+    let outgoing = outbound::build_upstream(route, (upstream_protocol, request.stream), req.headers, body, req.trace);
     let sent_at = gateway.clock.now();
     let Sent { response, deadline } = outbound::send(gateway, route, outgoing).await;
     req.access.answered(gateway.clock.now().since(sent_at));
@@ -176,7 +190,10 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     let created = gateway.clock.unix_seconds();
     if request.stream {
         let include_usage = request.client_wants_stream_usage;
-        let pipe = crossing.pipe(request.protocol, &request.model, force_usage, include_usage, created);
+        let mut pipe = crossing.pipe(request.protocol, &request.model, force_usage, include_usage, created);
+        if let Some(decoder) = google::stream_decoder(route, &request.model, created) {
+            pipe = Pipe::Decoded(Box::new(decoder), Box::new(pipe));
+        }
         let watch = relay::Watch::new(route, &gateway.streams);
         return Attempt::Done(relay::stream(response, guard, terms, pipe, watch));
     }
@@ -276,6 +293,7 @@ async fn buffered(
     let bytes = upstream::read_body(body, MAX_RESPONSE_BYTES, call.deadline)
         .await
         .map_err(|e| body_failure(call, e, "a response", MAX_RESPONSE_BYTES))?;
+    let bytes = google::response_body(call.route, bytes, client_model, created).map_err(|e| bad_response(call, &e))?;
     let terms = call.terms;
     let upstream_protocol = call.crossing.upstream(terms.protocol);
     let settlement = match usage_from_response(upstream_protocol, &bytes) {
@@ -285,18 +303,21 @@ async fn buffered(
     guard.settle(settlement);
     let body = match call.crossing.response_body(&bytes, client_model, created) {
         Ok(body) => body,
-        Err(e) => {
-            let route = call.route;
-            tracing::warn!(deployment = %route.name, error = %e, "could not translate a provider response");
-            call.req.gateway.metrics.upstream_failure(&route.counters.labels, "bad_response");
-            return Err((ErrorClass::Other, GatewayError::UpstreamBadResponse(route.name.to_string())));
-        }
+        Err(e) => return Err(bad_response(call, &e)),
     };
     let mut response = pass_through(parts.status, &parts.headers, Body::from(body));
     if call.crossing != Crossing::Same {
         response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     }
     Ok(response)
+}
+
+/// A success body that could not be translated for the client: logged, counted, a 502.
+fn bad_response(call: &Call<'_>, e: &sluice_provider::TranslateError) -> (ErrorClass, GatewayError) {
+    let route = call.route;
+    tracing::warn!(deployment = %route.name, error = %e, "could not translate a provider response");
+    call.req.gateway.metrics.upstream_failure(&route.counters.labels, "bad_response");
+    (ErrorClass::Other, GatewayError::UpstreamBadResponse(route.name.to_string()))
 }
 
 async fn provider_error(
@@ -337,6 +358,7 @@ async fn provider_error(
         gateway.metrics.upstream_failure(&route.counters.labels, "auth");
         return Attempt::Failed { class, error: GatewayError::UpstreamAuthFailed(route.name.to_string()) };
     }
+    let bytes = google::error_body(&route.api, route.kind, parts.status.as_u16(), bytes);
     let passed = passed_error(parts.status, &parts.headers, &bytes, call);
     if class.retryable() || class == ErrorClass::ContextLength {
         return Attempt::Failed { class, error: GatewayError::Upstream(Box::new(passed)) };

@@ -9,7 +9,8 @@
 //!    retry decision.
 //! 4. [`admission`]: price ([`admission::Quote`]), reserve or wait, or the refusal.
 //! 5. [`outbound`]: the proxied paths, the upstream request, the bounded send; the
-//!    upstream URL and authentication come from [`providers`], the provider seam.
+//!    upstream URL and authentication come from [`providers`], the provider seam
+//!    ([`google`]: Gemini's native wire shape and Vertex AI).
 //! 6. [`relay`]: the provider's answer to the client, streams chunk by chunk.
 //! 7. [`settle`]: the terms a reservation is settled on, and the guard that settles it.
 //!
@@ -20,6 +21,7 @@
 mod admission;
 mod attempt;
 mod context;
+mod google;
 mod inbound;
 mod outbound;
 mod providers;

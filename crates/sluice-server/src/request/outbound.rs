@@ -23,16 +23,17 @@ pub fn endpoint_path(protocol: Protocol) -> &'static str {
     }
 }
 
-/// The request `route` is sent: `body` in `protocol`, with the deployment's key, the
-/// client's Anthropic version and beta flags, and the trace's `traceparent`.
+/// The request `route` is sent: `body` in `protocol` (`stream`ed or not), with the
+/// deployment's key, the client's Anthropic version and beta flags, and the trace's
+/// `traceparent`.
 pub fn build_upstream(
     route: &Route,
-    protocol: Protocol,
+    (protocol, stream): (Protocol, bool),
     client_headers: &HeaderMap,
     body: Vec<u8>,
     trace: &Trace,
 ) -> http::Request<Full<Bytes>> {
-    let uri = super::providers::upstream_url(route, endpoint_path(protocol));
+    let uri = super::providers::upstream_url(route, endpoint_path(protocol), stream);
     let mut builder = http::Request::post(uri)
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::USER_AGENT, concat!("sluice/", env!("CARGO_PKG_VERSION")))

@@ -9,6 +9,7 @@
 //! | Gemini (OpenAI-compatible) | `{base_url}/v1beta/openai/chat/completions` | `Authorization: Bearer` |
 //! | Azure classic | `{base_url}/openai/deployments/{azure_deployment}/chat/completions?api-version=…` | `api-key` or Bearer token file |
 //! | Azure v1 | `{base_url}/openai/v1/chat/completions` | `api-key` or Bearer token file |
+//! | Gemini native, Vertex AI | see [`google`](super::google) | `x-goog-api-key`; OAuth Bearer |
 
 use axum::http::{HeaderMap, HeaderValue};
 use sluice_config::{AzureSurface, ProviderApi, ProviderKind};
@@ -17,8 +18,9 @@ use sluice_provider::ProviderFlavor;
 use crate::secret::Credential;
 use crate::state::Route;
 
-/// The upstream URL of `endpoint` (a proxied path such as `/v1/chat/completions`) on `route`.
-pub fn upstream_url(route: &Route, endpoint: &str) -> String {
+/// The upstream URL of `endpoint` (a proxied path such as `/v1/chat/completions`) on
+/// `route`; `stream` picks Google's streaming verb.
+pub fn upstream_url(route: &Route, endpoint: &str, stream: bool) -> String {
     let base = &route.base_url;
     // Every proxied path starts with `/v1`; the cloud surfaces put their own prefix there.
     let rest = endpoint.strip_prefix("/v1").unwrap_or(endpoint);
@@ -30,6 +32,7 @@ pub fn upstream_url(route: &Route, endpoint: &str) -> String {
             let deployment = route.azure_deployment.as_deref().unwrap_or(&route.model);
             format!("{base}/openai/deployments/{deployment}{rest}?api-version={api_version}")
         }
+        ProviderApi::GeminiNative | ProviderApi::Vertex(_) => super::google::url(route, stream).unwrap_or_default(),
     }
 }
 
@@ -43,8 +46,11 @@ pub fn auth_headers(route: &Route, client_headers: &HeaderMap) -> Vec<(&'static 
         headers.push((key_header(route), key.header().clone()));
     }
     if route.kind == ProviderKind::Anthropic {
-        let version = client_headers.get("anthropic-version").cloned();
-        headers.push(("anthropic-version", version.unwrap_or(HeaderValue::from_static("2023-06-01"))));
+        // Vertex takes Claude's version in the body.
+        if !matches!(route.api, ProviderApi::Vertex(_)) {
+            let version = client_headers.get("anthropic-version").cloned();
+            headers.push(("anthropic-version", version.unwrap_or(HeaderValue::from_static("2023-06-01"))));
+        }
         if let Some(beta) = client_headers.get("anthropic-beta") {
             headers.push(("anthropic-beta", beta.clone()));
         }
@@ -54,8 +60,9 @@ pub fn auth_headers(route: &Route, client_headers: &HeaderMap) -> Vec<(&'static 
 
 fn key_header(route: &Route) -> &'static str {
     match (&route.api, &route.key) {
-        (_, Credential::Refreshed(_)) => "authorization",
+        (_, Credential::Refreshed(_) | Credential::Minted(_)) => "authorization",
         (ProviderApi::Azure(_), _) => "api-key",
+        (ProviderApi::GeminiNative, _) => "x-goog-api-key",
         _ if route.kind == ProviderKind::Anthropic => "x-api-key",
         _ => "authorization",
     }
@@ -68,7 +75,7 @@ fn key_header(route: &Route) -> &'static str {
 pub fn error_flavor(kind: ProviderKind, api: &ProviderApi) -> ProviderFlavor {
     match (api, kind) {
         (ProviderApi::Azure(_), _) => ProviderFlavor::Azure,
-        (ProviderApi::GeminiOpenAi, _) => ProviderFlavor::Gemini,
+        (ProviderApi::GeminiOpenAi | ProviderApi::GeminiNative | ProviderApi::Vertex(_), _) => ProviderFlavor::Gemini,
         (ProviderApi::Plain, ProviderKind::OpenAi) => ProviderFlavor::OpenAi,
         (ProviderApi::Plain, ProviderKind::Anthropic) => ProviderFlavor::Anthropic,
         (ProviderApi::Plain, ProviderKind::Ollama) => ProviderFlavor::Ollama,

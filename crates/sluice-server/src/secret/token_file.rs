@@ -22,6 +22,8 @@ pub enum Credential {
     Fixed(ProviderKey),
     /// A bearer token kept fresh in a file.
     Refreshed(TokenFile),
+    /// OAuth access tokens minted from a Google service-account key.
+    Minted(Box<super::google::ServiceAccount>),
 }
 
 impl Credential {
@@ -32,6 +34,9 @@ impl Credential {
     pub fn load(provider: &str, source: &SecretSource, bearer: bool) -> Result<Self, SecretError> {
         match source {
             SecretSource::TokenFile(path) => TokenFile::open(provider, path).map(Self::Refreshed),
+            SecretSource::ServiceAccount(path) => {
+                super::google::ServiceAccount::open(provider, path).map(|account| Self::Minted(Box::new(account)))
+            }
             _ => Ok(load(provider, source, bearer)?.map_or(Self::None, Self::Fixed)),
         }
     }
@@ -43,6 +48,23 @@ impl Credential {
             Self::None => None,
             Self::Fixed(key) => Some(key.clone()),
             Self::Refreshed(file) => Some(file.current()),
+            Self::Minted(account) => account.current(),
+        }
+    }
+
+    /// Makes sure a minted credential holds a token good at `now_unix` (a no-op for the
+    /// others).
+    ///
+    /// # Errors
+    /// When a token was due and could not be minted.
+    pub async fn refresh(
+        &self,
+        upstream: &crate::upstream::Upstream,
+        now_unix: u64,
+    ) -> Result<(), super::google::MintError> {
+        match self {
+            Self::Minted(account) => account.refresh(upstream, now_unix).await,
+            _ => Ok(()),
         }
     }
 }

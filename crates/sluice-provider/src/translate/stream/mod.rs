@@ -13,6 +13,7 @@
 //! fabricated ending.
 
 mod framer;
+mod from_gemini;
 mod to_anthropic;
 mod to_openai;
 
@@ -23,6 +24,7 @@ use self::framer::Framer;
 use crate::sse::Event;
 use crate::tap::MAX_HELD_EVENT_BYTES;
 
+pub use self::from_gemini::GeminiToOpenAiStream;
 pub use self::to_anthropic::OpenAiToAnthropicStream;
 pub use self::to_openai::AnthropicToOpenAiStream;
 

@@ -12,7 +12,7 @@ use crate::sse::Event;
 use crate::usage::{RawUsage, Usage};
 
 /// What a client gets when the upstream stream breaks off (the gateway relay's wording).
-const INTERRUPTION: &[u8] = b"data: {\"error\":{\"message\":\"the provider's stream was interrupted\",\"type\":\"stream_interrupted\",\"code\":\"upstream_stream_interrupted\"}}\n\n";
+pub(super) const INTERRUPTION: &[u8] = b"data: {\"error\":{\"message\":\"the provider's stream was interrupted\",\"type\":\"stream_interrupted\",\"code\":\"upstream_stream_interrupted\"}}\n\n";
 /// The id used if the upstream never sent `message_start`.
 const FALLBACK_ID: &str = "chatcmpl-sluice";
 

@@ -1,0 +1,28 @@
+//! Google's Gemini `generateContent` wire shape (the Gemini API and Vertex AI speak the
+//! same body) under the OpenAI chat shape: a deployment on a Gemini native upstream is
+//! treated as OpenAI-speaking by the rest of the gateway, and this layer rewrites the
+//! OpenAI chat body on its way up and the answer on its way back. An Anthropic client
+//! reaches Gemini through both layers (messages → chat → Gemini, and back).
+//!
+//! | OpenAI chat | Gemini |
+//! |---|---|
+//! | `system`/`developer` messages | `systemInstruction.parts[].text` |
+//! | `user` / `assistant` messages | `contents[]` with role `user` / `model` |
+//! | text and `image_url` (`data:` URL) parts | `text` and `inlineData` parts |
+//! | `assistant.tool_calls[]` | `functionCall` parts |
+//! | `tool` messages | `functionResponse` parts of a `user` turn |
+//! | `tools[].function` | `tools[0].functionDeclarations[]` (`parametersJsonSchema`) |
+//! | `tool_choice` | `toolConfig.functionCallingConfig` (`AUTO`, `NONE`, `ANY`) |
+//! | `max_tokens`, `temperature`, `top_p`, `stop`, `seed`, penalties, JSON `response_format` | `generationConfig` |
+//! | `finish_reason` | `finishReason` (`STOP`, `MAX_TOKENS`, safety reasons → `content_filter`) |
+//! | `usage` | `usageMetadata` (thinking tokens count as output, cached tokens as cached input) |
+//!
+//! Refused with the field named: `n > 1`, `logprobs`, `logit_bias`, audio, http(s) image
+//! URLs (Gemini takes inline bytes or its own file URIs), legacy `functions`.
+
+mod request;
+mod response;
+
+pub use request::openai_to_gemini_request;
+pub(crate) use response::{finish_reason, is_thought, openai_usage_of, tool_call};
+pub use response::{gemini_error_to_openai, gemini_to_openai_response, openai_error_type};

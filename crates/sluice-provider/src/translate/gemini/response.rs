@@ -1,0 +1,185 @@
+//! Gemini answers → OpenAI chat shapes: the non-stream response, its usage and finish
+//! reason (shared with the stream translator), and Google's error envelope.
+
+use serde_json::{Map, Value, json};
+
+use super::super::TranslateError;
+use super::super::json::{self, Object};
+
+/// Translates a Gemini `GenerateContentResponse` into an OpenAI chat completion answering
+/// as `model` (the name the client asked for), created at `created` (Unix seconds).
+///
+/// Text parts are joined (thought summaries, `thought: true`, are left out); `functionCall`
+/// parts become `tool_calls` (ids `call_{index}` unless Gemini named one); `usageMetadata`
+/// becomes `usage`.
+///
+/// # Errors
+/// When the body is not a JSON object.
+pub fn gemini_to_openai_response(body: &[u8], model: &str, created: u64) -> Result<Vec<u8>, TranslateError> {
+    let response = json::parse_body(body)?;
+    let candidate = first_candidate(&response);
+    let parts = candidate.and_then(|c| c.get("content")?.get("parts")?.as_array()).map_or(&[][..], Vec::as_slice);
+    let text: String = parts.iter().filter(|p| !is_thought(p)).filter_map(|p| p.get("text")?.as_str()).collect();
+    let calls: Vec<Value> = parts.iter().filter_map(|p| p.get("functionCall")).enumerate().map(tool_call).collect();
+    let mut message = Map::new();
+    message.insert("role".into(), Value::from("assistant"));
+    message
+        .insert("content".into(), if text.is_empty() && !calls.is_empty() { Value::Null } else { Value::from(text) });
+    let blocked = candidate.is_none() && response.get("promptFeedback").and_then(|f| f.get("blockReason")).is_some();
+    let reason = candidate.and_then(|c| c.get("finishReason")).and_then(Value::as_str);
+    let finish = if blocked { "content_filter" } else { finish_reason(reason, !calls.is_empty()) };
+    if !calls.is_empty() {
+        message.insert("tool_calls".into(), Value::Array(calls));
+    }
+    let id = response.get("responseId").and_then(Value::as_str).unwrap_or("sluice");
+    let mut out = json!({
+        "id": format!("chatcmpl-{id}"), "object": "chat.completion", "created": created, "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": null}],
+    });
+    if let Some(usage) = response.get("usageMetadata") {
+        out["usage"] = openai_usage_of(usage);
+    }
+    Ok(json::to_vec(&out))
+}
+
+fn first_candidate(response: &Object) -> Option<&Value> {
+    response.get("candidates")?.as_array()?.first()
+}
+
+pub(crate) fn is_thought(part: &Value) -> bool {
+    part.get("thought").and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// A `functionCall` part (the `index`-th of its answer) as an OpenAI tool call.
+pub(crate) fn tool_call((index, call): (usize, &Value)) -> Value {
+    let id = call.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{index}"), str::to_owned);
+    let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
+    let arguments = call.get("args").map_or_else(|| "{}".to_owned(), Value::to_string);
+    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+}
+
+/// Gemini `finishReason` → OpenAI `finish_reason`: `MAX_TOKENS` → `length`; the safety
+/// family (`SAFETY`, `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`,
+/// `IMAGE_SAFETY`) → `content_filter`; a stop with function calls → `tool_calls`; anything
+/// else → `stop`.
+pub(crate) fn finish_reason(reason: Option<&str>, called: bool) -> &'static str {
+    match reason {
+        Some("MAX_TOKENS") => "length",
+        Some("SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY") => {
+            "content_filter"
+        }
+        _ if called => "tool_calls",
+        _ => "stop",
+    }
+}
+
+/// `usageMetadata` as an OpenAI `usage`: thinking tokens are output (Gemini bills them as
+/// such), cached content is the cached part of the prompt.
+pub(crate) fn openai_usage_of(usage: &Value) -> Value {
+    let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+    let prompt = count("promptTokenCount").saturating_add(count("toolUsePromptTokenCount"));
+    let thoughts = count("thoughtsTokenCount");
+    let completion = count("candidatesTokenCount").saturating_add(thoughts);
+    json!({
+        "prompt_tokens": prompt, "completion_tokens": completion,
+        "total_tokens": prompt.saturating_add(completion),
+        "prompt_tokens_details": {"cached_tokens": count("cachedContentTokenCount")},
+        "completion_tokens_details": {"reasoning_tokens": thoughts},
+    })
+}
+
+/// A Google error body (`{"error": {"code", "message", "status"}}`, possibly wrapped in a
+/// one-element list) as an OpenAI error body: Google's message, its status name as the
+/// `code`, an OpenAI error type for the HTTP status. A body that is no Google error keeps
+/// its text as the message.
+#[must_use]
+pub fn gemini_error_to_openai(status: u16, body: &[u8]) -> Vec<u8> {
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    let error = parsed.as_ref().and_then(|v| match v {
+        Value::Array(items) => items.first()?.get("error"),
+        other => other.get("error"),
+    });
+    let field = |name: &str| error.and_then(|e| e.get(name)).and_then(Value::as_str).map(str::to_owned);
+    let message = field("message").unwrap_or_else(|| {
+        let text = String::from_utf8_lossy(body).trim().chars().take(2_000).collect::<String>();
+        if text.is_empty() { format!("the provider answered {status}") } else { text }
+    });
+    let kind = openai_error_type(status);
+    json::to_vec(&json!({"error": {"message": message, "type": kind, "param": null, "code": field("status")}}))
+}
+
+/// OpenAI's error type for an HTTP status, when the provider named none.
+#[must_use]
+pub fn openai_error_type(status: u16) -> &'static str {
+    match status {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        500..=599 => "server_error",
+        _ => "invalid_request_error",
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests fail loudly")]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn translate(body: &Value) -> Value {
+        serde_json::from_slice(&gemini_to_openai_response(body.to_string().as_bytes(), "flash", 7).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn text_usage_and_thinking_tokens_carry_over() {
+        let body = json!({
+            "responseId": "r1",
+            "candidates": [{"content": {"role": "model", "parts": [{"text": "plan", "thought": true}, {"text": "Hel"}, {"text": "lo"}]}, "finishReason": "MAX_TOKENS"}],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 4, "thoughtsTokenCount": 6, "cachedContentTokenCount": 8, "totalTokenCount": 20}
+        });
+        let out = translate(&body);
+        assert_eq!(out["id"], "chatcmpl-r1");
+        assert_eq!(out["choices"][0]["message"]["content"], "Hello", "thought summaries stay out");
+        assert_eq!(out["choices"][0]["finish_reason"], "length");
+        assert_eq!(out["usage"]["completion_tokens"], 10, "thinking tokens are output");
+        assert_eq!(out["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
+        let usage = crate::usage_from_response(crate::Protocol::OpenAiChat, out.to_string().as_bytes()).unwrap();
+        assert_eq!((usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens), (10, 10, 8));
+    }
+
+    #[test]
+    fn function_calls_become_tool_calls() {
+        let body = json!({"candidates": [{"content": {"parts": [{"functionCall": {"name": "weather", "args": {"city": "Oslo"}}}]}, "finishReason": "STOP"}]});
+        let out = translate(&body);
+        assert_eq!(out["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(out["choices"][0]["message"]["content"], Value::Null);
+        let call = &out["choices"][0]["message"]["tool_calls"][0];
+        assert_eq!(call["function"]["name"], "weather");
+        assert_eq!(
+            serde_json::from_str::<Value>(call["function"]["arguments"].as_str().unwrap()).unwrap(),
+            json!({"city": "Oslo"})
+        );
+        let blocked = translate(&json!({"promptFeedback": {"blockReason": "SAFETY"}}));
+        assert_eq!(blocked["choices"][0]["finish_reason"], "content_filter");
+    }
+
+    #[test]
+    fn google_errors_read_as_openai_errors() {
+        let body = br#"{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}"#;
+        let out: Value = serde_json::from_slice(&gemini_error_to_openai(429, body)).unwrap();
+        assert_eq!(
+            out["error"],
+            json!({"message": "Quota exceeded", "type": "rate_limit_error", "param": null, "code": "RESOURCE_EXHAUSTED"})
+        );
+        let listed: Value = serde_json::from_slice(&gemini_error_to_openai(
+            400,
+            format!("[{}]", std::str::from_utf8(body).unwrap()).as_bytes(),
+        ))
+        .unwrap();
+        assert_eq!(listed["error"]["message"], "Quota exceeded");
+        let html: Value = serde_json::from_slice(&gemini_error_to_openai(502, b"<html>bad</html>")).unwrap();
+        assert_eq!(html["error"]["message"], "<html>bad</html>");
+    }
+}
