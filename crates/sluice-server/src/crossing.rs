@@ -191,6 +191,15 @@ impl Pipe {
         }
     }
 
+    /// The id of the Responses API response streamed (same protocol only), once named.
+    #[must_use]
+    pub fn response_id(&self) -> Option<&str> {
+        match self {
+            Self::Tap(tap) => tap.response_id(),
+            Self::ToOpenAi(_) | Self::ToAnthropic(_) => None,
+        }
+    }
+
     /// The usage seen, in the upstream's terms, and (same protocol only) the content events.
     #[must_use]
     pub fn usage(&self) -> (Option<sluice_provider::Usage>, Option<u64>) {

@@ -26,6 +26,7 @@ pub mod metrics;
 mod oplog;
 pub mod queue;
 pub mod ratelimit_headers;
+mod remembered;
 mod request;
 mod retry;
 mod scrub;

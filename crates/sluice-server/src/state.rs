@@ -137,6 +137,8 @@ pub struct Gateway {
     pub tasks: std::collections::HashSet<String>,
     /// The operation log (idempotency): process state, kept across reloads.
     pub oplog: Arc<crate::oplog::OpLog>,
+    /// The Responses API's remembered responses: process state, kept across reloads.
+    pub responses: Arc<crate::remembered::Responses>,
     /// Ends the streams still running when the shutdown grace is over.
     pub streams: crate::streams::StreamCut,
     /// Work a request leaves behind (a remote settlement, the breaker's pause): tracked
@@ -197,6 +199,7 @@ impl Gateway {
             upstream_timeout: config.server.upstream_timeout,
             metrics,
             oplog: Arc::new(crate::oplog::from_config(config, Arc::clone(&clock))),
+            responses: Arc::new(crate::remembered::from_config(config, Arc::clone(&clock))),
             tasks: config.models.iter().filter_map(|m| m.degrade_to.as_ref()).flat_map(|d| d.tasks.clone()).collect(),
             clock,
             store,
@@ -224,6 +227,7 @@ impl Gateway {
     pub fn keep_learned(&mut self, old: &Gateway, config: &Config) {
         // `[server]` and `[store]` need a restart: operations in the log stay known.
         self.oplog = Arc::clone(&old.oplog);
+        self.responses = Arc::clone(&old.responses);
         // Streams started on the old gateway and on this one end together at shutdown.
         self.streams = old.streams.clone();
         // Shutdown waits for the background work of every gateway built since start.

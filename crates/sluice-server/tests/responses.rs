@@ -161,22 +161,88 @@ async fn chat_and_responses_share_the_deployments_buckets() {
     Arc::into_inner(env).unwrap().shutdown().await;
 }
 
+/// The policy with a profile reserving 200,000 tokens for an unknown continued context, on
+/// a deployment whose TPM bucket holds 100,000 (such a reservation can never fit), and a
+/// second tenant.
+fn continuation_policy() -> String {
+    let other = format!(
+        "\n[[tenants]]\nname = \"globex\"\n\n[[keys]]\nid = \"globex-key\"\ntenant = \"globex\"\nsha256 = \"{}\"\n",
+        sha(OTHER_KEY)
+    );
+    policy("rpm = 1000, tpm = 100000")
+        .replace("default_max_tokens = 256", "default_max_tokens = 256\ncontext_reserve_tokens = 200000")
+        + &other
+}
+
+const OTHER_KEY: &str = "sk-test-other-tenant";
+
+/// A continuation of `previous` by `key` on `url`: its status and body.
+async fn continue_on(http: &reqwest::Client, url: &str, key: &str, previous: &Value, stream: bool) -> (u16, String) {
+    let mut body = responses("fast", 10, 50);
+    body["previous_response_id"] = previous.clone();
+    body["stream"] = stream.into();
+    let response = http.post(format!("{url}/v1/responses")).bearer_auth(key).json(&body).send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_continued_response_reserves_the_profiles_context_figure() {
-    // The deployment's TPM bucket holds 100,000; the profile reserves 200,000 for the
-    // context a `previous_response_id` adds, so such a request can never fit, while the
-    // same request without it is served.
-    let policy = policy("rpm = 1000, tpm = 100000")
-        .replace("default_max_tokens = 256", "default_max_tokens = 256\ncontext_reserve_tokens = 200000");
-    let env = start(sim(1_000, 1_000_000, 20), &policy).await;
-    let (status, _, body) = env.post("/v1/responses", KEY, &responses("fast", 10, 50)).await;
-    assert_eq!(status, 200, "{body}");
-    let mut continued = responses("fast", 10, 50);
-    continued["previous_response_id"] = body["id"].clone();
-    let (status, _, body) = env.post("/v1/responses", KEY, &continued).await;
-    assert_eq!(status, 400, "{body}");
-    assert_eq!(body["error"]["code"], "request_exceeds_limit");
-    assert!(body["error"]["estimated_input_tokens"].as_u64().unwrap() > 200_000, "{body}");
-    assert_eq!(env.sim.stats().requests, 1);
+async fn a_continued_response_reserves_the_context_it_continues_or_the_profiles_figure() {
+    let env = start(sim(1_000, 1_000_000, 20), &continuation_policy()).await;
+    let url = env.gateway.url();
+    let (status, _, first) = env.post("/v1/responses", KEY, &responses("fast", 10, 50)).await;
+    assert_eq!(status, 200, "{first}");
+    // Known: the context it left (~50 tokens) is reserved, not the profile's 200,000.
+    let (status, text) = continue_on(&env.http, &url, KEY, &first["id"], false).await;
+    assert_eq!(status, 200, "{text}");
+    // Streamed, and continued in turn: a stream's response is remembered too.
+    let second: Value = serde_json::from_str(&text).unwrap();
+    let (status, text) = continue_on(&env.http, &url, KEY, &second["id"], true).await;
+    assert_eq!(status, 200, "{text}");
+    let created = text.split("\n\n").next().unwrap().lines().nth(1).unwrap().trim_start_matches("data: ");
+    let third: Value = serde_json::from_str(created).unwrap();
+    let (status, text) = continue_on(&env.http, &url, KEY, &third["response"]["id"], false).await;
+    assert_eq!(status, 200, "{text}");
+    // Unknown to sluice (and another tenant's id is unknown to that tenant): the profile's
+    // figure is reserved, which never fits.
+    for (key, id) in [(KEY, json!("resp_unknown")), (OTHER_KEY, first["id"].clone())] {
+        let (status, text) = continue_on(&env.http, &url, key, &id, false).await;
+        assert_eq!(status, 400, "{text}");
+        let body: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(body["error"]["code"], "request_exceeds_limit");
+        assert!(body["error"]["estimated_input_tokens"].as_u64().unwrap() > 200_000, "{body}");
+    }
+    assert_eq!(env.sim.stats().requests, 4);
     env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_instance_on_one_redis_knows_the_context_a_response_left() {
+    let redis = sluice_redis::local::LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    let sim = sluice_sim::SimProvider::start(sim(1_000, 1_000_000, 20)).await.unwrap();
+    let store = format!("[store]\nkind = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"\n", redis.url());
+    let config = common::config(&sim, &store, &continuation_policy());
+    let mut gateways = Vec::new();
+    for _ in 0..2 {
+        let quota = sluice_server::store::from_config(&config.store, Arc::new(sluice_quota::SystemClock::new()));
+        gateways.push(sluice_server::Running::start(&config, quota, "127.0.0.1:0".parse().unwrap()).await.unwrap());
+    }
+    let http = reqwest::Client::new();
+    let first = http
+        .post(format!("{}/v1/responses", gateways[0].url()))
+        .bearer_auth(KEY)
+        .json(&responses("fast", 10, 50))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200);
+    let first: Value = first.json().await.unwrap();
+    // The other instance reserves what the first one remembered: served, not refused.
+    let (status, text) = continue_on(&http, &gateways[1].url(), KEY, &first["id"], false).await;
+    assert_eq!(status, 200, "{text}");
+    let (status, _) = continue_on(&http, &gateways[1].url(), OTHER_KEY, &first["id"], false).await;
+    assert_eq!(status, 400, "another tenant's continuation reserves the profile's figure");
+    for gateway in gateways {
+        gateway.shutdown().await;
+    }
+    sim.shutdown().await;
 }

@@ -265,11 +265,16 @@ async fn buffered(
         .map_err(|e| body_failure(call, e, "a response", MAX_RESPONSE_BYTES))?;
     let terms = call.terms;
     let upstream_protocol = call.crossing.upstream(terms.protocol);
-    let settlement = match usage_from_response(upstream_protocol, &bytes) {
+    let usage = usage_from_response(upstream_protocol, &bytes);
+    let settlement = match usage {
         Some(usage) => terms.settlement(usage),
         None => terms.sent_unanswered(),
     };
     guard.settle(settlement);
+    if let Some(memo) = &terms.memo {
+        // Before the client has the id, so its continuation finds the record.
+        memo.record_body(&bytes, usage.as_ref()).await;
+    }
     let body = match call.crossing.response_body(&bytes, client_model, created) {
         Ok(body) => body,
         Err(e) => {

@@ -26,4 +26,7 @@ pub struct Request<'a> {
     pub trace: &'a Trace,
     /// The client's rate-limit headers, told of each reservation made.
     pub early: Option<&'a Early>,
+    /// The context remembered of the response this one continues (`previous_response_id`);
+    /// `None` when it continues none or one sluice does not know.
+    pub hidden_context: Option<u64>,
 }

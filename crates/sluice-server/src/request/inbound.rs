@@ -18,6 +18,7 @@ use crate::error::{Envelope, ErrorResponse, GatewayError};
 use crate::metrics::Outcome;
 use crate::oplog::{self, Begin, Fingerprint, OpId, OpLog, Stored};
 use crate::ratelimit_headers::Early;
+use crate::remembered::ResponseKey;
 use crate::state::{Caller, Gateway};
 use crate::trace::{self, Trace};
 
@@ -96,7 +97,18 @@ pub async fn forward(
         return Served::refused(GatewayError::UnknownModel(request.model.clone()));
     };
     let task = task_of(headers, &request);
-    let attempt = Request { gateway, caller, request: &request, profile, task: task.as_deref(), headers, trace, early };
+    let hidden_context = hidden_context(gateway, caller, &request).await;
+    let attempt = Request {
+        gateway,
+        caller,
+        request: &request,
+        profile,
+        task: task.as_deref(),
+        headers,
+        trace,
+        early,
+        hidden_context,
+    };
     once_only(&attempt, protocol).await.unwrap_or_else(Served::refused)
 }
 
@@ -164,6 +176,15 @@ fn replay(stored: Stored) -> Response<Body> {
     }
     response.headers_mut().insert("x-sluice-idempotent-replay", HeaderValue::from_static("true"));
     response
+}
+
+/// The context remembered of the response `request` continues, if sluice relayed it for
+/// the caller's tenant and saw its usage. A store that cannot answer makes it unknown (the
+/// profile's conservative figure is reserved instead).
+async fn hidden_context(gateway: &Gateway, caller: &Caller, request: &ParsedRequest) -> Option<u64> {
+    let id = request.body.get("previous_response_id")?.as_str()?;
+    let key = ResponseKey { tenant: Arc::clone(&caller.tenant), id: id.to_owned() };
+    gateway.responses.recall(&key).await.ok().flatten()?.context
 }
 
 /// The task a request declares: the `x-sluice-task` header, else `metadata.task`.

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::adaptive::Adaptive;
 use crate::queue::DeploymentQueue;
+use crate::remembered::Memo;
 
 /// A reservation admission made, and the terms it is settled on.
 #[derive(Debug)]
@@ -31,6 +32,8 @@ pub struct Terms {
     pub kind: ProviderKind,
     /// How the deployment's provider counts output against its limits.
     pub output_counting: OutputCounting,
+    /// Responses API: remembers what the answer leaves behind for continuations.
+    pub memo: Option<Memo>,
 }
 
 impl Terms {
