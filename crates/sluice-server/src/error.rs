@@ -165,7 +165,7 @@ pub enum GatewayError {
         /// The new file's bytes.
         size: u64,
     },
-    /// No job, file or batch with this id belongs to the caller's tenant (another tenant's
+    /// No job, file, batch or response with this id belongs to the caller's tenant (another tenant's
     /// id gets this too, so ids do not reveal what exists).
     #[error("no such {}", .0.noun())]
     NotFound(Stored),
@@ -199,7 +199,7 @@ pub enum GatewayError {
     Upstream(Box<axum::response::Response>),
     /// No endpoint at this path.
     #[error(
-        "sluice serves no {method} {path}; its API is /v1/chat/completions, /v1/embeddings, /v1/messages, /v1/models, /v1/jobs, /v1/files and /v1/batches"
+        "sluice serves no {method} {path}; its API is /v1/chat/completions, /v1/responses, /v1/embeddings, /v1/messages, /v1/models, /v1/jobs, /v1/files and /v1/batches"
     )]
     UnknownRoute {
         /// The request's method.
@@ -226,6 +226,8 @@ pub enum Stored {
     File,
     /// A batch.
     Batch,
+    /// A stored Responses API response.
+    Response,
 }
 
 impl Stored {
@@ -234,6 +236,7 @@ impl Stored {
             Self::Job => "job",
             Self::File => "file",
             Self::Batch => "batch",
+            Self::Response => "response",
         }
     }
 
@@ -242,6 +245,7 @@ impl Stored {
             Self::Job => "job_not_found",
             Self::File => "file_not_found",
             Self::Batch => "batch_not_found",
+            Self::Response => "response_not_found",
         }
     }
 }

@@ -24,10 +24,12 @@ mod labels;
 mod metered;
 pub mod metrics;
 mod oplog;
+mod passthrough;
 pub mod queue;
 pub mod ratelimit_headers;
 mod remembered;
 mod request;
+mod responses_api;
 mod retry;
 mod scrub;
 mod secret;
@@ -175,6 +177,10 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route(path(Protocol::OpenAiChat), post(chat).route_layer(proxied.clone()))
         .route(path(Protocol::OpenAiResponses), post(responses).route_layer(proxied.clone()))
+        .route("/v1/responses/input_tokens", post(responses_api::input_tokens))
+        .route("/v1/responses/{id}", get(responses_api::retrieve).delete(responses_api::delete))
+        .route("/v1/responses/{id}/cancel", post(responses_api::cancel))
+        .route("/v1/responses/{id}/input_items", get(responses_api::input_items))
         .route(path(Protocol::OpenAiEmbeddings), post(embeddings).route_layer(proxied.clone()))
         .route(path(Protocol::AnthropicMessages), post(messages).route_layer(proxied.clone()))
         // Azure OpenAI's client shapes: the deployment in the path names a model profile.

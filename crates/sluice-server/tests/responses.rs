@@ -246,3 +246,86 @@ async fn every_instance_on_one_redis_knows_the_context_a_response_left() {
     }
     sim.shutdown().await;
 }
+
+/// `method` on `path` with `key`: status and JSON body.
+async fn call(env: &Env, method: reqwest::Method, path: &str, key: &str) -> (u16, Value) {
+    let url = format!("{}{path}", env.gateway.url());
+    let response = env.http.request(method, url).bearer_auth(key).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_response_is_read_listed_and_deleted_by_its_tenant_only() {
+    let env = start(sim(1_000, 1_000_000, 20), &continuation_policy()).await;
+    let (status, _, created) = env.post("/v1/responses", KEY, &responses("fast", 10, 50)).await;
+    assert_eq!(status, 200, "{created}");
+    let id = created["id"].as_str().unwrap();
+    let (status, read) = call(&env, reqwest::Method::GET, &format!("/v1/responses/{id}"), KEY).await;
+    assert_eq!((status, &read["id"], &read["status"]), (200, &created["id"], &json!("completed")), "{read}");
+    let (status, items) = call(&env, reqwest::Method::GET, &format!("/v1/responses/{id}/input_items"), KEY).await;
+    assert_eq!(status, 200, "{items}");
+    assert_eq!(items["object"], "list");
+    assert_eq!(items["data"][0]["role"], "user");
+    // Another tenant, and an id sluice never relayed, get the same 404.
+    let (status, theirs) = call(&env, reqwest::Method::GET, &format!("/v1/responses/{id}"), OTHER_KEY).await;
+    let (unknown_status, unknown) = call(&env, reqwest::Method::GET, "/v1/responses/resp_nope", KEY).await;
+    assert_eq!((status, unknown_status), (404, 404));
+    assert_eq!(theirs["error"]["code"], "response_not_found");
+    assert_eq!(theirs["error"]["message"], unknown["error"]["message"]);
+    let (status, _) = call(&env, reqwest::Method::DELETE, &format!("/v1/responses/{id}"), OTHER_KEY).await;
+    assert_eq!(status, 404, "another tenant cannot delete it");
+    let (status, deleted) = call(&env, reqwest::Method::DELETE, &format!("/v1/responses/{id}"), KEY).await;
+    assert_eq!((status, &deleted["deleted"]), (200, &json!(true)), "{deleted}");
+    let (status, _) = call(&env, reqwest::Method::GET, &format!("/v1/responses/{id}"), KEY).await;
+    assert_eq!(status, 404, "forgotten once deleted");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_responses_are_polled_and_cancelled_as_requests() {
+    let policy = continuation_policy()
+        .replace("name = \"globex\"", "name = \"globex\"\nlimits = { rpm = 2, burst_seconds = 60 }");
+    let env = start(sim(1_000, 1_000_000, 20), &policy).await;
+    let mut background = responses("fast", 10, 50);
+    background["background"] = true.into();
+    let (status, _, queued) = env.post("/v1/responses", KEY, &background).await;
+    assert_eq!((status, &queued["status"]), (200, &json!("queued")), "{queued}");
+    let id = queued["id"].as_str().unwrap();
+    let (status, done) = call(&env, reqwest::Method::GET, &format!("/v1/responses/{id}"), KEY).await;
+    assert_eq!((status, &done["status"]), (200, &json!("completed")), "{done}");
+    // The poll taught sluice the context it left: its continuation is served, not refused
+    // for the profile's 200,000-token figure.
+    let (status, text) = continue_on(&env.http, &env.gateway.url(), KEY, &queued["id"], false).await;
+    assert_eq!(status, 200, "{text}");
+    let (_, _, other) = env.post("/v1/responses", KEY, &background).await;
+    let cancel = format!("/v1/responses/{}/cancel", other["id"].as_str().unwrap());
+    let (status, cancelled) = call(&env, reqwest::Method::POST, &cancel, KEY).await;
+    assert_eq!((status, &cancelled["status"]), (200, &json!("cancelled")), "{cancelled}");
+    // Each poll is one request on the caller's limits: globex may make 2 a minute.
+    let (_, _, theirs) = env.post("/v1/responses", OTHER_KEY, &background).await;
+    let path = format!("/v1/responses/{}", theirs["id"].as_str().unwrap());
+    let (status, _) = call(&env, reqwest::Method::GET, &path, OTHER_KEY).await;
+    assert_eq!(status, 200);
+    let (status, refused) = call(&env, reqwest::Method::GET, &path, OTHER_KEY).await;
+    assert_eq!(status, 429, "{refused}");
+    assert_eq!(refused["error"]["gateway_decision"], "rejected_before_send");
+    assert_eq!(refused["error"]["scope"], "tenant");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_tokens_are_sluices_own_estimate_with_the_continued_context() {
+    let env = start(sim(1_000, 1_000_000, 20), &continuation_policy()).await;
+    let (status, _, counted) = env.post("/v1/responses/input_tokens", KEY, &responses("fast", 40, 50)).await;
+    assert_eq!(status, 200, "{counted}");
+    assert_eq!(counted["object"], "response.input_tokens");
+    let own = counted["input_tokens"].as_u64().unwrap();
+    assert!(own > 40 && own < 200, "{counted}");
+    let mut continued = responses("fast", 40, 50);
+    continued["previous_response_id"] = "resp_unknown".into();
+    let (_, _, counted) = env.post("/v1/responses/input_tokens", KEY, &continued).await;
+    assert_eq!(counted["input_tokens"].as_u64().unwrap(), own + 200_000, "the profile's figure for an unknown id");
+    assert_eq!(env.sim.stats().requests, 0, "nothing reached the provider");
+    env.shutdown().await;
+}

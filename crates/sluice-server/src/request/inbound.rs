@@ -181,7 +181,7 @@ fn replay(stored: Stored) -> Response<Body> {
 /// The context remembered of the response `request` continues, if sluice relayed it for
 /// the caller's tenant and saw its usage. A store that cannot answer makes it unknown (the
 /// profile's conservative figure is reserved instead).
-async fn hidden_context(gateway: &Gateway, caller: &Caller, request: &ParsedRequest) -> Option<u64> {
+pub(crate) async fn hidden_context(gateway: &Gateway, caller: &Caller, request: &ParsedRequest) -> Option<u64> {
     let id = request.body.get("previous_response_id")?.as_str()?;
     let key = ResponseKey { tenant: Arc::clone(&caller.tenant), id: id.to_owned() };
     gateway.responses.recall(&key).await.ok().flatten()?.context

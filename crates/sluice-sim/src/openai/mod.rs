@@ -8,6 +8,7 @@ pub mod response;
 pub mod responses;
 pub mod responses_body;
 pub mod responses_request;
+pub mod responses_store;
 pub mod stream;
 pub mod tools;
 
