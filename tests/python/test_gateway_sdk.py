@@ -343,3 +343,50 @@ def test_openai_responses_chained_by_previous_response_id(gateway: str) -> None:
     assert second.usage is not None and second.output_text
     # The provider charges the earlier turn as input; sluice passes the chain through.
     assert second.usage.input_tokens > first.usage.total_tokens
+
+
+def test_openai_responses_retrieve_input_items_delete_and_cancel(gateway: str) -> None:
+    client = oa(gateway)
+    first = client.responses.create(model="fast-chat", input="Keep this.", max_output_tokens=20)
+    read = client.responses.retrieve(first.id)
+    assert read.id == first.id and read.status == "completed" and read.output_text == first.output_text
+    items = client.responses.input_items.list(first.id)
+    assert [item.role for item in items.data] == ["user"]
+    # Another tenant's key is told the response does not exist, as for an unknown id.
+    with pytest.raises(openai.NotFoundError) as caught:
+        oa(gateway, TIGHT_KEY).responses.retrieve(first.id)
+    assert error_fields(caught.value)["code"] == "response_not_found"
+    client.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(first.id)
+
+    queued = client.responses.create(model="fast-chat", input="Later.", max_output_tokens=20, background=True)
+    assert queued.status == "queued"
+    assert client.responses.cancel(queued.id).status == "cancelled"
+    assert client.responses.retrieve(queued.id).status == "cancelled"
+
+
+def test_openai_responses_tool_call_and_its_output_in_a_second_turn(gateway: str) -> None:
+    client = oa(gateway)
+    tools = [
+        {
+            "type": "function",
+            "name": "lookup",
+            "description": "Looks a word up.",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+        }
+    ]
+    first = client.responses.create(
+        model="fast-chat", input="call-tool:lookup please", tools=tools, max_output_tokens=50
+    )
+    call = first.output[0]
+    assert call.type == "function_call" and call.name == "lookup", first.output
+    second = client.responses.create(
+        model="fast-chat",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "a gateway"}],
+        tools=tools,
+        max_output_tokens=20,
+    )
+    assert second.output_text and second.usage is not None
+    assert second.usage.input_tokens > first.usage.total_tokens
