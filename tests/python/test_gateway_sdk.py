@@ -275,11 +275,21 @@ def test_anthropic_count_tokens_is_answered_by_the_gateway_for_one_request(gatew
     assert error_fields(caught.value)["param"] == "messages"
 
 
+def test_legacy_completions_are_served_and_an_unlisted_endpoint_is_refused(gateway: str) -> None:
+    reply = oa(gateway).completions.create(model="fast-chat", prompt="Say hi", max_tokens=20)
+    assert reply.choices[0].text and reply.usage is not None and reply.usage.completion_tokens == 7
+    with pytest.raises(openai.NotFoundError) as caught:
+        oa(gateway).images.generate(model="fast-chat", prompt="a lighthouse")
+    fields = error_fields(caught.value)
+    assert fields["code"] == "endpoint_not_served" and "/v1/images/generations" in fields["message"]
+    assert caught.value.response.headers["x-should-retry"] == "false"
+
+
 def test_an_endpoint_sluice_does_not_serve_is_a_structured_404(gateway: str) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
-        oa(gateway).completions.create(model="fast-chat", prompt="hi")
+        oa(gateway).get("/nothing-here", cast_to=object)
     fields = error_fields(caught.value)
-    assert fields["code"] == "unknown_route" and "/v1/completions" in fields["message"]
+    assert fields["code"] == "unknown_route" and "/v1/nothing-here" in fields["message"]
     assert caught.value.response.headers["x-should-retry"] == "false"
     with pytest.raises(anthropic.NotFoundError) as caught:
         claude(gateway).post("/v1/complete", cast_to=object, body={"model": "smart-chat", "prompt": "hi"})

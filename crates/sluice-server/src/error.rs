@@ -77,6 +77,16 @@ pub enum GatewayError {
         /// The deployment that would have served it.
         deployment: String,
     },
+    /// An OpenAI endpoint this gateway does not serve for the request (not listed in the
+    /// profile's `passthrough`, no model profile named, or a deployment that is not
+    /// OpenAI's): refused rather than sent past admission.
+    #[error("sluice does not serve {path} {why}")]
+    EndpointNotServed {
+        /// The path, cut to [`SHOWN_PATH_CHARS`].
+        path: String,
+        /// Why, e.g. "for model `fast`: add \"images\" to its passthrough".
+        why: String,
+    },
     /// A limit refuses now; retry later.
     #[error("rate limit `{}` reached for {}; retry later", .0.limiter, .0.scope)]
     RateLimited(Box<RateLimitInfo>),
@@ -293,9 +303,11 @@ impl GatewayError {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             Self::BodyTimedOut => StatusCode::REQUEST_TIMEOUT,
-            Self::UnknownModel(_) | Self::UnknownRoute { .. } | Self::NotFound(_) | Self::JobsDisabled => {
-                StatusCode::NOT_FOUND
-            }
+            Self::UnknownModel(_)
+            | Self::UnknownRoute { .. }
+            | Self::NotFound(_)
+            | Self::JobsDisabled
+            | Self::EndpointNotServed { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RateLimited(_) | Self::LoginThrottled(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::StoreUnavailable | Self::ShuttingDown | Self::JobStoreUnavailable { .. } => {
@@ -343,6 +355,7 @@ impl GatewayError {
             Self::IdempotencyStreamCompleted => ("conflict", "idempotency_stream_completed"),
             Self::ClassNotAllowed { .. } => ("permission_error", "class_not_allowed"),
             Self::UnknownRoute { .. } => ("not_found_error", "unknown_route"),
+            Self::EndpointNotServed { .. } => ("not_found_error", "endpoint_not_served"),
             Self::MethodNotAllowed { .. } => ("invalid_request_error", "method_not_allowed"),
             Self::NotFound(what) => ("invalid_request_error", what.code()),
             Self::JobsDisabled => ("invalid_request_error", "jobs_disabled"),

@@ -182,6 +182,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/responses/{id}/cancel", post(responses_api::cancel))
         .route("/v1/responses/{id}/input_items", get(responses_api::input_items))
         .route(path(Protocol::OpenAiEmbeddings), post(embeddings).route_layer(proxied.clone()))
+        .route(path(Protocol::OpenAiCompletions), post(completions).route_layer(proxied.clone()))
         .route(path(Protocol::AnthropicMessages), post(messages).route_layer(proxied.clone()))
         // Azure OpenAI's client shapes: the deployment in the path names a model profile.
         .route("/openai/deployments/{deployment}/chat/completions", post(azure_chat).route_layer(proxied.clone()))
@@ -219,6 +220,10 @@ async fn chat(State(state): State<AppState>, request: Request) -> Response {
 
 async fn responses(State(state): State<AppState>, request: Request) -> Response {
     request::handle(state.current(), Protocol::OpenAiResponses, request).await
+}
+
+async fn completions(State(state): State<AppState>, request: Request) -> Response {
+    request::handle(state.current(), Protocol::OpenAiCompletions, request).await
 }
 
 async fn embeddings(State(state): State<AppState>, request: Request) -> Response {

@@ -5,17 +5,25 @@
 //! scrubbed from it. Admission (one request on the caller's path and the deployment) is
 //! the caller's: see [`crate::metered::run_upstream`].
 
+mod model;
+
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
+use axum::response::IntoResponse as _;
 use bytes::Bytes;
 use http_body_util::Full;
+use sluice_config::{Passthrough, ProviderKind};
 
-use crate::error::GatewayError;
-use crate::request::{auth_headers, pass_through, upstream_url};
+use crate::AppState;
+use crate::auth::authenticate;
+use crate::error::{Envelope, ErrorResponse, GatewayError, shown_path};
+use crate::metered;
+use crate::request::{auth_headers, pass_through, read_body, upstream_url};
 use crate::scrub;
-use crate::state::{Gateway, Route};
+use crate::state::{Gateway, Profile, Route};
 use crate::trace::Trace;
 use crate::upstream::{self, UpstreamError};
+use model::{model_of, with_model};
 
 /// Largest answer read from such a call (an image or audio answer included).
 const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
@@ -100,4 +108,100 @@ pub async fn send(gateway: &Gateway, route: &Route, call: Call, trace: &Trace) -
         scrub::scrub_bytes(&bytes, key.as_ref().and_then(|k| k.secret()))
     };
     Ok(Answer { status: parts.status, headers: parts.headers, body })
+}
+
+/// OpenAI API paths (their first segment after `/v1/`) sluice never passes through: they
+/// hold state across calls (assistants, threads), open other transports (realtime), or
+/// have no model to route by. Refused with a 404 `endpoint_not_served`.
+const NEVER_SERVED: [&str; 8] =
+    ["assistants", "threads", "evals", "containers", "realtime", "videos", "chatkit", "organization"];
+
+/// The header naming the model profile of a request whose body names none.
+pub const MODEL_HEADER: &str = "x-sluice-model";
+
+/// What sluice does with an OpenAI path it has no route for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// A family a profile may pass through.
+    Listed(Passthrough),
+    /// An OpenAI endpoint never passed through.
+    Never,
+}
+
+/// The family of `path`, when it is an OpenAI API path (`/v1/<family>…`).
+#[must_use]
+pub fn family_of(path: &str) -> Option<Family> {
+    let first = path.strip_prefix("/v1/")?.split('/').next()?;
+    if let Some(listed) = Passthrough::named(first).filter(|p| *p != Passthrough::Completions) {
+        return Some(Family::Listed(listed));
+    }
+    NEVER_SERVED.contains(&first).then_some(Family::Never)
+}
+
+/// The primary deployment of `profile`, when it serves `family`.
+///
+/// # Errors
+/// 404 `endpoint_not_served` when the profile does not list `family`, or its deployment
+/// is not OpenAI's.
+pub fn allowed<'g>(
+    gateway: &'g Gateway,
+    profile: &Profile,
+    family: Passthrough,
+    path: &str,
+) -> Result<&'g Route, GatewayError> {
+    let route = &gateway.deployments[profile.deployment];
+    let why = if !profile.passthrough.contains(&family) {
+        format!("for model `{}`: its profile does not list \"{}\" in passthrough", profile.name, family.name())
+    } else if route.kind != ProviderKind::OpenAi {
+        format!("for model `{}`: its deployment `{}` is not an OpenAI one", profile.name, route.name)
+    } else {
+        return Ok(route);
+    };
+    Err(GatewayError::EndpointNotServed { path: shown_path(path), why })
+}
+
+/// Any OpenAI path without a route of its own: passed through under admission when the
+/// model profile it names lists its family, else refused with a 404 naming the path.
+/// Paths that are not OpenAI's get the 404 `unknown_route`.
+pub async fn serve(state: &AppState, request: axum::extract::Request, family: Family) -> Response<Body> {
+    let gateway = state.current();
+    let trace = Trace::from_headers(request.headers());
+    let mut response = match relay(&gateway, request, family, &trace).await {
+        Ok(response) => response,
+        Err(error) => ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: trace.id.clone() }.into_response(),
+    };
+    crate::trace::stamp(response.headers_mut(), &trace.id);
+    response
+}
+
+async fn relay(
+    gateway: &Gateway,
+    request: axum::extract::Request,
+    family: Family,
+    trace: &Trace,
+) -> Result<Response<Body>, GatewayError> {
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path().to_owned();
+    let caller = authenticate(gateway, &parts.headers)?;
+    let Family::Listed(family) = family else {
+        let why = "(it is not offered through sluice)".to_owned();
+        return Err(GatewayError::EndpointNotServed { path: shown_path(&path), why });
+    };
+    let bytes = read_body(body, gateway.max_body_bytes).await?;
+    let Some(named) = model_of(&parts.headers, &bytes, parts.uri.query()) else {
+        let why = format!("without a model profile: name one in `model` or the {MODEL_HEADER} header");
+        return Err(GatewayError::EndpointNotServed { path: shown_path(&path), why });
+    };
+    let profile = gateway.profiles.get(named.as_str()).ok_or_else(|| GatewayError::UnknownModel(named.clone()))?;
+    let route = allowed(gateway, profile, family, &path)?;
+    let call = Call {
+        method: parts.method.clone(),
+        body: with_model(&parts.headers, bytes, &named, &route.model),
+        endpoint: path,
+        query: parts.uri.query().map(str::to_owned),
+        content_type: parts.headers.get(header::CONTENT_TYPE).cloned(),
+    };
+    let answer = metered::run_upstream(gateway, caller, route.scope, send(gateway, route, call, trace)).await?;
+    crate::request::count(gateway, Some(profile.deployment), answer.status);
+    Ok(answer.into_response())
 }

@@ -49,6 +49,8 @@ pub struct Profile {
     pub default_max_tokens: u64,
     /// Input reserved for a Responses request's unseen context (`previous_response_id`).
     pub context_reserve_tokens: u64,
+    /// The other OpenAI endpoints served for it (`passthrough`).
+    pub passthrough: Vec<sluice_config::Passthrough>,
     /// Ordered fallbacks.
     pub fallbacks: Vec<sluice_config::Fallback>,
     /// Degradation of simple work.
@@ -181,6 +183,7 @@ impl Gateway {
                     deployment: m.deployment,
                     default_max_tokens: m.default_max_tokens,
                     context_reserve_tokens: m.context_reserve_tokens,
+                    passthrough: m.passthrough.clone(),
                     fallbacks: m.fallbacks.clone(),
                     degrade: m.degrade_to.clone(),
                 };

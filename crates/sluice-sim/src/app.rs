@@ -29,6 +29,8 @@ pub fn router(sim: Arc<Sim>) -> Router {
         .route("/v1/responses/{id}/cancel", post(crate::openai::responses_store::cancel))
         .route("/v1/responses/{id}/input_items", get(crate::openai::responses_store::items))
         .route("/v1/embeddings", post(crate::openai::embeddings::embeddings))
+        .route("/v1/completions", post(crate::openai::completions::completions))
+        .route("/v1/moderations", post(crate::openai::completions::moderations))
         .route("/v1/messages", post(crate::anthropic::messages))
         .route("/v1beta/openai/chat/completions", post(crate::cloud::gemini_chat))
         .route("/openai/v1/{*endpoint}", post(crate::cloud::azure_v1))

@@ -75,7 +75,7 @@ impl StreamTap {
     /// for Anthropic, whose usage events are part of the protocol.
     #[must_use]
     pub fn new(protocol: Protocol, hide_usage_chunk: bool) -> Self {
-        let hide_usage_chunk = hide_usage_chunk && protocol == Protocol::OpenAiChat;
+        let hide_usage_chunk = hide_usage_chunk && protocol.is_openai_chunks();
         Self {
             protocol,
             hide_usage_chunk,
@@ -163,7 +163,9 @@ impl StreamTap {
             return;
         };
         match self.protocol {
-            Protocol::OpenAiChat => openai::event(text, hide_usage, &mut self.outcome, out),
+            Protocol::OpenAiChat | Protocol::OpenAiCompletions => {
+                openai::event(text, hide_usage, &mut self.outcome, out);
+            }
             Protocol::AnthropicMessages => {
                 anthropic::event(text, &mut self.outcome);
                 out.extend_from_slice(event);

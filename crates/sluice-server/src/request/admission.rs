@@ -383,13 +383,14 @@ pub fn hit_labels(route: &Route) -> Hit {
 const SLOT_RETRY: Duration = Duration::from_secs(1);
 
 /// Chat and messages requests cross between OpenAI and Anthropic deployments (translated);
-/// embeddings have no Anthropic counterpart, and Responses requests are not translated.
+/// embeddings and legacy completions have no Anthropic counterpart, and Responses requests
+/// are not translated.
 fn check_endpoint(request: &ParsedRequest, route: &Route) -> Result<(), GatewayError> {
     if route.kind != ProviderKind::Anthropic {
         return Ok(());
     }
     match request.protocol {
-        Protocol::OpenAiEmbeddings => {
+        Protocol::OpenAiEmbeddings | Protocol::OpenAiCompletions => {
             Err(GatewayError::WrongEndpoint { model: request.model.clone(), endpoint: "/v1/messages" })
         }
         Protocol::OpenAiResponses => {

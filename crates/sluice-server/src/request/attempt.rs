@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Response, StatusCode};
-use sluice_provider::{ErrorClass, Phase, Protocol, classify_with_hints, usage_from_response};
+use sluice_provider::{ErrorClass, Phase, classify_with_hints, usage_from_response};
 use sluice_quota::{Cost, Settlement};
 
 use super::admission::{self, Admitted, Mode};
@@ -128,7 +128,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     }
     let crossing = Crossing::of(request.protocol, route.kind);
     let upstream_protocol = crossing.upstream(request.protocol);
-    let force_usage = request.stream && upstream_protocol == Protocol::OpenAiChat && !request.client_wants_stream_usage;
+    let force_usage = request.stream && upstream_protocol.is_openai_chunks() && !request.client_wants_stream_usage;
     let guard = SettleGuard::new(
         Arc::clone(&gateway.store),
         terms.id,

@@ -8,6 +8,7 @@ use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use axum::response::IntoResponse as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Limited};
+use sluice_config::Passthrough;
 use sluice_provider::{ParsedRequest, Protocol, parse_request};
 
 use super::attempt::{self, Served};
@@ -96,6 +97,11 @@ pub async fn forward(
     let Some(profile) = gateway.profiles.get(request.model.as_str()) else {
         return Served::refused(GatewayError::UnknownModel(request.model.clone()));
     };
+    if protocol == Protocol::OpenAiCompletions
+        && let Err(error) = crate::passthrough::allowed(gateway, profile, Passthrough::Completions, "/v1/completions")
+    {
+        return Served::refused(error);
+    }
     let task = task_of(headers, &request);
     let hidden_context = hidden_context(gateway, caller, &request).await;
     let attempt = Request {

@@ -1,6 +1,7 @@
 //! The OpenAI shape: `POST /v1/chat/completions` and `POST /v1/responses` (plain and SSE),
 //! and `POST /v1/embeddings`.
 
+pub mod completions;
 pub mod embeddings;
 pub mod errors;
 pub mod request;
