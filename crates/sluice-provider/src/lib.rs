@@ -49,7 +49,8 @@ pub use request::{MAX_NESTING_DEPTH, ParsedRequest, parse_request};
 pub use rewrite::upstream_body;
 pub use tap::{MAX_HELD_EVENT_BYTES, StreamOutcome, StreamTap};
 pub use translate::{
-    AnthropicToOpenAiStream, OpenAiToAnthropicStream, TranslateError, anthropic_to_openai_request,
-    anthropic_to_openai_response, openai_to_anthropic_request, openai_to_anthropic_response,
+    AnthropicToOpenAiStream, AnthropicToResponsesStream, OpenAiToAnthropicStream, TranslateError,
+    anthropic_to_openai_request, anthropic_to_openai_response, anthropic_to_responses_response,
+    openai_to_anthropic_request, openai_to_anthropic_response, responses_to_anthropic_request,
 };
 pub use usage::{Usage, usage_from_response};

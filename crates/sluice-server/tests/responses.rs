@@ -1,5 +1,5 @@
 //! `POST /v1/responses` through the gateway against the strict simulated provider: served
-//! and settled plain and streamed, validated, refused for Anthropic deployments, and
+//! and settled plain and streamed, validated, translated for Anthropic deployments, and
 //! admitted on the same buckets as chat (mixed traffic never makes the provider 429).
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
@@ -93,17 +93,38 @@ async fn a_response_is_served_with_the_providers_usage_plain_and_streamed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_input_and_anthropic_deployments_are_refused_by_name() {
+async fn bad_input_is_refused_by_name() {
     let env = start(sim(1_000, 1_000_000, 20), &policy("rpm = 1000, tpm = 1000000")).await;
     let (status, _, body) = env.post("/v1/responses", KEY, &json!({"model": "fast", "input": []})).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["param"], "input");
-    let (status, _, body) = env.post("/v1/responses", KEY, &responses("claude", 4, 10)).await;
-    assert_eq!(status, 400, "{body}");
-    assert_eq!(body["error"]["code"], "wrong_endpoint");
-    let message = body["error"]["message"].as_str().unwrap();
-    assert!(message.contains("`claude`") && message.contains("`sim-claude`"), "{message}");
     assert_eq!(env.sim.stats().requests, 0, "nothing reached the provider");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anthropic_deployment_answers_responses_translated_both_ways() {
+    let env = start(sim(1_000, 1_000_000, 20), &policy("rpm = 1000, tpm = 1000000")).await;
+    let (status, _, body) = env.post("/v1/responses", KEY, &responses("claude", 10, 40)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["object"].as_str(), body["model"].as_str()), (Some("response"), Some("claude")));
+    assert!(body["output"][0]["content"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{body}");
+    assert!(body["usage"]["output_tokens"].as_u64().unwrap() > 0);
+    let mut streamed = responses("claude", 10, 40);
+    streamed["stream"] = true.into();
+    let url = format!("{}/v1/responses", env.gateway.url());
+    let response = env.http.post(url).bearer_auth(KEY).json(&streamed).send().await.unwrap();
+    let text = response.text().await.unwrap();
+    assert!(text.starts_with("event: response.created\n"), "{text}");
+    let last = text.trim_end().rsplit("\n\n").next().unwrap();
+    assert!(last.starts_with("event: response.completed\n"), "{last}");
+    // What only OpenAI keeps is refused before anything is sent, naming the field.
+    let mut continued = responses("claude", 10, 40);
+    continued["previous_response_id"] = body["id"].clone();
+    let requests = env.sim.stats().requests;
+    let (status, _, refused) = env.post("/v1/responses", KEY, &continued).await;
+    assert_eq!((status, &refused["error"]["param"]), (400, &json!("previous_response_id")), "{refused}");
+    assert_eq!(env.sim.stats().requests, requests);
     env.shutdown().await;
 }
 

@@ -34,10 +34,12 @@ mod json;
 mod mapping;
 mod request;
 mod response;
+mod responses_messages;
 mod stream;
 mod tools;
 
 pub use error::TranslateError;
 pub use request::{anthropic_to_openai_request, openai_to_anthropic_request};
 pub use response::{anthropic_to_openai_response, openai_to_anthropic_response};
-pub use stream::{AnthropicToOpenAiStream, OpenAiToAnthropicStream};
+pub use responses_messages::{anthropic_to_responses_response, responses_to_anthropic_request};
+pub use stream::{AnthropicToOpenAiStream, AnthropicToResponsesStream, OpenAiToAnthropicStream};

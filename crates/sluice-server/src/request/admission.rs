@@ -382,9 +382,9 @@ pub fn hit_labels(route: &Route) -> Hit {
 /// Suggested wait when every concurrency slot is busy (no bucket can say when one frees).
 const SLOT_RETRY: Duration = Duration::from_secs(1);
 
-/// Chat and messages requests cross between OpenAI and Anthropic deployments (translated);
-/// embeddings and legacy completions have no Anthropic counterpart, and Responses requests
-/// are not translated.
+/// Chat, Responses and messages requests cross between OpenAI and Anthropic deployments
+/// (translated; what cannot be is refused by the translation, naming the field);
+/// embeddings and legacy completions have no Anthropic counterpart.
 fn check_endpoint(request: &ParsedRequest, route: &Route) -> Result<(), GatewayError> {
     if route.kind != ProviderKind::Anthropic {
         return Ok(());
@@ -392,9 +392,6 @@ fn check_endpoint(request: &ParsedRequest, route: &Route) -> Result<(), GatewayE
     match request.protocol {
         Protocol::OpenAiEmbeddings | Protocol::OpenAiCompletions => {
             Err(GatewayError::WrongEndpoint { model: request.model.clone(), endpoint: "/v1/messages" })
-        }
-        Protocol::OpenAiResponses => {
-            Err(GatewayError::ResponsesNotServed { model: request.model.clone(), deployment: route.name.to_string() })
         }
         _ => Ok(()),
     }

@@ -15,6 +15,7 @@
 mod framer;
 mod to_anthropic;
 mod to_openai;
+mod to_responses;
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -25,6 +26,7 @@ use crate::tap::MAX_HELD_EVENT_BYTES;
 
 pub use self::to_anthropic::OpenAiToAnthropicStream;
 pub use self::to_openai::AnthropicToOpenAiStream;
+pub use self::to_responses::AnthropicToResponsesStream;
 
 /// One direction's event-by-event state machine.
 trait Translator {
