@@ -67,16 +67,6 @@ pub enum GatewayError {
         /// The endpoint that serves it.
         endpoint: &'static str,
     },
-    /// A Responses API request routed to an Anthropic deployment: not translated (yet).
-    #[error(
-        "model `{model}` is served by the Anthropic deployment `{deployment}`, which the Responses API does not reach; call /v1/messages or /v1/chat/completions for it"
-    )]
-    ResponsesNotServed {
-        /// The profile.
-        model: String,
-        /// The deployment that would have served it.
-        deployment: String,
-    },
     /// An OpenAI endpoint this gateway does not serve for the request (not listed in the
     /// profile's `passthrough`, no model profile named, or a deployment that is not
     /// OpenAI's): refused rather than sent past admission.
@@ -296,7 +286,6 @@ impl GatewayError {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::BadRequest(_)
             | Self::WrongEndpoint { .. }
-            | Self::ResponsesNotServed { .. }
             | Self::NeverFits { .. }
             | Self::InvalidParameter { .. } => StatusCode::BAD_REQUEST,
             Self::BodyTooLarge(_) | Self::FileQuotaExceeded { .. } | Self::FileTooLarge(_) => {
@@ -336,7 +325,7 @@ impl GatewayError {
             Self::BodyTimedOut => ("invalid_request_error", "body_timeout"),
             Self::FileQuotaExceeded { .. } => ("invalid_request_error", "file_quota_exceeded"),
             Self::UnknownModel(_) => ("invalid_request_error", "model_not_found"),
-            Self::WrongEndpoint { .. } | Self::ResponsesNotServed { .. } => ("invalid_request_error", "wrong_endpoint"),
+            Self::WrongEndpoint { .. } => ("invalid_request_error", "wrong_endpoint"),
             Self::RateLimited(_) => ("rate_limited", "rate_limit_exceeded"),
             Self::NeverFits { .. } => ("invalid_request_error", "request_exceeds_limit"),
             Self::LoginThrottled(_) => ("rate_limited", "too_many_failed_logins"),
@@ -370,9 +359,7 @@ impl GatewayError {
         let (kind, code) = self.kind_and_code();
         let param = match self {
             Self::BadRequest(e) => e.param.clone().map_or(Value::Null, Value::String),
-            Self::UnknownModel(_) | Self::WrongEndpoint { .. } | Self::ResponsesNotServed { .. } => {
-                Value::String("model".into())
-            }
+            Self::UnknownModel(_) | Self::WrongEndpoint { .. } => Value::String("model".into()),
             Self::IdempotencyKeyReused | Self::IdempotencyStreamCompleted => Value::String("Idempotency-Key".into()),
             Self::ClassNotAllowed { param, .. } => Value::String((*param).into()),
             Self::FileQuotaExceeded { .. } => Value::String("file".into()),
