@@ -350,3 +350,22 @@ async fn input_tokens_are_sluices_own_estimate_with_the_continued_context() {
     assert_eq!(env.sim.stats().requests, 0, "nothing reached the provider");
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_falls_back_to_an_anthropic_deployment_when_the_primary_is_down() {
+    let down = sluice_sim::config::FaultConfig { error_503: 1.0, ..sluice_sim::config::FaultConfig::default() };
+    let mut config = sim(1_000, 1_000_000, 20);
+    config.models[0].faults = Some(down);
+    let policy = policy("rpm = 1000, tpm = 1000000").replace(
+        "default_max_tokens = 256\n",
+        "default_max_tokens = 256\nfallbacks = [{ deployment = \"sim-claude\", when = [\"provider_5xx\"] }]\n",
+    );
+    let env = start(config, &policy).await;
+    let (status, _, body) = env.post("/v1/responses", KEY, &responses("fast", 10, 40)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["object"].as_str(), body["model"].as_str()), (Some("response"), Some("fast")));
+    assert!(body["output"][0]["content"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{body}");
+    let metrics = env.metrics().await;
+    assert!(metrics.contains("reason=\"provider_5xx\""), "the answer came from the fallback: {metrics}");
+    env.shutdown().await;
+}
