@@ -33,6 +33,7 @@ mod responses_api;
 mod retry;
 mod scrub;
 mod secret;
+mod served;
 pub mod shares;
 pub mod state;
 pub mod store;

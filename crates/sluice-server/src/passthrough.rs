@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
 use axum::response::IntoResponse as _;
 use bytes::Bytes;
 use http_body_util::Full;
-use sluice_config::{Passthrough, ProviderKind};
+use sluice_config::Passthrough;
 
 use crate::AppState;
 use crate::auth::authenticate;
@@ -20,7 +20,8 @@ use crate::error::{Envelope, ErrorResponse, GatewayError, shown_path};
 use crate::metered;
 use crate::request::{auth_headers, pass_through, read_body, upstream_url};
 use crate::scrub;
-use crate::state::{Gateway, Profile, Route};
+use crate::served::allowed;
+use crate::state::{Gateway, Route};
 use crate::trace::Trace;
 use crate::upstream::{self, UpstreamError};
 use model::{model_of, with_model};
@@ -136,28 +137,6 @@ pub fn family_of(path: &str) -> Option<Family> {
         return Some(Family::Listed(listed));
     }
     NEVER_SERVED.contains(&first).then_some(Family::Never)
-}
-
-/// The primary deployment of `profile`, when it serves `family`.
-///
-/// # Errors
-/// 404 `endpoint_not_served` when the profile does not list `family`, or its deployment
-/// is not OpenAI's.
-pub fn allowed<'g>(
-    gateway: &'g Gateway,
-    profile: &Profile,
-    family: Passthrough,
-    path: &str,
-) -> Result<&'g Route, GatewayError> {
-    let route = &gateway.deployments[profile.deployment];
-    let why = if !profile.passthrough.contains(&family) {
-        format!("for model `{}`: its profile does not list \"{}\" in passthrough", profile.name, family.name())
-    } else if route.kind != ProviderKind::OpenAi {
-        format!("for model `{}`: its deployment `{}` is not an OpenAI one", profile.name, route.name)
-    } else {
-        return Ok(route);
-    };
-    Err(GatewayError::EndpointNotServed { path: shown_path(path), why })
 }
 
 /// Any OpenAI path without a route of its own: passed through under admission when the

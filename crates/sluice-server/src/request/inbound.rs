@@ -98,7 +98,7 @@ pub async fn forward(
         return Served::refused(GatewayError::UnknownModel(request.model.clone()));
     };
     if protocol == Protocol::OpenAiCompletions
-        && let Err(error) = crate::passthrough::allowed(gateway, profile, Passthrough::Completions, "/v1/completions")
+        && let Err(error) = crate::served::allowed(gateway, profile, Passthrough::Completions, "/v1/completions")
     {
         return Served::refused(error);
     }
