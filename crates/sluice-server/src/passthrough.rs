@@ -129,9 +129,22 @@ pub enum Family {
     Never,
 }
 
-/// The family of `path`, when it is an OpenAI API path (`/v1/<family>…`).
+/// Whether `path` could reach another path upstream than it names: a dot segment, an
+/// encoded dot or slash, or a backslash (`/v1/images/../chat/completions` would be chat
+/// completions without their token admission).
+fn escapes(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    path.split('/').any(|segment| segment == "." || segment == "..")
+        || ["%2e", "%2f", "%5c", "\\"].iter().any(|bad| lower.contains(bad))
+}
+
+/// The family of `path`, when it is an OpenAI API path (`/v1/<family>…`); a path that could
+/// reach another one upstream is never passed through.
 #[must_use]
 pub fn family_of(path: &str) -> Option<Family> {
+    if escapes(path) {
+        return path.starts_with("/v1/").then_some(Family::Never);
+    }
     let first = path.strip_prefix("/v1/")?.split('/').next()?;
     if let Some(listed) = Passthrough::named(first).filter(|p| *p != Passthrough::Completions) {
         return Some(Family::Listed(listed));
@@ -183,4 +196,25 @@ async fn relay(
     let answer = metered::run_upstream(gateway, caller, route.scope, send(gateway, route, call, trace)).await?;
     crate::request::count(gateway, Some(profile.deployment), answer.status);
     Ok(answer.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_that_could_reach_another_endpoint_are_never_passed_through() {
+        assert_eq!(family_of("/v1/images/generations"), Some(Family::Listed(Passthrough::Images)));
+        assert_eq!(family_of("/v1/assistants"), Some(Family::Never));
+        assert_eq!(family_of("/v1/nothing"), None);
+        for path in [
+            "/v1/images/../chat/completions",
+            "/v1/images/%2e%2e/chat/completions",
+            "/v1/images%2F..%2Fchat",
+            "/v1/audio/./x",
+            "/v1/images\\..\\chat",
+        ] {
+            assert_eq!(family_of(path), Some(Family::Never), "{path}");
+        }
+    }
 }
