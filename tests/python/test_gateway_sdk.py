@@ -275,11 +275,21 @@ def test_anthropic_count_tokens_is_answered_by_the_gateway_for_one_request(gatew
     assert error_fields(caught.value)["param"] == "messages"
 
 
+def test_legacy_completions_are_served_and_an_unlisted_endpoint_is_refused(gateway: str) -> None:
+    reply = oa(gateway).completions.create(model="fast-chat", prompt="Say hi", max_tokens=20)
+    assert reply.choices[0].text and reply.usage is not None and reply.usage.completion_tokens == 7
+    with pytest.raises(openai.NotFoundError) as caught:
+        oa(gateway).images.generate(model="fast-chat", prompt="a lighthouse")
+    fields = error_fields(caught.value)
+    assert fields["code"] == "endpoint_not_served" and "/v1/images/generations" in fields["message"]
+    assert caught.value.response.headers["x-should-retry"] == "false"
+
+
 def test_an_endpoint_sluice_does_not_serve_is_a_structured_404(gateway: str) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
-        oa(gateway).completions.create(model="fast-chat", prompt="hi")
+        oa(gateway).get("/nothing-here", cast_to=object)
     fields = error_fields(caught.value)
-    assert fields["code"] == "unknown_route" and "/v1/completions" in fields["message"]
+    assert fields["code"] == "unknown_route" and "/v1/nothing-here" in fields["message"]
     assert caught.value.response.headers["x-should-retry"] == "false"
     with pytest.raises(anthropic.NotFoundError) as caught:
         claude(gateway).post("/v1/complete", cast_to=object, body={"model": "smart-chat", "prompt": "hi"})
@@ -325,12 +335,20 @@ def test_openai_responses_refusal_is_the_sdk_rate_limit_error(gateway: str) -> N
     assert caught.value.response.headers["retry-after"]
 
 
-def test_openai_responses_for_an_anthropic_model_is_a_named_400(gateway: str) -> None:
+def test_openai_responses_served_by_an_anthropic_deployment_plain_and_streamed(gateway: str) -> None:
+    client = oa(gateway)
+    reply = client.responses.create(model="smart-chat", instructions="Be brief.", input="hi", max_output_tokens=20)
+    assert reply.status == "completed" and reply.output_text and reply.model == "smart-chat"
+    assert reply.usage is not None and reply.usage.output_tokens == 5
+    events = list(client.responses.create(model="smart-chat", input="hi", max_output_tokens=20, stream=True))
+    kinds = [event.type for event in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed", kinds
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text and events[-1].response.output_text == text
+    # What only OpenAI keeps cannot be translated: a 400 naming the field.
     with pytest.raises(openai.BadRequestError) as caught:
-        oa(gateway).responses.create(model="smart-chat", input="hi", max_output_tokens=5)
-    fields = error_fields(caught.value)
-    assert fields["code"] == "wrong_endpoint" and fields["param"] == "model"
-    assert "`smart-chat`" in fields["message"] and "`sonnet`" in fields["message"]
+        client.responses.create(model="smart-chat", input="hi", max_output_tokens=5, previous_response_id=reply.id)
+    assert error_fields(caught.value)["param"] == "previous_response_id"
 
 
 def test_openai_responses_chained_by_previous_response_id(gateway: str) -> None:
@@ -342,4 +360,51 @@ def test_openai_responses_chained_by_previous_response_id(gateway: str) -> None:
     )
     assert second.usage is not None and second.output_text
     # The provider charges the earlier turn as input; sluice passes the chain through.
+    assert second.usage.input_tokens > first.usage.total_tokens
+
+
+def test_openai_responses_retrieve_input_items_delete_and_cancel(gateway: str) -> None:
+    client = oa(gateway)
+    first = client.responses.create(model="fast-chat", input="Keep this.", max_output_tokens=20)
+    read = client.responses.retrieve(first.id)
+    assert read.id == first.id and read.status == "completed" and read.output_text == first.output_text
+    items = client.responses.input_items.list(first.id)
+    assert [item.role for item in items.data] == ["user"]
+    # Another tenant's key is told the response does not exist, as for an unknown id.
+    with pytest.raises(openai.NotFoundError) as caught:
+        oa(gateway, TIGHT_KEY).responses.retrieve(first.id)
+    assert error_fields(caught.value)["code"] == "response_not_found"
+    client.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(first.id)
+
+    queued = client.responses.create(model="fast-chat", input="Later.", max_output_tokens=20, background=True)
+    assert queued.status == "queued"
+    assert client.responses.cancel(queued.id).status == "cancelled"
+    assert client.responses.retrieve(queued.id).status == "cancelled"
+
+
+def test_openai_responses_tool_call_and_its_output_in_a_second_turn(gateway: str) -> None:
+    client = oa(gateway)
+    tools = [
+        {
+            "type": "function",
+            "name": "lookup",
+            "description": "Looks a word up.",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+        }
+    ]
+    first = client.responses.create(
+        model="fast-chat", input="call-tool:lookup please", tools=tools, max_output_tokens=50
+    )
+    call = first.output[0]
+    assert call.type == "function_call" and call.name == "lookup", first.output
+    second = client.responses.create(
+        model="fast-chat",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "a gateway"}],
+        tools=tools,
+        max_output_tokens=20,
+    )
+    assert second.output_text and second.usage is not None
     assert second.usage.input_tokens > first.usage.total_tokens

@@ -1,9 +1,11 @@
 //! `sluice bench` and its subcommands: without one it measures added latency
 //! ([`crate::bench`]); `soak` runs the long flatness check ([`crate::soak`]); `chaos` the
 //! fault scenarios with their invariants ([`crate::chaos`]); `windows` the default burst
-//! against providers that enforce short windows ([`crate::windows`]).
+//! against providers that enforce short windows ([`crate::windows`]); `responses` chained
+//! Responses API conversations against a TPM-bound provider ([`crate::chained`]).
 
 use crate::bench::BenchArgs;
+use crate::chained::ChainedArgs;
 use crate::chaos::ChaosArgs;
 use crate::soak::SoakArgs;
 use crate::windows::WindowsArgs;
@@ -32,6 +34,9 @@ pub enum Sub {
     /// Three workloads (mixed, RPM-bound, TPM-bound) through a gateway with its default
     /// burst, against a provider enforcing one, two or three seconds' worth at a time.
     Windows(WindowsArgs),
+    /// Responses API conversations chained by `previous_response_id` against a TPM-bound
+    /// provider: its 429s and the utilization of its limit.
+    Responses(ChainedArgs),
 }
 
 /// Runs the chosen benchmark.
@@ -44,5 +49,6 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         Some(Sub::Soak(args)) => crate::soak::run(args).await,
         Some(Sub::Chaos(args)) => crate::chaos::run(args).await,
         Some(Sub::Windows(args)) => crate::windows::run(args).await,
+        Some(Sub::Responses(args)) => crate::chained::run(args).await,
     }
 }

@@ -22,6 +22,7 @@
 pub mod attempts;
 pub mod baseline;
 pub mod bench;
+pub mod chained;
 pub mod chaos;
 pub mod chaos_faults;
 pub mod chaos_kill;

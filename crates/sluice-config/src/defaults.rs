@@ -19,6 +19,10 @@ pub const DEFAULT_MAX_TOKENS: u64 = 4_096;
 /// Input tokens reserved for the earlier turns a Responses request's `previous_response_id`
 /// or `conversation` makes the provider add (the gateway cannot see them; settled exactly).
 pub const CONTEXT_RESERVE_TOKENS: u64 = 8_192;
+/// The OpenAI endpoints beyond chat, Responses and embeddings a profile serves when its
+/// `passthrough` is left out: legacy completions (admitted on tokens, like chat) and
+/// moderations (one request). Images, audio and the rest must be listed.
+pub const PASSTHROUGH: [crate::Passthrough; 2] = [crate::Passthrough::Completions, crate::Passthrough::Moderations];
 /// Input estimate factor for families without an exact local tokenizer.
 pub const APPROX_SAFETY_FACTOR: f64 = 1.1;
 /// The class of keys that name none.

@@ -187,12 +187,73 @@ pub struct ModelProfile {
     /// Input reserved for the context a Responses request continues from
     /// (`previous_response_id`, `conversation`), which the gateway cannot see.
     pub context_reserve_tokens: u64,
+    /// The other OpenAI endpoints served for this profile (`passthrough`); any other is
+    /// refused with a 404 `endpoint_not_served`.
+    pub passthrough: Vec<Passthrough>,
     /// The profile's own limits (across all its callers).
     pub limits: Limits,
     /// Where to go when the primary cannot serve, in order.
     pub fallbacks: Vec<Fallback>,
     /// Where simple work goes when the primary has no capacity now.
     pub degrade_to: Option<Degrade>,
+}
+
+/// An OpenAI endpoint family beyond chat, Responses and embeddings that a model profile
+/// may serve (`passthrough = [...]`): legacy completions are admitted on tokens, the others
+/// as one request on the request limits and the deployment's concurrency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Passthrough {
+    /// `POST /v1/completions`.
+    Completions,
+    /// `POST /v1/moderations`.
+    Moderations,
+    /// `/v1/images/*`.
+    Images,
+    /// `/v1/audio/*`.
+    Audio,
+    /// `/v1/fine_tuning/*`.
+    FineTuning,
+    /// `/v1/vector_stores/*`.
+    VectorStores,
+    /// `/v1/conversations/*`.
+    Conversations,
+    /// `/v1/uploads/*`.
+    Uploads,
+}
+
+impl Passthrough {
+    /// Every family, in the order the documentation lists them.
+    pub const ALL: [Self; 8] = [
+        Self::Completions,
+        Self::Moderations,
+        Self::Images,
+        Self::Audio,
+        Self::FineTuning,
+        Self::VectorStores,
+        Self::Conversations,
+        Self::Uploads,
+    ];
+
+    /// What the configuration calls it; also the path segment after `/v1/`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Completions => "completions",
+            Self::Moderations => "moderations",
+            Self::Images => "images",
+            Self::Audio => "audio",
+            Self::FineTuning => "fine_tuning",
+            Self::VectorStores => "vector_stores",
+            Self::Conversations => "conversations",
+            Self::Uploads => "uploads",
+        }
+    }
+
+    /// The family of `name`, if it is one.
+    #[must_use]
+    pub fn named(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
 }
 
 /// When a fallback may take over.

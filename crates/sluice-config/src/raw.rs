@@ -144,6 +144,7 @@ pub struct RawModel {
     pub deployment: Spanned<String>,
     pub default_max_tokens: Option<Spanned<u64>>,
     pub context_reserve_tokens: Option<Spanned<u64>>,
+    pub passthrough: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub limits: RawLimits,
     #[serde(default)]

@@ -53,6 +53,11 @@ fn example_config_is_valid_and_complete() {
 fn base_fixture_is_valid() {
     let config = parse(BASE).unwrap();
     assert_eq!(config.models[0].default_max_tokens, 4_096);
+    use sluice_config::Passthrough;
+    assert_eq!(config.models[0].passthrough, [Passthrough::Completions, Passthrough::Moderations], "the default");
+    let listed =
+        parse(&BASE.replacen("deployment = \"d\"\n", "deployment = \"d\"\npassthrough = [\"images\", \"audio\"]\n", 1));
+    assert_eq!(listed.unwrap().models[0].passthrough, [Passthrough::Images, Passthrough::Audio]);
     assert_eq!(config.deployments[0].limits.rates[1].burst.get(), 500);
 }
 
@@ -64,6 +69,20 @@ const BAD: &[(&str, &str, &str, usize, &str)] = &[
     ("provider = \"oa\"", "provider = \"ob\"", "deployments[0].provider", 10, "no provider named `ob` (known: oa)"),
     ("rpm = 500", "rpm = 0", "deployments[0].limits.rpm", 12, "positive"),
     ("deployment = \"d\"", "deployment = \"e\"", "models[0].deployment", 16, "no deployment named `e`"),
+    (
+        "deployment = \"d\"\n",
+        "deployment = \"d\"\npassthrough = [\"images\",\n  \"imgaes\"]\n",
+        "models[0].passthrough[1]",
+        18,
+        "unknown endpoint `imgaes` (known: completions, moderations, images, audio",
+    ),
+    (
+        "deployment = \"d\"\n",
+        "deployment = \"d\"\npassthrough = [\"audio\", \"audio\"]\n",
+        "models[0].passthrough[1]",
+        17,
+        "`audio` is listed twice",
+    ),
     ("tenant = \"t\"", "tenant = \"u\"", "keys[0].tenant", 23, "no tenant named `u`"),
     ("sha256 = \"f9d2", "sha256 = \"zz", "keys[0].sha256", 24, "64 hex digits"),
     ("name = \"fast\"", "name = \"fast\"\nlimits = { tpmm = 5 }", "tpmm", 16, "unknown field `tpmm`"),

@@ -11,6 +11,8 @@ pub enum Protocol {
     OpenAiResponses,
     /// OpenAI `POST /v1/embeddings`.
     OpenAiEmbeddings,
+    /// OpenAI's legacy `POST /v1/completions` (a `prompt`, answered with `choices[].text`).
+    OpenAiCompletions,
     /// Anthropic `POST /v1/messages`.
     AnthropicMessages,
 }
@@ -23,8 +25,16 @@ impl Protocol {
             Self::OpenAiChat => "openai_chat",
             Self::OpenAiResponses => "openai_responses",
             Self::OpenAiEmbeddings => "openai_embeddings",
+            Self::OpenAiCompletions => "openai_completions",
             Self::AnthropicMessages => "anthropic_messages",
         }
+    }
+
+    /// Whether its streams are OpenAI `data:` chunks ending in `[DONE]`, with usage in a
+    /// last chunk when `stream_options.include_usage` asks for it (chat, legacy completions).
+    #[must_use]
+    pub const fn is_openai_chunks(self) -> bool {
+        matches!(self, Self::OpenAiChat | Self::OpenAiCompletions)
     }
 
     /// Whether responses of this protocol can be streamed as server-sent events.

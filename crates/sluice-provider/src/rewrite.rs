@@ -3,7 +3,6 @@
 
 use serde_json::{Map, Value};
 
-use crate::protocol::Protocol;
 use crate::request::ParsedRequest;
 
 /// Serializes the body to send upstream.
@@ -18,7 +17,7 @@ use crate::request::ParsedRequest;
 /// The body is streamed into the output buffer without cloning the parsed object.
 #[must_use]
 pub fn upstream_body(req: &ParsedRequest, provider_model: &str, force_stream_usage: bool) -> Vec<u8> {
-    let force = force_stream_usage && req.stream && req.protocol == Protocol::OpenAiChat;
+    let force = force_stream_usage && req.stream && req.protocol.is_openai_chunks();
     let mut out = Vec::with_capacity(256);
     out.push(b'{');
     let mut first = true;
@@ -66,6 +65,7 @@ fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::Protocol;
     use crate::request::parse_request;
 
     fn rewrite(protocol: Protocol, body: &str, force: bool) -> Value {

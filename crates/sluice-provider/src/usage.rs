@@ -33,7 +33,10 @@ impl Usage {
                 .input_tokens
                 .saturating_add(self.cache_read_input_tokens)
                 .saturating_add(self.cache_creation_input_tokens),
-            Protocol::OpenAiChat | Protocol::OpenAiResponses | Protocol::OpenAiEmbeddings => self.input_tokens,
+            Protocol::OpenAiChat
+            | Protocol::OpenAiResponses
+            | Protocol::OpenAiEmbeddings
+            | Protocol::OpenAiCompletions => self.input_tokens,
         }
     }
 }
@@ -81,7 +84,7 @@ struct PromptDetails {
 impl RawUsage {
     pub(crate) fn into_usage(self, protocol: Protocol) -> Usage {
         match protocol {
-            Protocol::OpenAiChat | Protocol::OpenAiEmbeddings => Usage {
+            Protocol::OpenAiChat | Protocol::OpenAiEmbeddings | Protocol::OpenAiCompletions => Usage {
                 input_tokens: self.prompt_tokens.unwrap_or(0),
                 output_tokens: self.completion_tokens.unwrap_or(0),
                 cache_read_input_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),

@@ -1,7 +1,8 @@
 //! The Redis side of the gateway's operation log (idempotency records), shared by every
 //! gateway instance: one hash per operation, started by one script, replaced whole in one
-//! transaction, dropped by one script. The gateway names the keys and reads the fields;
-//! this module only moves them, with the timeout on every call.
+//! transaction, dropped by one script. The Responses API's remembered responses are hashes
+//! moved by the same calls (`replace`, `read`, `remove`). The gateway names the keys and
+//! reads the fields; this module only moves them, with the timeout on every call.
 
 use std::time::Duration;
 
@@ -96,6 +97,26 @@ impl OpRecords {
             .pexpire(key, i64::try_from(millis(ttl)).unwrap_or(i64::MAX))
             .ignore();
         self.run(async |mut c| pipe.query_async::<()>(&mut c).await).await
+    }
+
+    /// `names` of `key`'s hash, in order (`None` for an absent field or key).
+    ///
+    /// # Errors
+    /// When Redis fails or does not answer in time.
+    pub async fn read(&self, key: &str, names: &[&str]) -> Result<Fields, OpRecordError> {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(key).arg(names);
+        self.run(async |mut c| cmd.query_async::<Fields>(&mut c).await).await
+    }
+
+    /// Removes `key`'s record, whatever it holds.
+    ///
+    /// # Errors
+    /// When Redis fails or does not answer in time.
+    pub async fn remove(&self, key: &str) -> Result<(), OpRecordError> {
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(key);
+        self.run(async |mut c| cmd.query_async::<i64>(&mut c).await).await.map(drop)
     }
 
     /// Removes `key`'s record if it is still the in-flight one for `fingerprint`.

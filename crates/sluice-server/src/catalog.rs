@@ -138,8 +138,14 @@ fn with_max_tokens(bytes: &[u8]) -> Result<Vec<u8>, GatewayError> {
     })
 }
 
-/// Any path sluice does not serve: a 404 in the client's envelope naming the method and path.
-pub async fn unknown_route(method: Method, uri: Uri, headers: HeaderMap) -> Response<Body> {
+/// Any path sluice has no route for: an OpenAI API path is passed through or refused by
+/// [`crate::passthrough`]; any other is a 404 in the client's envelope naming the method
+/// and path.
+pub async fn unknown_route(State(state): State<AppState>, request: Request) -> Response<Body> {
+    if let Some(family) = crate::passthrough::family_of(request.uri().path()) {
+        return crate::passthrough::serve(&state, request, family).await;
+    }
+    let (method, uri, headers) = (request.method().clone(), request.uri().clone(), request.headers().clone());
     let envelope = envelope_of(&headers, uri.path());
     refuse(GatewayError::UnknownRoute { method: method.to_string(), path: shown_path(uri.path()) }, envelope, &headers)
 }

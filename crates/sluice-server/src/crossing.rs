@@ -1,13 +1,15 @@
-//! Requests served by a deployment of the other protocol: an OpenAI-shaped request sent to
-//! an Anthropic deployment (or the reverse) is translated on the way up, and its response
-//! or stream on the way back, so the client's SDK never notices.
+//! Requests served by a deployment of the other protocol: an OpenAI-shaped request (chat or
+//! Responses) sent to an Anthropic deployment (or a messages request to an OpenAI one) is
+//! translated on the way up, and its response or stream on the way back, so the client's
+//! SDK never notices.
 
 use serde_json::Value;
 use sluice_config::ProviderKind;
 use sluice_provider::{
-    AnthropicToOpenAiStream, OpenAiToAnthropicStream, ParsedRequest, Protocol, StreamTap, TranslateError,
-    anthropic_to_openai_request, anthropic_to_openai_response, openai_error_type, openai_to_anthropic_request,
-    openai_to_anthropic_response, upstream_body,
+    AnthropicToOpenAiStream, AnthropicToResponsesStream, OpenAiToAnthropicStream, ParsedRequest, Protocol, StreamTap,
+    TranslateError, anthropic_to_openai_request, anthropic_to_openai_response, anthropic_to_responses_response,
+    openai_error_type, openai_to_anthropic_request, openai_to_anthropic_response, responses_to_anthropic_request,
+    upstream_body,
 };
 
 use crate::error::{self, Envelope};
@@ -35,6 +37,8 @@ pub enum Crossing {
     OpenAiToAnthropic,
     /// Anthropic client, OpenAI-compatible deployment.
     AnthropicToOpenAi,
+    /// OpenAI Responses client, Anthropic deployment.
+    ResponsesToAnthropic,
 }
 
 impl Crossing {
@@ -43,6 +47,7 @@ impl Crossing {
     pub fn of(client: Protocol, kind: ProviderKind) -> Self {
         match (client, kind) {
             (Protocol::OpenAiChat, ProviderKind::Anthropic) => Self::OpenAiToAnthropic,
+            (Protocol::OpenAiResponses, ProviderKind::Anthropic) => Self::ResponsesToAnthropic,
             (Protocol::AnthropicMessages, ProviderKind::OpenAi | ProviderKind::Ollama) => Self::AnthropicToOpenAi,
             _ => Self::Same,
         }
@@ -53,7 +58,7 @@ impl Crossing {
     pub fn upstream(self, client: Protocol) -> Protocol {
         match self {
             Self::Same => client,
-            Self::OpenAiToAnthropic => Protocol::AnthropicMessages,
+            Self::OpenAiToAnthropic | Self::ResponsesToAnthropic => Protocol::AnthropicMessages,
             Self::AnthropicToOpenAi => Protocol::OpenAiChat,
         }
     }
@@ -73,6 +78,7 @@ impl Crossing {
             Self::Same => return Ok(upstream_body(request, model, force_stream_usage)),
             Self::OpenAiToAnthropic => openai_to_anthropic_request(request, default_max_tokens)?,
             Self::AnthropicToOpenAi => anthropic_to_openai_request(request)?,
+            Self::ResponsesToAnthropic => responses_to_anthropic_request(request, default_max_tokens)?,
         };
         map.insert("model".into(), Value::String(model.to_owned()));
         Ok(serde_json::to_vec(&map).unwrap_or_default())
@@ -87,6 +93,7 @@ impl Crossing {
             Self::Same => Ok(body.to_vec()),
             Self::OpenAiToAnthropic => anthropic_to_openai_response(body, client_model, created),
             Self::AnthropicToOpenAi => openai_to_anthropic_response(body, client_model),
+            Self::ResponsesToAnthropic => anthropic_to_responses_response(body, client_model, created),
         }
     }
 
@@ -114,7 +121,7 @@ impl Crossing {
         let upstream_type = field("type").filter(|t| !t.is_empty());
         let (envelope, kind) = match self {
             Self::AnthropicToOpenAi => (Envelope::Anthropic, anthropic_error_type(status).to_owned()),
-            Self::OpenAiToAnthropic | Self::Same => {
+            Self::OpenAiToAnthropic | Self::ResponsesToAnthropic | Self::Same => {
                 (Envelope::OpenAi, upstream_type.unwrap_or_else(|| openai_error_type(status).to_owned()))
             }
         };
@@ -138,6 +145,9 @@ impl Crossing {
                 Pipe::ToOpenAi(AnthropicToOpenAiStream::new(client_model, include_usage, created))
             }
             Self::AnthropicToOpenAi => Pipe::ToAnthropic(OpenAiToAnthropicStream::new(client_model)),
+            Self::ResponsesToAnthropic => {
+                Pipe::ToResponses(Box::new(AnthropicToResponsesStream::new(client_model, created)))
+            }
         }
     }
 }
@@ -152,6 +162,8 @@ pub enum Pipe {
     ToAnthropic(OpenAiToAnthropicStream),
     /// A provider's own stream shape (Gemini's) decoded into OpenAI chunks, then piped on.
     Decoded(Box<sluice_provider::GeminiToOpenAiStream>, Box<Pipe>),
+    /// Anthropic events out as Responses API events (boxed: two translators deep).
+    ToResponses(Box<AnthropicToResponsesStream>),
 }
 
 impl Pipe {
@@ -165,6 +177,7 @@ impl Pipe {
                 let decoded = decoder.push(chunk);
                 inner.push(&decoded)
             }
+            Self::ToResponses(t) => t.push(chunk),
         }
     }
 
@@ -188,6 +201,16 @@ impl Pipe {
                 tail.extend_from_slice(&inner.end(interruption));
                 tail.freeze()
             }
+            Self::ToResponses(t) => t.finish(),
+        }
+    }
+
+    /// The id of the Responses API response streamed (same protocol only), once named.
+    #[must_use]
+    pub fn response_id(&self) -> Option<&str> {
+        match self {
+            Self::Tap(tap) => tap.response_id(),
+            Self::ToOpenAi(_) | Self::ToAnthropic(_) | Self::Decoded(..) | Self::ToResponses(_) => None,
         }
     }
 
@@ -202,6 +225,7 @@ impl Pipe {
             Self::ToOpenAi(t) => (t.usage(), None),
             Self::ToAnthropic(t) => (t.usage(), None),
             Self::Decoded(_, inner) => inner.usage(),
+            Self::ToResponses(t) => (t.usage(), None),
         }
     }
 }

@@ -67,15 +67,15 @@ pub enum GatewayError {
         /// The endpoint that serves it.
         endpoint: &'static str,
     },
-    /// A Responses API request routed to an Anthropic deployment: not translated (yet).
-    #[error(
-        "model `{model}` is served by the Anthropic deployment `{deployment}`, which the Responses API does not reach; call /v1/messages or /v1/chat/completions for it"
-    )]
-    ResponsesNotServed {
-        /// The profile.
-        model: String,
-        /// The deployment that would have served it.
-        deployment: String,
+    /// An OpenAI endpoint this gateway does not serve for the request (not listed in the
+    /// profile's `passthrough`, no model profile named, or a deployment that is not
+    /// OpenAI's): refused rather than sent past admission.
+    #[error("sluice does not serve {path} {why}")]
+    EndpointNotServed {
+        /// The path, cut to [`SHOWN_PATH_CHARS`].
+        path: String,
+        /// Why, e.g. "for model `fast`: add \"images\" to its passthrough".
+        why: String,
     },
     /// A limit refuses now; retry later.
     #[error("rate limit `{}` reached for {}; retry later", .0.limiter, .0.scope)]
@@ -165,7 +165,7 @@ pub enum GatewayError {
         /// The new file's bytes.
         size: u64,
     },
-    /// No job, file or batch with this id belongs to the caller's tenant (another tenant's
+    /// No job, file, batch or response with this id belongs to the caller's tenant (another tenant's
     /// id gets this too, so ids do not reveal what exists).
     #[error("no such {}", .0.noun())]
     NotFound(Stored),
@@ -199,7 +199,7 @@ pub enum GatewayError {
     Upstream(Box<axum::response::Response>),
     /// No endpoint at this path.
     #[error(
-        "sluice serves no {method} {path}; its API is /v1/chat/completions, /v1/embeddings, /v1/messages, /v1/models, /v1/jobs, /v1/files and /v1/batches"
+        "sluice serves no {method} {path}; its API is /v1/chat/completions, /v1/responses, /v1/embeddings, /v1/messages, /v1/models, /v1/jobs, /v1/files and /v1/batches"
     )]
     UnknownRoute {
         /// The request's method.
@@ -226,6 +226,8 @@ pub enum Stored {
     File,
     /// A batch.
     Batch,
+    /// A stored Responses API response.
+    Response,
 }
 
 impl Stored {
@@ -234,6 +236,7 @@ impl Stored {
             Self::Job => "job",
             Self::File => "file",
             Self::Batch => "batch",
+            Self::Response => "response",
         }
     }
 
@@ -242,6 +245,7 @@ impl Stored {
             Self::Job => "job_not_found",
             Self::File => "file_not_found",
             Self::Batch => "batch_not_found",
+            Self::Response => "response_not_found",
         }
     }
 }
@@ -282,16 +286,17 @@ impl GatewayError {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::BadRequest(_)
             | Self::WrongEndpoint { .. }
-            | Self::ResponsesNotServed { .. }
             | Self::NeverFits { .. }
             | Self::InvalidParameter { .. } => StatusCode::BAD_REQUEST,
             Self::BodyTooLarge(_) | Self::FileQuotaExceeded { .. } | Self::FileTooLarge(_) => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             Self::BodyTimedOut => StatusCode::REQUEST_TIMEOUT,
-            Self::UnknownModel(_) | Self::UnknownRoute { .. } | Self::NotFound(_) | Self::JobsDisabled => {
-                StatusCode::NOT_FOUND
-            }
+            Self::UnknownModel(_)
+            | Self::UnknownRoute { .. }
+            | Self::NotFound(_)
+            | Self::JobsDisabled
+            | Self::EndpointNotServed { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RateLimited(_) | Self::LoginThrottled(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::StoreUnavailable | Self::ShuttingDown | Self::JobStoreUnavailable { .. } => {
@@ -320,7 +325,7 @@ impl GatewayError {
             Self::BodyTimedOut => ("invalid_request_error", "body_timeout"),
             Self::FileQuotaExceeded { .. } => ("invalid_request_error", "file_quota_exceeded"),
             Self::UnknownModel(_) => ("invalid_request_error", "model_not_found"),
-            Self::WrongEndpoint { .. } | Self::ResponsesNotServed { .. } => ("invalid_request_error", "wrong_endpoint"),
+            Self::WrongEndpoint { .. } => ("invalid_request_error", "wrong_endpoint"),
             Self::RateLimited(_) => ("rate_limited", "rate_limit_exceeded"),
             Self::NeverFits { .. } => ("invalid_request_error", "request_exceeds_limit"),
             Self::LoginThrottled(_) => ("rate_limited", "too_many_failed_logins"),
@@ -339,6 +344,7 @@ impl GatewayError {
             Self::IdempotencyStreamCompleted => ("conflict", "idempotency_stream_completed"),
             Self::ClassNotAllowed { .. } => ("permission_error", "class_not_allowed"),
             Self::UnknownRoute { .. } => ("not_found_error", "unknown_route"),
+            Self::EndpointNotServed { .. } => ("not_found_error", "endpoint_not_served"),
             Self::MethodNotAllowed { .. } => ("invalid_request_error", "method_not_allowed"),
             Self::NotFound(what) => ("invalid_request_error", what.code()),
             Self::JobsDisabled => ("invalid_request_error", "jobs_disabled"),
@@ -353,9 +359,7 @@ impl GatewayError {
         let (kind, code) = self.kind_and_code();
         let param = match self {
             Self::BadRequest(e) => e.param.clone().map_or(Value::Null, Value::String),
-            Self::UnknownModel(_) | Self::WrongEndpoint { .. } | Self::ResponsesNotServed { .. } => {
-                Value::String("model".into())
-            }
+            Self::UnknownModel(_) | Self::WrongEndpoint { .. } => Value::String("model".into()),
             Self::IdempotencyKeyReused | Self::IdempotencyStreamCompleted => Value::String("Idempotency-Key".into()),
             Self::ClassNotAllowed { param, .. } => Value::String((*param).into()),
             Self::FileQuotaExceeded { .. } => Value::String("file".into()),

@@ -25,12 +25,16 @@ mod labels;
 mod metered;
 pub mod metrics;
 mod oplog;
+mod passthrough;
 pub mod queue;
 pub mod ratelimit_headers;
+mod remembered;
 mod request;
+mod responses_api;
 mod retry;
 mod scrub;
 mod secret;
+mod served;
 pub mod shares;
 pub mod state;
 pub mod store;
@@ -175,7 +179,12 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route(path(Protocol::OpenAiChat), post(chat).route_layer(proxied.clone()))
         .route(path(Protocol::OpenAiResponses), post(responses).route_layer(proxied.clone()))
+        .route("/v1/responses/input_tokens", post(responses_api::input_tokens))
+        .route("/v1/responses/{id}", get(responses_api::retrieve).delete(responses_api::delete))
+        .route("/v1/responses/{id}/cancel", post(responses_api::cancel))
+        .route("/v1/responses/{id}/input_items", get(responses_api::input_items))
         .route(path(Protocol::OpenAiEmbeddings), post(embeddings).route_layer(proxied.clone()))
+        .route(path(Protocol::OpenAiCompletions), post(completions).route_layer(proxied.clone()))
         .route(path(Protocol::AnthropicMessages), post(messages).route_layer(proxied.clone()))
         // Azure OpenAI's client shapes: the deployment in the path names a model profile.
         .route("/openai/deployments/{deployment}/chat/completions", post(azure_chat).route_layer(proxied.clone()))
@@ -213,6 +222,10 @@ async fn chat(State(state): State<AppState>, request: Request) -> Response {
 
 async fn responses(State(state): State<AppState>, request: Request) -> Response {
     request::handle(state.current(), Protocol::OpenAiResponses, request).await
+}
+
+async fn completions(State(state): State<AppState>, request: Request) -> Response {
+    request::handle(state.current(), Protocol::OpenAiCompletions, request).await
 }
 
 async fn embeddings(State(state): State<AppState>, request: Request) -> Response {

@@ -1,12 +1,13 @@
 //! Work the gateway answers itself (a token count) still costs the caller one request on
 //! its own scopes (tenant, team, key) and no tokens: its request limits and concurrency
 //! bound how much CPU it may ask of the gateway. Shared scopes (org, model, deployment)
-//! are not charged, as nothing goes to a provider.
+//! are not charged, as nothing goes to a provider. Calls that do go to a provider but
+//! carry no tokens ([`run_upstream`]) cost one request on the whole path and the deployment.
 
 use std::future::Future;
 use std::time::Duration;
 
-use sluice_quota::{Cost, Demand, RejectionKind, ReserveError, Settlement};
+use sluice_quota::{Cost, Demand, RejectionKind, ReserveError, ScopeId, Settlement};
 
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::state::{Caller, Gateway};
@@ -27,8 +28,34 @@ pub async fn run<T>(
 ) -> Result<T, GatewayError> {
     // The caller's scopes run from the org down to the key; the org is shared.
     let own = caller.scopes.get(1..).unwrap_or_default();
+    run_on(gateway, caller, own, work).await
+}
+
+/// Runs `work`, a call to `deployment` that carries no tokens (reading, cancelling or
+/// deleting a stored response; a moderation; an image), once one request is reserved on
+/// the caller's whole path (org included) and the deployment: their request limits, and
+/// a concurrency slot held until `work` ends.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_upstream<T>(
+    gateway: &Gateway,
+    caller: &Caller,
+    deployment: ScopeId,
+    work: impl Future<Output = Result<T, GatewayError>>,
+) -> Result<T, GatewayError> {
+    let path: Vec<ScopeId> = caller.scopes.iter().copied().chain([deployment]).collect();
+    run_on(gateway, caller, &path, work).await
+}
+
+async fn run_on<T>(
+    gateway: &Gateway,
+    caller: &Caller,
+    path: &[ScopeId],
+    work: impl Future<Output = Result<T, GatewayError>>,
+) -> Result<T, GatewayError> {
     let cost = Cost::request(0, 0);
-    let grant = match gateway.store.admit(Demand::new(own, cost, gateway.lease)).await {
+    let grant = match gateway.store.admit(Demand::new(path, cost, gateway.lease)).await {
         Ok(grant) => grant,
         Err(ReserveError::Store(e)) => {
             tracing::debug!(error = %e, "quota store failed");

@@ -51,6 +51,8 @@ pub struct Profile {
     pub default_max_tokens: u64,
     /// Input reserved for a Responses request's unseen context (`previous_response_id`).
     pub context_reserve_tokens: u64,
+    /// The other OpenAI endpoints served for it (`passthrough`).
+    pub passthrough: Vec<sluice_config::Passthrough>,
     /// Ordered fallbacks.
     pub fallbacks: Vec<sluice_config::Fallback>,
     /// Degradation of simple work.
@@ -141,6 +143,8 @@ pub struct Gateway {
     pub tasks: std::collections::HashSet<String>,
     /// The operation log (idempotency): process state, kept across reloads.
     pub oplog: Arc<crate::oplog::OpLog>,
+    /// The Responses API's remembered responses: process state, kept across reloads.
+    pub responses: Arc<crate::remembered::Responses>,
     /// Ends the streams still running when the shutdown grace is over.
     pub streams: crate::streams::StreamCut,
     /// Work a request leaves behind (a remote settlement, the breaker's pause): tracked
@@ -183,6 +187,7 @@ impl Gateway {
                     deployment: m.deployment,
                     default_max_tokens: m.default_max_tokens,
                     context_reserve_tokens: m.context_reserve_tokens,
+                    passthrough: m.passthrough.clone(),
                     fallbacks: m.fallbacks.clone(),
                     degrade: m.degrade_to.clone(),
                 };
@@ -202,6 +207,7 @@ impl Gateway {
             upstream_timeout: config.server.upstream_timeout,
             metrics,
             oplog: Arc::new(crate::oplog::from_config(config, Arc::clone(&clock))),
+            responses: Arc::new(crate::remembered::from_config(config, Arc::clone(&clock))),
             tasks: config.models.iter().filter_map(|m| m.degrade_to.as_ref()).flat_map(|d| d.tasks.clone()).collect(),
             clock,
             store,
@@ -229,6 +235,7 @@ impl Gateway {
     pub fn keep_learned(&mut self, old: &Gateway, config: &Config) {
         // `[server]` and `[store]` need a restart: operations in the log stay known.
         self.oplog = Arc::clone(&old.oplog);
+        self.responses = Arc::clone(&old.responses);
         // Streams started on the old gateway and on this one end together at shutdown.
         self.streams = old.streams.clone();
         // Shutdown waits for the background work of every gateway built since start.

@@ -22,7 +22,15 @@ pub fn router(sim: Arc<Sim>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(crate::cloud::openai_chat))
         .route("/v1/responses", post(crate::openai::responses::responses))
+        .route(
+            "/v1/responses/{id}",
+            get(crate::openai::responses_store::retrieve).delete(crate::openai::responses_store::delete),
+        )
+        .route("/v1/responses/{id}/cancel", post(crate::openai::responses_store::cancel))
+        .route("/v1/responses/{id}/input_items", get(crate::openai::responses_store::items))
         .route("/v1/embeddings", post(crate::openai::embeddings::embeddings))
+        .route("/v1/completions", post(crate::openai::completions::completions))
+        .route("/v1/moderations", post(crate::openai::completions::moderations))
         .route("/v1/messages", post(crate::anthropic::messages))
         .route("/v1beta/openai/chat/completions", post(crate::cloud::gemini_chat))
         .route("/v1beta/models/{*rest}", post(crate::google::gemini_native))

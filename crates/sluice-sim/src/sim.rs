@@ -121,14 +121,11 @@ pub struct Sim {
     epoch: Mutex<std::time::Duration>,
     seq: AtomicU64,
     seed: u64,
-    /// Context each Responses response leaves behind (its input plus output), by id.
-    contexts: Mutex<HashMap<String, u64>>,
+    /// The Responses API responses kept (their objects, input items and contexts).
+    pub responses: crate::openai::responses_store::StoredResponses,
     /// Google's API keys, issued access tokens and Vertex project quotas.
     google: crate::google::Google,
 }
-
-/// Most responses whose context is remembered; beyond, all are forgotten at once.
-const MAX_CONTEXTS: usize = 100_000;
 
 impl Sim {
     /// Builds the state from a validated config.
@@ -146,7 +143,7 @@ impl Sim {
             epoch: Mutex::new(std::time::Duration::ZERO),
             seq: AtomicU64::new(0),
             seed,
-            contexts: Mutex::new(HashMap::new()),
+            responses: crate::openai::responses_store::StoredResponses::default(),
             google: crate::google::Google::new(&config.google),
         };
         *sim.epoch.lock() = sim.clock.elapsed();
@@ -276,21 +273,6 @@ impl Sim {
     #[must_use]
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.lock().snapshot()
-    }
-
-    /// Remembers that response `id` leaves `tokens` of context for a continuation.
-    pub fn remember_context(&self, id: &str, tokens: u64) {
-        let mut contexts = self.contexts.lock();
-        if contexts.len() >= MAX_CONTEXTS {
-            contexts.clear();
-        }
-        contexts.insert(id.to_owned(), tokens);
-    }
-
-    /// The context response `id` left behind, if it is known.
-    #[must_use]
-    pub fn context_of(&self, id: &str) -> Option<u64> {
-        self.contexts.lock().get(id).copied()
     }
 
     /// Clears the stats and refills every bucket (remembered contexts stay).

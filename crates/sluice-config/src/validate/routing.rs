@@ -157,6 +157,7 @@ impl Validator<'_> {
                 };
                 let context_reserve_tokens =
                     m.context_reserve_tokens.as_ref().map_or(defaults::CONTEXT_RESERVE_TOKENS, |v| *v.get_ref());
+                let passthrough = self.passthrough(&format!("models[{i}].passthrough"), m.passthrough.as_deref())?;
                 let limits = self.limits(&format!("models[{i}].limits"), &m.limits)?;
                 let fallbacks = m
                     .fallbacks
@@ -174,12 +175,35 @@ impl Validator<'_> {
                     deployment,
                     default_max_tokens,
                     context_reserve_tokens,
+                    passthrough,
                     limits,
                     fallbacks,
                     degrade_to,
                 })
             })
             .collect()
+    }
+
+    /// The endpoint families listed (each once), or the default ones when none is given.
+    fn passthrough(&self, field: &str, raw: Option<&[Spanned<String>]>) -> Result<Vec<Passthrough>> {
+        let Some(raw) = raw else { return Ok(defaults::PASSTHROUGH.to_vec()) };
+        let mut families = Vec::with_capacity(raw.len());
+        for (i, name) in raw.iter().enumerate() {
+            let Some(family) = Passthrough::named(name.get_ref()) else {
+                let known: Vec<&str> = Passthrough::ALL.iter().map(|p| p.name()).collect();
+                let message = format!("unknown endpoint `{}` (known: {})", name.get_ref(), known.join(", "));
+                return Err(self.err(&format!("{field}[{i}]"), name.span(), message));
+            };
+            if families.contains(&family) {
+                return Err(self.err(
+                    &format!("{field}[{i}]"),
+                    name.span(),
+                    format!("`{}` is listed twice", family.name()),
+                ));
+            }
+            families.push(family);
+        }
+        Ok(families)
     }
 
     pub(super) fn fallback(

@@ -115,7 +115,8 @@ impl Estimator {
         let mut tally = self.tally(kind, media);
         match req.protocol {
             Protocol::OpenAiChat => openai::chat(&mut tally, &req.body),
-            Protocol::OpenAiEmbeddings => openai::embeddings(&mut tally, &req.body),
+            Protocol::OpenAiEmbeddings => openai::inputs(&mut tally, req.body.get("input")),
+            Protocol::OpenAiCompletions => openai::inputs(&mut tally, req.body.get("prompt")),
             Protocol::OpenAiResponses => responses::responses(&mut tally, &req.body),
             Protocol::AnthropicMessages => anthropic::messages(&mut tally, &req.body),
         }

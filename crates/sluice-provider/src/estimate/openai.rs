@@ -81,8 +81,10 @@ fn function_tokens(tally: &mut Tally<'_>, function: Option<&Value>) {
 }
 
 /// Counts a validated embeddings body: each input string's tokens; token-id arrays by length.
-pub(super) fn embeddings(tally: &mut Tally<'_>, body: &Map<String, Value>) {
-    match body.get("input") {
+/// Embeddings' `input` and legacy completions' `prompt`: a string, or a list of strings or
+/// token ids.
+pub(super) fn inputs(tally: &mut Tally<'_>, value: Option<&Value>) {
+    match value {
         Some(Value::String(text)) => tally.text(text),
         Some(Value::Array(items)) => items.iter().for_each(|item| embedding_item(tally, item)),
         _ => {}

@@ -75,6 +75,7 @@ pub fn parse_request(protocol: Protocol, body: &[u8]) -> Result<ParsedRequest, R
     let shape = match protocol {
         Protocol::OpenAiChat => openai::chat(&body)?,
         Protocol::OpenAiEmbeddings => openai::embeddings(&body)?,
+        Protocol::OpenAiCompletions => openai::completions(&body)?,
         Protocol::OpenAiResponses => responses::responses(&body)?,
         Protocol::AnthropicMessages => anthropic::messages(&body)?,
     };

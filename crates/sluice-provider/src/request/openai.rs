@@ -17,19 +17,36 @@ pub(super) fn chat(body: &Object) -> Result<Shape, RequestError> {
     // Validate both even when the first wins: a bad value is a bad request either way.
     let max_completion_tokens = positive(body, "max_completion_tokens")?;
     let max_output_tokens = max_completion_tokens.or(positive(body, "max_tokens")?);
-    let stream_options = fields::opt_object(body, "stream_options")?;
-    let include_usage = match stream_options {
-        Some(opts) => fields::opt_bool(opts, "include_usage")
-            .map_err(|_| RequestError::wrong_type("stream_options.include_usage", "a boolean"))?,
-        None => None,
-    };
     fields::opt_array(body, "tools", || "tools".to_owned())?;
     Ok(Shape {
         stream: fields::opt_bool(body, "stream")?.unwrap_or(false),
         max_output_tokens,
-        client_wants_stream_usage: include_usage == Some(true),
+        client_wants_stream_usage: include_usage(body)?,
         choices: choices(body)?,
     })
+}
+
+/// Validates a legacy `/v1/completions` body: `prompt` (optional) a string or a list of
+/// strings or token ids, `max_tokens` positive, `n` and `stream_options` as for chat.
+pub(super) fn completions(body: &Object) -> Result<Shape, RequestError> {
+    match fields::present(body, "prompt") {
+        None | Some(Value::String(_) | Value::Array(_)) => {}
+        Some(_) => return Err(RequestError::wrong_type("prompt", "a string or an array")),
+    }
+    Ok(Shape {
+        stream: fields::opt_bool(body, "stream")?.unwrap_or(false),
+        max_output_tokens: positive(body, "max_tokens")?,
+        client_wants_stream_usage: include_usage(body)?,
+        choices: choices(body)?,
+    })
+}
+
+/// `stream_options.include_usage` set true by the client.
+fn include_usage(body: &Object) -> Result<bool, RequestError> {
+    let Some(options) = fields::opt_object(body, "stream_options")? else { return Ok(false) };
+    let include = fields::opt_bool(options, "include_usage")
+        .map_err(|_| RequestError::wrong_type("stream_options.include_usage", "a boolean"))?;
+    Ok(include == Some(true))
 }
 
 /// An optional output bound: a positive integer. Zero is refused, not passed on: the

@@ -61,6 +61,8 @@ pub struct StreamTap {
     /// Where in `held` to resume looking for the blank line.
     resume: usize,
     outcome: StreamOutcome,
+    /// OpenAI Responses: the response's id, once an event named it.
+    response_id: Option<String>,
 }
 
 impl StreamTap {
@@ -73,8 +75,15 @@ impl StreamTap {
     /// for Anthropic, whose usage events are part of the protocol.
     #[must_use]
     pub fn new(protocol: Protocol, hide_usage_chunk: bool) -> Self {
-        let hide_usage_chunk = hide_usage_chunk && protocol == Protocol::OpenAiChat;
-        Self { protocol, hide_usage_chunk, held: Vec::new(), resume: 0, outcome: StreamOutcome::default() }
+        let hide_usage_chunk = hide_usage_chunk && protocol.is_openai_chunks();
+        Self {
+            protocol,
+            hide_usage_chunk,
+            held: Vec::new(),
+            resume: 0,
+            outcome: StreamOutcome::default(),
+            response_id: None,
+        }
     }
 
     /// Feeds one upstream chunk; returns the bytes to forward to the client now: every
@@ -118,6 +127,12 @@ impl StreamTap {
         self.outcome
     }
 
+    /// OpenAI Responses: the id of the response streamed, once an event named it.
+    #[must_use]
+    pub fn response_id(&self) -> Option<&str> {
+        self.response_id.as_deref()
+    }
+
     /// Appends the complete events at the start of `buf` (as the client should get them)
     /// to `out`; returns how many bytes of `buf` they took. `resume` is where the first
     /// event's terminator search may start.
@@ -148,13 +163,17 @@ impl StreamTap {
             return;
         };
         match self.protocol {
-            Protocol::OpenAiChat => openai::event(text, hide_usage, &mut self.outcome, out),
+            Protocol::OpenAiChat | Protocol::OpenAiCompletions => {
+                openai::event(text, hide_usage, &mut self.outcome, out);
+            }
             Protocol::AnthropicMessages => {
                 anthropic::event(text, &mut self.outcome);
                 out.extend_from_slice(event);
             }
             Protocol::OpenAiResponses => {
-                responses::event(text, &mut self.outcome);
+                if let Some(id) = responses::event(text, &mut self.outcome) {
+                    self.response_id = Some(id);
+                }
                 out.extend_from_slice(event);
             }
             // Embeddings never stream; forward anything untouched.

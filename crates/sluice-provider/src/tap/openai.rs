@@ -15,7 +15,8 @@ use crate::usage::RawUsage;
 const USAGE: &str = "\"usage\"";
 const ERROR: &str = "\"error\"";
 /// Delta keys whose presence with a value means the chunk carries generated output.
-const CONTENT_STRINGS: [&str; 4] = ["\"content\"", "\"refusal\"", "\"reasoning_content\"", "\"reasoning\""];
+/// Chat's delta strings, and legacy completions' `text`.
+const CONTENT_STRINGS: [&str; 5] = ["\"content\"", "\"refusal\"", "\"reasoning_content\"", "\"reasoning\"", "\"text\""];
 const TOOL_CALLS: &str = "\"tool_calls\"";
 
 /// A chunk that holds usage: its usage and whether `choices` is empty.

@@ -3,7 +3,8 @@
 //! Each event has an `event:` line naming its type (repeated as `type` in the data).
 //! Output deltas count as content; `response.completed` and `response.incomplete` end the
 //! stream and carry the usage in `response.usage`; `response.failed` and `error` are the
-//! protocol's error events. serde_json runs only on those final events.
+//! protocol's error events. serde_json runs only on those final events and on
+//! `response.created`, whose `response.id` names the response.
 
 use serde::Deserialize;
 
@@ -20,11 +21,13 @@ struct Final {
 
 #[derive(Deserialize)]
 struct FinalResponse {
+    id: Option<String>,
     usage: Option<RawUsage>,
 }
 
-/// Analyses one complete event `text`; the event itself is forwarded unchanged.
-pub(super) fn event(text: &str, outcome: &mut StreamOutcome) {
+/// Analyses one complete event `text`; the event itself is forwarded unchanged. Returns
+/// the response's id when the event names it.
+pub(super) fn event(text: &str, outcome: &mut StreamOutcome) -> Option<String> {
     let event = Event::parse(text);
     let data = event.data.as_deref().unwrap_or_default();
     let kind = match event.name {
@@ -36,23 +39,31 @@ pub(super) fn event(text: &str, outcome: &mut StreamOutcome) {
             .to_owned(),
     };
     match kind.as_str() {
+        "response.created" => return read_final(data).and_then(|r| r.id),
         "response.completed" | "response.incomplete" => {
             outcome.completed = true;
-            read_usage(data, outcome);
+            return read_usage(data, outcome);
         }
         "response.failed" => {
             outcome.error_event = true;
-            read_usage(data, outcome);
+            return read_usage(data, outcome);
         }
         "error" => outcome.error_event = true,
         delta if delta.ends_with(".delta") && delta != "response.audio.delta" => outcome.saw_content(),
         _ => {}
     }
+    None
 }
 
-fn read_usage(data: &str, outcome: &mut StreamOutcome) {
-    let usage = serde_json::from_str::<Final>(data).ok().and_then(|f| f.response).and_then(|r| r.usage);
-    if let Some(raw) = usage {
+fn read_final(data: &str) -> Option<FinalResponse> {
+    serde_json::from_str::<Final>(data).ok().and_then(|f| f.response)
+}
+
+/// Reads the final event's usage into `outcome`; returns the response's id.
+fn read_usage(data: &str, outcome: &mut StreamOutcome) -> Option<String> {
+    let response = read_final(data)?;
+    if let Some(raw) = response.usage {
         outcome.usage = Some(raw.into_usage(Protocol::OpenAiResponses));
     }
+    response.id
 }

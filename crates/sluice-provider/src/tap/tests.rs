@@ -289,6 +289,16 @@ fn responses_stream_passes_unchanged_and_reports_usage_from_completed() {
     assert_eq!(outcome.content_deltas, 2);
     let usage = outcome.usage.unwrap();
     assert_eq!((usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens), (30, 12, 10));
+    assert_eq!(tap.response_id(), Some("resp_1"), "the response's id, for its continuations");
+}
+
+#[test]
+fn a_responses_stream_names_its_response_from_its_first_event() {
+    let mut tap = StreamTap::new(Protocol::OpenAiResponses, false);
+    let created = RESPONSES_STREAM.split_inclusive("\n\n").next().unwrap();
+    tap.push(created.as_bytes());
+    assert_eq!(tap.response_id(), Some("resp_1"), "known before the stream completes");
+    assert_eq!(StreamTap::new(Protocol::OpenAiChat, false).response_id(), None);
 }
 
 #[test]

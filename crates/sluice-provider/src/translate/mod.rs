@@ -35,6 +35,7 @@ mod json;
 mod mapping;
 mod request;
 mod response;
+mod responses_messages;
 mod stream;
 mod tools;
 
@@ -42,4 +43,5 @@ pub use error::TranslateError;
 pub use gemini::{gemini_error_to_openai, gemini_to_openai_response, openai_error_type, openai_to_gemini_request};
 pub use request::{anthropic_to_openai_request, openai_to_anthropic_request};
 pub use response::{anthropic_to_openai_response, openai_to_anthropic_response};
-pub use stream::{AnthropicToOpenAiStream, GeminiToOpenAiStream, OpenAiToAnthropicStream};
+pub use responses_messages::{anthropic_to_responses_response, responses_to_anthropic_request};
+pub use stream::{AnthropicToOpenAiStream, AnthropicToResponsesStream, GeminiToOpenAiStream, OpenAiToAnthropicStream};

@@ -30,20 +30,24 @@ pub struct RedisOps {
     local: Option<MemoryOps>,
 }
 
-/// The store `settings` call for: Redis when the quota store is Redis, else `local`.
+/// The Redis records `settings` call for, and whether they fail open to this process;
+/// `None` when the quota store is not Redis.
 #[must_use]
-pub fn from_config(settings: &Store, local: MemoryOps) -> Arc<dyn OpStore> {
+pub fn records(settings: &Store) -> Option<(OpRecords, bool)> {
     let topology = match &settings.kind {
-        StoreKind::Memory => return Arc::new(local),
+        StoreKind::Memory => return None,
         StoreKind::Redis(url) => Topology::Standalone(url.clone()),
         StoreKind::RedisCluster(seeds) => Topology::Cluster(seeds.clone()),
     };
     let fail_open = settings.on_unavailable == Unavailable::FailOpenLocal;
-    Arc::new(RedisOps {
-        records: OpRecords::new(topology, settings.timeout),
-        prefix: settings.prefix.clone(),
-        local: fail_open.then_some(local),
-    })
+    Some((OpRecords::new(topology, settings.timeout), fail_open))
+}
+
+/// The store `settings` call for: Redis when the quota store is Redis, else `local`.
+#[must_use]
+pub fn from_config(settings: &Store, local: MemoryOps) -> Arc<dyn OpStore> {
+    let Some((records, fail_open)) = records(settings) else { return Arc::new(local) };
+    Arc::new(RedisOps { records, prefix: settings.prefix.clone(), local: fail_open.then_some(local) })
 }
 
 fn failed(e: impl std::fmt::Display) -> OpStoreError {

@@ -17,6 +17,7 @@ use super::settle::Terms;
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::{Hit, QueueLabels};
 use crate::queue::{Ask, WaitError};
+use crate::remembered::Memo;
 use crate::shares::HeldBack;
 use crate::state::{Caller, Gateway, Profile, Route};
 
@@ -63,7 +64,7 @@ pub async fn admit(req: &Request<'_>, deployment: usize, mode: Mode) -> Result<A
     let gateway = req.gateway;
     let route = &gateway.deployments[deployment];
     check_endpoint(req.request, route)?;
-    let quote = quote(gateway, req.request, req.profile, route);
+    let quote = quote(gateway, req.request, req.profile, route, req.hidden_context);
     let ask = ask(gateway, req.caller, req.profile, route, quote);
     match reserve_or_wait(req, route, ask, mode).await {
         Ok(grant) => {
@@ -120,8 +121,20 @@ fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant) -> Admi
         adaptive: Arc::clone(&route.adaptive),
         kind: route.kind,
         output_counting: route.output_counting,
+        memo: memo(req, route),
     };
     Admitted { terms, after: grant.after }
+}
+
+/// What remembers a Responses API answer served by `route` (its own protocol: Responses
+/// translated for another provider have no id the provider keeps).
+fn memo(req: &Request<'_>, route: &Route) -> Option<Memo> {
+    let served = req.request.protocol == Protocol::OpenAiResponses && route.kind != ProviderKind::Anthropic;
+    served.then(|| Memo {
+        responses: Arc::clone(&req.gateway.responses),
+        tenant: Arc::clone(&req.caller.tenant),
+        deployment: Arc::clone(&route.name),
+    })
 }
 
 /// The error a refused admission answers, counted.
@@ -213,12 +226,13 @@ pub fn refusal_info(caller: &Caller, profile: &Profile, route: &Route, quote: Qu
 
 /// Prices `request` on `route` as admission does: the input estimate (by the route's
 /// tokenizer and cache estimator) and the output reservation. Reserves nothing.
-fn quote(gateway: &Gateway, request: &ParsedRequest, profile: &Profile, route: &Route) -> Quote {
+/// `hidden` is the context remembered of the response the request continues.
+fn quote(gateway: &Gateway, request: &ParsedRequest, profile: &Profile, route: &Route, hidden: Option<u64>) -> Quote {
     let mut estimate = estimate_input(gateway, request, route);
     if request.continues_hidden_context() {
-        // The earlier turns the provider adds are not in the body: a conservative figure,
-        // settled to the real input from usage.
-        estimate = estimate.saturating_add(profile.context_reserve_tokens);
+        // The earlier turns the provider adds are not in the body: what the continued
+        // response left behind, else a conservative figure; settled from usage.
+        estimate = estimate.saturating_add(hidden.unwrap_or(profile.context_reserve_tokens));
     }
     let input = route.adaptive.input_reservation(estimate);
     let output = match request.protocol {
@@ -258,7 +272,7 @@ pub(crate) async fn check_fits(
 ) -> Result<(), GatewayError> {
     let route = &gateway.deployments[deployment];
     check_endpoint(request, route)?;
-    let quoted = quote(gateway, request, profile, route);
+    let quoted = quote(gateway, request, profile, route, None);
     let cost = quoted.cost();
     let path: Vec<ScopeId> = caller.scopes.iter().copied().chain([profile.scope, route.scope]).collect();
     // One store read for the whole path; if it fails, admission judges the request later.
@@ -367,18 +381,16 @@ pub fn hit_labels(route: &Route) -> Hit {
 /// Suggested wait when every concurrency slot is busy (no bucket can say when one frees).
 const SLOT_RETRY: Duration = Duration::from_secs(1);
 
-/// Chat and messages requests cross between OpenAI and Anthropic deployments (translated);
-/// embeddings have no Anthropic counterpart, and Responses requests are not translated.
+/// Chat, Responses and messages requests cross between OpenAI and Anthropic deployments
+/// (translated; what cannot be is refused by the translation, naming the field);
+/// embeddings and legacy completions have no Anthropic counterpart.
 fn check_endpoint(request: &ParsedRequest, route: &Route) -> Result<(), GatewayError> {
     if route.kind != ProviderKind::Anthropic {
         return Ok(());
     }
     match request.protocol {
-        Protocol::OpenAiEmbeddings => {
+        Protocol::OpenAiEmbeddings | Protocol::OpenAiCompletions => {
             Err(GatewayError::WrongEndpoint { model: request.model.clone(), endpoint: "/v1/messages" })
-        }
-        Protocol::OpenAiResponses => {
-            Err(GatewayError::ResponsesNotServed { model: request.model.clone(), deployment: route.name.to_string() })
         }
         _ => Ok(()),
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Response, StatusCode};
-use sluice_provider::{ErrorClass, Phase, Protocol, classify_with_hints, usage_from_response};
+use sluice_provider::{ErrorClass, Phase, classify_with_hints, usage_from_response};
 use sluice_quota::{Cost, Settlement};
 
 use super::admission::{self, Admitted, Mode};
@@ -139,7 +139,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     }
     let crossing = Crossing::of(request.protocol, route.kind);
     let upstream_protocol = crossing.upstream(request.protocol);
-    let force_usage = request.stream && upstream_protocol == Protocol::OpenAiChat && !request.client_wants_stream_usage;
+    let force_usage = request.stream && upstream_protocol.is_openai_chunks() && !request.client_wants_stream_usage;
     let guard = SettleGuard::new(
         Arc::clone(&gateway.store),
         terms.id,
@@ -296,11 +296,16 @@ async fn buffered(
     let bytes = google::response_body(call.route, bytes, client_model, created).map_err(|e| bad_response(call, &e))?;
     let terms = call.terms;
     let upstream_protocol = call.crossing.upstream(terms.protocol);
-    let settlement = match usage_from_response(upstream_protocol, &bytes) {
+    let usage = usage_from_response(upstream_protocol, &bytes);
+    let settlement = match usage {
         Some(usage) => terms.settlement(usage),
         None => terms.sent_unanswered(),
     };
     guard.settle(settlement);
+    if let Some(memo) = &terms.memo {
+        // Before the client has the id, so its continuation finds the record.
+        memo.record_body(&bytes, usage.as_ref()).await;
+    }
     let body = match call.crossing.response_body(&bytes, client_model, created) {
         Ok(body) => body,
         Err(e) => return Err(bad_response(call, &e)),

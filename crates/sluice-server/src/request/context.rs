@@ -31,4 +31,7 @@ pub struct Request<'a> {
     pub early: Option<&'a Early>,
     /// The request's access-log line, which every step adds to.
     pub access: &'a Arc<Line>,
+    /// The context remembered of the response this one continues (`previous_response_id`);
+    /// `None` when it continues none or one sluice does not know.
+    pub hidden_context: Option<u64>,
 }

@@ -8,6 +8,7 @@ use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use axum::response::IntoResponse as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Limited};
+use sluice_config::Passthrough;
 use sluice_provider::{ParsedRequest, Protocol, parse_request};
 
 use super::attempt::{self, Served};
@@ -19,6 +20,7 @@ use crate::error::{Envelope, ErrorResponse, GatewayError};
 use crate::metrics::Outcome;
 use crate::oplog::{self, Begin, Fingerprint, OpId, OpLog, Stored};
 use crate::ratelimit_headers::Early;
+use crate::remembered::ResponseKey;
 use crate::state::{Caller, Gateway};
 use crate::trace::{self, Trace};
 
@@ -115,7 +117,13 @@ pub async fn forward(
         return Served::refused(GatewayError::UnknownModel(request.model.clone())).logged(access);
     };
     access.profile(&profile.name);
+    if protocol == Protocol::OpenAiCompletions
+        && let Err(error) = crate::served::allowed(gateway, profile, Passthrough::Completions, "/v1/completions")
+    {
+        return Served::refused(error).logged(access);
+    }
     let task = task_of(headers, &request);
+    let hidden_context = hidden_context(gateway, caller, &request).await;
     let attempt = Request {
         gateway,
         caller,
@@ -126,6 +134,7 @@ pub async fn forward(
         trace,
         early,
         access: &access,
+        hidden_context,
     };
     once_only(&attempt, protocol).await.unwrap_or_else(Served::refused).logged(Arc::clone(&access))
 }
@@ -194,6 +203,15 @@ fn replay(stored: Stored) -> Response<Body> {
     }
     response.headers_mut().insert("x-sluice-idempotent-replay", HeaderValue::from_static("true"));
     response
+}
+
+/// The context remembered of the response `request` continues, if sluice relayed it for
+/// the caller's tenant and saw its usage. A store that cannot answer makes it unknown (the
+/// profile's conservative figure is reserved instead).
+pub(crate) async fn hidden_context(gateway: &Gateway, caller: &Caller, request: &ParsedRequest) -> Option<u64> {
+    let id = request.body.get("previous_response_id")?.as_str()?;
+    let key = ResponseKey { tenant: Arc::clone(&caller.tenant), id: id.to_owned() };
+    gateway.responses.recall(&key).await.ok().flatten()?.context
 }
 
 /// The task a request declares: the `x-sluice-task` header, else `metadata.task`.

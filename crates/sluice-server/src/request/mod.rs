@@ -31,5 +31,8 @@ mod settle;
 
 pub(crate) use admission::check_fits;
 pub(crate) use admission::estimate_input;
+pub(crate) use inbound::hidden_context;
 pub use inbound::{ModelFromPath, count, finished, forward, handle, named_by_path, read_body};
 pub use outbound::endpoint_path;
+pub(crate) use providers::{auth_headers, upstream_url};
+pub(crate) use relay::pass_through;

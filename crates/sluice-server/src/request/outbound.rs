@@ -19,6 +19,7 @@ pub fn endpoint_path(protocol: Protocol) -> &'static str {
         Protocol::OpenAiChat => "/v1/chat/completions",
         Protocol::OpenAiResponses => "/v1/responses",
         Protocol::OpenAiEmbeddings => "/v1/embeddings",
+        Protocol::OpenAiCompletions => "/v1/completions",
         Protocol::AnthropicMessages => "/v1/messages",
     }
 }

@@ -104,6 +104,7 @@ async fn next_chunk(mut relay: Relay) -> Option<(Result<Bytes, Infallible>, Rela
             Ok(Some(Ok(frame))) => {
                 let Ok(data) = frame.into_data() else { continue };
                 let out = relay.pipe.push(&data);
+                relay.remember().await;
                 if !out.is_empty() {
                     if let Some(line) = relay.guard.as_ref().and_then(SettleGuard::access) {
                         line.first_piece();
@@ -133,6 +134,14 @@ async fn cut(rx: &mut watch::Receiver<bool>) {
 }
 
 impl Relay {
+    /// Once a Responses stream's usage is in, remembers what it left behind, before the
+    /// client has the final event (its continuation then finds the record).
+    async fn remember(&mut self) {
+        let (Some(usage), Some(id)) = (self.pipe.usage().0, self.pipe.response_id()) else { return };
+        let Some(memo) = self.terms.memo.take() else { return };
+        memo.record(id, Some(&usage)).await;
+    }
+
     fn finish(&mut self) {
         let Some(guard) = self.guard.take() else { return };
         let settlement = match self.pipe.usage() {

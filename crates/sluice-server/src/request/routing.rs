@@ -198,6 +198,7 @@ mod tests {
             deployment: 0,
             default_max_tokens: 16,
             context_reserve_tokens: 0,
+            passthrough: Vec::new(),
             fallbacks: fallbacks.into_iter().map(|(deployment, when)| Fallback { deployment, when }).collect(),
             degrade: degrade.map(|deployment| Degrade { deployment, classes: vec![1], tasks: vec!["tag".into()] }),
         }

@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 use crate::access::Line;
 use crate::adaptive::Adaptive;
 use crate::queue::DeploymentQueue;
+use crate::remembered::Memo;
 
 /// A reservation admission made, and the terms it is settled on.
 #[derive(Debug)]
@@ -32,6 +33,8 @@ pub struct Terms {
     pub kind: ProviderKind,
     /// How the deployment's provider counts output against its limits.
     pub output_counting: OutputCounting,
+    /// Responses API: remembers what the answer leaves behind for continuations.
+    pub memo: Option<Memo>,
 }
 
 impl Terms {

@@ -1,6 +1,7 @@
 //! The OpenAI shape: `POST /v1/chat/completions` and `POST /v1/responses` (plain and SSE),
 //! and `POST /v1/embeddings`.
 
+pub mod completions;
 pub mod embeddings;
 pub mod errors;
 pub mod request;
@@ -8,6 +9,7 @@ pub mod response;
 pub mod responses;
 pub mod responses_body;
 pub mod responses_request;
+pub mod responses_store;
 pub mod stream;
 pub mod tools;
 

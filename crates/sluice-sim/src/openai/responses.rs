@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
+use serde_json::Value;
 
 use super::responses_body::{ResponseFrame, ResponsesStream};
 use super::responses_request::ResponsesRequest;
@@ -38,19 +39,37 @@ pub async fn responses(
     };
     let flavor = prepared.model.flavor;
     let id = format!("resp_{}", sim.request_id().trim_start_matches("req_"));
-    let frame = ResponseFrame::new(id, sim.clock().unix_now().as_secs(), &prepared);
+    let frame = ResponseFrame::new(id, sim.clock().unix_now().as_secs(), &prepared).with_input(req.input.as_ref());
     if prepared.ask.stream {
         let snapshot = ticket.snapshot;
         let render = ResponsesStream::new(frame, Arc::clone(&sim));
         let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, render);
         return crate::respond::sse(&sim, flavor, Some(&snapshot), body);
     }
-    flow::generate(&ticket).await;
-    let text = crate::text::filler(ticket.output);
-    let body = serde_json::to_vec(&frame.response(Some((&text, ticket.output)))).unwrap_or_default();
-    sim.remember_context(frame.id(), prepared.input + ticket.output);
-    sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(ticket.output));
+    let (response, output) = finished(&req, &prepared, &frame, ticket.output);
+    let background = req.background.unwrap_or(false);
+    let body = if background {
+        // The provider runs it: answered queued now, found finished by the next read.
+        frame.keep_queued(&sim, &response, output)
+    } else {
+        flow::generate(&ticket).await;
+        frame.keep(&sim, &response, output);
+        response
+    };
+    sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(output));
+    let body = serde_json::to_vec(&body).unwrap_or_default();
     crate::respond::json(&sim, flavor, Some(&ticket.snapshot), StatusCode::OK, body)
+}
+
+/// The finished `response` object and its output tokens: a call to a tool when the request
+/// asks for one, else `output` tokens of text.
+fn finished(req: &ResponsesRequest<'_>, prepared: &Prepared, frame: &ResponseFrame, output: u64) -> (Value, u64) {
+    if let Some(call) = crate::tools::decide(req.tools.as_ref(), req.tool_choice.as_ref(), &req.last_text()) {
+        let output = call.tokens(&prepared.model.tokenizer);
+        return (frame.tool_call(&call, output), output);
+    }
+    let text = crate::text::filler(output);
+    (frame.response(Some((&text, output))), output)
 }
 
 /// Validates and counts a Responses request: the TPM cost is input plus the output cap,
@@ -63,7 +82,7 @@ fn prepare(sim: &Sim, req: &ResponsesRequest<'_>, headers: &HeaderMap) -> Result
     }
     let context = match req.previous_response_id.as_deref() {
         None => 0,
-        Some(id) => sim.context_of(id).ok_or_else(|| ApiError::Invalid {
+        Some(id) => sim.responses.context_of(id).ok_or_else(|| ApiError::Invalid {
             message: format!("Previous response with id '{id}' not found."),
             param: Some("previous_response_id"),
         })?,

@@ -17,6 +17,8 @@ pub struct ResponseFrame {
     model: String,
     input: u64,
     cap: u64,
+    /// The request's input items, kept with the response.
+    items: Vec<Value>,
 }
 
 impl ResponseFrame {
@@ -31,7 +33,42 @@ impl ResponseFrame {
             model: prepared.model.config.name.clone(),
             input: prepared.input,
             cap: prepared.ask.cap,
+            items: Vec::new(),
         }
+    }
+
+    /// The frame with the request's `input` kept as its input items.
+    #[must_use]
+    pub fn with_input(mut self, input: Option<&Value>) -> Self {
+        self.items = super::responses_store::input_items(input, &self.id);
+        self
+    }
+
+    /// Keeps the finished `response` (of `output` tokens) for reads and continuations.
+    pub fn keep(&self, sim: &Sim, response: &Value, output: u64) {
+        sim.responses.finished(&self.id, response.clone(), self.items.clone(), self.input + output);
+    }
+
+    /// Keeps a background response: answered `queued` now, finished as `done` by the next read.
+    #[must_use]
+    pub fn keep_queued(&self, sim: &Sim, done: &Value, output: u64) -> Value {
+        let mut queued = self.object("queued", json!([]), Value::Null, Value::Null);
+        queued["background"] = json!(true);
+        let mut done = done.clone();
+        done["background"] = json!(true);
+        sim.responses.queued(&self.id, queued.clone(), self.items.clone(), done, self.input + output);
+        queued
+    }
+
+    /// The `response` object whose output is a call to a tool.
+    #[must_use]
+    pub fn tool_call(&self, call: &crate::tools::ToolCall, output: u64) -> Value {
+        let stem = self.id.trim_start_matches("resp_");
+        let item = json!({
+            "id": format!("fc_{stem}"), "type": "function_call", "status": "completed",
+            "call_id": format!("call_{stem}"), "name": call.name, "arguments": call.arguments,
+        });
+        self.object("completed", json!([item]), self.usage(output), Value::Null)
     }
 
     /// The response's id.
@@ -73,6 +110,10 @@ impl ResponseFrame {
             Some((text, output)) => ("completed", json!([self.message(Some(text))]), self.usage(output), Value::Null),
             None => ("in_progress", json!([]), Value::Null, Value::Null),
         };
+        self.object(status, output, usage, incomplete)
+    }
+
+    fn object(&self, status: &str, output: Value, usage: Value, incomplete: Value) -> Value {
         json!({
             "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
             "error": null, "incomplete_details": incomplete, "instructions": null, "metadata": {},
@@ -150,8 +191,8 @@ impl Render for ResponsesStream {
         self.emit(out, "response.content_part.done", part);
         let item = self.frame.message(Some(&text));
         self.emit(out, "response.output_item.done", json!({"output_index": 0, "item": item}));
-        self.sim.remember_context(&self.frame.id, self.frame.input + output);
         let response = self.frame.response(Some((&text, output)));
+        self.frame.keep(&self.sim, &response, output);
         let name = if output >= self.frame.cap { "response.incomplete" } else { "response.completed" };
         self.emit(out, name, json!({"response": response}));
     }

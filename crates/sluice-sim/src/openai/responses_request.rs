@@ -35,6 +35,12 @@ pub struct ResponsesRequest<'a> {
     /// The response this one continues: its context is added to the input.
     #[serde(borrow, default)]
     pub previous_response_id: Option<Cow<'a, str>>,
+    /// Which tool to call, if any must be.
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
+    /// Run in the background: answered `queued`, read later.
+    #[serde(default)]
+    pub background: Option<bool>,
 }
 
 /// The texts of one item's `content` (a string or typed parts with `text`).

@@ -16,6 +16,7 @@ mod framer;
 mod from_gemini;
 mod to_anthropic;
 mod to_openai;
+mod to_responses;
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -27,6 +28,7 @@ use crate::tap::MAX_HELD_EVENT_BYTES;
 pub use self::from_gemini::GeminiToOpenAiStream;
 pub use self::to_anthropic::OpenAiToAnthropicStream;
 pub use self::to_openai::AnthropicToOpenAiStream;
+pub use self::to_responses::AnthropicToResponsesStream;
 
 /// One direction's event-by-event state machine.
 trait Translator {
