@@ -49,9 +49,9 @@ pub use request::{MAX_NESTING_DEPTH, ParsedRequest, parse_request};
 pub use rewrite::upstream_body;
 pub use tap::{MAX_HELD_EVENT_BYTES, StreamOutcome, StreamTap};
 pub use translate::{
-    AnthropicToOpenAiStream, AnthropicToResponsesStream, GeminiToOpenAiStream, OpenAiToAnthropicStream,
-    TranslateError, anthropic_to_openai_request, anthropic_to_openai_response, anthropic_to_responses_response,
-    gemini_error_to_openai, gemini_to_openai_response, openai_error_type, openai_to_anthropic_request,
-    openai_to_anthropic_response, openai_to_gemini_request, responses_to_anthropic_request,
+    AnthropicToOpenAiStream, AnthropicToResponsesStream, GeminiToOpenAiStream, OpenAiToAnthropicStream, TranslateError,
+    anthropic_to_openai_request, anthropic_to_openai_response, anthropic_to_responses_response, gemini_error_to_openai,
+    gemini_to_openai_response, openai_error_type, openai_to_anthropic_request, openai_to_anthropic_response,
+    openai_to_gemini_request, responses_to_anthropic_request,
 };
 pub use usage::{Usage, usage_from_response};

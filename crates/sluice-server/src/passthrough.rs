@@ -68,7 +68,7 @@ impl Answer {
 /// # Errors
 /// The provider could not be reached, did not answer in time, or sent too much.
 pub async fn send(gateway: &Gateway, route: &Route, call: Call, trace: &Trace) -> Result<Answer, GatewayError> {
-    let mut uri = upstream_url(route, &call.endpoint);
+    let mut uri = upstream_url(route, &call.endpoint, false);
     if let Some(query) = call.query.as_deref().filter(|q| !q.is_empty()) {
         uri.push(if uri.contains('?') { '&' } else { '?' });
         uri.push_str(query);

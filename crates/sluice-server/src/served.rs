@@ -2,7 +2,7 @@
 //! embeddings (its `passthrough` list): asked by the request road (legacy completions) and
 //! by the passthrough handler (the others), so it imports neither.
 
-use sluice_config::{Passthrough, ProviderKind};
+use sluice_config::{Passthrough, ProviderApi, ProviderKind};
 
 use crate::error::{GatewayError, shown_path};
 use crate::state::{Gateway, Profile, Route};
@@ -11,7 +11,7 @@ use crate::state::{Gateway, Profile, Route};
 ///
 /// # Errors
 /// 404 `endpoint_not_served` when the profile does not list `family`, or its deployment
-/// is not OpenAI's.
+/// does not speak OpenAI's API on the wire.
 pub fn allowed<'g>(
     gateway: &'g Gateway,
     profile: &Profile,
@@ -21,7 +21,10 @@ pub fn allowed<'g>(
     let route = &gateway.deployments[profile.deployment];
     let why = if !profile.passthrough.contains(&family) {
         format!("for model `{}`: its profile does not list \"{}\" in passthrough", profile.name, family.name())
-    } else if route.kind != ProviderKind::OpenAi {
+    } else if route.kind != ProviderKind::OpenAi
+        || matches!(route.api, ProviderApi::GeminiNative | ProviderApi::Vertex(_))
+    {
+        // Gemini's native API and Vertex speak OpenAI's chat alone, through a translation.
         format!("for model `{}`: its deployment `{}` is not an OpenAI one", profile.name, route.name)
     } else {
         return Ok(route);
