@@ -225,7 +225,7 @@ pub(crate) fn context(
 ) -> Result<(Arc<Gateway>, Arc<Jobs>, Caller), GatewayError> {
     let jobs = jobs_of(state)?;
     let gateway = state.current();
-    let caller = authenticate(&gateway, headers)?.clone();
+    let caller = authenticate(&gateway, headers)?;
     Ok((gateway, jobs, caller))
 }
 

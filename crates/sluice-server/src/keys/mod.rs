@@ -1,0 +1,153 @@
+//! Runtime keys: gateway keys created, changed, rotated and revoked through the admin API
+//! (`/admin/keys`), stored in the job store beside the configured keys (which stay
+//! read-only).
+//!
+//! Hot path: authentication reads [`RuntimeKeys::lookup`], one lock-free load of an
+//! `ArcSwap`ped map keyed by the secret's SHA-256 — no store read per request. The map is
+//! rebuilt from the store by [`refresh`] whenever the keys' version (a counter the store
+//! bumps with every write) changes: at once on the instance that made the change, and
+//! within [`POLL`] on every other one sharing the store (Redis). Expiry and a rotated
+//! secret's grace are checked at lookup, against the wall clock.
+
+mod record;
+mod resolve;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use sluice_jobs::JobStore;
+
+pub use record::{AUDIT_KIND, AUDIT_OWNER, AuditEntry, KEY_KIND, KEY_OWNER, KeyRecord, Role, SecretHash, hex, unhex};
+
+use crate::state::{Caller, Gateway};
+
+/// How often an instance asks the store whether the keys changed. A change made on one
+/// instance is in force on every other within this plus one store round trip (under 1 s).
+pub const POLL: Duration = Duration::from_millis(250);
+
+/// A resolved runtime secret: who it authenticates, and until when.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The key's id.
+    pub key_id: Arc<str>,
+    /// Its tenant.
+    pub tenant: Arc<str>,
+    /// The caller, for a client key; `None` for a tenant-admin key.
+    pub caller: Option<Caller>,
+    /// Unix milliseconds after which the secret no longer authenticates.
+    pub until_ms: Option<u64>,
+}
+
+/// The runtime keys: as stored, and resolved against the configuration in force.
+#[derive(Debug, Default)]
+pub struct RuntimeKeys {
+    records: ArcSwap<Vec<KeyRecord>>,
+    resolved: ArcSwap<HashMap<[u8; 32], Resolved>>,
+    version: AtomicU64,
+}
+
+impl RuntimeKeys {
+    /// The live secret whose hash is `sha256`, at `now_ms` (unix milliseconds).
+    #[must_use]
+    pub fn lookup(&self, sha256: &[u8; 32], now_ms: u64) -> Option<Resolved> {
+        let map = self.resolved.load();
+        let found = map.get(sha256)?;
+        found.until_ms.is_none_or(|until| now_ms < until).then(|| found.clone())
+    }
+
+    /// The caller of the live client key `key_id` (an async job's key).
+    #[must_use]
+    pub fn caller_by_id(&self, key_id: &str, now_ms: u64) -> Option<Caller> {
+        let map = self.resolved.load();
+        let live = map.values().filter(|r| r.until_ms.is_none_or(|until| now_ms < until));
+        live.filter(|r| *r.key_id == *key_id).find_map(|r| r.caller.clone())
+    }
+
+    /// The stored keys as last loaded.
+    #[must_use]
+    pub fn records(&self) -> Arc<Vec<KeyRecord>> {
+        self.records.load_full()
+    }
+
+    /// Installs `records` (the store's at `version`), resolved against `gateway`.
+    pub fn install(&self, records: Vec<KeyRecord>, version: u64, gateway: &Gateway) {
+        self.resolved.store(Arc::new(resolve::all(&records, gateway)));
+        self.records.store(Arc::new(records));
+        self.version.store(version, Ordering::Release);
+    }
+
+    /// Resolves the loaded keys again against `gateway` (after a reload).
+    pub fn reresolve(&self, gateway: &Gateway) {
+        self.resolved.store(Arc::new(resolve::all(&self.records.load(), gateway)));
+    }
+}
+
+/// Loads the keys from `store` into `gateway` when their version changed (or `force`).
+///
+/// # Errors
+/// When the store cannot answer; the keys in force stay.
+pub async fn refresh(store: &dyn JobStore, gateway: &Gateway, force: bool) -> Result<(), sluice_jobs::JobStoreError> {
+    let keys = &gateway.runtime_keys;
+    let version = store.doc_version(KEY_KIND).await?;
+    if !force && version == keys.version.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let docs = store.list_docs(KEY_KIND, KEY_OWNER).await?;
+    let mut records = Vec::with_capacity(docs.len());
+    for doc in docs {
+        match serde_json::from_slice::<KeyRecord>(&doc.body) {
+            Ok(record) => records.push(record),
+            Err(e) => tracing::warn!(key = %doc.id, error = %e, "runtime key unreadable; skipped"),
+        }
+    }
+    keys.install(records, version, gateway);
+    Ok(())
+}
+
+/// Polls the store every [`POLL`] until the gateway drains, so that a change made on
+/// another instance is in force here within a second. Without a job store there are no
+/// runtime keys and nothing is spawned.
+pub fn spawn_refresh(state: &crate::AppState) -> Option<tokio::task::JoinHandle<()>> {
+    let jobs = state.jobs.clone()?;
+    let state = state.clone();
+    Some(tokio::spawn(async move {
+        let mut failing = false;
+        loop {
+            let result = refresh(jobs.store.as_ref(), &state.current(), false).await;
+            if result.is_err() != failing {
+                failing = result.is_err();
+                match result {
+                    Err(e) => tracing::warn!(error = %e, "runtime keys cannot be refreshed; the last loaded stay"),
+                    Ok(()) => tracing::info!("runtime keys refreshed again"),
+                }
+            }
+            if state.draining.load(Ordering::Relaxed) {
+                return;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(until_ms: Option<u64>) -> Resolved {
+        Resolved { key_id: Arc::from("k"), tenant: Arc::from("t"), caller: None, until_ms }
+    }
+
+    #[test]
+    fn a_secret_authenticates_until_its_expiry_or_grace_and_not_at_it() {
+        let keys = RuntimeKeys::default();
+        let (forever, expiring) = (sluice_config::hash_key("a"), sluice_config::hash_key("b"));
+        keys.resolved.store(Arc::new(HashMap::from([(forever, entry(None)), (expiring, entry(Some(5_000)))])));
+        assert!(keys.lookup(&forever, u64::MAX).is_some());
+        assert!(keys.lookup(&expiring, 4_999).is_some());
+        assert!(keys.lookup(&expiring, 5_000).is_none(), "expired at its instant");
+        assert!(keys.lookup(&sluice_config::hash_key("c"), 0).is_none());
+    }
+}

@@ -1,0 +1,255 @@
+//! Runtime keys through the admin API (embedded job store): a created key calls the API
+//! at once, its secret is shown once and never again, updates, rotation (both secrets
+//! valid for the grace), expiry and revocation take effect at once; configured keys are
+//! read-only; hostile bodies get a structured 4xx; tenant admins see only their tenant;
+//! every change is in the audit log, without secrets.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
+
+mod common;
+
+use common::{JobsEnv, KEY, sha, start_jobs};
+use serde_json::{Value, json};
+use sluice_sim::config::{Completion, ModelConfig, SimConfig};
+
+const ADMIN: &str = "sk-admin-keys-test";
+
+fn sim() -> SimConfig {
+    let model = ModelConfig { completion: Completion::Fixed { tokens: 8 }, ..ModelConfig::openai("gpt-4o-mini") };
+    SimConfig { models: vec![model], ..SimConfig::default() }
+}
+
+fn policy() -> String {
+    format!(
+        r#"
+[admin]
+key_sha256 = "{admin}"
+
+[[deployments]]
+name = "mini"
+provider = "sim"
+model = "gpt-4o-mini"
+limits = {{ rpm = 10000, tpm = 10000000 }}
+
+[[models]]
+name = "fast"
+deployment = "mini"
+default_max_tokens = 32
+
+[[models]]
+name = "other"
+deployment = "mini"
+default_max_tokens = 32
+
+[[classes]]
+name = "interactive"
+max_wait = "1s"
+
+[[classes]]
+name = "batch"
+max_wait = "1s"
+priority = 1
+
+[[tenants]]
+name = "acme"
+
+[[tenants.teams]]
+name = "search"
+
+[[tenants]]
+name = "globex"
+
+[[keys]]
+id = "acme-1"
+tenant = "acme"
+sha256 = "{key}"
+
+[jobs]
+workers = 0
+"#,
+        admin = sha(ADMIN),
+        key = sha(KEY),
+    )
+}
+
+async fn call(env: &JobsEnv, method: &str, path: &str, key: &str, body: Option<Value>) -> (u16, Value) {
+    let mut request = env.http.request(method.parse().unwrap(), format!("{}{path}", env.url)).bearer_auth(key);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+async fn chat(env: &JobsEnv, key: &str, model: &str) -> u16 {
+    let body = json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4});
+    call(env, "POST", "/v1/chat/completions", key, Some(body)).await.0
+}
+
+async fn create(env: &JobsEnv, by: &str, body: Value) -> (String, Value) {
+    let (status, value) = call(env, "POST", "/admin/keys", by, Some(body)).await;
+    assert_eq!(status, 201, "{value}");
+    (value["secret"].as_str().unwrap().to_owned(), value["key"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_key_calls_at_once_and_revocation_ends_it() {
+    let env = start_jobs(sim(), &policy()).await;
+    let (secret, key) = create(&env, ADMIN, json!({"id": "rt-1", "tenant": "acme", "team": "search"})).await;
+    assert!(secret.starts_with("sk-sluice-"));
+    assert_eq!((key["id"].as_str(), key["status"].as_str()), (Some("rt-1"), Some("active")));
+    assert_eq!(chat(&env, &secret, "fast").await, 200);
+    // The secret is shown once: neither read nor list repeats it (nor its hash).
+    for path in ["/admin/keys/rt-1", "/admin/keys", "/admin/audit"] {
+        let (status, value) = call(&env, "GET", path, ADMIN, None).await;
+        assert_eq!(status, 200, "{path}: {value}");
+        let text = value.to_string();
+        assert!(!text.contains(&secret) && !text.contains(&sha(&secret)), "{path} leaks: {text}");
+    }
+    let (status, listed) = call(&env, "GET", "/admin/keys", ADMIN, None).await;
+    assert_eq!(status, 200);
+    let sources: Vec<(&str, &str)> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["id"].as_str().unwrap(), k["source"].as_str().unwrap()))
+        .collect();
+    assert_eq!(sources, [("acme-1", "config"), ("rt-1", "runtime")]);
+    let (status, value) = call(&env, "POST", "/admin/keys/rt-1/revoke", ADMIN, None).await;
+    assert_eq!((status, value["status"].as_str()), (200, Some("revoked")), "{value}");
+    assert_eq!(chat(&env, &secret, "fast").await, 401);
+    // Revoking twice, changing or rotating a revoked key: a clear 409.
+    for (method, path, body) in [
+        ("POST", "/admin/keys/rt-1/revoke", None),
+        ("POST", "/admin/keys/rt-1/rotate", None),
+        ("PATCH", "/admin/keys/rt-1", Some(json!({"class": "batch"}))),
+    ] {
+        let (status, value) = call(&env, method, path, ADMIN, body).await;
+        assert_eq!((status, value["error"]["code"].as_str()), (409, Some("key_revoked")), "{method} {path}: {value}");
+    }
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_rotation_and_model_restriction_apply_at_once() {
+    let env = start_jobs(sim(), &policy()).await;
+    let (old, _) = create(&env, ADMIN, json!({"id": "rt-2", "tenant": "acme", "models": ["fast"]})).await;
+    assert_eq!(chat(&env, &old, "fast").await, 200);
+    assert_eq!(chat(&env, &old, "other").await, 404, "a profile outside the key's list does not exist for it");
+    let (status, value) =
+        call(&env, "PATCH", "/admin/keys/rt-2", ADMIN, Some(json!({"models": null, "metadata": {"owner": "ops"}})))
+            .await;
+    assert_eq!(status, 200, "{value}");
+    assert_eq!(value["metadata"]["owner"], "ops");
+    assert_eq!(chat(&env, &old, "other").await, 200, "the restriction was lifted");
+    // A rotation: old and new both work during the grace; with no grace the old stops.
+    let (status, rotated) =
+        call(&env, "POST", "/admin/keys/rt-2/rotate", ADMIN, Some(json!({"grace_seconds": 600}))).await;
+    assert_eq!(status, 200, "{rotated}");
+    let new = rotated["secret"].as_str().unwrap().to_owned();
+    assert_eq!((chat(&env, &old, "fast").await, chat(&env, &new, "fast").await), (200, 200));
+    let (status, again) = call(&env, "POST", "/admin/keys/rt-2/rotate", ADMIN, Some(json!({"grace_seconds": 0}))).await;
+    assert_eq!(status, 200, "{again}");
+    let newest = again["secret"].as_str().unwrap().to_owned();
+    assert_eq!((chat(&env, &old, "fast").await, chat(&env, &new, "fast").await), (401, 401));
+    assert_eq!(chat(&env, &newest, "fast").await, 200);
+    let (_, audit) = call(&env, "GET", "/admin/audit?limit=2", ADMIN, None).await;
+    let actions: Vec<&str> = audit["data"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["key.rotate", "key.rotate"], "newest first: {audit}");
+    assert_eq!(audit["data"][0]["actor"], "root");
+    let next = audit["next"].as_str().unwrap();
+    let (_, rest) = call(&env, "GET", &format!("/admin/audit?limit=10&before={next}"), ADMIN, None).await;
+    let actions: Vec<&str> = rest["data"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["key.update", "key.create"], "{rest}");
+    assert_eq!(rest["data"][0]["fields"], json!(["metadata", "models"]));
+    assert!(rest["next"].is_null());
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_bodies_and_config_keys_get_a_structured_4xx() {
+    let env = start_jobs(sim(), &policy()).await;
+    let huge: serde_json::Map<String, Value> = (0..40).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let cases = [
+        (json!({"tenant": "acme", "colour": "red"}), "body"),
+        (json!({"tenant": "nobody"}), "tenant"),
+        (json!({"tenant": "acme", "team": "nope"}), "team"),
+        (json!({"tenant": "acme", "class": "nope"}), "class"),
+        (json!({"tenant": "acme", "models": ["nope"]}), "models"),
+        (json!({"tenant": "acme", "limits": {"rpm": "many"}}), "limits.rpm"),
+        (json!({"tenant": "acme", "metadata": huge}), "metadata"),
+        (json!({"tenant": "acme", "metadata": {"k": "x".repeat(5000)}}), "metadata.k"),
+        (json!({"tenant": "acme", "metadata": {"k": 1}}), "metadata.k"),
+        (json!({"tenant": "acme", "expires_at": 1}), "expires_at"),
+        (json!({"tenant": "acme", "expires_at": "tomorrow"}), "body"),
+        (json!({"tenant": "acme", "id": "bad id/../"}), "id"),
+    ];
+    for (body, param) in cases {
+        let (status, value) = call(&env, "POST", "/admin/keys", ADMIN, Some(body.clone())).await;
+        assert_eq!(status, 400, "{body}: {value}");
+        assert_eq!(value["error"]["param"], param, "{body}: {value}");
+        assert_eq!(value["error"]["type"], "invalid_request_error");
+    }
+    let (status, value) =
+        call(&env, "POST", "/admin/keys", ADMIN, Some(json!({"id": "acme-1", "tenant": "acme"}))).await;
+    assert_eq!((status, value["error"]["code"].as_str()), (409, Some("key_id_taken")), "{value}");
+    for (method, path) in
+        [("PATCH", "/admin/keys/acme-1"), ("POST", "/admin/keys/acme-1/revoke"), ("POST", "/admin/keys/acme-1/rotate")]
+    {
+        let (status, value) = call(&env, method, path, ADMIN, Some(json!({}))).await;
+        assert_eq!((status, value["error"]["code"].as_str()), (403, Some("config_key_read_only")), "{path}: {value}");
+    }
+    assert_eq!(chat(&env, KEY, "fast").await, 200, "the configured key is untouched");
+    let (status, value) = call(&env, "POST", "/admin/keys/ghost/revoke", ADMIN, None).await;
+    assert_eq!((status, value["error"]["code"].as_str()), (404, Some("key_not_found")));
+    // Nothing refused above reached the store.
+    let (_, audit) = call(&env, "GET", "/admin/audit", ADMIN, None).await;
+    assert_eq!(audit["data"], json!([]));
+    // A client key is no admin key.
+    assert_eq!(call(&env, "GET", "/admin/keys", KEY, None).await.0, 401);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_admin_manages_only_its_own_tenant() {
+    let env = start_jobs(sim(), &policy()).await;
+    let (admin, _) = create(&env, ADMIN, json!({"id": "acme-admin", "tenant": "acme", "role": "tenant_admin"})).await;
+    assert_eq!(chat(&env, &admin, "fast").await, 401, "an admin key does not call the API");
+    let (_, globex) = create(&env, ADMIN, json!({"id": "globex-key", "tenant": "globex"})).await;
+    assert_eq!(globex["tenant"], "globex");
+    let (secret, _) = create(&env, &admin, json!({"id": "acme-own", "tenant": "acme"})).await;
+    assert_eq!(chat(&env, &secret, "fast").await, 200);
+    let (status, listed) = call(&env, "GET", "/admin/keys", &admin, None).await;
+    assert_eq!(status, 200);
+    let mut ids: Vec<&str> = listed["data"].as_array().unwrap().iter().map(|k| k["id"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["acme-1", "acme-admin", "acme-own"]);
+    // Another tenant's key, another tenant, or a root-only route: as if they did not exist.
+    for (method, path, body) in [
+        ("GET", "/admin/keys/globex-key", None),
+        ("POST", "/admin/keys/globex-key/revoke", None),
+        ("POST", "/admin/keys", Some(json!({"tenant": "globex"}))),
+        ("PATCH", "/admin/keys/acme-own", Some(json!({"tenant": "globex"}))),
+        ("GET", "/admin/state", None),
+        ("POST", "/admin/tenants/globex/pause", None),
+    ] {
+        let (status, value) = call(&env, method, path, &admin, body).await;
+        assert_eq!(status, 404, "{method} {path}: {value}");
+    }
+    let (status, value) =
+        call(&env, "POST", "/admin/keys", &admin, Some(json!({"tenant": "acme", "role": "tenant_admin"}))).await;
+    assert_eq!((status, value["error"]["code"].as_str()), (403, Some("root_only")));
+    let (_, audit) = call(&env, "GET", "/admin/audit", &admin, None).await;
+    let seen: Vec<(&str, &str)> = audit["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["key_id"].as_str().unwrap(), e["actor"].as_str().unwrap()))
+        .collect();
+    assert_eq!(seen, [("acme-own", "acme-admin"), ("acme-admin", "root")], "{audit}");
+    // Revoking the tenant admin ends its access.
+    assert_eq!(call(&env, "POST", "/admin/keys/acme-admin/revoke", ADMIN, None).await.0, 200);
+    assert_eq!(call(&env, "GET", "/admin/keys", &admin, None).await.0, 401);
+    env.shutdown().await;
+}
