@@ -51,7 +51,7 @@ pub async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response
         Ok(caller) => caller,
         Err(error) => return refuse(error, envelope, &headers),
     };
-    let mut names: Vec<&str> = gateway.profiles.keys().map(|n| &**n).filter(|n| caller.may_use(n)).collect();
+    let mut names: Vec<&str> = gateway.profiles.keys().map(|n| &**n).filter(|n| caller.may_name(n)).collect();
     names.sort_unstable();
     let data: Vec<Value> = names.iter().map(|name| model_object(name, envelope)).collect();
     let body = match envelope {
@@ -75,7 +75,7 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, Path(name): 
         Ok(caller) => caller,
         Err(error) => return refuse(error, envelope, &headers),
     };
-    match gateway.profiles.get_key_value(name.as_str()).filter(|_| caller.may_use(&name)) {
+    match gateway.profiles.get_key_value(name.as_str()).filter(|_| caller.may_name(&name)) {
         Some((name, _)) => axum::Json(model_object(name, envelope)).into_response(),
         None => refuse(GatewayError::UnknownModel(name), envelope, &headers),
     }

@@ -44,7 +44,7 @@ pub struct Caller {
 impl Caller {
     /// Whether the key may name the model profile `profile`.
     #[must_use]
-    pub fn may_use(&self, profile: &str) -> bool {
+    pub fn may_name(&self, profile: &str) -> bool {
         self.models.as_ref().is_none_or(|models| models.iter().any(|m| **m == *profile))
     }
 }

@@ -137,6 +137,14 @@ async fn updates_rotation_and_model_restriction_apply_at_once() {
     let (old, _) = create(&env, ADMIN, json!({"id": "rt-2", "tenant": "acme", "models": ["fast"]})).await;
     assert_eq!(chat(&env, &old, "fast").await, 200);
     assert_eq!(chat(&env, &old, "other").await, 404, "a profile outside the key's list does not exist for it");
+    let job = |model: &str| {
+        let body = json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4});
+        json!({"endpoint": "/v1/chat/completions", "body": body})
+    };
+    assert_eq!(call(&env, "POST", "/v1/jobs", &old, Some(job("other"))).await.0, 404, "nor for its jobs");
+    assert_eq!(call(&env, "POST", "/v1/jobs", &old, Some(job("fast"))).await.0, 202);
+    let (_, listed) = call(&env, "GET", "/v1/models", &old, None).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1, "{listed}");
     let (status, value) =
         call(&env, "PATCH", "/admin/keys/rt-2", ADMIN, Some(json!({"models": null, "metadata": {"owner": "ops"}})))
             .await;

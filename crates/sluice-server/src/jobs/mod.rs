@@ -340,8 +340,12 @@ pub(crate) async fn prepare(
             "streaming requests cannot run as async jobs; send `stream: false` or call the endpoint directly",
         ));
     }
-    let profile =
-        gateway.profiles.get(parsed.model.as_str()).ok_or(GatewayError::UnknownModel(parsed.model.clone()))?;
+    // A key restricted to some profiles is told the others do not exist.
+    let profile = gateway
+        .profiles
+        .get(parsed.model.as_str())
+        .filter(|_| caller.may_name(&parsed.model))
+        .ok_or(GatewayError::UnknownModel(parsed.model.clone()))?;
     let anthropic = gateway.deployments[profile.deployment].kind == ProviderKind::Anthropic;
     if anthropic != (ask.endpoint == Endpoint::Messages) {
         let endpoint = if anthropic { "/v1/messages" } else { "/v1/chat/completions" };
