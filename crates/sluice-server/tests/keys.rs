@@ -261,3 +261,41 @@ async fn a_tenant_admin_manages_only_its_own_tenant() {
     assert_eq!(call(&env, "GET", "/admin/keys", &admin, None).await.0, 401);
     env.shutdown().await;
 }
+
+/// A gateway whose state the test keeps (to reload it), on an embedded job store.
+async fn reloadable(sim: &sluice_sim::SimHandle, policy: &str) -> (sluice_server::AppState, String, tempfile::TempDir) {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::config(sim, "", policy);
+    let clock = Arc::new(sluice_quota::SystemClock::new());
+    let jobs = sluice_jobs::EmbeddedJobStore::open(&dir.path().join("jobs.redb"), clock.clone()).unwrap();
+    let store = Arc::new(sluice_quota::MemoryStore::new(clock));
+    let state = sluice_server::AppState::build(&config, store).unwrap().with_jobs(Arc::new(jobs), &config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(sluice_server::serve(listener, state.clone(), std::future::pending()));
+    (state, url, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_keys_follow_a_reload_of_the_file() {
+    let sim = sluice_sim::SimProvider::start(sim()).await.unwrap();
+    let (state, url, _dir) = reloadable(&sim, &policy()).await;
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: Value| http.post(format!("{url}{path}")).bearer_auth(ADMIN).json(&body).send();
+    let created: Value =
+        post("/admin/keys", json!({"tenant": "acme", "team": "search"})).await.unwrap().json().await.unwrap();
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    let models = || http.get(format!("{url}/v1/models")).bearer_auth(&secret).send();
+    assert_eq!(models().await.unwrap().status().as_u16(), 200);
+    // The same file again: the key keeps working on the new gateway.
+    state.reload(&common::config(&sim, "", &policy())).unwrap();
+    assert_eq!(models().await.unwrap().status().as_u16(), 200);
+    // A file without the key's team: the key stops; with it again, it works again.
+    let without_team = policy().replace("[[tenants.teams]]\nname = \"search\"\n", "");
+    state.reload(&common::config(&sim, "", &without_team)).unwrap();
+    assert_eq!(models().await.unwrap().status().as_u16(), 401);
+    state.reload(&common::config(&sim, "", &policy())).unwrap();
+    assert_eq!(models().await.unwrap().status().as_u16(), 200);
+    sim.shutdown().await;
+}

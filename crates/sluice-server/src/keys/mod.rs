@@ -47,6 +47,8 @@ pub struct RuntimeKeys {
     records: ArcSwap<Vec<KeyRecord>>,
     resolved: ArcSwap<HashMap<[u8; 32], Resolved>>,
     version: AtomicU64,
+    /// Serializes installs: a refresh that read an older version never replaces a newer one.
+    installing: parking_lot::Mutex<()>,
 }
 
 impl RuntimeKeys {
@@ -72,8 +74,13 @@ impl RuntimeKeys {
         self.records.load_full()
     }
 
-    /// Installs `records` (the store's at `version`), resolved against `gateway`.
+    /// Installs `records` (the store's at `version`), resolved against `gateway`, unless a
+    /// newer version is in force already.
     pub fn install(&self, records: Vec<KeyRecord>, version: u64, gateway: &Gateway) {
+        let _one_at_a_time = self.installing.lock();
+        if version < self.version.load(Ordering::Acquire) {
+            return;
+        }
         self.resolved.store(Arc::new(resolve::all(&records, gateway)));
         self.records.store(Arc::new(records));
         self.version.store(version, Ordering::Release);
@@ -81,6 +88,7 @@ impl RuntimeKeys {
 
     /// Resolves the loaded keys again against `gateway` (after a reload).
     pub fn reresolve(&self, gateway: &Gateway) {
+        let _one_at_a_time = self.installing.lock();
         self.resolved.store(Arc::new(resolve::all(&self.records.load(), gateway)));
     }
 }
