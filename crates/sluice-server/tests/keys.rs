@@ -211,7 +211,40 @@ async fn hostile_bodies_and_config_keys_get_a_structured_4xx() {
     assert_eq!(chat(&env, KEY, "fast").await, 200, "the configured key is untouched");
     let (status, value) = call(&env, "POST", "/admin/keys/ghost/revoke", ADMIN, None).await;
     assert_eq!((status, value["error"]["code"].as_str()), (404, Some("key_not_found")));
-    // Nothing refused above reached the store.
+    let (_, created) = call(&env, "POST", "/admin/keys", ADMIN, Some(json!({"id": "rt-h", "tenant": "acme"}))).await;
+    assert_eq!(created["key"]["id"], "rt-h");
+    for (method, path, body, param) in [
+        ("PATCH", "/admin/keys/rt-h", json!({"secret": "mine"}), "body"),
+        ("PATCH", "/admin/keys/rt-h", json!({"tenant": null}), "body"),
+        ("PATCH", "/admin/keys/rt-h", json!({"limits": null}), "body"),
+        ("PATCH", "/admin/keys/rt-h", json!({}), "body"),
+        ("PATCH", "/admin/keys/rt-h", json!({"expires_at": -5}), "body"),
+        ("PATCH", "/admin/keys/rt-h", json!({"expires_at": 0}), "expires_at"),
+        ("POST", "/admin/keys/rt-h/rotate", json!({"grace_seconds": 999_999_999}), "grace_seconds"),
+        ("POST", "/admin/keys/rt-h/rotate", json!({"grace": 5}), "body"),
+    ] {
+        let (status, value) = call(&env, method, path, ADMIN, Some(body.clone())).await;
+        assert_eq!((status, value["error"]["param"].as_str()), (400, Some(param)), "{method} {path} {body}: {value}");
+    }
+    let huge = json!({"tenant": "acme", "metadata": {"k": "x".repeat(5 * 1024 * 1024)}});
+    let (status, value) = call(&env, "POST", "/admin/keys", ADMIN, Some(huge)).await;
+    assert_eq!((status, value["error"]["code"].as_str()), (413, Some("body_too_large")), "{value}");
+    for query in ["limit=0", "limit=501", "limit=x", "colour=red"] {
+        let (status, value) = call(&env, "GET", &format!("/admin/audit?{query}"), ADMIN, None).await;
+        assert_eq!(status, 400, "{query}: {value}");
+    }
+    // Nothing refused above reached the store: the audit log holds the one creation.
+    let (_, audit) = call(&env, "GET", "/admin/audit", ADMIN, None).await;
+    let actions: Vec<&str> = audit["data"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["key.create"], "{audit}");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_key_is_no_admin_key_and_a_refusal_leaves_no_audit_entry() {
+    let env = start_jobs(sim(), &policy()).await;
+    let (status, _) = call(&env, "POST", "/admin/keys", ADMIN, Some(json!({"tenant": "nobody"}))).await;
+    assert_eq!(status, 400);
     let (_, audit) = call(&env, "GET", "/admin/audit", ADMIN, None).await;
     assert_eq!(audit["data"], json!([]));
     // A client key is no admin key.

@@ -227,6 +227,9 @@ async fn update_key(ctx: &Ctx, id: &str, body: Body) -> Result<Response, Gateway
         return Err(revoked(id));
     }
     let fields = change.fields();
+    if fields.is_empty() {
+        return Err(invalid(("body".into(), "nothing to change: send at least one field".into())));
+    }
     change.apply(&mut record);
     authorize(ctx, &record)?;
     record.updated_at = ctx.now_ms / 1000;

@@ -41,12 +41,15 @@ pub struct Create {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Update {
+    #[serde(default, deserialize_with = "not_null")]
     pub tenant: Option<String>,
     #[serde(default, deserialize_with = "present")]
     pub team: Option<Option<String>>,
     #[serde(default, deserialize_with = "present")]
     pub class: Option<Option<String>>,
+    #[serde(default, deserialize_with = "not_null")]
     pub limits: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "not_null")]
     pub metadata: Option<Map<String, Value>>,
     #[serde(default, deserialize_with = "present")]
     pub models: Option<Option<Vec<String>>>,
@@ -70,6 +73,11 @@ pub const MAX_GRACE_SECONDS: u64 = 7 * 24 * 3600;
 /// A field present in the body, `null` included (`Some(None)`).
 fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
+}
+
+/// A field that may be left out but not cleared: `null` is refused.
+fn not_null<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 /// `body` as `T`, or `(param, message)`: an empty body is `{}`.
