@@ -4,8 +4,8 @@
 //! Layout: `auth` checks the admin key (a bearer token, or the dashboard's session
 //! cookie for reads), `inventory` lists every configured scope with its store handle,
 //! `view` renders live state as JSON, `counters` sums the request-path metrics for the
-//! dashboard, `routes` are the handlers; `keys` (with `keys_input`, its validation) and
-//! `audit` manage runtime keys and their audit log, for the root admin key or a tenant
+//! dashboard, `routes` are the handlers; `keys` (with `keys_input`, its validation),
+//! `tenants` and `audit` manage runtime keys and tenants and their audit log, for the root admin key or a tenant
 //! admin key (`actor`).
 //!
 //! Semantics: without `[admin] key_sha256` every admin route answers 404; a missing or
@@ -28,6 +28,7 @@ mod inventory;
 mod keys;
 mod keys_input;
 mod routes;
+mod tenants;
 mod throttle;
 mod view;
 

@@ -332,3 +332,50 @@ async fn runtime_keys_follow_a_reload_of_the_file() {
     assert_eq!(models().await.unwrap().status().as_u16(), 200);
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_created_at_run_time_takes_keys_and_holds_its_limits() {
+    let env = start_jobs(sim(), &policy()).await;
+    let tenant = json!({"name": "initech", "weight": 2, "limits": {"rpm": 1}, "teams": {"ops": {"rpm": 100}}});
+    let (status, created) = call(&env, "POST", "/admin/tenants", ADMIN, Some(tenant.clone())).await;
+    assert_eq!((status, created["source"].as_str()), (201, Some("runtime")), "{created}");
+    let (secret, key) = create(&env, ADMIN, json!({"tenant": "initech", "team": "ops"})).await;
+    assert_eq!(key["team"], "ops");
+    assert_eq!(chat(&env, &secret, "fast").await, 200);
+    let body = json!({"model": "fast", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4});
+    let (status, refused) = call(&env, "POST", "/v1/chat/completions", &secret, Some(body)).await;
+    assert_eq!((status, refused["error"]["scope"].as_str()), (429, Some("tenant")), "the tenant's rpm = 1: {refused}");
+    // Raised at run time: the next request passes.
+    let (status, _) =
+        call(&env, "PATCH", "/admin/tenants/initech", ADMIN, Some(json!({"limits": {"rpm": 6000}}))).await;
+    assert_eq!(status, 200);
+    assert_eq!(chat(&env, &secret, "fast").await, 200);
+    for (method, path, body, want, code) in [
+        ("POST", "/admin/tenants", tenant.clone(), 409, "tenant_name_taken"),
+        ("POST", "/admin/tenants", json!({"name": "acme"}), 409, "tenant_name_taken"),
+        ("PATCH", "/admin/tenants/acme", json!({"weight": 3}), 403, "config_tenant_read_only"),
+        ("PATCH", "/admin/tenants/ghost", json!({"weight": 3}), 404, "tenant_not_found"),
+        ("PATCH", "/admin/tenants/initech", json!({"weight": 0}), 400, "invalid_value"),
+        ("PATCH", "/admin/tenants/initech", json!({"teams": {"ops": {"rpm": "x"}}}), 400, "invalid_value"),
+        ("POST", "/admin/tenants", json!({"name": "x", "colour": 1}), 400, "invalid_value"),
+    ] {
+        let (status, value) = call(&env, method, path, ADMIN, Some(body.clone())).await;
+        assert_eq!((status, value["error"]["code"].as_str()), (want, Some(code)), "{method} {path} {body}: {value}");
+    }
+    let (_, listed) = call(&env, "GET", "/admin/tenants", ADMIN, None).await;
+    let names: Vec<(&str, &str)> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap(), t["source"].as_str().unwrap()))
+        .collect();
+    assert_eq!(names, [("acme", "config"), ("globex", "config"), ("initech", "runtime")]);
+    let (_, audit) = call(&env, "GET", "/admin/audit", ADMIN, None).await;
+    let first = &audit["data"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!((first["action"].as_str(), first["key_id"].is_null()), (Some("tenant.create"), true), "{audit}");
+    // A tenant admin of initech manages its keys, but not tenants.
+    let (admin, _) = create(&env, ADMIN, json!({"tenant": "initech", "role": "tenant_admin"})).await;
+    assert_eq!(call(&env, "GET", "/admin/tenants", &admin, None).await.0, 404);
+    assert_eq!(call(&env, "POST", "/admin/keys", &admin, Some(json!({"tenant": "initech"}))).await.0, 201);
+    env.shutdown().await;
+}

@@ -23,11 +23,25 @@ const DEFAULT_PAGE: usize = 50;
 /// Most entries per page.
 const MAX_PAGE: usize = 500;
 
-/// Writes the audit entry of `action` on `record`.
+/// What a change was made to: a key (its id and tenant) or a tenant.
+pub(super) struct Target<'a> {
+    /// The key's id, for a key.
+    pub key_id: Option<&'a str>,
+    /// The tenant.
+    pub tenant: &'a str,
+}
+
+impl<'a> From<&'a KeyRecord> for Target<'a> {
+    fn from(record: &'a KeyRecord) -> Self {
+        Self { key_id: Some(&record.id), tenant: &record.tenant }
+    }
+}
+
+/// Writes the audit entry of `action` on `target`.
 pub(super) async fn write(
     ctx: &Ctx,
     action: &str,
-    record: &KeyRecord,
+    target: Target<'_>,
     fields: Vec<String>,
 ) -> Result<(), GatewayError> {
     let id = format!("{:016}-{}", ctx.now_ms, hex(&rand::rng().random::<[u8; 4]>()));
@@ -36,8 +50,8 @@ pub(super) async fn write(
         at_ms: ctx.now_ms,
         actor: ctx.actor.name(),
         action: action.to_owned(),
-        key_id: record.id.clone(),
-        tenant: record.tenant.clone(),
+        key_id: target.key_id.map(str::to_owned),
+        tenant: target.tenant.to_owned(),
         fields,
     };
     let body = serde_json::to_vec(&entry).unwrap_or_default();

@@ -56,7 +56,7 @@ pub(super) fn begin(state: &AppState, headers: HeaderMap) -> Result<Ctx, Box<Res
     Ok(Ctx { headers, actor, store: Arc::clone(&jobs.store), gateway, now_ms })
 }
 
-fn refuse(status: AdminStatus, code: &'static str, message: String) -> GatewayError {
+pub(super) fn refuse(status: AdminStatus, code: &'static str, message: String) -> GatewayError {
     GatewayError::AdminRefused { status, code, message }
 }
 
@@ -66,7 +66,7 @@ pub(super) fn unavailable(e: impl std::fmt::Display) -> GatewayError {
 }
 
 /// A 400 naming the field.
-fn invalid((param, message): (String, String)) -> GatewayError {
+pub(super) fn invalid((param, message): (String, String)) -> GatewayError {
     GatewayError::BadRequest(RequestError { param: Some(param), message, code: RequestErrorCode::InvalidValue })
 }
 
@@ -74,13 +74,13 @@ fn not_found(id: &str) -> GatewayError {
     refuse(AdminStatus::NotFound, "key_not_found", format!("no key `{id}`"))
 }
 
-async fn body_of<T: serde::de::DeserializeOwned>(ctx: &Ctx, body: Body) -> Result<T, GatewayError> {
+pub(super) async fn body_of<T: serde::de::DeserializeOwned>(ctx: &Ctx, body: Body) -> Result<T, GatewayError> {
     let bytes = read_body(body, ctx.gateway.max_body_bytes).await?;
     input::parse(&bytes).map_err(invalid)
 }
 
 /// The handler's answer: its response, or its error in the structured body.
-fn answer(ctx: &Ctx, result: Result<Response, GatewayError>) -> Response {
+pub(super) fn answer(ctx: &Ctx, result: Result<Response, GatewayError>) -> Response {
     result.unwrap_or_else(|e| fail(&ctx.headers, e))
 }
 
@@ -108,7 +108,7 @@ async fn save(ctx: &Ctx, record: &KeyRecord, action: &str, fields: Vec<String>) 
     let doc = Doc { kind: KEY_KIND.into(), owner: KEY_OWNER.into(), id: record.id.clone(), body };
     ctx.store.put_record(doc).await.map_err(unavailable)?;
     tracing::info!(actor = %ctx.actor.name(), action, key = %record.id, "admin: key changed");
-    super::audit::write(ctx, action, record, fields).await?;
+    super::audit::write(ctx, action, record.into(), fields).await?;
     keys::refresh(ctx.store.as_ref(), &ctx.gateway, false).await.map_err(unavailable)
 }
 

@@ -144,7 +144,9 @@ pub fn check_id(id: &str) -> Result<(), (String, String)> {
 /// `(param, message)` naming the first field that is wrong.
 pub fn check(record: &KeyRecord, gateway: &Gateway, now_s: u64) -> Result<(), (String, String)> {
     let directory = &gateway.directory;
-    let Some(tenant) = directory.tenants.get(record.tenant.as_str()) else {
+    let runtime = gateway.runtime_keys.tenants();
+    let name = record.tenant.as_str();
+    let Some(tenant) = directory.tenants.get(name).or_else(|| runtime.get(name)) else {
         return Err(("tenant".into(), format!("no tenant named `{}` is configured", record.tenant)));
     };
     if let Some(team) = record.team.as_deref().filter(|t| !tenant.teams.contains_key(*t)) {

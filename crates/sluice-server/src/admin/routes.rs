@@ -31,6 +31,7 @@ pub fn router() -> Router<AppState> {
         .route("/admin/limits/{kind}/{name}", put(put_limits))
         .route("/admin/dashboard/ticket", post(ticket))
         .merge(super::keys::router())
+        .merge(super::tenants::router())
 }
 
 /// What a request must carry.

@@ -20,9 +20,12 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use sluice_jobs::JobStore;
 
-pub use record::{AUDIT_KIND, AUDIT_OWNER, AuditEntry, KEY_KIND, KEY_OWNER, KeyRecord, Role, SecretHash, hex, unhex};
+pub use record::{
+    AUDIT_KIND, AUDIT_OWNER, AuditEntry, KEY_KIND, KEY_OWNER, KeyRecord, Role, SecretHash, TENANT_KIND, TenantRecord,
+    hex, unhex,
+};
 
-use crate::state::{Caller, Gateway};
+use crate::state::{Caller, Gateway, TenantEntry};
 
 /// How often an instance asks the store whether the keys changed. A change made on one
 /// instance is in force on every other within this plus one store round trip (under 1 s).
@@ -46,6 +49,9 @@ pub struct Resolved {
 pub struct RuntimeKeys {
     records: ArcSwap<Vec<KeyRecord>>,
     resolved: ArcSwap<HashMap<[u8; 32], Resolved>>,
+    tenant_records: ArcSwap<Vec<TenantRecord>>,
+    tenants: ArcSwap<HashMap<Arc<str>, TenantEntry>>,
+    /// The keys' version plus the tenants' (both only grow).
     version: AtomicU64,
     /// Serializes installs: a refresh that read an older version never replaces a newer one.
     installing: parking_lot::Mutex<()>,
@@ -74,22 +80,41 @@ impl RuntimeKeys {
         self.records.load_full()
     }
 
-    /// Installs `records` (the store's at `version`), resolved against `gateway`, unless a
+    /// The runtime tenants, as keys resolve against them.
+    #[must_use]
+    pub fn tenants(&self) -> Arc<HashMap<Arc<str>, TenantEntry>> {
+        self.tenants.load_full()
+    }
+
+    /// The stored tenants as last loaded.
+    #[must_use]
+    pub fn tenant_records(&self) -> Arc<Vec<TenantRecord>> {
+        self.tenant_records.load_full()
+    }
+
+    /// Installs `stored` (the store's at `version`), resolved against `gateway`, unless a
     /// newer version is in force already.
-    pub fn install(&self, records: Vec<KeyRecord>, version: u64, gateway: &Gateway) {
+    pub fn install(&self, stored: Stored, version: u64, gateway: &Gateway) {
         let _one_at_a_time = self.installing.lock();
         if version < self.version.load(Ordering::Acquire) {
             return;
         }
-        self.resolved.store(Arc::new(resolve::all(&records, gateway)));
-        self.records.store(Arc::new(records));
+        self.tenant_records.store(Arc::new(stored.tenants));
+        self.records.store(Arc::new(stored.keys));
+        self.resolve(gateway);
         self.version.store(version, Ordering::Release);
     }
 
-    /// Resolves the loaded keys again against `gateway` (after a reload).
+    /// Resolves the loaded tenants and keys again against `gateway` (after a reload).
     pub fn reresolve(&self, gateway: &Gateway) {
         let _one_at_a_time = self.installing.lock();
-        self.resolved.store(Arc::new(resolve::all(&self.records.load(), gateway)));
+        self.resolve(gateway);
+    }
+
+    fn resolve(&self, gateway: &Gateway) {
+        let tenants = resolve::tenants(&self.tenant_records.load(), gateway);
+        self.resolved.store(Arc::new(resolve::all(&self.records.load(), gateway, &tenants)));
+        self.tenants.store(Arc::new(tenants));
     }
 }
 
@@ -99,20 +124,37 @@ impl RuntimeKeys {
 /// When the store cannot answer; the keys in force stay.
 pub async fn refresh(store: &dyn JobStore, gateway: &Gateway, force: bool) -> Result<(), sluice_jobs::JobStoreError> {
     let keys = &gateway.runtime_keys;
-    let version = store.doc_version(KEY_KIND).await?;
+    let version = store.doc_version(KEY_KIND).await?.saturating_add(store.doc_version(TENANT_KIND).await?);
     if !force && version == keys.version.load(Ordering::Acquire) {
         return Ok(());
     }
-    let docs = store.list_docs(KEY_KIND, KEY_OWNER).await?;
+    let stored = Stored { keys: load(store, KEY_KIND).await?, tenants: load(store, TENANT_KIND).await? };
+    keys.install(stored, version, gateway);
+    Ok(())
+}
+
+/// The runtime tenants and keys, as stored.
+#[derive(Debug, Default)]
+pub struct Stored {
+    /// The keys.
+    pub keys: Vec<KeyRecord>,
+    /// The tenants.
+    pub tenants: Vec<TenantRecord>,
+}
+
+async fn load<T: serde::de::DeserializeOwned>(
+    store: &dyn JobStore,
+    kind: &str,
+) -> Result<Vec<T>, sluice_jobs::JobStoreError> {
+    let docs = store.list_docs(kind, KEY_OWNER).await?;
     let mut records = Vec::with_capacity(docs.len());
     for doc in docs {
-        match serde_json::from_slice::<KeyRecord>(&doc.body) {
+        match serde_json::from_slice::<T>(&doc.body) {
             Ok(record) => records.push(record),
-            Err(e) => tracing::warn!(key = %doc.id, error = %e, "runtime key unreadable; skipped"),
+            Err(e) => tracing::warn!(kind, id = %doc.id, error = %e, "runtime record unreadable; skipped"),
         }
     }
-    keys.install(records, version, gateway);
-    Ok(())
+    Ok(records)
 }
 
 /// Polls the store every [`POLL`] until the gateway drains, so that a change made on

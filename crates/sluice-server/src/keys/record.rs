@@ -9,6 +9,8 @@ use serde_json::{Map, Value};
 pub const KEY_KIND: &str = "key";
 /// The one owner runtime keys are stored under (tenancy is a field, checked by the API).
 pub const KEY_OWNER: &str = "runtime";
+/// The document kind of runtime tenants (same owner as the keys).
+pub const TENANT_KIND: &str = "tenant";
 /// The document kind of audit entries.
 pub const AUDIT_KIND: &str = "audit";
 /// The one owner audit entries are stored under.
@@ -93,6 +95,34 @@ impl KeyRecord {
     }
 }
 
+/// A tenant created through the admin API (the file's tenants stay read-only).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantRecord {
+    /// Its name (no file tenant has it).
+    pub name: String,
+    /// Its weight in fair sharing.
+    pub weight: u32,
+    /// Its limits, as the admin API's limits object.
+    pub limits: Map<String, Value>,
+    /// Its teams: name → limits.
+    pub teams: std::collections::BTreeMap<String, Map<String, Value>>,
+    /// Unix seconds of creation.
+    pub created_at: u64,
+    /// Unix seconds of the last change.
+    pub updated_at: u64,
+}
+
+impl TenantRecord {
+    /// The tenant as the admin API shows it.
+    #[must_use]
+    pub fn view(&self) -> Value {
+        serde_json::json!({
+            "name": self.name, "source": "runtime", "weight": self.weight, "limits": self.limits,
+            "teams": self.teams, "created_at": self.created_at, "updated_at": self.updated_at,
+        })
+    }
+}
+
 /// One admin change, as the audit log keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEntry {
@@ -104,9 +134,10 @@ pub struct AuditEntry {
     pub actor: String,
     /// e.g. `key.create`, `key.revoke`.
     pub action: String,
-    /// The key changed.
-    pub key_id: String,
-    /// The key's tenant (a tenant admin reads only its own tenant's entries).
+    /// The key changed (`None` for a change of a tenant).
+    pub key_id: Option<String>,
+    /// The key's tenant, or the tenant changed (a tenant admin reads only its own
+    /// tenant's entries).
     pub tenant: String,
     /// Names of the fields changed (never their secret values).
     pub fields: Vec<String>,
