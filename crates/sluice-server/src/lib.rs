@@ -33,6 +33,7 @@ mod retry;
 mod scrub;
 mod secret;
 pub mod shares;
+pub mod spend;
 pub mod state;
 pub mod store;
 mod streams;

@@ -114,6 +114,8 @@ pub struct Route {
     pub key: crate::secret::Credential,
     /// How its upstream URLs are built and its key presented (the provider seam's input).
     pub api: sluice_config::ProviderApi,
+    /// Its prices, when priced.
+    pub price: Option<sluice_config::Price>,
     /// On Azure, the deployment name in the classic URL.
     pub azure_deployment: Option<String>,
     /// Input estimation.
@@ -343,6 +345,7 @@ fn routes(
                 model: d.model.clone(),
                 key,
                 api: provider.api.clone(),
+                price: d.price,
                 azure_deployment: d.azure_deployment.clone(),
                 tokenizer,
                 input_safety_factor: d.input_safety_factor,

@@ -120,6 +120,7 @@ fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant) -> Admi
         adaptive: Arc::clone(&route.adaptive),
         kind: route.kind,
         output_counting: route.output_counting,
+        spend: route.price.map(|price| (price, metrics.spend.of(&caller.tenant))),
     };
     Admitted { terms, after: grant.after }
 }
