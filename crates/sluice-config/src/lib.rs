@@ -12,6 +12,8 @@ mod model;
 pub mod raw;
 mod validate;
 
+/// The class of a key that names none.
+pub use defaults::CLASS as DEFAULT_CLASS;
 pub use error::ConfigError;
 pub use model::*;
 pub use validate::hash_key;

@@ -115,6 +115,8 @@ pub enum AzureSurface {
 pub struct Deployment {
     /// Its configured name.
     pub name: Arc<str>,
+    /// What its tokens cost, when priced (`sluice_spend_total`).
+    pub price: Option<Price>,
     /// Index into [`Config::providers`].
     pub provider: usize,
     /// The model name sent upstream.
@@ -342,6 +344,17 @@ pub struct ApiKey {
     pub class: usize,
     /// The key's own limits.
     pub limits: Limits,
+}
+
+/// A deployment's prices, per 1 M tokens, in the operator's currency.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    /// Uncached input.
+    pub input: f64,
+    /// Input read from the provider's prompt cache (default: `input`).
+    pub cached_input: f64,
+    /// Output (reasoning included: providers bill it as output).
+    pub output: f64,
 }
 
 /// A traffic class.

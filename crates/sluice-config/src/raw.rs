@@ -135,6 +135,16 @@ pub struct RawDeployment {
     pub output_estimate: Option<Spanned<String>>,
     pub output_warmup: Option<Spanned<u64>>,
     pub cache_aware_input: Option<Spanned<bool>>,
+    pub price: Option<RawPrice>,
+}
+
+/// A deployment's prices per 1 M tokens.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrice {
+    pub input: Spanned<f64>,
+    pub output: Spanned<f64>,
+    pub cached_input: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -582,3 +582,26 @@ fn google_example_configs_are_valid() {
     assert_eq!(vertex.providers[1].kind, ProviderKind::Anthropic);
     assert_eq!(vertex.providers[1].api_key, SecretSource::ServiceAccount("/run/secrets/vertex-sa.json".into()));
 }
+
+#[test]
+fn a_deployment_price_is_read_and_bad_prices_are_refused_naming_the_field() {
+    let priced = |price: &str| BASE.replacen("model = \"gpt-4o\"", &format!("model = \"gpt-4o\"\nprice = {price}"), 1);
+    let config = parse(&priced("{ input = 2.5, output = 10 }")).unwrap();
+    let price = config.deployments[0].price.unwrap();
+    assert_eq!((price.input, price.cached_input, price.output), (2.5, 2.5, 10.0), "cached input defaults to input");
+    let config = parse(&priced("{ input = 2.5, cached_input = 1.25, output = 10 }")).unwrap();
+    assert_eq!(config.deployments[0].price.unwrap().cached_input, 1.25);
+    assert!(parse(BASE).unwrap().deployments[0].price.is_none());
+    for (price, field) in [
+        ("{ input = -1, output = 10 }", "deployments[0].price.input"),
+        ("{ input = 1, output = 1e9 }", "deployments[0].price.output"),
+        ("{ input = 1, output = nan }", "deployments[0].price.output"),
+        ("{ input = 1, output = 1, cached_input = -0.5 }", "deployments[0].price.cached_input"),
+    ] {
+        let err = parse(&priced(price)).unwrap_err();
+        assert_eq!((err.field.as_str(), err.line), (field, Some(12)), "{price}: {err}");
+        assert!(err.message.contains("price per 1M tokens"), "{err}");
+    }
+    assert!(parse(&priced("{ input = 1, output = 1, reasoning = 2 }")).is_err(), "unknown fields are refused");
+    assert!(parse(&priced("{ input = 1 }")).is_err(), "output is required");
+}

@@ -383,4 +383,13 @@ impl JobStore for EmbeddedJobStore {
         let (kind, owner) = (kind.to_owned(), owner.to_owned());
         Box::pin(self.run(move |inner| inner.read(|txn| embedded_docs::list(txn, &kind, &owner))))
     }
+
+    fn put_record(&self, doc: Doc) -> JobFuture<'_, u64> {
+        Box::pin(self.run(move |inner| inner.write(|txn, now| embedded_docs::put_record(txn, now, &doc))))
+    }
+
+    fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64> {
+        let kind = kind.to_owned();
+        Box::pin(self.run(move |inner| inner.read(|txn| embedded_docs::version(txn, &kind))))
+    }
 }

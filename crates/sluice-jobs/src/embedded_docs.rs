@@ -4,7 +4,10 @@
 //! docs        (kind, owner, id)   -> seq · written_at · body   (8 + 8 bytes big-endian, then the body)
 //! doc_order   (kind, owner, seq)  -> id                        listing order (first write)
 //! doc_ages    (written_at, seq)   -> (kind, owner, id)         retired RETENTION after the last write
+//! meta        "version:<kind>"    -> u64                       grows with each record of the kind
 //! ```
+//!
+//! A record is a document without a `doc_ages` entry: never retired.
 
 use redb::{ReadableTable as _, TableDefinition};
 
@@ -50,6 +53,33 @@ fn header(txn: &Txn, key: DocKey<'_>) -> Result<Option<Header>, redb::Error> {
 
 /// Stores `doc` at store time `now`, keeping its listing place when it exists.
 pub(crate) fn put(txn: &Txn, now: u64, doc: &Doc) -> Result<(), redb::Error> {
+    let seq = write(txn, now, doc)?;
+    txn.open_table(AGES)?.insert((now, seq), (doc.kind.as_str(), doc.owner.as_str(), doc.id.as_str()))?;
+    retire(txn, now)
+}
+
+/// Stores `doc` as a record (never retired) and bumps its kind's version; the new version.
+pub(crate) fn put_record(txn: &Txn, now: u64, doc: &Doc) -> Result<u64, redb::Error> {
+    write(txn, now, doc)?;
+    let mut meta = txn.open_table(META)?;
+    let name = format!("version:{}", doc.kind);
+    let version = meta.get(name.as_str())?.map_or(0, |v| v.value()).saturating_add(1);
+    meta.insert(name.as_str(), version)?;
+    Ok(version)
+}
+
+/// The version of `kind`'s records.
+pub(crate) fn version(txn: &redb::ReadTransaction, kind: &str) -> Result<u64, redb::Error> {
+    let meta = match txn.open_table(META) {
+        Ok(meta) => meta,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(meta.get(format!("version:{kind}").as_str())?.map_or(0, |v| v.value()))
+}
+
+/// Writes `doc`'s body and listing place (dropping an old age entry); its listing number.
+fn write(txn: &Txn, now: u64, doc: &Doc) -> Result<u64, redb::Error> {
     let key = doc.key();
     let seq = match header(txn, key)? {
         Some(old) => {
@@ -69,8 +99,7 @@ pub(crate) fn put(txn: &Txn, now: u64, doc: &Doc) -> Result<(), redb::Error> {
     value.extend_from_slice(&now.to_be_bytes());
     value.extend_from_slice(&doc.body);
     txn.open_table(DOCS)?.insert((key.kind, key.owner, key.id), value.as_slice())?;
-    txn.open_table(AGES)?.insert((now, seq), (key.kind, key.owner, key.id))?;
-    retire(txn, now)
+    Ok(seq)
 }
 
 /// Removes the document; whether there was one.

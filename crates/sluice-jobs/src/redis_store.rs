@@ -50,6 +50,7 @@ struct Scripts {
     fail: Script,
     cancel: Script,
     put_doc: Script,
+    put_record: Script,
 }
 
 impl Scripts {
@@ -63,6 +64,7 @@ impl Scripts {
             fail: build(include_str!("lua/fail.lua")),
             cancel: build(include_str!("lua/cancel.lua")),
             put_doc: build(include_str!("lua/put_doc.lua")),
+            put_record: build(include_str!("lua/put_record.lua")),
         }
     }
 }
@@ -342,5 +344,13 @@ impl JobStore for RedisJobStore {
 
     fn list_docs<'a>(&'a self, kind: &'a str, owner: &'a str) -> JobFuture<'a, Vec<Doc>> {
         Box::pin(self.list(kind, owner))
+    }
+
+    fn put_record(&self, doc: Doc) -> JobFuture<'_, u64> {
+        Box::pin(self.put_kept(doc))
+    }
+
+    fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64> {
+        Box::pin(self.version(kind))
     }
 }

@@ -82,6 +82,15 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
 
     /// The owner's documents of `kind`, newest (by first write) first.
     fn list_docs<'a>(&'a self, kind: &'a str, owner: &'a str) -> JobFuture<'a, Vec<Doc>>;
+
+    /// Stores `doc` as a *record*: like [`put_doc`](Self::put_doc), but kept until it is
+    /// deleted (never retired), and in the same commit the version of its `kind` grows by
+    /// one. Returns that version: readers poll [`doc_version`](Self::doc_version) to learn
+    /// that some record of the kind changed.
+    fn put_record(&self, doc: Doc) -> JobFuture<'_, u64>;
+
+    /// The version of `kind`'s records: 0 before the first [`put_record`](Self::put_record).
+    fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64>;
 }
 
 /// `d` in whole milliseconds, at least 1.

@@ -228,6 +228,21 @@ async fn documents_are_owner_scoped_listed_newest_first_and_deleted(b: Backend) 
     assert_eq!(s.get_doc(key("file", "globex", "f1")).await.unwrap(), Some(b"globex's".to_vec()));
 }
 
+async fn records_bump_their_kind_version_and_list_like_documents(b: Backend) {
+    let s = &b.store;
+    assert_eq!(s.doc_version("key").await.unwrap(), 0);
+    assert_eq!(s.put_record(doc("key", "runtime", "k1", b"one")).await.unwrap(), 1);
+    assert_eq!(s.put_record(doc("key", "runtime", "k2", b"two")).await.unwrap(), 2);
+    assert_eq!(s.put_record(doc("key", "runtime", "k1", b"one again")).await.unwrap(), 3);
+    assert_eq!(s.put_record(doc("audit", "admin", "a1", b"x")).await.unwrap(), 1, "versions are per kind");
+    assert_eq!(s.doc_version("key").await.unwrap(), 3);
+    assert_eq!(s.doc_version("audit").await.unwrap(), 1);
+    let listed = s.list_docs("key", "runtime").await.unwrap();
+    let ids: Vec<&str> = listed.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["k2", "k1"], "newest first by first write");
+    assert_eq!(listed[1].body, b"one again");
+}
+
 async fn cancel_stops_only_jobs_not_started(b: Backend) {
     let s = &b.store;
     let running = s.submit(new_job("t", None, 0, 5)).await.unwrap().job.id;
@@ -267,6 +282,7 @@ conformance!(embedded:
     submission_is_idempotent_per_tenant,
     many_submitted_at_once_are_each_stored_or_found,
     documents_are_owner_scoped_listed_newest_first_and_deleted,
+    records_bump_their_kind_version_and_list_like_documents,
     cancel_stops_only_jobs_not_started,
     leases_by_priority_then_age,
     completion_is_recorded_once,
@@ -278,6 +294,7 @@ conformance!(standalone:
     submission_is_idempotent_per_tenant,
     many_submitted_at_once_are_each_stored_or_found,
     documents_are_owner_scoped_listed_newest_first_and_deleted,
+    records_bump_their_kind_version_and_list_like_documents,
     cancel_stops_only_jobs_not_started,
     leases_by_priority_then_age,
     completion_is_recorded_once,

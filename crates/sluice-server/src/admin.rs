@@ -4,7 +4,9 @@
 //! Layout: `auth` checks the admin key (a bearer token, or the dashboard's session
 //! cookie for reads), `inventory` lists every configured scope with its store handle,
 //! `view` renders live state as JSON, `counters` sums the request-path metrics for the
-//! dashboard, `routes` are the handlers.
+//! dashboard, `routes` are the handlers; `keys` (with `keys_input`, its validation),
+//! `tenants` and `audit` manage runtime keys and tenants and their audit log, for the root admin key or a tenant
+//! admin key (`actor`).
 //!
 //! Semantics: without `[admin] key_sha256` every admin route answers 404; a missing or
 //! wrong key gets the structured 401. A tenant pause is a store hold, so it holds on every
@@ -18,10 +20,15 @@
 //! on every reload, which also holds the queues of new deployments for paused classes); the
 //! admin key and the dashboard sessions are bound at start.
 
+mod actor;
+mod audit;
 mod auth;
 mod counters;
 mod inventory;
+mod keys;
+mod keys_input;
 mod routes;
+mod tenants;
 mod throttle;
 mod view;
 
@@ -34,10 +41,11 @@ use sluice_config::Config;
 use crate::metrics::{BucketLabels, ScopeLabels};
 use crate::state::Gateway;
 
+pub use actor::Actor;
 pub use auth::AdminKey;
 pub use counters::{Sample, parse_samples};
 pub use inventory::{Entry, Inventory};
-pub use routes::router;
+pub use routes::{limits_of, router};
 pub use throttle::LoginThrottle;
 
 /// A traffic class, as the admin API names it.

@@ -1,5 +1,6 @@
 //! Gateway keys: `Authorization: Bearer KEY`, `x-api-key: KEY` or (Azure OpenAI clients)
-//! `api-key: KEY`, matched by SHA-256.
+//! `api-key: KEY`, matched by SHA-256: first against the configured keys, then against the
+//! runtime keys (created through the admin API; a lock-free map read, see [`crate::keys`]).
 
 use std::sync::Arc;
 
@@ -13,12 +14,12 @@ use crate::state::{Caller, Gateway};
 ///
 /// # Errors
 /// [`GatewayError::Unauthorized`] without a key or with an unknown one.
-pub fn authenticate<'g>(gateway: &'g Gateway, headers: &HeaderMap) -> Result<&'g Caller, GatewayError> {
+pub fn authenticate(gateway: &Gateway, headers: &HeaderMap) -> Result<Caller, GatewayError> {
     caller_of(gateway, headers).map_err(GatewayError::Unauthorized)
 }
 
 /// The caller behind the request's key, or why there is none.
-fn caller_of<'g>(gateway: &'g Gateway, headers: &HeaderMap) -> Result<&'g Caller, &'static str> {
+fn caller_of(gateway: &Gateway, headers: &HeaderMap) -> Result<Caller, &'static str> {
     let bearer = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -29,7 +30,13 @@ fn caller_of<'g>(gateway: &'g Gateway, headers: &HeaderMap) -> Result<&'g Caller
         .map(str::trim)
         .filter(|k| !k.is_empty())
         .ok_or("missing API key: send `Authorization: Bearer KEY`, `x-api-key: KEY` or `api-key: KEY`")?;
-    gateway.callers.get(&hash_key(key)).ok_or("invalid API key")
+    let hash = hash_key(key);
+    if let Some(caller) = gateway.callers.get(&hash) {
+        return Ok(caller.clone());
+    }
+    // A runtime key: revoked, expired and tenant-admin keys do not call the API.
+    let runtime = gateway.runtime_keys.lookup(&hash, gateway.clock.unix_millis());
+    runtime.and_then(|r| r.caller).ok_or("invalid API key")
 }
 
 /// A proxied request's caller, authenticated once before its body is read (by the layer
@@ -46,7 +53,7 @@ impl Authenticated {
     /// Authenticates the request with `headers` on `gateway`.
     #[must_use]
     pub fn of(gateway: Arc<Gateway>, headers: &HeaderMap) -> Self {
-        let caller = caller_of(&gateway, headers).cloned();
+        let caller = caller_of(&gateway, headers);
         Self { gateway, caller }
     }
 

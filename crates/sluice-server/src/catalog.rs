@@ -47,10 +47,11 @@ fn model_object(name: &str, envelope: Envelope) -> Value {
 pub async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response<Body> {
     let gateway = state.current();
     let envelope = envelope_of(&headers, "/v1/models");
-    if let Err(error) = authenticate(&gateway, &headers) {
-        return refuse(error, envelope, &headers);
-    }
-    let mut names: Vec<&str> = gateway.profiles.keys().map(|n| &**n).collect();
+    let caller = match authenticate(&gateway, &headers) {
+        Ok(caller) => caller,
+        Err(error) => return refuse(error, envelope, &headers),
+    };
+    let mut names: Vec<&str> = gateway.profiles.keys().map(|n| &**n).filter(|n| caller.may_name(n)).collect();
     names.sort_unstable();
     let data: Vec<Value> = names.iter().map(|name| model_object(name, envelope)).collect();
     let body = match envelope {
@@ -70,10 +71,11 @@ pub async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response
 pub async fn get(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> Response<Body> {
     let gateway = state.current();
     let envelope = envelope_of(&headers, "/v1/models");
-    if let Err(error) = authenticate(&gateway, &headers) {
-        return refuse(error, envelope, &headers);
-    }
-    match gateway.profiles.get_key_value(name.as_str()) {
+    let caller = match authenticate(&gateway, &headers) {
+        Ok(caller) => caller,
+        Err(error) => return refuse(error, envelope, &headers),
+    };
+    match gateway.profiles.get_key_value(name.as_str()).filter(|_| caller.may_name(&name)) {
         Some((name, _)) => axum::Json(model_object(name, envelope)).into_response(),
         None => refuse(GatewayError::UnknownModel(name), envelope, &headers),
     }
@@ -105,7 +107,7 @@ pub async fn count_tokens(State(state): State<AppState>, request: Request) -> Re
 
 async fn count(gateway: &Gateway, headers: &HeaderMap, body: Body) -> Result<u64, GatewayError> {
     let caller = authenticate(gateway, headers)?;
-    metered::run(gateway, caller, tokens(gateway, body)).await
+    metered::run(gateway, &caller, tokens(gateway, body)).await
 }
 
 async fn tokens(gateway: &Gateway, body: Body) -> Result<u64, GatewayError> {

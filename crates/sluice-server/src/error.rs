@@ -197,6 +197,17 @@ pub enum GatewayError {
     /// The provider's own error answer, passed on after every allowed attempt failed.
     #[error("the provider answered with an error")]
     Upstream(Box<axum::response::Response>),
+    /// An admin API request that the keys' state refuses (a configured key changed, an id
+    /// taken, a key already revoked, an unknown key): `code` names the rule.
+    #[error("{message}")]
+    AdminRefused {
+        /// 403, 404 or 409.
+        status: AdminStatus,
+        /// The rule, e.g. `config_key_read_only`.
+        code: &'static str,
+        /// What was refused and why.
+        message: String,
+    },
     /// No endpoint at this path.
     #[error(
         "sluice serves no {method} {path}; its API is /v1/chat/completions, /v1/responses, /v1/embeddings, /v1/messages, /v1/models, /v1/jobs, /v1/files and /v1/batches"
@@ -215,6 +226,17 @@ pub enum GatewayError {
         /// Its path, cut to [`SHOWN_PATH_CHARS`].
         path: String,
     },
+}
+
+/// The status of a [`GatewayError::AdminRefused`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminStatus {
+    /// 403: the change is never allowed (a configured key is read-only).
+    Forbidden,
+    /// 404: nothing of that name the caller may see.
+    NotFound,
+    /// 409: the state does not allow it now (an id taken, a key revoked).
+    Conflict,
 }
 
 /// What a [`GatewayError::NotFound`] looked for.
@@ -314,6 +336,11 @@ impl GatewayError {
             }
             Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::ClassNotAllowed { .. } => StatusCode::FORBIDDEN,
+            Self::AdminRefused { status, .. } => match status {
+                AdminStatus::Forbidden => StatusCode::FORBIDDEN,
+                AdminStatus::NotFound => StatusCode::NOT_FOUND,
+                AdminStatus::Conflict => StatusCode::CONFLICT,
+            },
         }
     }
 
@@ -352,6 +379,7 @@ impl GatewayError {
             Self::InvalidParameter { code, .. } => ("invalid_request_error", code),
             Self::FileTooLarge(_) => ("invalid_request_error", "file_too_large"),
             Self::BatchNotCancellable(_) => ("invalid_request_error", "batch_not_cancellable"),
+            Self::AdminRefused { code, .. } => ("invalid_request_error", code),
         }
     }
 

@@ -21,6 +21,7 @@ mod crossing;
 mod dashboard;
 pub mod error;
 pub mod jobs;
+pub mod keys;
 mod labels;
 mod metered;
 pub mod metrics;
@@ -36,6 +37,7 @@ mod scrub;
 mod secret;
 mod served;
 pub mod shares;
+pub mod spend;
 pub mod state;
 pub mod store;
 mod streams;
@@ -143,6 +145,8 @@ impl AppState {
         // adaptive controllers learned is applied on top of that, not overwritten by it.
         self.admin.reconfigure(config, &new);
         new.keep_learned(&old, config);
+        // Runtime keys name tenants, teams and classes: resolved again against the new ones.
+        new.runtime_keys.reresolve(&new);
         let new = Arc::new(new);
         self.live.store(Arc::clone(&new));
         if let Some(jobs) = &self.jobs {

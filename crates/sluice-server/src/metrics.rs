@@ -140,6 +140,8 @@ pub struct Metrics {
     pub eta_error: Family<EtaLabels, Histogram, fn() -> Histogram>,
     /// Guaranteed, borrowed and reclaimed per tenant.
     pub shares: crate::shares::ShareMetrics,
+    /// `sluice_spend_total{tenant}`.
+    pub spend: crate::spend::SpendMetrics,
     /// `llm_retries_total{provider,model,error_type}`.
     pub retries: Family<Retry, Counter>,
     /// `llm_fallbacks_total{from_provider,to_provider,reason}`.
@@ -173,6 +175,7 @@ impl Default for Metrics {
             queue_wait: Family::new_with_constructor(wait_histogram),
             eta_error: Family::new_with_constructor(wait_histogram),
             shares: crate::shares::ShareMetrics::default(),
+            spend: crate::spend::SpendMetrics::default(),
             retries: Family::default(),
             fallbacks: Family::default(),
             upstream_failures: Family::default(),
@@ -242,6 +245,7 @@ impl Metrics {
             metrics.eta_error.clone(),
         );
         metrics.shares.register(registry);
+        metrics.spend.register(registry);
         metrics.jobs.register(registry);
         metrics.buckets.register(registry);
         metrics.adaptive.register(registry);

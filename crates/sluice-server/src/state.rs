@@ -36,6 +36,44 @@ pub struct Caller {
     pub class_index: usize,
     /// Scopes from the org down to the key.
     pub scopes: Vec<ScopeId>,
+    /// The model profiles the key may name (`None`: every one). Runtime keys may be
+    /// restricted; configured keys are not.
+    pub models: Option<Arc<[Arc<str>]>>,
+}
+
+impl Caller {
+    /// Whether the key may name the model profile `profile`.
+    #[must_use]
+    pub fn may_name(&self, profile: &str) -> bool {
+        self.models.as_ref().is_none_or(|models| models.iter().any(|m| **m == *profile))
+    }
+}
+
+/// The configured tenants, teams and classes, by name: what a runtime key is resolved
+/// against (its tenant, team and class must exist in the configuration in force).
+#[derive(Debug, Default)]
+pub struct Directory {
+    /// The org's scope.
+    pub org: Option<ScopeId>,
+    /// Tenants by name.
+    pub tenants: HashMap<Arc<str>, TenantEntry>,
+    /// Traffic classes, in configuration order.
+    pub classes: Vec<TrafficClass>,
+    /// Ids of the configured keys (read-only through the admin API).
+    pub config_keys: HashMap<Arc<str>, Caller>,
+}
+
+/// A configured tenant as runtime keys see it.
+#[derive(Debug)]
+pub struct TenantEntry {
+    /// Its index in the configuration (fair-queuing identity).
+    pub index: u32,
+    /// Its weight.
+    pub weight: std::num::NonZeroU32,
+    /// Its scope.
+    pub scope: ScopeId,
+    /// Its teams' scopes by name.
+    pub teams: HashMap<Arc<str>, ScopeId>,
 }
 
 /// A model profile clients can name.
@@ -78,6 +116,8 @@ pub struct Route {
     pub key: crate::secret::Credential,
     /// How its upstream URLs are built and its key presented (the provider seam's input).
     pub api: sluice_config::ProviderApi,
+    /// Its prices, when priced.
+    pub price: Option<sluice_config::Price>,
     /// On Azure, the deployment name in the classic URL.
     pub azure_deployment: Option<String>,
     /// Input estimation.
@@ -120,6 +160,10 @@ pub struct Gateway {
     pub upstream: Upstream,
     /// Callers by SHA-256 of their key.
     pub callers: HashMap<[u8; 32], Caller>,
+    /// The configured tenants, teams and classes runtime keys resolve against.
+    pub directory: Directory,
+    /// The keys created through the admin API: process state, kept across reloads.
+    pub runtime_keys: Arc<crate::keys::RuntimeKeys>,
     /// Profiles by name.
     pub profiles: HashMap<Arc<str>, Profile>,
     /// Deployments.
@@ -194,8 +238,11 @@ impl Gateway {
                 (m.name.clone(), profile)
             })
             .collect();
+        let (callers, directory) = callers(config, store.as_ref());
         Ok(Self {
-            callers: callers(config, store.as_ref()),
+            callers,
+            directory,
+            runtime_keys: Arc::default(),
             profiles,
             deployments,
             estimator,
@@ -240,6 +287,9 @@ impl Gateway {
         self.streams = old.streams.clone();
         // Shutdown waits for the background work of every gateway built since start.
         self.background = old.background.clone();
+        // Runtime keys live in the store; the caller swaps them onto this gateway's
+        // tenants and classes once it is in force.
+        self.runtime_keys = Arc::clone(&old.runtime_keys);
         for (route, d) in self.deployments.iter_mut().zip(&config.deployments) {
             let Some(previous) = old.deployments.iter().find(|o| o.name == route.name) else { continue };
             route.queue = Arc::clone(&previous.queue);
@@ -304,6 +354,7 @@ fn routes(
                 model: d.model.clone(),
                 key,
                 api: provider.api.clone(),
+                price: d.price,
                 azure_deployment: d.azure_deployment.clone(),
                 tokenizer,
                 input_safety_factor: d.input_safety_factor,
@@ -313,7 +364,7 @@ fn routes(
         .collect()
 }
 
-fn callers(config: &Config, store: &dyn QuotaStore) -> HashMap<[u8; 32], Caller> {
+fn callers(config: &Config, store: &dyn QuotaStore) -> (HashMap<[u8; 32], Caller>, Directory) {
     let (org_name, org_limits) = &config.org;
     let org = store.register(ScopeKey::new(ScopeKind::Org, org_name.clone()), org_limits.clone());
     let tenants: Vec<ScopeId> = config
@@ -321,7 +372,15 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> HashMap<[u8; 32], Caller>
         .iter()
         .map(|t| store.register(ScopeKey::new(ScopeKind::Tenant, t.name.clone()), t.limits.clone()))
         .collect();
-    config
+    let mut directory = Directory { org: Some(org), classes: config.classes.clone(), ..Directory::default() };
+    for (index, (tenant, scope)) in config.tenants.iter().zip(&tenants).enumerate() {
+        let teams = tenant.teams.iter().map(|team| (team.name.clone(), team_scope(store, tenant, team))).collect();
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        directory
+            .tenants
+            .insert(tenant.name.clone(), TenantEntry { index, weight: tenant.weight, scope: *scope, teams });
+    }
+    let callers: HashMap<[u8; 32], Caller> = config
         .keys
         .iter()
         .enumerate()
@@ -330,8 +389,7 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> HashMap<[u8; 32], Caller>
             let mut scopes = vec![org, tenants[k.tenant]];
             let team = k.team.map(|i| &tenant.teams[i]);
             if let Some(team) = team {
-                let name = format!("{}/{}", tenant.name, team.name);
-                scopes.push(store.register(ScopeKey::new(ScopeKind::Team, name), team.limits.clone()));
+                scopes.push(team_scope(store, tenant, team));
             }
             scopes.push(store.register(ScopeKey::new(ScopeKind::ApiKey, k.id.clone()), k.limits.clone()));
             let caller = Caller {
@@ -344,8 +402,17 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> HashMap<[u8; 32], Caller>
                 class: config.classes[k.class].clone(),
                 class_index: k.class,
                 scopes,
+                models: None,
             };
             (k.sha256, caller)
         })
-        .collect()
+        .collect();
+    directory.config_keys = callers.values().map(|c| (Arc::clone(&c.key_id), c.clone())).collect();
+    (callers, directory)
+}
+
+/// The team's scope (registered with its configured limits).
+fn team_scope(store: &dyn QuotaStore, tenant: &sluice_config::Tenant, team: &sluice_config::Team) -> ScopeId {
+    let name = format!("{}/{}", tenant.name, team.name);
+    store.register(ScopeKey::new(ScopeKind::Team, name), team.limits.clone())
 }

@@ -1,6 +1,7 @@
 //! The `sluice` command: wires the real clock, sockets and stores to the library crates.
 
 mod healthcheck;
+mod keys;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +30,9 @@ enum Command {
     /// Exit 0 when a gateway answers 200 on its readiness URL, 1 otherwise (a container's
     /// HEALTHCHECK).
     Healthcheck(healthcheck::HealthArgs),
+    /// Create, list and revoke runtime keys through a running gateway's admin API (the
+    /// admin key from `SLUICE_ADMIN_KEY`).
+    Keys(keys::KeysArgs),
     /// Run the strict simulated LLM provider (OpenAI and Anthropic shapes).
     SimulateProvider(sluice_sim::cli::SimArgs),
     /// Run the seed-000 demo: the gateway vs. uncoordinated workers, in one process.
@@ -52,6 +56,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Healthcheck(args) => Ok(current_thread()?.block_on(healthcheck::run(args))),
+        Command::Keys(args) => current_thread()?.block_on(keys::run(args)).map(ok),
         Command::Serve(args) => runtime()?.block_on(serve::run(args)).map(ok),
         Command::SimulateProvider(args) => runtime()?.block_on(sluice_sim::cli::run(args)).map(ok),
         Command::Demo(args) => runtime()?.block_on(sluice_bench::demo::run(args)).map(ok),

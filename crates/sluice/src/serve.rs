@@ -68,6 +68,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
     let state = AppState::build(&config, store)?.with_tls(&config)?.with_jobs(job_store(&config)?, &config);
     let workers = sluice_server::jobs::worker::spawn(&state);
+    // Runtime keys: loaded now, then kept within a second of every change in the store.
+    if let Some(jobs) = &state.jobs
+        && let Err(e) = sluice_server::keys::refresh(jobs.store.as_ref(), &state.current(), true).await
+    {
+        tracing::warn!(error = %e, "runtime keys could not be loaded at start; retrying in the background");
+    }
+    let key_refresh = sluice_server::keys::spawn_refresh(&state);
     #[cfg(unix)]
     let reloader = tokio::spawn(reload_on_sighup(args.config.clone(), config.clone(), state.clone()));
     let listen = args.listen.unwrap_or(config.server.listen);
@@ -81,6 +88,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     sluice_server::serve_with_grace(listener, state, shutdown_signal(), grace).await.context("serving")?;
     #[cfg(unix)]
     reloader.abort();
+    if let Some(task) = key_refresh {
+        task.abort();
+    }
     // Workers stop leasing once draining; a job still running gets the grace period, and
     // one cut off is leased again after its visibility timeout (or at once, embedded).
     let _ = tokio::time::timeout(grace, async {

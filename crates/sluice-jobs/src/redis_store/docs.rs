@@ -4,7 +4,10 @@
 //! {P:jobs}:doc:<kind>:<n>:<owner>:<id>   STRING  the body (n = owner length), expires RETENTION after its last write
 //! {P:jobs}:docs:<kind>:<n>:<owner>       ZSET    id by first-write number (the listing), same expiry
 //! {P:jobs}:doc_seq                        STRING  first-write counter
+//! {P:jobs}:version:<kind>                 STRING  grows with each record of the kind
 //! ```
+//!
+//! A record is a document and index without expiry.
 //!
 //! An index entry whose document expired is dropped when the index is next listed.
 
@@ -50,6 +53,22 @@ impl RedisJobStore {
         invocation.arg(&doc.id).arg(doc.body).arg(millis(RETENTION));
         let _: i64 = self.call(invocation).await?;
         Ok(())
+    }
+
+    pub(super) async fn put_kept(&self, doc: Doc) -> Result<u64, JobStoreError> {
+        let mut invocation = self.scripts.put_record.prepare_invoke();
+        invocation.key(self.doc_key(doc.key())).key(self.owner_key(&doc.kind, &doc.owner)).key(self.key("doc_seq"));
+        invocation.key(self.key(&format!("version:{}", doc.kind)));
+        invocation.arg(&doc.id).arg(doc.body);
+        let version: i64 = self.call(invocation).await?;
+        Ok(u64::try_from(version).unwrap_or(0))
+    }
+
+    pub(super) async fn version(&self, kind: &str) -> Result<u64, JobStoreError> {
+        let mut command = redis::cmd("GET");
+        command.arg(self.key(&format!("version:{kind}")));
+        let version: Option<u64> = self.query(command).await?;
+        Ok(version.unwrap_or(0))
     }
 
     pub(super) async fn get_body(&self, key: DocKey<'_>) -> Result<Option<Vec<u8>>, JobStoreError> {

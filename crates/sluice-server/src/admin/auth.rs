@@ -48,9 +48,7 @@ impl AdminKey {
     /// Whether the request carries `Authorization: Bearer <admin key>`.
     #[must_use]
     pub fn bearer_ok(&self, headers: &HeaderMap) -> bool {
-        let value = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        let token = value.and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
-        token.is_some_and(|t| self.matches(t))
+        bearer(headers).is_some_and(|t| self.matches(t))
     }
 
     /// Whether the request carries the dashboard's session cookie.
@@ -87,6 +85,13 @@ impl AdminKey {
         let found = tickets.iter().position(|(t, until)| t == ticket && *until > now);
         found.map(|i| tickets.remove(i)).is_some()
     }
+}
+
+/// The request's `Authorization: Bearer` token.
+#[must_use]
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    value.and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
 }
 
 fn hex(bytes: &[u8]) -> String {

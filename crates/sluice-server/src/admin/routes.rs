@@ -30,6 +30,8 @@ pub fn router() -> Router<AppState> {
         .route("/admin/classes/{name}/resume", post(resume_class))
         .route("/admin/limits/{kind}/{name}", put(put_limits))
         .route("/admin/dashboard/ticket", post(ticket))
+        .merge(super::keys::router())
+        .merge(super::tenants::router())
 }
 
 /// What a request must carry.
@@ -72,14 +74,18 @@ pub fn guard<'s>(state: &'s AppState, headers: &HeaderMap, access: Access) -> Re
     if key.bearer_ok(headers) || (access == Access::BearerOrCookie && key.cookie_ok(headers)) {
         return Ok(key);
     }
+    // A tenant admin is told the root-only routes do not exist (a 404 reveals nothing).
+    if super::actor::tenant_admin(state, headers).is_some() {
+        return Err(Refused::NoAdmin);
+    }
     Err(Refused::BadKey)
 }
 
-fn fail(headers: &HeaderMap, error: GatewayError) -> Response {
+pub(super) fn fail(headers: &HeaderMap, error: GatewayError) -> Response {
     ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: Trace::from_headers(headers).id }.into_response()
 }
 
-fn bad(headers: &HeaderMap, param: &str, message: String) -> Response {
+pub(super) fn bad(headers: &HeaderMap, param: &str, message: String) -> Response {
     let error = RequestError { param: Some(param.to_owned()), message, code: RequestErrorCode::InvalidValue };
     fail(headers, GatewayError::BadRequest(error))
 }
@@ -222,6 +228,19 @@ fn limits_toml(body: &[u8]) -> Result<String, (String, String)> {
     let Value::Object(map) = value else {
         return Err(("limits".into(), "send a JSON object like {\"rpm\": 500, \"tpm\": 30000}".into()));
     };
+    map_toml(&map)
+}
+
+/// A limits object validated as the configuration's limits are: `(field, message)` when not.
+///
+/// # Errors
+/// The field and what is wrong with it.
+pub fn limits_of(map: &serde_json::Map<String, Value>) -> Result<sluice_quota::Limits, (String, String)> {
+    let text = map_toml(map)?;
+    sluice_config::parse_limits("limits", &text).map_err(|e| (e.field, e.message))
+}
+
+fn map_toml(map: &serde_json::Map<String, Value>) -> Result<String, (String, String)> {
     let mut text = String::new();
     for (name, value) in map {
         let field = format!("limits.{name}");

@@ -225,7 +225,7 @@ pub(crate) fn context(
 ) -> Result<(Arc<Gateway>, Arc<Jobs>, Caller), GatewayError> {
     let jobs = jobs_of(state)?;
     let gateway = state.current();
-    let caller = authenticate(&gateway, headers)?.clone();
+    let caller = authenticate(&gateway, headers)?;
     Ok((gateway, jobs, caller))
 }
 
@@ -340,8 +340,12 @@ pub(crate) async fn prepare(
             "streaming requests cannot run as async jobs; send `stream: false` or call the endpoint directly",
         ));
     }
-    let profile =
-        gateway.profiles.get(parsed.model.as_str()).ok_or(GatewayError::UnknownModel(parsed.model.clone()))?;
+    // A key restricted to some profiles is told the others do not exist.
+    let profile = gateway
+        .profiles
+        .get(parsed.model.as_str())
+        .filter(|_| caller.may_name(&parsed.model))
+        .ok_or(GatewayError::UnknownModel(parsed.model.clone()))?;
     let anthropic = gateway.deployments[profile.deployment].kind == ProviderKind::Anthropic;
     if anthropic != (ask.endpoint == Endpoint::Messages) {
         let endpoint = if anthropic { "/v1/messages" } else { "/v1/chat/completions" };

@@ -254,9 +254,10 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
 
 /// The job's caller: its key's, in the job's class.
 fn caller_for(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Option<Caller> {
-    let caller = gateway.callers.values().find(|c| *c.key_id == *job.key_id)?;
+    let caller = gateway.callers.values().find(|c| *c.key_id == *job.key_id).cloned();
+    let caller = caller.or_else(|| gateway.runtime_keys.caller_by_id(&job.key_id, gateway.clock.unix_millis()))?;
     let class = jobs.class(job.class.as_str()).unwrap_or_else(|| caller.class.clone());
-    Some(Caller { class, ..caller.clone() })
+    Some(Caller { class, ..caller })
 }
 
 fn failed(job: &Job, error: String, next: Next) -> Attempt {

@@ -122,6 +122,7 @@ fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant) -> Admi
         kind: route.kind,
         output_counting: route.output_counting,
         memo: memo(req, route),
+        spend: route.price.map(|price| (price, metrics.spend.of(&caller.tenant))),
     };
     Admitted { terms, after: grant.after }
 }

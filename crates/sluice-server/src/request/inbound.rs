@@ -113,7 +113,8 @@ pub async fn forward(
         Ok(request) => request,
         Err(error) => return Served::refused(error).logged(access),
     };
-    let Some(profile) = gateway.profiles.get(request.model.as_str()) else {
+    // A key restricted to some profiles is told the others do not exist.
+    let Some(profile) = gateway.profiles.get(request.model.as_str()).filter(|_| caller.may_name(&request.model)) else {
         return Served::refused(GatewayError::UnknownModel(request.model.clone())).logged(access);
     };
     access.profile(&profile.name);

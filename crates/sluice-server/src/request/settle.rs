@@ -35,6 +35,8 @@ pub struct Terms {
     pub output_counting: OutputCounting,
     /// Responses API: remembers what the answer leaves behind for continuations.
     pub memo: Option<Memo>,
+    /// The deployment's prices and the tenant's spend counter, when priced.
+    pub spend: Option<(sluice_config::Price, Counter<f64, std::sync::atomic::AtomicU64>)>,
 }
 
 impl Terms {
@@ -50,6 +52,9 @@ impl Terms {
     #[must_use]
     pub fn settlement(&self, usage: Usage) -> Settlement {
         self.adaptive.observe(&usage);
+        if let Some((price, spent)) = &self.spend {
+            spent.inc_by(crate::spend::cost(price, self.kind, &usage));
+        }
         let input = match self.kind {
             // Anthropic's input_tokens excludes cache reads, which do not count toward ITPM.
             ProviderKind::Anthropic => usage.input_tokens + usage.cache_creation_input_tokens,

@@ -1,0 +1,99 @@
+//! The audit log of admin changes: who (`root` or a tenant admin key's id), what (the
+//! action, the key, the names of the fields changed — never a secret) and when, kept as
+//! records in the job store (never retired) and read newest first through
+//! `GET /admin/audit?limit=N&before=ID`. A tenant admin reads its own tenant's entries.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use rand::Rng as _;
+use serde::Deserialize;
+use serde_json::json;
+use sluice_jobs::Doc;
+
+use super::keys::{Ctx, begin, unavailable};
+use super::routes::{bad, fail};
+use crate::AppState;
+use crate::error::GatewayError;
+use crate::keys::{AUDIT_KIND, AUDIT_OWNER, AuditEntry, KeyRecord, hex};
+
+/// Entries per page when `limit` is not given.
+const DEFAULT_PAGE: usize = 50;
+/// Most entries per page.
+const MAX_PAGE: usize = 500;
+
+/// What a change was made to: a key (its id and tenant) or a tenant.
+pub(super) struct Target<'a> {
+    /// The key's id, for a key.
+    pub key_id: Option<&'a str>,
+    /// The tenant.
+    pub tenant: &'a str,
+}
+
+impl<'a> From<&'a KeyRecord> for Target<'a> {
+    fn from(record: &'a KeyRecord) -> Self {
+        Self { key_id: Some(&record.id), tenant: &record.tenant }
+    }
+}
+
+/// Writes the audit entry of `action` on `target`.
+pub(super) async fn write(
+    ctx: &Ctx,
+    action: &str,
+    target: Target<'_>,
+    fields: Vec<String>,
+) -> Result<(), GatewayError> {
+    let id = format!("{:016}-{}", ctx.now_ms, hex(&rand::rng().random::<[u8; 4]>()));
+    let entry = AuditEntry {
+        id: id.clone(),
+        at_ms: ctx.now_ms,
+        actor: ctx.actor.name(),
+        action: action.to_owned(),
+        key_id: target.key_id.map(str::to_owned),
+        tenant: target.tenant.to_owned(),
+        fields,
+    };
+    let body = serde_json::to_vec(&entry).unwrap_or_default();
+    let doc = Doc { kind: AUDIT_KIND.into(), owner: AUDIT_OWNER.into(), id, body };
+    ctx.store.put_record(doc).await.map(drop).map_err(unavailable)
+}
+
+/// `GET /admin/audit`'s query.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Page {
+    limit: Option<usize>,
+    before: Option<String>,
+}
+
+/// `GET /admin/audit`: the newest entries first; `next` is the `before` of the next page.
+pub(super) async fn list(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    page: Result<Query<Page>, QueryRejection>,
+) -> Response {
+    let ctx = match begin(&state, headers) {
+        Ok(ctx) => ctx,
+        Err(response) => return *response,
+    };
+    let Ok(Query(page)) = page else {
+        return bad(&ctx.headers, "query", "the query takes `limit` (1 to 500) and `before` (an entry id)".into());
+    };
+    let limit = page.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return bad(&ctx.headers, "limit", format!("limit is 1 to {MAX_PAGE}"));
+    }
+    let docs = match ctx.store.list_docs(AUDIT_KIND, AUDIT_OWNER).await {
+        Ok(docs) => docs,
+        Err(e) => return fail(&ctx.headers, unavailable(e)),
+    };
+    let entries = docs.iter().filter_map(|d| serde_json::from_slice::<AuditEntry>(&d.body).ok());
+    let visible = entries.filter(|e| ctx.actor.sees(&e.tenant));
+    let after_cursor = visible.skip_while(|e| page.before.as_ref().is_some_and(|b| e.id >= *b));
+    let mut data: Vec<AuditEntry> = after_cursor.take(limit.saturating_add(1)).collect();
+    let more = data.len() > limit;
+    data.truncate(limit);
+    let next = if more { data.last().map(|e| e.id.clone()) } else { None };
+    axum::Json(json!({"object": "list", "data": data, "next": next})).into_response()
+}

@@ -1,0 +1,189 @@
+//! The admin API's key bodies and their validation: unknown fields, bad ids, unknown
+//! tenants, teams, classes or profiles, bad limits, oversized metadata and an `expires_at`
+//! in the past are refused naming the field.
+
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+
+use crate::keys::{KeyRecord, Role};
+use crate::state::Gateway;
+
+/// Most metadata entries on one key.
+pub const MAX_METADATA_ENTRIES: usize = 32;
+/// Longest metadata name, in characters.
+const MAX_METADATA_NAME: usize = 64;
+/// Longest metadata value, in characters.
+pub const MAX_METADATA_VALUE: usize = 1024;
+/// Longest key id.
+const MAX_ID: usize = 64;
+/// Most profiles a key may be restricted to.
+const MAX_MODELS: usize = 256;
+
+/// `POST /admin/keys`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Create {
+    pub id: Option<String>,
+    pub tenant: String,
+    pub team: Option<String>,
+    pub class: Option<String>,
+    #[serde(default)]
+    pub limits: Map<String, Value>,
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+    pub models: Option<Vec<String>>,
+    pub expires_at: Option<u64>,
+    #[serde(default)]
+    pub role: Role,
+}
+
+/// `PATCH /admin/keys/{id}`: absent fields stay; `null` clears an optional one.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Update {
+    #[serde(default, deserialize_with = "not_null")]
+    pub tenant: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    pub team: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub class: Option<Option<String>>,
+    #[serde(default, deserialize_with = "not_null")]
+    pub limits: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "not_null")]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present")]
+    pub models: Option<Option<Vec<String>>>,
+    #[serde(default, deserialize_with = "present")]
+    pub expires_at: Option<Option<u64>>,
+}
+
+/// `POST /admin/keys/{id}/rotate`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rotate {
+    /// How long the old secret keeps working (default [`DEFAULT_GRACE_SECONDS`]).
+    pub grace_seconds: Option<u64>,
+}
+
+/// The old secret's grace when a rotation names none.
+pub const DEFAULT_GRACE_SECONDS: u64 = 300;
+/// The longest grace a rotation may give the old secret (7 days).
+pub const MAX_GRACE_SECONDS: u64 = 7 * 24 * 3600;
+
+/// A field present in the body, `null` included (`Some(None)`).
+fn present<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// A field that may be left out but not cleared: `null` is refused.
+fn not_null<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// `body` as `T`, or `(param, message)`: an empty body is `{}`.
+pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, (String, String)> {
+    let body = if body.iter().all(u8::is_ascii_whitespace) { b"{}".as_slice() } else { body };
+    serde_json::from_slice(body).map_err(|e| ("body".to_owned(), format!("invalid key body: {e}")))
+}
+
+impl Update {
+    /// The names of the fields this update sets.
+    #[must_use]
+    pub fn fields(&self) -> Vec<String> {
+        let set = [
+            ("tenant", self.tenant.is_some()),
+            ("team", self.team.is_some()),
+            ("class", self.class.is_some()),
+            ("limits", self.limits.is_some()),
+            ("metadata", self.metadata.is_some()),
+            ("models", self.models.is_some()),
+            ("expires_at", self.expires_at.is_some()),
+        ];
+        set.into_iter().filter(|(_, s)| *s).map(|(n, _)| n.to_owned()).collect()
+    }
+
+    /// Applies the update to `record`.
+    pub fn apply(self, record: &mut KeyRecord) {
+        if let Some(tenant) = self.tenant {
+            record.tenant = tenant;
+        }
+        if let Some(team) = self.team {
+            record.team = team;
+        }
+        if let Some(class) = self.class {
+            record.class = class;
+        }
+        if let Some(limits) = self.limits {
+            record.limits = limits;
+        }
+        if let Some(metadata) = self.metadata {
+            record.metadata = metadata;
+        }
+        if let Some(models) = self.models {
+            record.models = models;
+        }
+        if let Some(expires_at) = self.expires_at {
+            record.expires_at = expires_at;
+        }
+    }
+}
+
+/// Whether `id` is an acceptable key id.
+///
+/// # Errors
+/// `(param, message)` naming the rule.
+pub fn check_id(id: &str) -> Result<(), (String, String)> {
+    let ok = (1..=MAX_ID).contains(&id.len())
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok { Ok(()) } else { Err(("id".into(), format!("a key id is 1 to {MAX_ID} of A-Z a-z 0-9 - _ ."))) }
+}
+
+/// Whether `record` is a key the configuration in force can serve, at `now_s`.
+///
+/// # Errors
+/// `(param, message)` naming the first field that is wrong.
+pub fn check(record: &KeyRecord, gateway: &Gateway, now_s: u64) -> Result<(), (String, String)> {
+    let directory = &gateway.directory;
+    let runtime = gateway.runtime_keys.tenants();
+    let name = record.tenant.as_str();
+    let Some(tenant) = directory.tenants.get(name).or_else(|| runtime.get(name)) else {
+        return Err(("tenant".into(), format!("no tenant named `{}` is configured", record.tenant)));
+    };
+    if let Some(team) = record.team.as_deref().filter(|t| !tenant.teams.contains_key(*t)) {
+        return Err(("team".into(), format!("tenant `{}` has no team named `{team}`", record.tenant)));
+    }
+    if let Some(class) = record.class.as_deref().filter(|c| !directory.classes.iter().any(|k| *k.name == **c)) {
+        return Err(("class".into(), format!("no traffic class named `{class}`")));
+    }
+    super::limits_of(&record.limits)?;
+    check_metadata(&record.metadata)?;
+    if let Some(models) = &record.models {
+        if models.len() > MAX_MODELS {
+            return Err(("models".into(), format!("at most {MAX_MODELS} model profiles")));
+        }
+        if let Some(unknown) = models.iter().find(|m| !gateway.profiles.contains_key(m.as_str())) {
+            return Err(("models".into(), format!("no model profile named `{unknown}`")));
+        }
+    }
+    match record.expires_at {
+        Some(at) if at <= now_s => Err(("expires_at".into(), "expires_at must be in the future (unix seconds)".into())),
+        _ => Ok(()),
+    }
+}
+
+fn check_metadata(metadata: &Map<String, Value>) -> Result<(), (String, String)> {
+    if metadata.len() > MAX_METADATA_ENTRIES {
+        return Err(("metadata".into(), format!("at most {MAX_METADATA_ENTRIES} metadata entries")));
+    }
+    for (name, value) in metadata {
+        let field = format!("metadata.{}", name.chars().take(MAX_METADATA_NAME).collect::<String>());
+        if name.is_empty() || name.chars().count() > MAX_METADATA_NAME {
+            return Err((field, format!("a metadata name is 1 to {MAX_METADATA_NAME} characters")));
+        }
+        let Value::String(text) = value else { return Err((field, "a metadata value is a string".into())) };
+        if text.chars().count() > MAX_METADATA_VALUE {
+            return Err((field, format!("a metadata value is at most {MAX_METADATA_VALUE} characters")));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,178 @@
+//! `/admin/tenants`: tenants (and their teams) created and changed at run time, for the
+//! root admin key. The file's tenants stay read-only; a runtime tenant takes part in
+//! everything a key of it does (its limits, its teams' limits, fair sharing by weight), and
+//! reaches every instance as keys do (the store's version, polled).
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, patch};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use sluice_jobs::{Doc, DocKey};
+
+use super::actor::Actor;
+use super::audit::Target;
+use super::keys::{Ctx, answer, begin, body_of, invalid, refuse, unavailable};
+use super::keys_input::check_id;
+use crate::AppState;
+use crate::error::{AdminStatus, GatewayError};
+use crate::keys::{self, KEY_OWNER, TENANT_KIND, TenantRecord};
+
+/// The largest weight a tenant may have.
+const MAX_WEIGHT: u32 = 1000;
+/// Most teams of one tenant.
+const MAX_TEAMS: usize = 256;
+
+/// The tenants routes.
+pub(super) fn router() -> Router<AppState> {
+    Router::new().route("/admin/tenants", get(list).post(create)).route("/admin/tenants/{name}", patch(update))
+}
+
+/// `POST /admin/tenants` and `PATCH /admin/tenants/{name}` (which takes no `name`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Ask {
+    name: Option<String>,
+    weight: Option<u32>,
+    limits: Option<Map<String, Value>>,
+    teams: Option<std::collections::BTreeMap<String, Map<String, Value>>>,
+}
+
+/// The context of a root-only request (a tenant admin is told the route does not exist).
+fn root(state: &AppState, headers: HeaderMap) -> Result<Ctx, Box<Response>> {
+    let ctx = begin(state, headers)?;
+    if ctx.actor != Actor::Root {
+        return Err(Box::new(StatusCode::NOT_FOUND.into_response()));
+    }
+    Ok(ctx)
+}
+
+fn check(record: &TenantRecord) -> Result<(), GatewayError> {
+    check_id(&record.name)
+        .map_err(|(_, message)| invalid(("name".into(), message.replace("key id", "tenant name"))))?;
+    if !(1..=MAX_WEIGHT).contains(&record.weight) {
+        return Err(invalid(("weight".into(), format!("weight is 1 to {MAX_WEIGHT}"))));
+    }
+    super::limits_of(&record.limits).map_err(invalid)?;
+    if record.teams.len() > MAX_TEAMS {
+        return Err(invalid(("teams".into(), format!("at most {MAX_TEAMS} teams"))));
+    }
+    for (name, limits) in &record.teams {
+        check_id(name)
+            .map_err(|(_, message)| invalid((format!("teams.{name}"), message.replace("key id", "team name"))))?;
+        super::limits_of(limits).map_err(|(field, message)| invalid((format!("teams.{name}.{field}"), message)))?;
+    }
+    Ok(())
+}
+
+async fn stored(ctx: &Ctx, name: &str) -> Result<Option<TenantRecord>, GatewayError> {
+    let body =
+        ctx.store.get_doc(DocKey { kind: TENANT_KIND, owner: KEY_OWNER, id: name }).await.map_err(unavailable)?;
+    Ok(body.and_then(|b| serde_json::from_slice(&b).ok()))
+}
+
+async fn save(ctx: &Ctx, record: &TenantRecord, action: &str, fields: Vec<String>) -> Result<Response, GatewayError> {
+    let body = serde_json::to_vec(record).map_err(unavailable)?;
+    let doc = Doc { kind: TENANT_KIND.into(), owner: KEY_OWNER.into(), id: record.name.clone(), body };
+    ctx.store.put_record(doc).await.map_err(unavailable)?;
+    tracing::info!(action, tenant = %record.name, "admin: tenant changed");
+    super::audit::write(ctx, action, Target { key_id: None, tenant: &record.name }, fields).await?;
+    keys::refresh(ctx.store.as_ref(), &ctx.gateway, false).await.map_err(unavailable)?;
+    Ok(axum::Json(record.view()).into_response())
+}
+
+async fn create(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let ctx = match root(&state, headers) {
+        Ok(ctx) => ctx,
+        Err(response) => return *response,
+    };
+    let result = create_tenant(&ctx, body).await;
+    answer(&ctx, result.map(|r| (StatusCode::CREATED, r).into_response()))
+}
+
+async fn create_tenant(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> {
+    let ask: Ask = body_of(ctx, body).await?;
+    let Some(name) = ask.name else { return Err(invalid(("name".into(), "a tenant needs a name".into()))) };
+    let now_s = ctx.now_ms / 1000;
+    let record = TenantRecord {
+        name,
+        weight: ask.weight.unwrap_or(1),
+        limits: ask.limits.unwrap_or_default(),
+        teams: ask.teams.unwrap_or_default(),
+        created_at: now_s,
+        updated_at: now_s,
+    };
+    check(&record)?;
+    if ctx.gateway.directory.tenants.contains_key(record.name.as_str()) || stored(ctx, &record.name).await?.is_some() {
+        let message = format!("a tenant named `{}` exists (in the file or created before)", record.name);
+        return Err(refuse(AdminStatus::Conflict, "tenant_name_taken", message));
+    }
+    save(ctx, &record, "tenant.create", vec!["name".into(), "weight".into(), "limits".into(), "teams".into()]).await
+}
+
+async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let ctx = match root(&state, headers) {
+        Ok(ctx) => ctx,
+        Err(response) => return *response,
+    };
+    let mut data: Vec<Value> = ctx
+        .gateway
+        .directory
+        .tenants
+        .iter()
+        .map(|(name, t)| {
+            let teams: Vec<&str> = t.teams.keys().map(|n| &**n).collect();
+            json!({"name": &**name, "source": "config", "weight": t.weight.get(), "teams": teams})
+        })
+        .collect();
+    data.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    match ctx.store.list_docs(TENANT_KIND, KEY_OWNER).await {
+        Ok(docs) => {
+            let records = docs.iter().filter_map(|d| serde_json::from_slice::<TenantRecord>(&d.body).ok());
+            data.extend(records.map(|r| r.view()));
+            axum::Json(json!({"object": "list", "data": data})).into_response()
+        }
+        Err(e) => answer(&ctx, Err(unavailable(e))),
+    }
+}
+
+async fn update(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body) -> Response {
+    let ctx = match root(&state, headers) {
+        Ok(ctx) => ctx,
+        Err(response) => return *response,
+    };
+    let result = update_tenant(&ctx, &name, body).await;
+    answer(&ctx, result)
+}
+
+async fn update_tenant(ctx: &Ctx, name: &str, body: Body) -> Result<Response, GatewayError> {
+    if ctx.gateway.directory.tenants.contains_key(name) {
+        let message = format!("tenant `{name}` is defined in the configuration file: change it there");
+        return Err(refuse(AdminStatus::Forbidden, "config_tenant_read_only", message));
+    }
+    let Some(mut record) = stored(ctx, name).await? else {
+        return Err(refuse(AdminStatus::NotFound, "tenant_not_found", format!("no tenant `{name}`")));
+    };
+    let ask: Ask = body_of(ctx, body).await?;
+    if ask.name.is_some() {
+        return Err(invalid(("name".into(), "a tenant cannot be renamed".into())));
+    }
+    let fields: Vec<String> =
+        [("weight", ask.weight.is_some()), ("limits", ask.limits.is_some()), ("teams", ask.teams.is_some())]
+            .into_iter()
+            .filter(|(_, set)| *set)
+            .map(|(n, _)| n.to_owned())
+            .collect();
+    if fields.is_empty() {
+        return Err(invalid(("body".into(), "nothing to change: send weight, limits or teams".into())));
+    }
+    record.weight = ask.weight.unwrap_or(record.weight);
+    record.limits = ask.limits.unwrap_or(record.limits);
+    record.teams = ask.teams.unwrap_or(record.teams);
+    record.updated_at = ctx.now_ms / 1000;
+    check(&record)?;
+    save(ctx, &record, "tenant.update", fields).await
+}

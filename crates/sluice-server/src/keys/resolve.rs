@@ -1,0 +1,122 @@
+//! Stored keys resolved against the configuration in force: their tenant, team and class
+//! must exist there; their limits become the key's own scope in the quota store.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sluice_quota::{ScopeKey, ScopeKind};
+
+use super::{KeyRecord, Resolved, Role, TenantRecord, unhex};
+use crate::state::{Caller, Gateway, TenantEntry};
+
+/// The runtime tenants, their scopes registered with their limits. One whose name the file
+/// took since, or whose limits no longer pass, is left out (and logged).
+pub(super) fn tenants(records: &[TenantRecord], gateway: &Gateway) -> HashMap<Arc<str>, TenantEntry> {
+    let first_index = gateway.directory.tenants.len();
+    let mut out = HashMap::new();
+    for (i, record) in records.iter().enumerate() {
+        match tenant(record, gateway, first_index.saturating_add(i)) {
+            Ok(entry) => {
+                out.insert(Arc::from(record.name.as_str()), entry);
+            }
+            Err(why) => tracing::warn!(tenant = %record.name, why, "runtime tenant not in force"),
+        }
+    }
+    out
+}
+
+fn tenant(record: &TenantRecord, gateway: &Gateway, index: usize) -> Result<TenantEntry, &'static str> {
+    if gateway.directory.tenants.contains_key(record.name.as_str()) {
+        return Err("the configuration file has a tenant of that name");
+    }
+    let weight = std::num::NonZeroU32::new(record.weight).ok_or("weight 0")?;
+    let store = &gateway.store;
+    let limits = crate::admin::limits_of(&record.limits).map_err(|_| "its limits are not valid")?;
+    let scope = store.register(ScopeKey::new(ScopeKind::Tenant, Arc::from(record.name.as_str())), limits);
+    let mut teams = HashMap::new();
+    for (name, limits) in &record.teams {
+        let limits = crate::admin::limits_of(limits).map_err(|_| "a team's limits are not valid")?;
+        let key = ScopeKey::new(ScopeKind::Team, format!("{}/{name}", record.name));
+        teams.insert(Arc::from(name.as_str()), store.register(key, limits));
+    }
+    Ok(TenantEntry { index: u32::try_from(index).unwrap_or(u32::MAX), weight, scope, teams })
+}
+
+/// Every live secret of `records`, by hash. A key whose tenant, team, class or limits the
+/// configuration no longer accepts is left out (and logged): it cannot authenticate.
+pub(super) fn all(
+    records: &[KeyRecord],
+    gateway: &Gateway,
+    tenants: &HashMap<Arc<str>, TenantEntry>,
+) -> HashMap<[u8; 32], Resolved> {
+    let mut map = HashMap::new();
+    let first_index = gateway.callers.len();
+    for (i, record) in records.iter().enumerate().filter(|(_, r)| r.revoked_at.is_none()) {
+        let caller = match record.role {
+            Role::TenantAdmin => None,
+            Role::Client => match caller(record, gateway, tenants, first_index.saturating_add(i)) {
+                Ok(caller) => Some(caller),
+                Err(why) => {
+                    tracing::warn!(key = %record.id, why, "runtime key not in force");
+                    continue;
+                }
+            },
+        };
+        let expires = record.expires_at.map(|s| s.saturating_mul(1000));
+        for secret in &record.secrets {
+            let Some(hash) = unhex(&secret.sha256) else { continue };
+            let until_ms = match (expires, secret.until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let key_id = Arc::from(record.id.as_str());
+            map.insert(
+                hash,
+                Resolved { key_id, tenant: Arc::from(record.tenant.as_str()), caller: caller.clone(), until_ms },
+            );
+        }
+    }
+    map
+}
+
+/// The caller of a client key.
+fn caller(
+    record: &KeyRecord,
+    gateway: &Gateway,
+    tenants: &HashMap<Arc<str>, TenantEntry>,
+    index: usize,
+) -> Result<Caller, &'static str> {
+    let directory = &gateway.directory;
+    let name = record.tenant.as_str();
+    let found = directory.tenants.get_key_value(name).or_else(|| tenants.get_key_value(name));
+    let (tenant_name, tenant) = found.ok_or("its tenant is not configured")?;
+    let org = directory.org.ok_or("no org")?;
+    let mut scopes = vec![org, tenant.scope];
+    let team = match &record.team {
+        None => None,
+        Some(name) => {
+            let (team, scope) = tenant.teams.get_key_value(name.as_str()).ok_or("its team is not configured")?;
+            scopes.push(*scope);
+            Some(Arc::clone(team))
+        }
+    };
+    let class_name = record.class.as_deref().unwrap_or(sluice_config::DEFAULT_CLASS);
+    let class_index = directory.classes.iter().position(|c| *c.name == *class_name);
+    let class_index = class_index.or(record.class.is_none().then_some(0)).ok_or("its class is not configured")?;
+    let class = directory.classes.get(class_index).ok_or("no class")?.clone();
+    let limits = crate::admin::limits_of(&record.limits).map_err(|_| "its limits are not valid")?;
+    let key_id: Arc<str> = Arc::from(record.id.as_str());
+    scopes.push(gateway.store.register(ScopeKey::new(ScopeKind::ApiKey, Arc::clone(&key_id)), limits));
+    Ok(Caller {
+        key_id,
+        tenant: Arc::clone(tenant_name),
+        team,
+        tenant_index: tenant.index,
+        weight: tenant.weight,
+        key_index: u32::try_from(index).unwrap_or(u32::MAX),
+        class,
+        class_index,
+        scopes,
+        models: record.models.as_ref().map(|m| m.iter().map(|p| Arc::from(p.as_str())).collect()),
+    })
+}
