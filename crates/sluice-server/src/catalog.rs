@@ -15,7 +15,7 @@ use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError, shown_path};
 use crate::metered;
 use crate::request::read_body;
-use crate::state::Gateway;
+use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
 
 /// `created` / `created_at` of every model: profiles have no creation date, so the epoch.
@@ -107,16 +107,17 @@ pub async fn count_tokens(State(state): State<AppState>, request: Request) -> Re
 
 async fn count(gateway: &Gateway, headers: &HeaderMap, body: Body) -> Result<u64, GatewayError> {
     let caller = authenticate(gateway, headers)?;
-    metered::run(gateway, &caller, tokens(gateway, body)).await
+    metered::run(gateway, &caller, tokens(gateway, &caller, body)).await
 }
 
-async fn tokens(gateway: &Gateway, body: Body) -> Result<u64, GatewayError> {
+async fn tokens(gateway: &Gateway, caller: &Caller, body: Body) -> Result<u64, GatewayError> {
     let bytes = read_body(body, gateway.max_body_bytes.min(COUNT_TOKENS_MAX_BODY)).await?;
     let bytes = with_max_tokens(&bytes)?;
     let request = parse_request(Protocol::AnthropicMessages, &bytes).map_err(GatewayError::BadRequest)?;
     let profile = gateway
         .profiles
         .get(request.model.as_str())
+        .filter(|_| caller.may_name(&request.model))
         .ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
     let route = &gateway.deployments[profile.deployment];
     Ok(crate::request::estimate_input(gateway, &request, route))

@@ -174,7 +174,7 @@ async fn relay(
 ) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_owned();
-    let caller = authenticate(gateway, &parts.headers)?;
+    let caller = &authenticate(gateway, &parts.headers)?;
     let Family::Listed(family) = family else {
         let why = "(it is not offered through sluice)".to_owned();
         return Err(GatewayError::EndpointNotServed { path: shown_path(&path), why });
@@ -184,7 +184,11 @@ async fn relay(
         let why = format!("without a model profile: name one in `model` or the {MODEL_HEADER} header");
         return Err(GatewayError::EndpointNotServed { path: shown_path(&path), why });
     };
-    let profile = gateway.profiles.get(named.as_str()).ok_or_else(|| GatewayError::UnknownModel(named.clone()))?;
+    let profile = gateway
+        .profiles
+        .get(named.as_str())
+        .filter(|_| caller.may_name(&named))
+        .ok_or_else(|| GatewayError::UnknownModel(named.clone()))?;
     let route = allowed(gateway, profile, family, &path)?;
     let call = Call {
         method: parts.method.clone(),

@@ -120,7 +120,7 @@ async fn relay(
     trace: &Trace,
 ) -> Result<Response<Body>, GatewayError> {
     let (parts, body) = request.into_parts();
-    let caller = authenticate(gateway, &parts.headers)?;
+    let caller = &authenticate(gateway, &parts.headers)?;
     let key = ResponseKey { tenant: Arc::clone(&caller.tenant), id };
     let route = owner(gateway, &key).await?;
     let call = Call {
@@ -166,7 +166,7 @@ pub async fn input_tokens(State(state): State<AppState>, request: Request) -> Re
     let trace = Trace::from_headers(request.headers());
     let (parts, body) = request.into_parts();
     let result = async {
-        let caller = authenticate(&gateway, &parts.headers)?;
+        let caller = &authenticate(&gateway, &parts.headers)?;
         let tokens = metered::run(&gateway, caller, count(&gateway, caller, body)).await?;
         let mut response =
             axum::Json(json!({"object": "response.input_tokens", "input_tokens": tokens})).into_response();
@@ -182,6 +182,7 @@ async fn count(gateway: &Gateway, caller: &crate::state::Caller, body: Body) -> 
     let profile = gateway
         .profiles
         .get(request.model.as_str())
+        .filter(|_| caller.may_name(&request.model))
         .ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
     let own = estimate_input(gateway, &request, &gateway.deployments[profile.deployment]);
     if !request.continues_hidden_context() {
