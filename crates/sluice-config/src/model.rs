@@ -397,6 +397,18 @@ pub struct Store {
     pub on_unavailable: Unavailable,
     /// Gateway instances sharing the limits (for the local share when failing open).
     pub instances: std::num::NonZeroU64,
+    /// Certificates for `rediss://` URLs.
+    pub tls: StoreTls,
+}
+
+/// Certificates for a Redis store over TLS; nothing set means the system's roots and no
+/// client certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreTls {
+    /// CA certificate(s) (PEM) that replace the system roots for Redis.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Client certificate chain and key (PEM files), for mutual TLS.
+    pub client: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// The operator surface: process settings, not reloadable.

@@ -69,6 +69,9 @@ pub struct RawStore {
     pub timeout: Option<Spanned<String>>,
     pub on_unavailable: Option<Spanned<String>>,
     pub instances: Option<Spanned<u64>>,
+    pub tls_ca_file: Option<Spanned<String>>,
+    pub tls_cert_file: Option<Spanned<String>>,
+    pub tls_key_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

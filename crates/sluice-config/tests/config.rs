@@ -282,6 +282,13 @@ fn store_settings_are_validated() {
     assert_eq!(config.store.kind, sluice_config::StoreKind::Redis("redis://127.0.0.1:6379".into()));
     assert_eq!(config.store.on_unavailable, sluice_config::Unavailable::FailOpenLocal);
     assert_eq!(config.store.instances.get(), 3);
+    assert_eq!(config.store.tls, sluice_config::StoreTls::default());
+    let tls = format!(
+        "[store]\nkind = \"redis\"\nurl = \"rediss://r:6380\"\ntls_ca_file = \"ca.pem\"\ntls_cert_file = \"c.pem\"\ntls_key_file = \"k.pem\"\n{BASE}"
+    );
+    let config = parse(&tls).unwrap();
+    assert_eq!(config.store.tls.ca_file, Some("ca.pem".into()));
+    assert_eq!(config.store.tls.client, Some(("c.pem".into(), "k.pem".into())));
     let cases = [
         ("[store]\nkind = \"redis\"\n", "store.kind", 2, "needs `url` or `cluster`"),
         ("[store]\nkind = \"redis\"\nurl = \"http://x\"\n", "store.url", 3, "redis://"),
@@ -290,6 +297,19 @@ fn store_settings_are_validated() {
         ("[store]\nkind = \"redis\"\ncluster = []\n", "store.cluster", 3, "non-empty"),
         ("[store]\non_unavailable = \"shrug\"\n", "store.on_unavailable", 2, "fail_closed or fail_open_local"),
         ("[store]\ninstances = 0\n", "store.instances", 2, "positive"),
+        ("[store]\ntls_ca_file = \"ca.pem\"\n", "store.tls_ca_file", 2, "rediss://"),
+        (
+            "[store]\nkind = \"redis\"\nurl = \"redis://x\"\ntls_ca_file = \"ca.pem\"\n",
+            "store.tls_ca_file",
+            4,
+            "rediss://",
+        ),
+        (
+            "[store]\nkind = \"redis\"\nurl = \"rediss://x\"\ntls_cert_file = \"c.pem\"\n",
+            "store.tls_key_file",
+            4,
+            "needs tls_key_file",
+        ),
     ];
     assert_rejected_before_base(&cases);
 }

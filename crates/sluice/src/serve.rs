@@ -140,20 +140,15 @@ fn reload(file: &Path, last: &sluice_config::Config, state: &AppState) -> Option
 
 /// The job store: the embedded redb file, or Redis when the quota store is Redis.
 fn job_store(config: &sluice_config::Config) -> anyhow::Result<Arc<dyn sluice_jobs::JobStore>> {
-    use sluice_config::StoreKind;
-    let topology = match &config.store.kind {
-        StoreKind::Memory => {
-            let path = &config.jobs.path;
-            let store = sluice_jobs::EmbeddedJobStore::open(path, Arc::new(SystemClock::new()))
-                .with_context(|| format!("opening the job store {}", path.display()))?;
-            return Ok(Arc::new(store));
-        }
-        StoreKind::Redis(url) => sluice_redis::Topology::Standalone(url.clone()),
-        StoreKind::RedisCluster(seeds) => sluice_redis::Topology::Cluster(seeds.clone()),
+    let Some((topology, tls)) = sluice_server::store::redis_target(&config.store) else {
+        let path = &config.jobs.path;
+        let store = sluice_jobs::EmbeddedJobStore::open(path, Arc::new(SystemClock::new()))
+            .with_context(|| format!("opening the job store {}", path.display()))?;
+        return Ok(Arc::new(store));
     };
     // Job scripts may move a batch of jobs: allow them more than an admission's budget.
     let timeout = config.store.timeout.max(JOB_STORE_TIMEOUT);
-    let settings = sluice_jobs::RedisJobConfig { topology, prefix: config.store.prefix.clone(), timeout };
+    let settings = sluice_jobs::RedisJobConfig { topology, prefix: config.store.prefix.clone(), timeout, tls };
     Ok(Arc::new(sluice_jobs::RedisJobStore::new(settings)))
 }
 

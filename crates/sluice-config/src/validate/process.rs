@@ -127,7 +127,35 @@ impl Validator<'_> {
             return Err(self.err("store.prefix", span, "must be non-empty and without braces"));
         }
         let timeout = self.duration("store.timeout", &raw.timeout, defaults::STORE_TIMEOUT)?;
-        Ok(Store { kind, prefix, timeout, on_unavailable, instances })
+        let tls = self.store_tls(raw, &kind)?;
+        Ok(Store { kind, prefix, timeout, on_unavailable, instances, tls })
+    }
+
+    /// `[store] tls_*`: a client certificate needs its key, and any of them a `rediss://` URL.
+    fn store_tls(&self, raw: &RawStore, kind: &StoreKind) -> Result<StoreTls> {
+        let client = match (&raw.tls_cert_file, &raw.tls_key_file) {
+            (None, None) => None,
+            (Some(c), Some(k)) => Some((c.get_ref().into(), k.get_ref().into())),
+            (Some(c), None) => {
+                return Err(self.err("store.tls_key_file", c.span(), "tls_cert_file needs tls_key_file too"));
+            }
+            (None, Some(k)) => {
+                return Err(self.err("store.tls_cert_file", k.span(), "tls_key_file needs tls_cert_file too"));
+            }
+        };
+        let tls = StoreTls { ca_file: raw.tls_ca_file.as_ref().map(|f| f.get_ref().into()), client };
+        let urls: &[String] = match kind {
+            StoreKind::Memory => &[],
+            StoreKind::Redis(url) => std::slice::from_ref(url),
+            StoreKind::RedisCluster(seeds) => seeds,
+        };
+        let first = [&raw.tls_ca_file, &raw.tls_cert_file, &raw.tls_key_file].into_iter().flatten().next();
+        match first {
+            Some(f) if urls.is_empty() || !urls.iter().all(|u| u.starts_with("rediss://")) => {
+                Err(self.err("store.tls_ca_file", f.span(), "TLS files need a Redis store with rediss:// URLs"))
+            }
+            _ => Ok(tls),
+        }
     }
 
     pub(super) fn redis(

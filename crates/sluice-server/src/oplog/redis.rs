@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_config::{Store, StoreKind, Unavailable};
-use sluice_redis::Topology;
+use sluice_config::{Store, Unavailable};
 use sluice_redis::oplog::{Fields, OpRecords};
 
 use super::memory::MemoryOps;
@@ -33,14 +32,10 @@ pub struct RedisOps {
 /// The store `settings` call for: Redis when the quota store is Redis, else `local`.
 #[must_use]
 pub fn from_config(settings: &Store, local: MemoryOps) -> Arc<dyn OpStore> {
-    let topology = match &settings.kind {
-        StoreKind::Memory => return Arc::new(local),
-        StoreKind::Redis(url) => Topology::Standalone(url.clone()),
-        StoreKind::RedisCluster(seeds) => Topology::Cluster(seeds.clone()),
-    };
+    let Some((topology, tls)) = crate::store::redis_target(settings) else { return Arc::new(local) };
     let fail_open = settings.on_unavailable == Unavailable::FailOpenLocal;
     Arc::new(RedisOps {
-        records: OpRecords::new(topology, settings.timeout),
+        records: OpRecords::new(topology, settings.timeout).with_tls(tls),
         prefix: settings.prefix.clone(),
         local: fail_open.then_some(local),
     })
