@@ -443,4 +443,14 @@ pub struct Config {
     pub jobs: Jobs,
     /// Admin API and dashboard settings.
     pub admin: Admin,
+    /// Trace export.
+    pub telemetry: Telemetry,
+}
+
+/// Trace export: process settings, not reloadable.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Telemetry {
+    /// The OTLP/HTTP collector's base URL (`/v1/traces` is appended); without one, the
+    /// standard `OTEL_EXPORTER_OTLP_*ENDPOINT` variables decide, and unset means no export.
+    pub otlp_endpoint: Option<String>,
 }

@@ -29,6 +29,15 @@ pub struct RawConfig {
     pub jobs: RawJobs,
     #[serde(default)]
     pub admin: RawAdmin,
+    #[serde(default)]
+    pub telemetry: RawTelemetry,
+}
+
+/// Trace export.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTelemetry {
+    pub otlp_endpoint: Option<Spanned<String>>,
 }
 
 /// The operator surface: admin API and dashboard.

@@ -283,6 +283,9 @@ fn store_settings_are_validated() {
     assert_eq!(config.store.on_unavailable, sluice_config::Unavailable::FailOpenLocal);
     assert_eq!(config.store.instances.get(), 3);
     assert_eq!(config.store.tls, sluice_config::StoreTls::default());
+    assert_eq!(config.telemetry.otlp_endpoint, None);
+    let traced = parse(&format!("[telemetry]\notlp_endpoint = \"http://collector:4318\"\n{BASE}")).unwrap();
+    assert_eq!(traced.telemetry.otlp_endpoint.as_deref(), Some("http://collector:4318"));
     let tls = format!(
         "[store]\nkind = \"redis\"\nurl = \"rediss://r:6380\"\ntls_ca_file = \"ca.pem\"\ntls_cert_file = \"c.pem\"\ntls_key_file = \"k.pem\"\n{BASE}"
     );
@@ -298,6 +301,7 @@ fn store_settings_are_validated() {
         ("[store]\non_unavailable = \"shrug\"\n", "store.on_unavailable", 2, "fail_closed or fail_open_local"),
         ("[store]\ninstances = 0\n", "store.instances", 2, "positive"),
         ("[store]\ntls_ca_file = \"ca.pem\"\n", "store.tls_ca_file", 2, "rediss://"),
+        ("[telemetry]\notlp_endpoint = \"collector:4318\"\n", "telemetry.otlp_endpoint", 2, "http:// or https://"),
         (
             "[store]\nkind = \"redis\"\nurl = \"redis://x\"\ntls_ca_file = \"ca.pem\"\n",
             "store.tls_ca_file",

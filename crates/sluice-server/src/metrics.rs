@@ -153,6 +153,8 @@ pub struct Metrics {
     pub store_errors: Counter,
     /// `sluice_store_degraded`: 1 while the shared store is unreachable.
     pub store_degraded: Gauge,
+    /// `sluice_trace_spans_dropped_total`: spans not exported because the queue was full.
+    pub spans_dropped: Counter,
     /// Async job counters and states.
     pub jobs: JobMetrics,
     /// Live bucket levels and open reservations, refreshed at each scrape.
@@ -179,6 +181,7 @@ impl Default for Metrics {
             duplicates_suppressed: Family::default(),
             store_errors: Counter::default(),
             store_degraded: Gauge::default(),
+            spans_dropped: Counter::default(),
             jobs: JobMetrics::default(),
             buckets: BucketMetrics::default(),
             adaptive: std::sync::Arc::default(),
@@ -229,6 +232,11 @@ impl Metrics {
             "sluice_store_degraded",
             "1 while the shared quota store is unreachable (fail_closed or fail_open_local in force)",
             metrics.store_degraded.clone(),
+        );
+        registry.register(
+            "sluice_trace_spans_dropped",
+            "Spans not exported because the export queue was full",
+            metrics.spans_dropped.clone(),
         );
         registry.register("llm_queue_depth", "Requests waiting for capacity", metrics.queue_depth.clone());
         registry.register(

@@ -146,6 +146,9 @@ pub struct Gateway {
     /// Work a request leaves behind (a remote settlement, the breaker's pause): tracked
     /// so that shutdown waits for it. Kept across reloads.
     pub background: tokio_util::task::TaskTracker,
+    /// Where request spans go once trace export is on ([`crate::AppState::export_traces`]);
+    /// one slot for every gateway built since start.
+    pub spans: Arc<std::sync::OnceLock<crate::telemetry::Spans>>,
 }
 
 /// Why a gateway could not be built from a valid configuration.
@@ -207,6 +210,7 @@ impl Gateway {
             store,
             streams: crate::streams::StreamCut::default(),
             background: tokio_util::task::TaskTracker::new(),
+            spans: Arc::default(),
         })
     }
 }
@@ -231,6 +235,7 @@ impl Gateway {
         self.oplog = Arc::clone(&old.oplog);
         // Streams started on the old gateway and on this one end together at shutdown.
         self.streams = old.streams.clone();
+        self.spans = Arc::clone(&old.spans);
         // Shutdown waits for the background work of every gateway built since start.
         self.background = old.background.clone();
         for (route, d) in self.deployments.iter_mut().zip(&config.deployments) {

@@ -68,6 +68,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
     let state = AppState::build(&config, store)?.with_tls(&config)?.with_jobs(job_store(&config)?, &config);
     let workers = sluice_server::jobs::worker::spawn(&state);
+    let traces = export_traces(&state, &config.telemetry)?;
     #[cfg(unix)]
     let reloader = tokio::spawn(reload_on_sighup(args.config.clone(), config.clone(), state.clone()));
     let listen = args.listen.unwrap_or(config.server.listen);
@@ -89,7 +90,29 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     })
     .await;
+    if let Some(exporting) = traces {
+        exporting.finish(TRACE_FLUSH).await;
+    }
     Ok(())
+}
+
+/// The longest shutdown waits for the last spans to reach the collector.
+const TRACE_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Trace export, when `[telemetry] otlp_endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+/// `..._TRACES_ENDPOINT`) is set.
+fn export_traces(
+    state: &AppState,
+    settings: &sluice_config::Telemetry,
+) -> anyhow::Result<Option<sluice_server::telemetry::Exporting>> {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    let configured = settings.otlp_endpoint.as_deref();
+    if configured.is_none() && !set("OTEL_EXPORTER_OTLP_ENDPOINT") && !set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+        return Ok(None);
+    }
+    let exporter = sluice_server::telemetry::otlp(configured).context("the OTLP trace exporter")?;
+    tracing::info!("exporting traces over OTLP");
+    Ok(Some(state.export_traces(exporter)))
 }
 
 /// Reloads the policy on every SIGHUP: the whole file is read and validated aside; a bad
@@ -121,6 +144,7 @@ fn reload(file: &Path, last: &sluice_config::Config, state: &AppState) -> Option
         ("[server]", format!("{:?}", config.server) != format!("{:?}", last.server)),
         ("[store]", format!("{:?}", config.store) != format!("{:?}", last.store)),
         ("[jobs]", format!("{:?}", config.jobs) != format!("{:?}", last.jobs)),
+        ("[telemetry]", config.telemetry != last.telemetry),
     ] {
         if changed {
             tracing::warn!(section, "changed on reload: takes effect only after a restart");

@@ -131,6 +131,20 @@ impl Validator<'_> {
         Ok(Store { kind, prefix, timeout, on_unavailable, instances, tls })
     }
 
+    /// `[telemetry]`: the collector's URL is http or https.
+    pub(super) fn telemetry(&self, raw: &RawTelemetry) -> Result<Telemetry> {
+        let otlp_endpoint = match &raw.otlp_endpoint {
+            None => None,
+            Some(u) if u.get_ref().starts_with("http://") || u.get_ref().starts_with("https://") => {
+                Some(u.get_ref().clone())
+            }
+            Some(u) => {
+                return Err(self.err("telemetry.otlp_endpoint", u.span(), "must start with http:// or https://"));
+            }
+        };
+        Ok(Telemetry { otlp_endpoint })
+    }
+
     /// `[store] tls_*`: a client certificate needs its key, and any of them a `rediss://` URL.
     fn store_tls(&self, raw: &RawStore, kind: &StoreKind) -> Result<StoreTls> {
         let client = match (&raw.tls_cert_file, &raw.tls_key_file) {
