@@ -11,9 +11,11 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use sluice_quota::{Clock, Nanos};
 
+use crate::labels::{Route, TenantTokens};
 use crate::spans::{Anchor, Step};
 use crate::state::{Caller, Gateway};
 use crate::telemetry::Spans;
+use crate::timing::Timing;
 use crate::trace::Trace;
 
 /// The target the lines are logged on (`SLUICE_LOG=sluice::access=off` silences them).
@@ -28,6 +30,8 @@ pub struct Line {
     fields: Mutex<Fields>,
     /// Where the request's spans go, when traces are exported.
     spans: Option<(Spans, Anchor)>,
+    /// The latency histograms and in-flight gauges this line feeds.
+    timing: Timing,
 }
 
 /// What the line says.
@@ -71,7 +75,15 @@ impl Line {
             decision: "none",
             ..Fields::default()
         };
-        Arc::new(Self { started, clock, settings: gateway.access_log, fields: Mutex::new(fields), spans })
+        let timing = gateway.metrics.timing.clone();
+        timing.in_flight.inc();
+        Arc::new(Self { started, clock, settings: gateway.access_log, fields: Mutex::new(fields), spans, timing })
+    }
+
+    /// The `deployment` and `class` labels: the last deployment tried and the caller's class.
+    fn route(f: &Fields) -> Route {
+        let name = |v: Option<&Arc<str>>| v.map_or_else(|| "none".to_owned(), |n| n.to_string());
+        Route { deployment: name(f.deployments.last()), class: name(f.class.as_ref()) }
     }
 
     /// Records a step for the trace, when traces are exported.
@@ -131,20 +143,32 @@ impl Line {
 
     /// The provider's response headers came after `latency`.
     pub fn answered(&self, latency: Duration) {
-        self.fields.lock().upstream_ms = Some(millis(latency));
+        let mut f = self.fields.lock();
+        f.upstream_ms = Some(millis(latency));
+        Timing::observe(&self.timing.upstream, &Self::route(&f), latency);
     }
 
     /// A stream's first piece went to the client (kept once: the time to first token).
     pub fn first_piece(&self) {
         let mut f = self.fields.lock();
         if f.ttft_ms.is_none() {
-            f.ttft_ms = Some(millis(self.clock.now().since(self.started)));
+            let ttft = self.clock.now().since(self.started);
+            f.ttft_ms = Some(millis(ttft));
+            Timing::observe(&self.timing.ttft, &Self::route(&f), ttft);
+            self.timing.streams_open.inc();
         }
     }
 
-    /// A reservation was settled with `tokens` used.
-    pub fn used(&self, tokens: u64) {
+    /// A reservation was settled with `input` and `output` tokens used.
+    pub fn used(&self, input: u64, output: u64) {
+        let tokens = input.saturating_add(output);
         let mut f = self.fields.lock();
+        if let Some(tenant) = &f.tenant {
+            for (direction, n) in [("input", input), ("output", output)] {
+                let labels = TenantTokens { tenant: tenant.to_string(), direction };
+                self.timing.tokens.get_or_create(&labels).inc_by(n);
+            }
+        }
         f.tokens_used = Some(f.tokens_used.unwrap_or(0).saturating_add(tokens));
         let used = opentelemetry::KeyValue::new("sluice.tokens_used", i64::try_from(tokens).unwrap_or(i64::MAX));
         self.step(&mut f, "settlement", self.clock.now(), vec![used]);
@@ -177,6 +201,12 @@ fn millis(d: Duration) -> u64 {
 
 impl Drop for Line {
     fn drop(&mut self) {
+        let f = self.fields.get_mut();
+        Timing::observe(&self.timing.request, &Self::route(f), self.clock.now().since(self.started));
+        self.timing.in_flight.dec();
+        if f.ttft_ms.is_some() {
+            self.timing.streams_open.dec();
+        }
         if let Some((spans, anchor)) = &self.spans {
             let f = self.fields.get_mut();
             for span in anchor.spans(&f.steps, self.clock.now(), f.status) {

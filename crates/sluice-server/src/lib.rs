@@ -37,6 +37,7 @@ pub mod state;
 pub mod store;
 mod streams;
 pub mod telemetry;
+pub mod timing;
 pub mod tls;
 mod trace;
 pub mod upstream;

@@ -153,6 +153,8 @@ pub struct Metrics {
     pub store_errors: Counter,
     /// `sluice_store_degraded`: 1 while the shared store is unreachable.
     pub store_degraded: Gauge,
+    /// Request latency, time to first token, in-flight gauges and tokens by tenant.
+    pub timing: crate::timing::Timing,
     /// `sluice_trace_spans_dropped_total`: spans not exported because the queue was full.
     pub spans_dropped: Counter,
     /// Async job counters and states.
@@ -182,6 +184,7 @@ impl Default for Metrics {
             store_errors: Counter::default(),
             store_degraded: Gauge::default(),
             spans_dropped: Counter::default(),
+            timing: crate::timing::Timing::default(),
             jobs: JobMetrics::default(),
             buckets: BucketMetrics::default(),
             adaptive: std::sync::Arc::default(),
@@ -233,6 +236,7 @@ impl Metrics {
             "1 while the shared quota store is unreachable (fail_closed or fail_open_local in force)",
             metrics.store_degraded.clone(),
         );
+        metrics.timing.register(registry);
         registry.register(
             "sluice_trace_spans_dropped",
             "Spans not exported because the export queue was full",
