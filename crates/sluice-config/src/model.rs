@@ -322,6 +322,10 @@ pub struct Server {
     pub shutdown_grace: Duration,
     /// TLS certificate chain and private key (PEM files), to serve HTTPS.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// CA certificates (PEM) trusted for upstream HTTPS beside the webpki roots.
+    pub upstream_ca_file: Option<std::path::PathBuf>,
+    /// `http://host:port` of a proxy for HTTPS upstreams (else `HTTPS_PROXY`).
+    pub upstream_proxy: Option<String>,
     /// How long the operation log remembers a completed request (idempotency).
     pub idempotency_ttl: Duration,
     /// How long a repeat waits for the same operation in flight before a 409.

@@ -59,6 +59,8 @@ pub struct RawServer {
     pub idempotency_ttl: Option<Spanned<String>>,
     pub tls_cert: Option<Spanned<String>>,
     pub tls_key: Option<Spanned<String>>,
+    pub upstream_ca_file: Option<Spanned<String>>,
+    pub upstream_proxy: Option<Spanned<String>>,
     pub idempotency_wait: Option<Spanned<String>>,
     pub body_read_timeout: Option<Spanned<String>>,
     pub body_min_rate: Option<Spanned<u64>>,

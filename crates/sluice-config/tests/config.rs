@@ -246,6 +246,7 @@ fn body_pace_and_connection_caps_are_validated() {
         ("[server]\nbody_read_timeout = \"0s\"\n", "server.body_read_timeout", 2, "longer than zero"),
         ("[server]\nbody_read_timeout = \"soon\"\n", "server.body_read_timeout", 2, "not a duration"),
         ("[server]\nbody_min_rate = 0\n", "server.body_min_rate", 2, "at least 1"),
+        ("[server]\nupstream_proxy = \"proxy:3128\"\n", "server.upstream_proxy", 2, "http:// proxy URL"),
         ("[server]\nmax_connections = 0\n", "server.max_connections", 2, "at least 1"),
         ("[server]\nmax_connections_per_peer = 0\n", "server.max_connections_per_peer", 2, "at least 1"),
         (

@@ -41,6 +41,7 @@ pub mod timing;
 pub mod tls;
 mod trace;
 pub mod upstream;
+mod upstream_proxy;
 
 use std::future::Future;
 use std::net::SocketAddr;

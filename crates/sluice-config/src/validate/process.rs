@@ -34,6 +34,12 @@ impl Validator<'_> {
             )?,
             lease: self.duration("server.lease", &raw.lease, defaults::LEASE)?,
             shutdown_grace: self.duration("server.shutdown_grace", &raw.shutdown_grace, defaults::SHUTDOWN_GRACE)?,
+            upstream_ca_file: raw.upstream_ca_file.as_ref().map(|f| f.get_ref().into()),
+            upstream_proxy: match &raw.upstream_proxy {
+                None => None,
+                Some(p) if p.get_ref().starts_with("http://") => Some(p.get_ref().clone()),
+                Some(p) => return Err(self.err("server.upstream_proxy", p.span(), "an http:// proxy URL")),
+            },
             tls: match (&raw.tls_cert, &raw.tls_key) {
                 (None, None) => None,
                 (Some(c), Some(k)) => Some((c.get_ref().into(), k.get_ref().into())),
