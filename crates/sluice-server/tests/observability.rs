@@ -272,7 +272,13 @@ async fn a_scripted_run_moves_the_metrics_and_the_grafana_dashboard_queries_only
     assert!(titles.iter().any(|t| t.starts_with("Fallback rate by reason")));
     let names = metric_names(&dashboard);
     assert!(names.len() >= 12, "{names:?}");
-    assert!(names.contains("llm_queue_wait_seconds_bucket") && names.contains("sluice_bucket_remaining"));
+    assert!(names.contains("sluice_queue_wait_seconds_bucket") && names.contains("sluice_bucket_remaining"));
+    assert!(!names.iter().any(|n| n.starts_with("llm_")), "the dashboard queries the sluice_ names: {names:?}");
+    // The llm_ names stay as aliases of the same series.
+    for (alias, name) in [("llm_requests_total", "sluice_requests_total"), ("llm_queue_depth", "sluice_queue_depth")] {
+        let sum = |n: &str| total(&samples, n, |_| true);
+        assert_eq!(sum(alias), sum(name), "{alias} and {name} differ");
+    }
     for name in names.iter().filter(|n| !NOT_IN_THE_SCRIPTED_RUN.contains(&n.as_str())) {
         assert!(exported(&text, name), "the dashboard queries `{name}`, which /metrics does not export:\n{text}");
     }
