@@ -413,6 +413,10 @@ pub struct Server {
     pub shutdown_grace: Duration,
     /// TLS certificate chain and private key (PEM files), to serve HTTPS.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// CA certificates (PEM) trusted for upstream HTTPS beside the webpki roots.
+    pub upstream_ca_file: Option<std::path::PathBuf>,
+    /// `http://host:port` of a proxy for HTTPS upstreams (else `HTTPS_PROXY`).
+    pub upstream_proxy: Option<String>,
     /// How long the operation log remembers a completed request (idempotency).
     pub idempotency_ttl: Duration,
     /// How long a repeat waits for the same operation in flight before a 409.
@@ -488,6 +492,18 @@ pub struct Store {
     pub on_unavailable: Unavailable,
     /// Gateway instances sharing the limits (for the local share when failing open).
     pub instances: std::num::NonZeroU64,
+    /// Certificates for `rediss://` URLs.
+    pub tls: StoreTls,
+}
+
+/// Certificates for a Redis store over TLS; nothing set means the system's roots and no
+/// client certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreTls {
+    /// CA certificate(s) (PEM) that replace the system roots for Redis.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Client certificate chain and key (PEM files), for mutual TLS.
+    pub client: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// The operator surface: process settings, not reloadable.
@@ -522,4 +538,14 @@ pub struct Config {
     pub jobs: Jobs,
     /// Admin API and dashboard settings.
     pub admin: Admin,
+    /// Trace export.
+    pub telemetry: Telemetry,
+}
+
+/// Trace export: process settings, not reloadable.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Telemetry {
+    /// The OTLP/HTTP collector's base URL (`/v1/traces` is appended); without one, the
+    /// standard `OTEL_EXPORTER_OTLP_*ENDPOINT` variables decide, and unset means no export.
+    pub otlp_endpoint: Option<String>,
 }

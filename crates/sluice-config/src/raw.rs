@@ -29,6 +29,15 @@ pub struct RawConfig {
     pub jobs: RawJobs,
     #[serde(default)]
     pub admin: RawAdmin,
+    #[serde(default)]
+    pub telemetry: RawTelemetry,
+}
+
+/// Trace export.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTelemetry {
+    pub otlp_endpoint: Option<Spanned<String>>,
 }
 
 /// The operator surface: admin API and dashboard.
@@ -50,6 +59,8 @@ pub struct RawServer {
     pub idempotency_ttl: Option<Spanned<String>>,
     pub tls_cert: Option<Spanned<String>>,
     pub tls_key: Option<Spanned<String>>,
+    pub upstream_ca_file: Option<Spanned<String>>,
+    pub upstream_proxy: Option<Spanned<String>>,
     pub idempotency_wait: Option<Spanned<String>>,
     pub body_read_timeout: Option<Spanned<String>>,
     pub body_min_rate: Option<Spanned<u64>>,
@@ -69,6 +80,9 @@ pub struct RawStore {
     pub timeout: Option<Spanned<String>>,
     pub on_unavailable: Option<Spanned<String>>,
     pub instances: Option<Spanned<u64>>,
+    pub tls_ca_file: Option<Spanned<String>>,
+    pub tls_cert_file: Option<Spanned<String>>,
+    pub tls_key_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -51,7 +51,21 @@ impl Validator<'_> {
         let jobs = self.jobs(&raw.jobs)?;
         let key_sha256 = raw.admin.key_sha256.as_ref().map(|k| self.sha256("admin.key_sha256", k)).transpose()?;
         let admin = Admin { key_sha256 };
-        Ok(Config { server, store, org, providers, deployments, models, tenants, keys, classes, jobs, admin })
+        let telemetry = self.telemetry(&raw.telemetry)?;
+        Ok(Config {
+            server,
+            store,
+            org,
+            providers,
+            deployments,
+            models,
+            tenants,
+            keys,
+            classes,
+            jobs,
+            admin,
+            telemetry,
+        })
     }
 
     pub(crate) fn duration(&self, field: &str, raw: &Option<Spanned<String>>, default: Duration) -> Result<Duration> {

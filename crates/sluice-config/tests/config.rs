@@ -276,6 +276,7 @@ fn body_pace_and_connection_caps_are_validated() {
         ("[server]\nbody_read_timeout = \"0s\"\n", "server.body_read_timeout", 2, "longer than zero"),
         ("[server]\nbody_read_timeout = \"soon\"\n", "server.body_read_timeout", 2, "not a duration"),
         ("[server]\nbody_min_rate = 0\n", "server.body_min_rate", 2, "at least 1"),
+        ("[server]\nupstream_proxy = \"proxy:3128\"\n", "server.upstream_proxy", 2, "http:// proxy URL"),
         ("[server]\nmax_connections = 0\n", "server.max_connections", 2, "at least 1"),
         ("[server]\nmax_connections_per_peer = 0\n", "server.max_connections_per_peer", 2, "at least 1"),
         (
@@ -312,6 +313,16 @@ fn store_settings_are_validated() {
     assert_eq!(config.store.kind, sluice_config::StoreKind::Redis("redis://127.0.0.1:6379".into()));
     assert_eq!(config.store.on_unavailable, sluice_config::Unavailable::FailOpenLocal);
     assert_eq!(config.store.instances.get(), 3);
+    assert_eq!(config.store.tls, sluice_config::StoreTls::default());
+    assert_eq!(config.telemetry.otlp_endpoint, None);
+    let traced = parse(&format!("[telemetry]\notlp_endpoint = \"http://collector:4318\"\n{BASE}")).unwrap();
+    assert_eq!(traced.telemetry.otlp_endpoint.as_deref(), Some("http://collector:4318"));
+    let tls = format!(
+        "[store]\nkind = \"redis\"\nurl = \"rediss://r:6380\"\ntls_ca_file = \"ca.pem\"\ntls_cert_file = \"c.pem\"\ntls_key_file = \"k.pem\"\n{BASE}"
+    );
+    let config = parse(&tls).unwrap();
+    assert_eq!(config.store.tls.ca_file, Some("ca.pem".into()));
+    assert_eq!(config.store.tls.client, Some(("c.pem".into(), "k.pem".into())));
     let cases = [
         ("[store]\nkind = \"redis\"\n", "store.kind", 2, "needs `url` or `cluster`"),
         ("[store]\nkind = \"redis\"\nurl = \"http://x\"\n", "store.url", 3, "redis://"),
@@ -320,6 +331,20 @@ fn store_settings_are_validated() {
         ("[store]\nkind = \"redis\"\ncluster = []\n", "store.cluster", 3, "non-empty"),
         ("[store]\non_unavailable = \"shrug\"\n", "store.on_unavailable", 2, "fail_closed or fail_open_local"),
         ("[store]\ninstances = 0\n", "store.instances", 2, "positive"),
+        ("[store]\ntls_ca_file = \"ca.pem\"\n", "store.tls_ca_file", 2, "rediss://"),
+        ("[telemetry]\notlp_endpoint = \"collector:4318\"\n", "telemetry.otlp_endpoint", 2, "http:// or https://"),
+        (
+            "[store]\nkind = \"redis\"\nurl = \"redis://x\"\ntls_ca_file = \"ca.pem\"\n",
+            "store.tls_ca_file",
+            4,
+            "rediss://",
+        ),
+        (
+            "[store]\nkind = \"redis\"\nurl = \"rediss://x\"\ntls_cert_file = \"c.pem\"\n",
+            "store.tls_key_file",
+            4,
+            "needs tls_key_file",
+        ),
     ];
     assert_rejected_before_base(&cases);
 }

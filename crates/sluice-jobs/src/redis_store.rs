@@ -22,8 +22,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use redis::Script;
-use sluice_redis::Topology;
 use sluice_redis::conn::Connector;
+use sluice_redis::{Tls, Topology};
 
 use crate::doc::{Doc, DocKey};
 use crate::job::Submitted;
@@ -78,6 +78,8 @@ pub struct RedisJobConfig {
     pub prefix: String,
     /// Bound on connecting and on each call.
     pub timeout: Duration,
+    /// Certificates for `rediss://` URLs.
+    pub tls: Tls,
 }
 
 /// Jobs in Redis.
@@ -139,7 +141,7 @@ impl RedisJobStore {
     #[must_use]
     pub fn new(config: RedisJobConfig) -> Self {
         Self {
-            connector: Connector::new(config.topology, config.timeout),
+            connector: Connector::new(config.topology, config.timeout).with_tls(config.tls),
             timeout: config.timeout,
             scripts: Scripts::new(),
             tag: format!("{{{}:jobs}}", config.prefix),

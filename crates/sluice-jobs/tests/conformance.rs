@@ -11,8 +11,8 @@ use sluice_jobs::{
     RedisJobStore, Retry,
 };
 use sluice_quota::SystemClock;
-use sluice_redis::Topology;
 use sluice_redis::local::{LocalCluster, LocalRedis};
+use sluice_redis::{Tls, Topology};
 
 /// A store under test and whatever keeps it alive (a temp dir, a server).
 struct Backend {
@@ -27,7 +27,12 @@ fn embedded() -> Backend {
 }
 
 fn redis_store(topology: Topology) -> RedisJobStore {
-    RedisJobStore::new(RedisJobConfig { topology, prefix: "conformance".into(), timeout: Duration::from_secs(2) })
+    RedisJobStore::new(RedisJobConfig {
+        topology,
+        prefix: "conformance".into(),
+        timeout: Duration::from_secs(2),
+        tls: Tls::default(),
+    })
 }
 
 fn standalone() -> Backend {

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use sluice_quota::{Cost, Demand, Dimension, Limits, QuotaStore, RateLimit, ScopeId, ScopeKey, ScopeKind, Settlement};
 use sluice_redis::local::{LocalCluster, LocalRedis};
-use sluice_redis::{RedisConfig, RedisStore, Topology};
+use sluice_redis::{RedisConfig, RedisStore, Tls, Topology};
 use tokio::time::Instant;
 
 /// Concurrent admission loops, unless the second argument says otherwise.
@@ -144,7 +144,7 @@ fn inner_commands(urls: &[String], admissions: usize) -> String {
 }
 
 async fn case(name: &str, topology: Topology, urls: &[String], run: Duration, in_flight: usize) {
-    let config = RedisConfig { topology, prefix: "bench".into(), timeout: Duration::from_secs(5) };
+    let config = RedisConfig { topology, prefix: "bench".into(), timeout: Duration::from_secs(5), tls: Tls::default() };
     let store = Arc::new(RedisStore::new(config));
     let path = Arc::new(register(&store));
     drive(Arc::clone(&store), Arc::clone(&path), Duration::from_millis(500), in_flight).await; // warm-up

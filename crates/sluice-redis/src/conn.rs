@@ -10,6 +10,8 @@ use redis::io::tcp::TcpSettings;
 use redis::{Cmd, IntoConnectionInfo as _, Pipeline, RedisFuture, RedisResult, Value};
 use tokio::sync::Mutex;
 
+use crate::tls::Tls;
+
 /// Where Redis is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Topology {
@@ -59,6 +61,7 @@ impl ConnectionLike for Conn {
 /// Opens connections on first use and keeps them.
 pub struct Connector {
     topology: Topology,
+    tls: Tls,
     timeout: Duration,
     conn: Mutex<Option<Conn>>,
 }
@@ -73,7 +76,13 @@ impl Connector {
     /// A connector for `topology`; `timeout` bounds connecting and each response.
     #[must_use]
     pub fn new(topology: Topology, timeout: Duration) -> Self {
-        Self { topology, timeout, conn: Mutex::new(None) }
+        Self { topology, tls: Tls::default(), timeout, conn: Mutex::new(None) }
+    }
+
+    /// The same, with `tls` for `rediss://` URLs.
+    #[must_use]
+    pub fn with_tls(self, tls: Tls) -> Self {
+        Self { tls, ..self }
     }
 
     /// Whether this is a cluster.
@@ -99,16 +108,22 @@ impl Connector {
                     .set_number_of_retries(1)
                     .set_max_delay(Duration::from_millis(500));
                 let info = url.as_str().into_connection_info()?.set_tcp_settings(tcp());
-                let client = redis::Client::open(info)?;
+                let client = match self.tls.certificates()? {
+                    Some(certs) => redis::Client::build_with_tls(info, certs)?,
+                    None => redis::Client::open(info)?,
+                };
                 Conn::Single(ConnectionManager::new_lazy_with_config(client, config)?)
             }
             Topology::Cluster(seeds) => {
-                let client = ClusterClient::builder(seeds.clone())
+                let mut builder = ClusterClient::builder(seeds.clone())
                     .connection_timeout(self.timeout)
                     .response_timeout(self.timeout)
                     .retries(2)
-                    .tcp_settings(tcp())
-                    .build()?;
+                    .tcp_settings(tcp());
+                if let Some(certs) = self.tls.certificates()? {
+                    builder = builder.certs(certs);
+                }
+                let client = builder.build()?;
                 Conn::Cluster(client.get_async_connection().await?)
             }
         };

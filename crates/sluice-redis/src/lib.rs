@@ -7,7 +7,7 @@
 //! and reloaded automatically when Redis lost them (a restart, a failover).
 //!
 //! Layout: [`keys`] (the key layout and hash tags), [`record`] (what a reservation stores),
-//! [`scripts`] and `lua/` (the scripts), [`batch`] (batching per group), [`conn`] (standalone or cluster connections),
+//! [`scripts`] and `lua/` (the scripts), [`batch`] (batching per group), [`conn`] (standalone or cluster connections), [`tls`] (`rediss://` certificates),
 //! [`store`] ([`RedisStore`]), [`resilient`] (what happens when Redis is unreachable),
 //! [`oplog`] (the gateway's idempotency records, shared by its instances).
 //!
@@ -24,7 +24,9 @@ pub mod record;
 pub mod resilient;
 pub mod scripts;
 pub mod store;
+pub mod tls;
 
 pub use conn::Topology;
 pub use resilient::{OnUnavailable, ResilientStore};
 pub use store::{RedisConfig, RedisStore};
+pub use tls::Tls;

@@ -30,6 +30,22 @@ pub struct LocalRedis {
     port: u16,
     child: Child,
     dir: PathBuf,
+    /// The arguments it was started with beyond port, bind, persistence and directory.
+    extra: Vec<String>,
+    /// Whether the port speaks TLS only.
+    tls: bool,
+}
+
+/// PEM files for a TLS-only server: its certificate chain and key, and the CA that clients
+/// are verified against (when they present a certificate).
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// The server's certificate (PEM).
+    pub cert_file: PathBuf,
+    /// The server's private key (PEM).
+    pub key_file: PathBuf,
+    /// The CA file (PEM).
+    pub ca_file: PathBuf,
 }
 
 fn free_port() -> Result<u16, LocalError> {
@@ -48,6 +64,11 @@ fn sent(port: u16, command: &[u8]) -> Option<TcpStream> {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
     stream.write_all(command).ok()?;
     Some(stream)
+}
+
+/// Ready as far as a TLS-only port can tell without a handshake: it accepts connections.
+fn listening(port: u16) -> bool {
+    TcpStream::connect(("127.0.0.1", port)).is_ok()
 }
 
 fn ping(port: u16) -> bool {
@@ -75,23 +96,41 @@ impl LocalRedis {
         Self::spawn(&[])
     }
 
+    /// Starts a standalone server that speaks only TLS (no plain port), with `tls`; clients
+    /// need not present a certificate. Its URL is `rediss://127.0.0.1:PORT`: the certificate
+    /// should name that IP address.
+    ///
+    /// # Errors
+    /// When `redis-server` is missing, was built without TLS, or does not listen within 10 s.
+    pub fn start_tls(tls: &ServerTls) -> Result<Self, LocalError> {
+        let port = free_port()?.to_string();
+        let files = [&tls.cert_file, &tls.key_file, &tls.ca_file].map(|p| p.display().to_string());
+        let [cert, key, ca] = files.each_ref().map(String::as_str);
+        let extra = ["--tls-port", &port, "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca];
+        Self::spawn_on(true, &[&extra[..], &["--tls-auth-clients", "no"]].concat())
+    }
+
     fn spawn(extra: &[&str]) -> Result<Self, LocalError> {
+        Self::spawn_on(false, extra)
+    }
+
+    fn spawn_on(tls: bool, extra: &[&str]) -> Result<Self, LocalError> {
         let port = free_port()?;
         let dir = std::env::temp_dir().join(format!("sluice-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir)
             .map_err(|e| LocalError::Spawn { program: "redis-server", reason: e.to_string() })?;
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(&dir)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| LocalError::Spawn { program: "redis-server", reason: e.to_string() })?;
-        let server = Self { port, child, dir };
-        wait_until(&server.url(), || ping(port))?;
+        let extra: Vec<String> = extra.iter().map(|a| (*a).to_owned()).collect();
+        // A TLS server listens on the `--tls-port` among `extra`, its plain port closed.
+        let port = if tls { tls_port(&extra).unwrap_or(port) } else { port };
+        let child = run_server(port, tls, &dir, &extra)?;
+        let server = Self { port, child, dir, extra, tls };
+        server.wait_ready()?;
         Ok(server)
+    }
+
+    fn wait_ready(&self) -> Result<(), LocalError> {
+        let port = self.port;
+        if self.tls { wait_until(&self.url(), || listening(port)) } else { wait_until(&self.url(), || ping(port)) }
     }
 
     /// The server's port.
@@ -100,10 +139,10 @@ impl LocalRedis {
         self.port
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// `redis://127.0.0.1:PORT`, or `rediss://127.0.0.1:PORT` for a TLS server.
     #[must_use]
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        if self.tls { format!("rediss://127.0.0.1:{}", self.port) } else { format!("redis://127.0.0.1:{}", self.port) }
     }
 
     /// Stops the server abruptly (as a crash would); [`LocalRedis::restart`] brings it back
@@ -119,18 +158,29 @@ impl LocalRedis {
     /// When it does not come back within 10 s.
     pub fn restart(&mut self) -> Result<(), LocalError> {
         self.kill();
-        let port = self.port.to_string();
-        self.child = Command::new("redis-server")
-            .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| LocalError::Spawn { program: "redis-server", reason: e.to_string() })?;
-        let port = self.port;
-        wait_until(&self.url(), || ping(port))
+        self.child = run_server(self.port, self.tls, &self.dir, &self.extra)?;
+        self.wait_ready()
     }
+}
+
+fn tls_port(extra: &[String]) -> Option<u16> {
+    let at = extra.iter().position(|a| a == "--tls-port")?;
+    extra.get(at + 1)?.parse().ok()
+}
+
+/// `redis-server` on `port` (plain, or closed with `tls` and the TLS port in `extra`),
+/// without persistence, its files in `dir`.
+fn run_server(port: u16, tls: bool, dir: &std::path::Path, extra: &[String]) -> Result<Child, LocalError> {
+    let plain = if tls { "0".to_owned() } else { port.to_string() };
+    Command::new("redis-server")
+        .args(["--port", &plain, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| LocalError::Spawn { program: "redis-server", reason: e.to_string() })
 }
 
 impl Drop for LocalRedis {

@@ -53,6 +53,12 @@ impl OpRecords {
         }
     }
 
+    /// The same, with `tls` for `rediss://` URLs.
+    #[must_use]
+    pub fn with_tls(self, tls: crate::Tls) -> Self {
+        Self { connector: self.connector.with_tls(tls), ..self }
+    }
+
     async fn conn(&self) -> Result<Conn, OpRecordError> {
         tokio::time::timeout(self.timeout, self.connector.get())
             .await

@@ -25,6 +25,7 @@ use crate::conn::{Connector, Topology};
 use crate::keys::Group;
 use crate::record::{self, ScopeSpec};
 use crate::scripts::Scripts;
+use crate::tls::Tls;
 
 #[derive(Debug, Clone)]
 struct Scope {
@@ -68,6 +69,8 @@ pub struct RedisConfig {
     pub prefix: String,
     /// Bound on connecting and on each call.
     pub timeout: Duration,
+    /// Certificates for `rediss://` URLs.
+    pub tls: Tls,
 }
 
 /// Quota state in Redis, shared by every gateway instance that uses the same prefix.
@@ -84,7 +87,7 @@ impl RedisStore {
     #[must_use]
     pub fn new(config: RedisConfig) -> Self {
         let link = Link {
-            connector: Connector::new(config.topology, config.timeout),
+            connector: Connector::new(config.topology, config.timeout).with_tls(config.tls),
             scripts: Scripts::new(),
             timeout: config.timeout,
         };

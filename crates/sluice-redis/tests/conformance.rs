@@ -12,7 +12,9 @@ use sluice_quota::{
     ScopeId, ScopeKey, ScopeKind, ScopeSnapshot, Settlement, Share, SystemClock,
 };
 use sluice_redis::local::{LocalCluster, LocalRedis};
-use sluice_redis::{RedisConfig, RedisStore, Topology};
+
+mod certs;
+use sluice_redis::{RedisConfig, RedisStore, Tls, Topology};
 
 /// A store under test and whatever keeps its server alive.
 struct Backend {
@@ -25,13 +27,23 @@ fn memory() -> Backend {
 }
 
 fn redis_config(topology: Topology) -> RedisConfig {
-    RedisConfig { topology, prefix: "conformance".into(), timeout: Duration::from_secs(2) }
+    RedisConfig { topology, prefix: "conformance".into(), timeout: Duration::from_secs(2), tls: Tls::default() }
 }
 
 fn standalone() -> Backend {
     let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
     let store = RedisStore::new(redis_config(Topology::Standalone(server.url())));
     Backend { store: Arc::new(store), _server: Some(Box::new(server)) }
+}
+
+/// Standalone behind TLS only: a CA and server certificate made for the test, the store
+/// verifying the server against that CA.
+fn standalone_tls() -> Backend {
+    let certs = certs::Certs::generate();
+    let server = LocalRedis::start_tls(&certs.server).expect("redis-server built with TLS");
+    let tls = Tls { ca_file: Some(certs.server.ca_file.clone()), client: None };
+    let store = RedisStore::new(RedisConfig { tls, ..redis_config(Topology::Standalone(server.url())) });
+    Backend { store: Arc::new(store), _server: Some(Box::new((server, certs))) }
 }
 
 fn cluster() -> Backend {
@@ -650,3 +662,4 @@ macro_rules! conformance {
 conformance!(memory_store, memory());
 conformance!(redis_standalone, standalone());
 conformance!(redis_cluster, cluster());
+conformance!(redis_tls, standalone_tls());

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sluice_quota::{Cost, Dimension, Limits, QuotaStore, RateLimit, ScopeKey, ScopeKind, Settlement};
 use sluice_redis::local::LocalRedis;
-use sluice_redis::{RedisConfig, RedisStore, Topology};
+use sluice_redis::{RedisConfig, RedisStore, Tls, Topology};
 
 const STATE: &str = "{keys:c}:state";
 
@@ -29,6 +29,7 @@ fn started(prefix: &str, timeout_secs: u64) -> (LocalRedis, RedisStore) {
         topology: Topology::Standalone(server.url()),
         prefix: prefix.into(),
         timeout: Duration::from_secs(timeout_secs),
+        tls: Tls::default(),
     };
     let store = RedisStore::new(config);
     (server, store)

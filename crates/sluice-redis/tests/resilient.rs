@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use sluice_quota::{Cost, Dimension, Limits, QuotaStore, RateLimit, ScopeKey, ScopeKind, SystemClock};
 use sluice_redis::local::LocalRedis;
-use sluice_redis::{OnUnavailable, RedisConfig, RedisStore, ResilientStore, Topology};
+use sluice_redis::{OnUnavailable, RedisConfig, RedisStore, ResilientStore, Tls, Topology};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -31,6 +31,7 @@ async fn fail_open_local_hands_out_no_extra_burst_going_down_or_coming_back() {
         topology: Topology::Standalone(server.url()),
         prefix: "resilient".into(),
         timeout: Duration::from_millis(300),
+        tls: Tls::default(),
     };
     let two = NonZeroU64::new(2).unwrap();
     let store = ResilientStore::new(

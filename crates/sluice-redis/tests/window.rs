@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sluice_quota::{Dimension, Limits, MemoryStore, QuotaStore, RateLimit, ScopeKey, ScopeKind, SystemClock};
 use sluice_redis::local::{LocalCluster, LocalRedis};
-use sluice_redis::{RedisConfig, RedisStore, Topology};
+use sluice_redis::{RedisConfig, RedisStore, Tls, Topology};
 
 const HOLD: Duration = Duration::from_secs(60);
 
@@ -16,7 +16,12 @@ fn ms(n: u64) -> Duration {
 }
 
 fn store(topology: Topology) -> RedisStore {
-    RedisStore::new(RedisConfig { topology, prefix: "window".into(), timeout: Duration::from_secs(2) })
+    RedisStore::new(RedisConfig {
+        topology,
+        prefix: "window".into(),
+        timeout: Duration::from_secs(2),
+        tls: Tls::default(),
+    })
 }
 
 fn limits() -> Limits {

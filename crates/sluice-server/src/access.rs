@@ -11,7 +11,12 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use sluice_quota::{Clock, Nanos};
 
-use crate::state::Caller;
+use crate::labels::{Route, TenantTokens};
+use crate::spans::{Anchor, Step};
+use crate::state::{Caller, Gateway};
+use crate::telemetry::Spans;
+use crate::timing::Timing;
+use crate::trace::Trace;
 
 /// The target the lines are logged on (`SLUICE_LOG=sluice::access=off` silences them).
 pub const TARGET: &str = "sluice::access";
@@ -23,6 +28,10 @@ pub struct Line {
     started: Nanos,
     settings: sluice_config::AccessLog,
     fields: Mutex<Fields>,
+    /// Where the request's spans go, when traces are exported.
+    spans: Option<(Spans, Anchor)>,
+    /// The latency histograms and in-flight gauges this line feeds.
+    timing: Timing,
 }
 
 /// What the line says.
@@ -44,19 +53,21 @@ struct Fields {
     tokens_estimated: u64,
     tokens_used: Option<u64>,
     retries: u32,
+    /// The steps, for the trace (empty when traces are not exported).
+    steps: Vec<Step>,
 }
 
 impl Line {
-    /// A line for the request with `trace_id`, from `caller` when it was authenticated.
+    /// A line for the request with `trace` on `gateway`, from `caller` when it was
+    /// authenticated; its spans go where the gateway exports traces.
     #[must_use]
-    pub fn new(
-        clock: Arc<dyn Clock>,
-        settings: sluice_config::AccessLog,
-        trace_id: &str,
-        caller: Option<&Caller>,
-    ) -> Arc<Self> {
+    pub fn new(gateway: &Gateway, trace: &Trace, caller: Option<&Caller>) -> Arc<Self> {
+        let clock = Arc::clone(&gateway.clock);
+        let started = clock.now();
+        let anchor = || Anchor { trace: trace.clone(), started, unix_millis: clock.unix_millis() };
+        let spans = gateway.spans.get().map(|spans| (spans.clone(), anchor()));
         let fields = Fields {
-            trace_id: trace_id.to_owned(),
+            trace_id: trace.id.clone(),
             tenant: caller.map(|c| Arc::clone(&c.tenant)),
             team: caller.and_then(|c| c.team.clone()),
             key_id: caller.map(|c| Arc::clone(&c.key_id)),
@@ -64,7 +75,28 @@ impl Line {
             decision: "none",
             ..Fields::default()
         };
-        Arc::new(Self { started: clock.now(), clock, settings, fields: Mutex::new(fields) })
+        let timing = gateway.metrics.timing.clone();
+        timing.in_flight.inc();
+        Arc::new(Self { started, clock, settings: gateway.access_log, fields: Mutex::new(fields), spans, timing })
+    }
+
+    /// The `deployment` and `class` labels: the last deployment tried and the caller's class.
+    fn route(f: &Fields) -> Route {
+        let name = |v: Option<&Arc<str>>| v.map_or_else(|| "none".to_owned(), |n| n.to_string());
+        Route { deployment: name(f.deployments.last()), class: name(f.class.as_ref()) }
+    }
+
+    /// Records a step for the trace, when traces are exported.
+    fn step(&self, f: &mut Fields, name: &'static str, start: Nanos, attributes: Vec<opentelemetry::KeyValue>) {
+        if self.spans.is_some() {
+            let end = (name != "upstream_attempt").then(|| self.clock.now());
+            f.steps.push(Step { name, start, end, attributes });
+        }
+    }
+
+    /// When the open attempt began (the line's start before any).
+    fn attempt_started(f: &Fields, or: Nanos) -> Nanos {
+        f.steps.iter().rev().find(|s| s.name == "upstream_attempt").map_or(or, |s| s.start)
     }
 
     /// The model profile the request named.
@@ -79,6 +111,12 @@ impl Line {
             f.retries = f.retries.saturating_add(1);
         }
         f.deployments.push(Arc::clone(deployment));
+        let now = self.clock.now();
+        if let Some(open) = f.steps.iter_mut().rev().find(|s| s.name == "upstream_attempt" && s.end.is_none()) {
+            open.end = Some(now);
+        }
+        let attributes = vec![opentelemetry::KeyValue::new("sluice.deployment", deployment.to_string())];
+        self.step(&mut f, "upstream_attempt", now, attributes);
     }
 
     /// Admitted out of the deployment's queue after `waited`.
@@ -86,6 +124,8 @@ impl Line {
         let mut f = self.fields.lock();
         f.decision = "queued";
         f.queue_wait_ms = f.queue_wait_ms.saturating_add(millis(waited));
+        let start = Nanos(self.clock.now().0.saturating_sub(u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX)));
+        self.step(&mut f, "queue_wait", start, Vec::new());
     }
 
     /// Admitted (at once, or out of the queue), reserving `tokens`.
@@ -95,25 +135,43 @@ impl Line {
             f.decision = "admitted";
         }
         f.tokens_estimated = tokens;
+        let start = Self::attempt_started(&f, self.started);
+        let reserved =
+            opentelemetry::KeyValue::new("sluice.tokens_reserved", i64::try_from(tokens).unwrap_or(i64::MAX));
+        self.step(&mut f, "admission", start, vec![reserved]);
     }
 
     /// The provider's response headers came after `latency`.
     pub fn answered(&self, latency: Duration) {
-        self.fields.lock().upstream_ms = Some(millis(latency));
+        let mut f = self.fields.lock();
+        f.upstream_ms = Some(millis(latency));
+        Timing::observe(&self.timing.upstream, &Self::route(&f), latency);
     }
 
     /// A stream's first piece went to the client (kept once: the time to first token).
     pub fn first_piece(&self) {
         let mut f = self.fields.lock();
         if f.ttft_ms.is_none() {
-            f.ttft_ms = Some(millis(self.clock.now().since(self.started)));
+            let ttft = self.clock.now().since(self.started);
+            f.ttft_ms = Some(millis(ttft));
+            Timing::observe(&self.timing.ttft, &Self::route(&f), ttft);
+            self.timing.streams_open.inc();
         }
     }
 
-    /// A reservation was settled with `tokens` used.
-    pub fn used(&self, tokens: u64) {
+    /// A reservation was settled with `input` and `output` tokens used.
+    pub fn used(&self, input: u64, output: u64) {
+        let tokens = input.saturating_add(output);
         let mut f = self.fields.lock();
+        if let Some(tenant) = &f.tenant {
+            for (direction, n) in [("input", input), ("output", output)] {
+                let labels = TenantTokens { tenant: tenant.to_string(), direction };
+                self.timing.tokens.get_or_create(&labels).inc_by(n);
+            }
+        }
         f.tokens_used = Some(f.tokens_used.unwrap_or(0).saturating_add(tokens));
+        let used = opentelemetry::KeyValue::new("sluice.tokens_used", i64::try_from(tokens).unwrap_or(i64::MAX));
+        self.step(&mut f, "settlement", self.clock.now(), vec![used]);
     }
 
     /// The status the client got, and the refusing limiter when it was a rate limit.
@@ -143,6 +201,18 @@ fn millis(d: Duration) -> u64 {
 
 impl Drop for Line {
     fn drop(&mut self) {
+        let f = self.fields.get_mut();
+        Timing::observe(&self.timing.request, &Self::route(f), self.clock.now().since(self.started));
+        self.timing.in_flight.dec();
+        if f.ttft_ms.is_some() {
+            self.timing.streams_open.dec();
+        }
+        if let Some((spans, anchor)) = &self.spans {
+            let f = self.fields.get_mut();
+            for span in anchor.spans(&f.steps, self.clock.now(), f.status) {
+                spans.send(span);
+            }
+        }
         // Filtered out (`sluice::access=off`): nothing to format.
         if !tracing::enabled!(target: TARGET, tracing::Level::INFO) {
             return;

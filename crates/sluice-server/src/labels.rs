@@ -12,3 +12,22 @@ pub struct Upstream {
     /// Model sent upstream.
     pub model: String,
 }
+
+/// `deployment`, `class`: names from the config (`none` before a deployment was chosen or
+/// a caller known).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Route {
+    /// The deployment (the last one tried).
+    pub deployment: String,
+    /// The caller's traffic class.
+    pub class: String,
+}
+
+/// `tenant`, `direction` (`input`, `output`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TenantTokens {
+    /// The tenant (configured).
+    pub tenant: String,
+    /// `input` or `output`.
+    pub direction: &'static str,
+}

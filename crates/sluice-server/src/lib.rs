@@ -38,12 +38,16 @@ mod secret;
 mod served;
 pub mod shares;
 pub mod spend;
+mod spans;
 pub mod state;
 pub mod store;
 mod streams;
+pub mod telemetry;
+pub mod timing;
 pub mod tls;
 mod trace;
 pub mod upstream;
+mod upstream_proxy;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -164,6 +168,17 @@ impl AppState {
             self.tls = Some(tls::acceptor(cert, key)?);
         }
         Ok(self)
+    }
+
+    /// Exports request spans with `exporter` from now on (see [`telemetry`]); the returned
+    /// handle exports what is queued at shutdown.
+    pub fn export_traces<E>(&self, exporter: E) -> telemetry::Exporting
+    where
+        E: opentelemetry_sdk::trace::SpanExporter + 'static,
+    {
+        let (spans, exporting) = telemetry::spawn(exporter, self.gateway.metrics.spans_dropped.clone());
+        let _ = self.gateway.spans.set(spans);
+        exporting
     }
 
     /// Enables async jobs on `store` with the settings and classes of `config`.

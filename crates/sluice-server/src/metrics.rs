@@ -155,6 +155,10 @@ pub struct Metrics {
     pub store_errors: Counter,
     /// `sluice_store_degraded`: 1 while the shared store is unreachable.
     pub store_degraded: Gauge,
+    /// Request latency, time to first token, in-flight gauges and tokens by tenant.
+    pub timing: crate::timing::Timing,
+    /// `sluice_trace_spans_dropped_total`: spans not exported because the queue was full.
+    pub spans_dropped: Counter,
     /// Async job counters and states.
     pub jobs: JobMetrics,
     /// Live bucket levels and open reservations, refreshed at each scrape.
@@ -182,6 +186,8 @@ impl Default for Metrics {
             duplicates_suppressed: Family::default(),
             store_errors: Counter::default(),
             store_degraded: Gauge::default(),
+            spans_dropped: Counter::default(),
+            timing: crate::timing::Timing::default(),
             jobs: JobMetrics::default(),
             buckets: BucketMetrics::default(),
             adaptive: std::sync::Arc::default(),
@@ -190,6 +196,31 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The `llm_*` metrics again under the one `sluice_` namespace (same series, same
+    /// labels); the `llm_*` names stay as aliases for existing queries.
+    fn register_sluice_names(&self, registry: &mut Registry) {
+        registry.register("sluice_requests", "Requests by provider, model and status returned", self.requests.clone());
+        let tokens = [
+            (
+                "sluice_tokens_reserved",
+                "Tokens reserved at admission (input estimate + output reservation)",
+                &self.tokens_reserved,
+            ),
+            ("sluice_tokens_used", "Tokens the provider reported used", &self.tokens_used),
+        ];
+        for (name, help, family) in tokens {
+            registry.register(name, help, family.clone());
+        }
+        registry.register("sluice_rate_limit_hits", "Refusals by limit type", self.rate_limit_hits.clone());
+        registry.register("sluice_retries", "Upstream attempts retried, by error type", self.retries.clone());
+        registry.register("sluice_fallbacks", "Requests served by a fallback, by reason", self.fallbacks.clone());
+        let duplicates = self.duplicates_suppressed.clone();
+        registry.register("sluice_duplicate_suppressed", "Repeats answered from the operation log", duplicates);
+        registry.register("sluice_queue_depth", "Requests waiting for capacity", self.queue_depth.clone());
+        let wait = self.queue_wait.clone();
+        registry.register("sluice_queue_wait_seconds", "Time requests waited for capacity (admitted or not)", wait);
+    }
+
     /// Registers every metric into `registry`.
     #[must_use]
     pub fn register(registry: &mut Registry) -> Self {
@@ -232,6 +263,13 @@ impl Metrics {
             "sluice_store_degraded",
             "1 while the shared quota store is unreachable (fail_closed or fail_open_local in force)",
             metrics.store_degraded.clone(),
+        );
+        metrics.register_sluice_names(registry);
+        metrics.timing.register(registry);
+        registry.register(
+            "sluice_trace_spans_dropped",
+            "Spans not exported because the export queue was full",
+            metrics.spans_dropped.clone(),
         );
         registry.register("llm_queue_depth", "Requests waiting for capacity", metrics.queue_depth.clone());
         registry.register(

@@ -194,6 +194,9 @@ pub struct Gateway {
     /// Work a request leaves behind (a remote settlement, the breaker's pause): tracked
     /// so that shutdown waits for it. Kept across reloads.
     pub background: tokio_util::task::TaskTracker,
+    /// Where request spans go once trace export is on ([`crate::AppState::export_traces`]);
+    /// one slot for every gateway built since start.
+    pub spans: Arc<std::sync::OnceLock<crate::telemetry::Spans>>,
 }
 
 /// Why a gateway could not be built from a valid configuration.
@@ -205,6 +208,9 @@ pub enum BuildError {
     /// The tokenizer tables failed to load.
     #[error("tokenizer: {0}")]
     Estimator(String),
+    /// The upstream CA file or proxy is unusable.
+    #[error("upstream: {0}")]
+    Upstream(String),
 }
 
 impl Gateway {
@@ -246,7 +252,7 @@ impl Gateway {
             profiles,
             deployments,
             estimator,
-            upstream: Upstream::new(config.server.connect_timeout),
+            upstream: Upstream::reaching(config.server.connect_timeout, reach(&config.server)?),
             max_body_bytes: config.server.max_body_bytes,
             access_log: config.server.access_log,
             body_pace: config.server.body,
@@ -260,6 +266,7 @@ impl Gateway {
             store,
             streams: crate::streams::StreamCut::default(),
             background: tokio_util::task::TaskTracker::new(),
+            spans: Arc::default(),
         })
     }
 }
@@ -285,6 +292,7 @@ impl Gateway {
         self.responses = Arc::clone(&old.responses);
         // Streams started on the old gateway and on this one end together at shutdown.
         self.streams = old.streams.clone();
+        self.spans = Arc::clone(&old.spans);
         // Shutdown waits for the background work of every gateway built since start.
         self.background = old.background.clone();
         // Runtime keys live in the store; the caller swaps them onto this gateway's
@@ -415,4 +423,35 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> (HashMap<[u8; 32], Caller
 fn team_scope(store: &dyn QuotaStore, tenant: &sluice_config::Tenant, team: &sluice_config::Team) -> ScopeId {
     let name = format!("{}/{}", tenant.name, team.name);
     store.register(ScopeKey::new(ScopeKind::Team, name), team.limits.clone())
+}
+
+/// How providers are reached: `[server] upstream_ca_file` beside the webpki roots, and
+/// `[server] upstream_proxy` or else the `HTTPS_PROXY` variable, minus `NO_PROXY`'s hosts.
+fn reach(server: &sluice_config::Server) -> Result<crate::upstream::Reach, BuildError> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject as _;
+    let env = |names: [&str; 2]| names.iter().find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()));
+    let roots = match &server.upstream_ca_file {
+        None => Vec::new(),
+        Some(file) => {
+            let unreadable =
+                || BuildError::Upstream(format!("CA file `{}` holds no readable certificate", file.display()));
+            let certs: Vec<CertificateDer<'static>> =
+                CertificateDer::pem_file_iter(file).and_then(Iterator::collect).map_err(|_| unreadable())?;
+            if certs.is_empty() {
+                return Err(unreadable());
+            }
+            certs
+        }
+    };
+    let proxy = match server.upstream_proxy.clone().or_else(|| env(["HTTPS_PROXY", "https_proxy"])) {
+        None => None,
+        Some(url) => {
+            let uri = url.parse().map_err(|_| BuildError::Upstream(format!("proxy `{url}` is not a URL")))?;
+            let no_proxy = env(["NO_PROXY", "no_proxy"]).unwrap_or_default();
+            let no_proxy = no_proxy.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_owned).collect();
+            Some(crate::upstream::Proxy { uri, no_proxy })
+        }
+    };
+    Ok(crate::upstream::Reach { roots, proxy })
 }

@@ -5,17 +5,27 @@ use std::sync::Arc;
 
 use sluice_config::{Store, StoreKind, Unavailable};
 use sluice_quota::{Clock, MemoryStore, QuotaStore};
-use sluice_redis::{OnUnavailable, RedisConfig, RedisStore, ResilientStore, Topology};
+use sluice_redis::{OnUnavailable, RedisConfig, RedisStore, ResilientStore, Tls, Topology};
+
+/// Where the Redis of `settings` is and how to reach it over TLS; `None` for the memory
+/// store. The quota store, the operation log and the job store all connect through this.
+#[must_use]
+pub fn redis_target(settings: &Store) -> Option<(Topology, Tls)> {
+    let topology = match &settings.kind {
+        StoreKind::Memory => return None,
+        StoreKind::Redis(url) => Topology::Standalone(url.clone()),
+        StoreKind::RedisCluster(seeds) => Topology::Cluster(seeds.clone()),
+    };
+    let tls = Tls { ca_file: settings.tls.ca_file.clone(), client: settings.tls.client.clone() };
+    Some((topology, tls))
+}
 
 /// The store `settings` describe, reading time from `clock`.
 #[must_use]
 pub fn from_config(settings: &Store, clock: Arc<dyn Clock>) -> Arc<dyn QuotaStore> {
-    let topology = match &settings.kind {
-        StoreKind::Memory => return Arc::new(MemoryStore::new(clock)),
-        StoreKind::Redis(url) => Topology::Standalone(url.clone()),
-        StoreKind::RedisCluster(seeds) => Topology::Cluster(seeds.clone()),
-    };
-    let remote = RedisStore::new(RedisConfig { topology, prefix: settings.prefix.clone(), timeout: settings.timeout });
+    let Some((topology, tls)) = redis_target(settings) else { return Arc::new(MemoryStore::new(clock)) };
+    let config = RedisConfig { topology, prefix: settings.prefix.clone(), timeout: settings.timeout, tls };
+    let remote = RedisStore::new(config);
     let mode = match settings.on_unavailable {
         Unavailable::FailClosed => OnUnavailable::FailClosed,
         Unavailable::FailOpenLocal => OnUnavailable::FailOpenLocal { instances: settings.instances },

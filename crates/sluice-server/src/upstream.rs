@@ -10,6 +10,10 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use tokio_rustls::rustls;
+
+pub use crate::upstream_proxy::Proxy;
+use crate::upstream_proxy::Tunnel;
 
 /// Why an upstream call failed before a response arrived.
 #[derive(Debug, thiserror::Error)]
@@ -56,22 +60,47 @@ pub async fn read_body(body: Incoming, limit: usize, deadline: tokio::time::Inst
 /// A pooled client for all providers.
 #[derive(Debug, Clone)]
 pub struct Upstream {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Client<HttpsConnector<Tunnel>, Full<Bytes>>,
+}
+
+/// How the upstream client reaches providers.
+#[derive(Debug, Clone, Default)]
+pub struct Reach {
+    /// Extra trusted CA certificates (DER), beside the webpki roots: a corporate CA that
+    /// re-signs traffic, or a private gateway's.
+    pub roots: Vec<rustls_pki_types::CertificateDer<'static>>,
+    /// The HTTP proxy for HTTPS upstreams, if any.
+    pub proxy: Option<Proxy>,
 }
 
 impl Upstream {
-    /// A client with the given connect timeout.
+    /// A client with the given connect timeout, trusting the webpki roots, connecting directly.
     #[must_use]
     pub fn new(connect_timeout: Duration) -> Self {
+        Self::reaching(connect_timeout, Reach::default())
+    }
+
+    /// A client with the given connect timeout that reaches providers as `reach` says.
+    #[must_use]
+    pub fn reaching(connect_timeout: Duration, reach: Reach) -> Self {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
         http.set_connect_timeout(Some(connect_timeout));
         http.enforce_http(false);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+        // A certificate rustls cannot parse as an anchor is left out; the config loader
+        // has already refused files without any certificate.
+        let _ = roots.add_parsable_certificates(reach.roots);
+        let tls =
+            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .map(|b| b.with_root_certificates(roots).with_no_client_auth());
+        let builder = match tls {
+            Ok(config) => hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config),
+            // Unreachable with ring's default provider; keep the webpki roots alone then.
+            Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
+        };
+        let https = builder.https_or_http().enable_http1().wrap_connector(Tunnel { http, proxy: reach.proxy });
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(512)

@@ -147,6 +147,7 @@ fn in_redis(redis: &LocalRedis) -> Arc<dyn JobStore> {
         topology: Topology::Standalone(redis.url()),
         prefix: "batches".into(),
         timeout: Duration::from_secs(2),
+        tls: sluice_redis::Tls::default(),
     };
     Arc::new(RedisJobStore::new(config))
 }

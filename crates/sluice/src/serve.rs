@@ -75,6 +75,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!(error = %e, "runtime keys could not be loaded at start; retrying in the background");
     }
     let key_refresh = sluice_server::keys::spawn_refresh(&state);
+    let traces = export_traces(&state, &config.telemetry)?;
     #[cfg(unix)]
     let reloader = tokio::spawn(reload_on_sighup(args.config.clone(), config.clone(), state.clone()));
     let listen = args.listen.unwrap_or(config.server.listen);
@@ -99,7 +100,29 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     })
     .await;
+    if let Some(exporting) = traces {
+        exporting.finish(TRACE_FLUSH).await;
+    }
     Ok(())
+}
+
+/// The longest shutdown waits for the last spans to reach the collector.
+const TRACE_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Trace export, when `[telemetry] otlp_endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+/// `..._TRACES_ENDPOINT`) is set.
+fn export_traces(
+    state: &AppState,
+    settings: &sluice_config::Telemetry,
+) -> anyhow::Result<Option<sluice_server::telemetry::Exporting>> {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    let configured = settings.otlp_endpoint.as_deref();
+    if configured.is_none() && !set("OTEL_EXPORTER_OTLP_ENDPOINT") && !set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+        return Ok(None);
+    }
+    let exporter = sluice_server::telemetry::otlp(configured).context("the OTLP trace exporter")?;
+    tracing::info!("exporting traces over OTLP");
+    Ok(Some(state.export_traces(exporter)))
 }
 
 /// Reloads the policy on every SIGHUP: the whole file is read and validated aside; a bad
@@ -131,6 +154,7 @@ fn reload(file: &Path, last: &sluice_config::Config, state: &AppState) -> Option
         ("[server]", format!("{:?}", config.server) != format!("{:?}", last.server)),
         ("[store]", format!("{:?}", config.store) != format!("{:?}", last.store)),
         ("[jobs]", format!("{:?}", config.jobs) != format!("{:?}", last.jobs)),
+        ("[telemetry]", config.telemetry != last.telemetry),
     ] {
         if changed {
             tracing::warn!(section, "changed on reload: takes effect only after a restart");
@@ -150,20 +174,15 @@ fn reload(file: &Path, last: &sluice_config::Config, state: &AppState) -> Option
 
 /// The job store: the embedded redb file, or Redis when the quota store is Redis.
 fn job_store(config: &sluice_config::Config) -> anyhow::Result<Arc<dyn sluice_jobs::JobStore>> {
-    use sluice_config::StoreKind;
-    let topology = match &config.store.kind {
-        StoreKind::Memory => {
-            let path = &config.jobs.path;
-            let store = sluice_jobs::EmbeddedJobStore::open(path, Arc::new(SystemClock::new()))
-                .with_context(|| format!("opening the job store {}", path.display()))?;
-            return Ok(Arc::new(store));
-        }
-        StoreKind::Redis(url) => sluice_redis::Topology::Standalone(url.clone()),
-        StoreKind::RedisCluster(seeds) => sluice_redis::Topology::Cluster(seeds.clone()),
+    let Some((topology, tls)) = sluice_server::store::redis_target(&config.store) else {
+        let path = &config.jobs.path;
+        let store = sluice_jobs::EmbeddedJobStore::open(path, Arc::new(SystemClock::new()))
+            .with_context(|| format!("opening the job store {}", path.display()))?;
+        return Ok(Arc::new(store));
     };
     // Job scripts may move a batch of jobs: allow them more than an admission's budget.
     let timeout = config.store.timeout.max(JOB_STORE_TIMEOUT);
-    let settings = sluice_jobs::RedisJobConfig { topology, prefix: config.store.prefix.clone(), timeout };
+    let settings = sluice_jobs::RedisJobConfig { topology, prefix: config.store.prefix.clone(), timeout, tls };
     Ok(Arc::new(sluice_jobs::RedisJobStore::new(settings)))
 }
 

@@ -216,6 +216,7 @@ async fn kill_9_in_redis_mode_loses_no_job_and_duplicates_none_beyond_the_runnin
             topology: Topology::Standalone(url),
             prefix: "crash".into(),
             timeout: Duration::from_secs(2),
+            tls: sluice_redis::Tls::default(),
         };
         RedisJobStore::new(settings).counts().await.unwrap()
     })

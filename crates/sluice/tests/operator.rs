@@ -1,11 +1,15 @@
 //! What an operator meets first: the container image's instructions, `sluice healthcheck`,
 //! `sluice hash-key` on standard input, the quick-start config served with only an OpenAI
-//! key, and plain (uncoloured) logs when standard error is a file.
+//! key, plain (uncoloured) logs when standard error is a file, the access log and the
+//! traces exported over OTLP.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 use sluice_sim::config::{ModelConfig, SimConfig};
 
@@ -71,6 +75,21 @@ impl Served {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         self.stderr()
+    }
+}
+
+impl Served {
+    /// Sends SIGTERM and waits (up to 30 s) for the process to exit.
+    fn terminate(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        for _ in 0..300 {
+            if self.child.try_wait().unwrap().is_some() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("the gateway did not exit on SIGTERM:\n{}", self.stderr());
     }
 }
 
@@ -320,4 +339,68 @@ fn a_stream_leaves_one_access_log_line_once_it_ends_with_its_first_piece_time_an
     // Written when the stream ended: the settled usage is in it.
     assert!(fields["tokens_used"].as_u64().unwrap() > 0, "{fields}");
     assert!(!log.contains(PROMPT));
+}
+
+/// One span an OTLP collector received: trace id, span id, parent span id (hex), name.
+#[derive(Debug, Clone)]
+struct Received {
+    trace: String,
+    span: String,
+    parent: String,
+    name: String,
+}
+
+/// A collector stub: `POST /v1/traces` (OTLP/HTTP protobuf) on 127.0.0.1, recording spans.
+async fn collector() -> (String, Arc<Mutex<Vec<Received>>>) {
+    use prost::Message as _;
+    let spans: Arc<Mutex<Vec<Received>>> = Arc::default();
+    let recorded = Arc::clone(&spans);
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: axum::body::Bytes| async move {
+            let request = ExportTraceServiceRequest::decode(body).unwrap();
+            let spans = request.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans);
+            recorded.lock().unwrap().extend(spans.map(|s| Received {
+                trace: hex(&s.trace_id),
+                span: hex(&s.span_id),
+                parent: hex(&s.parent_span_id),
+                name: s.name.clone(),
+            }));
+            ([("content-type", "application/x-protobuf")], Vec::<u8>::new())
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, spans)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn a_request_with_a_client_traceparent_is_one_access_line_and_one_trace_with_the_same_id() {
+    let sim = SimProcess::start();
+    let (endpoint, spans) = sim.runtime.block_on(collector());
+    let env = [("OPENAI_API_KEY", "sk-test"), ("SLUICE_LOG_JSON", "true"), ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)];
+    let mut gateway = Served::start(&quickstart_on(&sim.url), &env).unwrap();
+    let trace = "0af7651916cd43dd8448eb211c80319c";
+    let traceparent = format!("00-{trace}-b7ad6b7169203331-01");
+    let (status, body) = sim.chat_as(&gateway.url, KEY, "gpt-4o-mini", &[("traceparent", &traceparent)]);
+    assert_eq!(status, 200, "{body}");
+    let lines = access_lines(&gateway.stderr_once(trace));
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["fields"]["trace_id"], trace);
+    // Shutdown exports what is still queued.
+    gateway.terminate();
+    let spans = spans.lock().unwrap().clone();
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    for name in ["request", "admission", "upstream_attempt", "settlement"] {
+        assert_eq!(names.iter().filter(|n| **n == name).count(), 1, "{name} in {spans:?}");
+    }
+    assert!(spans.iter().all(|s| s.trace == trace), "{spans:?}");
+    let request = spans.iter().find(|s| s.name == "request").unwrap();
+    assert_eq!(request.parent, "b7ad6b7169203331", "the client's span is the parent");
+    assert!(spans.iter().filter(|s| s.name != "request").all(|s| s.parent == request.span), "{spans:?}");
 }

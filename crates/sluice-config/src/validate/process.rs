@@ -34,6 +34,12 @@ impl Validator<'_> {
             )?,
             lease: self.duration("server.lease", &raw.lease, defaults::LEASE)?,
             shutdown_grace: self.duration("server.shutdown_grace", &raw.shutdown_grace, defaults::SHUTDOWN_GRACE)?,
+            upstream_ca_file: raw.upstream_ca_file.as_ref().map(|f| f.get_ref().into()),
+            upstream_proxy: match &raw.upstream_proxy {
+                None => None,
+                Some(p) if p.get_ref().starts_with("http://") => Some(p.get_ref().clone()),
+                Some(p) => return Err(self.err("server.upstream_proxy", p.span(), "an http:// proxy URL")),
+            },
             tls: match (&raw.tls_cert, &raw.tls_key) {
                 (None, None) => None,
                 (Some(c), Some(k)) => Some((c.get_ref().into(), k.get_ref().into())),
@@ -127,7 +133,49 @@ impl Validator<'_> {
             return Err(self.err("store.prefix", span, "must be non-empty and without braces"));
         }
         let timeout = self.duration("store.timeout", &raw.timeout, defaults::STORE_TIMEOUT)?;
-        Ok(Store { kind, prefix, timeout, on_unavailable, instances })
+        let tls = self.store_tls(raw, &kind)?;
+        Ok(Store { kind, prefix, timeout, on_unavailable, instances, tls })
+    }
+
+    /// `[telemetry]`: the collector's URL is http or https.
+    pub(super) fn telemetry(&self, raw: &RawTelemetry) -> Result<Telemetry> {
+        let otlp_endpoint = match &raw.otlp_endpoint {
+            None => None,
+            Some(u) if u.get_ref().starts_with("http://") || u.get_ref().starts_with("https://") => {
+                Some(u.get_ref().clone())
+            }
+            Some(u) => {
+                return Err(self.err("telemetry.otlp_endpoint", u.span(), "must start with http:// or https://"));
+            }
+        };
+        Ok(Telemetry { otlp_endpoint })
+    }
+
+    /// `[store] tls_*`: a client certificate needs its key, and any of them a `rediss://` URL.
+    fn store_tls(&self, raw: &RawStore, kind: &StoreKind) -> Result<StoreTls> {
+        let client = match (&raw.tls_cert_file, &raw.tls_key_file) {
+            (None, None) => None,
+            (Some(c), Some(k)) => Some((c.get_ref().into(), k.get_ref().into())),
+            (Some(c), None) => {
+                return Err(self.err("store.tls_key_file", c.span(), "tls_cert_file needs tls_key_file too"));
+            }
+            (None, Some(k)) => {
+                return Err(self.err("store.tls_cert_file", k.span(), "tls_key_file needs tls_cert_file too"));
+            }
+        };
+        let tls = StoreTls { ca_file: raw.tls_ca_file.as_ref().map(|f| f.get_ref().into()), client };
+        let urls: &[String] = match kind {
+            StoreKind::Memory => &[],
+            StoreKind::Redis(url) => std::slice::from_ref(url),
+            StoreKind::RedisCluster(seeds) => seeds,
+        };
+        let first = [&raw.tls_ca_file, &raw.tls_cert_file, &raw.tls_key_file].into_iter().flatten().next();
+        match first {
+            Some(f) if urls.is_empty() || !urls.iter().all(|u| u.starts_with("rediss://")) => {
+                Err(self.err("store.tls_ca_file", f.span(), "TLS files need a Redis store with rediss:// URLs"))
+            }
+            _ => Ok(tls),
+        }
     }
 
     pub(super) fn redis(

@@ -14,8 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_config::{Store, StoreKind, Unavailable};
-use sluice_redis::Topology;
+use sluice_config::{Store, Unavailable};
 use sluice_redis::oplog::{Fields, OpRecords};
 
 use super::memory::MemoryOps;
@@ -34,13 +33,9 @@ pub struct RedisOps {
 /// `None` when the quota store is not Redis.
 #[must_use]
 pub fn records(settings: &Store) -> Option<(OpRecords, bool)> {
-    let topology = match &settings.kind {
-        StoreKind::Memory => return None,
-        StoreKind::Redis(url) => Topology::Standalone(url.clone()),
-        StoreKind::RedisCluster(seeds) => Topology::Cluster(seeds.clone()),
-    };
+    let (topology, tls) = crate::store::redis_target(settings)?;
     let fail_open = settings.on_unavailable == Unavailable::FailOpenLocal;
-    Some((OpRecords::new(topology, settings.timeout), fail_open))
+    Some((OpRecords::new(topology, settings.timeout).with_tls(tls), fail_open))
 }
 
 /// The store `settings` call for: Redis when the quota store is Redis, else `local`.

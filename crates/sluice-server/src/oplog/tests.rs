@@ -130,6 +130,7 @@ async fn the_redis_store_conforms_and_its_lease_ends() {
         timeout: Duration::from_secs(2),
         on_unavailable: sluice_config::Unavailable::FailClosed,
         instances: std::num::NonZeroU64::MIN,
+        tls: sluice_config::StoreTls::default(),
     };
     let store = redis::from_config(&settings, memory::MemoryOps::new(Arc::new(FakeClock::default())));
     conformance(store.as_ref()).await;
@@ -156,6 +157,7 @@ async fn an_unreachable_redis_fails_closed_or_keeps_records_here() {
         timeout: Duration::from_millis(500),
         on_unavailable,
         instances: std::num::NonZeroU64::MIN,
+        tls: sluice_config::StoreTls::default(),
     };
     let local = || memory::MemoryOps::new(Arc::new(FakeClock::default()));
     let closed = redis::from_config(&settings(sluice_config::Unavailable::FailClosed), local());

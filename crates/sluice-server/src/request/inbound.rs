@@ -48,7 +48,7 @@ pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::ex
     };
     let access = served.access.unwrap_or_else(|| {
         let caller = authenticated.caller().ok();
-        Line::new(Arc::clone(&gateway.clock), gateway.access_log, &trace.id, caller)
+        Line::new(gateway, &trace, caller)
     });
     finished(&access, &served.result);
     let mut response = match served.result {
@@ -108,7 +108,7 @@ pub async fn forward(
     trace: &Trace,
     early: Option<&Early>,
 ) -> Served {
-    let access = Line::new(Arc::clone(&gateway.clock), gateway.access_log, &trace.id, Some(caller));
+    let access = Line::new(gateway, trace, Some(caller));
     let request = match parse_request(protocol, bytes).map_err(GatewayError::BadRequest) {
         Ok(request) => request,
         Err(error) => return Served::refused(error).logged(access),

@@ -138,7 +138,7 @@ impl SettleGuard {
         let used = settlement.used.input_tokens.saturating_add(settlement.used.output_tokens);
         self.used.inc_by(used);
         if let Some(line) = &self.access {
-            line.used(used);
+            line.used(settlement.used.input_tokens, settlement.used.output_tokens);
         }
         let queue = Arc::clone(&self.queue);
         let mut settling = Box::pin(async move {
