@@ -28,6 +28,7 @@
 //! any malformed upstream answer). Streams never fail: what they cannot read is skipped,
 //! and a stream that stops short ends with the client's interruption event.
 
+mod converse;
 mod error;
 mod image;
 mod json;
@@ -37,6 +38,11 @@ mod response;
 mod stream;
 mod tools;
 
+pub use converse::{
+    ConverseToAnthropicStream, anthropic_event_to_converse, anthropic_to_converse_request,
+    anthropic_to_converse_response, converse_error_to_anthropic, converse_frame, converse_to_anthropic_request,
+    converse_to_anthropic_response,
+};
 pub use error::TranslateError;
 pub use request::{anthropic_to_openai_request, openai_to_anthropic_request};
 pub use response::{anthropic_to_openai_response, openai_to_anthropic_response};
