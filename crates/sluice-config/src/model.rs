@@ -52,6 +52,12 @@ pub enum SecretSource {
     TokenFile(String),
     /// No key (a local model server).
     None,
+    /// AWS credentials for SigV4: from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
+    /// `AWS_SESSION_TOKEN`, or (when set) from a credentials file re-read when it changes.
+    Aws {
+        /// An AWS shared credentials file (its `[default]` profile).
+        file: Option<String>,
+    },
 }
 
 /// A provider account.
@@ -79,6 +85,11 @@ pub enum ProviderApi {
     GeminiOpenAi,
     /// Azure OpenAI: the `api-key` header (or a bearer token from a token file).
     Azure(AzureSurface),
+    /// AWS Bedrock's Converse API in `region`, SigV4-signed: `{base_url}/model/{model}/converse`.
+    Bedrock {
+        /// The AWS region the requests are signed for (e.g. `us-east-1`).
+        region: String,
+    },
 }
 
 /// Which of Azure OpenAI's URL surfaces a provider is called on.
@@ -106,6 +117,9 @@ pub struct Deployment {
     pub azure_deployment: Option<String>,
     /// The provider's limits for it.
     pub limits: Limits,
+    /// How many tokens of the deployment's TPM one output token burns (Bedrock: 5 for
+    /// Claude 3.7 and later; 1 elsewhere), at admission and at settlement.
+    pub output_weight: u64,
     /// Input estimation.
     pub tokenizer: Tokenizer,
     /// Factor ≥ 1 applied to the input estimate.

@@ -102,6 +102,8 @@ pub struct RawProvider {
     pub token_file: Option<Spanned<String>>,
     pub api_surface: Option<Spanned<String>>,
     pub api_version: Option<Spanned<String>>,
+    pub region: Option<Spanned<String>>,
+    pub aws_credentials_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -111,6 +113,7 @@ pub struct RawDeployment {
     pub provider: Spanned<String>,
     pub model: Spanned<String>,
     pub azure_deployment: Option<Spanned<String>>,
+    pub output_weight: Option<Spanned<u64>>,
     #[serde(default)]
     pub limits: RawLimits,
     pub tokenizer: Option<Spanned<String>>,

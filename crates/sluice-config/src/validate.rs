@@ -5,6 +5,7 @@
 //! jobs), [`routing`] (providers, deployments, models) and [`tenancy`] (tenants, classes,
 //! keys).
 
+mod bedrock;
 mod cloud;
 mod process;
 mod routing;

@@ -82,6 +82,8 @@ pub struct Route {
     pub input_safety_factor: f64,
     /// Output charging rule.
     pub output_counting: OutputCounting,
+    /// Quota tokens each output token burns on the deployment.
+    pub output_weight: u64,
     /// Its counters.
     pub counters: RouteCounters,
     /// Requests waiting for it.
@@ -294,6 +296,7 @@ fn routes(
                 tokenizer,
                 input_safety_factor: d.input_safety_factor,
                 output_counting: d.output_counting,
+                output_weight: d.output_weight,
             })
         })
         .collect()

@@ -18,6 +18,9 @@ impl Validator<'_> {
                 return Err(self.err(&field(name), value.span(), "only for kind = \"azure\""));
             }
         }
+        if let Some(api) = self.bedrock_api(i, p)? {
+            return Ok(api);
+        }
         match kind {
             "gemini" => self.gemini_base(i, p).map(|()| ProviderApi::GeminiOpenAi),
             "azure" => self.azure_surface(i, p).map(ProviderApi::Azure),

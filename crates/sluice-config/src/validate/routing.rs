@@ -12,10 +12,11 @@ impl Validator<'_> {
     pub(super) fn provider(&self, i: usize, p: &RawProvider) -> Result<Provider> {
         let kind = match p.kind.get_ref().as_str() {
             "openai" | "azure" | "gemini" => ProviderKind::OpenAi,
-            "anthropic" => ProviderKind::Anthropic,
+            // Bedrock is reached through the Anthropic shape, translated to Converse on the way up.
+            "anthropic" | "bedrock" => ProviderKind::Anthropic,
             "ollama" => ProviderKind::Ollama,
             other => {
-                let msg = format!("unknown kind `{other}` (openai, azure, gemini, anthropic, ollama)");
+                let msg = format!("unknown kind `{other}` (openai, azure, gemini, anthropic, bedrock, ollama)");
                 return Err(self.err(&format!("providers[{i}].kind"), p.kind.span(), msg));
             }
         };
@@ -28,7 +29,10 @@ impl Validator<'_> {
             ));
         }
         let api = self.provider_api(i, p)?;
-        let api_key = self.api_key(i, p, kind)?;
+        let api_key = match api {
+            ProviderApi::Bedrock { .. } => self.aws_credentials(i, p)?,
+            _ => self.api_key(i, p, kind)?,
+        };
         Ok(Provider { name: Arc::from(p.name.get_ref().as_str()), kind, base_url: url.to_owned(), api_key, api })
     }
 
@@ -109,6 +113,7 @@ impl Validator<'_> {
             azure_deployment: self.azure_deployment(i, d, &account.api)?,
             // A deployment's limits mirror the provider's: its buckets keep a send guard.
             limits: self.limits(&field("limits"), &limits)?.guarded(),
+            output_weight: self.output_weight(i, d, &account.api)?,
             adaptive: self.adaptive(i, d, kind, output_counting)?,
             tokenizer,
             input_safety_factor,

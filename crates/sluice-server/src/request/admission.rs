@@ -27,11 +27,14 @@ pub struct Quote {
     pub input: u64,
     /// Reserved output tokens.
     pub output: u64,
+    /// How many quota tokens each output token burns on the deployment (1 but on Bedrock's
+    /// recent Claude models).
+    pub output_weight: u64,
 }
 
 impl Quote {
     fn cost(self) -> Cost {
-        Cost::request(self.input, self.output)
+        Cost::request(self.input, self.output).with_output_weight(self.output_weight)
     }
 }
 
@@ -114,6 +117,7 @@ fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant) -> Admi
         protocol: req.request.protocol,
         input: quote.input,
         output: quote.output,
+        output_weight: quote.output_weight,
         adaptive: Arc::clone(&route.adaptive),
         kind: route.kind,
         output_counting: route.output_counting,
@@ -225,7 +229,7 @@ fn quote(gateway: &Gateway, request: &ParsedRequest, profile: &Profile, route: &
             route.adaptive.output_reservation(allowed.saturating_mul(u64::from(request.choices)))
         }
     };
-    Quote { input, output }
+    Quote { input, output, output_weight: route.output_weight }
 }
 
 /// The input estimate of `request` on `route`: its tokenizer and safety factor for text,

@@ -137,14 +137,16 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         Arc::clone(&route.queue),
         gateway.background.clone(),
     );
-    let body = match crossing.request_body(request, &route.model, req.profile.default_max_tokens, force_usage) {
+    let body = crossing.request_body(request, &route.model, req.profile.default_max_tokens, force_usage);
+    let body = match body.and_then(|body| super::providers::wire_body(route, body)) {
         Ok(body) => body,
         Err(e) => {
             guard.settle(Settlement::default());
             return Attempt::Refused(untranslatable(route, &e));
         }
     };
-    let outgoing = outbound::build_upstream(route, upstream_protocol, req.headers, body, req.trace);
+    let at = (request.stream, gateway.clock.unix_millis());
+    let outgoing = outbound::build_upstream(route, upstream_protocol, req.headers, body, req.trace, at);
     let Sent { response, deadline } = outbound::send(gateway, route, outgoing).await;
     let response = match response {
         Ok(response) => response,
@@ -165,7 +167,8 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         let include_usage = request.client_wants_stream_usage;
         let pipe = crossing.pipe(request.protocol, &request.model, force_usage, include_usage, created);
         let watch = relay::Watch::new(route, &gateway.streams);
-        return Attempt::Done(relay::stream(response, guard, terms, pipe, watch));
+        let wire = super::providers::wire_stream(route, response.headers(), &request.model);
+        return Attempt::Done(relay::stream(response, guard, terms, (wire, pipe), watch));
     }
     match buffered(response, guard, &call, &request.model, created).await {
         Ok(response) => Attempt::Done(response),
@@ -263,6 +266,8 @@ async fn buffered(
     let bytes = upstream::read_body(body, MAX_RESPONSE_BYTES, call.deadline)
         .await
         .map_err(|e| body_failure(call, e, "a response", MAX_RESPONSE_BYTES))?;
+    let bytes = super::providers::wire_response(call.route, &parts.headers, bytes, client_model)
+        .map_err(|e| bad_response(call, &e))?;
     let terms = call.terms;
     let upstream_protocol = call.crossing.upstream(terms.protocol);
     let settlement = match usage_from_response(upstream_protocol, &bytes) {
@@ -270,20 +275,20 @@ async fn buffered(
         None => terms.sent_unanswered(),
     };
     guard.settle(settlement);
-    let body = match call.crossing.response_body(&bytes, client_model, created) {
-        Ok(body) => body,
-        Err(e) => {
-            let route = call.route;
-            tracing::warn!(deployment = %route.name, error = %e, "could not translate a provider response");
-            call.req.gateway.metrics.upstream_failure(&route.counters.labels, "bad_response");
-            return Err((ErrorClass::Other, GatewayError::UpstreamBadResponse(route.name.to_string())));
-        }
-    };
+    let body = call.crossing.response_body(&bytes, client_model, created).map_err(|e| bad_response(call, &e))?;
     let mut response = pass_through(parts.status, &parts.headers, Body::from(body));
     if call.crossing != Crossing::Same {
         response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     }
     Ok(response)
+}
+
+/// A provider answer that could not be translated: logged and counted for the operator.
+fn bad_response(call: &Call<'_>, e: &sluice_provider::TranslateError) -> (ErrorClass, GatewayError) {
+    let route = call.route;
+    tracing::warn!(deployment = %route.name, error = %e, "could not translate a provider response");
+    call.req.gateway.metrics.upstream_failure(&route.counters.labels, "bad_response");
+    (ErrorClass::Other, GatewayError::UpstreamBadResponse(route.name.to_string()))
 }
 
 async fn provider_error(
@@ -297,6 +302,7 @@ async fn provider_error(
     let (parts, body) = response.into_parts();
     let read = upstream::read_body(body, MAX_ERROR_BYTES, call.deadline).await;
     let bytes = read.clone().unwrap_or_default();
+    let bytes = super::providers::wire_error(route, parts.status.as_u16(), &parts.headers, bytes.to_vec());
     // The provider's hints are read once: for classification, the pause and the adaptive state.
     let now_ms = gateway.clock.unix_millis();
     let hints = sluice_provider::parse_hints(&parts.headers, Some(&bytes), Some(now_ms));
@@ -360,7 +366,8 @@ async fn provider_429(call: &Call<'_>, hints: &sluice_provider::RateLimitHints, 
     gateway.metrics.decision("provider_rejected", "provider");
     let hit = Hit { limit_type: "provider".into(), ..admission::hit_labels(route) };
     gateway.metrics.rate_limit_hits.get_or_create(&hit).inc();
-    let quote = admission::Quote { input: call.terms.input, output: call.terms.output };
+    let terms = call.terms;
+    let quote = admission::Quote { input: terms.input, output: terms.output, output_weight: terms.output_weight };
     let (caller, profile) = (call.req.caller, call.req.profile);
     GatewayError::RateLimited(Box::new(RateLimitInfo {
         limiter: "provider".into(),

@@ -9,10 +9,19 @@
 //! | Gemini (OpenAI-compatible) | `{base_url}/v1beta/openai/chat/completions` | `Authorization: Bearer` |
 //! | Azure classic | `{base_url}/openai/deployments/{azure_deployment}/chat/completions?api-version=…` | `api-key` or Bearer token file |
 //! | Azure v1 | `{base_url}/openai/v1/chat/completions` | `api-key` or Bearer token file |
+//! | Bedrock (Converse) | `{base_url}/model/{model}/converse` (`converse-stream`) | SigV4 (`AWS_*` or a credentials file) |
+//!
+//! A Bedrock deployment is reached through the Anthropic shape: its body, answer, errors
+//! and stream are converted to and from Converse here ([`wire_body`], [`wire_response`],
+//! [`wire_error`], [`wire_stream`]), and the request is signed last ([`sign`]).
+
+pub mod bedrock;
 
 use axum::http::{HeaderMap, HeaderValue};
+use bytes::Bytes;
+use http_body_util::Full;
 use sluice_config::{AzureSurface, ProviderApi, ProviderKind};
-use sluice_provider::ProviderFlavor;
+use sluice_provider::{ConverseToAnthropicStream, ProviderFlavor, TranslateError};
 
 use crate::secret::Credential;
 use crate::state::Route;
@@ -30,6 +39,82 @@ pub fn upstream_url(route: &Route, endpoint: &str) -> String {
             let deployment = route.azure_deployment.as_deref().unwrap_or(&route.model);
             format!("{base}/openai/deployments/{deployment}{rest}?api-version={api_version}")
         }
+        ProviderApi::Bedrock { .. } => bedrock::converse_url(base, &route.model, false),
+    }
+}
+
+/// The upstream URL of a request to `route`: [`upstream_url`], but Bedrock streams at
+/// their own path (`converse-stream`).
+pub fn request_url(route: &Route, endpoint: &str, stream: bool) -> String {
+    match &route.api {
+        ProviderApi::Bedrock { .. } => bedrock::converse_url(&route.base_url, &route.model, stream),
+        _ => upstream_url(route, endpoint),
+    }
+}
+
+/// The body as `route`'s wire takes it: Converse for Bedrock, else as it is.
+///
+/// # Errors
+/// A request Converse cannot carry (the field is named).
+pub fn wire_body(route: &Route, body: Vec<u8>) -> Result<Vec<u8>, TranslateError> {
+    match &route.api {
+        ProviderApi::Bedrock { .. } => sluice_provider::anthropic_to_converse_request(&body),
+        _ => Ok(body),
+    }
+}
+
+/// A success body back in the road's shape: Bedrock's Converse answer as Anthropic's
+/// (named `model`, its id Bedrock's request id).
+///
+/// # Errors
+/// An answer that is not Converse's.
+pub fn wire_response(route: &Route, headers: &HeaderMap, bytes: Bytes, model: &str) -> Result<Bytes, TranslateError> {
+    match &route.api {
+        ProviderApi::Bedrock { .. } => {
+            let id = format!("msg_bdrk_{}", header_text(headers, "x-amzn-requestid").unwrap_or_default());
+            sluice_provider::converse_to_anthropic_response(&bytes, model, &id).map(Bytes::from)
+        }
+        _ => Ok(bytes),
+    }
+}
+
+/// An error body back in the road's shape: Bedrock's `{"message"}` and its
+/// `x-amzn-ErrorType` as Anthropic's error.
+#[must_use]
+pub fn wire_error(route: &Route, status: u16, headers: &HeaderMap, bytes: Vec<u8>) -> Vec<u8> {
+    match &route.api {
+        ProviderApi::Bedrock { .. } => {
+            sluice_provider::converse_error_to_anthropic(status, header_text(headers, "x-amzn-errortype"), &bytes)
+        }
+        _ => bytes,
+    }
+}
+
+/// What reads `route`'s stream into the road's shape: Bedrock's event stream as Anthropic SSE.
+#[must_use]
+pub fn wire_stream(route: &Route, headers: &HeaderMap, model: &str) -> Option<ConverseToAnthropicStream> {
+    match &route.api {
+        ProviderApi::Bedrock { .. } => {
+            let id = format!("msg_bdrk_{}", header_text(headers, "x-amzn-requestid").unwrap_or_default());
+            Some(ConverseToAnthropicStream::new(model, &id))
+        }
+        _ => None,
+    }
+}
+
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Signs `request` (its `body` as sent) when `route` needs a signature (Bedrock's SigV4,
+/// at `unix_millis`). A request that cannot be signed goes unsigned: the provider's 403
+/// then says so, and the operator's log names the deployment (never the keys).
+pub fn sign(route: &Route, request: &mut http::Request<Full<Bytes>>, body: &[u8], unix_millis: u64) {
+    if let (ProviderApi::Bedrock { region }, Credential::Aws(source)) = (&route.api, &route.key) {
+        let keys = source.current();
+        if let Err(reason) = bedrock::sign_request(request, body, &keys, region, unix_millis) {
+            tracing::warn!(deployment = %route.name, reason, "could not sign the Bedrock request");
+        }
     }
 }
 
@@ -42,7 +127,7 @@ pub fn auth_headers(route: &Route, client_headers: &HeaderMap) -> Vec<(&'static 
     if let Some(key) = route.key.current() {
         headers.push((key_header(route), key.header().clone()));
     }
-    if route.kind == ProviderKind::Anthropic {
+    if route.kind == ProviderKind::Anthropic && !matches!(route.api, ProviderApi::Bedrock { .. }) {
         let version = client_headers.get("anthropic-version").cloned();
         headers.push(("anthropic-version", version.unwrap_or(HeaderValue::from_static("2023-06-01"))));
         if let Some(beta) = client_headers.get("anthropic-beta") {
@@ -69,6 +154,8 @@ pub fn error_flavor(kind: ProviderKind, api: &ProviderApi) -> ProviderFlavor {
     match (api, kind) {
         (ProviderApi::Azure(_), _) => ProviderFlavor::Azure,
         (ProviderApi::GeminiOpenAi, _) => ProviderFlavor::Gemini,
+        // Bedrock's errors are read once turned into Anthropic's (`wire_error`).
+        (ProviderApi::Bedrock { .. }, _) => ProviderFlavor::Anthropic,
         (ProviderApi::Plain, ProviderKind::OpenAi) => ProviderFlavor::OpenAi,
         (ProviderApi::Plain, ProviderKind::Anthropic) => ProviderFlavor::Anthropic,
         (ProviderApi::Plain, ProviderKind::Ollama) => ProviderFlavor::Ollama,
