@@ -1,8 +1,10 @@
 //! `sluice bench` and its subcommands: without one it measures added latency
 //! ([`crate::bench`]); `soak` runs the long flatness check ([`crate::soak`]); `chaos` the
 //! fault scenarios with their invariants ([`crate::chaos`]); `windows` the default burst
-//! against providers that enforce short windows ([`crate::windows`]).
+//! against providers that enforce short windows ([`crate::windows`]); `bedrock` a
+//! TPM-bound Bedrock workload with and without the output weight ([`crate::bedrock`]).
 
+use crate::bedrock::BedrockArgs;
 use crate::bench::BenchArgs;
 use crate::chaos::ChaosArgs;
 use crate::soak::SoakArgs;
@@ -32,6 +34,9 @@ pub enum Sub {
     /// Three workloads (mixed, RPM-bound, TPM-bound) through a gateway with its default
     /// burst, against a provider enforcing one, two or three seconds' worth at a time.
     Windows(WindowsArgs),
+    /// A TPM-bound workload on a Bedrock deployment whose output burns 5× of its TPM, with
+    /// `output_weight = 5` and with 1: the provider's 429s and the weighted utilization.
+    Bedrock(BedrockArgs),
 }
 
 /// Runs the chosen benchmark.
@@ -44,5 +49,6 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         Some(Sub::Soak(args)) => crate::soak::run(args).await,
         Some(Sub::Chaos(args)) => crate::chaos::run(args).await,
         Some(Sub::Windows(args)) => crate::windows::run(args).await,
+        Some(Sub::Bedrock(args)) => crate::bedrock::run(args).await,
     }
 }
