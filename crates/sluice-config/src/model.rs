@@ -104,6 +104,16 @@ pub enum AzureSurface {
     V1,
 }
 
+/// A provider account: one quota (one Azure resource, one Bedrock account-region, one
+/// Vertex project's regional quota) that every deployment naming it shares.
+#[derive(Debug, Clone)]
+pub struct Account {
+    /// Its configured name.
+    pub name: Arc<str>,
+    /// The provider's limits for it (guarded, as a deployment's are).
+    pub limits: Limits,
+}
+
 /// One upstream quota domain: a provider account × model (× region).
 #[derive(Debug, Clone)]
 pub struct Deployment {
@@ -117,6 +127,8 @@ pub struct Deployment {
     pub azure_deployment: Option<String>,
     /// The provider's limits for it.
     pub limits: Limits,
+    /// Index into [`Config::accounts`]: the provider account whose quota it shares.
+    pub account: Option<usize>,
     /// How many tokens of the deployment's TPM one output token burns (Bedrock: 5 for
     /// Claude 3.7 and later; 1 elsewhere), at admission and at settlement.
     pub output_weight: u64,
@@ -422,6 +434,8 @@ pub struct Config {
     pub providers: Vec<Provider>,
     /// Deployments.
     pub deployments: Vec<Deployment>,
+    /// Provider accounts: quotas several deployments share, above them on the path.
+    pub accounts: Vec<Account>,
     /// Model profiles.
     pub models: Vec<ModelProfile>,
     /// Tenants.

@@ -16,6 +16,8 @@ pub struct RawConfig {
     #[serde(default, rename = "providers")]
     pub providers: Vec<RawProvider>,
     #[serde(default)]
+    pub accounts: Vec<RawAccount>,
+    #[serde(default)]
     pub deployments: Vec<RawDeployment>,
     #[serde(default)]
     pub models: Vec<RawModel>,
@@ -114,6 +116,7 @@ pub struct RawDeployment {
     pub model: Spanned<String>,
     pub azure_deployment: Option<Spanned<String>>,
     pub output_weight: Option<Spanned<u64>>,
+    pub account: Option<Spanned<String>>,
     #[serde(default)]
     pub limits: RawLimits,
     pub tokenizer: Option<Spanned<String>>,
@@ -132,6 +135,15 @@ pub struct RawDeployment {
     pub output_estimate: Option<Spanned<String>>,
     pub output_warmup: Option<Spanned<u64>>,
     pub cache_aware_input: Option<Spanned<bool>>,
+}
+
+/// A provider account: a quota several deployments share.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccount {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub limits: RawLimits,
 }
 
 #[derive(Debug, Deserialize)]

@@ -5,6 +5,7 @@
 //! jobs), [`routing`] (providers, deployments, models) and [`tenancy`] (tenants, classes,
 //! keys).
 
+mod accounts;
 mod bedrock;
 mod cloud;
 mod process;
@@ -43,7 +44,9 @@ impl Validator<'_> {
         let org_name = raw.org.name.as_ref().map_or("org", |n| n.get_ref().as_str());
         let org = (Arc::from(org_name), self.limits("org.limits", &raw.org.limits)?);
         let providers = self.providers(&raw.providers)?;
-        let deployments = self.deployments(&raw.deployments, &providers)?;
+        let accounts = self.accounts(&raw.accounts)?;
+        let mut deployments = self.deployments(&raw.deployments, &providers)?;
+        self.deployment_accounts(&raw.deployments, &accounts, &mut deployments)?;
         let classes = self.classes(&raw.classes)?;
         let models = self.models(&raw.models, &deployments, &classes)?;
         let tenants = self.tenants(&raw.tenants)?;
@@ -51,7 +54,7 @@ impl Validator<'_> {
         let jobs = self.jobs(&raw.jobs)?;
         let key_sha256 = raw.admin.key_sha256.as_ref().map(|k| self.sha256("admin.key_sha256", k)).transpose()?;
         let admin = Admin { key_sha256 };
-        Ok(Config { server, store, org, providers, deployments, models, tenants, keys, classes, jobs, admin })
+        Ok(Config { server, store, org, providers, deployments, accounts, models, tenants, keys, classes, jobs, admin })
     }
 
     pub(crate) fn duration(&self, field: &str, raw: &Option<Spanned<String>>, default: Duration) -> Result<Duration> {

@@ -114,6 +114,7 @@ impl Validator<'_> {
             // A deployment's limits mirror the provider's: its buckets keep a send guard.
             limits: self.limits(&field("limits"), &limits)?.guarded(),
             output_weight: self.output_weight(i, d, &account.api)?,
+            account: None,
             adaptive: self.adaptive(i, d, kind, output_counting)?,
             tokenizer,
             input_safety_factor,

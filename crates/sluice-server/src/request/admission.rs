@@ -79,7 +79,7 @@ pub async fn admit(req: &Request<'_>, deployment: usize, mode: Mode) -> Result<A
 fn ask(gateway: &Gateway, caller: &Caller, profile: &Profile, route: &Route, quote: Quote) -> Ask {
     let mut path = Vec::with_capacity(caller.scopes.len() + 2);
     path.extend_from_slice(&caller.scopes);
-    path.extend([profile.scope, route.scope]);
+    path.extend(upstream_path(profile, route));
     let total = quote.input.saturating_add(quote.output);
     let fair = FairShare {
         tenant: Arc::clone(&caller.tenant),
@@ -99,6 +99,12 @@ fn ask(gateway: &Gateway, caller: &Caller, profile: &Profile, route: &Route, quo
         weight: caller.weight,
         priority: caller.class.priority,
     }
+}
+
+/// The scopes after the caller's: the profile, the provider account the deployment shares
+/// (if any), the deployment; reserved all-or-nothing with the caller's.
+fn upstream_path(profile: &Profile, route: &Route) -> impl Iterator<Item = ScopeId> {
+    [Some(profile.scope), route.account, Some(route.scope)].into_iter().flatten()
 }
 
 /// Counts an admission (metrics, guaranteed shares, adaptive accounting) and keeps the
@@ -261,7 +267,7 @@ pub(crate) async fn check_fits(
     check_endpoint(request, route)?;
     let quoted = quote(gateway, request, profile, route);
     let cost = quoted.cost();
-    let path: Vec<ScopeId> = caller.scopes.iter().copied().chain([profile.scope, route.scope]).collect();
+    let path: Vec<ScopeId> = caller.scopes.iter().copied().chain(upstream_path(profile, route)).collect();
     // One store read for the whole path; if it fails, admission judges the request later.
     let reads = gateway.store.snapshots(&path).await.unwrap_or_default();
     for snapshot in reads.into_iter().flatten() {
