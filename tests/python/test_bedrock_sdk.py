@@ -6,6 +6,8 @@ deployment, which sluice calls over Converse with its own SigV4 signature."""
 
 from __future__ import annotations
 
+import json
+
 import anthropic
 import boto3
 import openai
@@ -147,3 +149,14 @@ def test_anthropic_sdk_through_sluice_to_bedrock(gateway: str) -> None:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert text and final.usage.output_tokens == 6
+
+
+def test_boto3_invoke_model_for_an_anthropic_model(sim_url: str) -> None:
+    body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 20, "messages": [{"role": "user", "content": "Hi"}]}
+    reply = json.loads(bedrock(sim_url).invoke_model(modelId=MODEL, body=json.dumps(body))["body"].read())
+    assert reply["type"] == "message" and reply["content"][0]["text"]
+    assert reply["usage"]["output_tokens"] == 6
+    stream = bedrock(sim_url).invoke_model_with_response_stream(modelId=MODEL, body=json.dumps(body))
+    events = [json.loads(e["chunk"]["bytes"]) for e in stream["body"]]
+    assert events[0]["type"] == "message_start" and events[-1]["type"] == "message_stop"
+    assert "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")

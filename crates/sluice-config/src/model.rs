@@ -85,11 +85,24 @@ pub enum ProviderApi {
     GeminiOpenAi,
     /// Azure OpenAI: the `api-key` header (or a bearer token from a token file).
     Azure(AzureSurface),
-    /// AWS Bedrock's Converse API in `region`, SigV4-signed: `{base_url}/model/{model}/converse`.
+    /// AWS Bedrock in `region`, SigV4-signed: `{base_url}/model/{model}/converse` (or
+    /// `/invoke` for Anthropic models on InvokeModel).
     Bedrock {
         /// The AWS region the requests are signed for (e.g. `us-east-1`).
         region: String,
+        /// Which of Bedrock's runtime APIs the provider is called on.
+        surface: BedrockSurface,
     },
+}
+
+/// Which of Bedrock's runtime APIs a provider is called on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BedrockSurface {
+    /// Converse and ConverseStream: one shape for every model.
+    Converse,
+    /// InvokeModel and InvokeModelWithResponseStream with Anthropic's own body
+    /// (`anthropic_version: bedrock-2023-05-31`): Anthropic models only.
+    InvokeModel,
 }
 
 /// Which of Azure OpenAI's URL surfaces a provider is called on.

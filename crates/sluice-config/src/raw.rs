@@ -106,6 +106,7 @@ pub struct RawProvider {
     pub api_version: Option<Spanned<String>>,
     pub region: Option<Spanned<String>>,
     pub aws_credentials_file: Option<Spanned<String>>,
+    pub bedrock_api: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,7 +1,7 @@
 //! Bedrock providers: the region, the AWS credentials' source, the output weight preset.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
-use sluice_config::{ProviderApi, ProviderKind, SecretSource, parse};
+use sluice_config::{BedrockSurface, ProviderApi, ProviderKind, SecretSource, parse};
 
 const BASE: &str = r#"
 [[providers]]
@@ -25,7 +25,11 @@ deployment = "d"
 fn bedrock_example_config_is_valid() {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/bedrock.toml")).unwrap();
     let config = parse(&text).unwrap();
-    assert_eq!(config.providers[0].api, ProviderApi::Bedrock { region: "us-east-1".into() });
+    let converse = ProviderApi::Bedrock { region: "us-east-1".into(), surface: BedrockSurface::Converse };
+    assert_eq!(config.providers[0].api, converse);
+    let invoke = ProviderApi::Bedrock { region: "us-east-1".into(), surface: BedrockSurface::InvokeModel };
+    let text = BASE.replacen("region =", "bedrock_api = \"invoke\"\nregion =", 1);
+    assert_eq!(parse(&text).unwrap().providers[0].api, invoke);
     assert_eq!(config.providers[0].api_key, SecretSource::Aws { file: Some("/run/aws/credentials".into()) });
     assert_eq!(config.deployments[0].output_weight, 5, "the preset for Claude 4");
     assert_eq!(config.deployments[1].output_weight, 1, "explicit config");
@@ -45,7 +49,13 @@ fn a_bedrock_provider_signs_with_aws_credentials_and_weighs_claude_output_5x() {
 
 #[test]
 fn bedrock_fields_are_refused_where_they_do_not_belong() {
-    let cases: [(String, &str, usize, &str); 5] = [
+    let cases: [(String, &str, usize, &str); 6] = [
+        (
+            BASE.replacen("region =", "bedrock_api = \"rest\"\nregion =", 1),
+            "providers[0].bedrock_api",
+            6,
+            "converse or invoke",
+        ),
         (BASE.replacen("region = \"us-east-1\"\n", "", 1), "providers[0].region", 4, "needs region"),
         (BASE.replacen("\"us-east-1\"", "\"US East\"", 1), "providers[0].region", 6, "AWS region"),
         (

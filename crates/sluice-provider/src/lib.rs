@@ -49,10 +49,10 @@ pub use request::{MAX_NESTING_DEPTH, ParsedRequest, parse_request};
 pub use rewrite::upstream_body;
 pub use tap::{MAX_HELD_EVENT_BYTES, StreamOutcome, StreamTap};
 pub use translate::{
-    AnthropicToOpenAiStream, ConverseToAnthropicStream, OpenAiToAnthropicStream, TranslateError,
-    anthropic_event_to_converse, anthropic_to_converse_request, anthropic_to_converse_response,
-    anthropic_to_openai_request, anthropic_to_openai_response, converse_error_to_anthropic, converse_frame,
-    converse_to_anthropic_request, converse_to_anthropic_response, openai_to_anthropic_request,
-    openai_to_anthropic_response,
+    AnthropicToOpenAiStream, BEDROCK_ANTHROPIC_VERSION, ConverseToAnthropicStream, OpenAiToAnthropicStream,
+    TranslateError, anthropic_event_to_converse, anthropic_event_to_invoke, anthropic_to_converse_request,
+    anthropic_to_converse_response, anthropic_to_invoke_request, anthropic_to_openai_request,
+    anthropic_to_openai_response, converse_error_to_anthropic, converse_frame, converse_to_anthropic_request,
+    converse_to_anthropic_response, openai_to_anthropic_request, openai_to_anthropic_response,
 };
 pub use usage::{Usage, usage_from_response};

@@ -144,3 +144,26 @@ async fn the_output_weight_prices_max_tokens_on_the_deployments_tpm() {
     assert_eq!(status, 200, "{body}");
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invoke_model_carries_anthropics_own_body_and_stream_for_both_clients() {
+    let file = credentials(SIM_SECRET_ACCESS_KEY);
+    let invoke =
+        policy(&file, "").replacen("region = \"us-east-1\"", "region = \"us-east-1\"\nbedrock_api = \"invoke\"", 1);
+    let env = start(sim(Limits::default()), &invoke).await;
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("claude", 8, 16)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["usage"]["completion_tokens"].as_u64().unwrap() > 0, "{body}");
+    let (status, _, text) = env.post("/v1/messages", KEY, &messages(16, true)).await;
+    let text = text.as_str().unwrap().to_owned();
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("event: content_block_delta") && text.contains("event: message_stop"), "{text}");
+    let mut stream = chat("claude", 8, 16);
+    stream["stream"] = json!(true);
+    let (status, _, text) = env.post("/v1/chat/completions", KEY, &stream).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.as_str().unwrap().trim_end().ends_with("data: [DONE]"), "{text}");
+    let stats = env.sim.stats();
+    assert_eq!((stats.served, stats.invalid), (3, 0), "signed, with bedrock-2023-05-31 and no model in the body");
+    env.shutdown().await;
+}

@@ -15,7 +15,11 @@ impl Validator<'_> {
     pub(super) fn bedrock_api(&self, i: usize, p: &RawProvider) -> Result<Option<ProviderApi>> {
         let field = |f: &str| format!("providers[{i}].{f}");
         if p.kind.get_ref() != "bedrock" {
-            let only = [("region", &p.region), ("aws_credentials_file", &p.aws_credentials_file)];
+            let only = [
+                ("region", &p.region),
+                ("aws_credentials_file", &p.aws_credentials_file),
+                ("bedrock_api", &p.bedrock_api),
+            ];
             if let Some((name, Some(value))) = only.into_iter().find(|(_, v)| v.is_some()) {
                 return Err(self.err(&field(name), value.span(), "only for kind = \"bedrock\""));
             }
@@ -32,7 +36,12 @@ impl Validator<'_> {
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
             return Err(self.err(&field("region"), region.span(), "an AWS region name such as \"us-east-1\""));
         }
-        Ok(Some(ProviderApi::Bedrock { region: name.to_owned() }))
+        let surface = match p.bedrock_api.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+            None | Some(("converse", _)) => BedrockSurface::Converse,
+            Some(("invoke", _)) => BedrockSurface::InvokeModel,
+            Some((_, span)) => return Err(self.err(&field("bedrock_api"), span, "converse or invoke")),
+        };
+        Ok(Some(ProviderApi::Bedrock { region: name.to_owned(), surface }))
     }
 
     /// A Bedrock provider signs with AWS credentials: the `AWS_*` variables or

@@ -39,9 +39,9 @@ mod stream;
 mod tools;
 
 pub use converse::{
-    ConverseToAnthropicStream, anthropic_event_to_converse, anthropic_to_converse_request,
-    anthropic_to_converse_response, converse_error_to_anthropic, converse_frame, converse_to_anthropic_request,
-    converse_to_anthropic_response,
+    BEDROCK_ANTHROPIC_VERSION, ConverseToAnthropicStream, anthropic_event_to_converse, anthropic_event_to_invoke,
+    anthropic_to_converse_request, anthropic_to_converse_response, anthropic_to_invoke_request,
+    converse_error_to_anthropic, converse_frame, converse_to_anthropic_request, converse_to_anthropic_response,
 };
 pub use error::TranslateError;
 pub use request::{anthropic_to_openai_request, openai_to_anthropic_request};

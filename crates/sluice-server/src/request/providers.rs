@@ -10,6 +10,7 @@
 //! | Azure classic | `{base_url}/openai/deployments/{azure_deployment}/chat/completions?api-version=…` | `api-key` or Bearer token file |
 //! | Azure v1 | `{base_url}/openai/v1/chat/completions` | `api-key` or Bearer token file |
 //! | Bedrock (Converse) | `{base_url}/model/{model}/converse` (`converse-stream`) | SigV4 (`AWS_*` or a credentials file) |
+//! | Bedrock (InvokeModel, Anthropic models) | `{base_url}/model/{model}/invoke` (`invoke-with-response-stream`) | SigV4 |
 //!
 //! A Bedrock deployment is reached through the Anthropic shape: its body, answer, errors
 //! and stream are converted to and from Converse here ([`wire_body`], [`wire_response`],
@@ -20,7 +21,7 @@ pub mod bedrock;
 use axum::http::{HeaderMap, HeaderValue};
 use bytes::Bytes;
 use http_body_util::Full;
-use sluice_config::{AzureSurface, ProviderApi, ProviderKind};
+use sluice_config::{AzureSurface, BedrockSurface, ProviderApi, ProviderKind};
 use sluice_provider::{ConverseToAnthropicStream, ProviderFlavor, TranslateError};
 
 use crate::secret::Credential;
@@ -39,7 +40,7 @@ pub fn upstream_url(route: &Route, endpoint: &str) -> String {
             let deployment = route.azure_deployment.as_deref().unwrap_or(&route.model);
             format!("{base}/openai/deployments/{deployment}{rest}?api-version={api_version}")
         }
-        ProviderApi::Bedrock { .. } => bedrock::converse_url(base, &route.model, false),
+        ProviderApi::Bedrock { surface, .. } => bedrock::url(base, &route.model, *surface, false),
     }
 }
 
@@ -47,17 +48,21 @@ pub fn upstream_url(route: &Route, endpoint: &str) -> String {
 /// their own path (`converse-stream`).
 pub fn request_url(route: &Route, endpoint: &str, stream: bool) -> String {
     match &route.api {
-        ProviderApi::Bedrock { .. } => bedrock::converse_url(&route.base_url, &route.model, stream),
+        ProviderApi::Bedrock { surface, .. } => bedrock::url(&route.base_url, &route.model, *surface, stream),
         _ => upstream_url(route, endpoint),
     }
 }
 
-/// The body as `route`'s wire takes it: Converse for Bedrock, else as it is.
+/// The body as `route`'s wire takes it: Converse for Bedrock (InvokeModel: Anthropic's
+/// own with Bedrock's `anthropic_version`), else as it is.
 ///
 /// # Errors
 /// A request Converse cannot carry (the field is named).
 pub fn wire_body(route: &Route, body: Vec<u8>) -> Result<Vec<u8>, TranslateError> {
     match &route.api {
+        ProviderApi::Bedrock { surface: BedrockSurface::InvokeModel, .. } => {
+            sluice_provider::anthropic_to_invoke_request(&body)
+        }
         ProviderApi::Bedrock { .. } => sluice_provider::anthropic_to_converse_request(&body),
         _ => Ok(body),
     }
@@ -70,7 +75,7 @@ pub fn wire_body(route: &Route, body: Vec<u8>) -> Result<Vec<u8>, TranslateError
 /// An answer that is not Converse's.
 pub fn wire_response(route: &Route, headers: &HeaderMap, bytes: Bytes, model: &str) -> Result<Bytes, TranslateError> {
     match &route.api {
-        ProviderApi::Bedrock { .. } => {
+        ProviderApi::Bedrock { surface: BedrockSurface::Converse, .. } => {
             let id = format!("msg_bdrk_{}", header_text(headers, "x-amzn-requestid").unwrap_or_default());
             sluice_provider::converse_to_anthropic_response(&bytes, model, &id).map(Bytes::from)
         }
@@ -94,9 +99,12 @@ pub fn wire_error(route: &Route, status: u16, headers: &HeaderMap, bytes: Vec<u8
 #[must_use]
 pub fn wire_stream(route: &Route, headers: &HeaderMap, model: &str) -> Option<ConverseToAnthropicStream> {
     match &route.api {
-        ProviderApi::Bedrock { .. } => {
+        ProviderApi::Bedrock { surface: BedrockSurface::Converse, .. } => {
             let id = format!("msg_bdrk_{}", header_text(headers, "x-amzn-requestid").unwrap_or_default());
             Some(ConverseToAnthropicStream::new(model, &id))
+        }
+        ProviderApi::Bedrock { surface: BedrockSurface::InvokeModel, .. } => {
+            Some(ConverseToAnthropicStream::invoke(model))
         }
         _ => None,
     }
@@ -110,7 +118,7 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// at `unix_millis`). A request that cannot be signed goes unsigned: the provider's 403
 /// then says so, and the operator's log names the deployment (never the keys).
 pub fn sign(route: &Route, request: &mut http::Request<Full<Bytes>>, body: &[u8], unix_millis: u64) {
-    if let (ProviderApi::Bedrock { region }, Credential::Aws(source)) = (&route.api, &route.key) {
+    if let (ProviderApi::Bedrock { region, .. }, Credential::Aws(source)) = (&route.api, &route.key) {
         let keys = source.current();
         if let Err(reason) = bedrock::sign_request(request, body, &keys, region, unix_millis) {
             tracing::warn!(deployment = %route.name, reason, "could not sign the Bedrock request");

@@ -36,12 +36,14 @@ pub async fn converse(
     uri: Uri,
     body: Bytes,
 ) -> Response {
-    let stream = match action.as_str() {
-        "converse" => false,
-        "converse-stream" => true,
+    let (invoke, stream) = match action.as_str() {
+        "converse" => (false, false),
+        "converse-stream" => (false, true),
+        "invoke" => (true, false),
+        "invoke-with-response-stream" => (true, true),
         _ => return aws_error(&sim, StatusCode::NOT_FOUND, ("UnknownOperationException", "Unknown operation.")),
     };
-    serve(sim, Call { model, ctl, headers, uri, body, stream }).await
+    serve(sim, Call { model, ctl, headers, uri, body, stream, invoke }).await
 }
 
 /// `POST /v1/messages`: any Anthropic-shaped model but a Bedrock one (Bedrock has no such
@@ -67,6 +69,8 @@ struct Call {
     uri: Uri,
     body: Bytes,
     stream: bool,
+    /// InvokeModel (Anthropic's own body) rather than Converse.
+    invoke: bool,
 }
 
 async fn serve(sim: Arc<Sim>, call: Call) -> Response {
@@ -82,7 +86,12 @@ async fn serve(sim: Arc<Sim>, call: Call) -> Response {
             ("ValidationException", "The provided model identifier is invalid."),
         );
     }
-    let Ok(body) = sluice_provider::converse_to_anthropic_request(&call.body, &call.model, call.stream) else {
+    let body = if call.invoke {
+        invoke_to_anthropic(&call.body, &call.model, call.stream)
+    } else {
+        sluice_provider::converse_to_anthropic_request(&call.body, &call.model, call.stream).ok()
+    };
+    let Some(body) = body else {
         sim.invalid();
         let words = ("ValidationException", "Malformed input request, please reformat your input and try again.");
         return aws_error(&sim, StatusCode::BAD_REQUEST, words);
@@ -91,7 +100,24 @@ async fn serve(sim: Arc<Sim>, call: Call) -> Response {
     if !answer.status().is_success() {
         return refusal(&sim, answer).await;
     }
-    if call.stream { event_stream(&sim, answer) } else { converse_body(&sim, answer).await }
+    match (call.invoke, call.stream) {
+        (_, true) => event_stream(&sim, answer, call.invoke),
+        (true, false) => with_request_id(&sim, answer),
+        (false, false) => converse_body(&sim, answer).await,
+    }
+}
+
+/// InvokeModel's Anthropic body as the simulator's Messages request: it must carry
+/// `anthropic_version: bedrock-2023-05-31` and no `model` (the path names it).
+fn invoke_to_anthropic(body: &[u8], model: &str, stream: bool) -> Option<Vec<u8>> {
+    let mut value: Value = serde_json::from_slice(body).ok()?;
+    let obj = value.as_object_mut()?;
+    if obj.remove("anthropic_version")? != sluice_provider::BEDROCK_ANTHROPIC_VERSION || obj.contains_key("model") {
+        return None;
+    }
+    obj.insert("model".into(), Value::from(model));
+    obj.insert("stream".into(), Value::from(stream));
+    serde_json::to_vec(&value).ok()
 }
 
 /// A Bedrock error: `{"message"}` with `x-amzn-ErrorType`.
@@ -140,8 +166,8 @@ async fn converse_body(sim: &Sim, answer: Response) -> Response {
     }
 }
 
-fn event_stream(sim: &Sim, answer: Response) -> Response {
-    let mut frames = stream::SseToFrames::default();
+fn event_stream(sim: &Sim, answer: Response, invoke: bool) -> Response {
+    let mut frames = stream::SseToFrames::new(invoke);
     let body = answer.into_body().into_data_stream().map(move |chunk| chunk.map(|c| frames.push(&c)));
     let content_type = [(http::header::CONTENT_TYPE, "application/vnd.amazon.eventstream")];
     with_request_id(sim, (content_type, Body::from_stream(body)).into_response())

@@ -9,9 +9,16 @@ use serde_json::Value;
 pub struct SseToFrames {
     held: Vec<u8>,
     usage: Value,
+    invoke: bool,
 }
 
 impl SseToFrames {
+    /// Frames of ConverseStream, or (`invoke`) InvokeModelWithResponseStream's `chunk`s.
+    #[must_use]
+    pub fn new(invoke: bool) -> Self {
+        Self { invoke, ..Self::default() }
+    }
+
     /// The frames of the events `chunk` completes.
     pub fn push(&mut self, chunk: &[u8]) -> Bytes {
         self.held.extend_from_slice(chunk);
@@ -22,7 +29,11 @@ impl SseToFrames {
             let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
             let (Some(kind), Some(data)) = (field("event:"), field("data:")) else { continue };
             let data: Value = serde_json::from_str(data).unwrap_or(Value::Null);
-            out.extend(sluice_provider::anthropic_event_to_converse(kind, &data, &mut self.usage));
+            if self.invoke {
+                out.extend(sluice_provider::anthropic_event_to_invoke(kind, &data));
+            } else {
+                out.extend(sluice_provider::anthropic_event_to_converse(kind, &data, &mut self.usage));
+            }
         }
         Bytes::from(out)
     }

@@ -20,9 +20,12 @@ mod request;
 mod response;
 mod stream;
 
-pub use request::{anthropic_to_converse_request, converse_to_anthropic_request};
+pub use request::{
+    BEDROCK_ANTHROPIC_VERSION, anthropic_to_converse_request, anthropic_to_invoke_request,
+    converse_to_anthropic_request,
+};
 pub use response::{anthropic_to_converse_response, converse_error_to_anthropic, converse_to_anthropic_response};
-pub use stream::{ConverseToAnthropicStream, anthropic_event_to_converse, converse_frame};
+pub use stream::{ConverseToAnthropicStream, anthropic_event_to_converse, anthropic_event_to_invoke, converse_frame};
 
 /// An image's media type as Converse names its format (`png`, `jpeg`, `gif`, `webp`).
 fn image_format(media_type: &str) -> Option<&'static str> {

@@ -36,6 +36,23 @@ pub fn anthropic_to_converse_request(body: &[u8]) -> Result<Vec<u8>, TranslateEr
     Ok(serde_json::to_vec(&out).unwrap_or_default())
 }
 
+/// The InvokeModel body for an Anthropic model: the Messages body without `model` and
+/// `stream` (the URL says both), with `anthropic_version: bedrock-2023-05-31`.
+///
+/// # Errors
+/// A body that is no JSON object.
+pub fn anthropic_to_invoke_request(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
+    let mut value: Value = serde_json::from_slice(body).map_err(|_| TranslateError::invalid("body", "is not JSON"))?;
+    let Some(obj) = value.as_object_mut() else { return Err(TranslateError::invalid("body", "must be an object")) };
+    obj.remove("model");
+    obj.remove("stream");
+    obj.insert("anthropic_version".into(), Value::from(BEDROCK_ANTHROPIC_VERSION));
+    Ok(serde_json::to_vec(&value).unwrap_or_default())
+}
+
+/// The `anthropic_version` Bedrock's InvokeModel takes for Anthropic models.
+pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
+
 fn system_blocks(system: &Value) -> Vec<Value> {
     match system {
         Value::String(text) => vec![json!({"text": text})],

@@ -57,6 +57,8 @@ pub struct ConverseToAnthropicStream {
     open: Vec<u64>,
     stop: Option<&'static str>,
     ended: bool,
+    /// InvokeModelWithResponseStream: each `chunk` frame carries one Anthropic event.
+    invoke: bool,
 }
 
 impl ConverseToAnthropicStream {
@@ -72,7 +74,15 @@ impl ConverseToAnthropicStream {
             open: Vec::new(),
             stop: None,
             ended: false,
+            invoke: false,
         }
+    }
+
+    /// A reader of InvokeModelWithResponseStream (Anthropic models): its `chunk` frames'
+    /// base64 `bytes` are Anthropic's own events, passed on as SSE; exceptions as above.
+    #[must_use]
+    pub fn invoke(model: &str) -> Self {
+        Self { invoke: true, ..Self::new(model, "") }
     }
 
     /// Anthropic SSE bytes for the frames `chunk` completes.
@@ -119,6 +129,9 @@ impl ConverseToAnthropicStream {
             };
             return self.error(out, anthropic, &format!("{text} ({kind})"));
         }
+        if self.invoke {
+            return self.chunk(&payload, out);
+        }
         let index = payload.get("contentBlockIndex").and_then(Value::as_u64).unwrap_or(0);
         match header(message, ":event-type").unwrap_or_default() {
             "messageStart" => {
@@ -143,6 +156,15 @@ impl ConverseToAnthropicStream {
             "metadata" => self.metadata(&payload, out),
             _ => {}
         }
+    }
+
+    fn chunk(&mut self, payload: &Value, out: &mut Vec<u8>) {
+        let decoded =
+            payload.get("bytes").and_then(Value::as_str).and_then(|b| aws_smithy_types::base64::decode(b).ok());
+        let Some(event) = decoded.and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok()) else { return };
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+        sse(out, &kind, &event);
+        self.ended = kind == "message_stop";
     }
 
     fn open_block(&mut self, index: u64, block: Value, out: &mut Vec<u8>) {
@@ -189,6 +211,18 @@ impl ConverseToAnthropicStream {
         sse(out, "error", &json!({"type": "error", "error": {"type": kind, "message": message}}));
         self.ended = true;
     }
+}
+
+/// The InvokeModelWithResponseStream frame of one Anthropic SSE event (`data`): a
+/// `chunk` whose `bytes` is the event's JSON in base64 (an `error` event is an exception).
+#[must_use]
+pub fn anthropic_event_to_invoke(event: &str, data: &Value) -> Vec<u8> {
+    if event == "error" {
+        let mut usage = Value::Null;
+        return anthropic_event_to_converse(event, data, &mut usage);
+    }
+    let bytes = aws_smithy_types::base64::encode(serde_json::to_vec(data).unwrap_or_default());
+    converse_frame("chunk", &json!({"bytes": bytes}), false)
 }
 
 /// The event-stream frames of one Anthropic SSE event (`event`, its `data`), for the
@@ -271,6 +305,24 @@ mod tests {
         let mut bytewise = ConverseToAnthropicStream::new("m", "msg_1");
         let pieces: Vec<u8> = bytes.iter().flat_map(|b| bytewise.push(&[*b]).to_vec()).collect();
         assert_eq!(String::from_utf8_lossy(&pieces), expected);
+    }
+
+    #[test]
+    fn invoke_model_chunks_are_anthropic_events_passed_on() {
+        let events = [
+            ("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 3}}})),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}}),
+            ),
+            ("message_stop", json!({"type": "message_stop"})),
+        ];
+        let bytes: Vec<u8> = events.iter().flat_map(|(e, d)| anthropic_event_to_invoke(e, d)).collect();
+        let mut stream = ConverseToAnthropicStream::invoke("m");
+        let out = String::from_utf8_lossy(&stream.push(&bytes)).into_owned();
+        assert!(out.starts_with("event: message_start\ndata: {"), "{out}");
+        assert!(out.contains(r#""text":"hi""#), "{out}");
+        assert!(out.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"), "{out}");
     }
 
     #[test]

@@ -9,17 +9,24 @@ use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, si
 use aws_sigv4::sign::v4;
 use bytes::Bytes;
 use http_body_util::Full;
+use sluice_config::BedrockSurface;
 
 use crate::secret::AwsKeys;
 
 /// The service name requests to Bedrock's runtime are signed for.
 const SERVICE: &str = "bedrock";
 
-/// `{base_url}/model/{model}/converse` (or `converse-stream`), the model id
-/// percent-encoded as AWS's SDKs send it (`:` is `%3A`).
+/// `{base_url}/model/{model}/converse` (or `converse-stream`; `invoke`,
+/// `invoke-with-response-stream` on InvokeModel), the model id percent-encoded as AWS's
+/// SDKs send it (`:` is `%3A`).
 #[must_use]
-pub fn converse_url(base: &str, model: &str, stream: bool) -> String {
-    let action = if stream { "converse-stream" } else { "converse" };
+pub fn url(base: &str, model: &str, surface: BedrockSurface, stream: bool) -> String {
+    let action = match (surface, stream) {
+        (BedrockSurface::Converse, false) => "converse",
+        (BedrockSurface::Converse, true) => "converse-stream",
+        (BedrockSurface::InvokeModel, false) => "invoke",
+        (BedrockSurface::InvokeModel, true) => "invoke-with-response-stream",
+    };
     format!("{base}/model/{}/{action}", encode_segment(model))
 }
 
@@ -74,15 +81,14 @@ mod tests {
 
     #[test]
     fn the_model_id_is_percent_encoded_in_the_converse_path() {
-        let url = converse_url(
-            "https://bedrock-runtime.us-east-1.amazonaws.com",
-            "us.anthropic.claude-sonnet-4-20250514-v1:0",
-            true,
-        );
+        let base = "https://bedrock-runtime.us-east-1.amazonaws.com";
+        let url = url(base, "us.anthropic.claude-sonnet-4-20250514-v1:0", BedrockSurface::Converse, true);
         assert_eq!(
             url,
             "https://bedrock-runtime.us-east-1.amazonaws.com/model/us.anthropic.claude-sonnet-4-20250514-v1%3A0/converse-stream"
         );
-        assert!(converse_url("http://h", "a/b", false).ends_with("/model/a%2Fb/converse"));
+        assert!(super::url("http://h", "a/b", BedrockSurface::Converse, false).ends_with("/model/a%2Fb/converse"));
+        let invoke = super::url("http://h", "m", BedrockSurface::InvokeModel, true);
+        assert!(invoke.ends_with("/model/m/invoke-with-response-stream"));
     }
 }
