@@ -133,7 +133,10 @@ async fn side(args: &BedrockArgs, weight: u64) -> anyhow::Result<Side> {
     let burned = burned.lock().clone();
     gateway.shutdown().await;
     sim.shutdown().await;
-    let counted: u64 = burned.iter().filter(|(at, _)| *at >= args.warmup as f64).map(|(_, tokens)| tokens).sum();
+    // Answers that came in the measured interval: after the warm-up, before the deadline
+    // (those in flight then finish later, outside it).
+    let measured = (args.warmup as f64)..(args.seconds as f64);
+    let counted: u64 = burned.iter().filter(|(at, _)| measured.contains(at)).map(|(_, tokens)| tokens).sum();
     let per_second = args.tpm as f64 / 60.0;
     let utilization = counted as f64 / (per_second * args.seconds.saturating_sub(args.warmup).max(1) as f64);
     Ok(Side { output_weight: weight, served: burned.len() as u64, provider_429s, utilization })
