@@ -167,3 +167,32 @@ async fn invoke_model_carries_anthropics_own_body_and_stream_for_both_clients() 
     assert_eq!((stats.served, stats.invalid), (3, 0), "signed, with bedrock-2023-05-31 and no model in the body");
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_stream_error_mid_way_ends_the_clients_stream_with_its_error_event() {
+    let file = credentials(SIM_SECRET_ACCESS_KEY);
+    let faults = sluice_sim::config::FaultConfig {
+        stream_drop: 1.0,
+        stream_drop_after_chunks: 2,
+        ..sluice_sim::config::FaultConfig::default()
+    };
+    let mut config = sim(Limits::default());
+    config.models[0].faults = Some(faults);
+    config.models[0].completion = sluice_sim::config::Completion::Fixed { tokens: 40 };
+    let env = start(config, &policy(&file, "")).await;
+
+    let (status, _, text) = env.post("/v1/messages", KEY, &messages(64, true)).await;
+    let text = text.as_str().unwrap().to_owned();
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("event: content_block_delta"), "some text came first: {text}");
+    assert!(text.contains("event: error") && !text.contains("event: message_stop"), "{text}");
+    assert!(text.contains("modelStreamErrorException") && !text.contains("interrupted."), "sluice's words: {text}");
+
+    let mut stream = chat("claude", 8, 64);
+    stream["stream"] = json!(true);
+    let (status, _, text) = env.post("/v1/chat/completions", KEY, &stream).await;
+    let text = text.as_str().unwrap().to_owned();
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"error\"") && !text.contains("[DONE]"), "OpenAI's error chunk ends it: {text}");
+    env.shutdown().await;
+}

@@ -168,7 +168,18 @@ async fn converse_body(sim: &Sim, answer: Response) -> Response {
 
 fn event_stream(sim: &Sim, answer: Response, invoke: bool) -> Response {
     let mut frames = stream::SseToFrames::new(invoke);
-    let body = answer.into_body().into_data_stream().map(move |chunk| chunk.map(|c| frames.push(&c)));
+    // A stream the simulator breaks off (a `stream_drop` or `stall` fault) ends as Bedrock
+    // ends one that fails mid-way: a `modelStreamErrorException` frame.
+    let body = answer.into_body().into_data_stream().map(move |chunk| {
+        Ok::<_, std::convert::Infallible>(match chunk {
+            Ok(c) => frames.push(&c),
+            Err(_) => Bytes::from(sluice_provider::converse_frame(
+                "modelStreamErrorException",
+                &json!({"message": "The model stream was interrupted."}),
+                true,
+            )),
+        })
+    });
     let content_type = [(http::header::CONTENT_TYPE, "application/vnd.amazon.eventstream")];
     with_request_id(sim, (content_type, Body::from_stream(body)).into_response())
 }
