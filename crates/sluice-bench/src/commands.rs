@@ -2,8 +2,11 @@
 //! ([`crate::bench`]); `soak` runs the long flatness check ([`crate::soak`]); `chaos` the
 //! fault scenarios with their invariants ([`crate::chaos`]); `windows` the default burst
 //! against providers that enforce short windows ([`crate::windows`]); `responses` chained
-//! Responses API conversations against a TPM-bound provider ([`crate::chained`]).
+//! Responses API conversations against a TPM-bound provider ([`crate::chained`]);
+//! `bedrock` a
+//! TPM-bound Bedrock workload with and without the output weight ([`crate::bedrock`]).
 
+use crate::bedrock::BedrockArgs;
 use crate::bench::BenchArgs;
 use crate::chained::ChainedArgs;
 use crate::chaos::ChaosArgs;
@@ -37,6 +40,9 @@ pub enum Sub {
     /// Responses API conversations chained by `previous_response_id` against a TPM-bound
     /// provider: its 429s and the utilization of its limit.
     Responses(ChainedArgs),
+    /// A TPM-bound workload on a Bedrock deployment whose output burns 5× of its TPM, with
+    /// `output_weight = 5` and with 1: the provider's 429s and the weighted utilization.
+    Bedrock(BedrockArgs),
 }
 
 /// Runs the chosen benchmark.
@@ -50,5 +56,6 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         Some(Sub::Chaos(args)) => crate::chaos::run(args).await,
         Some(Sub::Windows(args)) => crate::windows::run(args).await,
         Some(Sub::Responses(args)) => crate::chained::run(args).await,
+        Some(Sub::Bedrock(args)) => crate::bedrock::run(args).await,
     }
 }

@@ -21,6 +21,7 @@
 
 pub mod attempts;
 pub mod baseline;
+pub mod bedrock;
 pub mod bench;
 pub mod chained;
 pub mod chaos;

@@ -54,6 +54,12 @@ pub enum SecretSource {
     ServiceAccount(String),
     /// No key (a local model server).
     None,
+    /// AWS credentials for SigV4: from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
+    /// `AWS_SESSION_TOKEN`, or (when set) from a credentials file re-read when it changes.
+    Aws {
+        /// An AWS shared credentials file (its `[default]` profile).
+        file: Option<String>,
+    },
 }
 
 /// A provider account.
@@ -87,6 +93,14 @@ pub enum ProviderApi {
     /// Vertex AI: `{base_url}/v1/projects/{project}/locations/{region}/publishers/{google |
     /// anthropic}/models/{model}:{verb}`, an OAuth access token as Bearer.
     Vertex(VertexLocation),
+    /// AWS Bedrock in `region`, SigV4-signed: `{base_url}/model/{model}/converse` (or
+    /// `/invoke` for Anthropic models on InvokeModel).
+    Bedrock {
+        /// The AWS region the requests are signed for (e.g. `us-east-1`).
+        region: String,
+        /// Which of Bedrock's runtime APIs the provider is called on.
+        surface: BedrockSurface,
+    },
 }
 
 /// Where a Vertex AI provider's models are served: one project's quota in one region.
@@ -96,6 +110,16 @@ pub struct VertexLocation {
     pub project: String,
     /// The region (`us-central1`, `europe-west4`, or `global`).
     pub region: String,
+}
+
+/// Which of Bedrock's runtime APIs a provider is called on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BedrockSurface {
+    /// Converse and ConverseStream: one shape for every model.
+    Converse,
+    /// InvokeModel and InvokeModelWithResponseStream with Anthropic's own body
+    /// (`anthropic_version: bedrock-2023-05-31`): Anthropic models only.
+    InvokeModel,
 }
 
 /// Which of Azure OpenAI's URL surfaces a provider is called on.
@@ -108,6 +132,16 @@ pub enum AzureSurface {
     },
     /// `{base_url}/openai/v1/…` (no `api-version`; the deployment is the body's `model`).
     V1,
+}
+
+/// A provider account: one quota (one Azure resource, one Bedrock account-region, one
+/// Vertex project's regional quota) that every deployment naming it shares.
+#[derive(Debug, Clone)]
+pub struct Account {
+    /// Its configured name.
+    pub name: Arc<str>,
+    /// The provider's limits for it (guarded, as a deployment's are).
+    pub limits: Limits,
 }
 
 /// One upstream quota domain: a provider account × model (× region).
@@ -125,6 +159,11 @@ pub struct Deployment {
     pub azure_deployment: Option<String>,
     /// The provider's limits for it.
     pub limits: Limits,
+    /// Index into [`Config::accounts`]: the provider account whose quota it shares.
+    pub account: Option<usize>,
+    /// How many tokens of the deployment's TPM one output token burns (Bedrock: 5 for
+    /// Claude 3.7 and later; 1 elsewhere), at admission and at settlement.
+    pub output_weight: u64,
     /// Input estimation.
     pub tokenizer: Tokenizer,
     /// Factor ≥ 1 applied to the input estimate.
@@ -526,6 +565,8 @@ pub struct Config {
     pub providers: Vec<Provider>,
     /// Deployments.
     pub deployments: Vec<Deployment>,
+    /// Provider accounts: quotas several deployments share, above them on the path.
+    pub accounts: Vec<Account>,
     /// Model profiles.
     pub models: Vec<ModelProfile>,
     /// Tenants.

@@ -16,6 +16,8 @@ pub struct RawConfig {
     #[serde(default, rename = "providers")]
     pub providers: Vec<RawProvider>,
     #[serde(default)]
+    pub accounts: Vec<RawAccount>,
+    #[serde(default)]
     pub deployments: Vec<RawDeployment>,
     #[serde(default)]
     pub models: Vec<RawModel>,
@@ -122,6 +124,8 @@ pub struct RawProvider {
     pub project: Option<Spanned<String>>,
     pub region: Option<Spanned<String>>,
     pub publisher: Option<Spanned<String>>,
+    pub aws_credentials_file: Option<Spanned<String>>,
+    pub bedrock_api: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -131,6 +135,8 @@ pub struct RawDeployment {
     pub provider: Spanned<String>,
     pub model: Spanned<String>,
     pub azure_deployment: Option<Spanned<String>>,
+    pub output_weight: Option<Spanned<u64>>,
+    pub account: Option<Spanned<String>>,
     #[serde(default)]
     pub limits: RawLimits,
     pub tokenizer: Option<Spanned<String>>,
@@ -159,6 +165,15 @@ pub struct RawPrice {
     pub input: Spanned<f64>,
     pub output: Spanned<f64>,
     pub cached_input: Option<Spanned<f64>>,
+}
+
+/// A provider account: a quota several deployments share.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccount {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub limits: RawLimits,
 }
 
 #[derive(Debug, Deserialize)]

@@ -5,6 +5,8 @@
 //! jobs), [`routing`] (providers, deployments, models) and [`tenancy`] (tenants, classes,
 //! keys).
 
+mod accounts;
+mod bedrock;
 mod cloud;
 mod google;
 mod process;
@@ -43,7 +45,9 @@ impl Validator<'_> {
         let org_name = raw.org.name.as_ref().map_or("org", |n| n.get_ref().as_str());
         let org = (Arc::from(org_name), self.limits("org.limits", &raw.org.limits)?);
         let providers = self.providers(&raw.providers)?;
-        let deployments = self.deployments(&raw.deployments, &providers)?;
+        let accounts = self.accounts(&raw.accounts)?;
+        let mut deployments = self.deployments(&raw.deployments, &providers)?;
+        self.deployment_accounts(&raw.deployments, &accounts, &mut deployments)?;
         let classes = self.classes(&raw.classes)?;
         let models = self.models(&raw.models, &deployments, &classes)?;
         let tenants = self.tenants(&raw.tenants)?;
@@ -58,6 +62,7 @@ impl Validator<'_> {
             org,
             providers,
             deployments,
+            accounts,
             models,
             tenants,
             keys,

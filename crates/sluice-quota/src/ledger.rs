@@ -274,7 +274,7 @@ impl Ledger {
         };
         for scope_id in &reservation.path {
             let Some(scope) = self.scopes.get_mut(scope_id.0 as usize) else { continue };
-            let used = if scope.key.kind == ScopeKind::Deployment { settlement.upstream } else { settlement.used };
+            let used = if scope.key.kind.is_upstream() { settlement.upstream } else { settlement.used };
             for (limit, tat) in scope.limits.rates.iter().zip(scope.tats.iter_mut()) {
                 let dim = limit.dimension;
                 *tat = bucket::adjust(limit, *tat, now, reservation.cost.of(dim), used.of(dim));

@@ -53,6 +53,14 @@ impl Cost {
         Self { requests: 1, input_tokens, output_tokens }
     }
 
+    /// This cost with each output token counted `weight` times: a provider that burns its
+    /// output faster than its input against one token quota (Bedrock burns Claude 3.7+
+    /// output 5×) is mirrored exactly, at admission and at settlement.
+    #[must_use]
+    pub fn with_output_weight(self, weight: u64) -> Self {
+        Self { output_tokens: self.output_tokens.saturating_mul(weight), ..self }
+    }
+
     /// The amount of `dimension` this cost uses.
     #[must_use]
     pub fn of(&self, dimension: Dimension) -> u64 {

@@ -18,6 +18,9 @@ pub enum ScopeKind {
     ModelProfile,
     /// A provider deployment: the upstream quota domain (account × region × model).
     Deployment,
+    /// A provider account: a quota several deployments share (one Azure resource, one
+    /// Bedrock account-region, one Vertex project's regional quota), above them.
+    Account,
 }
 
 impl ScopeKind {
@@ -25,7 +28,14 @@ impl ScopeKind {
     /// deployment), as opposed to a caller's own (tenant, team, key).
     #[must_use]
     pub fn is_shared(self) -> bool {
-        matches!(self, Self::Org | Self::ModelProfile | Self::Deployment)
+        matches!(self, Self::Org | Self::ModelProfile | Self::Deployment | Self::Account)
+    }
+
+    /// Whether the scope mirrors a provider's quota (a deployment, an account): it is
+    /// settled on what the provider charged ([`crate::Settlement::upstream`]).
+    #[must_use]
+    pub fn is_upstream(self) -> bool {
+        matches!(self, Self::Deployment | Self::Account)
     }
 
     /// The name used in errors, metrics and storage keys.
@@ -38,6 +48,7 @@ impl ScopeKind {
             Self::ApiKey => "api_key",
             Self::ModelProfile => "model_profile",
             Self::Deployment => "deployment",
+            Self::Account => "account",
         }
     }
 }

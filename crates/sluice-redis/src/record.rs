@@ -10,7 +10,7 @@ use std::borrow::Borrow;
 
 use std::time::Duration;
 
-use sluice_quota::{Cost, Dimension, Limits, ScopeKey, ScopeKind, Share, bucket};
+use sluice_quota::{Cost, Dimension, Limits, ScopeKey, Share, bucket};
 
 /// Largest time the scripts are sent: Lua numbers are doubles, exact to 2^53.
 const MAX_US: u64 = 1 << 52;
@@ -103,7 +103,7 @@ impl ScopeSpec {
         let layout = layout_of(&limits_spec);
         Self {
             sid,
-            deployment: key.kind == ScopeKind::Deployment,
+            deployment: key.kind.is_upstream(),
             shared: key.kind.is_shared(),
             cc: limits.concurrency.map_or(0, std::num::NonZeroU64::get),
             limits: limits_spec,
@@ -370,7 +370,7 @@ mod tests {
     use std::num::NonZeroU64;
     use std::time::Duration;
 
-    use sluice_quota::RateLimit;
+    use sluice_quota::{RateLimit, ScopeKind};
 
     use super::*;
 

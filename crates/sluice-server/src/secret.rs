@@ -4,8 +4,10 @@
 use std::fmt;
 
 pub mod google;
+mod aws;
 mod token_file;
 
+pub use aws::AwsKeys;
 pub use token_file::Credential;
 
 use axum::http::HeaderValue;
@@ -73,7 +75,7 @@ pub enum SecretError {
 /// When the variable or file is missing or empty, or the key is not a valid header value.
 pub fn load(provider: &str, source: &SecretSource, bearer: bool) -> Result<Option<ProviderKey>, SecretError> {
     let raw = match source {
-        SecretSource::None | SecretSource::ServiceAccount(_) => return Ok(None),
+        SecretSource::None | SecretSource::ServiceAccount(_) | SecretSource::Aws { .. } => return Ok(None),
         SecretSource::Env(var) => std::env::var(var)
             .ok()
             .filter(|v| !v.trim().is_empty())

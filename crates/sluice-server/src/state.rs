@@ -126,6 +126,10 @@ pub struct Route {
     pub input_safety_factor: f64,
     /// Output charging rule.
     pub output_counting: OutputCounting,
+    /// Quota tokens each output token burns on the deployment.
+    pub output_weight: u64,
+    /// The provider account's scope the deployment shares, if it names one.
+    pub account: Option<ScopeId>,
     /// Its counters.
     pub counters: RouteCounters,
     /// Requests waiting for it.
@@ -314,6 +318,11 @@ fn routes(
     metrics: &Metrics,
 ) -> Result<Vec<Route>, SecretError> {
     let total_weight: u64 = config.tenants.iter().map(|t| u64::from(t.weight.get())).sum();
+    let accounts: Vec<ScopeId> = config
+        .accounts
+        .iter()
+        .map(|a| store.register(ScopeKey::new(ScopeKind::Account, a.name.clone()), a.limits.clone()))
+        .collect();
     config
         .deployments
         .iter()
@@ -367,6 +376,8 @@ fn routes(
                 tokenizer,
                 input_safety_factor: d.input_safety_factor,
                 output_counting: d.output_counting,
+                output_weight: d.output_weight,
+                account: d.account.and_then(|i| accounts.get(i).copied()),
             })
         })
         .collect()

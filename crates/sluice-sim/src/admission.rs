@@ -221,6 +221,17 @@ impl ModelLimiter {
         }
     }
 
+    /// Settles TPM after generation (Bedrock): `reserved` was taken at admission, `actual`
+    /// is what the answer burned; the difference is refunded or taken.
+    pub fn settle_tokens(&mut self, now: f64, reserved: f64, actual: f64) {
+        let Some(meter) = self.meters[index(Dim::Tpm)].as_mut() else { return };
+        if actual > reserved {
+            meter.take(now, actual - reserved);
+        } else {
+            meter.refund(now, reserved - actual);
+        }
+    }
+
     /// Limit, remaining and seconds to full of a dimension, if it is limited.
     pub fn status(&mut self, now: f64, dim: Dim) -> Option<(f64, f64, f64)> {
         self.meters[index(dim)].as_mut().map(|m| m.status(now))

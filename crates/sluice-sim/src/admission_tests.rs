@@ -89,6 +89,21 @@ fn anthropic_max_tokens_mode_reserves_and_refunds() {
 }
 
 #[test]
+fn bedrock_tpm_settles_to_the_weighted_output_taking_or_refunding_the_difference() {
+    let lim = Limits { tpm: Some(10_000), window_fraction: 1.0, ..Limits::default() };
+    let mut l = ModelLimiter::new(&lim, OutputAccounting::MaxTokens, false, 0.0);
+    // Input 100 + max_tokens 1,000 up front.
+    assert!(l.admit(0.0, &tokens(1_100.0)).is_ok());
+    // 600 output tokens × 5 burned: 2,000 more than the 1,000 reserved.
+    l.settle_tokens(0.0, 1_000.0, 3_000.0);
+    assert_eq!(l.status(0.0, Dim::Tpm).unwrap().1, 6_900.0);
+    // 100 output tokens × 5: half the reservation comes back.
+    assert!(l.admit(0.0, &tokens(1_100.0)).is_ok());
+    l.settle_tokens(0.0, 1_000.0, 500.0);
+    assert_eq!(l.status(0.0, Dim::Tpm).unwrap().1, 6_300.0);
+}
+
+#[test]
 fn daily_limits_are_their_own_kind() {
     let lim = Limits { rpd: Some(2), ..Limits::default() };
     let mut l = ModelLimiter::new(&lim, OutputAccounting::Actual, true, 0.0);

@@ -84,6 +84,9 @@ pub enum Flavor {
     Gemini,
     /// Anthropic.
     Anthropic,
+    /// AWS Bedrock's Converse API over the Anthropic shape: SigV4, event streams, and a
+    /// TPM quota that reserves `max_tokens` and burns output `output_weight`×.
+    Bedrock,
 }
 
 /// How an OpenAI-shaped request is charged against TPM at admission.
@@ -235,6 +238,13 @@ pub struct ModelConfig {
     /// Faults of this model (override the top-level ones).
     #[serde(default)]
     pub faults: Option<FaultConfig>,
+    /// Bedrock: quota tokens each output token burns against `tpm` (5 for Claude 3.7+).
+    #[serde(default = "one_u64")]
+    pub output_weight: u64,
+}
+
+fn one_u64() -> u64 {
+    1
 }
 
 fn default_max_tokens() -> u64 {
@@ -273,6 +283,7 @@ impl ModelConfig {
             encoding: None,
             latency: None,
             faults: None,
+            output_weight: 1,
         }
     }
 
@@ -290,6 +301,12 @@ impl ModelConfig {
             Shape::Openai => Flavor::Openai,
             Shape::Anthropic => Flavor::Anthropic,
         })
+    }
+
+    /// The shape of its limits: Bedrock's quota is a TPM (with RPM), as OpenAI's is.
+    #[must_use]
+    pub fn quota_shape(&self) -> Shape {
+        if self.flavor() == Flavor::Bedrock { Shape::Openai } else { self.shape }
     }
 
     /// The tokenizer encoding, defaulted from the name and shape.

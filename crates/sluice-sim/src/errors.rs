@@ -56,7 +56,8 @@ impl ApiError {
     #[must_use]
     pub fn body(&self, flavor: Flavor, request_id: &str) -> Value {
         match flavor {
-            Flavor::Anthropic => crate::anthropic::errors::body(self, request_id),
+            // Bedrock's answers are built in Anthropic's shape, then turned into Bedrock's.
+            Flavor::Anthropic | Flavor::Bedrock => crate::anthropic::errors::body(self, request_id),
             Flavor::Azure if self.status() == 429 => crate::openai::errors::azure_429(self),
             Flavor::Azure if self.status() == 401 => crate::openai::errors::azure_401(),
             Flavor::Gemini if self.status() == 429 => crate::openai::errors::gemini_429(self),

@@ -38,6 +38,7 @@
 pub mod admission;
 pub mod anthropic;
 mod app;
+pub mod bedrock;
 pub mod cli;
 pub mod clock;
 mod cloud;

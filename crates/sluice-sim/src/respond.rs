@@ -107,7 +107,7 @@ fn finish(
         match flavor {
             Flavor::Openai | Flavor::Azure => openai_headers(headers, sim, snapshot),
             Flavor::Anthropic => anthropic_headers(headers, sim, snapshot),
-            Flavor::Gemini => {}
+            Flavor::Gemini | Flavor::Bedrock => {}
         }
     }
     response

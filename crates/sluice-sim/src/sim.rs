@@ -258,10 +258,16 @@ impl Sim {
     }
 
     /// Settles output tokens of a request that generated `output` tokens.
+    #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
     pub fn settle_output(&self, model: &ModelState, reserved_output: u64, output: u64) {
         let now = self.sim_now();
-        #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
-        model.inner.lock().limiter.settle_output(now, reserved_output as f64, output as f64);
+        let mut inner = model.inner.lock();
+        inner.limiter.settle_output(now, reserved_output as f64, output as f64);
+        if model.flavor == Flavor::Bedrock {
+            // Bedrock reserved `max_tokens` on TPM and now charges output × its weight.
+            let burned = output.saturating_mul(model.config.output_weight);
+            inner.limiter.settle_tokens(now, reserved_output as f64, burned as f64);
+        }
     }
 
     /// Records an invalid request.
@@ -301,7 +307,7 @@ impl Sim {
         let Some(model) = self.models.get(name) else {
             return Err(ConfigError(format!("unknown model `{name}`")));
         };
-        limits.validate(&format!("model `{name}`"), model.config.shape)?;
+        limits.validate(&format!("model `{name}`"), model.config.quota_shape())?;
         let limits = limits.effective(model.flavor);
         let now = self.sim_now();
         let mut inner = model.inner.lock();

@@ -59,13 +59,16 @@ impl ModelConfig {
             return fail("a model name must not be empty");
         }
         let flavor_shape = match self.flavor() {
-            crate::config::Flavor::Anthropic => Shape::Anthropic,
+            crate::config::Flavor::Anthropic | crate::config::Flavor::Bedrock => Shape::Anthropic,
             _ => Shape::Openai,
         };
         if flavor_shape != self.shape {
             return fail(format!("{at}: flavor {:?} does not fit shape {:?}", self.flavor(), self.shape));
         }
-        self.limits.validate(&at, self.shape)?;
+        self.limits.validate(&at, self.quota_shape())?;
+        if self.output_weight == 0 {
+            return fail(format!("{at}: output_weight must be positive"));
+        }
         self.completion.validate(&at)?;
         if !(0.0..=1.0).contains(&self.cached_input_fraction) {
             return fail(format!("{at}: cached_input_fraction must be within 0..=1"));

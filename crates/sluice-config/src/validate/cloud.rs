@@ -21,6 +21,9 @@ impl Validator<'_> {
             }
         }
         self.google_fields_belong(i, p)?;
+        if let Some(api) = self.bedrock_api(i, p)? {
+            return Ok(api);
+        }
         match kind {
             "gemini" => self.gemini_surface(i, p),
             "vertex" => self.vertex_location(i, p).map(ProviderApi::Vertex),

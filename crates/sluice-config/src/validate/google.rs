@@ -16,9 +16,12 @@ impl Validator<'_> {
             ("region", &p.region),
             ("publisher", &p.publisher),
         ];
-        match vertex_only.into_iter().find(|(_, v)| v.is_some()) {
+        // `region` is Bedrock's too; its own check refuses it elsewhere.
+        let shared_with_bedrock = |name: &str| name == "region" && p.kind.get_ref() == "bedrock";
+        match vertex_only.into_iter().find(|(name, v)| v.is_some() && !shared_with_bedrock(name)) {
             Some((name, Some(value))) => {
-                Err(self.err(&format!("providers[{i}].{name}"), value.span(), "only for kind = \"vertex\""))
+                let words = if name == "region" { "only for kind = \"bedrock\" or kind = \"vertex\"" } else { "only for kind = \"vertex\"" };
+                Err(self.err(&format!("providers[{i}].{name}"), value.span(), words))
             }
             _ => Ok(()),
         }

@@ -15,11 +15,12 @@ impl Validator<'_> {
     pub(super) fn provider(&self, i: usize, p: &RawProvider) -> Result<Provider> {
         let kind = match p.kind.get_ref().as_str() {
             "openai" | "azure" | "gemini" => ProviderKind::OpenAi,
-            "anthropic" => ProviderKind::Anthropic,
+            // Bedrock is reached through the Anthropic shape, translated to Converse on the way up.
+            "anthropic" | "bedrock" => ProviderKind::Anthropic,
             "vertex" => self.vertex_kind(i, p)?,
             "ollama" => ProviderKind::Ollama,
             other => {
-                let msg = format!("unknown kind `{other}` (openai, azure, gemini, vertex, anthropic, ollama)");
+                let msg = format!("unknown kind `{other}` (openai, azure, gemini, vertex, anthropic, bedrock, ollama)");
                 return Err(self.err(&format!("providers[{i}].kind"), p.kind.span(), msg));
             }
         };
@@ -32,7 +33,10 @@ impl Validator<'_> {
             ));
         }
         let api = self.provider_api(i, p)?;
-        let api_key = self.api_key(i, p, kind)?;
+        let api_key = match api {
+            ProviderApi::Bedrock { .. } => self.aws_credentials(i, p)?,
+            _ => self.api_key(i, p, kind)?,
+        };
         Ok(Provider { name: Arc::from(p.name.get_ref().as_str()), kind, base_url: url.to_owned(), api_key, api })
     }
 
@@ -134,6 +138,8 @@ impl Validator<'_> {
             azure_deployment: self.azure_deployment(i, d, &account.api)?,
             // A deployment's limits mirror the provider's: its buckets keep a send guard.
             limits: self.limits(&field("limits"), &limits)?.guarded(),
+            output_weight: self.output_weight(i, d, &account.api)?,
+            account: None,
             adaptive: self.adaptive(i, d, kind, output_counting)?,
             tokenizer,
             input_safety_factor,

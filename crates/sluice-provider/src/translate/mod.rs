@@ -28,6 +28,7 @@
 //! any malformed upstream answer). Streams never fail: what they cannot read is skipped,
 //! and a stream that stops short ends with the client's interruption event.
 
+mod converse;
 mod error;
 mod gemini;
 mod image;
@@ -39,6 +40,11 @@ mod responses_messages;
 mod stream;
 mod tools;
 
+pub use converse::{
+    BEDROCK_ANTHROPIC_VERSION, ConverseToAnthropicStream, anthropic_event_to_converse, anthropic_event_to_invoke,
+    anthropic_to_converse_request, anthropic_to_converse_response, anthropic_to_invoke_request,
+    converse_error_to_anthropic, converse_frame, converse_to_anthropic_request, converse_to_anthropic_response,
+};
 pub use error::TranslateError;
 pub use gemini::{gemini_error_to_openai, gemini_to_openai_response, openai_error_type, openai_to_gemini_request};
 pub use request::{anthropic_to_openai_request, openai_to_anthropic_request};

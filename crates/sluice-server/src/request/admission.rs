@@ -28,11 +28,14 @@ pub struct Quote {
     pub input: u64,
     /// Reserved output tokens.
     pub output: u64,
+    /// How many quota tokens each output token burns on the deployment (1 but on Bedrock's
+    /// recent Claude models).
+    pub output_weight: u64,
 }
 
 impl Quote {
     fn cost(self) -> Cost {
-        Cost::request(self.input, self.output)
+        Cost::request(self.input, self.output).with_output_weight(self.output_weight)
     }
 }
 
@@ -80,7 +83,7 @@ pub async fn admit(req: &Request<'_>, deployment: usize, mode: Mode) -> Result<A
 fn ask(gateway: &Gateway, caller: &Caller, profile: &Profile, route: &Route, quote: Quote) -> Ask {
     let mut path = Vec::with_capacity(caller.scopes.len() + 2);
     path.extend_from_slice(&caller.scopes);
-    path.extend([profile.scope, route.scope]);
+    path.extend(upstream_path(profile, route));
     let total = quote.input.saturating_add(quote.output);
     let fair = FairShare {
         tenant: Arc::clone(&caller.tenant),
@@ -102,6 +105,12 @@ fn ask(gateway: &Gateway, caller: &Caller, profile: &Profile, route: &Route, quo
     }
 }
 
+/// The scopes after the caller's: the profile, the provider account the deployment shares
+/// (if any), the deployment; reserved all-or-nothing with the caller's.
+fn upstream_path(profile: &Profile, route: &Route) -> impl Iterator<Item = ScopeId> {
+    [Some(profile.scope), route.account, Some(route.scope)].into_iter().flatten()
+}
+
 /// Counts an admission (metrics, guaranteed shares, adaptive accounting) and keeps the
 /// terms its reservation is settled on.
 fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant) -> Admitted {
@@ -118,6 +127,7 @@ fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant) -> Admi
         protocol: req.request.protocol,
         input: quote.input,
         output: quote.output,
+        output_weight: quote.output_weight,
         adaptive: Arc::clone(&route.adaptive),
         kind: route.kind,
         output_counting: route.output_counting,
@@ -243,7 +253,7 @@ fn quote(gateway: &Gateway, request: &ParsedRequest, profile: &Profile, route: &
             route.adaptive.output_reservation(allowed.saturating_mul(u64::from(request.choices)))
         }
     };
-    Quote { input, output }
+    Quote { input, output, output_weight: route.output_weight }
 }
 
 /// The input estimate of `request` on `route`: its tokenizer and safety factor for text,
@@ -275,7 +285,7 @@ pub(crate) async fn check_fits(
     check_endpoint(request, route)?;
     let quoted = quote(gateway, request, profile, route, None);
     let cost = quoted.cost();
-    let path: Vec<ScopeId> = caller.scopes.iter().copied().chain([profile.scope, route.scope]).collect();
+    let path: Vec<ScopeId> = caller.scopes.iter().copied().chain(upstream_path(profile, route)).collect();
     // One store read for the whole path; if it fails, admission judges the request later.
     let reads = gateway.store.snapshots(&path).await.unwrap_or_default();
     for snapshot in reads.into_iter().flatten() {

@@ -151,7 +151,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     .reporting_to(Arc::clone(req.access));
     let body = crossing
         .request_body(request, &route.model, req.profile.default_max_tokens, force_usage)
-        .and_then(|body| google::request_body(route, upstream_protocol, body));
+        .and_then(|body| super::providers::wire_body(route, upstream_protocol, body));
     let body = match body {
         Ok(body) => body,
         Err(e) => {
@@ -169,7 +169,8 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
             error: GatewayError::UpstreamAuthFailed(route.name.to_string()),
         };
     }
-    let outgoing = outbound::build_upstream(route, (upstream_protocol, request.stream), req.headers, body, req.trace);
+    let at = (request.stream, gateway.clock.unix_millis());
+    let outgoing = outbound::build_upstream(route, upstream_protocol, req.headers, body, req.trace, at);
     let sent_at = gateway.clock.now();
     let Sent { response, deadline } = outbound::send(gateway, route, outgoing).await;
     req.access.answered(gateway.clock.now().since(sent_at));
@@ -195,7 +196,8 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
             pipe = Pipe::Decoded(Box::new(decoder), Box::new(pipe));
         }
         let watch = relay::Watch::new(route, &gateway.streams);
-        return Attempt::Done(relay::stream(response, guard, terms, pipe, watch));
+        let wire = super::providers::wire_stream(route, response.headers(), &request.model);
+        return Attempt::Done(relay::stream(response, guard, terms, (wire, pipe), watch));
     }
     match buffered(response, guard, &call, &request.model, created).await {
         Ok(response) => Attempt::Done(response),
@@ -293,7 +295,8 @@ async fn buffered(
     let bytes = upstream::read_body(body, MAX_RESPONSE_BYTES, call.deadline)
         .await
         .map_err(|e| body_failure(call, e, "a response", MAX_RESPONSE_BYTES))?;
-    let bytes = google::response_body(call.route, bytes, client_model, created).map_err(|e| bad_response(call, &e))?;
+    let bytes = super::providers::wire_response(call.route, &parts.headers, bytes, client_model, created)
+        .map_err(|e| bad_response(call, &e))?;
     let terms = call.terms;
     let upstream_protocol = call.crossing.upstream(terms.protocol);
     let usage = usage_from_response(upstream_protocol, &bytes);
@@ -336,6 +339,7 @@ async fn provider_error(
     let (parts, body) = response.into_parts();
     let read = upstream::read_body(body, MAX_ERROR_BYTES, call.deadline).await;
     let bytes = read.clone().unwrap_or_default();
+    let bytes = super::providers::wire_error(route, parts.status.as_u16(), &parts.headers, bytes.to_vec());
     // The provider's hints are read once: for classification, the pause and the adaptive state.
     let now_ms = gateway.clock.unix_millis();
     let hints = sluice_provider::parse_hints(&parts.headers, Some(&bytes), Some(now_ms));
@@ -400,7 +404,8 @@ async fn provider_429(call: &Call<'_>, hints: &sluice_provider::RateLimitHints, 
     gateway.metrics.decision("provider_rejected", "provider");
     let hit = Hit { limit_type: "provider".into(), ..admission::hit_labels(route) };
     gateway.metrics.rate_limit_hits.get_or_create(&hit).inc();
-    let quote = admission::Quote { input: call.terms.input, output: call.terms.output };
+    let terms = call.terms;
+    let quote = admission::Quote { input: terms.input, output: terms.output, output_weight: terms.output_weight };
     let (caller, profile) = (call.req.caller, call.req.profile);
     GatewayError::RateLimited(Box::new(RateLimitInfo {
         limiter: "provider".into(),

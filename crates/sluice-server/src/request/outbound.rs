@@ -24,17 +24,18 @@ pub fn endpoint_path(protocol: Protocol) -> &'static str {
     }
 }
 
-/// The request `route` is sent: `body` in `protocol` (`stream`ed or not), with the
+/// The request `route` is sent: `body` in `protocol` (a stream when `stream`), with the
 /// deployment's key, the client's Anthropic version and beta flags, and the trace's
-/// `traceparent`.
+/// `traceparent`; signed last when the deployment signs (at `unix_millis`).
 pub fn build_upstream(
     route: &Route,
-    (protocol, stream): (Protocol, bool),
+    protocol: Protocol,
     client_headers: &HeaderMap,
     body: Vec<u8>,
     trace: &Trace,
+    (stream, unix_millis): (bool, u64),
 ) -> http::Request<Full<Bytes>> {
-    let uri = super::providers::upstream_url(route, endpoint_path(protocol), stream);
+    let uri = super::providers::request_url(route, endpoint_path(protocol), stream);
     let mut builder = http::Request::post(uri)
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::USER_AGENT, concat!("sluice/", env!("CARGO_PKG_VERSION")))
@@ -42,7 +43,11 @@ pub fn build_upstream(
     for (name, value) in super::providers::auth_headers(route, client_headers) {
         builder = builder.header(name, value);
     }
-    builder.body(Full::new(Bytes::from(body))).unwrap_or_else(|_| http::Request::new(Full::new(Bytes::new())))
+    let body = Bytes::from(body);
+    let mut request =
+        builder.body(Full::new(body.clone())).unwrap_or_else(|_| http::Request::new(Full::new(Bytes::new())));
+    super::providers::sign(route, &mut request, &body, unix_millis);
+    request
 }
 
 /// A sent request: the provider's response head (or why none came) and the deadline by

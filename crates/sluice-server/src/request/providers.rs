@@ -10,10 +10,20 @@
 //! | Azure classic | `{base_url}/openai/deployments/{azure_deployment}/chat/completions?api-version=…` | `api-key` or Bearer token file |
 //! | Azure v1 | `{base_url}/openai/v1/chat/completions` | `api-key` or Bearer token file |
 //! | Gemini native, Vertex AI | see [`google`](super::google) | `x-goog-api-key`; OAuth Bearer |
+//! | Bedrock (Converse) | `{base_url}/model/{model}/converse` (`converse-stream`) | SigV4 (`AWS_*` or a credentials file) |
+//! | Bedrock (InvokeModel, Anthropic models) | `{base_url}/model/{model}/invoke` (`invoke-with-response-stream`) | SigV4 |
+//!
+//! A Bedrock deployment is reached through the Anthropic shape: its body, answer, errors
+//! and stream are converted to and from Converse here ([`wire_body`], [`wire_response`],
+//! [`wire_error`], [`wire_stream`]), and the request is signed last ([`sign`]).
+
+pub mod bedrock;
 
 use axum::http::{HeaderMap, HeaderValue};
-use sluice_config::{AzureSurface, ProviderApi, ProviderKind};
-use sluice_provider::ProviderFlavor;
+use bytes::Bytes;
+use http_body_util::Full;
+use sluice_config::{AzureSurface, BedrockSurface, ProviderApi, ProviderKind};
+use sluice_provider::{ConverseToAnthropicStream, Protocol, ProviderFlavor, TranslateError};
 
 use crate::secret::Credential;
 use crate::state::Route;
@@ -33,6 +43,97 @@ pub fn upstream_url(route: &Route, endpoint: &str, stream: bool) -> String {
             format!("{base}/openai/deployments/{deployment}{rest}?api-version={api_version}")
         }
         ProviderApi::GeminiNative | ProviderApi::Vertex(_) => super::google::url(route, stream).unwrap_or_default(),
+        ProviderApi::Bedrock { surface, .. } => bedrock::url(base, &route.model, *surface, false),
+    }
+}
+
+/// The upstream URL of a request to `route`: [`upstream_url`], but Bedrock streams at
+/// their own path (`converse-stream`).
+pub fn request_url(route: &Route, endpoint: &str, stream: bool) -> String {
+    match &route.api {
+        ProviderApi::Bedrock { surface, .. } => bedrock::url(&route.base_url, &route.model, *surface, stream),
+        _ => upstream_url(route, endpoint, stream),
+    }
+}
+
+/// The body as `route`'s wire takes it: Converse for Bedrock (InvokeModel: Anthropic's
+/// own with Bedrock's `anthropic_version`), Gemini's `generateContent` shape for Gemini's
+/// native API and Vertex (Claude on Vertex: the messages body without `model`), else as
+/// it is. `protocol` is the road's upstream protocol.
+///
+/// # Errors
+/// A request Converse cannot carry (the field is named).
+pub fn wire_body(route: &Route, protocol: Protocol, body: Vec<u8>) -> Result<Vec<u8>, TranslateError> {
+    match &route.api {
+        ProviderApi::Bedrock { surface: BedrockSurface::InvokeModel, .. } => {
+            sluice_provider::anthropic_to_invoke_request(&body)
+        }
+        ProviderApi::Bedrock { .. } => sluice_provider::anthropic_to_converse_request(&body),
+        _ => super::google::request_body(route, protocol, body),
+    }
+}
+
+/// A success body back in the road's shape: Bedrock's Converse answer as Anthropic's
+/// (named `model`, its id Bedrock's request id), Gemini's as OpenAI chat's (`created`).
+///
+/// # Errors
+/// An answer that is not Converse's.
+pub fn wire_response(
+    route: &Route,
+    headers: &HeaderMap,
+    bytes: Bytes,
+    model: &str,
+    created: u64,
+) -> Result<Bytes, TranslateError> {
+    match &route.api {
+        ProviderApi::Bedrock { surface: BedrockSurface::Converse, .. } => {
+            let id = format!("msg_bdrk_{}", header_text(headers, "x-amzn-requestid").unwrap_or_default());
+            sluice_provider::converse_to_anthropic_response(&bytes, model, &id).map(Bytes::from)
+        }
+        _ => super::google::response_body(route, bytes, model, created),
+    }
+}
+
+/// An error body back in the road's shape: Bedrock's `{"message"}` and its
+/// `x-amzn-ErrorType` as Anthropic's error.
+#[must_use]
+pub fn wire_error(route: &Route, status: u16, headers: &HeaderMap, bytes: Vec<u8>) -> Vec<u8> {
+    match &route.api {
+        ProviderApi::Bedrock { .. } => {
+            sluice_provider::converse_error_to_anthropic(status, header_text(headers, "x-amzn-errortype"), &bytes)
+        }
+        _ => bytes,
+    }
+}
+
+/// What reads `route`'s stream into the road's shape: Bedrock's event stream as Anthropic SSE.
+#[must_use]
+pub fn wire_stream(route: &Route, headers: &HeaderMap, model: &str) -> Option<ConverseToAnthropicStream> {
+    match &route.api {
+        ProviderApi::Bedrock { surface: BedrockSurface::Converse, .. } => {
+            let id = format!("msg_bdrk_{}", header_text(headers, "x-amzn-requestid").unwrap_or_default());
+            Some(ConverseToAnthropicStream::new(model, &id))
+        }
+        ProviderApi::Bedrock { surface: BedrockSurface::InvokeModel, .. } => {
+            Some(ConverseToAnthropicStream::invoke(model))
+        }
+        _ => None,
+    }
+}
+
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Signs `request` (its `body` as sent) when `route` needs a signature (Bedrock's SigV4,
+/// at `unix_millis`). A request that cannot be signed goes unsigned: the provider's 403
+/// then says so, and the operator's log names the deployment (never the keys).
+pub fn sign(route: &Route, request: &mut http::Request<Full<Bytes>>, body: &[u8], unix_millis: u64) {
+    if let (ProviderApi::Bedrock { region, .. }, Credential::Aws(source)) = (&route.api, &route.key) {
+        let keys = source.current();
+        if let Err(reason) = bedrock::sign_request(request, body, &keys, region, unix_millis) {
+            tracing::warn!(deployment = %route.name, reason, "could not sign the Bedrock request");
+        }
     }
 }
 
@@ -46,8 +147,8 @@ pub fn auth_headers(route: &Route, client_headers: &HeaderMap) -> Vec<(&'static 
         headers.push((key_header(route), key.header().clone()));
     }
     if route.kind == ProviderKind::Anthropic {
-        // Vertex takes Claude's version in the body.
-        if !matches!(route.api, ProviderApi::Vertex(_)) {
+        // Vertex takes Claude's version in the body, Bedrock in the body or not at all.
+        if !matches!(route.api, ProviderApi::Vertex(_) | ProviderApi::Bedrock { .. }) {
             let version = client_headers.get("anthropic-version").cloned();
             headers.push(("anthropic-version", version.unwrap_or(HeaderValue::from_static("2023-06-01"))));
         }
@@ -76,6 +177,8 @@ pub fn error_flavor(kind: ProviderKind, api: &ProviderApi) -> ProviderFlavor {
     match (api, kind) {
         (ProviderApi::Azure(_), _) => ProviderFlavor::Azure,
         (ProviderApi::GeminiOpenAi | ProviderApi::GeminiNative | ProviderApi::Vertex(_), _) => ProviderFlavor::Gemini,
+        // Bedrock's errors are read once turned into Anthropic's (`wire_error`).
+        (ProviderApi::Bedrock { .. }, _) => ProviderFlavor::Anthropic,
         (ProviderApi::Plain, ProviderKind::OpenAi) => ProviderFlavor::OpenAi,
         (ProviderApi::Plain, ProviderKind::Anthropic) => ProviderFlavor::Anthropic,
         (ProviderApi::Plain, ProviderKind::Ollama) => ProviderFlavor::Ollama,

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, Response, StatusCode, header};
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
-use sluice_provider::Protocol;
+use sluice_provider::{ConverseToAnthropicStream, Protocol};
 use tokio::sync::watch;
 
 use super::settle::{SettleGuard, Terms};
@@ -42,6 +42,8 @@ impl Watch {
 
 struct Relay {
     body: Incoming,
+    /// Reads the provider's own stream framing into the pipe's (Bedrock's event stream).
+    wire: Option<ConverseToAnthropicStream>,
     pipe: Pipe,
     guard: Option<SettleGuard>,
     terms: Terms,
@@ -59,16 +61,17 @@ enum End {
     ShuttingDown,
 }
 
-/// Relays a successful streaming response to the client through `pipe`.
+/// Relays a successful streaming response to the client through `pipe` (after `wire`,
+/// when the provider frames its stream its own way).
 pub fn stream(
     response: http::Response<Incoming>,
     guard: SettleGuard,
     terms: Terms,
-    pipe: Pipe,
+    (wire, pipe): (Option<ConverseToAnthropicStream>, Pipe),
     watch: Watch,
 ) -> Response<Body> {
     let (parts, body) = response.into_parts();
-    let relay = Relay { body, pipe, guard: Some(guard), terms, watch };
+    let relay = Relay { body, wire, pipe, guard: Some(guard), terms, watch };
     let chunks = futures_util::stream::unfold(relay, next_chunk);
     let mut response = pass_through(parts.status, &parts.headers, Body::from_stream(chunks));
     response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/event-stream"));
@@ -103,6 +106,10 @@ async fn next_chunk(mut relay: Relay) -> Option<(Result<Bytes, Infallible>, Rela
         let end = match frame {
             Ok(Some(Ok(frame))) => {
                 let Ok(data) = frame.into_data() else { continue };
+                let data = match relay.wire.as_mut() {
+                    Some(wire) => wire.push(&data),
+                    None => data,
+                };
                 let out = relay.pipe.push(&data);
                 relay.remember().await;
                 if !out.is_empty() {
@@ -120,7 +127,12 @@ async fn next_chunk(mut relay: Relay) -> Option<(Result<Bytes, Infallible>, Rela
             let (deployment, idle) = (&relay.watch.deployment, relay.watch.idle);
             tracing::warn!(%deployment, ?idle, "provider stream stalled; ended with an error event");
         }
-        let tail = relay.pipe.end(&interruption(relay.terms.protocol, end));
+        let mut tail = bytes::BytesMut::new();
+        if let Some(wire) = relay.wire.as_mut() {
+            tail.extend_from_slice(&relay.pipe.push(&wire.finish()));
+        }
+        tail.extend_from_slice(&relay.pipe.end(&interruption(relay.terms.protocol, end)));
+        let tail = tail.freeze();
         relay.finish();
         return (!tail.is_empty()).then_some((Ok(tail), relay));
     }

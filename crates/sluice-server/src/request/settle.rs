@@ -27,6 +27,8 @@ pub struct Terms {
     pub input: u64,
     /// Reserved output tokens.
     pub output: u64,
+    /// Quota tokens each output token burns on the deployment (see [`Cost::with_output_weight`]).
+    pub output_weight: u64,
     /// The deployment's adaptive state, taught the usage when it is known.
     pub adaptive: Arc<Adaptive>,
     /// The deployment's provider (how its usage reports input).
@@ -44,7 +46,8 @@ impl Terms {
     /// usage: the estimate stands for input, the reservation for output.
     #[must_use]
     pub fn sent_unanswered(&self) -> Settlement {
-        Settlement::exact(Cost::request(self.input, self.output))
+        let used = Cost::request(self.input, self.output);
+        Settlement { used, upstream: used.with_output_weight(self.output_weight) }
     }
 
     /// Settlement from the provider's reported usage (which also teaches the route's
@@ -65,7 +68,7 @@ impl Terms {
             OutputCounting::Reserved => Cost::request(input, self.output.max(usage.output_tokens)),
             OutputCounting::Actual => used,
         };
-        Settlement { used, upstream }
+        Settlement { used, upstream: upstream.with_output_weight(self.output_weight) }
     }
 
     /// Settlement of a stream that ended without usage, after `generated` content events.
@@ -76,7 +79,7 @@ impl Terms {
             OutputCounting::Reserved => Cost::request(self.input, self.output),
             OutputCounting::Actual => used,
         };
-        Settlement { used, upstream }
+        Settlement { used, upstream: upstream.with_output_weight(self.output_weight) }
     }
 }
 

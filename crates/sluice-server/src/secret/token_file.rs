@@ -24,6 +24,8 @@ pub enum Credential {
     Refreshed(TokenFile),
     /// OAuth access tokens minted from a Google service-account key.
     Minted(Box<super::google::ServiceAccount>),
+    /// AWS keys to sign requests with (Bedrock): no header of their own.
+    Aws(super::aws::AwsSource),
 }
 
 impl Credential {
@@ -37,6 +39,7 @@ impl Credential {
             SecretSource::ServiceAccount(path) => {
                 super::google::ServiceAccount::open(provider, path).map(|account| Self::Minted(Box::new(account)))
             }
+            SecretSource::Aws { file } => super::aws::AwsSource::load(provider, file.as_deref()).map(Self::Aws),
             _ => Ok(load(provider, source, bearer)?.map_or(Self::None, Self::Fixed)),
         }
     }
@@ -45,7 +48,7 @@ impl Credential {
     #[must_use]
     pub fn current(&self) -> Option<ProviderKey> {
         match self {
-            Self::None => None,
+            Self::None | Self::Aws(_) => None,
             Self::Fixed(key) => Some(key.clone()),
             Self::Refreshed(file) => Some(file.current()),
             Self::Minted(account) => account.current(),
@@ -72,21 +75,27 @@ impl Credential {
 /// A bearer token in a file, re-read when its modification time changes (looked at no
 /// more than once per [`RECHECK`]). A file that turns unreadable or empty keeps the last
 /// good token in use (the provider's 401 then says it expired), with a warning.
-pub struct TokenFile {
+pub type TokenFile = Reread<ProviderKey>;
+
+/// A credential in a file, re-read when the file's modification time changes (looked at
+/// no more than once per [`RECHECK`]); a file that turns unreadable keeps the last good
+/// credential. A bearer token ([`TokenFile`]) or AWS keys are read this way.
+pub struct Reread<T> {
     provider: String,
     path: String,
-    state: Mutex<Held>,
+    read: fn(&str, &str) -> Result<T, SecretError>,
+    state: Mutex<Held<T>>,
 }
 
-struct Held {
-    key: ProviderKey,
+struct Held<T> {
+    key: T,
     modified: Option<SystemTime>,
     checked: Instant,
 }
 
-impl std::fmt::Debug for TokenFile {
+impl<T> std::fmt::Debug for Reread<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TokenFile").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("Reread").field("path", &self.path).finish_non_exhaustive()
     }
 }
 
@@ -96,15 +105,30 @@ impl TokenFile {
     /// # Errors
     /// When the file is missing, empty or not a header value.
     pub fn open(provider: &str, path: &str) -> Result<Self, SecretError> {
+        Reread::with(provider, path, read)
+    }
+}
+
+impl<T: Clone> Reread<T> {
+    /// Reads the file now with `read` (given the provider and the path).
+    ///
+    /// # Errors
+    /// What `read` answers for the file as it is now.
+    pub fn with(
+        provider: &str,
+        path: &str,
+        read: fn(&str, &str) -> Result<T, SecretError>,
+    ) -> Result<Self, SecretError> {
         let modified = modified(path);
         let key = read(provider, path)?;
         let state = Mutex::new(Held { key, modified, checked: Instant::now() });
-        Ok(Self { provider: provider.to_owned(), path: path.to_owned(), state })
+        Ok(Self { provider: provider.to_owned(), path: path.to_owned(), read, state })
     }
 
-    /// The token as `Bearer …`: the file's current one once its modification time changed.
+    /// The credential: the file's current one once its modification time changed (a
+    /// token file's as `Bearer …`).
     #[must_use]
-    pub fn current(&self) -> ProviderKey {
+    pub fn current(&self) -> T {
         let mut held = self.state.lock();
         let now = Instant::now();
         if now.duration_since(held.checked) < RECHECK {
@@ -113,7 +137,7 @@ impl TokenFile {
         held.checked = now;
         let modified = modified(&self.path);
         if modified != held.modified {
-            match read(&self.provider, &self.path) {
+            match (self.read)(&self.provider, &self.path) {
                 Ok(key) => (held.key, held.modified) = (key, modified),
                 Err(error) => tracing::warn!(%error, "keeping the last token read"),
             }

@@ -64,12 +64,14 @@ fn prepare(sim: &Sim, req: &MessagesRequest<'_>, headers: &HeaderMap) -> Result<
     let Some(cap) = req.max_tokens.filter(|n| *n > 0) else { return Err(required("max_tokens")) };
     let input = req.input_tokens(&model.tokenizer);
     let cached = cached_part(&model, input);
-    let reserve = match model.config.output_accounting {
-        OutputAccounting::MaxTokens => cap,
-        OutputAccounting::Actual => 0,
+    let reserve = match (model.flavor, model.config.output_accounting) {
+        (Flavor::Bedrock, _) | (_, OutputAccounting::MaxTokens) => cap,
+        (_, OutputAccounting::Actual) => 0,
     };
+    // Bedrock's TPM takes the input and the whole `max_tokens` up front.
+    let tokens = if model.flavor == Flavor::Bedrock { input - cached + cap } else { 0 };
     #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
-    let cost = Cost { input: (input - cached) as f64, output: reserve as f64, tokens: 0.0 };
+    let cost = Cost { input: (input - cached) as f64, output: reserve as f64, tokens: tokens as f64 };
     let ask = Ask { cost, stream: req.stream.unwrap_or(false), cap };
     let user = req.metadata.as_ref().and_then(|m| m.user_id.as_deref());
     let tenant = crate::text::tenant(headers, user);

@@ -1,0 +1,344 @@
+//! ConverseStream's AWS event-stream frames as Anthropic SSE (the gateway), and Anthropic
+//! SSE as event-stream frames (the simulator). Framing (prelude, CRCs) is the maintained
+//! `aws-smithy-eventstream` crate's.
+
+use aws_smithy_eventstream::frame::{DecodedFrame, MessageFrameDecoder, write_message_to};
+use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+use bytes::{Bytes, BytesMut};
+use serde_json::{Value, json};
+
+use super::response::{usage_to_anthropic, usage_to_converse};
+use super::{stop_to_anthropic, stop_to_converse};
+
+/// One event-stream frame: an `event` of `event_type` with a JSON payload, or (when
+/// `exception` is set) an exception of that type.
+#[must_use]
+pub fn converse_frame(event_type: &str, payload: &Value, exception: bool) -> Vec<u8> {
+    let (message_type, type_header) =
+        if exception { ("exception", ":exception-type") } else { ("event", ":event-type") };
+    let headers = vec![
+        Header::new(":message-type", HeaderValue::String(message_type.into())),
+        Header::new(type_header, HeaderValue::String(event_type.to_owned().into())),
+        Header::new(":content-type", HeaderValue::String("application/json".into())),
+    ];
+    let message = Message::new_from_parts(headers, serde_json::to_vec(payload).unwrap_or_default());
+    let mut out = Vec::new();
+    // Writing to a Vec fails only for a header or payload beyond the format's size limits.
+    if write_message_to(&message, &mut out).is_err() {
+        out.clear();
+    }
+    out
+}
+
+fn sse(out: &mut Vec<u8>, event: &str, data: &Value) {
+    out.extend_from_slice(format!("event: {event}\ndata: {data}\n\n").as_bytes());
+}
+
+fn header<'a>(message: &'a Message, name: &str) -> Option<&'a str> {
+    let found = message.headers().iter().find(|h| h.name().as_str() == name)?;
+    match found.value() {
+        HeaderValue::String(s) => Some(s.as_str()),
+        _ => None,
+    }
+}
+
+/// Reads ConverseStream's event-stream bytes (any chunking) and writes the Anthropic SSE
+/// events of the same answer: `message_start`, `content_block_*`, then `message_delta`
+/// (stop reason and the usage of `metadata`) and `message_stop`. An exception frame
+/// (throttling, a model stream error) becomes Anthropic's `error` event, worded by the
+/// gateway (the exception's type, never AWS's text); a frame that breaks the framing ends
+/// the stream the same way.
+#[derive(Debug)]
+pub struct ConverseToAnthropicStream {
+    buf: BytesMut,
+    decoder: MessageFrameDecoder,
+    id: String,
+    model: String,
+    open: Vec<u64>,
+    stop: Option<&'static str>,
+    ended: bool,
+    /// InvokeModelWithResponseStream: each `chunk` frame carries one Anthropic event.
+    invoke: bool,
+}
+
+impl ConverseToAnthropicStream {
+    /// A translator of the answer of `model`, its message named `id`.
+    #[must_use]
+    pub fn new(model: &str, id: &str) -> Self {
+        let (id, model) = (id.to_owned(), model.to_owned());
+        Self {
+            buf: BytesMut::new(),
+            decoder: MessageFrameDecoder::new(),
+            id,
+            model,
+            open: Vec::new(),
+            stop: None,
+            ended: false,
+            invoke: false,
+        }
+    }
+
+    /// A reader of InvokeModelWithResponseStream (Anthropic models): its `chunk` frames'
+    /// base64 `bytes` are Anthropic's own events, passed on as SSE; exceptions as above.
+    #[must_use]
+    pub fn invoke(model: &str) -> Self {
+        Self { invoke: true, ..Self::new(model, "") }
+    }
+
+    /// Anthropic SSE bytes for the frames `chunk` completes.
+    pub fn push(&mut self, chunk: &[u8]) -> Bytes {
+        self.buf.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while !self.ended {
+            match self.decoder.decode_frame(&mut self.buf) {
+                Ok(DecodedFrame::Complete(message)) => self.frame(&message, &mut out),
+                Ok(DecodedFrame::Incomplete) => break,
+                Err(_) => self.error(&mut out, "api_error", "the provider's event stream was malformed"),
+            }
+        }
+        Bytes::from(out)
+    }
+
+    /// The closing events when `messageStop` came but no `metadata` followed.
+    pub fn finish(&mut self) -> Bytes {
+        let mut out = Vec::new();
+        if let (false, Some(stop)) = (self.ended, self.stop) {
+            sse(
+                &mut out,
+                "message_delta",
+                &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 0}}),
+            );
+            sse(&mut out, "message_stop", &json!({"type": "message_stop"}));
+            self.ended = true;
+        }
+        Bytes::from(out)
+    }
+
+    fn frame(&mut self, message: &Message, out: &mut Vec<u8>) {
+        let payload: Value = serde_json::from_slice(message.payload()).unwrap_or(Value::Null);
+        if header(message, ":message-type") == Some("exception") {
+            let kind = header(message, ":exception-type").unwrap_or("internalServerException");
+            let (anthropic, text) = match kind {
+                "throttlingException" | "serviceQuotaExceededException" => {
+                    ("rate_limit_error", "Bedrock throttled the stream")
+                }
+                "serviceUnavailableException" | "modelNotReadyException" => {
+                    ("overloaded_error", "Bedrock is unavailable")
+                }
+                _ => ("api_error", "Bedrock ended the stream with an error"),
+            };
+            return self.error(out, anthropic, &format!("{text} ({kind})"));
+        }
+        if self.invoke {
+            return self.chunk(&payload, out);
+        }
+        let index = payload.get("contentBlockIndex").and_then(Value::as_u64).unwrap_or(0);
+        match header(message, ":event-type").unwrap_or_default() {
+            "messageStart" => {
+                let message = json!({"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
+                    "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 0, "output_tokens": 0}});
+                sse(out, "message_start", &json!({"type": "message_start", "message": message}));
+            }
+            "contentBlockStart" => {
+                let call = payload.get("start").and_then(|s| s.get("toolUse"));
+                let block = json!({"type": "tool_use", "id": call.and_then(|c| c.get("toolUseId")), "name": call.and_then(|c| c.get("name")), "input": {}});
+                self.open_block(index, block, out);
+            }
+            "contentBlockDelta" => self.delta(index, payload.get("delta").unwrap_or(&Value::Null), out),
+            "contentBlockStop" => {
+                self.open.retain(|i| *i != index);
+                sse(out, "content_block_stop", &json!({"type": "content_block_stop", "index": index}));
+            }
+            "messageStop" => {
+                self.stop =
+                    Some(payload.get("stopReason").and_then(Value::as_str).map_or("end_turn", stop_to_anthropic))
+            }
+            "metadata" => self.metadata(&payload, out),
+            _ => {}
+        }
+    }
+
+    fn chunk(&mut self, payload: &Value, out: &mut Vec<u8>) {
+        let decoded =
+            payload.get("bytes").and_then(Value::as_str).and_then(|b| aws_smithy_types::base64::decode(b).ok());
+        let Some(event) = decoded.and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok()) else { return };
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+        sse(out, &kind, &event);
+        self.ended = kind == "message_stop";
+    }
+
+    fn open_block(&mut self, index: u64, block: Value, out: &mut Vec<u8>) {
+        self.open.push(index);
+        sse(
+            out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": block}),
+        );
+    }
+
+    fn delta(&mut self, index: u64, delta: &Value, out: &mut Vec<u8>) {
+        let anthropic = if let Some(text) = delta.get("text") {
+            if !self.open.contains(&index) {
+                self.open_block(index, json!({"type": "text", "text": ""}), out);
+            }
+            json!({"type": "text_delta", "text": text})
+        } else if let Some(input) = delta.get("toolUse").and_then(|t| t.get("input")) {
+            json!({"type": "input_json_delta", "partial_json": input})
+        } else if let Some(text) = delta.get("reasoningContent").and_then(|r| r.get("text")) {
+            if !self.open.contains(&index) {
+                self.open_block(index, json!({"type": "thinking", "thinking": ""}), out);
+            }
+            json!({"type": "thinking_delta", "thinking": text})
+        } else {
+            return;
+        };
+        sse(out, "content_block_delta", &json!({"type": "content_block_delta", "index": index, "delta": anthropic}));
+    }
+
+    fn metadata(&mut self, payload: &Value, out: &mut Vec<u8>) {
+        let usage = usage_to_anthropic(payload.get("usage").unwrap_or(&Value::Null));
+        let stop = self.stop.unwrap_or("end_turn");
+        sse(
+            out,
+            "message_delta",
+            &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": usage}),
+        );
+        sse(out, "message_stop", &json!({"type": "message_stop"}));
+        self.ended = true;
+    }
+
+    fn error(&mut self, out: &mut Vec<u8>, kind: &str, message: &str) {
+        sse(out, "error", &json!({"type": "error", "error": {"type": kind, "message": message}}));
+        self.ended = true;
+    }
+}
+
+/// The InvokeModelWithResponseStream frame of one Anthropic SSE event (`data`): a
+/// `chunk` whose `bytes` is the event's JSON in base64 (an `error` event is an exception).
+#[must_use]
+pub fn anthropic_event_to_invoke(event: &str, data: &Value) -> Vec<u8> {
+    if event == "error" {
+        let mut usage = Value::Null;
+        return anthropic_event_to_converse(event, data, &mut usage);
+    }
+    let bytes = aws_smithy_types::base64::encode(serde_json::to_vec(data).unwrap_or_default());
+    converse_frame("chunk", &json!({"bytes": bytes}), false)
+}
+
+/// The event-stream frames of one Anthropic SSE event (`event`, its `data`), for the
+/// simulator's ConverseStream. `usage` carries the input counted at `message_start` to the
+/// closing `metadata`.
+pub fn anthropic_event_to_converse(event: &str, data: &Value, usage: &mut Value) -> Vec<u8> {
+    let index = data.get("index").cloned().unwrap_or(Value::from(0));
+    match event {
+        "message_start" => {
+            *usage = data.get("message").and_then(|m| m.get("usage")).cloned().unwrap_or(Value::Null);
+            converse_frame("messageStart", &json!({"role": "assistant"}), false)
+        }
+        "content_block_start" if data["content_block"]["type"] == "tool_use" => {
+            let block = &data["content_block"];
+            let start = json!({"toolUse": {"toolUseId": block.get("id"), "name": block.get("name")}});
+            converse_frame("contentBlockStart", &json!({"start": start, "contentBlockIndex": index}), false)
+        }
+        "content_block_delta" => {
+            let delta = &data["delta"];
+            let converse = match delta.get("type").and_then(Value::as_str) {
+                Some("input_json_delta") => json!({"toolUse": {"input": delta.get("partial_json")}}),
+                _ => json!({"text": delta.get("text")}),
+            };
+            converse_frame("contentBlockDelta", &json!({"delta": converse, "contentBlockIndex": index}), false)
+        }
+        "content_block_stop" => converse_frame("contentBlockStop", &json!({"contentBlockIndex": index}), false),
+        "message_delta" => {
+            let output = data.get("usage").and_then(|u| u.get("output_tokens")).cloned().unwrap_or(Value::from(0));
+            if let Some(object) = usage.as_object_mut() {
+                object.insert("output_tokens".into(), output);
+            }
+            let stop = data["delta"].get("stop_reason").and_then(Value::as_str).map_or("end_turn", stop_to_converse);
+            converse_frame("messageStop", &json!({"stopReason": stop}), false)
+        }
+        "message_stop" => {
+            converse_frame("metadata", &json!({"usage": usage_to_converse(usage), "metrics": {"latencyMs": 0}}), false)
+        }
+        "error" => {
+            let kind = match data["error"].get("type").and_then(Value::as_str) {
+                Some("rate_limit_error") => "throttlingException",
+                Some("overloaded_error") => "serviceUnavailableException",
+                _ => "modelStreamErrorException",
+            };
+            converse_frame(kind, &json!({"message": data["error"].get("message")}), true)
+        }
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn frames() -> Vec<u8> {
+        let mut usage = Value::Null;
+        let events = [
+            ("message_start", json!({"message": {"usage": {"input_tokens": 12, "output_tokens": 1}}})),
+            ("content_block_start", json!({"index": 0, "content_block": {"type": "text", "text": ""}})),
+            ("content_block_delta", json!({"index": 0, "delta": {"type": "text_delta", "text": "Hel"}})),
+            ("content_block_delta", json!({"index": 0, "delta": {"type": "text_delta", "text": "lo"}})),
+            ("content_block_stop", json!({"index": 0})),
+            ("message_delta", json!({"delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 2}})),
+            ("message_stop", json!({})),
+        ];
+        events.iter().flat_map(|(e, d)| anthropic_event_to_converse(e, d, &mut usage)).collect()
+    }
+
+    #[test]
+    fn converse_frames_read_as_anthropic_events_in_any_chunking() {
+        let bytes = frames();
+        let mut whole = ConverseToAnthropicStream::new("m", "msg_1");
+        let expected = String::from_utf8_lossy(&whole.push(&bytes)).into_owned();
+        assert!(expected.starts_with("event: message_start\n"), "{expected}");
+        assert!(expected.contains(r#""delta":{"text":"Hel","type":"text_delta"}"#), "{expected}");
+        assert!(expected.contains(r#""stop_reason":"max_tokens""#), "{expected}");
+        assert!(expected.contains(r#""input_tokens":12"#) && expected.contains(r#""output_tokens":2"#), "{expected}");
+        assert!(expected.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"));
+        let mut bytewise = ConverseToAnthropicStream::new("m", "msg_1");
+        let pieces: Vec<u8> = bytes.iter().flat_map(|b| bytewise.push(&[*b]).to_vec()).collect();
+        assert_eq!(String::from_utf8_lossy(&pieces), expected);
+    }
+
+    #[test]
+    fn invoke_model_chunks_are_anthropic_events_passed_on() {
+        let events = [
+            ("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 3}}})),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}}),
+            ),
+            ("message_stop", json!({"type": "message_stop"})),
+        ];
+        let bytes: Vec<u8> = events.iter().flat_map(|(e, d)| anthropic_event_to_invoke(e, d)).collect();
+        let mut stream = ConverseToAnthropicStream::invoke("m");
+        let out = String::from_utf8_lossy(&stream.push(&bytes)).into_owned();
+        assert!(out.starts_with("event: message_start\ndata: {"), "{out}");
+        assert!(out.contains(r#""text":"hi""#), "{out}");
+        assert!(out.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"), "{out}");
+    }
+
+    #[test]
+    fn a_throttling_exception_mid_stream_ends_it_with_an_error_event_in_the_gateways_words() {
+        let mut bytes = frames();
+        bytes.truncate(bytes.len() / 2);
+        let mut stream = ConverseToAnthropicStream::new("m", "msg_1");
+        let _ = stream.push(&bytes);
+        let mut fresh = ConverseToAnthropicStream::new("m", "msg_1");
+        let mut usage = Value::Null;
+        let _ = fresh.push(&anthropic_event_to_converse("message_start", &json!({"message": {}}), &mut usage));
+        let exception =
+            converse_frame("throttlingException", &json!({"message": "Too many tokens, secret AKIA..."}), true);
+        let out = String::from_utf8_lossy(&fresh.push(&exception)).into_owned();
+        assert!(out.starts_with("event: error\n") && out.contains("rate_limit_error"), "{out}");
+        assert!(!out.contains("AKIA"), "AWS's text is not passed on: {out}");
+        assert!(fresh.push(b"more").is_empty(), "nothing after the error");
+    }
+}
