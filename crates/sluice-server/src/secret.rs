@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-pub mod google;
 mod aws;
+pub mod google;
 mod token_file;
 
 pub use aws::AwsKeys;

@@ -22,8 +22,14 @@ impl Validator<'_> {
             ];
             // `region` is Vertex's too; its own check refuses it elsewhere.
             let shared_with_vertex = |name: &str| name == "region" && p.kind.get_ref() == "vertex";
-            if let Some((name, Some(value))) = only.into_iter().find(|(name, v)| v.is_some() && !shared_with_vertex(name)) {
-                let words = if name == "region" { "only for kind = \"bedrock\" or kind = \"vertex\"" } else { "only for kind = \"bedrock\"" };
+            if let Some((name, Some(value))) =
+                only.into_iter().find(|(name, v)| v.is_some() && !shared_with_vertex(name))
+            {
+                let words = if name == "region" {
+                    "only for kind = \"bedrock\" or kind = \"vertex\""
+                } else {
+                    "only for kind = \"bedrock\""
+                };
                 return Err(self.err(&field(name), value.span(), words));
             }
             return Ok(None);

@@ -20,7 +20,11 @@ impl Validator<'_> {
         let shared_with_bedrock = |name: &str| name == "region" && p.kind.get_ref() == "bedrock";
         match vertex_only.into_iter().find(|(name, v)| v.is_some() && !shared_with_bedrock(name)) {
             Some((name, Some(value))) => {
-                let words = if name == "region" { "only for kind = \"bedrock\" or kind = \"vertex\"" } else { "only for kind = \"vertex\"" };
+                let words = if name == "region" {
+                    "only for kind = \"bedrock\" or kind = \"vertex\""
+                } else {
+                    "only for kind = \"vertex\""
+                };
                 Err(self.err(&format!("providers[{i}].{name}"), value.span(), words))
             }
             _ => Ok(()),

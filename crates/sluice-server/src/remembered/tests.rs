@@ -51,6 +51,7 @@ fn redis_settings(url: String, on_unavailable: sluice_config::Unavailable) -> sl
         timeout: Duration::from_secs(1),
         on_unavailable,
         instances: std::num::NonZeroU64::MIN,
+        tls: sluice_config::StoreTls::default(),
     }
 }
 

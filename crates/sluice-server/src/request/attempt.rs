@@ -367,7 +367,7 @@ async fn provider_error(
         gateway.metrics.upstream_failure(&route.counters.labels, "auth");
         return Attempt::Failed { class, error: GatewayError::UpstreamAuthFailed(route.name.to_string()) };
     }
-    let bytes = google::error_body(&route.api, route.kind, parts.status.as_u16(), bytes);
+    let bytes = google::error_body(&route.api, route.kind, parts.status.as_u16(), bytes.into());
     let passed = passed_error(parts.status, &parts.headers, &bytes, call);
     if class.retryable() || class == ErrorClass::ContextLength {
         return Attempt::Failed { class, error: GatewayError::Upstream(Box::new(passed)) };
