@@ -116,6 +116,12 @@ impl Controller {
         self.window.current(now)
     }
 
+    /// How the burst window is learned.
+    #[must_use]
+    pub fn window_settings(&self) -> &WindowSettings {
+        self.window.settings()
+    }
+
     /// A window learned by another instance (see [`LearnedWindow::adopt`]): new limits
     /// when it is shorter than this one's.
     pub fn adopt_window(&mut self, window: Duration, now: Nanos) -> Option<Limits> {
@@ -175,12 +181,32 @@ impl Controller {
     /// A 429 for a request sluice admitted: from a short window while the minute has room
     /// (the burst shrinks, the rate stays), else from the minute (the factor decreases).
     fn on_429(&mut self, now: Nanos, windows: &[ProviderWindow], reaction: &mut Reaction) {
-        if provider::short_window_refusal(windows, &self.effective(now)) {
+        let short = self.settings.window.enabled && provider::short_window_refusal(windows, &self.effective(now));
+        self.refused(now, short, reaction);
+    }
+
+    fn refused(&mut self, now: Nanos, short_window: bool, reaction: &mut Reaction) {
+        if short_window {
             reaction.short_window = true;
             reaction.shrunk = self.window.on_short_window_429(now);
         } else {
             reaction.decreased = self.aimd.on_rejection(now);
         }
+    }
+
+    /// A 429 for a request sluice admitted that reported no per-minute window, while
+    /// sluice's own buckets for the deployment still had per-minute capacity (so the minute,
+    /// as sluice paces it, was not what refused): a short window refused, the burst shrinks
+    /// and the rate stays. Once the window is at its floor (or learning is off) a shorter
+    /// burst no longer helps and the rate comes down instead.
+    /// `windows` are the response's other hints (limits without remaining counts).
+    pub fn on_unreported_429(&mut self, now: Nanos, windows: &[ProviderWindow]) -> Reaction {
+        let mut reaction = self.on_response(now, windows, false);
+        self.refused(now, self.window.can_shrink(now), &mut reaction);
+        if let Some(limits) = self.maybe_apply(now, reaction.shrunk.is_some()) {
+            reaction.apply = Some(limits);
+        }
+        reaction
     }
 
     /// An admission of `cost` through the deployment (feeds the ramp-up guard).
@@ -208,7 +234,7 @@ impl Controller {
             self.ramp = settings.ramp.map(|r| Ramp::new(r, now));
         }
         self.settings = settings;
-        self.window.reconfigure(provider::burst_window(&configured).unwrap_or_default());
+        self.window.reconfigure(provider::burst_window(&configured).unwrap_or_default(), settings.window);
         self.base = configured.clone();
         self.configured = configured;
         self.reported = [None; 4];
@@ -317,6 +343,21 @@ mod tests {
         assert_eq!(c.burst_window(Nanos(60 * SEC)), Duration::from_millis(1_500));
         let back = c.poll(Nanos(3_600 * SEC)).unwrap_or_default();
         assert_eq!((back.rates[0].amount.get(), back.rates[0].burst.get()), (60_000, 3_000));
+    }
+
+    #[test]
+    fn an_unreported_429_shrinks_the_burst_until_the_floor_then_the_rate() {
+        let rate = RateLimit::per_minute(Dimension::TotalTokens, 60_000).unwrap_or_else(|| unreachable!());
+        let configured = Limits::unlimited().with_rate(rate.with_burst_window(Duration::from_millis(500)));
+        let mut c = Controller::new(configured, ControllerSettings::default(), Nanos(0));
+        let short = c.on_unreported_429(Nanos(0), &[]);
+        assert!(short.short_window && !short.decreased);
+        assert_eq!(short.apply.map(|l| l.rates[0].burst.get()), Some(250), "at the floor");
+        assert_eq!(c.factor(Nanos(0)), 1.0);
+        // A shorter burst no longer helps: the rate comes down.
+        let minute = c.on_unreported_429(Nanos(2 * SEC), &[]);
+        assert!(minute.decreased && !minute.short_window);
+        assert_eq!(minute.apply.map(|l| l.rates[0].amount.get()), Some(42_000));
     }
 
     #[test]

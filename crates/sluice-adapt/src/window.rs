@@ -15,6 +15,9 @@ use sluice_quota::Nanos;
 /// How the learned window moves.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WindowSettings {
+    /// Learn at all; off, the window stays the configured one and every 429 is the
+    /// minute's (the rate comes down instead).
+    pub enabled: bool,
     /// Multiplier on each shrink, in (0, 1).
     pub shrink: f64,
     /// The shortest window.
@@ -35,6 +38,7 @@ impl WindowSettings {
 impl Default for WindowSettings {
     fn default() -> Self {
         Self {
+            enabled: true,
             shrink: 0.5,
             floor: Self::FLOOR,
             hold: Duration::from_secs(60),
@@ -78,9 +82,25 @@ impl LearnedWindow {
         Duration::from_secs_f64(window.as_secs_f64() + growing * slope).min(self.configured)
     }
 
+    /// Whether a short-window 429 at `now` could still shrink the window (it is above its
+    /// floor).
+    #[must_use]
+    pub fn can_shrink(&self, now: Nanos) -> bool {
+        self.settings.enabled && self.current(now) > self.settings.floor.min(self.configured)
+    }
+
+    /// The settings it learns by.
+    #[must_use]
+    pub fn settings(&self) -> &WindowSettings {
+        &self.settings
+    }
+
     /// A provider 429 for a short window at `now`: shrinks (unless it did within the
     /// interval). Returns the new window when it changed.
     pub fn on_short_window_429(&mut self, now: Nanos) -> Option<Duration> {
+        if !self.settings.enabled {
+            return None;
+        }
         if let Some((_, at)) = self.shrunk
             && now.since(at) < self.settings.min_interval
         {
@@ -98,16 +118,19 @@ impl LearnedWindow {
     /// here at `now` when it is shorter than the current one. Returns whether it was.
     pub fn adopt(&mut self, window: Duration, now: Nanos) -> bool {
         let floor = self.settings.floor.min(self.configured);
-        if window >= self.current(now) {
+        if !self.settings.enabled || window >= self.current(now) {
             return false;
         }
         self.shrunk = Some((window.max(floor), now));
         true
     }
 
-    /// A reload changed the configured window: the learned one is kept below it.
-    pub fn reconfigure(&mut self, configured: Duration) {
-        self.configured = configured;
+    /// A reload changed the configured window or the settings: the learned one is kept
+    /// below it (and forgotten when learning is switched off).
+    pub fn reconfigure(&mut self, configured: Duration, settings: WindowSettings) {
+        let kept = self.shrunk.filter(|_| settings.enabled);
+        *self = Self::new(configured, settings);
+        self.shrunk = kept;
     }
 }
 
@@ -154,6 +177,16 @@ mod tests {
         assert!(!w.adopt(ms(900), Nanos(SEC)));
         assert!(w.adopt(ms(10), Nanos(SEC)));
         assert_eq!(w.current(Nanos(SEC)), WindowSettings::FLOOR);
+    }
+
+    #[test]
+    fn switched_off_it_neither_learns_nor_adopts() {
+        let settings = WindowSettings { enabled: false, ..WindowSettings::default() };
+        let mut w = LearnedWindow::new(Duration::from_secs(1), settings);
+        assert!(!w.can_shrink(Nanos(0)));
+        assert_eq!(w.on_short_window_429(Nanos(0)), None);
+        assert!(!w.adopt(ms(500), Nanos(0)));
+        assert_eq!(w.current(Nanos(SEC)), Duration::from_secs(1));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use crate::error::ConfigError;
-use crate::model::{Adaptive, OutputCounting, OutputEstimate, ProviderKind};
+use crate::model::{Adaptive, OutputCounting, OutputEstimate, ProviderKind, WindowLearning};
 use crate::raw::{RawDeployment, RawLimits};
 use crate::validate::Validator;
 
@@ -21,6 +21,16 @@ pub const DECREASE: f64 = 0.7;
 pub const RECOVERY: Duration = Duration::from_secs(60);
 /// The lowest effective-limit factor, by default.
 pub const MIN_FACTOR: f64 = 0.1;
+/// The shortest learned window, by default: a quarter of the shortest window a major
+/// provider documents (one second).
+pub const WINDOW_FLOOR: Duration = Duration::from_millis(250);
+/// How long a learned window is kept after the last short-window 429, by default.
+pub const WINDOW_HOLD: Duration = Duration::from_secs(60);
+/// Time for a learned window to grow back to the configured one, by default.
+pub const WINDOW_REGROW: Duration = Duration::from_secs(600);
+/// The shortest floor accepted: below it the send guard (a quarter of the burst at most)
+/// no longer covers scheduling jitter.
+pub const WINDOW_FLOOR_MIN: Duration = Duration::from_millis(20);
 
 /// The known presets: name, (rpm, tpm, input_tpm, output_tpm) or an Azure RPM-per-TPM ratio.
 enum Preset {
@@ -152,6 +162,7 @@ impl Validator<'_> {
         };
         let recovery = self.duration(&field("recovery"), &d.recovery, RECOVERY)?;
         let adopt_provider_limits = d.adopt_provider_limits.as_ref().is_some_and(|a| *a.get_ref());
+        let window = self.window_learning(i, d)?;
         Ok(Adaptive {
             adopt_provider_limits,
             decrease,
@@ -160,6 +171,26 @@ impl Validator<'_> {
             ramp_up,
             output_estimate,
             cache_aware_input,
+            window,
+        })
+    }
+
+    /// The deployment's short-window learning: a floor between [`WINDOW_FLOOR_MIN`] and the
+    /// minute, positive hold and regrowth.
+    fn window_learning(&self, i: usize, d: &RawDeployment) -> Result<WindowLearning, ConfigError> {
+        let field = |f: &str| format!("deployments[{i}].{f}");
+        let floor = self.duration(&field("window_floor"), &d.window_floor, WINDOW_FLOOR)?;
+        if let Some(raw) = d.window_floor.as_ref().filter(|_| !(WINDOW_FLOOR_MIN..=MINUTE).contains(&floor)) {
+            let message = format!("between {}ms and 60s", WINDOW_FLOOR_MIN.as_millis());
+            return Err(self.source.error(field("window_floor"), raw.span(), message));
+        }
+        Ok(WindowLearning {
+            enabled: d.learn_window.as_ref().is_none_or(|l| *l.get_ref()),
+            floor,
+            hold: self.duration(&field("window_hold"), &d.window_hold, WINDOW_HOLD)?,
+            regrow: self.duration(&field("window_regrow"), &d.window_regrow, WINDOW_REGROW)?,
         })
     }
 }
+
+const MINUTE: Duration = Duration::from_secs(60);

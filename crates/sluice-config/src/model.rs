@@ -214,6 +214,21 @@ pub struct Adaptive {
     pub output_estimate: OutputEstimate,
     /// Discount input reservations by the route's recent cache-hit ratio (Anthropic).
     pub cache_aware_input: bool,
+    /// Learning the provider's short window from its 429s.
+    pub window: WindowLearning,
+}
+
+/// How a deployment learns a provider window shorter than its burst (`docs/adaptive.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowLearning {
+    /// Learn at all (`learn_window`); off, every provider 429 lowers the rate instead.
+    pub enabled: bool,
+    /// The shortest window learned (`window_floor`).
+    pub floor: Duration,
+    /// How long a learned window is kept after the last short-window 429 (`window_hold`).
+    pub hold: Duration,
+    /// Time to grow back from the floor to the configured window (`window_regrow`).
+    pub regrow: Duration,
 }
 
 /// What clients ask for by name.

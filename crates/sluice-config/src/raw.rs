@@ -155,6 +155,10 @@ pub struct RawDeployment {
     pub output_estimate: Option<Spanned<String>>,
     pub output_warmup: Option<Spanned<u64>>,
     pub cache_aware_input: Option<Spanned<bool>>,
+    pub learn_window: Option<Spanned<bool>>,
+    pub window_floor: Option<Spanned<String>>,
+    pub window_hold: Option<Spanned<String>>,
+    pub window_regrow: Option<Spanned<String>>,
     pub price: Option<RawPrice>,
 }
 

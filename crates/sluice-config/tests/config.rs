@@ -154,7 +154,62 @@ const BAD: &[(&str, &str, &str, usize, &str)] = &[
         12,
         "longer than zero",
     ),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\nwindow_floor = \"5ms\"",
+        "deployments[0].window_floor",
+        12,
+        "between 20ms and 60s",
+    ),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\nwindow_floor = \"2m\"",
+        "deployments[0].window_floor",
+        12,
+        "between 20ms and 60s",
+    ),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\nwindow_hold = \"0s\"",
+        "deployments[0].window_hold",
+        12,
+        "longer than zero",
+    ),
+    (
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\nwindow_regrow = \"later\"",
+        "deployments[0].window_regrow",
+        12,
+        "not a duration",
+    ),
+    ("model = \"gpt-4o\"", "model = \"gpt-4o\"\nlearn_window = \"no\"", "learn_window", 12, "expected a boolean"),
 ];
+
+#[test]
+fn window_learning_defaults_and_can_be_set_or_switched_off_per_deployment() {
+    use sluice_config::{WindowLearning, adaptive};
+    let plain = parse(BASE).unwrap().deployments[0].adaptive.window;
+    let defaults = WindowLearning {
+        enabled: true,
+        floor: adaptive::WINDOW_FLOOR,
+        hold: adaptive::WINDOW_HOLD,
+        regrow: adaptive::WINDOW_REGROW,
+    };
+    assert_eq!(plain, defaults);
+    let text = BASE.replacen(
+        "model = \"gpt-4o\"",
+        "model = \"gpt-4o\"\nlearn_window = false\nwindow_floor = \"100ms\"\nwindow_hold = \"30s\"\nwindow_regrow = \"5m\"",
+        1,
+    );
+    let set = parse(&text).unwrap().deployments[0].adaptive.window;
+    let expected = WindowLearning {
+        enabled: false,
+        floor: Duration::from_millis(100),
+        hold: Duration::from_secs(30),
+        regrow: Duration::from_secs(300),
+    };
+    assert_eq!(set, expected);
+}
 
 #[test]
 fn stream_idle_timeout_defaults_to_a_minute_and_can_be_set_per_deployment() {

@@ -155,6 +155,50 @@ pub fn need(limit: &RateLimit, cost: u64, share: Share) -> Need {
     Need::of(units_ns(limit, cost), burst, share.of(burst), guard)
 }
 
+/// A place held in a bucket by a cost that needs the window idle (one whose [`Need`] has
+/// no `room`): refused only because the bucket was not yet idle, it claims the next idle
+/// window, and smaller costs wait behind it instead of keeping the window busy forever.
+/// A claim holds back only callers with at most the claimer's share of the burst (its
+/// class or lower: a higher class is never held back by a lower one). It lapses on its own
+/// (its claimer may have gone), and is dropped when a cost at least as large passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    /// The claimer's step (its cost as time, ns here, µs in a remote store's scripts).
+    pub step: u64,
+    /// When the claim lapses unless renewed.
+    pub until: Nanos,
+    /// The claimer's share.
+    pub share: Share,
+}
+
+/// How many of its own steps a claim outlives the instant its claimer could pass: a claimer
+/// still there retries at that instant (and renews it if refused again).
+pub const CLAIM_STEPS: u64 = 2;
+
+impl Claim {
+    /// The claim of a cost needing `need` (no room) for a caller with `share`, refused
+    /// until `earliest`, if it needs an idle window at all.
+    #[must_use]
+    pub fn of(need: Need, share: Share, earliest: Nanos) -> Option<Self> {
+        let until = Nanos(earliest.0.saturating_add(need.step.saturating_mul(CLAIM_STEPS)));
+        (need.room == 0).then_some(Self { step: need.step, until, share })
+    }
+
+    /// Whether a cost needing `need` for a caller with `share` waits behind this claim at
+    /// `now` on a bucket whose state is `tat`, and until when: the instant it would pass
+    /// once the claimer, passing as soon as the bucket is idle, has taken its step (or the
+    /// claim's end, if sooner). A cost at least as large as the claimer's, or a caller with
+    /// a larger share, is not held back.
+    #[must_use]
+    pub fn holds_back(&self, need: Need, share: Share, tat: Tat, now: Nanos) -> Option<Nanos> {
+        if self.until <= now || need.step >= self.step || share > self.share {
+            return None;
+        }
+        let behind = tat.0.max(now).0.saturating_add(self.step).saturating_sub(need.room);
+        Some(Nanos(behind).min(self.until))
+    }
+}
+
 /// Applies the difference between what was reserved and what was used.
 ///
 /// Unused units come back (but the bucket never holds more than its burst); overruns
@@ -347,6 +391,25 @@ mod tests {
         // Per-day limits mirror no provider window.
         let daily = RateLimit::new(Dimension::Requests, NonZeroU64::new(1_000).unwrap(), Duration::from_secs(86_400));
         assert!(!daily.guarded().guard);
+    }
+
+    #[test]
+    fn a_claim_holds_smaller_costs_back_until_its_claimer_has_passed() {
+        // A 10 s burst with a 200 ms guard: the whole burst needs an idle window.
+        let whole = Need::of(10 * SEC, 10 * SEC, 10 * SEC, SEC / 5);
+        let small = Need::of(SEC / 10, 10 * SEC, 10 * SEC, SEC / 5);
+        let now = Nanos(100 * SEC);
+        let batch = Share::permille(750);
+        let claim = Claim::of(whole, batch, Nanos(101 * SEC)).unwrap();
+        assert_eq!(claim, Claim { step: 10_200_000_000, until: Nanos(121_400_000_000), share: batch });
+        assert_eq!(Claim::of(small, batch, now), None, "a cost with room claims nothing");
+        // The bucket is idle at 101 s; the claimer then owes 10.2 s, of which a small cost
+        // may come 9.7 s early: 101.5 s.
+        let tat = Tat(Nanos(101 * SEC));
+        assert_eq!(claim.holds_back(small, batch, tat, now), Some(Nanos(101_500_000_000)));
+        assert_eq!(claim.holds_back(whole, batch, tat, now), None, "as large: not held back");
+        assert_eq!(claim.holds_back(small, batch, tat, claim.until), None, "lapsed");
+        assert_eq!(claim.holds_back(small, Share::FULL, tat, now), None, "a higher class goes first");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
 
-use crate::bucket::{self, Refusal, Share, Tat};
+use crate::bucket::{self, Claim, Refusal, Share, Tat};
 use crate::clock::Nanos;
 use crate::decision::{Demand, Grant, Rejection, RejectionKind};
 use crate::limit::{Cost, Dimension, LimiterName, Limits, Settlement};
@@ -28,6 +28,8 @@ struct ScopeState {
     in_flight: u64,
     paused_until: Nanos,
     held: bool,
+    /// A cost waiting for an idle window on one of the buckets: its index and claim.
+    claim: Option<(usize, Claim)>,
 }
 
 #[derive(Debug, Clone)]
@@ -86,6 +88,8 @@ pub struct Ledger {
     expiry: BinaryHeap<Reverse<(Nanos, ReservationId)>>,
     next_id: u64,
     scratch: Vec<Tat>,
+    /// Claims a refusal being decided would record (scope, bucket, claim).
+    claims: Vec<(ScopeId, usize, Claim)>,
     fair: HashMap<ScopeId, FairState>,
 }
 
@@ -112,6 +116,7 @@ impl Ledger {
             in_flight: 0,
             paused_until: Nanos(0),
             held: false,
+            claim: None,
         });
         self.index.insert(key, id);
         id
@@ -135,6 +140,7 @@ impl Ledger {
             .collect();
         scope.tats = tats;
         scope.limits = limits;
+        scope.claim = None;
     }
 
     /// Reserves `cost` on every bucket of `path`, all or nothing, and a concurrency slot
@@ -184,8 +190,10 @@ impl Ledger {
             self.fair.entry(scope).or_default().commit(now, ask, verdict);
         }
         let mut next = std::mem::take(&mut self.scratch).into_iter();
+        let share = demand.share;
         for id in path {
             let Some(scope) = self.scopes.get_mut(id.0 as usize) else { continue };
+            scope.drop_claim_passed_by(now, cost, share);
             for tat in &mut scope.tats {
                 *tat = next.next().unwrap_or(*tat);
             }
@@ -224,12 +232,17 @@ impl Ledger {
     }
 
     /// Computes every bucket's new state into `scratch` without writing, or the refusal.
+    /// A refusal only by buckets whose window must be idle for this cost records its claims
+    /// on them (see [`Claim`]); any other refusal records none.
     fn check(&mut self, now: Nanos, path: &[ScopeId], cost: Cost, share: Share) -> Result<(), Rejection> {
         self.scratch.clear();
+        self.claims.clear();
+        let mut idle_only = true;
         let mut worst: Option<(Duration, ScopeKey, LimiterName)> = None;
         for &id in path {
             let Some(scope) = self.scopes.get(id.0 as usize) else { continue };
             if scope.paused_until > now {
+                idle_only = false;
                 let wait = scope.paused_until.since(now);
                 if worst.as_ref().is_none_or(|(w, _, _)| wait > *w) {
                     worst = Some((wait, scope.key.clone(), LimiterName::ProviderCooldown));
@@ -240,27 +253,53 @@ impl Ledger {
             {
                 return Err(scope.rejection(LimiterName::Concurrency, RejectionKind::SlotsBusy));
             }
-            let share = if scope.key.kind.is_shared() { share } else { Share::FULL };
-            for (limit, tat) in scope.limits.rates.iter().zip(&scope.tats) {
+            for (j, (limit, tat)) in scope.limits.rates.iter().zip(&scope.tats).enumerate() {
                 let units = cost.of(limit.dimension);
-                match bucket::take_share(limit, *tat, now, units, share) {
-                    Ok(next) => self.scratch.push(next),
-                    Err(Refusal::NeverFits) => {
+                let at = match scope.take(j, now, units, share) {
+                    Ok(next) => {
+                        self.scratch.push(next);
+                        continue;
+                    }
+                    Err(Taken::NeverFits) => {
                         let kind = RejectionKind::NeverFits { cost: units, capacity: limit.amount.get() };
                         return Err(scope.rejection(limit.name(), kind));
                     }
-                    Err(Refusal::NotUntil(at)) => {
-                        let wait = at.since(now);
-                        if worst.as_ref().is_none_or(|(w, _, _)| wait > *w) {
-                            worst = Some((wait, scope.key.clone(), limit.name()));
-                        }
+                    Err(Taken::Behind(at)) => {
+                        idle_only = false;
+                        at
                     }
+                    Err(Taken::NotIdle(at, claim)) => {
+                        self.claims.push((id, j, claim));
+                        at
+                    }
+                    Err(Taken::NotUntil(at)) => {
+                        idle_only = false;
+                        at
+                    }
+                };
+                self.scratch.push(*tat);
+                let wait = at.since(now);
+                if worst.as_ref().is_none_or(|(w, _, _)| wait > *w) {
+                    worst = Some((wait, scope.key.clone(), limit.name()));
                 }
             }
         }
-        match worst {
-            None => Ok(()),
-            Some((wait, scope, limiter)) => Err(Rejection { scope, limiter, kind: RejectionKind::RetryAfter(wait) }),
+        let Some((wait, scope, limiter)) = worst else { return Ok(()) };
+        if idle_only {
+            self.record_claims(now);
+        }
+        Err(Rejection { scope, limiter, kind: RejectionKind::RetryAfter(wait) })
+    }
+
+    /// Records the claims of a refusal by idle-window buckets alone: each replaces a lapsed
+    /// or no larger claim on its scope (a larger claimer keeps its place).
+    fn record_claims(&mut self, now: Nanos) {
+        for (id, j, claim) in std::mem::take(&mut self.claims) {
+            let Some(scope) = self.scopes.get_mut(id.0 as usize) else { continue };
+            let keep = scope.claim.is_some_and(|(_, held)| held.until > now && held.step > claim.step);
+            if !keep {
+                scope.claim = Some((j, claim));
+            }
         }
     }
 
@@ -393,8 +432,52 @@ impl Ledger {
     }
 }
 
+/// Why one bucket did not take a cost.
+enum Taken {
+    /// It never will.
+    NeverFits,
+    /// It waits behind another cost's claim until then.
+    Behind(Nanos),
+    /// It needs the window idle, which it is not until then; the claim it would record.
+    NotIdle(Nanos, Claim),
+    /// Not until then.
+    NotUntil(Nanos),
+}
+
 impl ScopeState {
     fn rejection(&self, limiter: LimiterName, kind: RejectionKind) -> Rejection {
         Rejection { scope: self.key.clone(), limiter, kind }
+    }
+
+    /// Bucket `j` taking `units` for a caller with `share` (of shared scopes' bursts): its
+    /// new state, or why not.
+    fn take(&self, j: usize, now: Nanos, units: u64, share: Share) -> Result<Tat, Taken> {
+        let (limit, tat) = (&self.limits.rates[j], self.tats[j]);
+        let usable = if self.key.kind.is_shared() { share } else { Share::FULL };
+        let need = bucket::need(limit, units, usable);
+        if let Some((_, claim)) = self.claim.filter(|(at, _)| *at == j)
+            && let Some(until) = claim.holds_back(need, share, tat, now)
+        {
+            return Err(Taken::Behind(until));
+        }
+        match bucket::take_share(limit, tat, now, units, usable) {
+            Ok(next) => Ok(next),
+            Err(Refusal::NeverFits) => Err(Taken::NeverFits),
+            Err(Refusal::NotUntil(at)) => {
+                Err(Claim::of(need, share, at).map_or(Taken::NotUntil(at), |c| Taken::NotIdle(at, c)))
+            }
+        }
+    }
+
+    /// A grant of `cost` drops the scope's claim when it lapsed or the grant is at least as
+    /// large as its claimer (the claimer itself, or one that took the idle window first).
+    fn drop_claim_passed_by(&mut self, now: Nanos, cost: Cost, share: Share) {
+        let Some((j, claim)) = self.claim else { return };
+        let share = if self.key.kind.is_shared() { share } else { Share::FULL };
+        let Some(limit) = self.limits.rates.get(j) else { return };
+        let step = bucket::need(limit, cost.of(limit.dimension), share).step;
+        if claim.until <= now || step >= claim.step {
+            self.claim = None;
+        }
     }
 }

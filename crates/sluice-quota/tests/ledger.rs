@@ -153,3 +153,68 @@ fn a_charge_debits_whatever_the_bucket_holds_and_takes_no_slot() {
     ledger.charge(Nanos(SEC), &[id], Cost::request(0, 0));
     assert!(ledger.reserve(Nanos(SEC), &[id], Cost::request(1, 0), Duration::from_secs(5)).is_err());
 }
+
+/// A deployment of 300,000 TPM with sluice's default one-second burst and send guard, on
+/// the memory store and a fake clock.
+fn guarded_deployment() -> (sluice_quota::MemoryStore, sluice_quota::FakeClock, sluice_quota::ScopeId) {
+    use sluice_quota::QuotaStore as _;
+    let clock = sluice_quota::FakeClock::default();
+    let store = sluice_quota::MemoryStore::new(std::sync::Arc::new(clock.clone()));
+    let rate = RateLimit::per_minute(Dimension::TotalTokens, 300_000).unwrap().with_burst(nz(5_000)).guarded();
+    let id = store.register(ScopeKey::new(ScopeKind::Deployment, "d"), Limits::unlimited().with_rate(rate));
+    (store, clock, id)
+}
+
+/// Admits as many 300-token requests as the store lets through now (a backlog from many
+/// instances retrying at once); returns how many.
+fn drain_small(store: &sluice_quota::MemoryStore, id: sluice_quota::ScopeId) -> usize {
+    let lease = Duration::from_secs(60);
+    std::iter::from_fn(|| store.reserve_now(&[id], Cost::request(300, 0), lease).ok()).take(100).count()
+}
+
+#[test]
+fn a_stream_of_small_requests_cannot_starve_one_that_needs_an_idle_window() {
+    let (store, clock, id) = guarded_deployment();
+    let lease = Duration::from_secs(60);
+    let big = Cost::request(5_030, 0); // more than the burst less its guard: needs an idle window
+    let tick = Duration::from_millis(10);
+    let mut small_before = 0;
+    // The small requests keep the window busy; the large one asks every tick.
+    let mut passed_at = None;
+    for n in 0..1_000u64 {
+        small_before += drain_small(&store, id);
+        if store.reserve_now(&[id], big, lease).is_ok() {
+            passed_at = Some(Duration::from_millis(10 * n));
+            break;
+        }
+        clock.advance(tick);
+    }
+    // Its claim holds the small ones back until the window is idle: about one window.
+    let passed_at = passed_at.expect("the large request passed within 10 s");
+    assert!(passed_at <= Duration::from_millis(1_100), "passed after {passed_at:?}");
+    assert!(small_before >= 16, "the small ones had the window first: {small_before}");
+    // Behind it, the small ones go on once its step has been paid.
+    let mut small_after = 0;
+    for _ in 0..200 {
+        clock.advance(tick);
+        small_after += drain_small(&store, id);
+    }
+    assert!(small_after >= 16, "the small ones resumed: {small_after}");
+}
+
+#[test]
+fn a_claim_whose_claimer_went_away_lapses() {
+    let (store, clock, id) = guarded_deployment();
+    let lease = Duration::from_secs(60);
+    assert!(drain_small(&store, id) > 0);
+    // Refused once, never asking again: its claim holds the small ones back for a while...
+    assert!(store.reserve_now(&[id], Cost::request(5_030, 0), lease).is_err());
+    let mut held_for = Duration::ZERO;
+    while drain_small(&store, id) == 0 {
+        clock.advance(Duration::from_millis(10));
+        held_for += Duration::from_millis(10);
+        assert!(held_for < Duration::from_secs(10), "the claim never lapsed");
+    }
+    // ...until it lapses: two of its steps after the window was idle (about 3 s), not forever.
+    assert!(held_for >= Duration::from_secs(2) && held_for <= Duration::from_millis(3_200), "{held_for:?}");
+}

@@ -97,6 +97,8 @@ pub enum Op {
         sids: Vec<String>,
         /// Which scopes' state a grant returns (bit `k - 1` for the k-th), 0 for none.
         report: u64,
+        /// The caller's share of shared bursts, in thousandths (whom its claims hold back).
+        share: u16,
     },
     /// A settlement (or a release) of a reservation.
     Settle {
@@ -196,10 +198,10 @@ impl Plan {
 /// A reservation's array for the script (see `batch.lua`), with `spec` in place of its own
 /// when given (a run's combined spec).
 fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, homes: &mut Vec<&'a Group>) -> Vec<u8> {
-    let Op::Reserve { lease_us, fair, spec: own, sids, report, .. } = op else { return Vec::new() };
+    let Op::Reserve { lease_us, fair, spec: own, sids, report, share, .. } = op else { return Vec::new() };
     let spec = spec.unwrap_or_else(|| own.encode());
     let mut blob = Vec::with_capacity(40 + spec.len());
-    record::push_array(&mut blob, 11 + sids.len());
+    record::push_array(&mut blob, 12 + sids.len());
     record::push_uint(&mut blob, *lease_us);
     match fair {
         Some(Fair { home, share, own }) => {
@@ -230,6 +232,7 @@ fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, 
     }
     blob.extend_from_slice(&spec);
     record::push_uint(&mut blob, *report);
+    record::push_uint(&mut blob, u64::from(*share));
     blob
 }
 

@@ -153,7 +153,7 @@ impl RedisStore {
         drop(specs);
         let own = |s: &&Arc<Scope>| demand.report_own && !s.key.kind.is_shared();
         let report = scopes.iter().zip(0..64).filter(|(s, _)| own(s)).map(|(_, k)| 1_u64 << k).sum();
-        let op = Op::Reserve { member: member.clone(), lease_us, fair, spec, sids, report };
+        let op = Op::Reserve { member: member.clone(), lease_us, fair, spec, sids, report, share: share.get() };
         let reply = self.batches.run(group, op).await?;
         match reply.as_slice() {
             [1, rest @ ..] => {

@@ -105,12 +105,34 @@ mod cases {
         let d = store.register(ScopeKey::new(ScopeKind::Deployment, "guarded"), Limits::unlimited().with_rate(rate));
         // A request as large as the burst passes from the full bucket...
         let _whole = store.reserve(&[d], Cost::request(100, 0), LEASE).await.unwrap();
-        // ...and the next one only once the window has refilled and been idle for the guard.
-        let wait = rejected(store.reserve(&[d], Cost::request(100, 0), LEASE).await).retry_after().unwrap();
-        assert!(wait > Duration::from_millis(9_900) && wait <= Duration::from_millis(10_200), "{wait:?}");
         // A small one waits for its own 100 ms and the guard the rest keeps (unguarded: 100 ms).
         let wait = rejected(store.reserve(&[d], Cost::request(1, 0), LEASE).await).retry_after().unwrap();
         assert!(wait > Duration::from_millis(350) && wait <= Duration::from_millis(500), "{wait:?}");
+        // ...and the next large one only once the window has refilled and been idle for the guard.
+        let wait = rejected(store.reserve(&[d], Cost::request(100, 0), LEASE).await).retry_after().unwrap();
+        assert!(wait > Duration::from_millis(9_900) && wait <= Duration::from_millis(10_200), "{wait:?}");
+    }
+
+    pub async fn a_request_waiting_for_an_idle_window_holds_smaller_ones_back(store: &dyn QuotaStore) {
+        // 600 tokens a minute (10 a second), a burst of 100 (10 s) keeping a 200 ms guard.
+        let rate = RateLimit::per_minute(Dimension::TotalTokens, 600).unwrap().with_burst(nz(100)).guarded();
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "claimed"), Limits::unlimited().with_rate(rate));
+        let _small = store.reserve(&[d], Cost::request(10, 0), LEASE).await.unwrap();
+        // The whole burst needs the window idle: 1 s away. Refused, it claims that window...
+        let wait = rejected(store.reserve(&[d], Cost::request(100, 0), LEASE).await).retry_after().unwrap();
+        assert!(wait > Duration::from_millis(700) && wait <= Duration::from_millis(1_000), "{wait:?}");
+        // ...so a small one that would fit now waits until the claimer has passed and taken
+        // its 10.2 s (less the 9.7 s a small one may come early): about 1.5 s.
+        let refusal = rejected(store.reserve(&[d], Cost::request(1, 0), LEASE).await);
+        assert_eq!(refusal.limiter.to_string(), "tpm");
+        let behind = refusal.retry_after().unwrap();
+        assert!(behind > Duration::from_millis(1_200) && behind <= Duration::from_millis(1_500), "{behind:?}");
+        // The claimer passes once the window is idle, and the claim is gone with it: the
+        // small one waits for what the claimer owes, as if there had been no claim.
+        tokio::time::sleep(wait + Duration::from_millis(20)).await;
+        let _whole = store.reserve(&[d], Cost::request(100, 0), LEASE).await.unwrap();
+        let after = rejected(store.reserve(&[d], Cost::request(1, 0), LEASE).await).retry_after().unwrap();
+        assert!(after > Duration::from_millis(400) && after <= Duration::from_millis(500), "{after:?}");
     }
 
     pub async fn a_refusal_anywhere_debits_nothing_anywhere(store: &dyn QuotaStore) {
@@ -572,6 +594,11 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_guarded_bucket_sends_a_whole_burst_only_into_an_idle_window() {
                 run(|s| async move { cases::a_guarded_bucket_sends_a_whole_burst_only_into_an_idle_window(&*s).await })
+                    .await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_request_waiting_for_an_idle_window_holds_smaller_ones_back() {
+                run(|s| async move { cases::a_request_waiting_for_an_idle_window_holds_smaller_ones_back(&*s).await })
                     .await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@
 //! - [`Adaptive::observe`] with the usage a finished call reported.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -23,7 +24,7 @@ use sluice_adapt::{
 };
 use sluice_config::{Deployment, ProviderKind};
 use sluice_provider::{RateLimitHints, Usage, Window};
-use sluice_quota::{Clock, Cost, Dimension, QuotaStore, ScopeId, ScopeKey, ScopeKind};
+use sluice_quota::{Clock, Cost, Dimension, LimiterName, QuotaStore, ScopeId, ScopeKey, ScopeKind};
 
 use crate::labels::Upstream;
 
@@ -133,7 +134,13 @@ pub fn settings(d: &Deployment) -> ControllerSettings {
         },
         ramp: a.ramp_up.map(|slope| RampSettings { slope, window: RampSettings::WINDOW }),
         adopt_provider_limits: a.adopt_provider_limits,
-        window: WindowSettings::default(),
+        window: WindowSettings {
+            enabled: a.window.enabled,
+            floor: a.window.floor,
+            hold: a.window.hold,
+            regrow: a.window.regrow,
+            ..WindowSettings::default()
+        },
     }
 }
 
@@ -225,10 +232,27 @@ impl Adaptive {
     /// A 429 shrinks the effective limit (not for a daily quota, which no rate fixes);
     /// remaining counts below local state tighten the buckets for every instance; a
     /// reported limit different from config is logged, counted, and adopted if configured.
-    pub async fn on_response(&self, status: u16, hints: &RateLimitHints) {
+    /// A 429 with no per-minute count while sluice's own buckets show the minute has room
+    /// is a short window's refusal (see [`Controller::on_unreported_429`]).
+    ///
+    /// Returns, for a 429 judged a short window's, the burst window in force when it came:
+    /// how long the deployment waits when the provider gave no hint (one window, not more).
+    pub async fn on_response(&self, status: u16, hints: &RateLimitHints) -> Option<Duration> {
         let unexpected = status == 429 && !hints.daily_quota;
         let windows = windows(hints);
-        let reaction = self.controller.lock().on_response(self.clock.now(), &windows, unexpected);
+        let unreported = unexpected && windows.iter().all(|w| w.remaining.is_none());
+        let own_room = unreported && self.minute_has_room().await;
+        let (reaction, window) = {
+            let mut controller = self.controller.lock();
+            let now = self.clock.now();
+            let window = controller.burst_window(now);
+            let reaction = if own_room {
+                controller.on_unreported_429(now, &windows)
+            } else {
+                controller.on_response(now, &windows, unexpected)
+            };
+            (reaction, window)
+        };
         for change in &reaction.tier_changes {
             let limit = LimitLabels {
                 provider: self.labels.provider.clone(),
@@ -249,11 +273,22 @@ impl Adaptive {
         if reaction.shrunk.is_some() {
             self.share(&reaction).await;
         }
-        for t in reaction.tighten {
+        for t in &reaction.tighten {
             if let Err(e) = self.store.tighten(self.scope, t.dimension, t.remaining, t.reset).await {
                 tracing::debug!(error = %e, "could not tighten to the provider's count");
             }
         }
+        reaction.short_window.then_some(window)
+    }
+
+    /// Whether every per-minute bucket of the deployment still holds capacity: sluice paces
+    /// the minute, so while its own buckets have room it has not sent the minute's worth.
+    /// `false` when the store cannot say or the deployment has no per-minute limit.
+    async fn minute_has_room(&self) -> bool {
+        let Ok(Some(snapshot)) = self.store.snapshot(self.scope).await else { return false };
+        let minute = |r: &&sluice_quota::RateSnapshot| matches!(r.limiter, LimiterName::Rate { period, .. } if period == Duration::from_secs(60));
+        let mut per_minute = snapshot.rates.iter().filter(minute).peekable();
+        per_minute.peek().is_some() && per_minute.all(|r| r.remaining > 0)
     }
 
     /// Recovery without traffic: applies the recovered factor (and burst window) when it
@@ -267,7 +302,7 @@ impl Adaptive {
     /// Tells the store a window this instance just learned, and adopts the shortest one any
     /// instance learned (a shared store keeps it for the hold; a memory store keeps none).
     async fn share(&self, reaction: &Reaction) {
-        let hold = WindowSettings::default().hold;
+        let hold = self.controller.lock().window_settings().hold;
         let shared = match self.store.share_window(self.scope, reaction.shrunk, hold).await {
             Ok(shared) => shared,
             Err(e) => {

@@ -64,14 +64,23 @@ fn tokens(limit: u64, remaining: u64) -> RateLimitHints {
     RateLimitHints { tokens: Some(window), ..RateLimitHints::default() }
 }
 
+/// Empties the deployment's token bucket, as sluice sending the minute's pace would.
+async fn spend_the_tokens(state: &AppState) {
+    let gateway = state.current();
+    let scope = gateway.deployments[0].scope;
+    gateway.store.tighten(scope, sluice_quota::Dimension::TotalTokens, 0, None).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_provider_429_shrinks_the_limit_and_it_recovers() {
     let (state, clock) = state(&config(60_000, ""));
     let adaptive = Arc::clone(&state.current().deployments[0].adaptive);
+    spend_the_tokens(&state).await;
     adaptive.on_response(429, &RateLimitHints::default()).await;
     assert_eq!(tpm_limit(&state).await.0, 42_000);
     // A second 429 within the second counts once.
     clock.advance(Duration::from_millis(300));
+    spend_the_tokens(&state).await;
     adaptive.on_response(429, &RateLimitHints::default()).await;
     assert_eq!(tpm_limit(&state).await.0, 42_000);
     // A minute later, without 429s, the limit is whole again.
@@ -113,6 +122,46 @@ async fn a_429_while_the_minute_has_room_shrinks_the_burst_not_the_rate() {
 }
 
 #[tokio::test]
+async fn a_429_without_counts_while_sluices_buckets_have_room_shrinks_the_burst_not_the_rate() {
+    let (state, _clock) = state(&config(60_000, ""));
+    let adaptive = Arc::clone(&state.current().deployments[0].adaptive);
+    assert_eq!(tpm_burst(&state).await, 1_000, "the default one-second burst");
+    // No rate-limit headers, and sluice's own buckets hold most of the minute's pace: the
+    // minute cannot be what refused.
+    let pause = adaptive.on_response(429, &RateLimitHints::default()).await;
+    assert_eq!(pause, Some(Duration::from_secs(1)), "the deployment waits one window");
+    assert_eq!(tpm_limit(&state).await.0, 60_000, "the rate stays");
+    assert_eq!(tpm_burst(&state).await, 500, "the burst window halves");
+    let gateway = state.current();
+    let labels = &gateway.deployments[0].counters.labels;
+    assert_eq!(gateway.metrics.adaptive.short_window_429s.get_or_create(labels).get(), 1);
+    assert_eq!(gateway.metrics.adaptive.decreases.get_or_create(labels).get(), 0);
+    // With sluice's own token bucket spent, the same answer may be the minute's: the rate
+    // comes down, and the pause is the default one.
+    spend_the_tokens(&state).await;
+    assert_eq!(adaptive.on_response(429, &RateLimitHints::default()).await, None);
+    assert_eq!(tpm_limit(&state).await.0, 42_000);
+    assert_eq!(gateway.metrics.adaptive.decreases.get_or_create(labels).get(), 1);
+}
+
+#[tokio::test]
+async fn the_window_is_learned_by_the_deployments_settings_or_not_at_all() {
+    let (floored, _clock) = state(&config(60_000, "window_floor = \"800ms\"\nwindow_hold = \"10s\""));
+    let adaptive = Arc::clone(&floored.current().deployments[0].adaptive);
+    adaptive.on_response(429, &tokens(60_000, 55_000)).await;
+    assert_eq!(tpm_burst(&floored).await, 800, "halved, but not below the floor");
+    // Still shrunk within the hold, growing back after it.
+    adaptive.poll().await;
+    assert_eq!(tpm_burst(&floored).await, 800);
+
+    let (off, _clock) = state(&config(60_000, "learn_window = false"));
+    let adaptive = Arc::clone(&off.current().deployments[0].adaptive);
+    assert_eq!(adaptive.on_response(429, &tokens(60_000, 55_000)).await, None);
+    assert_eq!(tpm_limit(&off).await.0, 42_000, "every 429 lowers the rate");
+    assert_eq!(tpm_burst(&off).await, 700, "and the window stays one second of it");
+}
+
+#[tokio::test]
 async fn low_remaining_tightens_and_reported_limits_are_adopted_only_when_asked() {
     let (state, _clock) = state(&config(60_000, ""));
     let adaptive = Arc::clone(&state.current().deployments[0].adaptive);
@@ -145,6 +194,7 @@ async fn p95_reserves_what_the_route_really_generates() {
 async fn a_reload_swaps_the_policy_and_keeps_queues_and_learned_state() {
     let (state, _clock) = state(&config(60_000, ""));
     let before = state.current();
+    spend_the_tokens(&state).await;
     before.deployments[0].adaptive.on_response(429, &RateLimitHints::default()).await;
     state.reload(&config(120_000, "")).unwrap();
     let after = state.current();

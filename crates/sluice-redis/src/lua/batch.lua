@@ -13,7 +13,7 @@
 --     scopes are the caller's own (bit k - 1 for the k-th: their refusals do not make the
 --     tenant ask), the scope count S, the S scopes' field numbers (from 1), the scopes
 --     (record.rs `reserve_spec`), which scopes' state a grant returns (bit k - 1, 0 for
---     none);
+--     none), the caller's share of shared bursts (thousandths: whom its claims hold back);
 --   settle: 's', the lease member and a MessagePack array of the count S of scopes it
 --     touches, their S field numbers, the settlement (record.rs `settle_spec`);
 --   a run of k reservations on the same scopes, without fair share: 'g', k, their
@@ -145,11 +145,52 @@ local function grant(member, lease)
   added_order[#added_order + 1] = member
 end
 
+-- Claims (bucket.rs `Claim`): a scope's state may carry, after its nl buckets, the bucket a
+-- larger cost waits to find idle, that cost's step, when the claim lapses (µs; 0 for none)
+-- and the claimer's share. Returns them while the claim holds, else 0, 0, 0, 0.
+local CLAIM_STEPS = 2
+local function claim_of(s, nl, now)
+  local cj = s and s[5 + nl]
+  if not cj or cj == 0 or s[7 + nl] <= now then
+    return 0, 0, 0, 0
+  end
+  return cj, s[6 + nl], s[7 + nl], s[8 + nl] or 1000
+end
+
+-- Records the claims {scope index, bucket, step, until, nl} of a refusal by buckets that
+-- need an idle window alone, for a caller of `share`: each replaces a lapsed or no larger
+-- claim on its scope.
+local function record_claims(o, st, claims, share)
+  for _, cl in ipairs(claims) do
+    local k, nl = cl[1], cl[5]
+    local s = st[k]
+    local _, held = claim_of(s, nl, now)
+    if s and held <= cl[3] then
+      for j = 1, nl do
+        s[4 + j] = s[4 + j] or 0
+      end
+      s[5 + nl], s[6 + nl], s[7 + nl], s[8 + nl] = cl[2], cl[3], cl[4], share
+      if cl[4] - now > needed then needed = cl[4] - now end
+      put(fields[o[9 + k]], s)
+    end
+  end
+end
+
+-- A grant drops its scope's claim when it lapsed or the grant's step on the claimed bucket
+-- (the spec's pairs from `at`) is at least the claimer's: the claimer itself passed, or one
+-- as large took the idle window first.
+local function drop_claim_passed(s, nl, spec, at)
+  local cj = s[5 + nl]
+  if cj and cj > 0 and (s[7 + nl] <= now or spec[at + 2 * (cj - 1)] >= s[6 + nl]) then
+    s[5 + nl], s[6 + nl], s[7 + nl], s[8 + nl] = 0, 0, 0, 0
+  end
+end
+
 -- Decides the reservation(s) `o` describes, n of them at once: the refusal, or nil and the
 -- grant's reply when granted (and taken).
 local function reserve(o, n)
   local lease, pair, own, S = o[1], o[2], o[8], o[9]
-  local spec, report = o[10 + S], o[11 + S]
+  local spec, report, share = o[10 + S], o[11 + S], o[12 + S] or 1000
 
   -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
   -- asking (it would hold every other tenant back to its own virtual time).
@@ -197,36 +238,59 @@ local function reserve(o, n)
   end
 
   -- Decide: pauses, slots, then every bucket (a fresh scope's is full); each bucket's
-  -- instant after this cost is kept for the grant.
+  -- instant after this cost is kept for the grant. A bucket claimed by a larger cost
+  -- waiting for an idle window (bucket.rs `Claim`) holds a smaller one back; a refusal only
+  -- by buckets this cost needs idle records its own claims.
   local worst, wscope, wlim, wkind = 0, 0, 0, 0
   local after, b = {}, 0
+  local idle_only, claims = true, {}
   c = 1
   for k = 1, S do
     local s = st[k]
     local cc, nl = spec[c], spec[c + 2]
     c = c + 3
-    if s and s[2] - now > worst then
-      worst, wscope, wlim, wkind = s[2] - now, k, 0, 4
+    if s and s[2] - now > 0 then
+      idle_only = false
+      if s[2] - now > worst then
+        worst, wscope, wlim, wkind = s[2] - now, k, 0, 4
+      end
     end
     if cc > 0 and (s and s[1] or 0) + n > cc then
       -- A refusal by a shared scope means the tenant waits for the shared capacity.
       if pair > 0 and bit.band(own, 2 ^ (k - 1)) == 0 then return asked(asking, tenant, {0, 0, k, 0, 2}) end
       return {0, 0, k, 0, 2}
     end
+    local cj, cstep, cuntil, cshare = claim_of(s, nl, now)
+    -- A run of several at once is never decided across a claim (each goes alone). A claim
+    -- holds back only callers with at most the claimer's share (its class or lower).
+    if cj > 0 and n > 1 then return {0, 1, k, cj, 1} end
     for j = 1, nl do
       local base = s and s[4 + j] or 0
       if base < now then base = now end
+      local step, room = spec[c], spec[c + 1]
       -- The bucket must keep `room` (burst less cost) after this cost.
-      local wait = base - spec[c + 1] - now
+      local wait = base - room - now
+      if cj == j and step < cstep and share <= cshare then
+        -- Behind the claimer: until it has passed (when the bucket is idle) and taken its
+        -- step, or the claim lapses.
+        local behind = base + cstep - room
+        if behind > cuntil then behind = cuntil end
+        wait, idle_only = behind - now, false
+      elseif wait > 0 and room == 0 then
+        claims[#claims + 1] = {k, j, step, base + CLAIM_STEPS * step, nl}
+      elseif wait > 0 then
+        idle_only = false
+      end
       if wait > worst then
         worst, wscope, wlim, wkind = wait, k, j, 1
       end
       b = b + 1
-      after[b] = base + spec[c]
+      after[b] = base + step
       c = c + 2
     end
   end
   if worst > 0 then
+    if idle_only and n == 1 then record_claims(o, st, claims, share) end
     local reply = {0, math.ceil(worst), wscope, wlim, wkind}
     if pair > 0 and bit.band(own, 2 ^ (wscope - 1)) == 0 then return asked(asking, tenant, reply) end
     return reply
@@ -254,6 +318,7 @@ local function reserve(o, n)
       end
       if s[2] - now > needed then needed = s[2] - now end
       if cc > 0 then s[1] = s[1] + n end
+      drop_claim_passed(s, nl, spec, c - 2 * nl)
       if told then
         g = g + 1
         granted[g] = s[1]

@@ -4,7 +4,9 @@
 -- All scopes of a hash-tag group live in one hash (the group's state): one field per scope,
 -- a MessagePack array {n, p, h, layout, tat_1, ..., tat_L}: requests in flight, paused
 -- until, held by an operator (1 or 0), the layout of its limits (record.rs) and per limit
--- the instant that bucket is full again (a GCRA; 0 or missing means full); and `@x`, the
+-- the instant that bucket is full again (a GCRA; 0 or missing means full), optionally
+-- followed by a claim on one bucket {bucket, step, until, share} (batch.lua; 0 for none,
+-- dropped when the layout changes); and `@x`, the
 -- instant the hash's expiry was last pushed to, so the hot path never asks Redis for a TTL.
 -- A batch of decisions (batch.lua) reads the fields it touches with one HMGET and writes
 -- the ones it changed with one HSET.

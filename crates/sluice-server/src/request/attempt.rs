@@ -395,9 +395,10 @@ fn passed_error(status: StatusCode, headers: &http::HeaderMap, bytes: &[u8], cal
 /// the client's 429 says the gateway had admitted the request.
 async fn provider_429(call: &Call<'_>, hints: &sluice_provider::RateLimitHints, class: ErrorClass) -> GatewayError {
     let (route, gateway) = (call.route, call.req.gateway);
-    route.adaptive.on_response(StatusCode::TOO_MANY_REQUESTS.as_u16(), hints).await;
+    let short_window = route.adaptive.on_response(StatusCode::TOO_MANY_REQUESTS.as_u16(), hints).await;
     let wait = hints.retry_after.or(class.retry_after());
-    let pause = wait.unwrap_or(PROVIDER_429_PAUSE).min(MAX_PROVIDER_PAUSE);
+    // Without a hint, a short window's refusal waits one window; any other, the default.
+    let pause = wait.or(short_window).unwrap_or(PROVIDER_429_PAUSE).min(MAX_PROVIDER_PAUSE);
     if let Err(e) = gateway.store.pause(route.scope, pause).await {
         tracing::warn!(error = %e, "could not record the provider's pause");
     }
