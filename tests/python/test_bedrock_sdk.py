@@ -81,10 +81,13 @@ def test_a_wrong_secret_is_refused_in_aws_words(sim_url: str) -> None:
     assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
 
 
-def gateway_config(sim_url: str, credentials: str) -> str:
+def gateway_config(sim_url: str, credentials: str, jobs_path: str) -> str:
     return f"""
 [server]
 listen = "127.0.0.1:0"
+
+[jobs]
+path = "{jobs_path}"
 
 [[providers]]
 name = "bedrock"
@@ -117,7 +120,8 @@ sha256 = "{key_sha256(KEY)}"
 def gateway(sim_url: str, processes) -> str:
     text = f"[default]\naws_access_key_id = {ACCESS_KEY_ID}\naws_secret_access_key = {SECRET_ACCESS_KEY}\n"
     credentials = processes.write("aws-credentials", text)
-    config = processes.write("gateway-bedrock.toml", gateway_config(sim_url, str(credentials)))
+    jobs = credentials.parent / "bedrock-jobs.redb"
+    config = processes.write("gateway-bedrock.toml", gateway_config(sim_url, str(credentials), str(jobs)))
     url, _ = processes.launch(["serve", "--config", str(config)], prefix="sluice listening on ")
     return url
 

@@ -387,6 +387,20 @@ def test_openai_sdk_falls_back_to_anthropic_transparently(env) -> None:
     assert len(text.split()) == CLAUDE_TOKENS
 
 
+def test_openai_sdk_responses_fall_back_to_anthropic_plain_and_streamed(env) -> None:
+    # The primary may be tried first or skipped while its breaker is open (earlier tests
+    # failed it); either way the Anthropic fallback answers, as its output length shows.
+    reply = oa(env).responses.create(model="gpt-fallback", instructions="Be brief.", input="Say hi", max_output_tokens=50)
+    assert reply.status == "completed" and reply.model == "gpt-fallback" and reply.output_text.strip()
+    assert reply.usage is not None and reply.usage.output_tokens == CLAUDE_TOKENS, "served by the Anthropic fallback"
+
+    events = list(oa(env).responses.create(model="gpt-fallback", input="Say hi", max_output_tokens=50, stream=True))
+    kinds = [event.type for event in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed", kinds
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert len(text.split()) == CLAUDE_TOKENS and events[-1].response.output_text == text
+
+
 def test_anthropic_sdk_falls_back_to_openai_transparently(env) -> None:
     down_before = sim_requests(env, "claude-down")
     message = claude(env).messages.create(
