@@ -248,3 +248,11 @@ impl Drop for Line {
         );
     }
 }
+
+/// The line of a request beside the proxied road (a stored response's calls, a passthrough
+/// endpoint): its caller when the key is good; the road's steps add nothing to it.
+#[must_use]
+pub fn beside_the_road(gateway: &Gateway, trace: &Trace, headers: &axum::http::HeaderMap) -> Arc<Line> {
+    let caller = crate::auth::authenticate(gateway, headers).ok();
+    Line::new(gateway, trace, caller.as_ref())
+}

@@ -158,7 +158,10 @@ pub fn family_of(path: &str) -> Option<Family> {
 pub async fn serve(state: &AppState, request: axum::extract::Request, family: Family) -> Response<Body> {
     let gateway = state.current();
     let trace = Trace::from_headers(request.headers());
-    let mut response = match relay(&gateway, request, family, &trace).await {
+    let access = crate::access::beside_the_road(&gateway, &trace, request.headers());
+    let result = relay(&gateway, request, family, &trace).await;
+    crate::request::finished(&access, &result);
+    let mut response = match result {
         Ok(response) => response,
         Err(error) => ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: trace.id.clone() }.into_response(),
     };

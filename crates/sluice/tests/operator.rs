@@ -300,6 +300,39 @@ fn a_request_leaves_one_access_log_line_with_its_trace_tenant_and_status_and_no_
 }
 
 #[test]
+fn requests_beside_the_proxied_road_leave_their_access_line_too() {
+    let sim = SimProcess::start();
+    let env = [("OPENAI_API_KEY", "sk-test"), ("SLUICE_LOG_JSON", "true")];
+    let gateway = Served::start(&quickstart_on(&sim.url), &env).unwrap();
+    let traces = ["0af7651916cd43dd8448eb211c80319c", "1bf7651916cd43dd8448eb211c80319d"];
+    let calls = [
+        (reqwest::Method::POST, "/v1/images/generations", traces[0]),
+        (reqwest::Method::GET, "/v1/responses/resp_unknown", traces[1]),
+    ];
+    for (method, path, trace) in calls {
+        let status = sim.runtime.block_on(async {
+            let body = serde_json::json!({"model": "gpt-4o-mini", "prompt": PROMPT});
+            let request = reqwest::Client::new()
+                .request(method, format!("{}{path}", gateway.url))
+                .bearer_auth(KEY)
+                .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"));
+            let request = if path.contains("images") { request.json(&body) } else { request };
+            request.send().await.unwrap().status().as_u16()
+        });
+        assert_eq!(status, 404, "{path}");
+    }
+    let log = gateway.stderr_once(traces[1]);
+    let lines = access_lines(&log);
+    for trace in traces {
+        let mine: Vec<_> = lines.iter().filter(|l| l["fields"]["trace_id"] == trace).collect();
+        assert_eq!(mine.len(), 1, "one line for {trace}:\n{log}");
+        assert_eq!(mine[0]["fields"]["status"], 404);
+        assert_eq!(mine[0]["fields"]["tenant"], "me");
+    }
+    assert!(!log.contains(KEY) && !log.contains(PROMPT), "no key or prompt in the log:\n{log}");
+}
+
+#[test]
 fn with_the_access_log_off_refusals_are_still_logged_and_successes_are_not() {
     let sim = SimProcess::start();
     let env = [("OPENAI_API_KEY", "sk-test"), ("SLUICE_LOG_JSON", "true")];
