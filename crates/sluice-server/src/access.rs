@@ -195,6 +195,11 @@ impl Line {
     }
 }
 
+/// A field's text, or empty: borrowed, so writing the line allocates no copies.
+fn text(v: &Option<Arc<str>>) -> &str {
+    v.as_deref().unwrap_or("")
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -224,7 +229,6 @@ impl Drop for Line {
         }
         let f = self.fields.get_mut();
         let deployments = f.deployments.join(",");
-        let text = |v: &Option<Arc<str>>| v.as_deref().unwrap_or("").to_owned();
         tracing::info!(
             target: TARGET,
             trace_id = %f.trace_id,

@@ -35,7 +35,7 @@ pub fn build_upstream(
     trace: &Trace,
     (stream, unix_millis): (bool, u64),
 ) -> http::Request<Full<Bytes>> {
-    let uri = super::providers::request_url(route, endpoint_path(protocol), stream);
+    let uri = super::providers::upstream_url(route, endpoint_path(protocol), stream);
     let mut builder = http::Request::post(uri)
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::USER_AGENT, concat!("sluice/", env!("CARGO_PKG_VERSION")))

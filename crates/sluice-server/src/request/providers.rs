@@ -29,7 +29,7 @@ use crate::secret::Credential;
 use crate::state::Route;
 
 /// The upstream URL of `endpoint` (a proxied path such as `/v1/chat/completions`) on
-/// `route`; `stream` picks Google's streaming verb.
+/// `route`; `stream` picks the streaming verb of Google and Bedrock.
 pub fn upstream_url(route: &Route, endpoint: &str, stream: bool) -> String {
     let base = &route.base_url;
     // Every proxied path starts with `/v1`; the cloud surfaces put their own prefix there.
@@ -43,16 +43,7 @@ pub fn upstream_url(route: &Route, endpoint: &str, stream: bool) -> String {
             format!("{base}/openai/deployments/{deployment}{rest}?api-version={api_version}")
         }
         ProviderApi::GeminiNative | ProviderApi::Vertex(_) => super::google::url(route, stream).unwrap_or_default(),
-        ProviderApi::Bedrock { surface, .. } => bedrock::url(base, &route.model, *surface, false),
-    }
-}
-
-/// The upstream URL of a request to `route`: [`upstream_url`], but Bedrock streams at
-/// their own path (`converse-stream`).
-pub fn request_url(route: &Route, endpoint: &str, stream: bool) -> String {
-    match &route.api {
-        ProviderApi::Bedrock { surface, .. } => bedrock::url(&route.base_url, &route.model, *surface, stream),
-        _ => upstream_url(route, endpoint, stream),
+        ProviderApi::Bedrock { surface, .. } => bedrock::url(base, &route.model, *surface, stream),
     }
 }
 
