@@ -35,7 +35,7 @@ pub struct Caller {
     /// Its index in the configuration's classes.
     pub class_index: usize,
     /// Scopes from the org down to the key.
-    pub scopes: Vec<ScopeId>,
+    pub scopes: Arc<[ScopeId]>,
     /// The model profiles the key may name (`None`: every one). Runtime keys may be
     /// restricted; configured keys are not.
     pub models: Option<Arc<[Arc<str>]>>,
@@ -420,7 +420,7 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> (HashMap<[u8; 32], Caller
                 key_index: u32::try_from(key_index).unwrap_or(u32::MAX),
                 class: config.classes[k.class].clone(),
                 class_index: k.class,
-                scopes,
+                scopes: scopes.into(),
                 models: None,
             };
             (k.sha256, caller)

@@ -116,7 +116,7 @@ fn caller(
         key_index: u32::try_from(index).unwrap_or(u32::MAX),
         class,
         class_index,
-        scopes,
+        scopes: scopes.into(),
         models: record.models.as_ref().map(|m| m.iter().map(|p| Arc::from(p.as_str())).collect()),
     })
 }
