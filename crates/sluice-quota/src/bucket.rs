@@ -245,6 +245,22 @@ pub fn tighten(limit: &RateLimit, tat: Tat, now: Nanos, remaining: u64, reset: O
     Tat(tat.0.max(Nanos(now.0.saturating_add(owed_ns))))
 }
 
+/// Re-anchors a guarded bucket ([`RateLimit::guard`]) at the instant a cost it admitted
+/// really went to the provider, `sent`: the bucket is full no sooner than the cost's step
+/// (its [`need`] with the whole burst, guard included) after that instant. The provider's
+/// window starts a request's cost when it arrives, the bucket when it admitted it; a
+/// request that left late (its task resumed late, a fresh connection) would otherwise let
+/// the next one, sent on time, meet a provider window that is not yet idle. Never loosens;
+/// a cost that can never fit, or an unguarded limit, leaves the state alone.
+#[must_use]
+pub fn sent(limit: &RateLimit, tat: Tat, sent: Nanos, cost: u64) -> Tat {
+    if !limit.guard || cost == 0 || cost > limit.amount.get() {
+        return tat;
+    }
+    let step = need(limit, cost, Share::FULL).step;
+    Tat(tat.0.max(Nanos(sent.0.saturating_add(step))))
+}
+
 /// Re-expresses a bucket's state under a new limit, keeping its fill fraction. A change of
 /// the burst alone (the same rate) keeps the state itself, as the Redis store does: what
 /// was sent stays owed, so a burst shrunk after the provider's window refused waits until
@@ -422,5 +438,28 @@ mod tests {
         assert_eq!(Need::of(100, 1_000, 750, 20), Need { step: 100, room: 630 });
         assert_eq!(Need::of(800, 1_000, 750, 20), Need { step: 800, room: 0 });
         assert_eq!(Need::of(990, 1_000, 750, 20), Need { step: 1_010, room: 0 });
+    }
+
+    #[test]
+    fn a_cost_sent_late_reanchors_a_guarded_bucket_at_its_send() {
+        // 300k TPM with a one-second burst of 5,000; the guard is 20 ms.
+        let limit = RateLimit::per_minute(Dimension::TotalTokens, 300_000)
+            .unwrap()
+            .with_burst(NonZeroU64::new(5_000).unwrap())
+            .guarded();
+        let now = Nanos(100 * SEC);
+        let tat = take(&limit, Tat::default(), now, 5_000).unwrap();
+        assert_eq!(tat, Tat(Nanos(101 * SEC + 20_000_000)));
+        // Sent 30 ms after its admission: full no sooner than its step after that.
+        let late = sent(&limit, tat, Nanos(100 * SEC + 30_000_000), 5_000);
+        assert_eq!(late, Tat(Nanos(101 * SEC + 50_000_000)));
+        assert_eq!(take(&limit, late, Nanos(101 * SEC + 20_000_000), 5_000), Err(Refusal::NotUntil(late.0)));
+        // Sent on time, or a bucket already further out: nothing changes.
+        assert_eq!(sent(&limit, tat, now, 5_000), tat);
+        assert_eq!(sent(&limit, Tat(Nanos(200 * SEC)), now, 5_000), Tat(Nanos(200 * SEC)));
+        // An unguarded limit, or a cost that never fits, is left alone.
+        let plain = RateLimit::per_minute(Dimension::TotalTokens, 300_000).unwrap();
+        assert_eq!(sent(&plain, Tat(now), Nanos(100 * SEC + 30_000_000), 5_000), Tat(now));
+        assert_eq!(sent(&limit, Tat(now), now, 300_001), Tat(now));
     }
 }

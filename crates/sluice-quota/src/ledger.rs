@@ -376,6 +376,16 @@ impl Ledger {
         }
     }
 
+    /// Re-anchors a scope's guarded buckets at the instant a request of `cost` they admitted
+    /// went to the provider, `sent` (see [`bucket::sent`]). Never loosens; unknown scopes
+    /// are ignored.
+    pub fn sent(&mut self, id: ScopeId, cost: Cost, sent: Nanos) {
+        let Some(scope) = self.scopes.get_mut(id.0 as usize) else { return };
+        for (limit, tat) in scope.limits.rates.iter().zip(scope.tats.iter_mut()) {
+            *tat = bucket::sent(limit, *tat, sent, cost.of(limit.dimension));
+        }
+    }
+
     /// Debits `cost` from every bucket of `path` whatever they hold, down to an empty
     /// bucket at most (never into debt), without a reservation or a concurrency slot: a
     /// shadow account of what was admitted elsewhere (a fallback limiter tracking what the

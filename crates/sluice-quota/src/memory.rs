@@ -6,7 +6,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::bucket::Share;
-use crate::clock::Clock;
+use crate::clock::{Clock, Nanos};
 use crate::decision::{Demand, Grant};
 use crate::ledger::{Ledger, ScopeSnapshot};
 use crate::limit::{Cost, Dimension, Limits, Settlement};
@@ -140,6 +140,13 @@ impl QuotaStore for MemoryStore {
     ) -> StoreFuture<'_, Result<(), StoreError>> {
         let now = self.clock.now();
         self.ledger.lock().tighten(now, scope, dimension, remaining, reset);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn sent(&self, scope: ScopeId, cost: Cost, since: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
+        let now = self.clock.now();
+        let at = Nanos(now.0.saturating_sub(crate::clock::duration_ns(since)));
+        self.ledger.lock().sent(scope, cost, at);
         Box::pin(std::future::ready(Ok(())))
     }
 

@@ -119,6 +119,16 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
         reset: Option<Duration>,
     ) -> StoreFuture<'_, Result<(), StoreError>>;
 
+    /// A request admitted with `cost` through `scope` went to the provider `since` ago
+    /// (measured by the caller): the scope's guarded buckets are re-anchored at that instant,
+    /// for every user of the store (see [`crate::bucket::sent`]), so the next request is
+    /// paced from where the provider's window really starts. Never loosens a bucket. Stores
+    /// that pace no provider may ignore it.
+    fn sent(&self, scope: ScopeId, cost: Cost, since: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
+        let _ = (scope, cost, since);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     /// Whether a read ([`QuotaStore::snapshot`]) is answered in-process, without waiting on
     /// IO: such a read is cheaper to make when needed than to start early in a task.
     fn reads_in_process(&self) -> bool {

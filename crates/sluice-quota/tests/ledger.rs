@@ -218,3 +218,34 @@ fn a_claim_whose_claimer_went_away_lapses() {
     // ...until it lapses: two of its steps after the window was idle (about 3 s), not forever.
     assert!(held_for >= Duration::from_secs(2) && held_for <= Duration::from_millis(3_200), "{held_for:?}");
 }
+
+#[test]
+fn a_request_that_left_late_paces_the_next_one_from_where_it_left() {
+    use sluice_quota::QuotaStore as _;
+    let (store, clock, id) = guarded_deployment();
+    let lease = Duration::from_secs(60);
+    let whole = Cost::request(5_030, 0); // as large as the provider's one-second window
+    // Admitted into an idle window, but it reached the wire 30 ms later (its task resumed
+    // late, or its connection was opened first): the provider's window starts then.
+    assert!(store.reserve_now(&[id], whole, lease).is_ok());
+    clock.advance(Duration::from_millis(30));
+    let sent = store.sent(id, whole, Duration::ZERO);
+    assert!(futures_ready(sent));
+    // Its step (1.006 s) plus the guard (20 ms) after its admission, the provider's window
+    // is still 30 ms from idle: the next one waits for those 30 ms too.
+    clock.advance(Duration::from_millis(996));
+    let Err(sluice_quota::ReserveError::Rejected(early)) = store.reserve_now(&[id], whole, lease) else {
+        panic!("the next request went out 30 ms early")
+    };
+    assert_eq!(early.retry_after(), Some(Duration::from_millis(30)));
+    clock.advance(Duration::from_millis(30));
+    assert!(store.reserve_now(&[id], whole, lease).is_ok());
+}
+
+/// Whether a store future is done with success at once (the memory store never waits).
+fn futures_ready(future: sluice_quota::StoreFuture<'_, Result<(), sluice_quota::StoreError>>) -> bool {
+    let waker = std::task::Waker::noop();
+    let mut context = std::task::Context::from_waker(waker);
+    let mut future = future;
+    matches!(future.as_mut().poll(&mut context), std::task::Poll::Ready(Ok(())))
+}

@@ -299,6 +299,15 @@ impl QuotaStore for ResilientStore {
         })
     }
 
+    fn sent(&self, scope: ScopeId, cost: Cost, since: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move {
+            if let Some(local) = &self.local {
+                local.sent(scope, cost, since).await?;
+            }
+            if self.is_degraded() { Ok(()) } else { self.remote.sent(scope, cost, since).await }
+        })
+    }
+
     fn health(&self) -> StoreHealth {
         StoreHealth { degraded: self.is_degraded(), errors: self.errors() }
     }

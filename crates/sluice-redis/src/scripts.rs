@@ -8,7 +8,8 @@ pub const VERSION: &str = "sluice-quota-v5";
 
 const COMMON: &str = include_str!("lua/common.lua");
 
-/// The batch (reservations and settlements), pause, hold, tighten, peek and window scripts.
+/// The batch (reservations and settlements), pause, hold, tighten, sent, peek and window
+/// scripts.
 #[derive(Debug)]
 pub struct Scripts {
     /// Reservations (each all or nothing) and settlements (idempotent) of one group.
@@ -19,6 +20,8 @@ pub struct Scripts {
     pub hold: Script,
     /// Tightening to what the provider reported.
     pub tighten: Script,
+    /// Re-anchoring at the instant a request went to the provider.
+    pub sent: Script,
     /// A scope's state for a snapshot.
     pub peek: Script,
     /// A deployment's learned short window, shared by every instance.
@@ -35,6 +38,7 @@ impl Scripts {
             pause: build(include_str!("lua/pause.lua")),
             tighten: build(include_str!("lua/tighten.lua")),
             hold: build(include_str!("lua/hold.lua")),
+            sent: build(include_str!("lua/sent.lua")),
             peek: build(include_str!("lua/peek.lua")),
             window: build(include_str!("lua/window.lua")),
         }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use rand::Rng as _;
-use sluice_quota::bucket::{self, Tat};
+use sluice_quota::bucket::{self, Share, Tat};
 use sluice_quota::{
     Cost, Demand, Dimension, Grant, LimiterName, Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind,
     ReservationId, ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture,
@@ -271,6 +271,29 @@ impl RedisStore {
         Ok(())
     }
 
+    async fn sent_scope(&self, scope: ScopeId, cost: Cost, since: Duration) -> Result<(), StoreError> {
+        let Some(scope) = self.scope(scope) else { return Ok(()) };
+        let steps: Vec<(u32, u64)> = scope
+            .limits
+            .rates
+            .iter()
+            .zip(1_u32..)
+            .filter(|(r, _)| r.guard && cost.of(r.dimension) > 0 && cost.of(r.dimension) <= r.amount.get())
+            .map(|(r, at)| (at, bucket::need(r, cost.of(r.dimension), Share::FULL).step.div_ceil(1_000)))
+            .collect();
+        if steps.is_empty() {
+            return Ok(());
+        }
+        let mut invocation = self.scripts().sent.prepare_invoke();
+        invocation.key(&scope.state).arg(u64::try_from(since.as_micros()).unwrap_or(u64::MAX));
+        invocation.arg(&scope.spec.sid).arg(scope.spec.layout);
+        for (at, step) in steps {
+            invocation.arg(at).arg(step);
+        }
+        let _: i64 = self.call(invocation).await?;
+        Ok(())
+    }
+
     /// Snapshots of `ids`, in order: one peek per group of them (a caller's own scopes
     /// share one group, so they take one round trip).
     async fn snapshot_scopes(&self, ids: &[ScopeId]) -> Result<Vec<Option<ScopeSnapshot>>, StoreError> {
@@ -430,6 +453,10 @@ impl QuotaStore for RedisStore {
         reset: Option<Duration>,
     ) -> StoreFuture<'_, Result<(), StoreError>> {
         Box::pin(self.tighten_scope(scope, dimension, remaining, reset))
+    }
+
+    fn sent(&self, scope: ScopeId, cost: Cost, since: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.sent_scope(scope, cost, since))
     }
 
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {

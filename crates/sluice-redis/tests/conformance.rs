@@ -99,6 +99,29 @@ mod cases {
         let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
     }
 
+    pub async fn a_request_sent_late_reanchors_the_window_at_its_send(store: &dyn QuotaStore) {
+        // 600 tokens a minute (10 a second), a burst of 100 (10 s) keeping a 200 ms guard.
+        let rate = || RateLimit::per_minute(Dimension::TotalTokens, 600).unwrap().with_burst(nz(100)).guarded();
+        let late =
+            store.register(ScopeKey::new(ScopeKind::Deployment, "sent-late"), Limits::unlimited().with_rate(rate()));
+        let on_time =
+            store.register(ScopeKey::new(ScopeKind::Deployment, "sent-on-time"), Limits::unlimited().with_rate(rate()));
+        let small = Cost::request(10, 0); // a second's worth
+        let _late = store.reserve(&[late], small, LEASE).await.unwrap();
+        let _on_time = store.reserve(&[on_time], small, LEASE).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // One reached the wire only now: its second starts now. The other went out when it
+        // was admitted, 300 ms ago (as measured by its caller): nothing moves.
+        store.sent(late, small, Duration::ZERO).await.unwrap();
+        store.sent(on_time, small, Duration::from_millis(300)).await.unwrap();
+        let idle =
+            |d| async move { rejected(store.reserve(&[d], Cost::request(100, 0), LEASE).await).retry_after().unwrap() };
+        let wait = idle(late).await;
+        assert!(wait > Duration::from_millis(850) && wait <= Duration::from_millis(1_000), "{wait:?}");
+        let wait = idle(on_time).await;
+        assert!(wait > Duration::from_millis(550) && wait <= Duration::from_millis(700), "{wait:?}");
+    }
+
     pub async fn a_guarded_bucket_sends_a_whole_burst_only_into_an_idle_window(store: &dyn QuotaStore) {
         // 600 tokens a minute (10 a second), a burst of 100 (10 s) keeping a 200 ms guard.
         let rate = RateLimit::per_minute(Dimension::TotalTokens, 600).unwrap().with_burst(nz(100)).guarded();
@@ -600,6 +623,10 @@ macro_rules! conformance {
             async fn a_request_waiting_for_an_idle_window_holds_smaller_ones_back() {
                 run(|s| async move { cases::a_request_waiting_for_an_idle_window_holds_smaller_ones_back(&*s).await })
                     .await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_request_sent_late_reanchors_the_window_at_its_send() {
+                run(|s| async move { cases::a_request_sent_late_reanchors_the_window_at_its_send(&*s).await }).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_refusal_anywhere_debits_nothing_anywhere() {

@@ -111,6 +111,19 @@ local function write_state(state, writes, ms)
   end
 end
 
+-- Writes scope field `sid`'s state `s`, some of whose buckets were set by position, when
+-- `changed`, keeping the state hash (whose `@x` is `x`) alive `needed_us` more. Positions
+-- below the ones set stay dense: a bucket never written is full (0).
+local function write_buckets(state, x, sid, s, changed, now, needed_us)
+  for at = 5, #s do
+    s[at] = s[at] or 0
+  end
+  if changed then
+    local writes = {sid, pack(s)}
+    write_state(state, writes, expiry(x, now, needed_us, writes, 2))
+  end
+end
+
 -- Time worth of n units of a limit {a = amount, p = period µs}, rounded up.
 local function units_us(lim, n)
   return math.ceil(n * lim.p / lim.a)

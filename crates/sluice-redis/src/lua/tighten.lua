@@ -23,12 +23,5 @@ while ARGV[i] do
   needed = max(needed, owed)
   i = i + 4
 end
--- Positions below the ones set stay dense: a bucket never written is full (0).
-for at = 5, #s do
-  s[at] = s[at] or 0
-end
-if changed then
-  local writes = {ARGV[3], pack(s)}
-  write_state(KEYS[1], writes, expiry(raw[1], now, needed, writes, 2))
-end
+write_buckets(KEYS[1], raw[1], ARGV[3], s, changed, now, needed)
 return 1
