@@ -57,10 +57,54 @@ pub async fn read_body(body: Incoming, limit: usize, deadline: tokio::time::Inst
     }
 }
 
+/// A request body that says when the connection first asks for it: the moment the
+/// request goes to the wire (after a fresh connection's handshake, or its turn on a pooled
+/// one), which is when the provider's rate window sees it.
+pub struct Wired {
+    body: Full<Bytes>,
+    on_wire: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Wired {
+    /// `body`, calling `on_wire` (once) when the connection first asks for it.
+    pub fn new(body: Full<Bytes>, on_wire: impl FnOnce() + Send + 'static) -> Self {
+        Self { body, on_wire: Some(Box::new(on_wire)) }
+    }
+}
+
+impl From<Full<Bytes>> for Wired {
+    fn from(body: Full<Bytes>) -> Self {
+        Self { body, on_wire: None }
+    }
+}
+
+impl hyper::body::Body for Wired {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        if let Some(on_wire) = self.on_wire.take() {
+            on_wire();
+        }
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// A pooled client for all providers.
 #[derive(Debug, Clone)]
 pub struct Upstream {
-    client: Client<HttpsConnector<Tunnel>, Full<Bytes>>,
+    client: Client<HttpsConnector<Tunnel>, Wired>,
 }
 
 /// How the upstream client reaches providers.
@@ -114,14 +158,41 @@ impl Upstream {
     /// [`UpstreamError`] telling whether the provider can have seen the request.
     pub async fn send(
         &self,
-        request: http::Request<Full<Bytes>>,
+        request: http::Request<impl Into<Wired>>,
         timeout: Duration,
     ) -> Result<http::Response<Incoming>, UpstreamError> {
+        let request = request.map(Into::into);
         match tokio::time::timeout(timeout, self.client.request(request)).await {
             Err(_) => Err(UpstreamError::Timeout),
             Ok(Ok(response)) => Ok(response),
             Ok(Err(e)) if e.is_connect() => Err(UpstreamError::Connect),
             Ok(Err(_)) => Err(UpstreamError::NoResponse),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use http_body_util::BodyExt as _;
+    use hyper::body::Body as _;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_wired_body_says_once_when_the_connection_first_asks_for_it() {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&asked);
+        let body = Wired::new(Full::new(Bytes::from_static(b"{\"a\":1}")), move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        // Its length is known before it is read (hyper sends it as content-length).
+        assert_eq!(body.size_hint().exact(), Some(7));
+        assert_eq!(asked.load(Ordering::SeqCst), 0, "not before the connection asks");
+        let bytes = body.collect().await.map(http_body_util::Collected::to_bytes);
+        assert_eq!(bytes.ok().as_deref(), Some(&b"{\"a\":1}"[..]));
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
     }
 }
