@@ -12,10 +12,13 @@
 //!                                 every instance; expires `hold` after the last shrink
 //! ```
 //!
-//! On a cluster `T` is `{P:c}` for the caller scopes (org, tenant, team, api key, model
-//! profile) and `{P:d:<deployment>}` for each deployment (the upstream quota domain); on a
-//! standalone server every scope lives in the one group `{P:c}`, so a whole path is one
-//! script. `P` is the configured prefix (default `sluice`).
+//! On a cluster `T` is `{P:t:<tenant>}` for a tenant and the caller scopes kept beside it
+//! (its teams and keys, [`sluice_quota::QuotaStore::keep_with`]), so tenants spread over
+//! the masters; `{P:c}` for the scopes many tenants share on the caller side (the org, model
+//! profiles, accounts) and for a team or key nobody placed; and `{P:d:<deployment>}` for
+//! each deployment (the upstream quota domain). On a standalone server every scope lives in
+//! the one group `{P:c}`, so a whole path is one script. `P` is the configured prefix
+//! (default `sluice`).
 //!
 //! A state hash holds one field per scope, `<kind>:<name>` ([`crate::record::scope_id`]),
 //! whose value is a MessagePack map: `<dimension code>:<period µs>` → the instant that
@@ -34,20 +37,29 @@ pub struct Group {
 }
 
 impl Group {
-    /// The group a scope's hash lives in: one per deployment, one for all caller scopes.
+    /// The group a scope's hash lives in on a cluster, unless it was placed beside another
+    /// scope: one per deployment, one per tenant, one for the rest of the caller side.
     #[must_use]
     pub fn of(prefix: &str, key: &ScopeKey) -> Self {
         let tag = match key.kind {
             ScopeKind::Deployment => format!("{{{prefix}:d:{}}}", key.name),
+            ScopeKind::Tenant => format!("{{{prefix}:t:{}}}", key.name),
             _ => format!("{{{prefix}:c}}"),
         };
         Self { tag }
     }
 
-    /// The group of every scope on a standalone server.
+    /// The group of every scope on a standalone server, and of the shared caller scopes
+    /// on a cluster.
     #[must_use]
     pub fn standalone(prefix: &str) -> Self {
         Self { tag: format!("{{{prefix}:c}}") }
+    }
+
+    /// The Redis Cluster slot of the group's keys.
+    #[must_use]
+    pub fn slot(&self) -> u16 {
+        slot(&self.tag)
     }
 
     /// The group's state hash (every scope of the group).
@@ -81,22 +93,53 @@ impl Group {
     }
 }
 
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the text between the
+/// first `{` and the next `}`, when not empty), or of the whole key, modulo 16,384.
+#[must_use]
+pub fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &bytes[open + 1..];
+        rest.iter().position(|&b| b == b'}').filter(|&close| close > 0).map(|close| &rest[..close])
+    });
+    let mut crc: u16 = 0;
+    for &byte in tagged.unwrap_or(bytes) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 == 0 { crc << 1 } else { (crc << 1) ^ 0x1021 };
+        }
+    }
+    crc % 16_384
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn caller_scopes_share_a_slot_and_each_deployment_has_its_own() {
+    fn each_tenant_and_each_deployment_has_its_own_group_and_shared_scopes_share_one() {
         let tenant = ScopeKey::new(ScopeKind::Tenant, "acme");
-        let key = ScopeKey::new(ScopeKind::ApiKey, "k1");
+        let org = ScopeKey::new(ScopeKind::Org, "org");
+        let profile = ScopeKey::new(ScopeKind::ModelProfile, "fast-chat");
         let deployment = ScopeKey::new(ScopeKind::Deployment, "gpt-4o-east");
-        assert_eq!(Group::of("sluice", &tenant), Group::of("sluice", &key));
+        assert_eq!(Group::of("sluice", &org), Group::of("sluice", &profile));
+        assert_eq!(Group::of("sluice", &org), Group::standalone("sluice"));
         let group = Group::of("sluice", &deployment);
         assert_eq!(group.tag, "{sluice:d:gpt-4o-east}");
         assert_eq!(group.state(), "{sluice:d:gpt-4o-east}:state");
-        assert_eq!(Group::of("sluice", &tenant).state(), "{sluice:c}:state");
-        assert_eq!(Group::standalone("sluice"), Group::of("sluice", &tenant));
+        assert_eq!(Group::of("sluice", &tenant).state(), "{sluice:t:acme}:state");
+        assert_eq!(Group::standalone("sluice").state(), "{sluice:c}:state");
         assert_eq!(group.leases(), "{sluice:d:gpt-4o-east}:leases");
         assert_eq!(group.window("d:gpt-4o-east"), "{sluice:d:gpt-4o-east}:window:d:gpt-4o-east");
+    }
+
+    #[test]
+    fn slots_are_redis_clusters() {
+        // Known answers of `CLUSTER KEYSLOT`.
+        assert_eq!(slot("foo"), 12_182);
+        assert_eq!(slot("{user1000}.following"), slot("user1000"));
+        let group = Group::of("sluice", &ScopeKey::new(ScopeKind::Tenant, "acme"));
+        assert_eq!(slot(&group.state()), group.slot());
+        assert_eq!(slot(&group.leases()), group.slot());
     }
 }
