@@ -4,7 +4,8 @@
 //! next batch script ([`crate::batch`]). On a standalone server the whole path is one group
 //! and one operation: one round trip, atomic. On a cluster a path spans up to three groups
 //! ([`crate::keys`]): the shared caller scopes (org, model profile, account; only those with
-//! limits), the tenant's own (tenant, team, key) and the deployment. The parts are
+//! limits), the tenant's own (tenant, team, key; its tag shared with other tenants) and the
+//! deployment. The parts are
 //! reserved one after the other, in the order the path names them; if one refuses, the
 //! parts before it are released. A crash in between leaves the earlier parts reserved until
 //! their lease ends: under-admission, never over-admission.
@@ -27,7 +28,7 @@ use sluice_quota::{
 
 use crate::batch::{Batches, Fair, Link, Op, store_error};
 use crate::conn::{Connector, Topology};
-use crate::keys::Group;
+use crate::keys::{Group, TenantGroups};
 use crate::record::{self, ScopeSpec};
 use crate::scripts::Scripts;
 use crate::tls::Tls;
@@ -85,6 +86,8 @@ pub struct RedisConfig {
 pub struct RedisStore {
     batches: Arc<Batches>,
     prefix: String,
+    /// Where tenants live on a cluster.
+    tenants: TenantGroups,
     scopes: RwLock<Registry>,
     /// Scopes kept beside another's ([`QuotaStore::keep_with`]): their group, kept across
     /// a new registration of their limits.
@@ -103,6 +106,7 @@ impl RedisStore {
         };
         Self {
             batches: Arc::new(Batches::new(Arc::new(link))),
+            tenants: TenantGroups::new(&config.prefix),
             prefix: config.prefix,
             scopes: RwLock::new((Vec::new(), HashMap::new())),
             placed: Mutex::new(HashMap::new()),
@@ -395,7 +399,10 @@ impl QuotaStore for RedisStore {
         let cluster = self.batches.link().connector.is_cluster();
         let group = if cluster {
             let placed = self.placed.lock().get(&key).cloned();
-            placed.unwrap_or_else(|| Group::of(&self.prefix, &key))
+            placed.unwrap_or_else(|| match key.kind {
+                ScopeKind::Tenant => self.tenants.of(&key.name),
+                _ => Group::of(&self.prefix, &key),
+            })
         } else {
             Group::standalone(&self.prefix)
         };
@@ -520,7 +527,8 @@ mod tests {
         assert_eq!(register(ScopeKind::Org, "org", rpm.unwrap_or_default()), org);
         let parts = store.parts(&[org, acme, key, d]);
         let groups: Vec<&str> = parts.iter().map(|(g, _)| g.tag.as_str()).collect();
-        assert_eq!(groups, ["{sluice:c}", "{sluice:t:acme}", "{sluice:d:east}"]);
+        let acme = TenantGroups::new("sluice").of("acme");
+        assert_eq!(groups, ["{sluice:c}", acme.tag.as_str(), "{sluice:d:east}"]);
     }
 
     #[test]
