@@ -9,8 +9,8 @@
 //!
 //! Then the same with many tenants (the third argument, default 100): each its own
 //! tenant, team and key, the org and the profile without limits (left off the path on a
-//! cluster) and the tenants spread over 10 deployments; on the cluster once more with an
-//! org limit (the org's one slot in every path). For every multi-server case it prints each
+//! cluster) and the tenants spread over 10 deployments; on the cluster also with a
+//! deployment per tenant, and with an org limit (the org's one slot in every path). For every multi-server case it prints each
 //! master's share of the scripts' calls and server time (`INFO commandstats`, reset after
 //! the warm-up).
 //!
@@ -52,7 +52,7 @@ fn limits() -> Limits {
         .fold(Limits::unlimited(), |l, d| l.with_rate(RateLimit::per_minute(d, 1_000_000_000_000).unwrap()))
 }
 
-/// Deployments the tenants of the many-tenant cases are spread over.
+/// Deployments the tenants of the many-tenant cases are spread over (unless each has its own).
 const DEPLOYMENTS: usize = 10;
 
 /// Who the admissions come from.
@@ -60,15 +60,15 @@ const DEPLOYMENTS: usize = 10;
 enum Callers {
     /// One tenant, limits on all six levels (its team and key kept beside it).
     One,
-    /// `tenants` tenants (each with a team and a key kept beside it) over [`DEPLOYMENTS`]
+    /// `tenants` tenants (each with a team and a key kept beside it) over `deployments`
     /// deployments; the org limited or not, the profile not.
-    Many { tenants: usize, org_limited: bool },
+    Many { tenants: usize, deployments: usize, org_limited: bool },
 }
 
 /// Every caller's path.
 fn register(store: &RedisStore, callers: Callers) -> Vec<Vec<ScopeId>> {
     let name = |kind: ScopeKind, i: usize| ScopeKey::new(kind, format!("bench-{}-{i}", kind.as_str()));
-    let Callers::Many { tenants, org_limited } = callers else {
+    let Callers::Many { tenants, deployments, org_limited } = callers else {
         let path: Vec<ScopeId> = PATH.iter().map(|kind| store.register(name(*kind, 0), limits())).collect();
         store.keep_with(path[2], path[1]);
         store.keep_with(path[3], path[1]);
@@ -83,7 +83,7 @@ fn register(store: &RedisStore, callers: Callers) -> Vec<Vec<ScopeId>> {
             let key = store.register(name(ScopeKind::ApiKey, i), limits());
             store.keep_with(team, tenant);
             store.keep_with(key, tenant);
-            let deployment = store.register(name(ScopeKind::Deployment, i % DEPLOYMENTS), limits());
+            let deployment = store.register(name(ScopeKind::Deployment, i % deployments), limits());
             vec![org, tenant, team, key, profile, deployment]
         })
         .collect()
@@ -288,7 +288,7 @@ fn main() {
     println!(
         "{in_flight} in flight, 6-level path x 4 dimensions, reserve + settle per admission, {seconds} s per case"
     );
-    let many = Callers::Many { tenants, org_limited: false };
+    let many = Callers::Many { tenants, deployments: DEPLOYMENTS, org_limited: false };
     let standalone = LocalRedis::start().expect("redis-server on PATH");
     let (urls, topology) = (vec![standalone.url()], Topology::Standalone(standalone.url()));
     runtime.block_on(case("standalone", Callers::One, topology.clone(), &urls, run, in_flight));
@@ -299,6 +299,8 @@ fn main() {
     let (urls, topology) = (cluster.urls(), Topology::Cluster(cluster.urls()));
     runtime.block_on(case("cluster, 3 masters", Callers::One, topology.clone(), &urls, run, in_flight));
     runtime.block_on(case(&format!("cluster, {tenants} ten."), many, topology.clone(), &urls, run, in_flight));
-    let org = Callers::Many { tenants, org_limited: true };
+    let own = Callers::Many { tenants, deployments: tenants, org_limited: false };
+    runtime.block_on(case(&format!("cluster, {tenants} ten., own d."), own, topology.clone(), &urls, run, in_flight));
+    let org = Callers::Many { tenants, deployments: DEPLOYMENTS, org_limited: true };
     runtime.block_on(case(&format!("cluster, {tenants} ten., org"), org, topology, &urls, run, in_flight));
 }
