@@ -46,6 +46,15 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
     /// Registers a scope (or updates its limits) and returns its local handle.
     fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId;
 
+    /// Keeps `scope`'s state beside `owner`'s: a caller's team and key beside its tenant.
+    /// A store that spreads its state over servers (a Redis Cluster's slots) then reserves a
+    /// caller's own scopes in one step wherever the tenant lives; other stores ignore it.
+    /// Call it right after registering `scope`, before it is used, with the same owner on
+    /// every instance.
+    fn keep_with(&self, scope: ScopeId, owner: ScopeId) {
+        let _ = (scope, owner);
+    }
+
     /// Admits a [`Demand`]: every bucket of its path or none, within its share of shared
     /// bursts, and (with `demand.fair`) within its tenant's fair share of the deployment.
     fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>>;

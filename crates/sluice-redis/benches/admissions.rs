@@ -7,8 +7,15 @@
 //! time; each admission's latency is recorded. Redis' `INFO commandstats` separates the
 //! server's time from the client's.
 //!
-//! `cargo bench -p sluice-redis --bench admissions [-- SECONDS [IN_FLIGHT]]` (default 5 s
-//! per case, 64 in flight).
+//! Then the same with many tenants (the third argument, default 100): each its own
+//! tenant, team and key, the org and the profile without limits (left off the path on a
+//! cluster) and the tenants spread over 10 deployments; on the cluster also with a
+//! deployment per tenant, and with an org limit (the org's one slot in every path). For every multi-server case it prints each
+//! master's share of the scripts' calls and server time (`INFO commandstats`, reset after
+//! the warm-up).
+//!
+//! `cargo bench -p sluice-redis --bench admissions [-- SECONDS [IN_FLIGHT [TENANTS]]]`
+//! (default 5 s per case, 64 in flight, 100 tenants).
 #![allow(
     clippy::print_stdout,
     clippy::unwrap_used,
@@ -45,8 +52,41 @@ fn limits() -> Limits {
         .fold(Limits::unlimited(), |l, d| l.with_rate(RateLimit::per_minute(d, 1_000_000_000_000).unwrap()))
 }
 
-fn register(store: &RedisStore) -> Vec<ScopeId> {
-    PATH.iter().map(|kind| store.register(ScopeKey::new(*kind, format!("bench-{}", kind.as_str())), limits())).collect()
+/// Deployments the tenants of the many-tenant cases are spread over (unless each has its own).
+const DEPLOYMENTS: usize = 10;
+
+/// Who the admissions come from.
+#[derive(Debug, Clone, Copy)]
+enum Callers {
+    /// One tenant, limits on all six levels (its team and key kept beside it).
+    One,
+    /// `tenants` tenants (each with a team and a key kept beside it) over `deployments`
+    /// deployments; the org limited or not, the profile not.
+    Many { tenants: usize, deployments: usize, org_limited: bool },
+}
+
+/// Every caller's path.
+fn register(store: &RedisStore, callers: Callers) -> Vec<Vec<ScopeId>> {
+    let name = |kind: ScopeKind, i: usize| ScopeKey::new(kind, format!("bench-{}-{i}", kind.as_str()));
+    let Callers::Many { tenants, deployments, org_limited } = callers else {
+        let path: Vec<ScopeId> = PATH.iter().map(|kind| store.register(name(*kind, 0), limits())).collect();
+        store.keep_with(path[2], path[1]);
+        store.keep_with(path[3], path[1]);
+        return vec![path];
+    };
+    let org = store.register(name(ScopeKind::Org, 0), if org_limited { limits() } else { Limits::unlimited() });
+    let profile = store.register(name(ScopeKind::ModelProfile, 0), Limits::unlimited());
+    (0..tenants)
+        .map(|i| {
+            let tenant = store.register(name(ScopeKind::Tenant, i), limits());
+            let team = store.register(name(ScopeKind::Team, i), limits());
+            let key = store.register(name(ScopeKind::ApiKey, i), limits());
+            store.keep_with(team, tenant);
+            store.keep_with(key, tenant);
+            let deployment = store.register(name(ScopeKind::Deployment, i % deployments), limits());
+            vec![org, tenant, team, key, profile, deployment]
+        })
+        .collect()
 }
 
 async fn admit(store: &RedisStore, path: &[ScopeId]) {
@@ -56,17 +96,18 @@ async fn admit(store: &RedisStore, path: &[ScopeId]) {
 }
 
 /// Runs the loops for `run`; returns every admission's latency and the wall time.
+/// Loop `t` takes the paths in turn from the `t`-th on.
 async fn drive(
     store: Arc<RedisStore>,
-    path: Arc<Vec<ScopeId>>,
+    paths: Arc<Vec<Vec<ScopeId>>>,
     run: Duration,
     in_flight: usize,
 ) -> (Vec<Duration>, Duration) {
     let start = Instant::now();
     let end = start + run;
     let tasks: Vec<_> = (0..in_flight)
-        .map(|_| {
-            let (store, path) = (Arc::clone(&store), Arc::clone(&path));
+        .map(|t| {
+            let (store, paths) = (Arc::clone(&store), Arc::clone(&paths));
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 while latencies.len() < MAX_PER_TASK {
@@ -74,7 +115,7 @@ async fn drive(
                     if began >= end {
                         break;
                     }
-                    admit(&store, &path).await;
+                    admit(&store, &paths[(t + latencies.len()) % paths.len()]).await;
                     latencies.push(began.elapsed());
                 }
                 latencies
@@ -95,10 +136,16 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// Script calls and server microseconds from `INFO commandstats`, summed over `urls`.
 fn server_time(urls: &[String]) -> (u64, u64) {
-    let mut total = (0, 0);
+    per_server(urls).into_iter().fold((0, 0), |(c, u), (calls, usec)| (c + calls, u + usec))
+}
+
+/// Script calls and server microseconds from `INFO commandstats`, per server of `urls`.
+fn per_server(urls: &[String]) -> Vec<(u64, u64)> {
+    let mut all = Vec::new();
     for url in urls {
         let mut conn = redis::Client::open(url.as_str()).unwrap().get_connection().unwrap();
         let info: String = redis::cmd("INFO").arg("commandstats").query(&mut conn).unwrap();
+        let mut total = (0, 0);
         for line in info.lines().filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:")) {
             let field = |name: &str| -> u64 {
                 line.split([':', ',']).find_map(|kv| kv.strip_prefix(name)?.parse().ok()).unwrap_or(0)
@@ -106,8 +153,24 @@ fn server_time(urls: &[String]) -> (u64, u64) {
             total.0 += field("calls=");
             total.1 += field("usec=");
         }
+        all.push(total);
     }
-    total
+    all
+}
+
+/// Each server's calls and server time, and its share of all of them.
+fn spread(urls: &[String]) -> String {
+    let servers = per_server(urls);
+    let (calls, usec) = servers.iter().fold((0, 0), |(c, u), (calls, usec)| (c + calls, u + usec));
+    let share = |part: u64, all: u64| 100.0 * part as f64 / all.max(1) as f64;
+    servers
+        .iter()
+        .enumerate()
+        .map(|(i, (c, u))| {
+            format!("master {}: {c} calls ({:.1} %), {u} µs ({:.1} %)", i + 1, share(*c, calls), share(*u, usec))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn reset_stats(urls: &[String]) {
@@ -143,13 +206,14 @@ fn inner_commands(urls: &[String], admissions: usize) -> String {
         .join(", ")
 }
 
-async fn case(name: &str, topology: Topology, urls: &[String], run: Duration, in_flight: usize) {
-    let config = RedisConfig { topology, prefix: "bench".into(), timeout: Duration::from_secs(5), tls: Tls::default() };
+async fn case(name: &str, callers: Callers, topology: Topology, urls: &[String], run: Duration, in_flight: usize) {
+    let prefix = format!("bench-{}", name.replace([' ', ','], ""));
+    let config = RedisConfig { topology, prefix, timeout: Duration::from_secs(5), tls: Tls::default() };
     let store = Arc::new(RedisStore::new(config));
-    let path = Arc::new(register(&store));
-    drive(Arc::clone(&store), Arc::clone(&path), Duration::from_millis(500), in_flight).await; // warm-up
+    let paths = Arc::new(register(&store, callers));
+    drive(Arc::clone(&store), Arc::clone(&paths), Duration::from_millis(500), in_flight).await; // warm-up
     reset_stats(urls);
-    let (mut latencies, wall) = drive(store, path, run, in_flight).await;
+    let (mut latencies, wall) = drive(store, paths, run, in_flight).await;
     let (calls, usec) = server_time(urls);
     latencies.sort_unstable();
     let n = latencies.len();
@@ -166,6 +230,9 @@ async fn case(name: &str, topology: Topology, urls: &[String], run: Duration, in
         usec as f64 / 1e4 / wall.as_secs_f64(),
     );
     println!("{:<22} per admission, commands run by the scripts: {}", "", inner_commands(urls, n));
+    if urls.len() > 1 {
+        println!("{:<22} {}", "", spread(urls));
+    }
 }
 
 /// The floor under any script: `return 1` with the keys and argument sizes of a
@@ -215,17 +282,25 @@ fn main() {
     let numbers: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let seconds = numbers.first().copied().unwrap_or(5);
     let in_flight = numbers.get(1).map_or(IN_FLIGHT, |&n| n as usize);
+    let tenants = numbers.get(2).map_or(100, |&n| n as usize);
     let run = Duration::from_secs(seconds);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     println!(
         "{in_flight} in flight, 6-level path x 4 dimensions, reserve + settle per admission, {seconds} s per case"
     );
+    let many = Callers::Many { tenants, deployments: DEPLOYMENTS, org_limited: false };
     let standalone = LocalRedis::start().expect("redis-server on PATH");
-    let urls = vec![standalone.url()];
-    runtime.block_on(case("standalone", Topology::Standalone(standalone.url()), &urls, run, in_flight));
+    let (urls, topology) = (vec![standalone.url()], Topology::Standalone(standalone.url()));
+    runtime.block_on(case("standalone", Callers::One, topology.clone(), &urls, run, in_flight));
+    runtime.block_on(case(&format!("standalone, {tenants} ten."), many, topology, &urls, run, in_flight));
     runtime.block_on(floor(&standalone.url(), run, in_flight));
     drop(standalone);
     let cluster = LocalCluster::start(3).expect("redis-server and redis-cli on PATH");
-    let urls = cluster.urls();
-    runtime.block_on(case("cluster, 3 masters", Topology::Cluster(urls.clone()), &urls, run, in_flight));
+    let (urls, topology) = (cluster.urls(), Topology::Cluster(cluster.urls()));
+    runtime.block_on(case("cluster, 3 masters", Callers::One, topology.clone(), &urls, run, in_flight));
+    runtime.block_on(case(&format!("cluster, {tenants} ten."), many, topology.clone(), &urls, run, in_flight));
+    let own = Callers::Many { tenants, deployments: tenants, org_limited: false };
+    runtime.block_on(case(&format!("cluster, {tenants} ten., own d."), own, topology.clone(), &urls, run, in_flight));
+    let org = Callers::Many { tenants, deployments: DEPLOYMENTS, org_limited: true };
+    runtime.block_on(case(&format!("cluster, {tenants} ten., org"), org, topology, &urls, run, in_flight));
 }

@@ -235,6 +235,10 @@ impl QuotaStore for ResilientStore {
         self.remote.register(key, limits)
     }
 
+    fn keep_with(&self, scope: ScopeId, owner: ScopeId) {
+        self.remote.keep_with(scope, owner);
+    }
+
     fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>> {
         Box::pin(self.reserve_resilient(demand))
     }

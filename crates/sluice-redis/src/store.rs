@@ -2,11 +2,17 @@
 //!
 //! A reservation is one operation per hash-tag group of its path, carried by that group's
 //! next batch script ([`crate::batch`]). On a standalone server the whole path is one group
-//! and one operation: one round trip, atomic. On a cluster, caller
-//! scopes and the deployment live in different slots: the caller part is reserved first,
-//! then the deployment part; if the second refuses, the first is released. A crash between
-//! the two leaves the first part reserved until its lease ends: under-admission, never
-//! over-admission.
+//! and one operation: one round trip, atomic. On a cluster a path spans up to three groups
+//! ([`crate::keys`]): the shared caller scopes (org, model profile, account; only those with
+//! limits), the tenant's own (tenant, team, key; its tag shared with other tenants) and the
+//! deployment. The parts are
+//! reserved one after the other, in the order the path names them; if one refuses, the
+//! parts before it are released. A crash in between leaves the earlier parts reserved until
+//! their lease ends: under-admission, never over-admission.
+//!
+//! On a cluster an org or model profile without limits is left off the path: it has no
+//! bucket to keep, and reserving on it would send every admission of every tenant through
+//! its one slot. It cannot be held there (give it a limit first).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,12 +23,12 @@ use rand::Rng as _;
 use sluice_quota::bucket::{self, Share, Tat};
 use sluice_quota::{
     Cost, Demand, Dimension, Grant, LimiterName, Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind,
-    ReservationId, ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture,
+    ReservationId, ReserveError, ScopeId, ScopeKey, ScopeKind, ScopeSnapshot, Settlement, StoreError, StoreFuture,
 };
 
 use crate::batch::{Batches, Fair, Link, Op, store_error};
 use crate::conn::{Connector, Topology};
-use crate::keys::Group;
+use crate::keys::{Group, TenantGroups};
 use crate::record::{self, ScopeSpec};
 use crate::scripts::Scripts;
 use crate::tls::Tls;
@@ -36,6 +42,8 @@ struct Scope {
     /// The state hash of that group.
     state: String,
     spec: ScopeSpec,
+    /// Left off admission paths (a shared caller scope without limits, on a cluster).
+    off_path: bool,
 }
 
 /// The registered scopes, by id and by key.
@@ -78,7 +86,12 @@ pub struct RedisConfig {
 pub struct RedisStore {
     batches: Arc<Batches>,
     prefix: String,
+    /// Where tenants live on a cluster.
+    tenants: TenantGroups,
     scopes: RwLock<Registry>,
+    /// Scopes kept beside another's ([`QuotaStore::keep_with`]): their group, kept across
+    /// a new registration of their limits.
+    placed: Mutex<HashMap<ScopeKey, Group>>,
     open: Mutex<HashMap<ReservationId, Vec<Part>>>,
 }
 
@@ -93,8 +106,10 @@ impl RedisStore {
         };
         Self {
             batches: Arc::new(Batches::new(Arc::new(link))),
+            tenants: TenantGroups::new(&config.prefix),
             prefix: config.prefix,
             scopes: RwLock::new((Vec::new(), HashMap::new())),
+            placed: Mutex::new(HashMap::new()),
             open: Mutex::new(HashMap::new()),
         }
     }
@@ -113,7 +128,7 @@ impl RedisStore {
         let scopes = self.scopes.read();
         let mut parts: Vec<(Group, Vec<Arc<Scope>>)> = Vec::new();
         for id in path {
-            let Some(scope) = scopes.0.get(id.0 as usize) else { continue };
+            let Some(scope) = scopes.0.get(id.0 as usize).filter(|s| !s.off_path) else { continue };
             match parts.iter_mut().find(|(g, _)| *g == scope.group) {
                 Some((_, members)) => members.push(Arc::clone(scope)),
                 None => parts.push((scope.group.clone(), vec![Arc::clone(scope)])),
@@ -235,6 +250,12 @@ impl RedisStore {
 
     async fn hold_scope(&self, scope: ScopeId, held: bool) -> Result<(), StoreError> {
         let Some(scope) = self.scope(scope) else { return Ok(()) };
+        if scope.off_path && held {
+            let name = &scope.spec.sid;
+            return Err(store_error(format!(
+                "`{name}` has no limits and is left off admission paths on a Redis Cluster: give it a limit to hold it"
+            )));
+        }
         let mut invocation = self.scripts().hold.prepare_invoke();
         invocation.key(&scope.state).arg(u8::from(held)).arg(&scope.spec.sid);
         let _: i64 = self.call(invocation).await?;
@@ -398,13 +419,19 @@ fn snapshot(scope: &Scope, now_us: i64, in_flight: i64, held: bool, tats: &[i64]
 
 impl QuotaStore for RedisStore {
     fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId {
-        let group = if self.batches.link().connector.is_cluster() {
-            Group::of(&self.prefix, &key)
+        let cluster = self.batches.link().connector.is_cluster();
+        let group = if cluster {
+            let placed = self.placed.lock().get(&key).cloned();
+            placed.unwrap_or_else(|| match key.kind {
+                ScopeKind::Tenant => self.tenants.of(&key.name),
+                _ => Group::of(&self.prefix, &key),
+            })
         } else {
             Group::standalone(&self.prefix)
         };
         let spec = ScopeSpec::new(&key, &limits);
-        let scope = Scope { key: key.clone(), limits, state: group.state(), group, spec };
+        let off_path = cluster && matches!(key.kind, ScopeKind::Org | ScopeKind::ModelProfile) && limits.is_unlimited();
+        let scope = Scope { key: key.clone(), limits, state: group.state(), group, spec, off_path };
         let mut scopes = self.scopes.write();
         if let Some(&id) = scopes.1.get(&key) {
             scopes.0[id.0 as usize] = Arc::new(scope);
@@ -414,6 +441,21 @@ impl QuotaStore for RedisStore {
         scopes.0.push(Arc::new(scope));
         scopes.1.insert(key, id);
         id
+    }
+
+    fn keep_with(&self, scope: ScopeId, owner: ScopeId) {
+        if !self.batches.link().connector.is_cluster() {
+            return;
+        }
+        let mut scopes = self.scopes.write();
+        let Some(group) = scopes.0.get(owner.0 as usize).map(|o| o.group.clone()) else { return };
+        let Some(entry) = scopes.0.get_mut(scope.0 as usize) else { return };
+        if entry.group == group {
+            return;
+        }
+        let moved = Scope { state: group.state(), group: group.clone(), ..Scope::clone(entry) };
+        self.placed.lock().insert(moved.key.clone(), group);
+        *entry = Arc::new(moved);
     }
 
     fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>> {
@@ -465,5 +507,70 @@ impl QuotaStore for RedisStore {
 
     fn snapshots<'a>(&'a self, ids: &'a [ScopeId]) -> StoreFuture<'a, Result<Vec<Option<ScopeSnapshot>>, StoreError>> {
         Box::pin(self.snapshot_scopes(ids))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(topology: Topology) -> RedisStore {
+        RedisStore::new(RedisConfig {
+            topology,
+            prefix: "sluice".into(),
+            timeout: Duration::from_secs(1),
+            tls: Tls::default(),
+        })
+    }
+
+    fn group(store: &RedisStore, id: ScopeId) -> Group {
+        store.scope(id).map(|s| s.group.clone()).unwrap_or_else(|| Group::standalone("?"))
+    }
+
+    #[test]
+    fn on_a_cluster_tenants_land_on_different_slots_with_their_teams_and_keys() {
+        let store = store(Topology::Cluster(vec!["redis://127.0.0.1:1".into()]));
+        let register = |kind, name: &str, limits: Limits| store.register(ScopeKey::new(kind, name), limits);
+        let acme = register(ScopeKind::Tenant, "acme", Limits::unlimited());
+        let globex = register(ScopeKind::Tenant, "globex", Limits::unlimited());
+        assert_ne!(group(&store, acme).slot(), group(&store, globex).slot());
+        let team = register(ScopeKind::Team, "acme/core", Limits::unlimited());
+        let key = register(ScopeKind::ApiKey, "k1", Limits::unlimited());
+        assert_eq!(group(&store, key), Group::standalone("sluice"), "a key nobody placed is a shared one");
+        store.keep_with(team, acme);
+        store.keep_with(key, acme);
+        assert_eq!(group(&store, team), group(&store, acme));
+        assert_eq!(group(&store, key), group(&store, acme));
+        assert_eq!(store.parts(&[acme, team, key]).len(), 1, "a caller's own scopes are one step");
+        // New limits (a reload, the admin API) keep the placement.
+        let rpm =
+            sluice_quota::RateLimit::per_minute(Dimension::Requests, 60).map(|r| Limits::unlimited().with_rate(r));
+        assert_eq!(register(ScopeKind::ApiKey, "k1", rpm.clone().unwrap_or_default()), key);
+        assert_eq!(group(&store, key), group(&store, acme));
+        // An org without limits is left off the path; with one it is on it, in `{P:c}`.
+        let org = register(ScopeKind::Org, "org", Limits::unlimited());
+        let d = register(ScopeKind::Deployment, "east", Limits::unlimited());
+        assert_eq!(store.parts(&[org, acme, key, d]).len(), 2);
+        assert_eq!(register(ScopeKind::Org, "org", rpm.unwrap_or_default()), org);
+        let parts = store.parts(&[org, acme, key, d]);
+        let groups: Vec<&str> = parts.iter().map(|(g, _)| g.tag.as_str()).collect();
+        let acme = TenantGroups::new("sluice").of("acme");
+        assert_eq!(groups, ["{sluice:c}", acme.tag.as_str(), "{sluice:d:east}"]);
+    }
+
+    #[test]
+    fn on_a_standalone_server_a_path_is_one_group() {
+        let store = store(Topology::Standalone("redis://127.0.0.1:1".into()));
+        let register = |kind, name: &str| store.register(ScopeKey::new(kind, name), Limits::unlimited());
+        let path = [
+            register(ScopeKind::Org, "org"),
+            register(ScopeKind::Tenant, "acme"),
+            register(ScopeKind::ApiKey, "k1"),
+            register(ScopeKind::Deployment, "east"),
+        ];
+        store.keep_with(path[2], path[1]);
+        let parts = store.parts(&path);
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].1.len(), 4, "the org without limits is on the path too");
     }
 }

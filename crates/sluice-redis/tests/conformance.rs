@@ -64,6 +64,12 @@ fn rpm(amount: u64, burst: u64) -> Limits {
     Limits::unlimited().with_rate(RateLimit::per_minute(Dimension::Requests, amount).unwrap().with_burst(nz(burst)))
 }
 
+/// `n` requests an hour, all at once if need be.
+fn per_hour(n: u64) -> Limits {
+    let rate = RateLimit::new(Dimension::Requests, nz(n), Duration::from_secs(3600)).with_burst(nz(n));
+    Limits::unlimited().with_rate(rate)
+}
+
 fn tpm(amount: u64, burst: u64) -> Limits {
     Limits::unlimited().with_rate(RateLimit::per_minute(Dimension::TotalTokens, amount).unwrap().with_burst(nz(burst)))
 }
@@ -280,6 +286,73 @@ mod cases {
         assert!(most.load(Ordering::SeqCst) <= 5, "{} holders at once", most.load(Ordering::SeqCst));
         assert!(granted >= 5, "only {granted} grants");
         assert_eq!(store.snapshot(d).await.unwrap().unwrap().in_flight, (0, Some(5)));
+    }
+
+    /// A caller's path: the org (limited to `org`), its tenant, team and key (the team and
+    /// key kept beside the tenant, as the gateway keeps them), a model profile without
+    /// limits and the deployment `d`.
+    fn caller_path(store: &dyn QuotaStore, org: ScopeId, tenant: &str, key: Limits, d: ScopeId) -> [ScopeId; 6] {
+        let t = store.register(ScopeKey::new(ScopeKind::Tenant, tenant), per_hour(1_000));
+        let team = store.register(ScopeKey::new(ScopeKind::Team, format!("{tenant}/core")), per_hour(1_000));
+        let k = store.register(ScopeKey::new(ScopeKind::ApiKey, format!("{tenant}-key")), key);
+        store.keep_with(team, t);
+        store.keep_with(k, t);
+        let profile = store.register(ScopeKey::new(ScopeKind::ModelProfile, "spread"), Limits::unlimited());
+        [org, t, team, k, profile, d]
+    }
+
+    /// Two tenants' callers at once against an org limit of 30 requests an hour: exactly 30
+    /// pass, and each tenant's own buckets were debited for exactly its grants (each grant
+    /// took every group of its path, each refusal none).
+    pub async fn callers_of_two_tenants_at_once_get_exactly_the_org_limit(store: Arc<dyn QuotaStore>) {
+        let org = store.register(ScopeKey::new(ScopeKind::Org, "spread"), per_hour(30));
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "spread"), per_hour(1_000));
+        let paths = Arc::new([
+            caller_path(&*store, org, "acme", per_hour(1_000), d),
+            caller_path(&*store, org, "globex", per_hour(1_000), d),
+        ]);
+        let tasks: Vec<_> = (0..120)
+            .map(|i| {
+                let (store, paths) = (Arc::clone(&store), Arc::clone(&paths));
+                tokio::spawn(
+                    async move { (i % 2, store.reserve(&paths[i % 2], Cost::request(1, 1), LEASE).await.is_ok()) },
+                )
+            })
+            .collect();
+        let mut granted = [0_u64; 2];
+        for task in tasks {
+            let (tenant, ok) = task.await.unwrap();
+            granted[tenant] += u64::from(ok);
+        }
+        assert_eq!(granted[0] + granted[1], 30, "{granted:?}");
+        assert_eq!(remaining(&*store, org).await, 0);
+        for (path, granted) in paths.iter().zip(granted) {
+            for &own in &path[1..4] {
+                let left = remaining(&*store, own).await;
+                // (A request refills in 3.6 s.)
+                assert!((1_000 - granted..=1_001 - granted).contains(&left), "{left} left after {granted}");
+            }
+        }
+    }
+
+    /// A refusal by a tenant's key after the org (another group on a cluster) granted its
+    /// part gives the org's part back: nothing stays debited anywhere.
+    pub async fn a_refusal_by_a_key_gives_back_what_the_org_reserved(store: &dyn QuotaStore) {
+        let org = store.register(ScopeKey::new(ScopeKind::Org, "give-back"), rpm(60, 50));
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "give-back"), rpm(60, 50));
+        let path = caller_path(store, org, "initech", rpm(60, 1), d);
+        let _grant = store.reserve(&path, Cost::request(1, 0), LEASE).await.unwrap();
+        let (org_before, d_before) = (remaining(store, org).await, remaining(store, d).await);
+        for _ in 0..5 {
+            let refusal = rejected(store.reserve(&path, Cost::request(1, 0), LEASE).await);
+            assert_eq!(refusal.scope.kind, ScopeKind::ApiKey);
+        }
+        assert!(remaining(store, org).await >= org_before, "the org kept what refused requests reserved");
+        assert!(remaining(store, d).await >= d_before, "the deployment was debited by refused requests");
+        let other = caller_path(store, org, "hooli", rpm(60, 50), d);
+        for _ in 0..org_before {
+            let _grant = store.reserve(&other, Cost::request(1, 0), LEASE).await.unwrap();
+        }
     }
 
     pub async fn expired_leases_free_their_slots(store: &dyn QuotaStore) {
@@ -659,6 +732,14 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_crowd_never_holds_more_slots_than_the_cap() {
                 run(cases::a_crowd_never_holds_more_slots_than_the_cap).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn callers_of_two_tenants_at_once_get_exactly_the_org_limit() {
+                run(cases::callers_of_two_tenants_at_once_get_exactly_the_org_limit).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_refusal_by_a_key_gives_back_what_the_org_reserved() {
+                run(|s| async move { cases::a_refusal_by_a_key_gives_back_what_the_org_reserved(&*s).await }).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn expired_leases_free_their_slots() {

@@ -393,7 +393,8 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> (HashMap<[u8; 32], Caller
         .collect();
     let mut directory = Directory { org: Some(org), classes: config.classes.clone(), ..Directory::default() };
     for (index, (tenant, scope)) in config.tenants.iter().zip(&tenants).enumerate() {
-        let teams = tenant.teams.iter().map(|team| (team.name.clone(), team_scope(store, tenant, team))).collect();
+        let teams =
+            tenant.teams.iter().map(|team| (team.name.clone(), team_scope(store, tenant, *scope, team))).collect();
         let index = u32::try_from(index).unwrap_or(u32::MAX);
         directory
             .tenants
@@ -408,9 +409,11 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> (HashMap<[u8; 32], Caller
             let mut scopes = vec![org, tenants[k.tenant]];
             let team = k.team.map(|i| &tenant.teams[i]);
             if let Some(team) = team {
-                scopes.push(team_scope(store, tenant, team));
+                scopes.push(team_scope(store, tenant, tenants[k.tenant], team));
             }
-            scopes.push(store.register(ScopeKey::new(ScopeKind::ApiKey, k.id.clone()), k.limits.clone()));
+            let key = store.register(ScopeKey::new(ScopeKind::ApiKey, k.id.clone()), k.limits.clone());
+            store.keep_with(key, tenants[k.tenant]);
+            scopes.push(key);
             let caller = Caller {
                 key_id: k.id.clone(),
                 tenant: tenant.name.clone(),
@@ -430,10 +433,17 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> (HashMap<[u8; 32], Caller
     (callers, directory)
 }
 
-/// The team's scope (registered with its configured limits).
-fn team_scope(store: &dyn QuotaStore, tenant: &sluice_config::Tenant, team: &sluice_config::Team) -> ScopeId {
+/// The team's scope (registered with its configured limits), kept beside its tenant's.
+fn team_scope(
+    store: &dyn QuotaStore,
+    tenant: &sluice_config::Tenant,
+    owner: ScopeId,
+    team: &sluice_config::Team,
+) -> ScopeId {
     let name = format!("{}/{}", tenant.name, team.name);
-    store.register(ScopeKey::new(ScopeKind::Team, name), team.limits.clone())
+    let scope = store.register(ScopeKey::new(ScopeKind::Team, name), team.limits.clone());
+    store.keep_with(scope, owner);
+    scope
 }
 
 /// How providers are reached: `[server] upstream_ca_file` beside the webpki roots, and

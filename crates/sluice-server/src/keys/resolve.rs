@@ -37,7 +37,9 @@ fn tenant(record: &TenantRecord, gateway: &Gateway, index: usize) -> Result<Tena
     for (name, limits) in &record.teams {
         let limits = crate::admin::limits_of(limits).map_err(|_| "a team's limits are not valid")?;
         let key = ScopeKey::new(ScopeKind::Team, format!("{}/{name}", record.name));
-        teams.insert(Arc::from(name.as_str()), store.register(key, limits));
+        let team = store.register(key, limits);
+        store.keep_with(team, scope);
+        teams.insert(Arc::from(name.as_str()), team);
     }
     Ok(TenantEntry { index: u32::try_from(index).unwrap_or(u32::MAX), weight, scope, teams })
 }
@@ -106,7 +108,9 @@ fn caller(
     let class = directory.classes.get(class_index).ok_or("no class")?.clone();
     let limits = crate::admin::limits_of(&record.limits).map_err(|_| "its limits are not valid")?;
     let key_id: Arc<str> = Arc::from(record.id.as_str());
-    scopes.push(gateway.store.register(ScopeKey::new(ScopeKind::ApiKey, Arc::clone(&key_id)), limits));
+    let key = gateway.store.register(ScopeKey::new(ScopeKind::ApiKey, Arc::clone(&key_id)), limits);
+    gateway.store.keep_with(key, tenant.scope);
+    scopes.push(key);
     Ok(Caller {
         key_id,
         tenant: Arc::clone(tenant_name),
