@@ -16,9 +16,9 @@ use parking_lot::{Mutex, RwLock};
 use rand::Rng as _;
 use sluice_quota::bucket::{self, Tat};
 use sluice_quota::{
-    Calendar, Cost, Demand, Dimension, Grant, LimiterName, Limits, Nanos, QuotaStore, RateSnapshot, Rejection,
-    RejectionKind, ReservationId, ReserveError, ScopeId, ScopeKey, ScopeKind, ScopeSnapshot, Settlement, StoreError,
-    StoreFuture,
+    Budget, BudgetPeriod, BudgetSnapshot, Calendar, Cost, Demand, Dimension, Grant, LimiterName, Limits, Nanos,
+    QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId, ReserveError, ScopeId, ScopeKey, ScopeKind,
+    ScopeSnapshot, Settlement, Spent, StoreError, StoreFuture,
 };
 
 use crate::batch::{Batches, Fair, Link, Op, store_error};
@@ -300,7 +300,8 @@ impl RedisStore {
             let mut invocation = self.scripts().peek.prepare_invoke();
             invocation.key(*state).arg(members.len());
             for scope in members {
-                invocation.arg(&scope.spec.sid).arg(scope.spec.layout).arg(scope.spec.limits.len());
+                let budgets = u8::from(!scope.spec.budgets.is_empty());
+                invocation.arg(&scope.spec.sid).arg(scope.spec.layout).arg(scope.spec.limits.len()).arg(budgets);
             }
             let reply: Vec<Vec<i64>> = self.call(invocation).await?;
             for (scope, values) in members.iter().zip(reply) {
@@ -310,7 +311,9 @@ impl RedisStore {
         let of = |scope: &Arc<Scope>| {
             let peeked = peeked.get(&*scope.spec.sid).map_or(&[][..], Vec::as_slice);
             let at = |i: usize| peeked.get(i).copied().unwrap_or(0);
-            snapshot(scope, at(0), at(1), at(2) == 1, peeked.get(3..).unwrap_or(&[]))
+            let rest = peeked.get(3..).unwrap_or(&[]);
+            let (tats, spent) = rest.split_at(scope.spec.limits.len().min(rest.len()));
+            ScopeSnapshot { budgets: budgets(scope, spent), ..snapshot(scope, at(0), at(1), at(2) == 1, tats) }
         };
         Ok(scopes.iter().map(|scope| scope.as_ref().map(of)).collect())
     }
@@ -344,6 +347,18 @@ fn rejection(scopes: &[Arc<Scope>], wait_us: i64, scope: i64, limit: i64, kind: 
         _ => (rate.map_or(LimiterName::Concurrency, sluice_quota::RateLimit::name), RejectionKind::RetryAfter(wait)),
     };
     Rejection { scope: scope.key.clone(), limiter, kind }
+}
+
+/// A scope's budgets from its budget field as `peek.lua` returns it (day's period, spent
+/// that day, month's period, spent that month; empty when the scope has none).
+fn budgets(scope: &Scope, field: &[i64]) -> Vec<BudgetSnapshot> {
+    let at = |i: usize| field.get(i).and_then(|&v| u64::try_from(v).ok()).unwrap_or(0);
+    let spent = |period| match period {
+        BudgetPeriod::Day => Spent { period: at(0), used: at(1) },
+        BudgetPeriod::Month => Spent { period: at(2), used: at(3) },
+    };
+    let of = |b: &Budget| BudgetSnapshot { period: b.period, limit: b.amount.get(), spent: spent(b.period) };
+    scope.limits.budgets.iter().map(of).collect()
 }
 
 /// The reported scopes of a granted part as the batch script returned them with the

@@ -607,6 +607,10 @@ mod cases {
         store.settle(grants[0].id, Settlement::exact(priced(0))).await.unwrap();
         store.settle(grants[1].id, Settlement::exact(priced(400_000))).await.unwrap();
         let fourth = store.admit(demand(300_000, today)).await.unwrap();
+        // Every store shows what was spent, in which period.
+        let shown = store.snapshot(tenant).await.unwrap().unwrap().budgets;
+        assert_eq!(shown.len(), 1);
+        assert_eq!((shown[0].limit, shown[0].spent.in_period(today.day.id)), (1_000_000, 1_000_000));
         assert_eq!(rejected(store.admit(demand(1, today)).await).limiter, LimiterName::Budget);
         // Settling again changes nothing.
         store.settle(grants[0].id, Settlement::exact(priced(0))).await.unwrap();
