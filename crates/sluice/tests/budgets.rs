@@ -13,6 +13,8 @@ use serde_json::{Value, json};
 use sluice_redis::local::LocalRedis;
 use sluice_sim::{SimConfig, SimProvider};
 
+/// The admin key (its hash in the config).
+const ADMIN_KEY: &str = "sk-admin-budget-test";
 /// Requests the budget holds.
 const K: usize = 5;
 /// Requests sent, all at once, round-robin over the instances.
@@ -62,7 +64,8 @@ async fn three_instances_on_one_redis_admit_exactly_what_a_daily_budget_holds() 
             "[[tenants]]\nname = \"acme\"\n",
             &format!("[[tenants]]\nname = \"acme\"\nlimits = {{ budget = {{ day = {budget} }} }}\n"),
         );
-    let instances = gateways(3, &text);
+    let admin = format!("\n[admin]\nkey_sha256 = \"{}\"\n", sluice_bench::harness::key_hash(ADMIN_KEY));
+    let instances = gateways(3, &(text + &admin));
     let client = reqwest::Client::new();
     let before = unix_millis();
     let calls: Vec<_> =
@@ -96,6 +99,26 @@ async fn three_instances_on_one_redis_admit_exactly_what_a_daily_budget_holds() 
         assert!(reset.is_some(), "a wait of {wait} ms from {before}..{after} is not the next midnight {midnight}");
         let retry_secs: u128 = retry.as_deref().unwrap().parse().unwrap();
         assert!(retry_secs.abs_diff(wait.div_ceil(1_000)) <= 1, "retry-after {retry_secs} s for {wait} ms");
+    }
+    // Every instance shows the budget spent: in /admin/state and in the gauge.
+    for instance in &instances {
+        let state: Value = client
+            .get(format!("{}/admin/state", instance.url))
+            .bearer_auth(ADMIN_KEY)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let acme = state["scopes"].as_array().unwrap().iter().find(|s| s["kind"] == "tenant" && s["name"] == "acme");
+        let shown = &acme.unwrap()["budgets"][0];
+        assert_eq!(shown["period"], "day", "{shown}");
+        assert!((shown["used"].as_f64().unwrap() - budget).abs() < 1e-9, "{shown}");
+        assert!((shown["limit"].as_f64().unwrap() - budget).abs() < 1e-9, "{shown}");
+        let metrics = client.get(format!("{}/metrics", instance.url)).send().await.unwrap().text().await.unwrap();
+        let gauge = "sluice_budget_used_ratio{scope_kind=\"tenant\",scope=\"acme\",period=\"day\"} 1";
+        assert!(metrics.lines().any(|l| l.starts_with(gauge)), "no `{gauge}` in the metrics");
     }
     drop(instances);
 }
