@@ -100,6 +100,21 @@ async fn three_instances_on_one_redis_admit_exactly_what_a_daily_budget_holds() 
         let retry_secs: u128 = retry.as_deref().unwrap().parse().unwrap();
         assert!(retry_secs.abs_diff(wait.div_ceil(1_000)) <= 1, "retry-after {retry_secs} s for {wait} ms");
     }
+    // A request whose estimate is more than the whole budget never fits: 400, not 429.
+    let body = json!({ "model": "chat", "messages": [{ "role": "user", "content": "hello" }], "max_tokens": 100 });
+    let response = client
+        .post(format!("{}/v1/chat/completions", instances[0].url))
+        .bearer_auth(KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(
+        (&error["error"]["code"], &error["error"]["limiter"]),
+        (&json!("request_exceeds_budget"), &json!("budget"))
+    );
     // Every instance shows the budget spent: in /admin/state and in the gauge.
     for instance in &instances {
         let state: Value = client

@@ -418,3 +418,22 @@ fn check_endpoint(request: &ParsedRequest, route: &Route) -> Result<(), GatewayE
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use sluice_quota::{ScopeKey, ScopeKind};
+
+    use super::*;
+
+    #[test]
+    fn a_spent_budget_never_waits_in_a_queue() {
+        let refusal = |limiter| Rejection {
+            scope: ScopeKey::new(ScopeKind::Tenant, "acme"),
+            limiter,
+            kind: RejectionKind::RetryAfter(Duration::from_secs(1)),
+        };
+        let max_wait = Duration::from_secs(30);
+        assert!(may_wait(&refusal(LimiterName::Concurrency), max_wait), "a short wait is worth queueing");
+        assert!(!may_wait(&refusal(LimiterName::Budget), max_wait), "not for a budget, however short");
+    }
+}
