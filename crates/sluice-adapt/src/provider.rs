@@ -77,7 +77,7 @@ pub fn with_amount(limits: &Limits, dimension: Dimension, amount: NonZeroU64) ->
         .iter()
         .map(|r| if r.dimension == dimension && r.period == MINUTE { rescaled(r, amount) } else { *r })
         .collect();
-    Limits { rates, concurrency: limits.concurrency }
+    Limits { rates, concurrency: limits.concurrency, budgets: limits.budgets.clone() }
 }
 
 fn rescaled(rate: &RateLimit, amount: NonZeroU64) -> RateLimit {
@@ -96,7 +96,7 @@ pub fn scaled(limits: &Limits, factor: f64) -> Limits {
     let factor = factor.max(0.0);
     let part = |v: NonZeroU64| NonZeroU64::new((v.get() as f64 * factor) as u64).unwrap_or(NonZeroU64::MIN);
     let rates = limits.rates.iter().map(|r| RateLimit { amount: part(r.amount), burst: part(r.burst), ..*r }).collect();
-    Limits { rates, concurrency: limits.concurrency }
+    Limits { rates, concurrency: limits.concurrency, budgets: limits.budgets.clone() }
 }
 
 /// The burst window of `limits`: the longest any per-minute rate releases at once (its
@@ -122,7 +122,7 @@ pub fn windowed(limits: &Limits, window: Duration) -> Limits {
             if r.period == MINUTE && held.burst < r.burst { held } else { *r }
         })
         .collect();
-    Limits { rates, concurrency: limits.concurrency }
+    Limits { rates, concurrency: limits.concurrency, budgets: limits.budgets.clone() }
 }
 
 /// Whether a 429 came from a window shorter than the minute: the provider reported its

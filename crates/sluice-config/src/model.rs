@@ -596,6 +596,15 @@ pub struct Config {
     pub admin: Admin,
     /// Trace export.
     pub telemetry: Telemetry,
+    /// Settings of every money budget.
+    pub budgets: Budgets,
+}
+
+/// Settings of every money budget (`[budgets]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Budgets {
+    /// The time zone days and months begin in, as a fixed offset east of UTC (seconds).
+    pub utc_offset_seconds: i32,
 }
 
 /// Trace export: process settings, not reloadable.

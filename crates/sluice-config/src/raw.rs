@@ -33,6 +33,23 @@ pub struct RawConfig {
     pub admin: RawAdmin,
     #[serde(default)]
     pub telemetry: RawTelemetry,
+    #[serde(default)]
+    pub budgets: RawBudgets,
+}
+
+/// Settings of every money budget.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBudgets {
+    pub time_zone: Option<Spanned<String>>,
+}
+
+/// A scope's money budgets, in the price tables' currency.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBudget {
+    pub day: Option<Spanned<f64>>,
+    pub month: Option<Spanned<f64>>,
 }
 
 /// Trace export.
@@ -107,6 +124,7 @@ pub struct RawLimits {
     pub tpd: Option<Spanned<u64>>,
     pub concurrency: Option<Spanned<u64>>,
     pub burst_seconds: Option<Spanned<f64>>,
+    pub budget: Option<RawBudget>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -7,6 +7,7 @@
 
 mod accounts;
 mod bedrock;
+mod budgets;
 mod cloud;
 mod google;
 mod process;
@@ -56,7 +57,9 @@ impl Validator<'_> {
         let key_sha256 = raw.admin.key_sha256.as_ref().map(|k| self.sha256("admin.key_sha256", k)).transpose()?;
         let admin = Admin { key_sha256 };
         let telemetry = self.telemetry(&raw.telemetry)?;
+        let budgets = self.budgets(&raw.budgets)?;
         Ok(Config {
+            budgets,
             server,
             store,
             org,
@@ -113,6 +116,9 @@ impl Validator<'_> {
         }
         if let Some(c) = &raw.concurrency {
             limits = limits.with_concurrency(self.positive(&format!("{field}.concurrency"), c)?);
+        }
+        if let Some(budget) = &raw.budget {
+            limits.budgets = self.budget(&format!("{field}.budget"), budget)?;
         }
         Ok(limits)
     }

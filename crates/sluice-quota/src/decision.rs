@@ -6,6 +6,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use crate::bucket::Share;
+use crate::budget::Calendar;
 use crate::ledger::ScopeSnapshot;
 use crate::limit::{Cost, LimiterName};
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
@@ -26,13 +27,16 @@ pub struct Demand<'a> {
     /// Asks for the state of the caller's own scopes of the path (tenant, team, key) right
     /// after the grant, in [`Grant::after`] (a client's rate-limit headers).
     pub report_own: bool,
+    /// The current day and month, for the money budgets on the path (the default, the
+    /// epoch's, suits demands that cost no money).
+    pub calendar: Calendar,
 }
 
 impl<'a> Demand<'a> {
     /// A demand with the whole burst and no fairness check.
     #[must_use]
     pub fn new(path: &'a [ScopeId], cost: Cost, lease: Duration) -> Self {
-        Self { path, cost, lease, share: Share::FULL, fair: None, report_own: false }
+        Self { path, cost, lease, share: Share::FULL, fair: None, report_own: false, calendar: Calendar::default() }
     }
 }
 

@@ -10,6 +10,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
 
 use crate::bucket::{self, Claim, Refusal, Share, Tat};
+use crate::budget::{self, BudgetPeriod, Calendar, Over, Spent};
 use crate::clock::Nanos;
 use crate::decision::{Demand, Grant, Rejection, RejectionKind};
 use crate::limit::{Cost, Dimension, LimiterName, Limits, Settlement};
@@ -30,12 +31,16 @@ struct ScopeState {
     held: bool,
     /// A cost waiting for an idle window on one of the buckets: its index and claim.
     claim: Option<(usize, Claim)>,
+    /// Per budget (in the order of `limits.budgets`): what was spent in which period.
+    spent: Vec<Spent>,
 }
 
 #[derive(Debug, Clone)]
 struct Reservation {
     path: Vec<ScopeId>,
     cost: Cost,
+    /// The periods its money was charged to.
+    calendar: Calendar,
 }
 
 /// The result of settling a reservation.
@@ -62,6 +67,20 @@ pub struct ScopeSnapshot {
     pub in_flight: (u64, Option<u64>),
     /// Whether an operator holds the scope (see [`Ledger::hold`]).
     pub held: bool,
+    /// Per money budget: what was spent in its latest period.
+    pub budgets: Vec<BudgetSnapshot>,
+}
+
+/// One money budget's state: what was spent in the period it last counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetSnapshot {
+    /// Day or month.
+    pub period: BudgetPeriod,
+    /// Its amount per period, micro-units.
+    pub limit: u64,
+    /// What was spent, and in which period (compare with the current one: an older
+    /// period's figure means nothing is spent yet in this one).
+    pub spent: Spent,
 }
 
 /// One bucket's live state.
@@ -109,6 +128,7 @@ impl Ledger {
         }
         let id = ScopeId(u32::try_from(self.scopes.len()).unwrap_or(u32::MAX));
         let tats = vec![Tat::default(); limits.rates.len()];
+        let spent = vec![Spent::default(); limits.budgets.len()];
         self.scopes.push(ScopeState {
             key: key.clone(),
             limits,
@@ -117,6 +137,7 @@ impl Ledger {
             paused_until: Nanos(0),
             held: false,
             claim: None,
+            spent,
         });
         self.index.insert(key, id);
         id
@@ -139,6 +160,15 @@ impl Ledger {
             })
             .collect();
         scope.tats = tats;
+        // What was spent stays with the budget of the same period: a reload resets nothing.
+        scope.spent = limits
+            .budgets
+            .iter()
+            .map(|new| {
+                let old = scope.limits.budgets.iter().position(|o| o.period == new.period);
+                old.and_then(|i| scope.spent.get(i).copied()).unwrap_or_default()
+            })
+            .collect();
         scope.limits = limits;
         scope.claim = None;
     }
@@ -166,7 +196,7 @@ impl Ledger {
         lease: Duration,
         share: Share,
     ) -> Result<Grant, Rejection> {
-        self.admit(now, &Demand { path, cost, lease, share, fair: None, report_own: false })
+        self.admit(now, &Demand { share, ..Demand::new(path, cost, lease) })
     }
 
     /// Admits a [`Demand`]: its buckets as [`Ledger::reserve_share`], and, with
@@ -178,6 +208,7 @@ impl Ledger {
         let (path, cost, lease) = (demand.path, demand.cost, demand.lease);
         self.expire(now);
         self.check_held(path)?;
+        self.check_budgets(path, cost.money, demand.calendar)?;
         let fair = self.check_fair(now, demand).inspect_err(|_| self.fair_waiting(now, demand))?;
         // A refusal by one of the caller's own limits is not waiting for the deployment: the
         // tenant could not use its capacity, so it must not hold the others back.
@@ -198,12 +229,32 @@ impl Ledger {
                 *tat = next.next().unwrap_or(*tat);
             }
             scope.in_flight += 1;
+            scope.charge(demand.calendar, cost.money);
         }
         self.next_id += 1;
         let id = ReservationId(self.next_id);
-        self.open.insert(id, Reservation { path: path.to_vec(), cost });
+        self.open.insert(id, Reservation { path: path.to_vec(), cost, calendar: demand.calendar });
         self.expiry.push(Reverse((now.after(lease), id)));
         Ok(Grant { id, reserved: cost, lease, after: Vec::new() })
+    }
+
+    /// Refuses a cost no money budget on the path takes in its current period: at once,
+    /// whatever the rates say (a spent budget waits for the next period, not for capacity).
+    fn check_budgets(&self, path: &[ScopeId], money: u64, calendar: Calendar) -> Result<(), Rejection> {
+        if money == 0 {
+            return Ok(());
+        }
+        for scope in path.iter().filter_map(|id| self.scopes.get(id.0 as usize)) {
+            for (limit, spent) in scope.limits.budgets.iter().zip(&scope.spent) {
+                let kind = match budget::check(limit, *spent, calendar.period(limit.period), money) {
+                    Ok(()) => continue,
+                    Err(Over::Never) => RejectionKind::NeverFits { cost: money, capacity: limit.amount.get() },
+                    Err(Over::Until(wait)) => RejectionKind::RetryAfter(wait),
+                };
+                return Err(scope.rejection(LimiterName::Budget, kind));
+            }
+        }
+        Ok(())
     }
 
     fn deployment_of(&self, path: &[ScopeId]) -> Option<ScopeId> {
@@ -317,6 +368,10 @@ impl Ledger {
             for (limit, tat) in scope.limits.rates.iter().zip(scope.tats.iter_mut()) {
                 let dim = limit.dimension;
                 *tat = bucket::adjust(limit, *tat, now, reservation.cost.of(dim), used.of(dim));
+            }
+            for (limit, spent) in scope.limits.budgets.iter().zip(scope.spent.iter_mut()) {
+                let period = reservation.calendar.period(limit.period).id;
+                *spent = spent.settled(period, reservation.cost.money, used.money);
             }
             scope.in_flight = scope.in_flight.saturating_sub(1);
         }
@@ -433,7 +488,20 @@ impl Ledger {
             })
             .collect();
         let cap = scope.limits.concurrency.map(std::num::NonZeroU64::get);
-        Some(ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (scope.in_flight, cap), held: scope.held })
+        let budgets = scope
+            .limits
+            .budgets
+            .iter()
+            .zip(&scope.spent)
+            .map(|(b, spent)| BudgetSnapshot { period: b.period, limit: b.amount.get(), spent: *spent })
+            .collect();
+        Some(ScopeSnapshot {
+            key: scope.key.clone(),
+            rates,
+            in_flight: (scope.in_flight, cap),
+            held: scope.held,
+            budgets,
+        })
     }
 
     /// Every registered scope's id, in registration order.
@@ -476,6 +544,16 @@ impl ScopeState {
             Err(Refusal::NotUntil(at)) => {
                 Err(Claim::of(need, share, at).map_or(Taken::NotUntil(at), |c| Taken::NotIdle(at, c)))
             }
+        }
+    }
+
+    /// Charges `money` to every budget in its current period (a new period starts from 0).
+    fn charge(&mut self, calendar: Calendar, money: u64) {
+        if money == 0 {
+            return;
+        }
+        for (limit, spent) in self.limits.budgets.iter().zip(self.spent.iter_mut()) {
+            *spent = spent.charged(calendar.period(limit.period).id, money);
         }
     }
 

@@ -13,6 +13,7 @@
 //!   fake one for tests.
 //! - [`limit`]: dimensions, costs, rate limits with bursts, concurrency caps.
 //! - [`bucket`]: the pure arithmetic of one bucket (GCRA on nanoseconds).
+//! - [`budget`]: money budgets per calendar day or month, and the calendar they count in.
 //! - [`ledger`]: the state machine over many scopes; every call takes `now`.
 //! - [`decision`]: grants, rejections ("not until" vs "never"), and the outcomes the
 //!   policy layers build on them (queue, reroute).
@@ -63,6 +64,7 @@
 //! ```
 
 pub mod bucket;
+pub mod budget;
 pub mod clock;
 pub mod decision;
 pub mod ledger;
@@ -74,9 +76,10 @@ pub mod store;
 pub mod waiting;
 
 pub use bucket::Share;
+pub use budget::{Budget, BudgetPeriod, Calendar, Period, Spent};
 pub use clock::{Clock, FakeClock, Nanos, SystemClock};
 pub use decision::{Demand, FairShare, Grant, Outcome, Rejection, RejectionKind};
-pub use ledger::{HOLD_RETRY, Ledger, RateSnapshot, ScopeSnapshot, Settled};
+pub use ledger::{BudgetSnapshot, HOLD_RETRY, Ledger, RateSnapshot, ScopeSnapshot, Settled};
 pub use limit::{Cost, Dimension, LimiterName, Limits, RateLimit, Settlement};
 pub use memory::MemoryStore;
 pub use scope::{ReservationId, ScopeId, ScopeKey, ScopeKind};

@@ -4,6 +4,7 @@ use std::fmt;
 use std::num::NonZeroU64;
 use std::time::Duration;
 
+use crate::budget::Budget;
 use crate::clock::duration_ns;
 
 /// A quantity a request consumes.
@@ -44,13 +45,22 @@ pub struct Cost {
     pub input_tokens: u64,
     /// Output tokens.
     pub output_tokens: u64,
+    /// Money, in micro-units of the price tables' currency (what budgets count; 0 for a
+    /// deployment without a price).
+    pub money: u64,
 }
 
 impl Cost {
     /// One request with the given token counts.
     #[must_use]
     pub fn request(input_tokens: u64, output_tokens: u64) -> Self {
-        Self { requests: 1, input_tokens, output_tokens }
+        Self { requests: 1, input_tokens, output_tokens, money: 0 }
+    }
+
+    /// This cost priced at `money` micro-units.
+    #[must_use]
+    pub fn with_money(self, money: u64) -> Self {
+        Self { money, ..self }
     }
 
     /// This cost with each output token counted `weight` times: a provider that burns its
@@ -189,6 +199,8 @@ pub enum LimiterName {
     FairShare,
     /// An operator paused the scope (tenant) or the request's traffic class.
     Paused,
+    /// A money budget of the scope is spent for the current day or month.
+    Budget,
 }
 
 impl fmt::Display for LimiterName {
@@ -199,6 +211,7 @@ impl fmt::Display for LimiterName {
             Self::ProviderCooldown => return f.write_str("provider_cooldown"),
             Self::FairShare => return f.write_str("fair_share"),
             Self::Paused => return f.write_str("paused"),
+            Self::Budget => return f.write_str("budget"),
         };
         let unit = match period.as_secs() {
             60 => "m",
@@ -228,6 +241,8 @@ pub struct Limits {
     pub rates: Vec<RateLimit>,
     /// Maximum requests in flight, if capped.
     pub concurrency: Option<NonZeroU64>,
+    /// Money budgets per calendar period, each its own counter.
+    pub budgets: Vec<Budget>,
 }
 
 impl Limits {
@@ -241,6 +256,13 @@ impl Limits {
     #[must_use]
     pub fn with_rate(mut self, rate: RateLimit) -> Self {
         self.rates.push(rate);
+        self
+    }
+
+    /// Adds a money budget.
+    #[must_use]
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budgets.push(budget);
         self
     }
 
@@ -262,7 +284,7 @@ impl Limits {
     /// Whether the scope limits nothing.
     #[must_use]
     pub fn is_unlimited(&self) -> bool {
-        self.rates.is_empty() && self.concurrency.is_none()
+        self.rates.is_empty() && self.concurrency.is_none() && self.budgets.is_empty()
     }
 }
 

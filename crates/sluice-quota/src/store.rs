@@ -68,7 +68,7 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
         lease: Duration,
         share: Share,
     ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
-        self.admit(Demand { path, cost, lease, share, fair: None, report_own: false })
+        self.admit(Demand { share, ..Demand::new(path, cost, lease) })
     }
 
     /// Reserves `cost` on every scope of `path`, or nothing, with the whole burst.

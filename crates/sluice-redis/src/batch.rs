@@ -99,6 +99,8 @@ pub enum Op {
         report: u64,
         /// The caller's share of shared bursts, in thousandths (whom its claims hold back).
         share: u16,
+        /// The money budgets it checks and charges (record.rs `budget_reserve`).
+        budgets: Vec<u8>,
     },
     /// A settlement (or a release) of a reservation.
     Settle {
@@ -108,6 +110,8 @@ pub enum Op {
         spec: Vec<u8>,
         /// The fields it touches.
         sids: Vec<String>,
+        /// The money budgets it moves (record.rs `budget_settle`).
+        budgets: Vec<u8>,
     },
 }
 
@@ -163,14 +167,21 @@ impl Plan {
             }
         }
         for (i, waiting) in batch.iter().enumerate() {
-            let Op::Reserve { fair, spec, sids, lease_us, report, .. } = &waiting.op else { continue };
-            if fair.is_some() {
+            let Op::Reserve { fair, spec, sids, lease_us, report, budgets, .. } = &waiting.op else { continue };
+            // A budget is charged once per reservation: never in a combined run.
+            if fair.is_some() || has_budgets(budgets) {
                 steps.push(Step::Reserve(vec![i]));
                 continue;
             }
             let joins = |j: usize| match &batch[j].op {
-                Op::Reserve { fair: None, spec: other, sids: their, lease_us: lease, report: theirs, .. } => {
-                    their == sids && lease == lease_us && other.same_shape(spec) && theirs == report
+                Op::Reserve {
+                    fair: None, spec: other, sids: their, lease_us: lease, report: theirs, budgets, ..
+                } => {
+                    their == sids
+                        && lease == lease_us
+                        && other.same_shape(spec)
+                        && theirs == report
+                        && !has_budgets(budgets)
                 }
                 _ => false,
             };
@@ -195,13 +206,27 @@ impl Plan {
     }
 }
 
+/// Whether an encoded budget array (record.rs) names any budget: not the empty array.
+fn has_budgets(budgets: &[u8]) -> bool {
+    budgets.len() > 1
+}
+
+/// Appends an encoded budget array, or an empty one for none.
+fn push_budgets(blob: &mut Vec<u8>, budgets: &[u8]) {
+    if budgets.is_empty() {
+        record::push_array(blob, 0);
+    } else {
+        blob.extend_from_slice(budgets);
+    }
+}
+
 /// A reservation's array for the script (see `batch.lua`), with `spec` in place of its own
 /// when given (a run's combined spec).
 fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, homes: &mut Vec<&'a Group>) -> Vec<u8> {
-    let Op::Reserve { lease_us, fair, spec: own, sids, report, share, .. } = op else { return Vec::new() };
+    let Op::Reserve { lease_us, fair, spec: own, sids, report, share, budgets, .. } = op else { return Vec::new() };
     let spec = spec.unwrap_or_else(|| own.encode());
     let mut blob = Vec::with_capacity(40 + spec.len());
-    record::push_array(&mut blob, 12 + sids.len());
+    record::push_array(&mut blob, 13 + sids.len());
     record::push_uint(&mut blob, *lease_us);
     match fair {
         Some(Fair { home, share, own }) => {
@@ -233,6 +258,7 @@ fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, 
     blob.extend_from_slice(&spec);
     record::push_uint(&mut blob, *report);
     record::push_uint(&mut blob, u64::from(*share));
+    push_budgets(&mut blob, budgets);
     blob
 }
 
@@ -356,14 +382,15 @@ impl Batches {
         for step in &plan.steps {
             match step {
                 Step::Settle(i) => {
-                    if let Op::Settle { member, spec, sids } = &batch[*i].op {
-                        let mut blob = Vec::with_capacity(16 + spec.len());
-                        record::push_array(&mut blob, 2 + sids.len());
+                    if let Op::Settle { member, spec, sids, budgets } = &batch[*i].op {
+                        let mut blob = Vec::with_capacity(16 + spec.len() + budgets.len());
+                        record::push_array(&mut blob, 3 + sids.len());
                         record::push_uint(&mut blob, u64::try_from(sids.len()).unwrap_or(0));
                         for sid in sids {
                             record::push_uint(&mut blob, fields.number(sid));
                         }
                         blob.extend_from_slice(spec);
+                        push_budgets(&mut blob, budgets);
                         args.extend([Arg::Str("s"), Arg::Bytes(member), Arg::Owned(blob)]);
                     }
                 }

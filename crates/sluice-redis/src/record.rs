@@ -10,7 +10,7 @@ use std::borrow::Borrow;
 
 use std::time::Duration;
 
-use sluice_quota::{Cost, Dimension, Limits, ScopeKey, Share, bucket};
+use sluice_quota::{Budget, BudgetPeriod, Calendar, Cost, Dimension, Limits, ScopeKey, Share, bucket};
 
 /// Largest time the scripts are sent: Lua numbers are doubles, exact to 2^53.
 const MAX_US: u64 = 1 << 52;
@@ -69,6 +69,8 @@ pub struct ScopeSpec {
     /// the same dimension over the same period carries over and a new one starts full
     /// (in-flight counts, pauses and holds carry over).
     pub layout: u64,
+    /// Money budgets, counted in the scope's budget field ([`budget_field`]).
+    pub budgets: Vec<Budget>,
 }
 
 /// A reservation that cannot pass whatever the wait: scope and limit index (from 0).
@@ -108,6 +110,7 @@ impl ScopeSpec {
             cc: limits.concurrency.map_or(0, std::num::NonZeroU64::get),
             limits: limits_spec,
             layout,
+            budgets: limits.budgets.clone(),
         }
     }
 }
@@ -118,6 +121,100 @@ impl ScopeSpec {
 pub fn scope_id(key: &ScopeKey) -> String {
     let name: String = key.name.chars().map(|c| if c.is_control() { '?' } else { c }).collect();
     format!("{}:{name}", key.kind.as_str())
+}
+
+/// The field of a scope's money budgets in its group's state hash: `<sid>$b`, a
+/// MessagePack array {day's period, spent that day, month's period, spent that month}
+/// (periods as their start, Unix seconds; amounts in micro-units).
+#[must_use]
+pub fn budget_field(sid: &str) -> String {
+    format!("{sid}$b")
+}
+
+/// A budget's place in its field: 1 for the day, 2 for the month.
+fn budget_slot(period: BudgetPeriod) -> u64 {
+    match period {
+        BudgetPeriod::Day => 1,
+        BudgetPeriod::Month => 2,
+    }
+}
+
+/// A budget that can never take a cost: the scope's index and the budget's amount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverBudget {
+    /// Index of the scope in the reservation.
+    pub scope: usize,
+    /// The budget's amount per period, micro-units.
+    pub capacity: u64,
+}
+
+/// The budgets a reservation of `money` checks and charges, for `batch.lua`: one flat
+/// MessagePack array with per budget its field, slot, current period, amount, the cost, the
+/// time to the next period (µs) and its scope's index (from 1). Empty when the cost is 0:
+/// a request without a price is never refused by a budget.
+///
+/// # Errors
+/// [`OverBudget`] when the cost exceeds a whole budget.
+pub fn budget_reserve<S: Borrow<ScopeSpec>>(
+    money: u64,
+    calendar: Calendar,
+    scopes: &[S],
+) -> Result<Vec<u8>, OverBudget> {
+    let mut entries = Vec::new();
+    if money > 0 {
+        for (i, scope) in scopes.iter().map(Borrow::borrow).enumerate() {
+            for budget in &scope.budgets {
+                if money > budget.amount.get() {
+                    return Err(OverBudget { scope: i, capacity: budget.amount.get() });
+                }
+                entries.push((scope, budget, i + 1));
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(8 + entries.len() * 48);
+    push_array(&mut out, 7 * entries.len());
+    for (scope, budget, index) in entries {
+        let period = calendar.period(budget.period);
+        push_str(&mut out, &budget_field(&scope.sid));
+        push_uint(&mut out, budget_slot(budget.period));
+        push_uint(&mut out, period.id);
+        push_uint(&mut out, budget.amount.get());
+        push_uint(&mut out, money);
+        push_uint(&mut out, u64::try_from(period.reset.as_micros()).unwrap_or(MAX_US).min(MAX_US));
+        push_uint(&mut out, u64::try_from(index).unwrap_or(0));
+    }
+    Ok(out)
+}
+
+/// The budgets' part of a settlement of `reserved` money by what was `used` (the caller's
+/// scopes) and counted `upstream` (deployment scopes), charged in `calendar`'s periods: one
+/// flat array with per budget that moves its field, slot, the period it was charged to and
+/// the amount to add (negative: give back). A past period is left alone by the script.
+#[must_use]
+pub fn budget_settle<S: Borrow<ScopeSpec>>(
+    reserved: u64,
+    used: Cost,
+    upstream: Cost,
+    calendar: Calendar,
+    scopes: &[S],
+) -> Vec<u8> {
+    let mut entries = Vec::new();
+    for scope in scopes.iter().map(Borrow::borrow) {
+        let used = if scope.deployment { upstream.money } else { used.money };
+        let delta = i64::try_from(used).unwrap_or(i64::MAX).saturating_sub(i64::try_from(reserved).unwrap_or(i64::MAX));
+        if delta != 0 {
+            entries.extend(scope.budgets.iter().map(|b| (budget_field(&scope.sid), b.period, delta)));
+        }
+    }
+    let mut out = Vec::with_capacity(8 + entries.len() * 32);
+    push_array(&mut out, 4 * entries.len());
+    for (field, period, delta) in entries {
+        push_str(&mut out, &field);
+        push_uint(&mut out, budget_slot(period));
+        push_uint(&mut out, calendar.period(period).id);
+        push_sint(&mut out, delta);
+    }
+    out
 }
 
 /// Layouts at or above this spell out their limits.

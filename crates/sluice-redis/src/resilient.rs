@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sluice_quota::{
-    Clock, Cost, Demand, Dimension, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId, ReserveError,
-    ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture, StoreHealth,
+    Budget, Clock, Cost, Demand, Dimension, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId,
+    ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture, StoreHealth,
 };
 
 use crate::store::RedisStore;
@@ -217,11 +217,12 @@ impl ResilientStore {
     }
 }
 
-/// `limits` at `1 / n` of every amount, burst and concurrency cap (at least 1 each).
+/// `limits` at `1 / n` of every amount, burst, concurrency cap and budget (at least 1 each).
 fn share(limits: &Limits, n: NonZeroU64) -> Limits {
     let part = |v: NonZeroU64| NonZeroU64::new(v.get() / n.get()).unwrap_or(NonZeroU64::MIN);
     let rates = limits.rates.iter().map(|r| RateLimit { amount: part(r.amount), burst: part(r.burst), ..*r }).collect();
-    Limits { rates, concurrency: limits.concurrency.map(part) }
+    let budgets = limits.budgets.iter().map(|b| Budget { amount: part(b.amount), ..*b }).collect();
+    Limits { rates, concurrency: limits.concurrency.map(part), budgets }
 }
 
 impl QuotaStore for ResilientStore {

@@ -4,7 +4,7 @@ use redis::Script;
 
 /// Version of the script set; part of every script's text, so a change of the scripts
 /// never meets an old cached SHA.
-pub const VERSION: &str = "sluice-quota-v6";
+pub const VERSION: &str = "sluice-quota-v7";
 
 const COMMON: &str = include_str!("lua/common.lua");
 

@@ -22,8 +22,9 @@ use parking_lot::{Mutex, RwLock};
 use rand::Rng as _;
 use sluice_quota::bucket::{self, Share, Tat};
 use sluice_quota::{
-    Cost, Demand, Dimension, Grant, LimiterName, Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind,
-    ReservationId, ReserveError, ScopeId, ScopeKey, ScopeKind, ScopeSnapshot, Settlement, StoreError, StoreFuture,
+    Budget, BudgetPeriod, BudgetSnapshot, Calendar, Cost, Demand, Dimension, Grant, LimiterName, Limits, Nanos,
+    QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId, ReserveError, ScopeId, ScopeKey, ScopeKind,
+    ScopeSnapshot, Settlement, Spent, StoreError, StoreFuture,
 };
 
 use crate::batch::{Batches, Fair, Link, Op, store_error};
@@ -66,6 +67,8 @@ struct Part {
     /// before the settlement).
     cost: Cost,
     scopes: Vec<Arc<Scope>>,
+    /// The periods its money was charged to.
+    calendar: Calendar,
 }
 
 /// Settings of a [`RedisStore`].
@@ -154,6 +157,12 @@ impl RedisStore {
             let index = |i: usize| i64::try_from(i).map_or(0, |i| i + 1);
             ReserveError::Rejected(rejection(&scopes, 0, index(never.scope), index(never.limit), 3))
         })?;
+        let budgets = record::budget_reserve(cost.money, demand.calendar, &specs).map_err(|over| {
+            let scope =
+                scopes.get(over.scope).map_or_else(|| ScopeKey::new(ScopeKind::Org, "unknown"), |s| s.key.clone());
+            let kind = RejectionKind::NeverFits { cost: cost.money, capacity: over.capacity };
+            ReserveError::Rejected(Rejection { scope, limiter: LimiterName::Budget, kind })
+        })?;
         let member = record::lease_member(id.0, cost, &specs);
         let lease_us = u64::try_from(lease.as_micros()).unwrap_or(u64::MAX);
         let deployment = scopes.iter().find(|s| s.key.kind == sluice_quota::ScopeKind::Deployment);
@@ -168,13 +177,15 @@ impl RedisStore {
         drop(specs);
         let own = |s: &&Arc<Scope>| demand.report_own && !s.key.kind.is_shared();
         let report = scopes.iter().zip(0..64).filter(|(s, _)| own(s)).map(|(_, k)| 1_u64 << k).sum();
-        let op = Op::Reserve { member: member.clone(), lease_us, fair, spec, sids, report, share: share.get() };
+        let op =
+            Op::Reserve { member: member.clone(), lease_us, fair, spec, sids, report, share: share.get(), budgets };
         let reply = self.batches.run(group, op).await?;
         match reply.as_slice() {
             [1, rest @ ..] => {
                 let reported: Vec<&Arc<Scope>> = scopes.iter().filter(|s| own(s)).collect();
                 let after = granted_state(&reported, rest);
-                Ok(Reserved { part: Part { group: group.clone(), member, cost, scopes }, after })
+                let part = Part { group: group.clone(), member, cost, scopes, calendar: demand.calendar };
+                Ok(Reserved { part, after })
             }
             [0, wait, scope, limit, kind] => {
                 Err(ReserveError::Rejected(rejection(&scopes, *wait, *scope, *limit, *kind)))
@@ -186,7 +197,9 @@ impl RedisStore {
     async fn settle_part(&self, part: &Part, settlement: Settlement) -> Result<(), StoreError> {
         let specs: Vec<&ScopeSpec> = part.scopes.iter().map(|s| &s.spec).collect();
         let settle = record::settle_spec(part.cost, settlement.used, settlement.upstream, &specs);
-        let op = Op::Settle { member: part.member.clone(), spec: settle.spec, sids: settle.sids };
+        let budgets =
+            record::budget_settle(part.cost.money, settlement.used, settlement.upstream, part.calendar, &specs);
+        let op = Op::Settle { member: part.member.clone(), spec: settle.spec, sids: settle.sids, budgets };
         self.batches.run(&part.group, op).await?;
         Ok(())
     }
@@ -331,7 +344,8 @@ impl RedisStore {
             let mut invocation = self.scripts().peek.prepare_invoke();
             invocation.key(*state).arg(members.len());
             for scope in members {
-                invocation.arg(&scope.spec.sid).arg(scope.spec.layout).arg(scope.spec.limits.len());
+                let budgets = u8::from(!scope.spec.budgets.is_empty());
+                invocation.arg(&scope.spec.sid).arg(scope.spec.layout).arg(scope.spec.limits.len()).arg(budgets);
             }
             let reply: Vec<Vec<i64>> = self.call(invocation).await?;
             for (scope, values) in members.iter().zip(reply) {
@@ -341,7 +355,9 @@ impl RedisStore {
         let of = |scope: &Arc<Scope>| {
             let peeked = peeked.get(&*scope.spec.sid).map_or(&[][..], Vec::as_slice);
             let at = |i: usize| peeked.get(i).copied().unwrap_or(0);
-            snapshot(scope, at(0), at(1), at(2) == 1, peeked.get(3..).unwrap_or(&[]))
+            let rest = peeked.get(3..).unwrap_or(&[]);
+            let (tats, spent) = rest.split_at(scope.spec.limits.len().min(rest.len()));
+            ScopeSnapshot { budgets: budgets(scope, spent), ..snapshot(scope, at(0), at(1), at(2) == 1, tats) }
         };
         Ok(scopes.iter().map(|scope| scope.as_ref().map(of)).collect())
     }
@@ -371,9 +387,22 @@ fn rejection(scopes: &[Arc<Scope>], wait_us: i64, scope: i64, limit: i64, kind: 
         4 => (LimiterName::ProviderCooldown, RejectionKind::RetryAfter(wait)),
         5 => (LimiterName::FairShare, RejectionKind::RetryAfter(wait)),
         6 => (LimiterName::Paused, RejectionKind::RetryAfter(sluice_quota::HOLD_RETRY)),
+        7 => (LimiterName::Budget, RejectionKind::RetryAfter(wait)),
         _ => (rate.map_or(LimiterName::Concurrency, sluice_quota::RateLimit::name), RejectionKind::RetryAfter(wait)),
     };
     Rejection { scope: scope.key.clone(), limiter, kind }
+}
+
+/// A scope's budgets from its budget field as `peek.lua` returns it (day's period, spent
+/// that day, month's period, spent that month; empty when the scope has none).
+fn budgets(scope: &Scope, field: &[i64]) -> Vec<BudgetSnapshot> {
+    let at = |i: usize| field.get(i).and_then(|&v| u64::try_from(v).ok()).unwrap_or(0);
+    let spent = |period| match period {
+        BudgetPeriod::Day => Spent { period: at(0), used: at(1) },
+        BudgetPeriod::Month => Spent { period: at(2), used: at(3) },
+    };
+    let of = |b: &Budget| BudgetSnapshot { period: b.period, limit: b.amount.get(), spent: spent(b.period) };
+    scope.limits.budgets.iter().map(of).collect()
 }
 
 /// The reported scopes of a granted part as the batch script returned them with the
@@ -414,7 +443,7 @@ fn snapshot(scope: &Scope, now_us: i64, in_flight: i64, held: bool, tats: &[i64]
         })
         .collect();
     let cap = scope.limits.concurrency.map(std::num::NonZeroU64::get);
-    ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (us(in_flight), cap), held }
+    ScopeSnapshot { key: scope.key.clone(), rates, in_flight: (us(in_flight), cap), held, budgets: Vec::new() }
 }
 
 impl QuotaStore for RedisStore {

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_quota::{
-    Cost, Demand, Dimension, FairShare, Limits, MemoryStore, QuotaStore, RateLimit, RejectionKind, ReserveError,
-    ScopeId, ScopeKey, ScopeKind, ScopeSnapshot, Settlement, Share, SystemClock,
+    Budget, BudgetPeriod, Calendar, Cost, Demand, Dimension, FairShare, LimiterName, Limits, MemoryStore, QuotaStore,
+    RateLimit, RejectionKind, ReserveError, ScopeId, ScopeKey, ScopeKind, ScopeSnapshot, Settlement, Share,
+    SystemClock,
 };
 use sluice_redis::local::{LocalCluster, LocalRedis};
 
@@ -75,6 +76,8 @@ fn tpm(amount: u64, burst: u64) -> Limits {
 }
 
 const LEASE: Duration = Duration::from_secs(30);
+/// 2026-12-01T21:30:00Z: budgets count in the periods the demand names, not the clock's.
+const BUDGET_NOW: u64 = 1_796_160_600;
 
 fn rejected(result: Result<sluice_quota::Grant, ReserveError>) -> sluice_quota::Rejection {
     match result {
@@ -671,6 +674,60 @@ mod cases {
             store.settle(grant.id, Settlement::exact(grant.reserved)).await.unwrap();
         }
     }
+
+    /// A tenant's daily money budget, with a deployment of its own group on a cluster: of
+    /// a crowd at once exactly what the budget holds passes, the rest is refused until the
+    /// next day; settlements refund and over-charge; above the whole budget never fits; a
+    /// refusal by the deployment gives the budget back; the next day starts from zero.
+    pub async fn a_daily_budget_admits_exactly_what_it_holds(store: &dyn QuotaStore) {
+        let budget = Budget { period: BudgetPeriod::Day, amount: nz(1_000_000) };
+        let tenant =
+            store.register(ScopeKey::new(ScopeKind::Tenant, "budget"), Limits::unlimited().with_budget(budget));
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "budget"), rpm(6_000, 1_000));
+        let path = [tenant, d];
+        let today = Calendar::at(BUDGET_NOW, 0);
+        let priced = |micros| Cost::request(10, 10).with_money(micros);
+        let demand = |micros, calendar| Demand { calendar, ..Demand::new(&path, priced(micros), LEASE) };
+        let crowd = (0..12).map(|_| store.admit(demand(300_000, today)));
+        let results = futures_util::future::join_all(crowd).await;
+        let (granted, refused): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
+        assert_eq!(granted.len(), 3, "0.30 each: three of 1.00");
+        for refusal in refused {
+            let r = rejected(refusal);
+            assert_eq!((r.limiter, r.scope.kind), (LimiterName::Budget, ScopeKind::Tenant));
+            assert_eq!(r.kind, RejectionKind::RetryAfter(today.day.reset));
+        }
+        let grants: Vec<_> = granted.into_iter().map(Result::unwrap).collect();
+        // The first cost nothing in the end: 0.30 back; the second 0.40: 0.10 more. 0.70
+        // spent, 0.30 left.
+        store.settle(grants[0].id, Settlement::exact(priced(0))).await.unwrap();
+        store.settle(grants[1].id, Settlement::exact(priced(400_000))).await.unwrap();
+        let fourth = store.admit(demand(300_000, today)).await.unwrap();
+        // Every store shows what was spent, in which period.
+        let shown = store.snapshot(tenant).await.unwrap().unwrap().budgets;
+        assert_eq!(shown.len(), 1);
+        assert_eq!((shown[0].limit, shown[0].spent.in_period(today.day.id)), (1_000_000, 1_000_000));
+        assert_eq!(rejected(store.admit(demand(1, today)).await).limiter, LimiterName::Budget);
+        // Settling again changes nothing.
+        store.settle(grants[0].id, Settlement::exact(priced(0))).await.unwrap();
+        assert_eq!(rejected(store.admit(demand(1, today)).await).limiter, LimiterName::Budget);
+        // A request without a price is never refused by a budget.
+        let free = store.admit(demand(0, today)).await.unwrap();
+        let never = rejected(store.admit(demand(1_000_001, today)).await);
+        assert_eq!(never.limiter, LimiterName::Budget);
+        assert_eq!(never.kind, RejectionKind::NeverFits { cost: 1_000_001, capacity: 1_000_000 });
+        // Tomorrow starts from zero; a refusal by the deployment charges nothing.
+        let tomorrow = Calendar::at(BUDGET_NOW + 86_400, 0);
+        let full = store.register(ScopeKey::new(ScopeKind::Deployment, "budget-full"), rpm(60, 1));
+        let blocked = [tenant, full];
+        let filler = store.reserve(&[full], Cost::request(0, 0), LEASE).await.unwrap();
+        let refused = store.admit(Demand { calendar: tomorrow, ..Demand::new(&blocked, priced(600_000), LEASE) }).await;
+        assert_ne!(rejected(refused).limiter, LimiterName::Budget);
+        let next_day = store.admit(demand(1_000_000, tomorrow)).await.unwrap();
+        for grant in [fourth, free, filler, next_day] {
+            store.settle(grant.id, Settlement::exact(grant.reserved)).await.unwrap();
+        }
+    }
 }
 
 macro_rules! conformance {
@@ -785,6 +842,10 @@ macro_rules! conformance {
                     cases::a_grant_reports_the_callers_own_scopes_as_a_read_would_show_them(&*s).await;
                 })
                 .await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_daily_budget_admits_exactly_what_it_holds() {
+                run(|s| async move { cases::a_daily_budget_admits_exactly_what_it_holds(&*s).await }).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn tighten_holds_a_bucket_to_the_providers_count() {

@@ -234,3 +234,25 @@ async fn the_store_timeout_bounds_a_call_with_its_wait_in_the_lane() {
         assert!(task.await.unwrap().is_err(), "the stuck scripts time out too");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spent_budgets_keep_the_state_until_their_period_is_over_even_after_a_hold() {
+    let (server, store) = started("keys", 2);
+    let budget =
+        sluice_quota::Budget { period: sluice_quota::BudgetPeriod::Month, amount: NonZeroU64::new(10).unwrap() };
+    let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "acme"), limits().with_budget(budget));
+    let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+    // 2026-12-01T21:30Z: the month ends in about 30 days.
+    let calendar = sluice_quota::Calendar::at(1_796_160_600, 0);
+    let cost = Cost::request(1, 1).with_money(4);
+    let path = [tenant];
+    let demand = sluice_quota::Demand { calendar, ..sluice_quota::Demand::new(&path, cost, Duration::from_secs(30)) };
+    let grant = store.admit(demand).await.unwrap();
+    store.settle(grant.id, Settlement::exact(cost)).await.unwrap();
+    let month = i64::try_from(calendar.month.reset.as_millis()).unwrap();
+    assert!(pttl(&mut conn, STATE) >= month, "what was spent outlives the month");
+    // A hold and its release recompute the expiry: the budget still counts.
+    store.hold(tenant, true).await.unwrap();
+    store.hold(tenant, false).await.unwrap();
+    assert!(pttl(&mut conn, STATE) >= month, "after a release: {} ms", pttl(&mut conn, STATE));
+}

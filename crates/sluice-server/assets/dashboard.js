@@ -89,6 +89,28 @@ function renderBuckets(target, scopes) {
   }
 }
 
+// Money budgets of every scope that has one: the bar fills as the budget is spent
+// (amber from 80 %, red when spent), with the time to the period's reset.
+const until = (ms) => {
+  const m = Math.ceil(ms / 60000);
+  return m >= 60 ? `${Math.floor(m / 60)} h ${m % 60} min` : `${m} min`;
+};
+
+function renderBudgets(target, scopes) {
+  const rows = [];
+  for (const scope of scopes) {
+    for (const b of scope.budgets || []) {
+      const pct = Math.max(0, Math.min(100, (100 * b.used) / Math.max(1e-9, b.limit)));
+      const fill = el("div", { className: "fill" + (pct >= 100 ? " empty" : pct >= 80 ? " low" : "") });
+      fill.style.width = pct.toFixed(1) + "%";
+      const name = el("span", { className: "name", title: `${scope.kind} ${scope.name}` }, `${scope.kind} ${scope.name}`);
+      const num = `${b.used.toFixed(2)} / ${b.limit.toFixed(2)} · resets in ${until(b.reset_ms)}`;
+      rows.push(el("div", { className: "bucket budget" }, name, el("span", {}, b.period), el("div", { className: "bar" }, fill), el("span", { className: "num" }, num)));
+    }
+  }
+  $(target).replaceChildren(...(rows.length ? rows : [el("span", { className: "meta" }, "no budgets configured")]));
+}
+
 function renderTables(state) {
   const rows = [];
   for (const q of state.queues) {
@@ -143,6 +165,7 @@ function render(state) {
   drawChart($("chart-queue"), [{ values: pad("depth"), color: "#bc8cff" }, { values: pad("p95"), color: "#39c5cf" }]);
   renderBuckets("buckets-deployment", state.scopes.filter((s) => s.kind === "deployment"));
   renderBuckets("buckets-tenant", state.scopes.filter((s) => s.kind === "tenant"));
+  renderBudgets("budgets", state.scopes);
   renderTables(state);
 }
 

@@ -141,6 +141,7 @@ impl Admin {
             buckets.reservations_open.set(i64::try_from(open).unwrap_or(i64::MAX));
         }
         let policy = self.policy();
+        let calendar = crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds);
         for entry in &policy.inventory.entries {
             let Ok(Some(snapshot)) = gateway.store.snapshot(entry.id).await else { continue };
             let scope = ScopeLabels { scope_kind: entry.kind.as_str(), scope: entry.name.to_string() };
@@ -158,6 +159,14 @@ impl Admin {
                 buckets.remaining.get_or_create(&labels).set(gauge(cap.saturating_sub(in_flight)));
                 buckets.limit.get_or_create(&labels).set(gauge(cap));
                 buckets.burst.get_or_create(&labels).set(gauge(cap));
+            }
+            for standing in crate::budgets::standing(&snapshot.budgets, calendar) {
+                let labels = crate::budgets::BudgetLabels {
+                    scope_kind: scope.scope_kind,
+                    scope: scope.scope.clone(),
+                    period: standing.period.as_str(),
+                };
+                gateway.metrics.budgets.used_ratio.get_or_create(&labels).set(standing.ratio());
             }
             buckets.in_flight.get_or_create(&scope).set(gauge(in_flight));
             buckets.paused.get_or_create(&scope).set(i64::from(snapshot.held));

@@ -90,6 +90,17 @@ pub enum GatewayError {
         /// The most the limiter allows.
         capacity: u64,
     },
+    /// The request's estimated cost is more than a whole money budget on its path: no day
+    /// or month will take it. Amounts in the price tables' currency.
+    #[error("the request's estimated cost {needed:.6} is more than the whole {} budget of {capacity:.6} per period; lower max_tokens or the prompt", .info.scope)]
+    OverBudget {
+        /// The details.
+        info: Box<RateLimitInfo>,
+        /// The estimated cost.
+        needed: f64,
+        /// The budget per period.
+        capacity: f64,
+    },
     /// The quota store could not decide.
     #[error("the quota store is unavailable; try again shortly")]
     StoreUnavailable,
@@ -309,6 +320,7 @@ impl GatewayError {
             Self::BadRequest(_)
             | Self::WrongEndpoint { .. }
             | Self::NeverFits { .. }
+            | Self::OverBudget { .. }
             | Self::InvalidParameter { .. } => StatusCode::BAD_REQUEST,
             Self::BodyTooLarge(_) | Self::FileQuotaExceeded { .. } | Self::FileTooLarge(_) => {
                 StatusCode::PAYLOAD_TOO_LARGE
@@ -355,6 +367,7 @@ impl GatewayError {
             Self::WrongEndpoint { .. } => ("invalid_request_error", "wrong_endpoint"),
             Self::RateLimited(_) => ("rate_limited", "rate_limit_exceeded"),
             Self::NeverFits { .. } => ("invalid_request_error", "request_exceeds_limit"),
+            Self::OverBudget { .. } => ("invalid_request_error", "request_exceeds_budget"),
             Self::LoginThrottled(_) => ("rate_limited", "too_many_failed_logins"),
             Self::StoreUnavailable => ("service_unavailable", "store_unavailable"),
             Self::UpstreamUnreachable(_) => ("upstream_error", "upstream_unreachable"),
@@ -395,7 +408,7 @@ impl GatewayError {
         };
         let mut error =
             json!({ "message": self.to_string(), "type": kind, "code": code, "param": param, "trace_id": trace_id });
-        if let Self::RateLimited(info) | Self::NeverFits { info, .. } = self {
+        if let Self::RateLimited(info) | Self::NeverFits { info, .. } | Self::OverBudget { info, .. } = self {
             extend_with_limit(&mut error, info);
         }
         if let (Self::FileQuotaExceeded { quota, used, size }, Value::Object(map)) = (self, &mut error) {

@@ -163,6 +163,8 @@ pub struct Metrics {
     pub jobs: JobMetrics,
     /// Live bucket levels and open reservations, refreshed at each scrape.
     pub buckets: BucketMetrics,
+    /// Money budgets' use, refreshed at each scrape.
+    pub budgets: crate::budgets::BudgetMetrics,
     /// Adaptive limits: effective factors, provider limit changes, output reserved vs used.
     pub adaptive: std::sync::Arc<crate::adaptive::AdaptiveMetrics>,
 }
@@ -190,6 +192,7 @@ impl Default for Metrics {
             timing: crate::timing::Timing::default(),
             jobs: JobMetrics::default(),
             buckets: BucketMetrics::default(),
+            budgets: crate::budgets::BudgetMetrics::default(),
             adaptive: std::sync::Arc::default(),
         }
     }
@@ -286,6 +289,7 @@ impl Metrics {
         metrics.spend.register(registry);
         metrics.jobs.register(registry);
         metrics.buckets.register(registry);
+        metrics.budgets.register(registry);
         metrics.adaptive.register(registry);
         metrics
     }

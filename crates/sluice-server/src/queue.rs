@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use sluice_quota::waiting::{Block, FairQueue, PassedOver, Waiter, WaiterId};
 use sluice_quota::{
-    Clock, Cost, Demand, FairShare, Grant, LimiterName, Nanos, QuotaStore, Rejection, RejectionKind, ReserveError,
-    ScopeId, Settlement, Share,
+    Calendar, Clock, Cost, Demand, FairShare, Grant, LimiterName, Nanos, QuotaStore, Rejection, RejectionKind,
+    ReserveError, ScopeId, Settlement, Share,
 };
 use tokio::sync::{Notify, oneshot};
 
@@ -49,6 +49,8 @@ pub struct Ask {
     pub priority: u8,
     /// The tenant's fair-share claim on the deployment.
     pub fair: Option<FairShare>,
+    /// The current day and month, for money budgets.
+    pub calendar: Calendar,
 }
 
 impl Ask {
@@ -57,7 +59,7 @@ impl Ask {
     #[must_use]
     pub fn demand(&self) -> Demand<'_> {
         let (path, cost, lease, share) = (&self.path[..], self.cost, self.lease, self.share);
-        Demand { path, cost, lease, share, fair: self.fair.clone(), report_own: true }
+        Demand { path, cost, lease, share, fair: self.fair.clone(), report_own: true, calendar: self.calendar }
     }
 
     fn fairness_cost(&self) -> u64 {
@@ -367,10 +369,12 @@ impl DeploymentQueue {
             Err(ReserveError::Rejected(rejection)) => {
                 let own = !rejection.scope.kind.is_shared() || rejection.limiter == LimiterName::FairShare;
                 let block = if own { Block::Lane } else { Block::Shared };
+                // A spent budget waits for the next day or month, not for capacity: refused at once.
+                let budget = rejection.limiter == LimiterName::Budget;
                 match rejection.kind {
-                    RejectionKind::RetryAfter(wait) => state.fair.refused(id, block, now.after(wait)),
+                    RejectionKind::RetryAfter(wait) if !budget => state.fair.refused(id, block, now.after(wait)),
                     RejectionKind::SlotsBusy => state.fair.refused(id, block, now.after(SLOT_POLL)),
-                    RejectionKind::NeverFits { .. } => {
+                    RejectionKind::NeverFits { .. } | RejectionKind::RetryAfter(_) => {
                         if let Some(pending) = self.forget(&mut state, id) {
                             let _ = pending.reply.send((Err(ReserveError::Rejected(rejection)), pending.held, now));
                         }

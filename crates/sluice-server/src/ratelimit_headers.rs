@@ -203,7 +203,7 @@ mod tests {
     }
 
     fn scope(kind: ScopeKind, rates: Vec<RateSnapshot>) -> ScopeSnapshot {
-        ScopeSnapshot { key: ScopeKey::new(kind, "x"), rates, in_flight: (0, None), held: false }
+        ScopeSnapshot { key: ScopeKey::new(kind, "x"), rates, in_flight: (0, None), held: false, budgets: Vec::new() }
     }
 
     #[test]

@@ -182,7 +182,7 @@ mod tests {
             burst: NonZeroU64::new(1_000).unwrap_or(NonZeroU64::MIN),
             guard: false,
         };
-        Guarantee::new(&Limits { rates: vec![tpm], concurrency: None }, 2)
+        Guarantee::new(&Limits { rates: vec![tpm], ..Limits::default() }, 2)
     }
 
     /// `tenant` takes `per_second` tokens a second for `seconds`, in 10 requests a second.

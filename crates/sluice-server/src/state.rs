@@ -180,6 +180,8 @@ pub struct Gateway {
     pub body_pace: sluice_config::BodyPace,
     /// Reservation lease.
     pub lease: Duration,
+    /// Money budgets' settings (their time zone).
+    pub budgets: sluice_config::Budgets,
     /// Upstream total timeout.
     pub upstream_timeout: Duration,
     /// Request-path metrics.
@@ -261,6 +263,7 @@ impl Gateway {
             access_log: config.server.access_log,
             body_pace: config.server.body,
             lease: config.server.lease,
+            budgets: config.budgets,
             upstream_timeout: config.server.upstream_timeout,
             metrics,
             oplog: Arc::new(crate::oplog::from_config(config, Arc::clone(&clock))),

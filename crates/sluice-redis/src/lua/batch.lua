@@ -13,9 +13,11 @@
 --     scopes are the caller's own (bit k - 1 for the k-th: their refusals do not make the
 --     tenant ask), the scope count S, the S scopes' field numbers (from 1), the scopes
 --     (record.rs `reserve_spec`), which scopes' state a grant returns (bit k - 1, 0 for
---     none), the caller's share of shared bursts (thousandths: whom its claims hold back);
+--     none), the caller's share of shared bursts (thousandths: whom its claims hold back),
+--     the money budgets it checks and charges (record.rs `budget_reserve`);
 --   settle: 's', the lease member and a MessagePack array of the count S of scopes it
---     touches, their S field numbers, the settlement (record.rs `settle_spec`);
+--     touches, their S field numbers, the settlement (record.rs `settle_spec`), the money
+--     budgets it moves (record.rs `budget_settle`);
 --   a run of k reservations on the same scopes, without fair share: 'g', k, their
 --     combined spec as a reserve's array (record.rs `ReserveSpec::combined`: if it
 --     passes, each of them passes in turn), then each one's member and array. When the
@@ -26,7 +28,7 @@
 -- headers, without another read; a run granted at once shares the state after the whole
 -- run; a reservation granted before answers just {1}); or refused, {0, wait_us, scope
 -- index, limit index, kind} with kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair
--- share, 6 = held by an operator (3, never fits, the gateway finds before asking; for 5 it
+-- share, 6 = held by an operator, 7 = a money budget spent until the next period (3, never fits, the gateway finds before asking; for 5 it
 -- names the scope).
 -- Settle: {1}, or {0} when the reservation is unknown (settled before, or expired).
 local A = ARGV
@@ -186,11 +188,54 @@ local function drop_claim_passed(s, nl, spec, at)
   end
 end
 
+-- Money budgets (record.rs `budget_reserve`): per budget its field, slot (1 the day, 2
+-- the month), current period, amount, this cost, the time to the next period (µs) and the
+-- scope's index. The refusal of the first that cannot take the cost in its period, or nil.
+local function over_budget(budgets)
+  for i = 1, #budgets, 7 do
+    local bs, slot = get(budgets[i]), budgets[i + 1]
+    local spent = 0
+    if bs and bs[2 * slot - 1] == budgets[i + 2] then spent = bs[2 * slot] end
+    if spent + budgets[i + 4] > budgets[i + 3] then
+      return {0, budgets[i + 5], budgets[i + 6], slot, 7}
+    end
+  end
+  return nil
+end
+
+-- Charges each budget its cost in its current period (a new period starts from zero); the
+-- state lives until the period ends.
+local function charge_budgets(budgets)
+  for i = 1, #budgets, 7 do
+    local f, slot, period = budgets[i], budgets[i + 1], budgets[i + 2]
+    local bs = get(f) or {0, 0, 0, 0}
+    if bs[2 * slot - 1] ~= period then
+      bs[2 * slot - 1], bs[2 * slot] = period, 0
+    end
+    bs[2 * slot] = bs[2 * slot] + budgets[i + 4]
+    if budgets[i + 5] > needed then needed = budgets[i + 5] end
+    put(f, bs)
+  end
+end
+
+-- Settles budgets (record.rs `budget_settle`: field, slot, period, amount to add) charged in
+-- a period still current; a past period's are left alone. Never below zero.
+local function settle_budgets(budgets)
+  for i = 1, #budgets, 4 do
+    local bs, slot = get(budgets[i]), budgets[i + 1]
+    if bs and bs[2 * slot - 1] == budgets[i + 2] then
+      bs[2 * slot] = max(0, bs[2 * slot] + budgets[i + 3])
+      put(budgets[i], bs)
+    end
+  end
+end
+
 -- Decides the reservation(s) `o` describes, n of them at once: the refusal, or nil and the
 -- grant's reply when granted (and taken).
 local function reserve(o, n)
   local lease, pair, own, S = o[1], o[2], o[8], o[9]
   local spec, report, share = o[10 + S], o[11 + S], o[12 + S] or 1000
+  local budgets = o[13 + S] or {}
 
   -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
   -- asking (it would hold every other tenant back to its own virtual time).
@@ -208,6 +253,10 @@ local function reserve(o, n)
     st[k] = s
     c = c + 3 + 2 * spec[c + 2]
   end
+
+  -- A spent budget refuses at once: its wait is the next period, not capacity.
+  local spent = over_budget(budgets)
+  if spent then return spent end
 
   -- Fair share: a tenant too far ahead of the slowest tenant asking is held back briefly.
   local tenant, fair, asking, fair_time, fair_slowest, fair_fields, was_asking
@@ -335,6 +384,8 @@ local function reserve(o, n)
     end
   end
 
+  charge_budgets(budgets)
+
   if fair_time then
     local fw = {'t:' .. tenant, fair_time}
     if fair_slowest > tonumber(fair_fields[1] or '0') then
@@ -384,6 +435,7 @@ local function settle_op(at)
   local o = unpack_mp(A[at + 2])
   local S = o[1]
   settle(o, 2, S, o[2 + S], fields)
+  settle_budgets(o[3 + S] or {})
   return {1}
 end
 

@@ -1,4 +1,4 @@
--- sluice quota scripts, v5: shared functions. Times are microseconds of the Redis
+-- sluice quota scripts, v6: shared functions. Times are microseconds of the Redis
 -- server's own clock (TIME), never the gateway instances' clocks.
 --
 -- All scopes of a hash-tag group live in one hash (the group's state): one field per scope,
@@ -6,7 +6,10 @@
 -- until, held by an operator (1 or 0), the layout of its limits (record.rs) and per limit
 -- the instant that bucket is full again (a GCRA; 0 or missing means full), optionally
 -- followed by a claim on one bucket {bucket, step, until, share} (batch.lua; 0 for none,
--- dropped when the layout changes); and `@x`, the
+-- dropped when the layout changes); per scope with money budgets a field `<scope>$b`, a
+-- MessagePack array {day's period, spent that day, month's period, spent that month}
+-- (periods by their start, Unix seconds; amounts in micro-units: a new period starts from
+-- zero); and `@x`, the
 -- instant the hash's expiry was last pushed to, so the hot path never asks Redis for a TTL.
 -- A batch of decisions (batch.lua) reads the fields it touches with one HMGET and writes
 -- the ones it changed with one HSET.

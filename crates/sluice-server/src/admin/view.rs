@@ -3,7 +3,7 @@
 //! store error texts, which could carry a connection URL).
 
 use serde_json::{Value, json};
-use sluice_quota::{QuotaStore, ScopeSnapshot, StoreError};
+use sluice_quota::{Calendar, QuotaStore, ScopeSnapshot, StoreError};
 
 use super::Entry;
 use crate::AppState;
@@ -12,8 +12,9 @@ use crate::AppState;
 pub async fn render(state: &AppState) -> Value {
     let (gateway, admin) = (state.current(), state.admin.policy());
     let mut scopes = Vec::with_capacity(admin.inventory.entries.len());
+    let calendar = crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds);
     for entry in &admin.inventory.entries {
-        scopes.push(scope(entry, gateway.store.snapshot(entry.id).await));
+        scopes.push(scope(entry, gateway.store.snapshot(entry.id).await, calendar));
     }
     let paused = state.admin.paused_classes();
     let classes: Vec<Value> = admin
@@ -54,7 +55,7 @@ fn store(store: &dyn QuotaStore) -> Value {
     json!({"degraded": health.degraded, "errors": health.errors, "open_reservations": store.open_reservations()})
 }
 
-fn scope(entry: &Entry, snapshot: Result<Option<ScopeSnapshot>, StoreError>) -> Value {
+fn scope(entry: &Entry, snapshot: Result<Option<ScopeSnapshot>, StoreError>, calendar: Calendar) -> Value {
     let mut out = json!({"kind": entry.kind.as_str(), "name": &*entry.name});
     let Value::Object(map) = &mut out else { return out };
     match snapshot {
@@ -71,6 +72,8 @@ fn scope(entry: &Entry, snapshot: Result<Option<ScopeSnapshot>, StoreError>) -> 
             map.insert("in_flight".into(), json!(s.in_flight.0));
             map.insert("concurrency".into(), json!(s.in_flight.1));
             map.insert("limits".into(), json!(limits));
+            let budgets: Vec<Value> = crate::budgets::standing(&s.budgets, calendar).iter().map(|b| b.json()).collect();
+            map.insert("budgets".into(), json!(budgets));
         }
         Ok(None) => {
             map.insert("limits".into(), json!([]));

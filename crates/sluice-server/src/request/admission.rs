@@ -31,11 +31,14 @@ pub struct Quote {
     /// How many quota tokens each output token burns on the deployment (1 but on Bedrock's
     /// recent Claude models).
     pub output_weight: u64,
+    /// What the input and output cost at the deployment's price, in micro-units (0 without
+    /// one): what money budgets reserve.
+    pub money: u64,
 }
 
 impl Quote {
     fn cost(self) -> Cost {
-        Cost::request(self.input, self.output).with_output_weight(self.output_weight)
+        Cost::request(self.input, self.output).with_output_weight(self.output_weight).with_money(self.money)
     }
 }
 
@@ -105,6 +108,7 @@ fn ask(gateway: &Gateway, caller: &Caller, profile: &Profile, route: &Route, quo
         lane: caller.key_index,
         weight: caller.weight,
         priority: caller.class.priority,
+        calendar: crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds),
     }
 }
 
@@ -135,6 +139,7 @@ fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant, at: Nan
         kind: route.kind,
         output_counting: route.output_counting,
         memo: memo(req, route),
+        money: quote.money,
         spend: route.price.map(|price| (price, metrics.spend.of(&caller.tenant))),
     };
     Admitted { terms, after: grant.after, granted: at }
@@ -208,6 +213,10 @@ fn rejected(
         ..refusal_info(req.caller, req.profile, route, quote)
     };
     match rejection.kind {
+        RejectionKind::NeverFits { cost, capacity } if rejection.limiter == LimiterName::Budget => {
+            let (needed, capacity) = (crate::budgets::units(cost), crate::budgets::units(capacity));
+            GatewayError::OverBudget { info: Box::new(info), needed, capacity }
+        }
         RejectionKind::NeverFits { cost, capacity } => {
             GatewayError::NeverFits { info: Box::new(info), needed: cost, capacity }
         }
@@ -256,7 +265,8 @@ fn quote(gateway: &Gateway, request: &ParsedRequest, profile: &Profile, route: &
             route.adaptive.output_reservation(allowed.saturating_mul(u64::from(request.choices)))
         }
     };
-    Quote { input, output, output_weight: route.output_weight }
+    let money = crate::budgets::micros(route.price.as_ref(), route.kind, input, output);
+    Quote { input, output, output_weight: route.output_weight, money }
 }
 
 /// The input estimate of `request` on `route`: its tokenizer and safety factor for text,
@@ -379,7 +389,9 @@ const TASK_TYPE: &str = "default";
 /// Whether waiting can help: not for a request that never fits or whose own wait is
 /// longer than its class allows.
 fn may_wait(rejection: &Rejection, max_wait: Duration) -> bool {
+    // A spent budget waits for the next day or month, never in a queue.
     !max_wait.is_zero()
+        && rejection.limiter != LimiterName::Budget
         && match rejection.kind {
             RejectionKind::RetryAfter(wait) => wait <= max_wait,
             RejectionKind::SlotsBusy => true,
@@ -408,5 +420,24 @@ fn check_endpoint(request: &ParsedRequest, route: &Route) -> Result<(), GatewayE
             Err(GatewayError::WrongEndpoint { model: request.model.clone(), endpoint: "/v1/messages" })
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_quota::{ScopeKey, ScopeKind};
+
+    use super::*;
+
+    #[test]
+    fn a_spent_budget_never_waits_in_a_queue() {
+        let refusal = |limiter| Rejection {
+            scope: ScopeKey::new(ScopeKind::Tenant, "acme"),
+            limiter,
+            kind: RejectionKind::RetryAfter(Duration::from_secs(1)),
+        };
+        let max_wait = Duration::from_secs(30);
+        assert!(may_wait(&refusal(LimiterName::Concurrency), max_wait), "a short wait is worth queueing");
+        assert!(!may_wait(&refusal(LimiterName::Budget), max_wait), "not for a budget, however short");
     }
 }

@@ -406,7 +406,12 @@ async fn provider_429(call: &Call<'_>, hints: &sluice_provider::RateLimitHints, 
     let hit = Hit { limit_type: "provider".into(), ..admission::hit_labels(route) };
     gateway.metrics.rate_limit_hits.get_or_create(&hit).inc();
     let terms = call.terms;
-    let quote = admission::Quote { input: terms.input, output: terms.output, output_weight: terms.output_weight };
+    let quote = admission::Quote {
+        input: terms.input,
+        output: terms.output,
+        output_weight: terms.output_weight,
+        money: terms.money,
+    };
     let (caller, profile) = (call.req.caller, call.req.profile);
     GatewayError::RateLimited(Box::new(RateLimitInfo {
         limiter: "provider".into(),

@@ -39,6 +39,8 @@ pub struct Terms {
     pub memo: Option<Memo>,
     /// The deployment's prices and the tenant's spend counter, when priced.
     pub spend: Option<(sluice_config::Price, Counter<f64, std::sync::atomic::AtomicU64>)>,
+    /// What admission reserved of money budgets, micro-units (the estimate's price).
+    pub money: u64,
 }
 
 impl Terms {
@@ -46,7 +48,7 @@ impl Terms {
     /// usage: the estimate stands for input, the reservation for output.
     #[must_use]
     pub fn sent_unanswered(&self) -> Settlement {
-        let used = Cost::request(self.input, self.output);
+        let used = Cost::request(self.input, self.output).with_money(self.money);
         Settlement { used, upstream: used.with_output_weight(self.output_weight) }
     }
 
@@ -58,14 +60,15 @@ impl Terms {
         if let Some((price, spent)) = &self.spend {
             spent.inc_by(crate::spend::cost(price, self.kind, &usage));
         }
+        let money = self.spend.as_ref().map_or(0, |(price, _)| crate::budgets::usage_micros(price, self.kind, &usage));
         let input = match self.kind {
             // Anthropic's input_tokens excludes cache reads, which do not count toward ITPM.
             ProviderKind::Anthropic => usage.input_tokens + usage.cache_creation_input_tokens,
             ProviderKind::OpenAi | ProviderKind::Ollama => usage.input_tokens,
         };
-        let used = Cost::request(input, usage.output_tokens);
+        let used = Cost::request(input, usage.output_tokens).with_money(money);
         let upstream = match self.output_counting {
-            OutputCounting::Reserved => Cost::request(input, self.output.max(usage.output_tokens)),
+            OutputCounting::Reserved => Cost::request(input, self.output.max(usage.output_tokens)).with_money(money),
             OutputCounting::Actual => used,
         };
         Settlement { used, upstream: upstream.with_output_weight(self.output_weight) }
@@ -74,9 +77,12 @@ impl Terms {
     /// Settlement of a stream that ended without usage, after `generated` content events.
     #[must_use]
     pub fn partial(&self, generated: u64) -> Settlement {
-        let used = Cost::request(self.input, generated.min(self.output));
+        let generated = generated.min(self.output);
+        let money =
+            crate::budgets::micros(self.spend.as_ref().map(|(price, _)| price), self.kind, self.input, generated);
+        let used = Cost::request(self.input, generated).with_money(money);
         let upstream = match self.output_counting {
-            OutputCounting::Reserved => Cost::request(self.input, self.output),
+            OutputCounting::Reserved => Cost::request(self.input, self.output).with_money(money),
             OutputCounting::Actual => used,
         };
         Settlement { used, upstream: upstream.with_output_weight(self.output_weight) }

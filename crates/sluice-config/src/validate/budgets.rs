@@ -1,0 +1,88 @@
+//! Money budgets: amounts per day and month (`limits.budget`) and the time zone their
+//! days and months begin in (`[budgets] time_zone`).
+
+use std::num::NonZeroU64;
+
+use sluice_quota::{Budget, BudgetPeriod};
+
+use super::{Result, Validator};
+use crate::model::Budgets;
+use crate::raw::{RawBudget, RawBudgets};
+
+/// Largest budget amount: its micro-units stay exact in the Redis scripts' doubles.
+const MAX_AMOUNT: f64 = 1e9;
+
+impl Validator<'_> {
+    /// A scope's budgets, in micro-units of the currency.
+    pub(super) fn budget(&self, field: &str, raw: &RawBudget) -> Result<Vec<Budget>> {
+        let entries = [(BudgetPeriod::Day, &raw.day), (BudgetPeriod::Month, &raw.month)];
+        let mut budgets = Vec::new();
+        for (period, value) in entries {
+            let Some(value) = value else { continue };
+            let amount = *value.get_ref();
+            let micros = (amount * 1e6).round();
+            let micros = if amount.is_finite() && amount > 0.0 && amount <= MAX_AMOUNT { micros } else { 0.0 };
+            #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "checked in range above")]
+            let Some(amount) = NonZeroU64::new(micros as u64) else {
+                let message = "must be a positive amount of money of at most 1e9 (leave it out for no budget)";
+                return Err(self.err(&format!("{field}.{}", period.as_str()), value.span(), message));
+            };
+            budgets.push(Budget { period, amount });
+        }
+        Ok(budgets)
+    }
+
+    /// `[budgets]`: the time zone, `UTC` (the default) or a fixed offset like `+02:00`.
+    pub(super) fn budgets(&self, raw: &RawBudgets) -> Result<Budgets> {
+        let Some(zone) = &raw.time_zone else { return Ok(Budgets::default()) };
+        let offset = utc_offset(zone.get_ref()).ok_or_else(|| {
+            let message = format!("`{}` is not UTC or a fixed offset like +02:00 or -05:30", zone.get_ref());
+            self.err("budgets.time_zone", zone.span(), message)
+        })?;
+        Ok(Budgets { utc_offset_seconds: offset })
+    }
+}
+
+/// Seconds east of UTC of `UTC`, `Z` or `±HH:MM` (at most 14 hours).
+fn utc_offset(zone: &str) -> Option<i32> {
+    if zone.eq_ignore_ascii_case("utc") || zone == "Z" {
+        return Some(0);
+    }
+    let (sign, rest) = match zone.as_bytes().first()? {
+        b'+' => (1, &zone[1..]),
+        b'-' => (-1, &zone[1..]),
+        _ => return None,
+    };
+    let (h, m) = rest.split_once(':')?;
+    let (h, m): (i32, i32) = (h.parse().ok()?, m.parse().ok()?);
+    let valid = h.to_string().len() <= 2 && m.to_string().len() <= 2 && (0..=14).contains(&h) && (0..60).contains(&m);
+    valid.then_some(sign * (h * 3_600 + m * 60))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+    use super::*;
+
+    #[test]
+    fn time_zones_are_utc_or_fixed_offsets() {
+        assert_eq!(utc_offset("UTC"), Some(0));
+        assert_eq!(utc_offset("+02:00"), Some(7_200));
+        assert_eq!(utc_offset("-05:30"), Some(-19_800));
+        assert_eq!(utc_offset("Europe/Paris"), None);
+        assert_eq!(utc_offset("+15:00"), None);
+        assert_eq!(utc_offset("+1:60"), None);
+    }
+
+    #[test]
+    fn budgets_are_read_in_micro_units_and_bad_ones_name_their_field() {
+        let limits = crate::parse_limits("limits", "budget = { day = 25.0, month = 500.5 }").unwrap();
+        let amounts: Vec<_> = limits.budgets.iter().map(|b| (b.period, b.amount.get())).collect();
+        assert_eq!(amounts, [(BudgetPeriod::Day, 25_000_000), (BudgetPeriod::Month, 500_500_000)]);
+        let error = crate::parse_limits("limits", "budget = { day = -1.0 }").unwrap_err();
+        assert_eq!(error.field, "limits.budget.day");
+        let error = crate::parse_limits("limits", "budget = { week = 1.0 }").unwrap_err();
+        assert!(error.field.ends_with("week"), "{}", error.field);
+    }
+}

@@ -1,0 +1,117 @@
+//! Money budgets in the ledger: calendar counters reserved all-or-nothing with the rates.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use sluice_quota::{
+    Budget, BudgetPeriod, Calendar, Cost, Demand, Dimension, Ledger, LimiterName, Limits, Nanos, RateLimit, Rejection,
+    RejectionKind, ReservationId, ScopeId, ScopeKey, ScopeKind, Settlement,
+};
+
+const LEASE: Duration = Duration::from_secs(600);
+/// 2026-12-01T21:30:00Z.
+const T: u64 = 1_796_160_600;
+/// 2026-12-02T00:00:00Z.
+const MIDNIGHT: u64 = 1_796_169_600;
+
+fn daily(micros: u64) -> Limits {
+    Limits::unlimited().with_budget(Budget { period: BudgetPeriod::Day, amount: NonZeroU64::new(micros).unwrap() })
+}
+
+fn priced(micros: u64) -> Cost {
+    Cost::request(100, 50).with_money(micros)
+}
+
+fn admit(
+    ledger: &mut Ledger,
+    path: &[ScopeId],
+    cost: Cost,
+    unix: u64,
+    offset: i32,
+) -> Result<ReservationId, Rejection> {
+    let demand = Demand { calendar: Calendar::at(unix, offset), ..Demand::new(path, cost, LEASE) };
+    ledger.admit(Nanos(0), &demand).map(|grant| grant.id)
+}
+
+#[test]
+fn a_daily_budget_admits_exactly_what_it_holds_and_refuses_until_midnight() {
+    let mut ledger = Ledger::new();
+    let tenant = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Tenant, "acme"), daily(1_000_000));
+    // 0.30 each: three fit in 1.00, the fourth does not.
+    for _ in 0..3 {
+        admit(&mut ledger, &[tenant], priced(300_000), T, 0).unwrap();
+    }
+    let refused = admit(&mut ledger, &[tenant], priced(300_000), T, 0).unwrap_err();
+    assert_eq!(refused.limiter, LimiterName::Budget);
+    assert_eq!(refused.limiter.to_string(), "budget");
+    assert_eq!(refused.scope, ScopeKey::new(ScopeKind::Tenant, "acme"));
+    assert_eq!(refused.kind, RejectionKind::RetryAfter(Duration::from_secs(MIDNIGHT - T)));
+    // What is left (0.10) still fits, and a request without a price is never refused.
+    admit(&mut ledger, &[tenant], priced(100_000), T, 0).unwrap();
+    admit(&mut ledger, &[tenant], priced(0), T, 0).unwrap();
+    // At midnight UTC the day starts from zero.
+    admit(&mut ledger, &[tenant], priced(300_000), MIDNIGHT - 1, 0).unwrap_err();
+    admit(&mut ledger, &[tenant], priced(1_000_000), MIDNIGHT, 0).unwrap();
+}
+
+#[test]
+fn a_budget_in_a_zone_east_of_utc_rolls_over_at_its_own_midnight() {
+    let mut ledger = Ledger::new();
+    let tenant = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Tenant, "tokyo"), daily(500_000));
+    // 14:59:59Z is 23:59:59 at +09:00.
+    let before = MIDNIGHT - 9 * 3_600 - 1;
+    admit(&mut ledger, &[tenant], priced(500_000), before, 9 * 3_600).unwrap();
+    let refused = admit(&mut ledger, &[tenant], priced(1), before, 9 * 3_600).unwrap_err();
+    assert_eq!(refused.kind, RejectionKind::RetryAfter(Duration::from_secs(1)));
+    admit(&mut ledger, &[tenant], priced(500_000), before + 1, 9 * 3_600).unwrap();
+    // In UTC the same instant is still the same day as the first charge.
+    let mut utc = Ledger::new();
+    let tenant = utc.register(Nanos(0), ScopeKey::new(ScopeKind::Tenant, "utc"), daily(500_000));
+    admit(&mut utc, &[tenant], priced(500_000), before, 0).unwrap();
+    admit(&mut utc, &[tenant], priced(1), before + 1, 0).unwrap_err();
+}
+
+#[test]
+fn settlement_refunds_or_charges_the_real_cost() {
+    let mut ledger = Ledger::new();
+    let tenant = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Tenant, "acme"), daily(1_000_000));
+    let grant = admit(&mut ledger, &[tenant], priced(800_000), T, 0).unwrap();
+    admit(&mut ledger, &[tenant], priced(300_000), T, 0).unwrap_err();
+    // It really cost 0.20: 0.60 comes back.
+    ledger.settle(Nanos(1), grant, Settlement::exact(priced(200_000)));
+    let second = admit(&mut ledger, &[tenant], priced(300_000), T, 0).unwrap();
+    // This one cost 0.70 instead of 0.30: 0.90 is spent, 0.10 left.
+    ledger.settle(Nanos(1), second, Settlement::exact(priced(700_000)));
+    admit(&mut ledger, &[tenant], priced(100_001), T, 0).unwrap_err();
+    admit(&mut ledger, &[tenant], priced(100_000), T, 0).unwrap();
+    let snapshot = ledger.snapshot(Nanos(1), tenant).unwrap();
+    assert_eq!(snapshot.budgets[0].spent.used, 1_000_000);
+    assert_eq!(snapshot.budgets[0].limit, 1_000_000);
+}
+
+#[test]
+fn a_cost_above_the_whole_budget_never_fits() {
+    let mut ledger = Ledger::new();
+    let tenant = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Tenant, "acme"), daily(1_000_000));
+    let refused = admit(&mut ledger, &[tenant], priced(1_000_001), T, 0).unwrap_err();
+    assert_eq!(refused.limiter, LimiterName::Budget);
+    assert_eq!(refused.kind, RejectionKind::NeverFits { cost: 1_000_001, capacity: 1_000_000 });
+}
+
+#[test]
+fn a_refusal_by_a_rate_charges_no_budget_and_a_reload_keeps_what_was_spent() {
+    let mut ledger = Ledger::new();
+    let key = ScopeKey::new(ScopeKind::Tenant, "acme");
+    let rpm = RateLimit::per_minute(Dimension::Requests, 1).unwrap();
+    let tenant = ledger.register(Nanos(0), key.clone(), daily(1_000_000).with_rate(rpm));
+    admit(&mut ledger, &[tenant], priced(400_000), T, 0).unwrap();
+    let refused = admit(&mut ledger, &[tenant], priced(400_000), T, 0).unwrap_err();
+    assert_eq!(refused.limiter, rpm.name(), "the rate refused, all or nothing");
+    // A reload (a month budget added, the rate dropped) keeps the day's 0.40.
+    let month = Budget { period: BudgetPeriod::Month, amount: NonZeroU64::new(10_000_000).unwrap() };
+    ledger.register(Nanos(0), key, daily(1_000_000).with_budget(month));
+    admit(&mut ledger, &[tenant], priced(600_000), T, 0).unwrap();
+    let refused = admit(&mut ledger, &[tenant], priced(1), T, 0).unwrap_err();
+    assert_eq!(refused.limiter, LimiterName::Budget);
+}
