@@ -9,6 +9,7 @@ mod accounts;
 mod bedrock;
 mod cloud;
 mod google;
+mod pricing;
 mod process;
 mod routing;
 mod tenancy;
@@ -56,6 +57,9 @@ impl Validator<'_> {
         let key_sha256 = raw.admin.key_sha256.as_ref().map(|k| self.sha256("admin.key_sha256", k)).transpose()?;
         let admin = Admin { key_sha256 };
         let telemetry = self.telemetry(&raw.telemetry)?;
+        let pricing = self.pricing(&raw.pricing)?;
+        self.prices(&raw.deployments, &pricing, &mut deployments)?;
+        let usage = self.usage(&raw.usage)?;
         Ok(Config {
             server,
             store,
@@ -70,6 +74,8 @@ impl Validator<'_> {
             jobs,
             admin,
             telemetry,
+            pricing,
+            usage,
         })
     }
 
