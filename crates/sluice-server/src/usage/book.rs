@@ -187,4 +187,28 @@ mod tests {
         assert_eq!(book.take().len(), MAX_PENDING);
         assert!(book.pending().is_empty());
     }
+
+    #[tokio::test]
+    async fn a_flush_writes_the_book_and_days_past_the_retention_are_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(FakeClock::default());
+        let store = sluice_jobs::EmbeddedJobStore::open(&dir.path().join("jobs.redb"), clock.clone()).unwrap();
+        let book = UsageBook::new(clock.clone(), Counter::default());
+        let first = book.today();
+        book.record(&tag("a"), &one(5));
+        flush(&book, &store, 2).await.unwrap();
+        assert!(book.pending().is_empty(), "a flush empties the book");
+        assert_eq!(store.usage_between(first, first).await.unwrap()[0].1.input_tokens, 5);
+        // Two days later the first day is still kept; three days later it is pruned.
+        clock.advance(std::time::Duration::from_secs(2 * 86_400));
+        book.record(&tag("a"), &one(1));
+        flush(&book, &store, 2).await.unwrap();
+        assert_eq!(store.usage_between(first, first + 3).await.unwrap().len(), 2);
+        clock.advance(std::time::Duration::from_secs(86_400));
+        book.record(&tag("a"), &one(1));
+        flush(&book, &store, 2).await.unwrap();
+        let days: Vec<_> =
+            store.usage_between(first, first + 3).await.unwrap().into_iter().map(|(k, _)| k.day).collect();
+        assert_eq!(days, [first + 2, first + 3]);
+    }
 }
