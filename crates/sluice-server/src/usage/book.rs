@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
-use sluice_jobs::{JobStore, JobStoreError, Retention, UsageCounts, UsageKey};
+use sluice_jobs::{Day, JobStore, JobStoreError, Retention, UsageCounts, UsageKey};
 use sluice_quota::Clock;
 
 use super::dates::day_of_millis;
@@ -16,7 +16,7 @@ use super::dates::day_of_millis;
 pub const MAX_PENDING: usize = 100_000;
 
 /// Who used what: the group a settled request counts in.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct UsageTag {
     /// The tenant.
     pub tenant: Arc<str>,
@@ -31,7 +31,7 @@ pub struct UsageTag {
 }
 
 impl UsageTag {
-    fn on(&self, day: sluice_jobs::Day) -> UsageKey {
+    fn on(&self, day: Day) -> UsageKey {
         UsageKey {
             day,
             tenant: self.tenant.to_string(),
@@ -43,10 +43,14 @@ impl UsageTag {
     }
 }
 
+/// The pending counts, by day and group: keyed by shared names, so that counting a request
+/// allocates nothing once its group is known.
+type Pending = HashMap<(Day, UsageTag), UsageCounts>;
+
 /// Usage counted on this instance and not yet written to the store. Kept across reloads.
 #[derive(Debug)]
 pub struct UsageBook {
-    pending: Mutex<HashMap<UsageKey, UsageCounts>>,
+    pending: Mutex<Pending>,
     clock: Arc<dyn Clock>,
     dropped: Counter,
 }
@@ -60,12 +64,13 @@ impl UsageBook {
 
     /// Counts `counts` for `tag` today (UTC). Never waits for IO.
     pub fn record(&self, tag: &UsageTag, counts: &UsageCounts) {
-        let key = tag.on(day_of_millis(self.clock.unix_millis()));
-        self.add(&mut self.pending.lock(), key, counts);
+        let day = day_of_millis(self.clock.unix_millis());
+        // Cloning a tag clones five `Arc`s: counting allocates nothing for a known group.
+        self.add(&mut self.pending.lock(), (day, tag.clone()), counts);
     }
 
     /// Adds `counts` to `key`'s, or drops them when `key` is new and the book is full.
-    fn add(&self, pending: &mut HashMap<UsageKey, UsageCounts>, key: UsageKey, counts: &UsageCounts) {
+    fn add(&self, pending: &mut Pending, key: (Day, UsageTag), counts: &UsageCounts) {
         let full = pending.len() >= MAX_PENDING;
         match pending.get_mut(&key) {
             Some(total) => total.add(counts),
@@ -77,13 +82,13 @@ impl UsageBook {
     /// Everything pending, which the book forgets.
     #[must_use]
     pub fn take(&self) -> Vec<(UsageKey, UsageCounts)> {
-        std::mem::take(&mut *self.pending.lock()).into_iter().collect()
+        rows(&std::mem::take(&mut *self.pending.lock()))
     }
 
     /// Puts back what a failed flush took (within the bound).
-    pub fn restore(&self, rows: Vec<(UsageKey, UsageCounts)>) {
+    fn restore(&self, taken: Pending) {
         let mut pending = self.pending.lock();
-        for (key, counts) in rows {
+        for (key, counts) in taken {
             self.add(&mut pending, key, &counts);
         }
     }
@@ -91,7 +96,7 @@ impl UsageBook {
     /// A copy of what is pending (what a usage query adds to the store's rollups).
     #[must_use]
     pub fn pending(&self) -> Vec<(UsageKey, UsageCounts)> {
-        self.pending.lock().iter().map(|(k, v)| (k.clone(), *v)).collect()
+        rows(&self.pending.lock())
     }
 
     /// Today (UTC) by the book's clock.
@@ -101,21 +106,26 @@ impl UsageBook {
     }
 }
 
+/// The store's rows of `pending`.
+fn rows(pending: &Pending) -> Vec<(UsageKey, UsageCounts)> {
+    pending.iter().map(|((day, tag), counts)| (tag.on(*day), *counts)).collect()
+}
+
 /// Writes what `book` holds to `store`, keeping `retention_days`; on failure the counts go
 /// back into the book for the next flush.
 ///
 /// # Errors
 /// The store's error (the counts are kept).
 pub async fn flush(book: &UsageBook, store: &dyn JobStore, retention_days: u32) -> Result<(), JobStoreError> {
-    let rows = book.take();
-    if rows.is_empty() {
+    let taken = std::mem::take(&mut *book.pending.lock());
+    if taken.is_empty() {
         return Ok(());
     }
     let keep = Retention { today: book.today(), days: retention_days };
-    match store.add_usage(rows.clone(), keep).await {
+    match store.add_usage(rows(&taken), keep).await {
         Ok(()) => Ok(()),
         Err(e) => {
-            book.restore(rows);
+            book.restore(taken);
             Err(e)
         }
     }
