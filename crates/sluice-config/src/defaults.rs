@@ -75,3 +75,10 @@ pub const BODY_MIN_RATE: u64 = 8 * 1024;
 /// Most client connections open at once, per process (also kept below the file-descriptor
 /// limit at start).
 pub const MAX_CONNECTIONS: u64 = 10_000;
+/// The price tables' currency.
+pub const CURRENCY: &str = "USD";
+/// Days a daily usage rollup is kept: a year and a month, so last year's same month can
+/// still be compared.
+pub const USAGE_RETENTION_DAYS: u64 = 400;
+/// How often each instance writes its counted usage to the store.
+pub const USAGE_FLUSH_INTERVAL: Duration = Duration::from_secs(1);

@@ -9,6 +9,7 @@ pub mod adaptive;
 mod defaults;
 mod error;
 mod model;
+mod prices;
 pub mod raw;
 mod validate;
 
@@ -16,6 +17,7 @@ mod validate;
 pub use defaults::CLASS as DEFAULT_CLASS;
 pub use error::ConfigError;
 pub use model::*;
+pub use prices::preset_price;
 pub use validate::hash_key;
 
 use error::Source;

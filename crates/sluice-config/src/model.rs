@@ -407,8 +407,28 @@ pub struct Price {
     pub input: f64,
     /// Input read from the provider's prompt cache (default: `input`).
     pub cached_input: f64,
-    /// Output (reasoning included: providers bill it as output).
+    /// Output.
     pub output: f64,
+    /// Reasoning tokens, where the provider reports them apart from the rest of the
+    /// output (default: `output`, as the providers bill them).
+    pub reasoning: f64,
+}
+
+/// `[pricing]`: what the price tables are in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pricing {
+    /// The currency every `price` is in (ISO 4217 code, e.g. `USD`); the presets apply
+    /// only when it is `USD`.
+    pub currency: Arc<str>,
+}
+
+/// `[usage]`: the daily usage rollups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageSettings {
+    /// Days a daily rollup is kept before it is pruned.
+    pub retention_days: u32,
+    /// How often each instance writes what it counted to the store.
+    pub flush_interval: Duration,
 }
 
 /// A traffic class.
@@ -598,6 +618,10 @@ pub struct Config {
     pub telemetry: Telemetry,
     /// Settings of every money budget.
     pub budgets: Budgets,
+    /// The price tables' currency.
+    pub pricing: Pricing,
+    /// Usage rollups.
+    pub usage: UsageSettings,
 }
 
 /// Settings of every money budget (`[budgets]`).

@@ -35,6 +35,25 @@ pub struct RawConfig {
     pub telemetry: RawTelemetry,
     #[serde(default)]
     pub budgets: RawBudgets,
+    #[serde(default)]
+    pub pricing: RawPricing,
+    #[serde(default)]
+    pub usage: RawUsageSettings,
+}
+
+/// `[pricing]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPricing {
+    pub currency: Option<Spanned<String>>,
+}
+
+/// `[usage]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUsageSettings {
+    pub retention_days: Option<Spanned<u64>>,
+    pub flush_interval: Option<Spanned<String>>,
 }
 
 /// Settings of every money budget.
@@ -177,16 +196,17 @@ pub struct RawDeployment {
     pub window_floor: Option<Spanned<String>>,
     pub window_hold: Option<Spanned<String>>,
     pub window_regrow: Option<Spanned<String>>,
-    pub price: Option<RawPrice>,
+    pub price: Option<Spanned<RawPrice>>,
 }
 
 /// A deployment's prices per 1 M tokens.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPrice {
-    pub input: Spanned<f64>,
-    pub output: Spanned<f64>,
+    pub input: Option<Spanned<f64>>,
+    pub output: Option<Spanned<f64>>,
     pub cached_input: Option<Spanned<f64>>,
+    pub reasoning: Option<Spanned<f64>>,
 }
 
 /// A provider account: a quota several deployments share.

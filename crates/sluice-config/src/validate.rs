@@ -10,6 +10,7 @@ mod bedrock;
 mod budgets;
 mod cloud;
 mod google;
+mod pricing;
 mod process;
 mod routing;
 mod tenancy;
@@ -58,6 +59,9 @@ impl Validator<'_> {
         let admin = Admin { key_sha256 };
         let telemetry = self.telemetry(&raw.telemetry)?;
         let budgets = self.budgets(&raw.budgets)?;
+        let pricing = self.pricing(&raw.pricing)?;
+        self.prices(&raw.deployments, &pricing, &mut deployments)?;
+        let usage = self.usage(&raw.usage)?;
         Ok(Config {
             budgets,
             server,
@@ -73,6 +77,8 @@ impl Validator<'_> {
             jobs,
             admin,
             telemetry,
+            pricing,
+            usage,
         })
     }
 

@@ -665,23 +665,71 @@ fn google_example_configs_are_valid() {
 
 #[test]
 fn a_deployment_price_is_read_and_bad_prices_are_refused_naming_the_field() {
-    let priced = |price: &str| BASE.replacen("model = \"gpt-4o\"", &format!("model = \"gpt-4o\"\nprice = {price}"), 1);
+    let custom = BASE.replacen("model = \"gpt-4o\"", "model = \"our-fine-tune\"", 1);
+    let priced = |price: &str| custom.replacen("our-fine-tune\"", &format!("our-fine-tune\"\nprice = {price}"), 1);
     let config = parse(&priced("{ input = 2.5, output = 10 }")).unwrap();
     let price = config.deployments[0].price.unwrap();
     assert_eq!((price.input, price.cached_input, price.output), (2.5, 2.5, 10.0), "cached input defaults to input");
-    let config = parse(&priced("{ input = 2.5, cached_input = 1.25, output = 10 }")).unwrap();
-    assert_eq!(config.deployments[0].price.unwrap().cached_input, 1.25);
-    assert!(parse(BASE).unwrap().deployments[0].price.is_none());
+    assert_eq!(price.reasoning, 10.0, "reasoning defaults to output");
+    let config = parse(&priced("{ input = 2.5, cached_input = 1.25, output = 10, reasoning = 12 }")).unwrap();
+    let price = config.deployments[0].price.unwrap();
+    assert_eq!((price.cached_input, price.reasoning), (1.25, 12.0));
+    assert!(parse(&custom).unwrap().deployments[0].price.is_none(), "a model without a preset is unpriced");
     for (price, field) in [
         ("{ input = -1, output = 10 }", "deployments[0].price.input"),
         ("{ input = 1, output = 1e9 }", "deployments[0].price.output"),
         ("{ input = 1, output = nan }", "deployments[0].price.output"),
         ("{ input = 1, output = 1, cached_input = -0.5 }", "deployments[0].price.cached_input"),
+        ("{ input = 1, output = 1, reasoning = inf }", "deployments[0].price.reasoning"),
     ] {
         let err = parse(&priced(price)).unwrap_err();
         assert_eq!((err.field.as_str(), err.line), (field, Some(12)), "{price}: {err}");
         assert!(err.message.contains("price per 1M tokens"), "{err}");
     }
-    assert!(parse(&priced("{ input = 1, output = 1, reasoning = 2 }")).is_err(), "unknown fields are refused");
-    assert!(parse(&priced("{ input = 1 }")).is_err(), "output is required");
+    assert!(parse(&priced("{ input = 1, output = 1, writes = 2 }")).is_err(), "unknown fields are refused");
+    let err = parse(&priced("{ input = 1 }")).unwrap_err();
+    assert_eq!((err.field.as_str(), err.line), ("deployments[0].price.output", Some(12)), "{err}");
+    assert!(err.message.contains("no preset price for model `our-fine-tune`"), "{err}");
+}
+
+#[test]
+fn a_known_model_gets_its_preset_and_config_overrides_it_field_by_field() {
+    let price = parse(BASE).unwrap().deployments[0].price.unwrap();
+    assert_eq!((price.input, price.cached_input, price.output, price.reasoning), (2.5, 1.25, 10.0, 10.0));
+    let priced = |price: &str| BASE.replacen("model = \"gpt-4o\"", &format!("model = \"gpt-4o\"\nprice = {price}"), 1);
+    let price = parse(&priced("{ output = 12 }")).unwrap().deployments[0].price.unwrap();
+    assert_eq!((price.input, price.cached_input, price.output, price.reasoning), (2.5, 1.25, 12.0, 12.0));
+    let price = parse(&priced("{ input = 3 }")).unwrap().deployments[0].price.unwrap();
+    assert_eq!((price.input, price.cached_input, price.output), (3.0, 3.0, 10.0), "a set input sets the cached price");
+    let price = parse(&priced("{ cached_input = 0 }")).unwrap().deployments[0].price.unwrap();
+    assert_eq!((price.input, price.cached_input), (2.5, 0.0));
+}
+
+#[test]
+fn the_currency_is_configurable_and_presets_apply_only_in_usd() {
+    let config = parse(BASE).unwrap();
+    assert_eq!(&*config.pricing.currency, "USD");
+    let euros = format!("{BASE}\n[pricing]\ncurrency = \"EUR\"\n");
+    let config = parse(&euros).unwrap();
+    assert_eq!(&*config.pricing.currency, "EUR");
+    assert!(config.deployments[0].price.is_none(), "a USD list price is no EUR price");
+    let err = parse(&format!("{BASE}\n[pricing]\ncurrency = \"euro\"\n")).unwrap_err();
+    assert_eq!((err.field.as_str(), err.line), ("pricing.currency", Some(27)), "{err}");
+}
+
+#[test]
+fn usage_retention_and_flush_interval_default_and_are_bounded() {
+    let usage = parse(BASE).unwrap().usage;
+    assert_eq!((usage.retention_days, usage.flush_interval), (400, Duration::from_secs(1)));
+    let set = parse(&format!("{BASE}\n[usage]\nretention_days = 30\nflush_interval = \"250ms\"\n")).unwrap().usage;
+    assert_eq!((set.retention_days, set.flush_interval), (30, Duration::from_millis(250)));
+    for (section, field) in [
+        ("retention_days = 0", "usage.retention_days"),
+        ("retention_days = 100000", "usage.retention_days"),
+        ("flush_interval = \"10ms\"", "usage.flush_interval"),
+        ("flush_interval = \"1h\"", "usage.flush_interval"),
+    ] {
+        let err = parse(&format!("{BASE}\n[usage]\n{section}\n")).unwrap_err();
+        assert_eq!((err.field.as_str(), err.line), (field, Some(27)), "{section}: {err}");
+    }
 }

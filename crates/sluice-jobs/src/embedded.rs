@@ -15,7 +15,8 @@
 //! meta          "seq" | "clock"    -> u64    submission counter; the store's clock high-water mark
 //! ```
 //!
-//! Documents (see [`crate::doc`]) live in three more tables, described in `embedded_docs`;
+//! Documents (see [`crate::doc`]) live in three more tables, described in `embedded_docs`,
+//! and the daily usage rollups (see [`crate::usage`]) in one, described in `embedded_usage`;
 //! the job tables and the changes that keep them in step are in `embedded_tables`.
 //!
 //! Time: the store's clock is the process's monotonic clock plus the high-water mark of
@@ -47,9 +48,11 @@ use crate::embedded_tables::{
     DEAD, DELAYED, FINISHED, IDEMPOTENCY, JOBS, LEASES, META, READY, Txn, apply_lease_change, load, open_tables,
     promote_due, recover_expired, save,
 };
+use crate::embedded_usage;
 use crate::job::{Counts, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, Leased, NewJob, Submitted};
 use crate::machine;
 use crate::store::{JobFuture, JobStore, JobStoreError, millis};
+use crate::usage::{Day, Retention, UsageCounts, UsageKey};
 
 /// Page cache of the redb file. The hot pages are those of queued and running jobs and
 /// of the table heads; finished jobs are written once and read back rarely, so a small
@@ -391,5 +394,13 @@ impl JobStore for EmbeddedJobStore {
     fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64> {
         let kind = kind.to_owned();
         Box::pin(self.run(move |inner| inner.read(|txn| embedded_docs::version(txn, &kind))))
+    }
+
+    fn add_usage(&self, rows: Vec<(UsageKey, UsageCounts)>, keep: Retention) -> JobFuture<'_, ()> {
+        Box::pin(self.run(move |inner| inner.write(|txn, _| embedded_usage::add(txn, &rows, keep))))
+    }
+
+    fn usage_between(&self, first: Day, last: Day) -> JobFuture<'_, Vec<(UsageKey, UsageCounts)>> {
+        Box::pin(self.run(move |inner| inner.read(|txn| embedded_usage::between(txn, first, last))))
     }
 }

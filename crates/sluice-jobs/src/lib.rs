@@ -4,7 +4,8 @@
 //! Layout: [`job`] (the types), [`machine`] (the state machine, pure), [`backoff`] (retry
 //! delays, pure), [`store`] (the [`JobStore`] trait), [`embedded`] (one `redb` file, for
 //! the embedded deployment), [`redis_store`] (Redis or Redis Cluster, for the distributed one),
-//! [`doc`] (owner-scoped documents kept beside the jobs, for files and batch records).
+//! [`doc`] (owner-scoped documents kept beside the jobs, for files and batch records),
+//! [`usage`] (daily usage rollups kept beside them too).
 //!
 //! Failure semantics: every transition is one atomic commit (a redb write transaction, a
 //! Redis script) on the store's clock. A job is leased with a visibility timeout and a
@@ -19,10 +20,12 @@ pub mod doc;
 pub mod embedded;
 mod embedded_docs;
 mod embedded_tables;
+mod embedded_usage;
 pub mod job;
 pub mod machine;
 pub mod redis_store;
 pub mod store;
+pub mod usage;
 
 pub use doc::{Doc, DocKey};
 pub use embedded::EmbeddedJobStore;
@@ -31,3 +34,4 @@ pub use job::{
 };
 pub use redis_store::{RedisJobConfig, RedisJobStore};
 pub use store::{JobFuture, JobStore, JobStoreError};
+pub use usage::{Day, Retention, UsageCounts, UsageKey};

@@ -29,6 +29,7 @@ use crate::doc::{Doc, DocKey};
 use crate::job::Submitted;
 use crate::job::{Counts, Endpoint, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, Leased, NewJob, Retry};
 use crate::store::{JobFuture, JobStore, JobStoreError, millis};
+use crate::usage::{Day, Retention, UsageCounts, UsageKey};
 
 /// Version of the script set; part of every script's text.
 pub const VERSION: &str = "sluice-jobs-v1";
@@ -38,6 +39,7 @@ pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 const MOVE_BATCH: u32 = 256;
 
 mod docs;
+mod usage;
 
 const COMMON: &str = include_str!("lua/common.lua");
 
@@ -354,5 +356,13 @@ impl JobStore for RedisJobStore {
 
     fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64> {
         Box::pin(self.version(kind))
+    }
+
+    fn add_usage(&self, rows: Vec<(UsageKey, UsageCounts)>, keep: Retention) -> JobFuture<'_, ()> {
+        Box::pin(self.add_rollups(rows, keep))
+    }
+
+    fn usage_between(&self, first: Day, last: Day) -> JobFuture<'_, Vec<(UsageKey, UsageCounts)>> {
+        Box::pin(self.rollups(first, last))
     }
 }

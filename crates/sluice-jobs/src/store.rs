@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::doc::{Doc, DocKey};
 use crate::job::{Counts, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, NewJob, Submitted};
+use crate::usage::{Day, Retention, UsageCounts, UsageKey};
 
 /// A store call's future.
 pub type JobFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, JobStoreError>> + Send + 'a>>;
@@ -91,6 +92,13 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
 
     /// The version of `kind`'s records: 0 before the first [`put_record`](Self::put_record).
     fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64>;
+
+    /// Adds `rows` to their daily usage rollups (in one commit or one atomic pipeline) and
+    /// forgets the days `keep` no longer covers.
+    fn add_usage(&self, rows: Vec<(UsageKey, UsageCounts)>, keep: Retention) -> JobFuture<'_, ()>;
+
+    /// The usage rollups of the days from `first` to `last`, both included.
+    fn usage_between(&self, first: Day, last: Day) -> JobFuture<'_, Vec<(UsageKey, UsageCounts)>>;
 }
 
 /// `d` in whole milliseconds, at least 1.

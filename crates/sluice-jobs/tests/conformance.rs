@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sluice_jobs::{
     Doc, DocKey, EmbeddedJobStore, Endpoint, Failure, JobId, JobResult, JobState, JobStore, NewJob, RedisJobConfig,
-    RedisJobStore, Retry,
+    RedisJobStore, Retention, Retry, UsageCounts, UsageKey,
 };
 use sluice_quota::SystemClock;
 use sluice_redis::local::{LocalCluster, LocalRedis};
@@ -18,12 +18,14 @@ use sluice_redis::{Tls, Topology};
 struct Backend {
     store: Arc<dyn JobStore>,
     _keep: Box<dyn std::any::Any + Send>,
+    /// Whether it is Redis (which forgets old rollups by expiry, on its own clock).
+    redis: bool,
 }
 
 fn embedded() -> Backend {
     let dir = tempfile::tempdir().unwrap();
     let store = EmbeddedJobStore::open(&dir.path().join("jobs.redb"), Arc::new(SystemClock::new())).unwrap();
-    Backend { store: Arc::new(store), _keep: Box::new(dir) }
+    Backend { store: Arc::new(store), _keep: Box::new(dir), redis: false }
 }
 
 fn redis_store(topology: Topology) -> RedisJobStore {
@@ -37,12 +39,12 @@ fn redis_store(topology: Topology) -> RedisJobStore {
 
 fn standalone() -> Backend {
     let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
-    Backend { store: Arc::new(redis_store(Topology::Standalone(server.url()))), _keep: Box::new(server) }
+    Backend { store: Arc::new(redis_store(Topology::Standalone(server.url()))), _keep: Box::new(server), redis: true }
 }
 
 fn cluster() -> Backend {
     let cluster = LocalCluster::start(3).expect("a local 3-master cluster");
-    Backend { store: Arc::new(redis_store(Topology::Cluster(cluster.urls()))), _keep: Box::new(cluster) }
+    Backend { store: Arc::new(redis_store(Topology::Cluster(cluster.urls()))), _keep: Box::new(cluster), redis: true }
 }
 
 fn new_job(tenant: &str, idempotency_key: Option<&str>, priority: u8, max_attempts: u32) -> NewJob {
@@ -270,6 +272,83 @@ async fn cancel_stops_only_jobs_not_started(b: Backend) {
     assert_eq!(s.cancel(&running).await.unwrap(), Some(JobState::Completed));
 }
 
+fn usage_key(day: u32, tenant: &str, key: &str) -> UsageKey {
+    UsageKey {
+        day,
+        tenant: tenant.into(),
+        team: String::new(),
+        key: key.into(),
+        profile: "fast".into(),
+        deployment: "d".into(),
+    }
+}
+
+fn counts(requests: u64, input: u64, cost_nanos: u64) -> UsageCounts {
+    UsageCounts {
+        requests,
+        input_tokens: input,
+        output_tokens: 2 * input,
+        reasoning_tokens: 1,
+        cost_nanos,
+        ..Default::default()
+    }
+}
+
+async fn usage_rollups_add_up_per_day_and_group(b: Backend) {
+    let s = &b.store;
+    let keep = Retention { today: 30_000, days: 400 };
+    // A hostile name is one group, whatever it contains.
+    let hostile = "a\",\"b|c\n=1";
+    let rows =
+        vec![(usage_key(30_000, "t", "k"), counts(1, 10, 5)), (usage_key(30_000, hostile, "k"), counts(2, 7, 1))];
+    s.add_usage(rows, keep).await.unwrap();
+    // A second instance adds to the same row; another day is its own row.
+    let rows = vec![
+        (usage_key(30_000, "t", "k"), counts(3, 5, 1_000_000_000_000)),
+        (usage_key(29_999, "t", "k"), counts(1, 1, 1)),
+    ];
+    s.add_usage(rows, keep).await.unwrap();
+    let mut got = s.usage_between(30_000, 30_000).await.unwrap();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        got,
+        vec![
+            (usage_key(30_000, hostile, "k"), counts(2, 7, 1)),
+            (usage_key(30_000, "t", "k"), {
+                let mut c = counts(4, 15, 1_000_000_000_005);
+                c.reasoning_tokens = 2;
+                c
+            })
+        ]
+    );
+    assert_eq!(s.usage_between(29_999, 30_000).await.unwrap().len(), 3);
+    assert!(s.usage_between(30_001, 30_010).await.unwrap().is_empty());
+}
+
+async fn usage_rollups_older_than_the_retention_are_pruned(b: Backend) {
+    let s = &b.store;
+    let old = vec![(usage_key(30_100, "t", "k"), counts(1, 1, 1)), (usage_key(30_105, "t", "k"), counts(1, 1, 1))];
+    s.add_usage(old, Retention { today: 30_105, days: 10 }).await.unwrap();
+    assert_eq!(s.usage_between(30_090, 30_120).await.unwrap().len(), 2);
+    // Today moved on: day 100 is now past a 10-day retention, day 105 is not.
+    s.add_usage(vec![(usage_key(30_111, "t", "k"), counts(1, 1, 1))], Retention { today: 30_111, days: 10 })
+        .await
+        .unwrap();
+    let days = |rows: Vec<(UsageKey, UsageCounts)>| rows.into_iter().map(|(k, _)| k.day).collect::<Vec<_>>();
+    let kept = days(s.usage_between(30_090, 30_120).await.unwrap());
+    assert!(kept.contains(&30_105) && kept.contains(&30_111), "{kept:?}");
+    // Redis forgets a day when its hash expires (at the retention's end, in real time);
+    // the embedded store at the next write.
+    if kept.contains(&30_100) {
+        assert!(b.redis, "the embedded store keeps day 30_100: {kept:?}");
+    }
+    // A row already outside the retention is not written at all.
+    s.add_usage(vec![(usage_key(30_050, "t", "k"), counts(1, 1, 1))], Retention { today: 30_111, days: 10 })
+        .await
+        .unwrap();
+    assert!(s.usage_between(30_050, 30_050).await.unwrap().is_empty());
+}
+
 macro_rules! conformance {
     ($backend:ident: $($test:ident),+ $(,)?) => {
         mod $backend {
@@ -294,6 +373,8 @@ conformance!(embedded:
     retries_wait_for_not_before_then_dead_letter,
     permanent_and_uncounted_failures,
     an_expired_lease_is_run_again_and_the_old_holder_cannot_record,
+    usage_rollups_add_up_per_day_and_group,
+    usage_rollups_older_than_the_retention_are_pruned,
 );
 conformance!(standalone:
     submission_is_idempotent_per_tenant,
@@ -306,6 +387,8 @@ conformance!(standalone:
     retries_wait_for_not_before_then_dead_letter,
     permanent_and_uncounted_failures,
     an_expired_lease_is_run_again_and_the_old_holder_cannot_record,
+    usage_rollups_add_up_per_day_and_group,
+    usage_rollups_older_than_the_retention_are_pruned,
 );
 
 /// The whole life cycle on a cluster: every key of a transition (and of a document
@@ -313,7 +396,8 @@ conformance!(standalone:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_runs_the_life_cycle_in_one_slot() {
     let b = cluster();
-    submission_is_idempotent_per_tenant(Backend { store: Arc::clone(&b.store), _keep: Box::new(()) }).await;
+    submission_is_idempotent_per_tenant(Backend { store: Arc::clone(&b.store), _keep: Box::new(()), redis: true })
+        .await;
     let s = &b.store;
     let mut done = 0;
     while let Some(leased) = s.lease_next("w", VISIBILITY).await.unwrap().leased {
@@ -324,8 +408,11 @@ async fn cluster_runs_the_life_cycle_in_one_slot() {
     documents_are_owner_scoped_listed_newest_first_and_deleted(Backend {
         store: Arc::clone(&b.store),
         _keep: Box::new(()),
+        redis: true,
     })
     .await;
+    usage_rollups_add_up_per_day_and_group(Backend { store: Arc::clone(&b.store), _keep: Box::new(()), redis: true })
+        .await;
     an_expired_lease_is_run_again_and_the_old_holder_cannot_record(b).await;
 }
 

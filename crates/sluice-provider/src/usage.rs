@@ -22,6 +22,10 @@ pub struct Usage {
     pub cache_read_input_tokens: u64,
     /// Anthropic `cache_creation_input_tokens` (OpenAI has none: 0).
     pub cache_creation_input_tokens: u64,
+    /// The part of `output_tokens` spent reasoning, where the provider reports it apart:
+    /// OpenAI `completion_tokens_details.reasoning_tokens` (Responses:
+    /// `output_tokens_details.reasoning_tokens`); 0 otherwise.
+    pub reasoning_tokens: u64,
 }
 
 impl Usage {
@@ -72,6 +76,8 @@ pub(crate) struct RawUsage {
     input_tokens: Option<u64>,
     input_tokens_details: Option<PromptDetails>,
     output_tokens: Option<u64>,
+    completion_tokens_details: Option<OutputDetails>,
+    output_tokens_details: Option<OutputDetails>,
     cache_read_input_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
 }
@@ -79,6 +85,11 @@ pub(crate) struct RawUsage {
 #[derive(Debug, Default, Deserialize)]
 struct PromptDetails {
     cached_tokens: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct OutputDetails {
+    reasoning_tokens: Option<u64>,
 }
 
 impl RawUsage {
@@ -89,6 +100,7 @@ impl RawUsage {
                 output_tokens: self.completion_tokens.unwrap_or(0),
                 cache_read_input_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
                 cache_creation_input_tokens: 0,
+                reasoning_tokens: self.completion_tokens_details.and_then(|d| d.reasoning_tokens).unwrap_or(0),
             },
             // Reasoning tokens are part of `output_tokens` already.
             Protocol::OpenAiResponses => Usage {
@@ -96,12 +108,14 @@ impl RawUsage {
                 output_tokens: self.output_tokens.unwrap_or(0),
                 cache_read_input_tokens: self.input_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
                 cache_creation_input_tokens: 0,
+                reasoning_tokens: self.output_tokens_details.and_then(|d| d.reasoning_tokens).unwrap_or(0),
             },
             Protocol::AnthropicMessages => Usage {
                 input_tokens: self.input_tokens.unwrap_or(0),
                 output_tokens: self.output_tokens.unwrap_or(0),
                 cache_read_input_tokens: self.cache_read_input_tokens.unwrap_or(0),
                 cache_creation_input_tokens: self.cache_creation_input_tokens.unwrap_or(0),
+                reasoning_tokens: 0,
             },
         }
     }
@@ -136,7 +150,8 @@ mod tests {
                 input_tokens: 1200,
                 output_tokens: 50,
                 cache_read_input_tokens: 1000,
-                cache_creation_input_tokens: 0
+                cache_creation_input_tokens: 0,
+                reasoning_tokens: 20,
             }
         );
         assert_eq!(usage.total_input_tokens(Protocol::OpenAiResponses), 1200);
@@ -156,7 +171,8 @@ mod tests {
                 input_tokens: 1200,
                 output_tokens: 12,
                 cache_read_input_tokens: 1024,
-                cache_creation_input_tokens: 0
+                cache_creation_input_tokens: 0,
+                reasoning_tokens: 0,
             }
         );
         assert_eq!(usage.total_input_tokens(Protocol::OpenAiChat), 1200);
@@ -183,7 +199,8 @@ mod tests {
                 input_tokens: 50,
                 output_tokens: 7,
                 cache_read_input_tokens: 1000,
-                cache_creation_input_tokens: 200
+                cache_creation_input_tokens: 200,
+                reasoning_tokens: 0,
             }
         );
         assert_eq!(usage.total_input_tokens(Protocol::AnthropicMessages), 1250);

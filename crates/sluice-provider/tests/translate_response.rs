@@ -51,7 +51,13 @@ fn anthropic_tool_use_message_as_openai_completion() {
     let usage = usage_from_response(Protocol::OpenAiChat, &serde_json::to_vec(&out).unwrap()).unwrap();
     assert_eq!(
         usage,
-        Usage { input_tokens: 2520, output_tokens: 89, cache_read_input_tokens: 2048, cache_creation_input_tokens: 0 }
+        Usage {
+            input_tokens: 2520,
+            output_tokens: 89,
+            cache_read_input_tokens: 2048,
+            cache_creation_input_tokens: 0,
+            reasoning_tokens: 0
+        }
     );
 }
 

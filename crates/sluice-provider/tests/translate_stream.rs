@@ -211,8 +211,13 @@ fn anthropic_stream_as_openai_chunks() {
     );
     assert!(std::str::from_utf8(&out).unwrap().ends_with("data: [DONE]\n\n"));
     assert!(stream.completed());
-    let usage =
-        Usage { input_tokens: 472, output_tokens: 89, cache_read_input_tokens: 1024, cache_creation_input_tokens: 0 };
+    let usage = Usage {
+        input_tokens: 472,
+        output_tokens: 89,
+        cache_read_input_tokens: 1024,
+        cache_creation_input_tokens: 0,
+        reasoning_tokens: 0,
+    };
     assert_eq!(stream.usage(), Some(usage));
 }
 
@@ -259,8 +264,13 @@ fn openai_stream_as_anthropic_events() {
     ];
     assert_eq!(names, expected_names);
     assert!(stream.completed());
-    let usage =
-        Usage { input_tokens: 1200, output_tokens: 17, cache_read_input_tokens: 1024, cache_creation_input_tokens: 0 };
+    let usage = Usage {
+        input_tokens: 1200,
+        output_tokens: 17,
+        cache_read_input_tokens: 1024,
+        cache_creation_input_tokens: 0,
+        reasoning_tokens: 0,
+    };
     assert_eq!(stream.usage(), Some(usage));
 }
 

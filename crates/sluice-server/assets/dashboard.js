@@ -123,6 +123,13 @@ function renderTables(state) {
   $("classes").tBodies[0].replaceChildren(...state.classes.map((c) => el("tr", {}, el("td", {}, c.name), el("td", {}, String(c.priority)), el("td", { className: c.paused ? "paused" : "" }, c.paused ? "paused" : "running"))));
 }
 
+function renderSpend(spend) {
+  if (!spend) return;
+  $("spend-currency").textContent = spend.currency;
+  const rows = spend.tenants.map((t) => el("tr", {}, el("td", {}, t.tenant), el("td", {}, t.spend.toFixed(4))));
+  $("spend").tBodies[0].replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colSpan: 2 }, "nothing priced yet"))]));
+}
+
 function render(state) {
   const c = state.counters;
   const prevented = c.gateway_refusals + c.queued;
@@ -167,6 +174,7 @@ function render(state) {
   renderBuckets("buckets-tenant", state.scopes.filter((s) => s.kind === "tenant"));
   renderBudgets("budgets", state.scopes);
   renderTables(state);
+  renderSpend(state.spend);
 }
 
 async function poll() {

@@ -5,8 +5,8 @@
 //! cookie for reads), `inventory` lists every configured scope with its store handle,
 //! `view` renders live state as JSON, `counters` sums the request-path metrics for the
 //! dashboard, `routes` are the handlers; `keys` (with `keys_input`, its validation),
-//! `tenants` and `audit` manage runtime keys and tenants and their audit log, for the root admin key or a tenant
-//! admin key (`actor`).
+//! `tenants` and `audit` manage runtime keys and tenants and their audit log, and `usage`
+//! answers what was used and spent, for the root admin key or a tenant admin key (`actor`).
 //!
 //! Semantics: without `[admin] key_sha256` every admin route answers 404; a missing or
 //! wrong key gets the structured 401. A tenant pause is a store hold, so it holds on every
@@ -30,6 +30,7 @@ mod keys_input;
 mod routes;
 mod tenants;
 mod throttle;
+mod usage;
 mod view;
 
 use std::collections::BTreeSet;

@@ -49,6 +49,7 @@ pub mod tls;
 mod trace;
 pub mod upstream;
 mod upstream_proxy;
+pub mod usage;
 
 use std::future::Future;
 use std::net::SocketAddr;

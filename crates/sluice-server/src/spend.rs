@@ -25,6 +25,8 @@ pub struct SpendLabels {
 pub struct SpendMetrics {
     /// `sluice_spend_total{tenant}`, in the price table's currency.
     pub total: Family<SpendLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    /// `sluice_usage_dropped_total`: groups the usage book had no room for.
+    pub usage_dropped: Counter,
 }
 
 impl SpendMetrics {
@@ -32,6 +34,8 @@ impl SpendMetrics {
     pub fn register(&self, registry: &mut Registry) {
         let help = "What settled requests cost by the deployments' price tables, per tenant";
         registry.register("sluice_spend", help, self.total.clone());
+        let help = "Usage groups not counted because the in-process usage book was full (the store is failing)";
+        registry.register("sluice_usage_dropped", help, self.usage_dropped.clone());
     }
 
     /// The tenant's counter.
@@ -41,9 +45,22 @@ impl SpendMetrics {
     }
 }
 
-/// What `usage` costs at `price` on a `kind` provider: uncached input, cached input and
-/// output each at their own price. OpenAI's input count includes the cached part;
-/// Anthropic's does not, and its cache writes are billed as input.
+/// The dashboard's spend panel: `sluice_spend_total` per tenant from the process's metric
+/// `samples` (this instance, since it started), most spent first, in `currency`.
+#[must_use]
+pub fn per_tenant(samples: &[crate::admin::Sample], currency: &str) -> serde_json::Value {
+    let mut tenants: Vec<(&str, f64)> =
+        samples.iter().filter(|s| s.name == "sluice_spend_total").map(|s| (s.label("tenant"), s.value)).collect();
+    tenants.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    let rows: Vec<serde_json::Value> =
+        tenants.into_iter().map(|(tenant, spend)| serde_json::json!({"tenant": tenant, "spend": spend})).collect();
+    serde_json::json!({"currency": currency, "tenants": rows})
+}
+
+/// What `usage` costs at `price` on a `kind` provider: uncached input, cached input,
+/// output and reasoning each at their own price. OpenAI's input count includes the cached
+/// part and its output count the reasoning part; Anthropic's input count includes
+/// neither cache reads nor writes, and its cache writes are billed as input.
 #[must_use]
 pub fn cost(price: &Price, kind: ProviderKind, usage: &Usage) -> f64 {
     let cached = usage.cache_read_input_tokens;
@@ -51,8 +68,24 @@ pub fn cost(price: &Price, kind: ProviderKind, usage: &Usage) -> f64 {
         ProviderKind::Anthropic => usage.input_tokens.saturating_add(usage.cache_creation_input_tokens),
         ProviderKind::OpenAi | ProviderKind::Ollama => usage.input_tokens.saturating_sub(cached),
     };
+    let reasoning = usage.reasoning_tokens.min(usage.output_tokens);
+    let answer = usage.output_tokens - reasoning;
     let tokens = |n: u64| n as f64 / PER;
-    tokens(uncached) * price.input + tokens(cached) * price.cached_input + tokens(usage.output_tokens) * price.output
+    tokens(uncached) * price.input
+        + tokens(cached) * price.cached_input
+        + tokens(answer) * price.output
+        + tokens(reasoning) * price.reasoning
+}
+
+/// Nano-units of currency per unit: how usage rollups keep costs as exact integers.
+pub const NANOS: f64 = 1_000_000_000.0;
+
+/// `cost` in whole nano-units (rounded; negative or not finite reads as 0).
+#[must_use]
+pub fn nanos(cost: f64) -> u64 {
+    let n = (cost * NANOS).round();
+    // `as` saturates at u64::MAX and maps NaN to 0, which is what a counter wants.
+    if n > 0.0 { n as u64 } else { 0 }
 }
 
 #[cfg(test)]
@@ -61,17 +94,53 @@ mod tests {
 
     #[test]
     fn each_part_of_the_usage_has_its_price() {
-        let price = Price { input: 2.0, cached_input: 0.5, output: 8.0 };
+        let price = Price { input: 2.0, cached_input: 0.5, output: 8.0, reasoning: 8.0 };
         let usage = Usage {
             input_tokens: 1_000_000,
             output_tokens: 500_000,
             cache_read_input_tokens: 400_000,
             cache_creation_input_tokens: 100_000,
+            reasoning_tokens: 0,
         };
         // OpenAI: 600k uncached + 400k cached + 500k output.
         assert!((cost(&price, ProviderKind::OpenAi, &usage) - (1.2 + 0.2 + 4.0)).abs() < 1e-9);
         // Anthropic: 1.1M uncached (cache writes too) + 400k cached + 500k output.
         assert!((cost(&price, ProviderKind::Anthropic, &usage) - (2.2 + 0.2 + 4.0)).abs() < 1e-9);
         assert!(cost(&price, ProviderKind::OpenAi, &Usage::default()).abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn reasoning_reported_apart_is_priced_at_the_reasoning_price() {
+        let price = Price { input: 0.0, cached_input: 0.0, output: 4.0, reasoning: 10.0 };
+        let usage = Usage { output_tokens: 1_000_000, reasoning_tokens: 250_000, ..Usage::default() };
+        // 750k answer tokens at 4 + 250k reasoning tokens at 10.
+        assert!((cost(&price, ProviderKind::OpenAi, &usage) - (3.0 + 2.5)).abs() < 1e-9);
+        // A report claiming more reasoning than output counts no more than the output.
+        let odd = Usage { output_tokens: 10, reasoning_tokens: 20, ..Usage::default() };
+        assert!((cost(&price, ProviderKind::OpenAi, &odd) - 10.0 * 10.0 / PER).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_spend_panel_lists_tenants_most_spent_first() {
+        let metrics = SpendMetrics::default();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        metrics.of("small").inc_by(0.5);
+        metrics.of("big").inc_by(2.25);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let panel = per_tenant(&crate::admin::parse_samples(&text), "EUR");
+        assert_eq!(panel["currency"], "EUR");
+        assert_eq!(panel["tenants"][0]["tenant"], "big");
+        assert_eq!(panel["tenants"][0]["spend"], 2.25);
+        assert_eq!(panel["tenants"][1]["tenant"], "small");
+    }
+
+    #[test]
+    fn costs_round_to_whole_nano_units() {
+        assert_eq!(nanos(0.000_000_001_4), 1);
+        assert_eq!(nanos(2.5), 2_500_000_000);
+        assert_eq!(nanos(-1.0), 0);
+        assert_eq!(nanos(f64::NAN), 0);
     }
 }

@@ -203,6 +203,12 @@ pub struct Gateway {
     /// Where request spans go once trace export is on ([`crate::AppState::export_traces`]);
     /// one slot for every gateway built since start.
     pub spans: Arc<std::sync::OnceLock<crate::telemetry::Spans>>,
+    /// Usage counted and not yet written to the store: process state, kept across reloads.
+    pub usage: Arc<crate::usage::UsageBook>,
+    /// `[usage]`: retention and flush interval of the rollups.
+    pub usage_settings: sluice_config::UsageSettings,
+    /// `[pricing] currency`: what costs are in.
+    pub currency: Arc<str>,
 }
 
 /// Why a gateway could not be built from a valid configuration.
@@ -251,6 +257,7 @@ impl Gateway {
             })
             .collect();
         let (callers, directory) = callers(config, store.as_ref());
+        let usage = Arc::new(crate::usage::UsageBook::new(Arc::clone(&clock), metrics.spend.usage_dropped.clone()));
         Ok(Self {
             callers,
             directory,
@@ -274,6 +281,9 @@ impl Gateway {
             streams: crate::streams::StreamCut::default(),
             background: tokio_util::task::TaskTracker::new(),
             spans: Arc::default(),
+            usage,
+            usage_settings: config.usage.clone(),
+            currency: Arc::clone(&config.pricing.currency),
         })
     }
 }
@@ -297,6 +307,8 @@ impl Gateway {
         // `[server]` and `[store]` need a restart: operations in the log stay known.
         self.oplog = Arc::clone(&old.oplog);
         self.responses = Arc::clone(&old.responses);
+        // Usage counted since the last flush is flushed with the rest.
+        self.usage = Arc::clone(&old.usage);
         // Streams started on the old gateway and on this one end together at shutdown.
         self.streams = old.streams.clone();
         self.spans = Arc::clone(&old.spans);

@@ -12,6 +12,10 @@ const BETA: &str = "sk-spend-beta";
 fn policy() -> String {
     format!(
         r#"
+# Not USD: no preset applies, so only a deployment with its own price is priced.
+[pricing]
+currency = "EUR"
+
 [[deployments]]
 name = "mini"
 provider = "sim"
@@ -72,12 +76,29 @@ async fn each_request_is_priced_by_its_reported_usage_per_tenant() {
             (body["usage"]["prompt_tokens"].as_f64().unwrap(), body["usage"]["completion_tokens"].as_f64().unwrap());
         expected += input * 2.5 / 1e6 + output * 10.0 / 1e6;
     }
-    // Another tenant on an unpriced deployment spends nothing.
+    // Another tenant on an unpriced deployment (gpt-4o-mini has a USD preset only) spends nothing.
     let (status, _, _) = env.post("/v1/chat/completions", BETA, &chat("unpriced", 3, 16)).await;
     assert_eq!(status, 200);
     let metrics = env.metrics().await;
     let acme = spend(&metrics, "acme").unwrap_or_else(|| panic!("no acme spend in\n{metrics}"));
     assert!((acme - expected).abs() < 1e-9, "acme spent {acme}, usage says {expected}");
     assert!(spend(&metrics, "beta").is_none(), "{metrics}");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_known_model_is_priced_by_its_preset_without_a_price_table() {
+    let model = ModelConfig { completion: Completion::Fixed { tokens: 7 }, ..ModelConfig::openai("gpt-4o-mini") };
+    let usd = policy().replace("[pricing]\ncurrency = \"EUR\"\n", "");
+    let env = start(SimConfig { models: vec![model], ..SimConfig::default() }, &usd).await;
+    let (status, _, body) = env.post("/v1/chat/completions", BETA, &chat("unpriced", 30, 16)).await;
+    assert_eq!(status, 200, "{body}");
+    let (input, output) =
+        (body["usage"]["prompt_tokens"].as_f64().unwrap(), body["usage"]["completion_tokens"].as_f64().unwrap());
+    // gpt-4o-mini's preset: 0.15 in, 0.60 out per 1M tokens.
+    let expected = input * 0.15 / 1e6 + output * 0.60 / 1e6;
+    let metrics = env.metrics().await;
+    let beta = spend(&metrics, "beta").unwrap_or_else(|| panic!("no beta spend in\n{metrics}"));
+    assert!((beta - expected).abs() < 1e-12, "beta spent {beta}, the preset says {expected}");
     env.shutdown().await;
 }

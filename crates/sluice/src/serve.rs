@@ -75,6 +75,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!(error = %e, "runtime keys could not be loaded at start; retrying in the background");
     }
     let key_refresh = sluice_server::keys::spawn_refresh(&state);
+    // Usage: counted in-process, written to the store every `[usage] flush_interval`.
+    let usage_flush = sluice_server::usage::spawn_flush(&state);
     let traces = export_traces(&state, &config.telemetry)?;
     #[cfg(unix)]
     let reloader = tokio::spawn(reload_on_sighup(args.config.clone(), config.clone(), state.clone()));
@@ -86,6 +88,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(%addr, "serving");
     let grace = config.server.shutdown_grace;
     // Streams still running at the end of the grace end with their protocol's error event.
+    let kept = state.clone();
     sluice_server::serve_with_grace(listener, state, shutdown_signal(), grace).await.context("serving")?;
     #[cfg(unix)]
     reloader.abort();
@@ -100,10 +103,26 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     })
     .await;
+    // The flush task sees the drain, writes once more and ends; what requests and jobs
+    // settled after that (within the grace) is written here.
+    if let Some(task) = usage_flush {
+        let _ = task.await;
+    }
+    flush_usage(&kept).await;
     if let Some(exporting) = traces {
         exporting.finish(TRACE_FLUSH).await;
     }
     Ok(())
+}
+
+/// Writes the usage counted since the last flush to the job store.
+async fn flush_usage(state: &AppState) {
+    let Some(jobs) = &state.jobs else { return };
+    let gateway = state.current();
+    let retention = gateway.usage_settings.retention_days;
+    if let Err(e) = sluice_server::usage::flush(&gateway.usage, jobs.store.as_ref(), retention).await {
+        tracing::warn!(error = %e, "usage since the last flush could not be written at shutdown");
+    }
 }
 
 /// The longest shutdown waits for the last spans to reach the collector.

@@ -3,9 +3,6 @@
 
 use super::*;
 
-/// The highest price per 1 M tokens accepted (a typo guard, far above any list price).
-const MAX_PRICE: f64 = 10_000.0;
-
 impl Validator<'_> {
     pub(super) fn providers(&self, raw: &[RawProvider]) -> Result<Vec<Provider>> {
         self.unique("providers", raw.iter().map(|p| &p.name))?;
@@ -77,23 +74,6 @@ impl Validator<'_> {
             .collect()
     }
 
-    /// The deployment's prices: each finite, from 0 to [`MAX_PRICE`] per 1 M tokens.
-    fn price(&self, i: usize, d: &RawDeployment) -> Result<Option<Price>> {
-        let Some(raw) = &d.price else { return Ok(None) };
-        let check = |name: &str, value: &Spanned<f64>| {
-            let v = *value.get_ref();
-            if v.is_finite() && (0.0..=MAX_PRICE).contains(&v) {
-                Ok(v)
-            } else {
-                let field = format!("deployments[{i}].price.{name}");
-                Err(self.err(&field, value.span(), format!("a price per 1M tokens from 0 to {MAX_PRICE}")))
-            }
-        };
-        let input = check("input", &raw.input)?;
-        let cached_input = raw.cached_input.as_ref().map_or(Ok(input), |c| check("cached_input", c))?;
-        Ok(Some(Price { input, cached_input, output: check("output", &raw.output)? }))
-    }
-
     pub(super) fn deployment(
         &self,
         i: usize,
@@ -131,7 +111,8 @@ impl Validator<'_> {
             Some((_, span)) => return Err(self.err(&field("output_counting"), span, "reserved or actual")),
         };
         Ok(Deployment {
-            price: self.price(i, d)?,
+            // Filled in by `prices`, once `[pricing]` says whether presets apply.
+            price: None,
             name: Arc::from(d.name.get_ref().as_str()),
             provider,
             model: d.model.get_ref().clone(),

@@ -31,7 +31,7 @@ impl RedisJobStore {
         self.key(&format!("doc:{}:{}:{}:{}", key.kind, key.owner.len(), key.owner, key.id))
     }
 
-    async fn query<T: FromRedisValue>(&self, run: impl AsyncQuery<T>) -> Result<T, JobStoreError> {
+    pub(super) async fn query<T: FromRedisValue>(&self, run: impl AsyncQuery<T>) -> Result<T, JobStoreError> {
         let mut conn = self.conn().await?;
         tokio::time::timeout(self.timeout, run.query(&mut conn))
             .await

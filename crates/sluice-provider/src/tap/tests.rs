@@ -143,7 +143,8 @@ fn anthropic_stream_usage_and_completion() {
                 input_tokens: 472,
                 output_tokens: 15,
                 cache_read_input_tokens: 2048,
-                cache_creation_input_tokens: 0
+                cache_creation_input_tokens: 0,
+                reasoning_tokens: 0,
             }),
             completed: true,
             error_event: false,
@@ -189,7 +190,13 @@ fn anthropic_cumulative_delta_usage_overrides() {
     let (_, outcome) = run(Protocol::AnthropicMessages, false, &[stream.as_bytes()]);
     assert_eq!(
         outcome.usage,
-        Some(Usage { input_tokens: 7, output_tokens: 20, cache_read_input_tokens: 3, cache_creation_input_tokens: 0 })
+        Some(Usage {
+            input_tokens: 7,
+            output_tokens: 20,
+            cache_read_input_tokens: 3,
+            cache_creation_input_tokens: 0,
+            reasoning_tokens: 0
+        })
     );
 }
 

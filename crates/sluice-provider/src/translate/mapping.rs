@@ -110,6 +110,7 @@ mod tests {
             output_tokens: 7,
             cache_read_input_tokens: 1000,
             cache_creation_input_tokens: 200,
+            reasoning_tokens: 0,
         };
         let openai = openai_usage(&anthropic);
         assert_eq!(openai["prompt_tokens"], 1250);

@@ -33,6 +33,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/admin/keys/{id}/rotate", post(rotate))
         .route("/admin/keys/{id}/revoke", post(revoke))
         .route("/admin/audit", get(super::audit::list))
+        .route("/admin/usage", get(super::usage::usage))
 }
 
 /// What every keys handler works with.

@@ -41,12 +41,14 @@ pub async fn render(state: &AppState) -> Value {
                    "depth": route.queue.depth(), "classes": by_class})
         })
         .collect();
+    let samples = samples(state);
     json!({
         "store": store(gateway.store.as_ref()),
         "scopes": scopes,
         "queues": queues,
         "classes": classes,
-        "counters": counters(state),
+        "counters": super::counters::summarize(&samples),
+        "spend": crate::spend::per_tenant(&samples, &gateway.currency),
     })
 }
 
@@ -85,10 +87,11 @@ fn scope(entry: &Entry, snapshot: Result<Option<ScopeSnapshot>, StoreError>, cal
     out
 }
 
-fn counters(state: &AppState) -> Value {
+/// Every sample of the process's metrics (empty if they cannot be encoded).
+fn samples(state: &AppState) -> Vec<super::Sample> {
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
-        return Value::Null;
+        return Vec::new();
     }
-    super::counters::summarize(&super::counters::parse_samples(&text))
+    super::counters::parse_samples(&text)
 }

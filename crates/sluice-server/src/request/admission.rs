@@ -20,6 +20,7 @@ use crate::queue::{Ask, WaitError};
 use crate::remembered::Memo;
 use crate::shares::HeldBack;
 use crate::state::{Caller, Gateway, Profile, Route};
+use crate::usage::UsageTag;
 
 /// What a request costs on one deployment, as admission reserves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,8 +142,21 @@ fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant, at: Nan
         memo: memo(req, route),
         money: quote.money,
         spend: route.price.map(|price| (price, metrics.spend.of(&caller.tenant))),
+        usage: (Arc::clone(&gateway.usage), usage_tag(req, route)),
     };
     Admitted { terms, after: grant.after, granted: at }
+}
+
+/// The group the request's usage counts in.
+fn usage_tag(req: &Request<'_>, route: &Route) -> UsageTag {
+    let caller = req.caller;
+    UsageTag {
+        tenant: Arc::clone(&caller.tenant),
+        team: caller.team.clone().unwrap_or_default(),
+        key: Arc::clone(&caller.key_id),
+        profile: Arc::clone(&req.profile.name),
+        deployment: Arc::clone(&route.name),
+    }
 }
 
 /// What remembers a Responses API answer served by `route` (its own protocol: Responses

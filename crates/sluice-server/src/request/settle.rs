@@ -7,6 +7,7 @@ use std::sync::Arc;
 use futures_util::FutureExt as _;
 use prometheus_client::metrics::counter::Counter;
 use sluice_config::{OutputCounting, ProviderKind};
+use sluice_jobs::UsageCounts;
 use sluice_provider::{Protocol, Usage};
 use sluice_quota::{Cost, QuotaStore, ReservationId, Settlement};
 use tokio_util::task::TaskTracker;
@@ -15,6 +16,7 @@ use crate::access::Line;
 use crate::adaptive::Adaptive;
 use crate::queue::DeploymentQueue;
 use crate::remembered::Memo;
+use crate::usage::{UsageBook, UsageTag};
 
 /// A reservation admission made, and the terms it is settled on.
 #[derive(Debug)]
@@ -41,6 +43,8 @@ pub struct Terms {
     pub spend: Option<(sluice_config::Price, Counter<f64, std::sync::atomic::AtomicU64>)>,
     /// What admission reserved of money budgets, micro-units (the estimate's price).
     pub money: u64,
+    /// The usage book the provider's usage is counted in, and under which group.
+    pub usage: (Arc<UsageBook>, UsageTag),
 }
 
 impl Terms {
@@ -57,9 +61,7 @@ impl Terms {
     #[must_use]
     pub fn settlement(&self, usage: Usage) -> Settlement {
         self.adaptive.observe(&usage);
-        if let Some((price, spent)) = &self.spend {
-            spent.inc_by(crate::spend::cost(price, self.kind, &usage));
-        }
+        self.count(&usage);
         let money = self.spend.as_ref().map_or(0, |(price, _)| crate::budgets::usage_micros(price, self.kind, &usage));
         let input = match self.kind {
             // Anthropic's input_tokens excludes cache reads, which do not count toward ITPM.
@@ -72,6 +74,33 @@ impl Terms {
             OutputCounting::Actual => used,
         };
         Settlement { used, upstream: upstream.with_output_weight(self.output_weight) }
+    }
+
+    /// Counts the provider's `usage` and its cost in the spend counter and the usage book.
+    fn count(&self, usage: &Usage) {
+        let cost = self.spend.as_ref().map_or(0.0, |(price, spent)| {
+            let cost = crate::spend::cost(price, self.kind, usage);
+            spent.inc_by(cost);
+            cost
+        });
+        let input = match self.kind {
+            // Anthropic's input_tokens is the uncached part only.
+            ProviderKind::Anthropic => usage
+                .input_tokens
+                .saturating_add(usage.cache_read_input_tokens)
+                .saturating_add(usage.cache_creation_input_tokens),
+            ProviderKind::OpenAi | ProviderKind::Ollama => usage.input_tokens,
+        };
+        let counts = UsageCounts {
+            requests: 1,
+            input_tokens: input,
+            cached_input_tokens: usage.cache_read_input_tokens,
+            output_tokens: usage.output_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
+            cost_nanos: crate::spend::nanos(cost),
+        };
+        let (book, tag) = &self.usage;
+        book.record(tag, &counts);
     }
 
     /// Settlement of a stream that ended without usage, after `generated` content events.
