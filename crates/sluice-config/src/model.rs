@@ -75,6 +75,9 @@ pub struct Provider {
     pub api_key: SecretSource,
     /// How its upstream URLs are built and its key is presented.
     pub api: ProviderApi,
+    /// CA certificates (PEM) trusted for this provider's HTTPS beside the system's and
+    /// `[server] upstream_ca_file`'s: a private model gateway's own CA.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// How a provider's upstream is addressed and authenticated beyond its wire protocol (the

@@ -138,6 +138,7 @@ pub struct RawProvider {
     pub publisher: Option<Spanned<String>>,
     pub aws_credentials_file: Option<Spanned<String>>,
     pub bedrock_api: Option<Spanned<String>>,
+    pub ca_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -405,6 +405,31 @@ fn store_settings_are_validated() {
 }
 
 #[test]
+fn a_providers_ca_file_is_read_at_load() {
+    let dir = std::env::temp_dir().join(format!("sluice-config-ca-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").unwrap();
+    let empty = dir.join("empty.pem");
+    std::fs::write(&empty, "no certificate here\n").unwrap();
+    let https = |file: &std::path::Path| {
+        BASE.replacen("http://127.0.0.1:9\"", &format!("https://llm.internal\"\nca_file = \"{}\"", file.display()), 1)
+    };
+    let config = parse(&https(&ca)).unwrap();
+    assert_eq!(config.providers[0].ca_file.as_deref(), Some(ca.as_path()));
+    for (text, words) in [
+        (https(&empty), "holds no PEM certificate"),
+        (https(&dir.join("missing.pem")), "cannot read"),
+        (https(&ca).replacen("https://", "http://", 1), "https:// base_url"),
+    ] {
+        let err = parse(&text).unwrap_err();
+        assert_eq!((err.field.as_str(), err.line), ("providers[0].ca_file", Some(6)), "{err}");
+        assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn sentinel_store_settings_are_validated() {
     let sentinel = format!(
         "[store]\nkind = \"redis\"\n[store.sentinel]\nmaster = \"main\"\nnodes = [\"redis://s1:26379\", \"redis://s2:26379\"]\ndb = 2\npassword_env = \"REDIS_PASSWORD\"\n{BASE}"
