@@ -75,6 +75,9 @@ pub struct Provider {
     pub api_key: SecretSource,
     /// How its upstream URLs are built and its key is presented.
     pub api: ProviderApi,
+    /// CA certificates (PEM) trusted for this provider's HTTPS beside the system's and
+    /// `[server] upstream_ca_file`'s: a private model gateway's own CA.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// How a provider's upstream is addressed and authenticated beyond its wire protocol (the
@@ -542,6 +545,23 @@ pub enum StoreKind {
     Redis(String),
     /// A Redis Cluster, by seed node URLs.
     RedisCluster(Vec<String>),
+    /// A Redis master (and replicas) watched by Sentinel.
+    RedisSentinel(SentinelStore),
+}
+
+/// `[store.sentinel]`: the sentinels name the master, asked again after a failover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentinelStore {
+    /// The sentinels' URLs (`rediss://` for TLS to sentinels and master alike).
+    pub nodes: Vec<String>,
+    /// The master group's name in the sentinels' configuration.
+    pub master: String,
+    /// Database on the master.
+    pub db: i64,
+    /// ACL user on the master.
+    pub username: Option<String>,
+    /// Environment variable holding the master's password.
+    pub password_env: Option<String>,
 }
 
 /// What to do while the shared store is unreachable.

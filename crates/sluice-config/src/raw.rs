@@ -121,6 +121,18 @@ pub struct RawStore {
     pub tls_ca_file: Option<Spanned<String>>,
     pub tls_cert_file: Option<Spanned<String>>,
     pub tls_key_file: Option<Spanned<String>>,
+    pub sentinel: Option<RawSentinel>,
+}
+
+/// `[store.sentinel]`: a master found through Sentinel.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSentinel {
+    pub master: Spanned<String>,
+    pub nodes: Spanned<Vec<String>>,
+    pub db: Option<Spanned<i64>>,
+    pub username: Option<Spanned<String>>,
+    pub password_env: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -163,6 +175,7 @@ pub struct RawProvider {
     pub publisher: Option<Spanned<String>>,
     pub aws_credentials_file: Option<Spanned<String>>,
     pub bedrock_api: Option<Spanned<String>>,
+    pub ca_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

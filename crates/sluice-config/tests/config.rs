@@ -405,6 +405,96 @@ fn store_settings_are_validated() {
 }
 
 #[test]
+fn a_providers_ca_file_is_read_at_load() {
+    let dir = std::env::temp_dir().join(format!("sluice-config-ca-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").unwrap();
+    let empty = dir.join("empty.pem");
+    std::fs::write(&empty, "no certificate here\n").unwrap();
+    let https = |file: &std::path::Path| {
+        BASE.replacen("http://127.0.0.1:9\"", &format!("https://llm.internal\"\nca_file = \"{}\"", file.display()), 1)
+    };
+    let config = parse(&https(&ca)).unwrap();
+    assert_eq!(config.providers[0].ca_file.as_deref(), Some(ca.as_path()));
+    for (text, words) in [
+        (https(&empty), "holds no PEM certificate"),
+        (https(&dir.join("missing.pem")), "cannot read"),
+        (https(&ca).replacen("https://", "http://", 1), "https:// base_url"),
+    ] {
+        let err = parse(&text).unwrap_err();
+        assert_eq!((err.field.as_str(), err.line), ("providers[0].ca_file", Some(6)), "{err}");
+        assert!(err.message.contains(words), "`{}` lacks `{words}`", err.message);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sentinel_store_settings_are_validated() {
+    let sentinel = format!(
+        "[store]\nkind = \"redis\"\n[store.sentinel]\nmaster = \"main\"\nnodes = [\"redis://s1:26379\", \"redis://s2:26379\"]\ndb = 2\npassword_env = \"REDIS_PASSWORD\"\n{BASE}"
+    );
+    let config = parse(&sentinel).unwrap();
+    let expected = sluice_config::SentinelStore {
+        nodes: vec!["redis://s1:26379".into(), "redis://s2:26379".into()],
+        master: "main".into(),
+        db: 2,
+        username: None,
+        password_env: Some("REDIS_PASSWORD".into()),
+    };
+    assert_eq!(config.store.kind, sluice_config::StoreKind::RedisSentinel(expected));
+    let tls = format!(
+        "[store]\nkind = \"redis\"\ntls_ca_file = \"ca.pem\"\n[store.sentinel]\nmaster = \"m\"\nnodes = [\"rediss://s1:26379\"]\n{BASE}"
+    );
+    assert_eq!(parse(&tls).unwrap().store.tls.ca_file, Some("ca.pem".into()));
+    let cases = [
+        (
+            "[store]\n[store.sentinel]\nmaster = \"m\"\nnodes = [\"redis://s:1\"]\n",
+            "store.sentinel",
+            3,
+            "kind = \"redis\"",
+        ),
+        (
+            "[store]\nkind = \"redis\"\nurl = \"redis://x\"\n[store.sentinel]\nmaster = \"m\"\nnodes = [\"redis://s:1\"]\n",
+            "store.sentinel",
+            5,
+            "only one",
+        ),
+        (
+            "[store]\nkind = \"redis\"\n[store.sentinel]\nmaster = \"m\"\nnodes = []\n",
+            "store.sentinel.nodes",
+            5,
+            "non-empty",
+        ),
+        (
+            "[store]\nkind = \"redis\"\n[store.sentinel]\nmaster = \"m\"\nnodes = [\"rediss://a:1\", \"redis://b:1\"]\n",
+            "store.sentinel.nodes",
+            5,
+            "all rediss:// or none",
+        ),
+        (
+            "[store]\nkind = \"redis\"\n[store.sentinel]\nmaster = \" \"\nnodes = [\"redis://s:1\"]\n",
+            "store.sentinel.master",
+            4,
+            "master group",
+        ),
+        (
+            "[store]\nkind = \"redis\"\n[store.sentinel]\nmaster = \"m\"\nnodes = [\"redis://s:1\"]\ndb = -1\n",
+            "store.sentinel.db",
+            6,
+            "0 or more",
+        ),
+        (
+            "[store]\nkind = \"redis\"\ntls_ca_file = \"ca.pem\"\n[store.sentinel]\nmaster = \"m\"\nnodes = [\"redis://s:1\"]\n",
+            "store.tls_ca_file",
+            3,
+            "rediss://",
+        ),
+    ];
+    assert_rejected_before_base(&cases);
+}
+
+#[test]
 fn job_settings_and_max_attempts_are_validated() {
     let config = parse(BASE).unwrap();
     assert_eq!(config.classes[0].max_attempts, 5);

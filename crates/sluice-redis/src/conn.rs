@@ -1,5 +1,5 @@
-//! One connection type over standalone Redis and Redis Cluster, connecting lazily so a
-//! gateway starts (and fails open or closed, as configured) while Redis is away.
+//! One connection type over standalone Redis, Redis behind Sentinel and Redis Cluster,
+//! connecting lazily so a gateway starts (and fails open or closed, as configured) while Redis is away.
 
 use std::time::Duration;
 
@@ -10,6 +10,7 @@ use redis::io::tcp::TcpSettings;
 use redis::{Cmd, IntoConnectionInfo as _, Pipeline, RedisFuture, RedisResult, Value};
 use tokio::sync::Mutex;
 
+use crate::sentinel::{SentinelConn, SentinelTarget};
 use crate::tls::Tls;
 
 /// Where Redis is.
@@ -17,6 +18,8 @@ use crate::tls::Tls;
 pub enum Topology {
     /// One server (or a proxy in front of several), `redis://host:port/db`.
     Standalone(String),
+    /// A master and its replicas watched by Sentinel: the sentinels name the master.
+    Sentinel(SentinelTarget),
     /// A Redis Cluster, by one or more seed nodes.
     Cluster(Vec<String>),
 }
@@ -26,6 +29,8 @@ pub enum Topology {
 pub enum Conn {
     /// Standalone, auto-reconnecting.
     Single(ConnectionManager),
+    /// The master the sentinels name, found again after a failover.
+    Sentinel(SentinelConn),
     /// Cluster, routed by key.
     Cluster(ClusterConnection),
 }
@@ -34,6 +39,7 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Single(c) => c.req_packed_command(cmd),
+            Self::Sentinel(c) => c.req_packed_command(cmd),
             Self::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -46,6 +52,7 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Self::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Sentinel(c) => c.req_packed_commands(cmd, offset, count),
             Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
@@ -53,6 +60,7 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Self::Single(c) => c.get_db(),
+            Self::Sentinel(c) => c.get_db(),
             Self::Cluster(c) => c.get_db(),
         }
     }
@@ -102,17 +110,17 @@ impl Connector {
         }
         let conn = match &self.topology {
             Topology::Standalone(url) => {
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.timeout))
-                    .set_response_timeout(Some(self.timeout))
-                    .set_number_of_retries(1)
-                    .set_max_delay(Duration::from_millis(500));
+                let config = self.manager_config();
                 let info = url.as_str().into_connection_info()?.set_tcp_settings(tcp());
                 let client = match self.tls.certificates()? {
                     Some(certs) => redis::Client::build_with_tls(info, certs)?,
                     None => redis::Client::open(info)?,
                 };
                 Conn::Single(ConnectionManager::new_lazy_with_config(client, config)?)
+            }
+            Topology::Sentinel(target) => {
+                let client = target.client(&self.tls, &tcp())?;
+                Conn::Sentinel(SentinelConn::new(client, self.manager_config(), self.timeout))
             }
             Topology::Cluster(seeds) => {
                 let mut builder = ClusterClient::builder(seeds.clone())
@@ -129,6 +137,15 @@ impl Connector {
         };
         *slot = Some(conn.clone());
         Ok(conn)
+    }
+
+    /// One server's auto-reconnecting connection: bounded by the timeout, retried once.
+    fn manager_config(&self) -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500))
     }
 }
 

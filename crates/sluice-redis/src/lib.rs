@@ -7,7 +7,7 @@
 //! and reloaded automatically when Redis lost them (a restart, a failover).
 //!
 //! Layout: [`keys`] (the key layout and hash tags), [`record`] (what a reservation stores),
-//! [`scripts`] and `lua/` (the scripts), [`batch`] (batching per group), [`conn`] (standalone or cluster connections), [`tls`] (`rediss://` certificates),
+//! [`scripts`] and `lua/` (the scripts), [`batch`] (batching per group), [`conn`] (standalone, cluster or [`sentinel`] connections), [`tls`] (`rediss://` certificates),
 //! [`store`] ([`RedisStore`]), [`resilient`] (what happens when Redis is unreachable),
 //! [`oplog`] (the gateway's idempotency records, shared by its instances).
 //!
@@ -23,10 +23,12 @@ pub mod oplog;
 pub mod record;
 pub mod resilient;
 pub mod scripts;
+pub mod sentinel;
 pub mod store;
 pub mod tls;
 
 pub use conn::Topology;
 pub use resilient::{OnUnavailable, ResilientStore};
+pub use sentinel::SentinelTarget;
 pub use store::{RedisConfig, RedisStore};
 pub use tls::Tls;

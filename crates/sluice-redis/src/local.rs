@@ -1,5 +1,5 @@
 //! Local `redis-server` processes on 127.0.0.1, for tests, benchmarks and the demo's
-//! distributed variant: a standalone server or a small cluster, each on free ports, each
+//! distributed variant: a standalone server, a small cluster or a master watched by sentinels, each on free ports, each
 //! stopped when dropped. Needs `redis-server` (and `redis-cli` for a cluster) on PATH.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -7,6 +7,9 @@ use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+mod sentinel;
+pub use sentinel::{LocalSentinel, MASTER_NAME};
 
 /// Why a local server did not start.
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,5 @@
 //! One behaviour suite, run against every store: the in-process memory store, Redis
-//! standalone, and a 3-master Redis Cluster (real `redis-server` processes on 127.0.0.1).
+//! standalone, over TLS, behind Sentinel, and a 3-master Redis Cluster (real `redis-server` processes on 127.0.0.1).
 //! Time is real here (Redis uses its own clock), so waits carry margins.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
 
@@ -12,7 +12,7 @@ use sluice_quota::{
     RateLimit, RejectionKind, ReserveError, ScopeId, ScopeKey, ScopeKind, ScopeSnapshot, Settlement, Share,
     SystemClock,
 };
-use sluice_redis::local::{LocalCluster, LocalRedis};
+use sluice_redis::local::{LocalCluster, LocalRedis, LocalSentinel};
 
 mod certs;
 use sluice_redis::{RedisConfig, RedisStore, Tls, Topology};
@@ -45,6 +45,13 @@ fn standalone_tls() -> Backend {
     let tls = Tls { ca_file: Some(certs.server.ca_file.clone()), client: None };
     let store = RedisStore::new(RedisConfig { tls, ..redis_config(Topology::Standalone(server.url())) });
     Backend { store: Arc::new(store), _server: Some(Box::new((server, certs))) }
+}
+
+/// A master, its replica and a sentinel: the store finds the master through the sentinel.
+fn sentinel() -> Backend {
+    let group = LocalSentinel::start(1).expect("a master, a replica and a sentinel");
+    let store = RedisStore::new(redis_config(Topology::Sentinel(group.target())));
+    Backend { store: Arc::new(store), _server: Some(Box::new(group)) }
 }
 
 fn cluster() -> Backend {
@@ -859,3 +866,4 @@ conformance!(memory_store, memory());
 conformance!(redis_standalone, standalone());
 conformance!(redis_cluster, cluster());
 conformance!(redis_tls, standalone_tls());
+conformance!(redis_sentinel, sentinel());

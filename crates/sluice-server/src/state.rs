@@ -265,7 +265,7 @@ impl Gateway {
             profiles,
             deployments,
             estimator,
-            upstream: Upstream::reaching(config.server.connect_timeout, reach(&config.server)?),
+            upstream: Upstream::reaching(config.server.connect_timeout, reach(config)?),
             max_body_bytes: config.server.max_body_bytes,
             access_log: config.server.access_log,
             body_pace: config.server.body,
@@ -461,25 +461,20 @@ fn team_scope(
     scope
 }
 
-/// How providers are reached: `[server] upstream_ca_file` beside the webpki roots, and
-/// `[server] upstream_proxy` or else the `HTTPS_PROXY` variable, minus `NO_PROXY`'s hosts.
-fn reach(server: &sluice_config::Server) -> Result<crate::upstream::Reach, BuildError> {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject as _;
+/// How providers are reached: `[server] upstream_ca_file` beside the webpki roots (and a
+/// provider's own `ca_file` for its host), and `[server] upstream_proxy` or else the
+/// `HTTPS_PROXY` variable, minus `NO_PROXY`'s hosts.
+fn reach(config: &Config) -> Result<crate::upstream::Reach, BuildError> {
+    let server = &config.server;
     let env = |names: [&str; 2]| names.iter().find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()));
-    let roots = match &server.upstream_ca_file {
-        None => Vec::new(),
-        Some(file) => {
-            let unreadable =
-                || BuildError::Upstream(format!("CA file `{}` holds no readable certificate", file.display()));
-            let certs: Vec<CertificateDer<'static>> =
-                CertificateDer::pem_file_iter(file).and_then(Iterator::collect).map_err(|_| unreadable())?;
-            if certs.is_empty() {
-                return Err(unreadable());
-            }
-            certs
-        }
-    };
+    let roots = server.upstream_ca_file.as_deref().map(pem_certificates).transpose()?.unwrap_or_default();
+    let mut host_roots = Vec::new();
+    for provider in &config.providers {
+        let Some(file) = &provider.ca_file else { continue };
+        let uri: http::Uri = provider.base_url.parse().map_err(|_| BuildError::Upstream(provider.base_url.clone()))?;
+        let Some(authority) = uri.authority() else { continue };
+        host_roots.push((authority.as_str().to_owned(), pem_certificates(file)?));
+    }
     let proxy = match server.upstream_proxy.clone().or_else(|| env(["HTTPS_PROXY", "https_proxy"])) {
         None => None,
         Some(url) => {
@@ -489,5 +484,17 @@ fn reach(server: &sluice_config::Server) -> Result<crate::upstream::Reach, Build
             Some(crate::upstream::Proxy { uri, no_proxy })
         }
     };
-    Ok(crate::upstream::Reach { roots, proxy })
+    Ok(crate::upstream::Reach { roots, host_roots, proxy })
+}
+
+/// The certificates of a PEM CA file; a file without one is an error.
+fn pem_certificates(file: &std::path::Path) -> Result<Vec<rustls_pki_types::CertificateDer<'static>>, BuildError> {
+    use rustls_pki_types::pem::PemObject as _;
+    let unreadable = || BuildError::Upstream(format!("CA file `{}` holds no readable certificate", file.display()));
+    let certs: Vec<_> =
+        rustls_pki_types::CertificateDer::pem_file_iter(file).and_then(Iterator::collect).map_err(|_| unreadable())?;
+    if certs.is_empty() {
+        return Err(unreadable());
+    }
+    Ok(certs)
 }

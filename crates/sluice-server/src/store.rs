@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use sluice_config::{Store, StoreKind, Unavailable};
+use sluice_config::{SentinelStore, Store, StoreKind, Unavailable};
 use sluice_quota::{Clock, MemoryStore, QuotaStore};
-use sluice_redis::{OnUnavailable, RedisConfig, RedisStore, ResilientStore, Tls, Topology};
+use sluice_redis::{OnUnavailable, RedisConfig, RedisStore, ResilientStore, SentinelTarget, Tls, Topology};
 
 /// Where the Redis of `settings` is and how to reach it over TLS; `None` for the memory
 /// store. The quota store, the operation log and the job store all connect through this.
@@ -15,9 +15,29 @@ pub fn redis_target(settings: &Store) -> Option<(Topology, Tls)> {
         StoreKind::Memory => return None,
         StoreKind::Redis(url) => Topology::Standalone(url.clone()),
         StoreKind::RedisCluster(seeds) => Topology::Cluster(seeds.clone()),
+        StoreKind::RedisSentinel(sentinel) => Topology::Sentinel(sentinel_target(sentinel)),
     };
     let tls = Tls { ca_file: settings.tls.ca_file.clone(), client: settings.tls.client.clone() };
     Some((topology, tls))
+}
+
+/// The sentinels and master of `[store.sentinel]`, the master's password read from its
+/// environment variable now (unset: none is sent, and the master's refusal is logged).
+fn sentinel_target(sentinel: &SentinelStore) -> SentinelTarget {
+    let password = sentinel.password_env.as_deref().and_then(|name| {
+        let value = std::env::var(name).ok().filter(|v| !v.is_empty());
+        if value.is_none() {
+            tracing::warn!(variable = name, "store.sentinel.password_env names an unset variable");
+        }
+        value
+    });
+    SentinelTarget {
+        nodes: sentinel.nodes.clone(),
+        master: sentinel.master.clone(),
+        db: sentinel.db,
+        username: sentinel.username.clone(),
+        password,
+    }
 }
 
 /// The store `settings` describe, reading time from `clock`.

@@ -101,11 +101,16 @@ impl hyper::body::Body for Wired {
     }
 }
 
-/// A pooled client for all providers.
+/// A pooled client for all providers (one pool per provider host with a CA file of its own).
 #[derive(Debug, Clone)]
 pub struct Upstream {
-    client: Client<HttpsConnector<Tunnel>, Wired>,
+    client: Pooled,
+    /// By authority (`host:port` as in the provider's base URL): a client that also
+    /// trusts that provider's `ca_file`.
+    by_host: std::sync::Arc<std::collections::HashMap<String, Pooled>>,
 }
+
+type Pooled = Client<HttpsConnector<Tunnel>, Wired>;
 
 /// How the upstream client reaches providers.
 #[derive(Debug, Clone, Default)]
@@ -113,6 +118,9 @@ pub struct Reach {
     /// Extra trusted CA certificates (DER), beside the webpki roots: a corporate CA that
     /// re-signs traffic, or a private gateway's.
     pub roots: Vec<rustls_pki_types::CertificateDer<'static>>,
+    /// Per provider authority (`host:port` of its base URL), CA certificates trusted for
+    /// that host only, beside `roots`.
+    pub host_roots: Vec<(String, Vec<rustls_pki_types::CertificateDer<'static>>)>,
     /// The HTTP proxy for HTTPS upstreams, if any.
     pub proxy: Option<Proxy>,
 }
@@ -127,29 +135,18 @@ impl Upstream {
     /// A client with the given connect timeout that reaches providers as `reach` says.
     #[must_use]
     pub fn reaching(connect_timeout: Duration, reach: Reach) -> Self {
-        let mut http = HttpConnector::new();
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(connect_timeout));
-        http.enforce_http(false);
-        let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-        // A certificate rustls cannot parse as an anchor is left out; the config loader
-        // has already refused files without any certificate.
-        let _ = roots.add_parsable_certificates(reach.roots);
-        let tls =
-            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .map(|b| b.with_root_certificates(roots).with_no_client_auth());
-        let builder = match tls {
-            Ok(config) => hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config),
-            // Unreachable with ring's default provider; keep the webpki roots alone then.
-            Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
-        };
-        let https = builder.https_or_http().enable_http1().wrap_connector(Tunnel { http, proxy: reach.proxy });
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(512)
-            .build(https);
-        Self { client }
+        let mut by_host = std::collections::HashMap::<String, Pooled>::new();
+        for (host, extra) in &reach.host_roots {
+            let roots = [reach.roots.as_slice(), extra].concat();
+            by_host.insert(host.to_ascii_lowercase(), pooled(connect_timeout, roots, reach.proxy.clone()));
+        }
+        Self { client: pooled(connect_timeout, reach.roots, reach.proxy), by_host: std::sync::Arc::new(by_host) }
+    }
+
+    /// The pool for `uri`'s host.
+    fn client_for(&self, uri: &http::Uri) -> &Pooled {
+        let host = uri.authority().map(|a| a.as_str().to_ascii_lowercase());
+        host.and_then(|h| self.by_host.get(&h)).unwrap_or(&self.client)
     }
 
     /// Sends `request`, waiting at most `timeout` for the response headers.
@@ -162,13 +159,44 @@ impl Upstream {
         timeout: Duration,
     ) -> Result<http::Response<Incoming>, UpstreamError> {
         let request = request.map(Into::into);
-        match tokio::time::timeout(timeout, self.client.request(request)).await {
+        let client = self.client_for(request.uri());
+        match tokio::time::timeout(timeout, client.request(request)).await {
             Err(_) => Err(UpstreamError::Timeout),
             Ok(Ok(response)) => Ok(response),
             Ok(Err(e)) if e.is_connect() => Err(UpstreamError::Connect),
             Ok(Err(_)) => Err(UpstreamError::NoResponse),
         }
     }
+}
+
+/// A pool trusting the webpki roots and `extra`, through `proxy` when set.
+fn pooled(
+    connect_timeout: Duration,
+    extra: Vec<rustls_pki_types::CertificateDer<'static>>,
+    proxy: Option<Proxy>,
+) -> Pooled {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(connect_timeout));
+    http.enforce_http(false);
+    let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    // A certificate rustls cannot parse as an anchor is left out; the config loader
+    // has already refused files without any certificate.
+    let _ = roots.add_parsable_certificates(extra);
+    let tls =
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map(|b| b.with_root_certificates(roots).with_no_client_auth());
+    let builder = match tls {
+        Ok(config) => hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config),
+        // Unreachable with ring's default provider; keep the webpki roots alone then.
+        Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
+    };
+    let https = builder.https_or_http().enable_http1().wrap_connector(Tunnel { http, proxy });
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(512)
+        .build(https)
 }
 
 #[cfg(test)]

@@ -92,17 +92,31 @@ async fn a_configured_ca_is_trusted_and_https_goes_through_the_proxy_unless_no_p
     let timeout = Duration::from_secs(5);
     let unknown = get(&Upstream::new(timeout), port).await;
     assert!(matches!(unknown, Err(UpstreamError::Connect)), "a CA outside the roots is refused: {unknown:?}");
-    let trusted = Reach { roots: vec![ca.clone()], proxy: None };
+    let trusted = Reach { roots: vec![ca.clone()], ..Reach::default() };
     assert_eq!(get(&Upstream::reaching(timeout, trusted), port).await.unwrap(), 200);
 
     let (url, seen) = connect_proxy().await;
     let proxy = Proxy { uri: url.parse().unwrap(), no_proxy: Vec::new() };
-    let proxied = Reach { roots: vec![ca.clone()], proxy: Some(proxy.clone()) };
+    let proxied = Reach { roots: vec![ca.clone()], proxy: Some(proxy.clone()), ..Reach::default() };
     assert_eq!(get(&Upstream::reaching(timeout, proxied), port).await.unwrap(), 200);
     assert_eq!(*seen.lock().unwrap(), vec![format!("CONNECT localhost:{port} HTTP/1.1")]);
 
     let bypass = Proxy { no_proxy: vec!["localhost".to_owned()], ..proxy };
-    let direct = Reach { roots: vec![ca], proxy: Some(bypass) };
+    let direct = Reach { roots: vec![ca], proxy: Some(bypass), ..Reach::default() };
     assert_eq!(get(&Upstream::reaching(timeout, direct), port).await.unwrap(), 200);
     assert_eq!(seen.lock().unwrap().len(), 1, "NO_PROXY's host is reached directly");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_providers_own_ca_is_trusted_for_its_host_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certificates(dir.path());
+    let port = https_server(dir.path()).await;
+    let timeout = Duration::from_secs(5);
+    let elsewhere =
+        Reach { host_roots: vec![(format!("localhost:{}", port + 1), vec![ca.clone()])], ..Reach::default() };
+    let refused = get(&Upstream::reaching(timeout, elsewhere), port).await;
+    assert!(matches!(refused, Err(UpstreamError::Connect)), "another host's CA trusted here: {refused:?}");
+    let own = Reach { host_roots: vec![(format!("LOCALHOST:{port}"), vec![ca])], ..Reach::default() };
+    assert_eq!(get(&Upstream::reaching(timeout, own), port).await.unwrap(), 200);
 }

@@ -104,14 +104,22 @@ impl Validator<'_> {
 
     pub(super) fn store(&self, raw: &RawStore) -> Result<Store> {
         let kind = match (raw.kind.as_ref().map(|k| (k.get_ref().as_str(), k.span())), &raw.url, &raw.cluster) {
-            (None | Some(("memory", _)), None, None) => StoreKind::Memory,
+            (None | Some(("memory", _)), None, None) => match &raw.sentinel {
+                None => StoreKind::Memory,
+                Some(s) => {
+                    return Err(self.err("store.sentinel", s.master.span(), "set `kind = \"redis\"` to use Sentinel"));
+                }
+            },
             (None | Some(("memory", _)), Some(u), _) => {
                 return Err(self.err("store.url", u.span(), "set `kind = \"redis\"` to use a Redis URL"));
             }
             (None | Some(("memory", _)), None, Some(c)) => {
                 return Err(self.err("store.cluster", c.span(), "set `kind = \"redis\"` to use a cluster"));
             }
-            (Some(("redis", span)), url, cluster) => self.redis(span, url.as_ref(), cluster.as_ref())?,
+            (Some(("redis", span)), url, cluster) => match &raw.sentinel {
+                None => self.redis(span, url.as_ref(), cluster.as_ref())?,
+                Some(sentinel) => self.sentinel(sentinel, url.is_some() || cluster.is_some())?,
+            },
             (Some((other, span)), _, _) => {
                 return Err(self.err("store.kind", span, format!("unknown store `{other}` (memory or redis)")));
             }
@@ -168,6 +176,7 @@ impl Validator<'_> {
             StoreKind::Memory => &[],
             StoreKind::Redis(url) => std::slice::from_ref(url),
             StoreKind::RedisCluster(seeds) => seeds,
+            StoreKind::RedisSentinel(sentinel) => &sentinel.nodes,
         };
         let first = [&raw.tls_ca_file, &raw.tls_cert_file, &raw.tls_key_file].into_iter().flatten().next();
         match first {
@@ -195,6 +204,42 @@ impl Validator<'_> {
             (Some(_), Some(c)) => Err(self.err("store.cluster", c.span(), "set url or cluster, not both")),
             (None, None) => Err(self.err("store.kind", span, "a Redis store needs `url` or `cluster`")),
         }
+    }
+
+    /// `[store.sentinel]`: a master name and at least one sentinel URL, instead of `url` or
+    /// `cluster`.
+    fn sentinel(&self, raw: &RawSentinel, also_url: bool) -> Result<StoreKind> {
+        let field = "store.sentinel";
+        if also_url {
+            return Err(self.err(field, raw.master.span(), "set url, cluster or sentinel, only one"));
+        }
+        let valid = |u: &String| u.starts_with("redis://") || u.starts_with("rediss://");
+        let nodes = raw.nodes.get_ref();
+        if nodes.is_empty() || !nodes.iter().all(valid) {
+            return Err(self.err(
+                "store.sentinel.nodes",
+                raw.nodes.span(),
+                "a non-empty list of redis:// sentinel URLs",
+            ));
+        }
+        if nodes.iter().any(|u| u.starts_with("rediss://")) && !nodes.iter().all(|u| u.starts_with("rediss://")) {
+            return Err(self.err("store.sentinel.nodes", raw.nodes.span(), "all rediss:// or none"));
+        }
+        let master = raw.master.get_ref().trim();
+        if master.is_empty() {
+            return Err(self.err("store.sentinel.master", raw.master.span(), "must name the master group"));
+        }
+        let db = raw.db.as_ref().map_or(Ok(0), |d| match *d.get_ref() {
+            db @ 0.. => Ok(db),
+            _ => Err(self.err("store.sentinel.db", d.span(), "must be 0 or more")),
+        })?;
+        Ok(StoreKind::RedisSentinel(SentinelStore {
+            nodes: nodes.clone(),
+            master: master.to_owned(),
+            db,
+            username: raw.username.as_ref().map(|u| u.get_ref().clone()),
+            password_env: raw.password_env.as_ref().map(|p| p.get_ref().clone()),
+        }))
     }
 
     pub(super) fn jobs(&self, raw: &RawJobs) -> Result<Jobs> {

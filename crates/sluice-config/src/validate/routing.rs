@@ -34,7 +34,31 @@ impl Validator<'_> {
             ProviderApi::Bedrock { .. } => self.aws_credentials(i, p)?,
             _ => self.api_key(i, p, kind)?,
         };
-        Ok(Provider { name: Arc::from(p.name.get_ref().as_str()), kind, base_url: url.to_owned(), api_key, api })
+        let ca_file = self.provider_ca_file(i, p)?;
+        Ok(Provider {
+            name: Arc::from(p.name.get_ref().as_str()),
+            kind,
+            base_url: url.to_owned(),
+            api_key,
+            api,
+            ca_file,
+        })
+    }
+
+    /// `providers[i].ca_file`: a readable PEM file with at least one certificate, for an
+    /// `https://` base URL.
+    fn provider_ca_file(&self, i: usize, p: &RawProvider) -> Result<Option<std::path::PathBuf>> {
+        let Some(file) = &p.ca_file else { return Ok(None) };
+        let field = format!("providers[{i}].ca_file");
+        if !p.base_url.get_ref().starts_with("https://") {
+            return Err(self.err(&field, file.span(), "a CA file needs an https:// base_url"));
+        }
+        let path = std::path::PathBuf::from(file.get_ref());
+        match std::fs::read_to_string(&path) {
+            Ok(pem) if pem.contains("-----BEGIN CERTIFICATE-----") => Ok(Some(path)),
+            Ok(_) => Err(self.err(&field, file.span(), format!("`{}` holds no PEM certificate", path.display()))),
+            Err(e) => Err(self.err(&field, file.span(), format!("cannot read `{}`: {e}", path.display()))),
+        }
     }
 
     /// Where the provider's key comes from: one of `api_key_env`, `api_key_file` and (Azure)
