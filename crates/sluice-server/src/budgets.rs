@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn an_estimate_is_priced_as_the_same_usage_settles() {
-        let price = Price { input: 2.5, cached_input: 1.25, output: 10.0 };
+        let price = Price { input: 2.5, cached_input: 1.25, output: 10.0, reasoning: 10.0 };
         // 1,000 in at 2.50 per M and 500 out at 10 per M: 0.0025 + 0.005.
         assert_eq!(micros(Some(&price), ProviderKind::OpenAi, 1_000, 500), 7_500);
         let usage = Usage { input_tokens: 1_000, output_tokens: 500, ..Usage::default() };
