@@ -1,5 +1,5 @@
 //! One behaviour suite for every job store: the embedded redb store (temp files), Redis
-//! standalone and a 3-master Redis Cluster (real `redis-server` processes on 127.0.0.1).
+//! standalone, behind Sentinel and a 3-master Redis Cluster (real `redis-server` processes on 127.0.0.1).
 //! Time is real (Redis uses its own clock), so waits carry margins.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
 
@@ -11,7 +11,7 @@ use sluice_jobs::{
     RedisJobStore, Retention, Retry, UsageCounts, UsageKey,
 };
 use sluice_quota::SystemClock;
-use sluice_redis::local::{LocalCluster, LocalRedis};
+use sluice_redis::local::{LocalCluster, LocalRedis, LocalSentinel};
 use sluice_redis::{Tls, Topology};
 
 /// A store under test and whatever keeps it alive (a temp dir, a server).
@@ -45,6 +45,11 @@ fn standalone() -> Backend {
 fn cluster() -> Backend {
     let cluster = LocalCluster::start(3).expect("a local 3-master cluster");
     Backend { store: Arc::new(redis_store(Topology::Cluster(cluster.urls()))), _keep: Box::new(cluster), redis: true }
+}
+
+fn sentinel() -> Backend {
+    let group = LocalSentinel::start(1).expect("a master, a replica and a sentinel");
+    Backend { store: Arc::new(redis_store(Topology::Sentinel(group.target()))), _keep: Box::new(group) }
 }
 
 fn new_job(tenant: &str, idempotency_key: Option<&str>, priority: u8, max_attempts: u32) -> NewJob {
@@ -390,6 +395,49 @@ conformance!(standalone:
     usage_rollups_add_up_per_day_and_group,
     usage_rollups_older_than_the_retention_are_pruned,
 );
+
+conformance!(sentinel:
+    submission_is_idempotent_per_tenant,
+    completion_is_recorded_once,
+    an_expired_lease_is_run_again_and_the_old_holder_cannot_record,
+);
+
+/// Jobs queued before the master dies are run from the promoted replica: the store asks
+/// the sentinel for the new master and nothing replicated is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_jobs_survive_a_sentinel_failover() {
+    let mut group = LocalSentinel::start(1).expect("a master, a replica and a sentinel");
+    let (master_port, replica_port) = group.ports();
+    let s = redis_store(Topology::Sentinel(group.target()));
+    let mut queued = Vec::new();
+    for i in 0..3 {
+        queued.push(s.submit(new_job("acme", Some(&format!("k-{i}")), 0, 5)).await.unwrap().job.id);
+    }
+    let mut master = redis::Client::open(format!("redis://127.0.0.1:{master_port}")).unwrap().get_connection().unwrap();
+    let acknowledged: i64 = redis::cmd("WAIT").arg(1).arg(5_000).query(&mut master).unwrap();
+    assert_eq!(acknowledged, 1, "the replica did not acknowledge the jobs");
+    group.kill_master();
+    // Bounded: the sentinel notices in 1 s and promotes the replica.
+    let mut first = None;
+    for _ in 0..300 {
+        if let Ok(outcome) = s.lease_next("w", VISIBILITY).await {
+            first = Some(outcome.leased.expect("a queued job"));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let first = first.expect("the store never reached the promoted replica");
+    assert_eq!(group.master_port(), Some(replica_port));
+    let mut run = vec![first.job.id.clone()];
+    assert!(s.complete(&first.job.id, first.token, answer()).await.unwrap());
+    while let Some(leased) = s.lease_next("w", VISIBILITY).await.unwrap().leased {
+        assert!(s.complete(&leased.job.id, leased.token, answer()).await.unwrap());
+        run.push(leased.job.id);
+    }
+    run.sort();
+    queued.sort();
+    assert_eq!(run, queued, "every job queued before the failover ran once after it");
+}
 
 /// The whole life cycle on a cluster: every key of a transition (and of a document
 /// listing) is in one slot.
