@@ -158,6 +158,16 @@ mod tests {
     }
 
     #[test]
+    fn openai_chat_reasoning_tokens_are_read_apart_from_the_output_they_are_part_of() {
+        let body = br#"{"object":"chat.completion","usage":{"prompt_tokens":10,"completion_tokens":300,
+            "completion_tokens_details":{"reasoning_tokens":256}}}"#;
+        let usage = usage_from_response(Protocol::OpenAiChat, body).unwrap();
+        assert_eq!((usage.output_tokens, usage.reasoning_tokens), (300, 256));
+        let anthropic = br#"{"type":"message","usage":{"input_tokens":10,"output_tokens":300}}"#;
+        assert_eq!(usage_from_response(Protocol::AnthropicMessages, anthropic).unwrap().reasoning_tokens, 0);
+    }
+
+    #[test]
     fn openai_chat_usage_with_cache() {
         let body = br#"{"id":"chatcmpl-9x","object":"chat.completion","created":1730000000,"model":"gpt-4o-2024-08-06",
             "choices":[{"index":0,"message":{"role":"assistant","content":"Hello!","refusal":null},"logprobs":null,"finish_reason":"stop"}],
