@@ -49,7 +49,7 @@ fn cluster() -> Backend {
 
 fn sentinel() -> Backend {
     let group = LocalSentinel::start(1).expect("a master, a replica and a sentinel");
-    Backend { store: Arc::new(redis_store(Topology::Sentinel(group.target()))), _keep: Box::new(group) }
+    Backend { store: Arc::new(redis_store(Topology::Sentinel(group.target()))), _keep: Box::new(group), redis: true }
 }
 
 fn new_job(tenant: &str, idempotency_key: Option<&str>, priority: u8, max_attempts: u32) -> NewJob {
