@@ -28,6 +28,7 @@ mod metered;
 pub mod metrics;
 mod oplog;
 mod passthrough;
+pub mod per_core;
 pub mod queue;
 pub mod ratelimit_headers;
 mod remembered;

@@ -57,10 +57,24 @@ pub async fn read_body(body: Incoming, limit: usize, deadline: tokio::time::Inst
     }
 }
 
-/// A pooled client for all providers.
+/// The pooled client of one [`Upstream`].
+type Pooled = Client<HttpsConnector<Tunnel>, Full<Bytes>>;
+
+/// A pooled client for all providers: a pool per thread that sends, so that a pooled
+/// connection's task runs where its requests do (one thread per core serving, see
+/// [`crate::per_core`]) and an answer wakes no other thread.
 #[derive(Debug, Clone)]
 pub struct Upstream {
-    client: Client<HttpsConnector<Tunnel>, Full<Bytes>>,
+    connector: HttpsConnector<Tunnel>,
+    /// Tells this client's pools from those of other clients (a reload builds a new one).
+    id: u64,
+}
+
+/// The most clients whose pools one thread keeps; the oldest goes first (after reloads).
+const POOLS_PER_THREAD: usize = 8;
+
+thread_local! {
+    static POOLS: std::cell::RefCell<Vec<(u64, Pooled)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// How the upstream client reaches providers.
@@ -100,12 +114,27 @@ impl Upstream {
             // Unreachable with ring's default provider; keep the webpki roots alone then.
             Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
         };
-        let https = builder.https_or_http().enable_http1().wrap_connector(Tunnel { http, proxy: reach.proxy });
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(512)
-            .build(https);
-        Self { client }
+        let connector = builder.https_or_http().enable_http1().wrap_connector(Tunnel { http, proxy: reach.proxy });
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        Self { connector, id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) }
+    }
+
+    /// This thread's pool, made on its first send.
+    fn client(&self) -> Pooled {
+        POOLS.with_borrow_mut(|pools| {
+            if let Some((_, client)) = pools.iter().find(|(id, _)| *id == self.id) {
+                return client.clone();
+            }
+            let client = Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(90))
+                .pool_max_idle_per_host(512)
+                .build(self.connector.clone());
+            if pools.len() >= POOLS_PER_THREAD {
+                pools.remove(0);
+            }
+            pools.push((self.id, client.clone()));
+            client
+        })
     }
 
     /// Sends `request`, waiting at most `timeout` for the response headers.
@@ -117,7 +146,7 @@ impl Upstream {
         request: http::Request<Full<Bytes>>,
         timeout: Duration,
     ) -> Result<http::Response<Incoming>, UpstreamError> {
-        match tokio::time::timeout(timeout, self.client.request(request)).await {
+        match tokio::time::timeout(timeout, self.client().request(request)).await {
             Err(_) => Err(UpstreamError::Timeout),
             Ok(Ok(response)) => Ok(response),
             Ok(Err(e)) if e.is_connect() => Err(UpstreamError::Connect),

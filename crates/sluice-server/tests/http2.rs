@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::{Env, KEY, sha, start_with};
+use common::{Env, KEY, start_with};
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::Connect;
@@ -16,16 +16,6 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use sluice_sim::config::{ModelConfig, SimConfig};
 use tokio_rustls::rustls;
-
-/// Two requests a day for the key: the third is refused before it is sent.
-fn policy() -> String {
-    format!(
-        "[[deployments]]\nname = \"d\"\nprovider = \"sim\"\nmodel = \"gpt-4o-mini\"\nlimits = {{ rpm = 1000 }}\n\n\
-         [[models]]\nname = \"fast\"\ndeployment = \"d\"\n\n[[tenants]]\nname = \"t\"\n\n\
-         [[keys]]\nid = \"k\"\ntenant = \"t\"\nsha256 = \"{}\"\nlimits = {{ rpd = 2, burst_seconds = 86400 }}\n",
-        sha(KEY)
-    )
-}
 
 fn sim() -> SimConfig {
     SimConfig { models: vec![ModelConfig::openai("gpt-4o-mini")], ..SimConfig::default() }
@@ -73,7 +63,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2c_with_prior_knowledge_is_admitted_streamed_and_limited() {
-    let env: Env = start_with(sim(), "", &policy()).await;
+    let env: Env = start_with(sim(), "", &common::one_deployment("{ rpd = 2, burst_seconds = 86400 }")).await;
     let client = Client::builder(TokioExecutor::new()).http2_only(true).build_http();
     admitted_streamed_and_limited(&client, &env.gateway.url()).await;
     // HTTP/1.1 on the same port still works.
@@ -91,7 +81,7 @@ async fn h2_by_alpn_over_tls_is_admitted_streamed_and_limited() {
     std::fs::write(&cert, certified.cert.pem()).unwrap();
     std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
     let server = format!("[server]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n", cert.display(), key.display());
-    let env = start_with(sim(), &server, &policy()).await;
+    let env = start_with(sim(), &server, &common::one_deployment("{ rpd = 2, burst_seconds = 86400 }")).await;
 
     let mut roots = rustls::RootCertStore::empty();
     roots.add(certified.cert.der().clone()).unwrap();
