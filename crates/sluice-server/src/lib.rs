@@ -21,6 +21,7 @@ pub mod connections;
 mod crossing;
 mod dashboard;
 pub mod error;
+pub mod http_version;
 pub mod jobs;
 pub mod keys;
 mod labels;
@@ -28,6 +29,7 @@ mod metered;
 pub mod metrics;
 mod oplog;
 mod passthrough;
+pub mod per_core;
 pub mod queue;
 pub mod ratelimit_headers;
 mod remembered;
@@ -61,7 +63,9 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use http_version::Version;
 use sluice_provider::Protocol;
+use tokio::sync::watch::Receiver;
 
 pub use secret::SecretError;
 pub use state::{BuildError, Gateway};
@@ -311,28 +315,49 @@ pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 /// `431 Request Header Fields Too Large` and the connection is closed.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
-/// Serves one connection (plain or TLS) until it ends; when `serve` stops, lets it finish
-/// the request it is serving, then closes it. Requests carry the peer's address as
-/// [`axum::extract::ConnectInfo`].
-async fn connection<I>(io: I, router: Router, peer: SocketAddr, mut stop: tokio::sync::watch::Receiver<bool>)
+/// The most requests one HTTP/2 connection may have in flight at once.
+pub const H2_MAX_STREAMS: u32 = 256;
+
+/// Serves one connection (plain or TLS) in `version` until it ends; when `serve` stops,
+/// lets it finish the requests it is serving, then closes it. Requests carry the peer's
+/// address as [`axum::extract::ConnectInfo`].
+async fn connection<I>(io: I, router: Router, peer: SocketAddr, mut stop: Receiver<bool>, version: Version)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
-        .max_header_size(MAX_HEAD_BYTES);
     let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
         request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
         tower::ServiceExt::oneshot(router.clone(), request)
     });
-    let conn = builder.serve_connection(io, service);
+    let timer = hyper_util::rt::TokioTimer::new();
+    match version {
+        Version::Http1 => {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(timer).header_read_timeout(HEADER_READ_TIMEOUT).max_header_size(MAX_HEAD_BYTES);
+            let conn = builder.serve_connection(io, service);
+            until_stopped(conn, |conn| conn.graceful_shutdown(), &mut stop).await;
+        }
+        Version::Http2 => {
+            let mut builder = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+            builder
+                .timer(timer)
+                .max_header_list_size(u32::try_from(MAX_HEAD_BYTES).unwrap_or(u32::MAX))
+                .max_concurrent_streams(H2_MAX_STREAMS);
+            let conn = builder.serve_connection(io, service);
+            until_stopped(conn, |conn| conn.graceful_shutdown(), &mut stop).await;
+        }
+    }
+    // Dropping `stop` here tells `serve` this connection is done.
+    drop(stop);
+}
+
+/// Drives `conn` to its end; once `stop` turns true, asks it to close gracefully (finish
+/// what it is serving, take nothing new) and waits for that.
+async fn until_stopped<C>(conn: C, graceful: impl FnOnce(std::pin::Pin<&mut C>), stop: &mut Receiver<bool>)
+where
+    C: Future<Output = hyper::Result<()>>,
+{
     let mut conn = std::pin::pin!(conn);
-    let stopping = async {
-        // An error means `serve` is gone: stop as well.
-        let _ = stop.wait_for(|stopping| *stopping).await;
-    };
     let drain = tokio::select! {
         result = conn.as_mut() => {
             if let Err(e) = result {
@@ -340,16 +365,31 @@ where
             }
             false
         }
-        () = stopping => true,
+        () = stopping(stop) => true,
     };
     if drain {
-        conn.as_mut().graceful_shutdown();
+        graceful(conn.as_mut());
         if let Err(e) = conn.await {
             tracing::debug!(error = %e, "connection ended with an error while draining");
         }
     }
-    // Dropping `stop` here tells `serve` this connection is done.
-    drop(stop);
+}
+
+/// Resolves once `serve` stops (or is gone).
+async fn stopping(stop: &mut Receiver<bool>) {
+    let _ = stop.wait_for(|stopping| *stopping).await;
+}
+
+/// A plain connection: its HTTP version read from its first bytes, then served; one that
+/// says nothing telling within [`HEADER_READ_TIMEOUT`] (or before `serve` stops) is closed.
+async fn plain(tcp: tokio::net::TcpStream, router: Router, peer: SocketAddr, mut stop: Receiver<bool>) {
+    let version = tokio::select! {
+        version = Version::of_plain(&tcp, HEADER_READ_TIMEOUT) => version,
+        () = stopping(&mut stop) => None,
+    };
+    if let Some(version) = version {
+        connection(hyper_util::rt::TokioIo::new(tcp), router, peer, stop, version).await;
+    }
 }
 
 /// Lets shrunk limits recover on deployments without traffic (adaptive recovery is
@@ -365,8 +405,10 @@ async fn recover_idle(state: AppState) {
 
 /// Serves `state` on `listener` until `shutdown` resolves, then drains in-flight requests.
 ///
-/// HTTP/1.1 with `TCP_NODELAY` on every accepted socket, a [`HEADER_READ_TIMEOUT`] per
-/// request head and heads of at most [`MAX_HEAD_BYTES`]; a socket past the connection
+/// HTTP/1.1, and HTTP/2 (h2c with prior knowledge on a plain listener, `h2` by ALPN over
+/// TLS; see [`http_version`]), with `TCP_NODELAY` on every accepted socket, a
+/// [`HEADER_READ_TIMEOUT`] per request head (HTTP/1.1; for the first bytes of any
+/// connection) and heads of at most [`MAX_HEAD_BYTES`]; a socket past the connection
 /// caps ([`connections::Caps`]) is closed at once. On shutdown it stops accepting,
 /// marks the state draining (readiness turns false), lets every connection finish the
 /// request it is serving, and returns once all connections are closed and the background
@@ -416,11 +458,14 @@ pub async fn serve(
         tokio::spawn(async move {
             let _slot = slot;
             let Some(tls::Tls(acceptor)) = tls else {
-                return connection(hyper_util::rt::TokioIo::new(tcp), router, peer, stop).await;
+                return plain(tcp, router, peer, stop).await;
             };
             // The handshake gets the same bound as a request head.
             match tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(stream)) => connection(hyper_util::rt::TokioIo::new(stream), router, peer, stop).await,
+                Ok(Ok(stream)) => {
+                    let version = Version::of_alpn(stream.get_ref().1.alpn_protocol());
+                    connection(hyper_util::rt::TokioIo::new(stream), router, peer, stop, version).await;
+                }
                 Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!("TLS handshake timed out"),
             }

@@ -12,6 +12,7 @@
 //! most three scopes, read once the reservation is made (see [`Early`]) or, for a request
 //! never admitted, when the response head is ready.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +27,30 @@ use tokio::task::JoinHandle;
 use crate::AppState;
 use crate::auth::Authenticated;
 
+/// The OpenAI header names of one dimension: limit, remaining, reset; static, so a
+/// response's headers allocate only their values.
+struct Names {
+    dimension: &'static str,
+    limit: HeaderName,
+    remaining: HeaderName,
+    reset: HeaderName,
+}
+
+const NAMES: [Names; 2] = [
+    Names {
+        dimension: "requests",
+        limit: HeaderName::from_static("x-ratelimit-limit-requests"),
+        remaining: HeaderName::from_static("x-ratelimit-remaining-requests"),
+        reset: HeaderName::from_static("x-ratelimit-reset-requests"),
+    },
+    Names {
+        dimension: "tokens",
+        limit: HeaderName::from_static("x-ratelimit-limit-tokens"),
+        remaining: HeaderName::from_static("x-ratelimit-remaining-tokens"),
+        reset: HeaderName::from_static("x-ratelimit-reset-tokens"),
+    },
+];
+
 /// The headers for a caller whose own scopes are in `snapshots` (shared scopes are
 /// ignored). Empty when none of them limits requests or tokens.
 #[must_use]
@@ -34,23 +59,29 @@ pub fn caller_headers(snapshots: &[ScopeSnapshot]) -> HeaderMap {
     let requests = tightest(own().filter(|r| dimension(r) == Dimension::Requests));
     let tokens = tightest(own().filter(|r| dimension(r) != Dimension::Requests));
     let mut headers = HeaderMap::new();
-    let mut policy = Vec::new();
-    let mut current = Vec::new();
-    for (name, rate) in [("requests", requests), ("tokens", tokens)].into_iter().filter_map(|(n, r)| Some((n, r?))) {
+    let mut policy = String::new();
+    let mut current = String::new();
+    for (names, rate) in NAMES.into_iter().zip([requests, tokens]).filter_map(|(n, r)| Some((n, r?))) {
         let period = period_of(rate).as_secs().max(1);
-        insert(&mut headers, &format!("x-ratelimit-limit-{name}"), rate.limit.to_string());
-        insert(&mut headers, &format!("x-ratelimit-remaining-{name}"), rate.remaining.to_string());
-        insert(&mut headers, &format!("x-ratelimit-reset-{name}"), go_duration(rate.reset));
-        policy.push(format!("\"{name}\";q={};w={period}", rate.limit));
+        insert(&mut headers, names.limit, rate.limit.to_string());
+        insert(&mut headers, names.remaining, rate.remaining.to_string());
+        insert(&mut headers, names.reset, go_duration(rate.reset));
         let reset = rate.reset.as_millis().div_ceil(1000);
-        current.push(format!("\"{name}\";r={};t={reset}", rate.remaining));
+        let sep = if policy.is_empty() { "" } else { ", " };
+        let name = names.dimension;
+        // Writing to a String cannot fail.
+        let _ = write!(policy, "{sep}\"{name}\";q={};w={period}", rate.limit);
+        let _ = write!(current, "{sep}\"{name}\";r={};t={reset}", rate.remaining);
     }
     if !policy.is_empty() {
-        insert(&mut headers, "ratelimit-policy", policy.join(", "));
-        insert(&mut headers, "ratelimit", current.join(", "));
+        insert(&mut headers, RATELIMIT_POLICY, policy);
+        insert(&mut headers, RATELIMIT, current);
     }
     headers
 }
+
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// The headers for the caller owning `scopes`, from a fresh snapshot of them (one store
 /// read; when it fails, no headers).
@@ -163,8 +194,8 @@ fn tightest<'a>(rates: impl Iterator<Item = &'a RateSnapshot>) -> Option<&'a Rat
     rates.min_by(|a, b| a.remaining.cmp(&b.remaining).then(b.reset.cmp(&a.reset)))
 }
 
-fn insert(headers: &mut HeaderMap, name: &str, value: String) {
-    if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+fn insert(headers: &mut HeaderMap, name: HeaderName, value: String) {
+    if let Ok(value) = HeaderValue::try_from(value) {
         headers.insert(name, value);
     }
 }

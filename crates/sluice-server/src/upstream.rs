@@ -101,16 +101,28 @@ impl hyper::body::Body for Wired {
     }
 }
 
-/// A pooled client for all providers (one pool per provider host with a CA file of its own).
+/// A pooled client for all providers: a pool per thread that sends, so that a pooled
+/// connection's task runs where its requests do (one thread per core serving, see
+/// [`crate::per_core`]) and an answer wakes no other thread. A provider host with a CA
+/// file of its own has its own connector, and so its own pools.
 #[derive(Debug, Clone)]
 pub struct Upstream {
-    client: Pooled,
-    /// By authority (`host:port` as in the provider's base URL): a client that also
-    /// trusts that provider's `ca_file`.
-    by_host: std::sync::Arc<std::collections::HashMap<String, Pooled>>,
+    /// The connector for every host without a CA file of its own, and its pools' id.
+    connector: (u64, HttpsConnector<Tunnel>),
+    /// By authority (`host:port` as in the provider's base URL): a connector that also
+    /// trusts that provider's `ca_file`, and its pools' id.
+    by_host: std::sync::Arc<std::collections::HashMap<String, (u64, HttpsConnector<Tunnel>)>>,
 }
 
+/// The pooled client of one connector.
 type Pooled = Client<HttpsConnector<Tunnel>, Wired>;
+
+/// The most connectors whose pools one thread keeps; the oldest goes first (after reloads).
+const POOLS_PER_THREAD: usize = 32;
+
+thread_local! {
+    static POOLS: std::cell::RefCell<Vec<(u64, Pooled)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// How the upstream client reaches providers.
 #[derive(Debug, Clone, Default)]
@@ -135,18 +147,36 @@ impl Upstream {
     /// A client with the given connect timeout that reaches providers as `reach` says.
     #[must_use]
     pub fn reaching(connect_timeout: Duration, reach: Reach) -> Self {
-        let mut by_host = std::collections::HashMap::<String, Pooled>::new();
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = || IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut by_host = std::collections::HashMap::new();
         for (host, extra) in &reach.host_roots {
             let roots = [reach.roots.as_slice(), extra].concat();
-            by_host.insert(host.to_ascii_lowercase(), pooled(connect_timeout, roots, reach.proxy.clone()));
+            by_host.insert(host.to_ascii_lowercase(), (id(), connector(connect_timeout, roots, reach.proxy.clone())));
         }
-        Self { client: pooled(connect_timeout, reach.roots, reach.proxy), by_host: std::sync::Arc::new(by_host) }
+        let connector = (id(), connector(connect_timeout, reach.roots, reach.proxy));
+        Self { connector, by_host: std::sync::Arc::new(by_host) }
     }
 
-    /// The pool for `uri`'s host.
-    fn client_for(&self, uri: &http::Uri) -> &Pooled {
-        let host = uri.authority().map(|a| a.as_str().to_ascii_lowercase());
-        host.and_then(|h| self.by_host.get(&h)).unwrap_or(&self.client)
+    /// This thread's pool for `uri`'s host, made on its first send.
+    fn client_for(&self, uri: &http::Uri) -> Pooled {
+        let by_host = || uri.authority().and_then(|a| self.by_host.get(&a.as_str().to_ascii_lowercase()));
+        let (id, connector) =
+            if self.by_host.is_empty() { &self.connector } else { by_host().unwrap_or(&self.connector) };
+        POOLS.with_borrow_mut(|pools| {
+            if let Some((_, client)) = pools.iter().find(|(pool, _)| pool == id) {
+                return client.clone();
+            }
+            let client = Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(90))
+                .pool_max_idle_per_host(512)
+                .build(connector.clone());
+            if pools.len() >= POOLS_PER_THREAD {
+                pools.remove(0);
+            }
+            pools.push((*id, client.clone()));
+            client
+        })
     }
 
     /// Sends `request`, waiting at most `timeout` for the response headers.
@@ -169,12 +199,12 @@ impl Upstream {
     }
 }
 
-/// A pool trusting the webpki roots and `extra`, through `proxy` when set.
-fn pooled(
+/// A connector trusting the webpki roots and `extra`, through `proxy` when set.
+fn connector(
     connect_timeout: Duration,
     extra: Vec<rustls_pki_types::CertificateDer<'static>>,
     proxy: Option<Proxy>,
-) -> Pooled {
+) -> HttpsConnector<Tunnel> {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     http.set_connect_timeout(Some(connect_timeout));
@@ -192,11 +222,7 @@ fn pooled(
         // Unreachable with ring's default provider; keep the webpki roots alone then.
         Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
     };
-    let https = builder.https_or_http().enable_http1().wrap_connector(Tunnel { http, proxy });
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(90))
-        .pool_max_idle_per_host(512)
-        .build(https)
+    builder.https_or_http().enable_http1().wrap_connector(Tunnel { http, proxy })
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{KEY, chat, sha, start_with};
+use common::{KEY, chat, start_with};
 use serde_json::json;
 use sluice_sim::config::{Completion, LatencyConfig, ModelConfig, SimConfig};
 
@@ -18,13 +18,9 @@ async fn streaming(tokens: u64, per_token_ms: f64, process: &str) -> (common::En
         latency: Some(latency),
         ..ModelConfig::openai("gpt-4o-mini")
     };
-    let policy = format!(
-        "[[deployments]]\nname = \"d\"\nprovider = \"sim\"\nmodel = \"gpt-4o-mini\"\nlimits = {{ rpm = 1000 }}\n\n\
-         [[models]]\nname = \"fast\"\ndeployment = \"d\"\n\n[[tenants]]\nname = \"t\"\n\n\
-         [[keys]]\nid = \"k\"\ntenant = \"t\"\nsha256 = \"{}\"\n",
-        sha(KEY)
-    );
-    let env = start_with(SimConfig { models: vec![model], ..SimConfig::default() }, process, &policy).await;
+    let env =
+        start_with(SimConfig { models: vec![model], ..SimConfig::default() }, process, &common::one_deployment(""))
+            .await;
     let mut body = chat("fast", 4, tokens);
     body["stream"] = json!(true);
     let url = format!("{}/v1/chat/completions", env.gateway.url());
@@ -94,4 +90,46 @@ async fn shutdown_waits_for_the_background_work_requests_left() {
     gateway.shutdown().await;
     assert!(done.load(Ordering::SeqCst), "serve returned before the background work finished");
     sim.shutdown().await;
+}
+
+/// One thread per listener, each a runtime of its own: requests on fresh connections are
+/// served (whichever thread the kernel picks), and shutdown drains a stream in flight
+/// before `per_core::serve` returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_on_a_runtime_per_thread_answers_and_drains_a_stream() {
+    let (env, mut stream) = streaming(30, 20.0, "").await;
+    let config = common::config(&env.sim, "", &common::one_deployment(""));
+    let store = sluice_server::store::from_config(&config.store, std::sync::Arc::new(sluice_quota::SystemClock::new()));
+    let state = sluice_server::AppState::build(&config, store).unwrap();
+    let listeners = sluice_server::per_core::listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+    let addr = listeners[0].local_addr().unwrap();
+    assert_eq!(listeners[1].local_addr().unwrap(), addr, "one port for every thread");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async {
+        let _ = stopped.await;
+    };
+    let grace = std::time::Duration::from_secs(10);
+    let serving = tokio::spawn(sluice_server::per_core::serve(listeners, state, shutdown, grace));
+    let url = format!("http://{addr}/v1/chat/completions");
+    let fresh = || reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    for _ in 0..8 {
+        let answer = fresh().post(&url).bearer_auth(KEY).json(&chat("fast", 4, 4)).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+    }
+    let mut body = chat("fast", 4, 30);
+    body["stream"] = json!(true);
+    let mut threaded = fresh().post(&url).bearer_auth(KEY).json(&body).send().await.unwrap();
+    assert_eq!(threaded.status(), 200);
+    let first = threaded.chunk().await.unwrap().unwrap();
+    stop.send(()).unwrap();
+    let mut text = String::from_utf8_lossy(&first).into_owned();
+    while let Some(chunk) = threaded.chunk().await.unwrap() {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.trim_end().ends_with("data: [DONE]"), "stream cut by shutdown: {text}");
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), serving).await;
+    ended.expect("serve returned after the drain").unwrap().unwrap();
+    assert!(fresh().post(&url).bearer_auth(KEY).json(&chat("fast", 4, 4)).send().await.is_err(), "still accepting");
+    while stream.chunk().await.unwrap().is_some() {}
+    env.shutdown().await;
 }

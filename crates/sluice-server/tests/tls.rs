@@ -6,19 +6,10 @@ mod common;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use common::{KEY, sha, start_with};
+use common::{KEY, start_with};
 use http_body_util::{BodyExt as _, Full};
 use sluice_sim::config::{ModelConfig, SimConfig};
 use tokio_rustls::rustls;
-
-fn policy() -> String {
-    format!(
-        "[[deployments]]\nname = \"d\"\nprovider = \"sim\"\nmodel = \"gpt-4o-mini\"\nlimits = {{ rpm = 1000 }}\n\n\
-         [[models]]\nname = \"fast\"\ndeployment = \"d\"\n\n[[tenants]]\nname = \"t\"\n\n\
-         [[keys]]\nid = \"k\"\ntenant = \"t\"\nsha256 = \"{}\"\n",
-        sha(KEY)
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_https_with_the_configured_certificate() {
@@ -30,7 +21,7 @@ async fn serves_https_with_the_configured_certificate() {
     std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
     let server = format!("[server]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n", cert.display(), key.display());
     let sim = SimConfig { models: vec![ModelConfig::openai("gpt-4o-mini")], ..SimConfig::default() };
-    let env = start_with(sim, &server, &policy()).await;
+    let env = start_with(sim, &server, &common::one_deployment("")).await;
     let url = env.gateway.url();
     assert!(url.starts_with("https://"), "{url}");
 

@@ -6,6 +6,12 @@ mod serve;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of the system allocator: a request allocates and frees many small
+/// objects across threads, which glibc's malloc serves markedly slower (see
+/// docs/benchmarks.md, "Against a bare reverse proxy").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, about = "A rate-limit-aware gateway for LLM APIs")]
 struct Cli {

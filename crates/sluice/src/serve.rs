@@ -20,6 +20,11 @@ pub struct ServeArgs {
     /// Log as JSON lines instead of text.
     #[arg(long, env = "SLUICE_LOG_JSON")]
     pub log_json: bool,
+    /// Threads serving client connections, each a single-threaded runtime with its own
+    /// listener on the address (`SO_REUSEPORT`); default one per core. `0` serves them on
+    /// the shared multi-threaded runtime instead.
+    #[arg(long, env = "SLUICE_SERVE_THREADS")]
+    pub serve_threads: Option<usize>,
 }
 
 fn load(file: &Path) -> anyhow::Result<sluice_config::Config> {
@@ -81,15 +86,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     #[cfg(unix)]
     let reloader = tokio::spawn(reload_on_sighup(args.config.clone(), config.clone(), state.clone()));
     let listen = args.listen.unwrap_or(config.server.listen);
-    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
-    let addr = listener.local_addr()?;
+    let threads = args.serve_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let listeners =
+        sluice_server::per_core::listeners(listen, threads.max(1)).with_context(|| format!("binding {listen}"))?;
+    let addr = listeners.first().map(std::net::TcpListener::local_addr).transpose()?.unwrap_or(listen);
     let scheme = if state.tls.is_some() { "https" } else { "http" };
     crate::write_line(&format!("sluice listening on {scheme}://{addr}"));
-    tracing::info!(%addr, "serving");
+    tracing::info!(%addr, threads, "serving");
     let grace = config.server.shutdown_grace;
     // Streams still running at the end of the grace end with their protocol's error event.
     let kept = state.clone();
-    sluice_server::serve_with_grace(listener, state, shutdown_signal(), grace).await.context("serving")?;
+    let served = if threads == 0 {
+        let listener = listeners.into_iter().next().map(tokio::net::TcpListener::from_std).transpose()?;
+        let listener = listener.context("no listener")?;
+        sluice_server::serve_with_grace(listener, state, shutdown_signal(), grace).await
+    } else {
+        sluice_server::per_core::serve(listeners, state, shutdown_signal(), grace).await
+    };
+    served.context("serving")?;
     #[cfg(unix)]
     reloader.abort();
     if let Some(task) = key_refresh {

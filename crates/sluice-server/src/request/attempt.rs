@@ -309,9 +309,13 @@ async fn buffered(
         // Before the client has the id, so its continuation finds the record.
         memo.record_body(&bytes, usage.as_ref()).await;
     }
-    let body = match call.crossing.response_body(&bytes, client_model, created) {
-        Ok(body) => body,
-        Err(e) => return Err(bad_response(call, &e)),
+    // Nothing crosses: the provider's bytes go to the client as they are, uncopied.
+    let body = match call.crossing {
+        Crossing::Same => bytes,
+        crossing => match crossing.response_body(&bytes, client_model, created) {
+            Ok(body) => bytes::Bytes::from(body),
+            Err(e) => return Err(bad_response(call, &e)),
+        },
     };
     let mut response = pass_through(parts.status, &parts.headers, Body::from(body));
     if call.crossing != Crossing::Same {

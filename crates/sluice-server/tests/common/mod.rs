@@ -41,6 +41,18 @@ pub fn sha(key: &str) -> String {
     hex::encode(sluice_config::hash_key(key))
 }
 
+/// One deployment `d` of `gpt-4o-mini` on the sim (1,000 RPM), its profile `fast`, one
+/// tenant and [`KEY`] with `key_limits` (a TOML table, or empty for none).
+pub fn one_deployment(key_limits: &str) -> String {
+    let limits = if key_limits.is_empty() { String::new() } else { format!("limits = {key_limits}\n") };
+    format!(
+        "[[deployments]]\nname = \"d\"\nprovider = \"sim\"\nmodel = \"gpt-4o-mini\"\nlimits = {{ rpm = 1000 }}\n\n\
+         [[models]]\nname = \"fast\"\ndeployment = \"d\"\n\n[[tenants]]\nname = \"t\"\n\n\
+         [[keys]]\nid = \"k\"\ntenant = \"t\"\nsha256 = \"{}\"\n{limits}",
+        sha(KEY)
+    )
+}
+
 /// Starts the sim with `sim`, then a gateway whose config is `policy` (deployments,
 /// models, tenants, keys; `{SIM}` and `{KEYFILE}` are substituted) under a provider
 /// section pointing at the sim.
