@@ -104,6 +104,7 @@ async fn three_instances_on_one_redis_all_use_the_window_one_of_them_learned() {
     let learned = windows(&gateways).await;
     let learning = sim.stats().rate_limited.total();
     assert!(learning > 0, "the configured 3 s burst should meet the provider's 1 s window");
+    assert_eq!(learned.len(), 3, "a window for each instance: {learned:?}");
     for (window, burst) in &learned {
         assert!((250..=1_000).contains(window), "every instance uses the learned window: {learned:?}");
         assert!(*burst <= 100, "{learned:?}");
