@@ -645,10 +645,28 @@ pub struct Config {
 }
 
 /// Settings of every money budget (`[budgets]`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Budgets {
     /// The time zone days and months begin in, as a fixed offset east of UTC (seconds).
     pub utc_offset_seconds: i32,
+    /// Soft budgets: the shares of a budget (ascending, e.g. 0.8 and 1.0) whose crossing
+    /// warns (a counter and a webhook) without refusing anything. Empty: no warnings.
+    pub warn_at: Vec<f64>,
+    /// Where a warning is POSTed as JSON, if anywhere. Never logged: it may carry a token.
+    pub webhook_url: Option<String>,
+    /// How often the budgets are compared with the thresholds.
+    pub check_interval: std::time::Duration,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Self {
+            utc_offset_seconds: 0,
+            warn_at: Vec::new(),
+            webhook_url: None,
+            check_interval: std::time::Duration::from_secs(5),
+        }
+    }
 }
 
 /// Trace export: process settings, not reloadable.

@@ -61,6 +61,9 @@ pub struct RawUsageSettings {
 #[serde(deny_unknown_fields)]
 pub struct RawBudgets {
     pub time_zone: Option<Spanned<String>>,
+    pub warn_at: Option<Spanned<Vec<f64>>>,
+    pub webhook_url: Option<Spanned<String>>,
+    pub check_interval: Option<Spanned<String>>,
 }
 
 /// A scope's money budgets, in the price tables' currency.

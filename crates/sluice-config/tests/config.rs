@@ -823,3 +823,27 @@ fn usage_retention_and_flush_interval_default_and_are_bounded() {
         assert_eq!((err.field.as_str(), err.line), (field, Some(27)), "{section}: {err}");
     }
 }
+
+#[test]
+fn soft_budget_settings_are_read_and_bad_ones_name_their_field_and_line() {
+    let config = parse(BASE).unwrap();
+    assert!(config.budgets.warn_at.is_empty(), "no warnings unless asked for");
+    assert_eq!(config.budgets.check_interval, Duration::from_secs(5));
+    let soft = "\n[budgets]\nwarn_at = [0.8, 1.0]\nwebhook_url = \"https://hooks.example/budget?t=1\"\ncheck_interval = \"1s\"\n";
+    let config = parse(&format!("{BASE}{soft}")).unwrap();
+    assert_eq!(config.budgets.warn_at, [0.8, 1.0]);
+    assert_eq!(config.budgets.webhook_url.as_deref(), Some("https://hooks.example/budget?t=1"));
+    assert_eq!(config.budgets.check_interval, Duration::from_secs(1));
+    let line = format!("{BASE}\n[budgets]\n").lines().count() + 1;
+    for (bad, field) in [
+        ("warn_at = [1.0, 0.8]", "budgets.warn_at"),
+        ("warn_at = [0.0]", "budgets.warn_at"),
+        ("warn_at = [1.5]", "budgets.warn_at"),
+        ("webhook_url = \"ftp://hooks.example\"", "budgets.webhook_url"),
+        ("webhook_url = \"https://\"", "budgets.webhook_url"),
+        ("check_interval = \"soon\"", "budgets.check_interval"),
+    ] {
+        let error = parse(&format!("{BASE}\n[budgets]\n{bad}\n")).unwrap_err();
+        assert_eq!((error.field.as_str(), error.line), (field, Some(line)), "{bad}: {error}");
+    }
+}

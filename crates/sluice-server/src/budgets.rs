@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -59,6 +60,8 @@ pub struct Standing {
     pub used: f64,
     /// Time until the next period.
     pub reset: Duration,
+    /// The period's start, Unix seconds (tells this day or month from the last).
+    pub start: u64,
 }
 
 impl Standing {
@@ -87,6 +90,7 @@ pub fn standing(budgets: &[BudgetSnapshot], calendar: Calendar) -> Vec<Standing>
             limit: units(b.limit),
             used: units(b.spent.in_period(period.id)),
             reset: period.reset,
+            start: period.id,
         }
     };
     budgets.iter().map(of).collect()
@@ -103,18 +107,41 @@ pub struct BudgetLabels {
     pub period: &'static str,
 }
 
-/// Budget gauges, set from store snapshots at scrape time (configured scopes only).
+/// `scope_kind`, `scope`, `period`, `threshold`: one soft-budget threshold of one budget
+/// (configured scopes × 2 periods × at most 8 thresholds: bounded).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WarningLabels {
+    /// `org`, `tenant`, `team`, `api_key`.
+    pub scope_kind: &'static str,
+    /// The scope's configured name.
+    pub scope: String,
+    /// `day` or `month`.
+    pub period: &'static str,
+    /// The share of the budget, as configured (`0.8`).
+    pub threshold: String,
+}
+
+/// Budget gauges, set from store snapshots at scrape time (configured scopes only), and
+/// the soft budgets' warnings.
 #[derive(Debug, Default)]
 pub struct BudgetMetrics {
     /// `sluice_budget_used_ratio{scope_kind,scope,period}`: the share spent this period.
     pub used_ratio: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
+    /// `sluice_budget_warnings_total{scope_kind,scope,period,threshold}`: thresholds crossed.
+    pub warnings: Family<WarningLabels, Counter>,
+    /// `sluice_budget_webhook_failures_total`: warnings the webhook never took.
+    pub webhook_failures: Counter,
 }
 
 impl BudgetMetrics {
-    /// Registers the gauge into `registry`.
+    /// Registers the gauge and the counters into `registry`.
     pub fn register(&self, registry: &mut Registry) {
         let help = "Share of a money budget spent in its current day or month (1 = spent)";
         registry.register("sluice_budget_used_ratio", help, self.used_ratio.clone());
+        let help = "Soft-budget thresholds ([budgets] warn_at) crossed, once per period on each instance";
+        registry.register("sluice_budget_warnings", help, self.warnings.clone());
+        let help = "Budget warnings the webhook did not accept after every try";
+        registry.register("sluice_budget_webhook_failures", help, self.webhook_failures.clone());
     }
 }
 

@@ -15,6 +15,7 @@ pub mod adaptive;
 pub mod admin;
 mod auth;
 mod body_pace;
+pub mod budget_warnings;
 pub mod budgets;
 mod catalog;
 pub mod connections;

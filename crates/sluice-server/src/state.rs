@@ -270,7 +270,7 @@ impl Gateway {
             access_log: config.server.access_log,
             body_pace: config.server.body,
             lease: config.server.lease,
-            budgets: config.budgets,
+            budgets: config.budgets.clone(),
             upstream_timeout: config.server.upstream_timeout,
             metrics,
             oplog: Arc::new(crate::oplog::from_config(config, Arc::clone(&clock))),

@@ -82,6 +82,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let key_refresh = sluice_server::keys::spawn_refresh(&state);
     // Usage: counted in-process, written to the store every `[usage] flush_interval`.
     let usage_flush = sluice_server::usage::spawn_flush(&state);
+    // Soft budgets: thresholds of `[budgets] warn_at` crossed warn (a counter, a webhook).
+    let budget_warnings = sluice_server::budget_warnings::spawn(&state);
     let traces = export_traces(&state, &config.telemetry)?;
     #[cfg(unix)]
     let reloader = tokio::spawn(reload_on_sighup(args.config.clone(), config.clone(), state.clone()));
@@ -109,6 +111,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(task) = key_refresh {
         task.abort();
     }
+    budget_warnings.abort();
     // Workers stop leasing once draining; a job still running gets the grace period, and
     // one cut off is leased again after its visibility timeout (or at once, embedded).
     let _ = tokio::time::timeout(grace, async {

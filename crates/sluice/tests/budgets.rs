@@ -137,3 +137,82 @@ async fn three_instances_on_one_redis_admit_exactly_what_a_daily_budget_holds() 
     }
     drop(instances);
 }
+
+/// A webhook receiver on 127.0.0.1: every JSON body POSTed to `/hook` arrives on the channel.
+async fn webhook() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let receive = move |axum::Json(body): axum::Json<Value>| {
+        let _ = tx.send(body);
+        std::future::ready("ok")
+    };
+    let app = axum::Router::new().route("/hook", axum::routing::post(receive));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, rx)
+}
+
+/// The next warning the receiver got, within 20 s.
+async fn next(warnings: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) -> Value {
+    let waiting = tokio::time::timeout(std::time::Duration::from_secs(20), warnings.recv());
+    waiting.await.expect("a warning within 20 s").expect("the receiver is open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_soft_budget_warns_once_per_threshold_through_the_webhook_without_refusing() {
+    let sim_text = format!(
+        "seed = 7\n\n[[models]]\nname = \"gpt-4o-mini\"\nshape = \"openai\"\n\
+         completion = {{ dist = \"fixed\", tokens = {OUTPUT} }}\n"
+    );
+    let sim = SimProvider::start(SimConfig::from_toml_str(&sim_text).unwrap()).await.unwrap();
+    let per_request = OUTPUT as f64 * OUTPUT_PRICE / 1e6;
+    // Four requests' worth: the second reaches 50 %, the fourth 100 %.
+    let budget = per_request * 4.0;
+    let (hook, mut warnings) = webhook().await;
+    let soft = format!("[budgets]\nwarn_at = [0.5, 0.75, 1.0]\nwebhook_url = \"{hook}\"\ncheck_interval = \"100ms\"\n");
+    let text = config(&sim.url(), "[store]\nkind = \"memory\"", "rpm = 100000", "30s")
+        .replace(
+            "model = \"gpt-4o-mini\"\n",
+            &format!("model = \"gpt-4o-mini\"\nprice = {{ input = 0.0, output = {OUTPUT_PRICE:.1} }}\n"),
+        )
+        .replace(
+            "[[tenants]]\nname = \"acme\"\n",
+            &format!("[[tenants]]\nname = \"acme\"\nlimits = {{ budget = {{ day = {budget} }} }}\n"),
+        );
+    let instances = gateways(1, &(text + "\n" + &soft));
+    let client = reqwest::Client::new();
+    let url = instances[0].url.clone();
+    for _ in 0..2 {
+        assert_eq!(send(client.clone(), url.clone()).await.0, 200);
+    }
+    let first = next(&mut warnings).await;
+    assert_eq!(
+        (&first["scope_kind"], &first["scope"], &first["period"]),
+        (&json!("tenant"), &json!("acme"), &json!("day"))
+    );
+    assert_eq!(first["threshold"], 0.5, "{first}");
+    assert!((first["used"].as_f64().unwrap() - 2.0 * per_request).abs() < 1e-9, "{first}");
+    assert_eq!(first["currency"], "USD", "{first}");
+    // Two more: 100 % spent. Both higher thresholds warn, each once, in order; the soft
+    // budget refused nothing (the hard budget is what refuses the fifth).
+    for _ in 0..2 {
+        assert_eq!(send(client.clone(), url.clone()).await.0, 200);
+    }
+    let (second, third) = (next(&mut warnings).await, next(&mut warnings).await);
+    assert_eq!((second["threshold"].as_f64(), third["threshold"].as_f64()), (Some(0.75), Some(1.0)));
+    assert_ne!(first["id"], third["id"]);
+    let (status, _, body) = send(client.clone(), url.clone()).await;
+    assert_eq!((status, &body["error"]["limiter"]), (429, &json!("budget")), "{body}");
+    // Several more checks pass: no threshold warns twice.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(warnings.try_recv().is_err(), "a threshold warned twice");
+    let metrics = client.get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap();
+    for threshold in ["0.5", "0.75", "1"] {
+        let line = format!(
+            "sluice_budget_warnings_total{{scope_kind=\"tenant\",scope=\"acme\",period=\"day\",threshold=\"{threshold}\"}} 1"
+        );
+        assert!(metrics.lines().any(|l| l == line), "no `{line}` in the metrics");
+    }
+    assert!(metrics.lines().any(|l| l == "sluice_budget_webhook_failures_total 0"), "a webhook failure was counted");
+    drop(instances);
+}

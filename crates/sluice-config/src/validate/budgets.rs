@@ -5,6 +5,8 @@ use std::num::NonZeroU64;
 
 use sluice_quota::{Budget, BudgetPeriod};
 
+use toml::Spanned;
+
 use super::{Result, Validator};
 use crate::model::Budgets;
 use crate::raw::{RawBudget, RawBudgets};
@@ -32,14 +34,46 @@ impl Validator<'_> {
         Ok(budgets)
     }
 
-    /// `[budgets]`: the time zone, `UTC` (the default) or a fixed offset like `+02:00`.
+    /// `[budgets]`: the time zone, `UTC` (the default) or a fixed offset like `+02:00`, and
+    /// the soft budgets' thresholds, webhook and check interval.
     pub(super) fn budgets(&self, raw: &RawBudgets) -> Result<Budgets> {
-        let Some(zone) = &raw.time_zone else { return Ok(Budgets::default()) };
-        let offset = utc_offset(zone.get_ref()).ok_or_else(|| {
-            let message = format!("`{}` is not UTC or a fixed offset like +02:00 or -05:30", zone.get_ref());
-            self.err("budgets.time_zone", zone.span(), message)
-        })?;
-        Ok(Budgets { utc_offset_seconds: offset })
+        let defaults = Budgets::default();
+        let utc_offset_seconds = match &raw.time_zone {
+            None => 0,
+            Some(zone) => utc_offset(zone.get_ref()).ok_or_else(|| {
+                let message = format!("`{}` is not UTC or a fixed offset like +02:00 or -05:30", zone.get_ref());
+                self.err("budgets.time_zone", zone.span(), message)
+            })?,
+        };
+        let warn_at = raw.warn_at.as_ref().map(|w| self.warn_at(w)).transpose()?.unwrap_or_default();
+        let webhook_url = raw.webhook_url.as_ref().map(|u| self.webhook_url(u)).transpose()?;
+        let check_interval = self.duration("budgets.check_interval", &raw.check_interval, defaults.check_interval)?;
+        Ok(Budgets { utc_offset_seconds, warn_at, webhook_url, check_interval })
+    }
+
+    /// Thresholds: shares of a budget above 0 and at most 1, strictly ascending, at most 8.
+    fn warn_at(&self, raw: &Spanned<Vec<f64>>) -> Result<Vec<f64>> {
+        let shares = raw.get_ref();
+        let valid = shares.len() <= 8
+            && shares.iter().all(|s| s.is_finite() && *s > 0.0 && *s <= 1.0)
+            && shares.windows(2).all(|w| w[0] < w[1]);
+        if !valid {
+            let message = "must be up to 8 ascending shares of the budget, each above 0 and at most 1, like [0.8, 1.0]";
+            return Err(self.err("budgets.warn_at", raw.span(), message));
+        }
+        Ok(shares.clone())
+    }
+
+    /// The webhook's URL: `http` or `https` with a host.
+    fn webhook_url(&self, raw: &Spanned<String>) -> Result<String> {
+        let url = raw.get_ref();
+        let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
+        let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or_default());
+        let valid = host.is_some_and(|h| !h.is_empty()) && !url.chars().any(char::is_whitespace);
+        if !valid {
+            return Err(self.err("budgets.webhook_url", raw.span(), "must be an http:// or https:// URL with a host"));
+        }
+        Ok(url.clone())
     }
 }
 
