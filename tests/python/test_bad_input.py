@@ -446,9 +446,26 @@ def test_oversized_headers_get_431_and_a_closed_connection(gw: Gateway, method, 
 
 def test_garbage_instead_of_http(gw: Gateway) -> None:
     for garbage in [b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 64,  # a TLS hello
-                    b"GET / HTTP/9.9\r\n\r\n", b"\xff" * 1000 + b"\r\n\r\n", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"]:
+                    b"GET / HTTP/9.9\r\n\r\n", b"\xff" * 1000 + b"\r\n\r\n",
+                    b"PRI * HTTP/1.1\r\n\r\nSM\r\n\r\n"]:  # not quite HTTP/2's preface
         answer = raw_exchange(gw, garbage)
         assert answer == b"" or answer.startswith(b"HTTP/1.1 4") or answer.startswith(b"HTTP/1.1 505"), answer[:200]
+    gw.assert_serving()
+
+
+def test_an_http2_preface_then_garbage_gets_http2_settings_and_a_goaway(gw: Gateway) -> None:
+    # The plain listener speaks h2c with prior knowledge: the preface is answered with the
+    # server's SETTINGS frame (type 0x4); garbage after it is a protocol error, answered
+    # with GOAWAY (type 0x7) before the connection closes, and the gateway keeps serving.
+    answer = raw_exchange(gw, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\xff" * 64)
+    assert len(answer) >= 9 and answer[3] == 0x4, answer[:200]
+    frames, at = [], 0
+    while at + 9 <= len(answer):
+        length = int.from_bytes(answer[at:at + 3], "big")
+        frames.append(answer[at + 3])
+        at += 9 + length
+    assert 0x7 in frames, (frames, answer[:200])
+    assert b"HTTP/1.1" not in answer, answer[:200]
     gw.assert_serving()
 
 
