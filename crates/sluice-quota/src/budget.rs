@@ -157,8 +157,10 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// The date of a day count since 1970-01-01 (inverse of [`days_from_civil`]).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
+/// The date (year, month, day) of a day count since 1970-01-01 (inverse of
+/// [`days_from_civil`]).
+#[must_use]
+pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

@@ -36,6 +36,29 @@ fn next_utc_midnight(millis: u128) -> u128 {
     (millis / 86_400_000 + 1) * 86_400_000
 }
 
+/// A simulated provider that generates exactly [`OUTPUT`] tokens per answer.
+async fn priced_sim() -> sluice_sim::SimHandle {
+    let sim_text = format!(
+        "seed = 7\n\n[[models]]\nname = \"gpt-4o-mini\"\nshape = \"openai\"\n\
+         completion = {{ dist = \"fixed\", tokens = {OUTPUT} }}\n"
+    );
+    SimProvider::start(SimConfig::from_toml_str(&sim_text).unwrap()).await.unwrap()
+}
+
+/// The gateways' config: the deployment priced at [`OUTPUT_PRICE`] per 1 M output tokens
+/// (input free), the tenant `acme` with a daily `budget`.
+fn priced_config(sim_url: &str, store: &str, budget: f64) -> String {
+    config(sim_url, store, "rpm = 100000", "30s")
+        .replace(
+            "model = \"gpt-4o-mini\"\n",
+            &format!("model = \"gpt-4o-mini\"\nprice = {{ input = 0.0, output = {OUTPUT_PRICE:.1} }}\n"),
+        )
+        .replace(
+            "[[tenants]]\nname = \"acme\"\n",
+            &format!("[[tenants]]\nname = \"acme\"\nlimits = {{ budget = {{ day = {budget} }} }}\n"),
+        )
+}
+
 async fn send(client: reqwest::Client, url: String) -> (u16, Option<String>, Value) {
     let body = json!({ "model": "chat", "messages": [{ "role": "user", "content": "hello" }], "max_tokens": OUTPUT });
     let response = client.post(format!("{url}/v1/chat/completions")).bearer_auth(KEY).json(&body).send().await.unwrap();
@@ -47,23 +70,11 @@ async fn send(client: reqwest::Client, url: String) -> (u16, Option<String>, Val
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_instances_on_one_redis_admit_exactly_what_a_daily_budget_holds() {
     let redis = LocalRedis::start().expect("redis-server (scripts/test installs it)");
-    let sim_text = format!(
-        "seed = 7\n\n[[models]]\nname = \"gpt-4o-mini\"\nshape = \"openai\"\n\
-         completion = {{ dist = \"fixed\", tokens = {OUTPUT} }}\n"
-    );
-    let sim = SimProvider::start(SimConfig::from_toml_str(&sim_text).unwrap()).await.unwrap();
+    let sim = priced_sim().await;
     let per_request = OUTPUT as f64 * OUTPUT_PRICE / 1e6;
     let budget = per_request * K as f64;
     let store = redis_store(&redis.url(), "budget", "fail_closed");
-    let text = config(&sim.url(), &store, "rpm = 100000", "30s")
-        .replace(
-            "model = \"gpt-4o-mini\"\n",
-            &format!("model = \"gpt-4o-mini\"\nprice = {{ input = 0.0, output = {OUTPUT_PRICE:.1} }}\n"),
-        )
-        .replace(
-            "[[tenants]]\nname = \"acme\"\n",
-            &format!("[[tenants]]\nname = \"acme\"\nlimits = {{ budget = {{ day = {budget} }} }}\n"),
-        );
+    let text = priced_config(&sim.url(), &store, budget);
     let admin = format!("\n[admin]\nkey_sha256 = \"{}\"\n", sluice_bench::harness::key_hash(ADMIN_KEY));
     let instances = gateways(3, &(text + &admin));
     let client = reqwest::Client::new();
@@ -160,25 +171,13 @@ async fn next(warnings: &mut tokio::sync::mpsc::UnboundedReceiver<Value>) -> Val
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_soft_budget_warns_once_per_threshold_through_the_webhook_without_refusing() {
-    let sim_text = format!(
-        "seed = 7\n\n[[models]]\nname = \"gpt-4o-mini\"\nshape = \"openai\"\n\
-         completion = {{ dist = \"fixed\", tokens = {OUTPUT} }}\n"
-    );
-    let sim = SimProvider::start(SimConfig::from_toml_str(&sim_text).unwrap()).await.unwrap();
+    let sim = priced_sim().await;
     let per_request = OUTPUT as f64 * OUTPUT_PRICE / 1e6;
     // Four requests' worth: the second reaches 50 %, the fourth 100 %.
     let budget = per_request * 4.0;
     let (hook, mut warnings) = webhook().await;
     let soft = format!("[budgets]\nwarn_at = [0.5, 0.75, 1.0]\nwebhook_url = \"{hook}\"\ncheck_interval = \"100ms\"\n");
-    let text = config(&sim.url(), "[store]\nkind = \"memory\"", "rpm = 100000", "30s")
-        .replace(
-            "model = \"gpt-4o-mini\"\n",
-            &format!("model = \"gpt-4o-mini\"\nprice = {{ input = 0.0, output = {OUTPUT_PRICE:.1} }}\n"),
-        )
-        .replace(
-            "[[tenants]]\nname = \"acme\"\n",
-            &format!("[[tenants]]\nname = \"acme\"\nlimits = {{ budget = {{ day = {budget} }} }}\n"),
-        );
+    let text = priced_config(&sim.url(), "[store]\nkind = \"memory\"", budget);
     let instances = gateways(1, &(text + "\n" + &soft));
     let client = reqwest::Client::new();
     let url = instances[0].url.clone();

@@ -13,15 +13,7 @@ pub fn day_of_millis(unix_millis: u64) -> Day {
 /// The date of a day number, as `YYYY-MM-DD`.
 #[must_use]
 pub fn civil(day: Day) -> String {
-    let z = i64::from(day) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = sluice_quota::budget::civil_from_days(i64::from(day));
     format!("{y:04}-{m:02}-{d:02}")
 }
 
