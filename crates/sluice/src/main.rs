@@ -2,6 +2,7 @@
 
 mod healthcheck;
 mod keys;
+mod logs;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -50,8 +51,15 @@ enum Command {
 
 fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
+    let ran = run(cli.command);
+    // Lines still waiting in the log's batch go out before the command's own error.
+    logs::flush();
+    ran
+}
+
+fn run(command: Command) -> anyhow::Result<std::process::ExitCode> {
     let ok = |()| std::process::ExitCode::SUCCESS;
-    match cli.command {
+    match command {
         Command::CheckConfig { file } => serve::check_config(&file).map(ok),
         Command::HashKey { key } => {
             let key = match key {

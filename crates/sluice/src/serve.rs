@@ -55,7 +55,9 @@ fn init_logs(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| "info".into());
     // Colour codes only for a person at a terminal: a file or a log collector gets plain text.
     let ansi = std::io::stderr().is_terminal();
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    // Batched writes (see `logs`): one `write` per batch, not per access-log line.
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(crate::logs::Stderr::new()).with_ansi(ansi);
     if json {
         builder.json().init();
     } else {
