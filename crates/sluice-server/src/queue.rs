@@ -91,12 +91,9 @@ pub struct Waited {
     pub eta: Duration,
     /// Whether, and for whom, it was held back at least once (see [`crate::shares`]).
     pub held: Option<HeldBack>,
-    /// When the dispatcher's grant came, by the queue's clock (the waiting task may resume
-    /// later on a busy machine: the request's time from grant to wire counts from here).
-    pub granted: Option<Nanos>,
 }
 
-type Reply = (Result<Grant, ReserveError>, Option<HeldBack>, Nanos);
+type Reply = (Result<Grant, ReserveError>, Option<HeldBack>);
 
 struct Pending {
     ask: Ask,
@@ -257,10 +254,9 @@ impl DeploymentQueue {
         self.wake.notify_one();
         let mut ticket = Ticket { queue: self, id: Some(id) };
         let result = match tokio::time::timeout(max_wait, reply).await {
-            Ok(Ok((result, held, at))) => {
+            Ok(Ok((result, held))) => {
                 ticket.id = None;
                 waited.held = held;
-                waited.granted = result.is_ok().then_some(at);
                 result.map_err(WaitError::Store)
             }
             Ok(Err(_)) => Err(WaitError::Store(ReserveError::Store(sluice_quota::StoreError("queue closed".into())))),
@@ -359,7 +355,7 @@ impl DeploymentQueue {
                 }
                 match self.forget(&mut state, id) {
                     Some(pending) => {
-                        if let Err((Ok(grant), ..)) = pending.reply.send((Ok(grant), pending.held, now)) {
+                        if let Err((Ok(grant), _)) = pending.reply.send((Ok(grant), pending.held)) {
                             self.release(grant);
                         }
                     }
@@ -376,7 +372,7 @@ impl DeploymentQueue {
                     RejectionKind::SlotsBusy => state.fair.refused(id, block, now.after(SLOT_POLL)),
                     RejectionKind::NeverFits { .. } | RejectionKind::RetryAfter(_) => {
                         if let Some(pending) = self.forget(&mut state, id) {
-                            let _ = pending.reply.send((Err(ReserveError::Rejected(rejection)), pending.held, now));
+                            let _ = pending.reply.send((Err(ReserveError::Rejected(rejection)), pending.held));
                         }
                         return;
                     }
@@ -390,7 +386,7 @@ impl DeploymentQueue {
             }
             Err(error) => {
                 if let Some(pending) = self.forget(&mut state, id) {
-                    let _ = pending.reply.send((Err(error), pending.held, now));
+                    let _ = pending.reply.send((Err(error), pending.held));
                 }
             }
         }
