@@ -83,12 +83,13 @@ pub fn take_share(limit: &RateLimit, tat: Tat, now: Nanos, cost: u64, share: Sha
     if cost > limit.amount.get() {
         return Err(Refusal::NeverFits);
     }
+    let base = tat.0.max(now);
     let need = need(limit, cost, share);
-    let earliest = Nanos(tat.0.max(now).0.saturating_sub(need.room));
+    let earliest = Nanos(base.0.saturating_sub(need.room));
     if earliest > now {
         return Err(Refusal::NotUntil(earliest));
     }
-    Ok(need.after(tat, now))
+    Ok(Tat(Nanos(base.0.saturating_add(need.step))))
 }
 
 /// The part of a guarded bucket's burst kept unspent, in thousandths.
@@ -108,32 +109,25 @@ pub struct Need {
     /// What the bucket must still hold after it: it passes when the state is at most
     /// `room` ahead of now.
     pub room: u64,
-    /// How far ahead of now the state moves from at least (the guard of a guarded bucket):
-    /// the provider counts a cost when it arrives, which is up to that much after the
-    /// grant. A bucket that was idle gives out its cost from `now + lead`, so the provider's
-    /// window, started a little later, is never behind the bucket's.
-    pub lead: u64,
 }
 
 impl Need {
     /// `cost` against a bucket of `burst` of which a caller may use `usable` (its share)
     /// and `guard` is kept unspent (all as time). A cost the rest of its share holds leaves
-    /// the guard; one above its share (or as large as the provider's window) passes only
-    /// from a full bucket. Every cost moves the state from at least the guard ahead of now
-    /// (see [`Need::lead`]): a cost that passed from an idle bucket, large or small, makes
-    /// the next one wait for the provider's window to have been idle for the guard too.
+    /// the guard; one above its share passes only from a full bucket; one the whole burst
+    /// less the guard cannot hold (as large as the provider's window) also moves the state
+    /// past the cost by the guard, so the next cost waits for the provider's window to have
+    /// been idle for the guard as well.
     #[must_use]
     pub fn of(cost: u64, burst: u64, usable: u64, guard: u64) -> Self {
         let rest = usable.min(burst).saturating_sub(guard);
-        let room = rest.saturating_sub(cost);
-        Self { step: cost, room: if cost <= rest { room } else { 0 }, lead: guard }
-    }
-
-    /// The state after the cost is taken from `tat` at `now`.
-    #[must_use]
-    pub fn after(&self, tat: Tat, now: Nanos) -> Tat {
-        let base = tat.0.max(Nanos(now.0.saturating_add(self.lead)));
-        Tat(Nanos(base.0.saturating_add(self.step)))
+        if cost <= rest {
+            Self { step: cost, room: rest - cost }
+        } else if cost <= burst.saturating_sub(guard) {
+            Self { step: cost, room: 0 }
+        } else {
+            Self { step: cost.saturating_add(guard), room: 0 }
+        }
     }
 }
 
@@ -200,7 +194,7 @@ impl Claim {
         if self.until <= now || need.step >= self.step || share > self.share {
             return None;
         }
-        let behind = tat.0.max(now).0.saturating_add(need.lead).saturating_add(self.step).saturating_sub(need.room);
+        let behind = tat.0.max(now).0.saturating_add(self.step).saturating_sub(need.room);
         Some(Nanos(behind).min(self.until))
     }
 }
@@ -263,8 +257,8 @@ pub fn sent(limit: &RateLimit, tat: Tat, sent: Nanos, cost: u64) -> Tat {
     if !limit.guard || cost == 0 || cost > limit.amount.get() {
         return tat;
     }
-    let need = need(limit, cost, Share::FULL);
-    Tat(tat.0.max(Nanos(sent.0.saturating_add(need.lead).saturating_add(need.step))))
+    let step = need(limit, cost, Share::FULL).step;
+    Tat(tat.0.max(Nanos(sent.0.saturating_add(step))))
 }
 
 /// Re-expresses a bucket's state under a new limit, keeping its fill fraction. A change of
@@ -397,16 +391,9 @@ mod tests {
         for _ in 0..9 {
             tat = take(&limit, tat, now, 1).unwrap();
         }
-        // The first, from an idle bucket, was counted from 20 ms ahead (the provider may
-        // count it that much later), and the tenth would spend the guard: 40 ms later.
-        assert_eq!(tat, Tat(Nanos(100 * SEC + 20_000_000 + 900_000_000)));
-        assert_eq!(take(&limit, tat, now, 1), Err(Refusal::NotUntil(Nanos(100 * SEC + 40_000_000))));
-        let plain = rpm(600, 10);
-        let nine = (0..9).fold(Tat::default(), |tat, _| take(&plain, tat, now, 1).unwrap());
-        assert!(take(&plain, nine, now, 1).is_ok(), "unguarded, the whole burst goes");
-        // A bucket already busy beyond the lead moves from where it is.
-        let busy = Tat(Nanos(100 * SEC + 500_000_000));
-        assert_eq!(take(&limit, busy, now, 1), Ok(Tat(Nanos(100 * SEC + 600_000_000))));
+        // The tenth would spend the guard: 20 ms later.
+        assert_eq!(take(&limit, tat, now, 1), Err(Refusal::NotUntil(Nanos(100 * SEC + 20_000_000))));
+        assert!(take(&rpm(600, 10), tat, now, 1).is_ok(), "unguarded, the whole burst goes");
         // A request as large as the burst passes from a full bucket and owes the guard too,
         // so the next one waits until the window has been idle for the guard as well.
         let big = take(&limit, Tat::default(), now, 10).unwrap();
@@ -423,32 +410,6 @@ mod tests {
     }
 
     #[test]
-    fn a_provider_window_started_by_a_late_arrival_is_never_behind_the_bucket() {
-        // 30k TPM with a one-second burst of 500 tokens and a 20 ms guard. The provider's
-        // window is the same bucket without a guard, fed the same costs as each arrives.
-        let ours = RateLimit::per_minute(Dimension::TotalTokens, 30_000).unwrap().guarded();
-        let theirs = RateLimit::per_minute(Dimension::TotalTokens, 30_000).unwrap();
-        // Small calls that keep the window busy, then calls three times its size, which
-        // pass only into an idle window. The first reaches the provider 15 ms after its
-        // grant (a fresh connection), every other one at once: the provider's window
-        // starts 15 ms later than the bucket's and, kept busy, never catches up.
-        let costs = [300, 300, 300, 300, 300, 1_600, 300, 300, 1_600, 1_600];
-        let (mut now, mut tat, mut provider) = (Nanos(100 * SEC), Tat::default(), Tat::default());
-        for (i, &cost) in costs.iter().enumerate() {
-            let at = match take(&ours, tat, now, cost) {
-                Ok(_) => now,
-                Err(Refusal::NotUntil(at)) => at,
-                Err(Refusal::NeverFits) => unreachable!(),
-            };
-            tat = take(&ours, tat, at, cost).unwrap();
-            let arrives = if i == 0 { Nanos(at.0 + 15_000_000) } else { at };
-            provider = take(&theirs, provider, arrives, cost)
-                .unwrap_or_else(|refused| panic!("call {i} ({cost} tokens) refused by the provider: {refused:?}"));
-            now = at;
-        }
-    }
-
-    #[test]
     fn a_claim_holds_smaller_costs_back_until_its_claimer_has_passed() {
         // A 10 s burst with a 200 ms guard: the whole burst needs an idle window.
         let whole = Need::of(10 * SEC, 10 * SEC, 10 * SEC, SEC / 5);
@@ -456,7 +417,7 @@ mod tests {
         let now = Nanos(100 * SEC);
         let batch = Share::permille(750);
         let claim = Claim::of(whole, batch, Nanos(101 * SEC)).unwrap();
-        assert_eq!(claim, Claim { step: 10 * SEC, until: Nanos(121 * SEC), share: batch });
+        assert_eq!(claim, Claim { step: 10_200_000_000, until: Nanos(121_400_000_000), share: batch });
         assert_eq!(Claim::of(small, batch, now), None, "a cost with room claims nothing");
         // The bucket is idle at 101 s; the claimer then owes 10.2 s, of which a small cost
         // may come 9.7 s early: 101.5 s.
@@ -469,14 +430,14 @@ mod tests {
 
     #[test]
     fn need_splits_a_cost_against_the_usable_burst() {
-        assert_eq!(Need::of(100, 1_000, 1_000, 20), Need { step: 100, room: 880, lead: 20 });
-        assert_eq!(Need::of(980, 1_000, 1_000, 20), Need { step: 980, room: 0, lead: 20 });
-        assert_eq!(Need::of(990, 1_000, 1_000, 20), Need { step: 990, room: 0, lead: 20 });
-        assert_eq!(Need::of(5_030, 5_000, 5_000, 0), Need { step: 5_030, room: 0, lead: 0 });
+        assert_eq!(Need::of(100, 1_000, 1_000, 20), Need { step: 100, room: 880 });
+        assert_eq!(Need::of(980, 1_000, 1_000, 20), Need { step: 980, room: 0 });
+        assert_eq!(Need::of(990, 1_000, 1_000, 20), Need { step: 1_010, room: 0 });
+        assert_eq!(Need::of(5_030, 5_000, 5_000, 0), Need { step: 5_030, room: 0 });
         // Above a caller's share but within the burst: only from a full bucket, no more.
-        assert_eq!(Need::of(100, 1_000, 750, 20), Need { step: 100, room: 630, lead: 20 });
-        assert_eq!(Need::of(800, 1_000, 750, 20), Need { step: 800, room: 0, lead: 20 });
-        assert_eq!(Need::of(990, 1_000, 750, 20), Need { step: 990, room: 0, lead: 20 });
+        assert_eq!(Need::of(100, 1_000, 750, 20), Need { step: 100, room: 630 });
+        assert_eq!(Need::of(800, 1_000, 750, 20), Need { step: 800, room: 0 });
+        assert_eq!(Need::of(990, 1_000, 750, 20), Need { step: 1_010, room: 0 });
     }
 
     #[test]

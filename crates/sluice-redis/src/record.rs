@@ -282,18 +282,17 @@ pub(crate) fn push_array(out: &mut Vec<u8>, len: usize) {
 }
 
 /// One scope of a reservation in the scripts' units: its concurrency cap (0 for none), the
-/// layout of its limits and per limit the cost as time, the room the bucket must have
+/// layout of its limits and per limit the cost as time and the room the bucket must have
 /// left after it (usable burst less the cost, as time; a cost above the burst needs a full
-/// bucket) and the lead (the state moves from at least that far ahead of now: the guard).
-/// See [`bucket::Need`].
+/// bucket).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopeCost {
     /// Concurrency cap, 0 for none.
     pub cc: u64,
     /// The limits' layout.
     pub layout: u64,
-    /// Per limit: (cost, room, lead), µs.
-    pub buckets: Vec<(u64, u64, u64)>,
+    /// Per limit: (cost, room), µs.
+    pub buckets: Vec<(u64, u64)>,
 }
 
 /// The reserve script's view of a reservation: each scope of its path, in order.
@@ -305,20 +304,19 @@ pub struct ReserveSpec {
 
 impl ReserveSpec {
     /// One flat MessagePack array: per scope its cap, layout and limit count, then per
-    /// limit the cost, the room and the lead. Numbers only and precomputed, so `batch.lua` only
+    /// limit the cost and the room. Numbers only and precomputed, so `batch.lua` only
     /// compares and adds.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(16 + self.scopes.len() * 48);
-        push_array(&mut out, self.scopes.iter().map(|s| 3 + 3 * s.buckets.len()).sum());
+        push_array(&mut out, self.scopes.iter().map(|s| 3 + 2 * s.buckets.len()).sum());
         for scope in &self.scopes {
             push_uint(&mut out, scope.cc);
             push_uint(&mut out, scope.layout);
             push_uint(&mut out, u64::try_from(scope.buckets.len()).unwrap_or(0));
-            for &(step, room, lead) in &scope.buckets {
+            for &(step, room) in &scope.buckets {
                 push_uint(&mut out, step);
                 push_uint(&mut out, room);
-                push_uint(&mut out, lead);
             }
         }
         out
@@ -337,33 +335,29 @@ impl ReserveSpec {
     }
 
     /// Reservations of one shape, in order, as one reserve spec (encoded): per bucket the
-    /// sum of their costs, as room the least over them of (room − what the earlier ones
-    /// took, and for all but the first their lead: the state may have moved from that far
-    /// ahead), which may be negative, and the lead. It passes exactly when the state lets every one
+    /// sum of their costs, and as room the least over them of (room − what the earlier
+    /// ones took), which may be negative. It passes exactly when the state lets every one
     /// of them pass in turn; the script then grants all of them at once, or otherwise
     /// decides each on its own. `specs` must not be empty and share one shape.
     #[must_use]
     pub fn combined(specs: &[&Self]) -> Vec<u8> {
         let Some(first) = specs.first() else { return Vec::new() };
         let mut out = Vec::with_capacity(16 + first.scopes.len() * 48);
-        push_array(&mut out, first.scopes.iter().map(|s| 3 + 3 * s.buckets.len()).sum());
+        push_array(&mut out, first.scopes.iter().map(|s| 3 + 2 * s.buckets.len()).sum());
         for (i, scope) in first.scopes.iter().enumerate() {
             push_uint(&mut out, scope.cc);
             push_uint(&mut out, scope.layout);
             push_uint(&mut out, u64::try_from(scope.buckets.len()).unwrap_or(0));
             for j in 0..scope.buckets.len() {
-                let (mut taken, mut room, mut lead) = (0_i64, i64::MAX, 0_u64);
-                for (n, spec) in specs.iter().enumerate() {
-                    let (step, own_room, own_lead) =
-                        spec.scopes.get(i).and_then(|s| s.buckets.get(j)).copied().unwrap_or((0, 0, 0));
-                    let ahead = if n == 0 { 0 } else { signed(own_lead) };
-                    room = room.min(signed(own_room) - taken - ahead);
-                    taken += signed(step);
-                    lead = own_lead;
+                let (mut taken, mut room) = (0_i64, i64::MAX);
+                for spec in specs {
+                    let (step, own_room) = spec.scopes.get(i).and_then(|s| s.buckets.get(j)).copied().unwrap_or((0, 0));
+                    let (step, own_room) = (signed(step), signed(own_room));
+                    room = room.min(own_room - taken);
+                    taken += step;
                 }
                 push_uint(&mut out, u64::try_from(taken).unwrap_or(u64::MAX));
                 push_sint(&mut out, room);
-                push_uint(&mut out, lead);
             }
         }
         out
@@ -393,7 +387,7 @@ pub fn reserve_spec<S: Borrow<ScopeSpec>>(cost: Cost, share: Share, scopes: &[S]
             let guard = u64::try_from(guard.as_micros()).unwrap_or(u64::MAX);
             let usable = if scope.shared { share.of(burst) } else { burst };
             let need = bucket::Need::of(lim.units_us(units), burst, usable, guard);
-            buckets.push((need.step, need.room, need.lead));
+            buckets.push((need.step, need.room));
         }
         out.push(ScopeCost { cc: scope.cc, layout: scope.layout, buckets });
     }
@@ -512,13 +506,12 @@ mod tests {
         let spec = reserve_spec(Cost::request(10, 20), Share::permille(500), &scopes).unwrap().encode();
         // 20 output tokens of 60,000 a minute = 20 ms; the burst (3,000 tokens) is 3 s,
         // half of it on the shared deployment scope; what must be left is burst less cost.
-        // No guard on these limits: a lead of 0.
-        let mut expected = vec![0x9c, 0x04];
+        let mut expected = vec![0x9a, 0x04];
         expected.extend(uint_mp(layout));
-        expected.extend([0x01, 0xcd, 0x4e, 0x20, 0xce, 0x00, 0x2d, 0x78, 0xa0, 0x00]); // 20,000, 2,980,000, 0
+        expected.extend([0x01, 0xcd, 0x4e, 0x20, 0xce, 0x00, 0x2d, 0x78, 0xa0]); // 20,000 and 2,980,000
         expected.push(0x04);
         expected.extend(uint_mp(layout));
-        expected.extend([0x01, 0xcd, 0x4e, 0x20, 0xce, 0x00, 0x16, 0x95, 0x40, 0x00]); // 20,000, 1,480,000, 0
+        expected.extend([0x01, 0xcd, 0x4e, 0x20, 0xce, 0x00, 0x16, 0x95, 0x40]); // 20,000 and 1,480,000
         assert_eq!(spec, expected);
         let never = reserve_spec(Cost::request(10, 60_001), Share::FULL, &scopes);
         assert_eq!(never, Err(NeverFits { scope: 0, limit: 0 }));
@@ -530,13 +523,9 @@ mod tests {
         let rate = RateLimit::per_minute(Dimension::TotalTokens, 60_000).unwrap_or_else(|| unreachable!()).guarded();
         let scope = ScopeSpec::new(&ScopeKey::new(ScopeKind::Deployment, "d"), &Limits::unlimited().with_rate(rate));
         let small = reserve_spec(Cost::request(100, 0), Share::FULL, &[&scope]).unwrap_or_else(|_| unreachable!());
-        assert_eq!(small.scopes[0].buckets, [(100_000, 880_000, 20_000)]);
+        assert_eq!(small.scopes[0].buckets, [(100_000, 880_000)]);
         let whole = reserve_spec(Cost::request(1_000, 0), Share::FULL, &[&scope]).unwrap_or_else(|_| unreachable!());
-        assert_eq!(whole.scopes[0].buckets, [(1_000_000, 0, 20_000)]);
-        // Two small ones at once: the second's room also allows for the first having moved
-        // the state from the lead ahead of now.
-        let layout = i64::try_from(scope.layout).unwrap_or(i64::MAX);
-        assert_eq!(numbers(&ReserveSpec::combined(&[&small, &small])), [0, layout, 1, 200_000, 760_000, 20_000]);
+        assert_eq!(whole.scopes[0].buckets, [(1_020_000, 0)]);
     }
 
     /// The integers of a flat MessagePack array.
@@ -555,11 +544,11 @@ mod tests {
         // after itself once the first took 20 ms, so the room is min(2.98, 1 - 0.02) s.
         let layout = i64::try_from(scopes[0].layout).unwrap_or(i64::MAX);
         let combined = numbers(&ReserveSpec::combined(&[&small, &large]));
-        assert_eq!(combined, [4, layout, 1, 2_020_000, 980_000, 0, 4, layout, 1, 2_020_000, 980_000, 0]);
+        assert_eq!(combined, [4, layout, 1, 2_020_000, 980_000, 4, layout, 1, 2_020_000, 980_000]);
         // Two large ones cannot both fit a full 3 s burst: the room goes negative, so the
         // script refuses the combination even on a full bucket.
         let two = numbers(&ReserveSpec::combined(&[&large, &large]));
-        assert_eq!(&two[..6], [4, layout, 1, 4_000_000, -1_000_000, 0]);
+        assert_eq!(&two[..5], [4, layout, 1, 4_000_000, -1_000_000]);
         let lone = ReserveSpec::combined(&[&small]);
         assert_eq!(lone, small.encode());
     }

@@ -313,10 +313,7 @@ impl RedisStore {
             .iter()
             .zip(1_u32..)
             .filter(|(r, _)| r.guard && cost.of(r.dimension) > 0 && cost.of(r.dimension) <= r.amount.get())
-            .map(|(r, at)| {
-                let need = bucket::need(r, cost.of(r.dimension), Share::FULL);
-                (at, need.step.saturating_add(need.lead).div_ceil(1_000))
-            })
+            .map(|(r, at)| (at, bucket::need(r, cost.of(r.dimension), Share::FULL).step.div_ceil(1_000)))
             .collect();
         if steps.is_empty() {
             return Ok(());

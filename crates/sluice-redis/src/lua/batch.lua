@@ -179,11 +179,11 @@ local function record_claims(o, st, claims, share)
 end
 
 -- A grant drops its scope's claim when it lapsed or the grant's step on the claimed bucket
--- (the spec's triples from `at`) is at least the claimer's: the claimer itself passed, or one
+-- (the spec's pairs from `at`) is at least the claimer's: the claimer itself passed, or one
 -- as large took the idle window first.
 local function drop_claim_passed(s, nl, spec, at)
   local cj = s[5 + nl]
-  if cj and cj > 0 and (s[7 + nl] <= now or spec[at + 3 * (cj - 1)] >= s[6 + nl]) then
+  if cj and cj > 0 and (s[7 + nl] <= now or spec[at + 2 * (cj - 1)] >= s[6 + nl]) then
     s[5 + nl], s[6 + nl], s[7 + nl], s[8 + nl] = 0, 0, 0, 0
   end
 end
@@ -251,7 +251,7 @@ local function reserve(o, n)
       s = relayout(s, spec[c + 1])
     end
     st[k] = s
-    c = c + 3 + 3 * spec[c + 2]
+    c = c + 3 + 2 * spec[c + 2]
   end
 
   -- A spent budget refuses at once: its wait is the next period, not capacity.
@@ -314,16 +314,15 @@ local function reserve(o, n)
     -- holds back only callers with at most the claimer's share (its class or lower).
     if cj > 0 and n > 1 then return {0, 1, k, cj, 1} end
     for j = 1, nl do
-      local tat = s and s[4 + j] or 0
-      local base = tat
+      local base = s and s[4 + j] or 0
       if base < now then base = now end
-      local step, room, lead = spec[c], spec[c + 1], spec[c + 2]
+      local step, room = spec[c], spec[c + 1]
       -- The bucket must keep `room` (burst less cost) after this cost.
       local wait = base - room - now
       if cj == j and step < cstep and share <= cshare then
         -- Behind the claimer: until it has passed (when the bucket is idle) and taken its
         -- step, or the claim lapses.
-        local behind = base + lead + cstep - room
+        local behind = base + cstep - room
         if behind > cuntil then behind = cuntil end
         wait, idle_only = behind - now, false
       elseif wait > 0 and room == 0 then
@@ -335,10 +334,8 @@ local function reserve(o, n)
         worst, wscope, wlim, wkind = wait, k, j, 1
       end
       b = b + 1
-      -- The state moves from at least `lead` ahead of now (bucket.rs `Need::after`).
-      if tat < now + lead then tat = now + lead end
-      after[b] = tat + step
-      c = c + 3
+      after[b] = base + step
+      c = c + 2
     end
   end
   if worst > 0 then
@@ -358,7 +355,7 @@ local function reserve(o, n)
     local s = st[k]
     local cc, layout, nl = spec[c], spec[c + 1], spec[c + 2]
     local told = report > 0 and bit.band(report, 2 ^ (k - 1)) ~= 0
-    c = c + 3 + 3 * nl
+    c = c + 3 + 2 * nl
     if cc == 0 and nl == 0 then
       if told then
         g = g + 1
@@ -370,7 +367,7 @@ local function reserve(o, n)
       end
       if s[2] - now > needed then needed = s[2] - now end
       if cc > 0 then s[1] = s[1] + n end
-      drop_claim_passed(s, nl, spec, c - 3 * nl)
+      drop_claim_passed(s, nl, spec, c - 2 * nl)
       if told then
         g = g + 1
         granted[g] = s[1]
