@@ -124,9 +124,10 @@ impl std::io::Write for Line {
         Ok(bytes.len())
     }
 
+    /// Writes the batch out now (the subscriber does not ask; a warning's drop does).
     fn flush(&mut self) -> std::io::Result<()> {
-        if self.batched && self.urgent {
-            write_out(&mut lock());
+        if self.batched {
+            flush();
         }
         Ok(())
     }
@@ -134,8 +135,8 @@ impl std::io::Write for Line {
 
 impl Drop for Line {
     fn drop(&mut self) {
-        if self.batched && self.urgent {
-            write_out(&mut lock());
+        if self.urgent {
+            std::io::Write::flush(self).ok();
         }
     }
 }
