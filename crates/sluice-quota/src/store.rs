@@ -132,9 +132,7 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
     /// (measured by the caller): the scope's guarded buckets are re-anchored at that instant,
     /// for every user of the store (see [`crate::bucket::sent`]), so the next request is
     /// paced from where the provider's window really starts. Never loosens a bucket. Stores
-    /// that pace no provider may ignore it. The request path does not call it at present:
-    /// calling it for every request late to the wire coincided with more short-window 429s
-    /// in the mixed benchmark, unexplained (`docs/benchmarks.md`, "Per-second provider windows").
+    /// that pace no provider may ignore it.
     fn sent(&self, scope: ScopeId, cost: Cost, since: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
         let _ = (scope, cost, since);
         Box::pin(std::future::ready(Ok(())))

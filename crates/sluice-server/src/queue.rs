@@ -91,9 +91,12 @@ pub struct Waited {
     pub eta: Duration,
     /// Whether, and for whom, it was held back at least once (see [`crate::shares`]).
     pub held: Option<HeldBack>,
+    /// When the dispatcher's grant came, by the queue's clock (the waiting task may resume
+    /// later on a busy machine: the request's time from grant to wire counts from here).
+    pub granted: Option<Nanos>,
 }
 
-type Reply = (Result<Grant, ReserveError>, Option<HeldBack>);
+type Reply = (Result<Grant, ReserveError>, Option<HeldBack>, Nanos);
 
 struct Pending {
     ask: Ask,
@@ -254,9 +257,10 @@ impl DeploymentQueue {
         self.wake.notify_one();
         let mut ticket = Ticket { queue: self, id: Some(id) };
         let result = match tokio::time::timeout(max_wait, reply).await {
-            Ok(Ok((result, held))) => {
+            Ok(Ok((result, held, at))) => {
                 ticket.id = None;
                 waited.held = held;
+                waited.granted = result.is_ok().then_some(at);
                 result.map_err(WaitError::Store)
             }
             Ok(Err(_)) => Err(WaitError::Store(ReserveError::Store(sluice_quota::StoreError("queue closed".into())))),
@@ -355,7 +359,7 @@ impl DeploymentQueue {
                 }
                 match self.forget(&mut state, id) {
                     Some(pending) => {
-                        if let Err((Ok(grant), _)) = pending.reply.send((Ok(grant), pending.held)) {
+                        if let Err((Ok(grant), ..)) = pending.reply.send((Ok(grant), pending.held, now)) {
                             self.release(grant);
                         }
                     }
@@ -372,7 +376,7 @@ impl DeploymentQueue {
                     RejectionKind::SlotsBusy => state.fair.refused(id, block, now.after(SLOT_POLL)),
                     RejectionKind::NeverFits { .. } | RejectionKind::RetryAfter(_) => {
                         if let Some(pending) = self.forget(&mut state, id) {
-                            let _ = pending.reply.send((Err(ReserveError::Rejected(rejection)), pending.held));
+                            let _ = pending.reply.send((Err(ReserveError::Rejected(rejection)), pending.held, now));
                         }
                         return;
                     }
@@ -386,7 +390,7 @@ impl DeploymentQueue {
             }
             Err(error) => {
                 if let Some(pending) = self.forget(&mut state, id) {
-                    let _ = pending.reply.send((Err(error), pending.held));
+                    let _ = pending.reply.send((Err(error), pending.held, now));
                 }
             }
         }

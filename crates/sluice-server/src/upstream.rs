@@ -57,6 +57,50 @@ pub async fn read_body(body: Incoming, limit: usize, deadline: tokio::time::Inst
     }
 }
 
+/// A request body that says when the connection first asks for it: the moment the
+/// request goes to the wire (after a fresh connection's handshake, or its turn on a pooled
+/// one), which is when the provider's rate window sees it.
+pub struct Wired {
+    body: Full<Bytes>,
+    on_wire: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Wired {
+    /// `body`, calling `on_wire` (once) when the connection first asks for it.
+    pub fn new(body: Full<Bytes>, on_wire: impl FnOnce() + Send + 'static) -> Self {
+        Self { body, on_wire: Some(Box::new(on_wire)) }
+    }
+}
+
+impl From<Full<Bytes>> for Wired {
+    fn from(body: Full<Bytes>) -> Self {
+        Self { body, on_wire: None }
+    }
+}
+
+impl hyper::body::Body for Wired {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        if let Some(on_wire) = self.on_wire.take() {
+            on_wire();
+        }
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// A pooled client for all providers: a pool per thread that sends, so that a pooled
 /// connection's task runs where its requests do (one thread per core serving, see
 /// [`crate::per_core`]) and an answer wakes no other thread. A provider host with a CA
@@ -71,7 +115,7 @@ pub struct Upstream {
 }
 
 /// The pooled client of one connector.
-type Pooled = Client<HttpsConnector<Tunnel>, Full<Bytes>>;
+type Pooled = Client<HttpsConnector<Tunnel>, Wired>;
 
 /// The most connectors whose pools one thread keeps; the oldest goes first (after reloads).
 const POOLS_PER_THREAD: usize = 32;
@@ -141,9 +185,10 @@ impl Upstream {
     /// [`UpstreamError`] telling whether the provider can have seen the request.
     pub async fn send(
         &self,
-        request: http::Request<Full<Bytes>>,
+        request: http::Request<impl Into<Wired>>,
         timeout: Duration,
     ) -> Result<http::Response<Incoming>, UpstreamError> {
+        let request = request.map(Into::into);
         let client = self.client_for(request.uri());
         match tokio::time::timeout(timeout, client.request(request)).await {
             Err(_) => Err(UpstreamError::Timeout),
@@ -178,4 +223,30 @@ fn connector(
         Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
     };
     builder.https_or_http().enable_http1().wrap_connector(Tunnel { http, proxy })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use http_body_util::BodyExt as _;
+    use hyper::body::Body as _;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_wired_body_says_once_when_the_connection_first_asks_for_it() {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&asked);
+        let body = Wired::new(Full::new(Bytes::from_static(b"{\"a\":1}")), move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        // Its length is known before it is read (hyper sends it as content-length).
+        assert_eq!(body.size_hint().exact(), Some(7));
+        assert_eq!(asked.load(Ordering::SeqCst), 0, "not before the connection asks");
+        let bytes = body.collect().await.map(http_body_util::Collected::to_bytes);
+        assert_eq!(bytes.ok().as_deref(), Some(&b"{\"a\":1}"[..]));
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+    }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use sluice_config::ProviderKind;
 use sluice_provider::{MediaPricing, ParsedRequest, Protocol};
 use sluice_quota::{
-    Cost, FairShare, Grant, LimiterName, Rejection, RejectionKind, ReserveError, ScopeId, ScopeSnapshot, Share,
+    Cost, FairShare, Grant, LimiterName, Nanos, Rejection, RejectionKind, ReserveError, ScopeId, ScopeSnapshot, Share,
     StoreError,
 };
 
@@ -51,6 +51,9 @@ pub struct Admitted {
     /// The caller's own scopes right after the grant, when the store returned them with it
     /// (its rate-limit headers); see [`sluice_quota::Grant::after`].
     pub after: Vec<ScopeSnapshot>,
+    /// When it was granted (by the queue's dispatcher, when it waited), by the gateway's
+    /// clock: its time to the wire counts from here.
+    pub granted: Nanos,
 }
 
 /// Whether a request may wait in the deployment's queue.
@@ -74,9 +77,9 @@ pub async fn admit(req: &Request<'_>, deployment: usize, mode: Mode) -> Result<A
     let quote = quote(gateway, req.request, req.profile, route, req.hidden_context);
     let ask = ask(gateway, req.caller, req.profile, route, quote);
     match reserve_or_wait(req, route, ask, mode).await {
-        Ok(grant) => {
+        Ok((grant, at)) => {
             req.access.admitted(quote.input.saturating_add(quote.output));
-            Ok(granted(req, route, quote, grant))
+            Ok(granted(req, route, quote, grant, at))
         }
         Err(refusal) => Err(refused(req, route, quote, refusal)),
     }
@@ -118,7 +121,7 @@ fn upstream_path(profile: &Profile, route: &Route) -> impl Iterator<Item = Scope
 
 /// Counts an admission (metrics, guaranteed shares, adaptive accounting) and keeps the
 /// terms its reservation is settled on.
-fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant) -> Admitted {
+fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant, at: Nanos) -> Admitted {
     let (gateway, caller) = (req.gateway, req.caller);
     let metrics = &gateway.metrics;
     metrics.decision("admitted", "");
@@ -141,7 +144,7 @@ fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant) -> Admi
         spend: route.price.map(|price| (price, metrics.spend.of(&caller.tenant))),
         usage: (Arc::clone(&gateway.usage), usage_tag(req, route)),
     };
-    Admitted { terms, after: grant.after }
+    Admitted { terms, after: grant.after, granted: at }
 }
 
 /// The group the request's usage counts in.
@@ -342,14 +345,15 @@ enum Refusal {
 
 /// Reserves now, or waits in the deployment's queue when the class may wait and nothing
 /// of its class or higher is already waiting there.
-async fn reserve_or_wait(req: &Request<'_>, route: &Route, ask: Ask, mode: Mode) -> Result<Grant, Refusal> {
+/// Returns the grant and when it came.
+async fn reserve_or_wait(req: &Request<'_>, route: &Route, ask: Ask, mode: Mode) -> Result<(Grant, Nanos), Refusal> {
     let (gateway, caller) = (req.gateway, req.caller);
     let class = &caller.class;
     let refusal = if mode == Mode::Wait && route.queue.must_queue(class.priority) {
         None
     } else {
         match gateway.store.admit(ask.demand()).await {
-            Ok(grant) => return Ok(grant),
+            Ok(grant) => return Ok((grant, gateway.clock.now())),
             Err(ReserveError::Rejected(r)) => {
                 if r.limiter == LimiterName::FairShare {
                     reclaimed(gateway, route, caller, HeldBack::Tenant);
@@ -379,7 +383,7 @@ async fn reserve_or_wait(req: &Request<'_>, route: &Route, ask: Ask, mode: Mode)
         req.access.queued(waited);
     }
     match result {
-        Ok(grant) => Ok(grant),
+        Ok(grant) => Ok((grant, report.granted.unwrap_or_else(|| gateway.clock.now()))),
         Err(WaitError::QueueFull) => Err(Refusal::Queue { full: true, eta: Duration::from_secs(1) }),
         Err(WaitError::TimedOut { rejection: Some(r), eta }) => Err(Refusal::Rejected(r, Some(eta))),
         Err(WaitError::TimedOut { rejection: None, eta }) => Err(Refusal::Queue { full: false, eta }),

@@ -130,7 +130,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     let route = &gateway.deployments[deployment];
     let request = req.request;
     req.access.attempt(&route.name);
-    let Admitted { terms, after } = match admission::admit(req, deployment, mode).await {
+    let Admitted { terms, after, granted } = match admission::admit(req, deployment, mode).await {
         Ok(admitted) => admitted,
         Err(error) => return Attempt::Refused(error),
     };
@@ -172,7 +172,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     let at = (request.stream, gateway.clock.unix_millis());
     let outgoing = outbound::build_upstream(route, upstream_protocol, req.headers, body, req.trace, at);
     let sent_at = gateway.clock.now();
-    let Sent { response, deadline } = outbound::send(gateway, route, outgoing).await;
+    let Sent { response, deadline } = outbound::send(gateway, route, outgoing, (&terms, granted)).await;
     req.access.answered(gateway.clock.now().since(sent_at));
     let response = match response {
         Ok(response) => response,

@@ -7,10 +7,14 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use sluice_provider::Protocol;
+use sluice_quota::Nanos;
+use tokio::sync::oneshot;
 
 use crate::state::{Gateway, Route};
 use crate::trace::Trace;
-use crate::upstream::UpstreamError;
+use crate::upstream::{UpstreamError, Wired};
+
+use super::settle::Terms;
 
 /// The endpoint of `protocol`: where clients send it and where it goes upstream.
 #[must_use]
@@ -60,9 +64,58 @@ pub struct Sent {
 }
 
 /// Sends `outgoing` to `route`, bounded by its attempt timeout (at most the gateway's).
-pub async fn send(gateway: &Gateway, route: &Route, outgoing: http::Request<Full<Bytes>>) -> Sent {
+/// A request granted at `granted` that reaches the wire later than [`LATE_TO_WIRE`]
+/// re-anchors the deployment's short windows there ([`anchor_at_wire`]), while its answer
+/// is awaited.
+pub async fn send(
+    gateway: &Gateway,
+    route: &Route,
+    outgoing: http::Request<Full<Bytes>>,
+    (terms, granted): (&Terms, Nanos),
+) -> Sent {
     let timeout = route.attempt_timeout.min(gateway.upstream_timeout);
     let deadline = tokio::time::Instant::now() + timeout;
-    let response = gateway.upstream.send(outgoing, timeout).await;
+    let (stamp, wire) = oneshot::channel();
+    let clock = std::sync::Arc::clone(&gateway.clock);
+    let outgoing = outgoing.map(|body| {
+        Wired::new(body, move || {
+            // Nobody listening any more (the send ended first): nothing to anchor.
+            let _ = stamp.send(clock.now());
+        })
+    });
+    let sending = gateway.upstream.send(outgoing, timeout);
+    let (response, ()) = tokio::join!(sending, anchor_at_wire(gateway, route, terms, granted, wire));
     Sent { response, deadline }
+}
+
+/// How late after its grant a request may reach the wire before it re-anchors the
+/// deployment's short windows: a later one moved the provider's window by more than the
+/// send guard's least (5 ms) should absorb beside the jitter of the next request.
+pub const LATE_TO_WIRE: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Once the request is on the wire (`wire` says when), if that was more than
+/// [`LATE_TO_WIRE`] after its grant: the deployment's (and its provider account's) guarded
+/// buckets are re-anchored at that instant for every instance ([`sluice_quota::QuotaStore::sent`]),
+/// so the next request is paced from where the provider's window really started. The
+/// provider anchors its window at a request's arrival; the bucket at its admission: a
+/// request whose task resumed late, or that opened a connection first, would otherwise let
+/// the next one, sent on time, meet a window the provider has not finished.
+async fn anchor_at_wire(
+    gateway: &Gateway,
+    route: &Route,
+    terms: &Terms,
+    granted: Nanos,
+    wire: oneshot::Receiver<Nanos>,
+) {
+    let Ok(at) = wire.await else { return };
+    if at.since(granted) <= LATE_TO_WIRE {
+        return;
+    }
+    let cost = terms.sent_unanswered().upstream;
+    let since = gateway.clock.now().since(at);
+    for scope in [route.account, Some(route.scope)].into_iter().flatten() {
+        if let Err(e) = gateway.store.sent(scope, cost, since).await {
+            tracing::debug!(error = %e, "re-anchoring a late request's window failed");
+        }
+    }
 }
