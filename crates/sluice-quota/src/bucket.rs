@@ -83,22 +83,22 @@ pub fn take_share(limit: &RateLimit, tat: Tat, now: Nanos, cost: u64, share: Sha
     if cost > limit.amount.get() {
         return Err(Refusal::NeverFits);
     }
-    let base = tat.0.max(now);
     let need = need(limit, cost, share);
-    let earliest = Nanos(base.0.saturating_sub(need.room));
+    let earliest = need.earliest(tat);
     if earliest > now {
         return Err(Refusal::NotUntil(earliest));
     }
-    Ok(Tat(Nanos(base.0.saturating_add(need.step))))
+    Ok(need.after(tat, now))
 }
 
-/// The part of a guarded bucket's burst kept unspent, in thousandths.
+/// A guarded bucket's send guard, in thousandths of its burst.
 ///
-/// A bucket in front of a provider paces exactly at the provider's rate; the provider sees
-/// the same sends a little late or early (network, scheduling). A bucket that gave out its
-/// whole burst would leave the provider's own window with nothing to absorb an early
-/// arrival: it keeps this part back instead, and a cost too large for the rest (as large
-/// as the provider's whole window) waits until the bucket has been full for as long.
+/// A bucket in front of a provider paces exactly at the provider's rate; the provider
+/// counts the same sends when they arrive, a little after sluice granted them (network,
+/// scheduling), so its window may be up to that much behind the bucket. A guarded bucket
+/// keeps this part of the burst back for it: a cost passes only if the burst less the guard
+/// holds it, and a cost as large as the whole window waits until the bucket has been full
+/// for the guard.
 pub const SEND_GUARD_PERMILLE: u64 = 20;
 
 /// What a cost needs from a bucket, as time (ns here, µs in a remote store's scripts).
@@ -106,29 +106,50 @@ pub const SEND_GUARD_PERMILLE: u64 = 20;
 pub struct Need {
     /// How far the bucket's state moves when the cost is taken.
     pub step: u64,
-    /// What the bucket must still hold after it: it passes when the state is at most
-    /// `room` ahead of now.
-    pub room: u64,
+    /// How far ahead of now the state may be for the cost to pass: what the bucket must
+    /// still hold after it. Negative for a cost as large as the provider's window: the
+    /// bucket must have been full for that long.
+    pub room: i64,
 }
 
 impl Need {
-    /// `cost` against a bucket of `burst` of which a caller may use `usable` (its share)
-    /// and `guard` is kept unspent (all as time). A cost the rest of its share holds leaves
-    /// the guard; one above its share passes only from a full bucket; one the whole burst
-    /// less the guard cannot hold (as large as the provider's window) also moves the state
-    /// past the cost by the guard, so the next cost waits for the provider's window to have
-    /// been idle for the guard as well.
+    /// `cost` against a bucket of `burst` of which a caller may use `usable` (its share),
+    /// keeping a send guard of `guard` (all as time).
+    ///
+    /// Two rooms, the smaller binds. The share's: what the caller's share holds after the
+    /// cost (a cost above its share passes only from a full bucket). The provider's: its
+    /// window may be up to the guard behind the bucket (a send reaches it that much after
+    /// the grant, and a window kept busy never catches up), so the burst less the guard
+    /// must hold the cost; a cost the window cannot hold at all passes there only when it is
+    /// idle, so it waits until the bucket has been full for the guard. Each cost moves the
+    /// state by itself alone.
     #[must_use]
     pub fn of(cost: u64, burst: u64, usable: u64, guard: u64) -> Self {
-        let rest = usable.min(burst).saturating_sub(guard);
-        if cost <= rest {
-            Self { step: cost, room: rest - cost }
-        } else if cost <= burst.saturating_sub(guard) {
-            Self { step: cost, room: 0 }
-        } else {
-            Self { step: cost.saturating_add(guard), room: 0 }
-        }
+        let share = usable.min(burst).checked_sub(cost).map_or(0, signed);
+        let window = signed(burst.saturating_sub(guard)) - signed(cost.min(burst));
+        Self { step: cost, room: share.min(window) }
     }
+
+    /// The instant the cost passes a bucket whose state is `tat`. A fresh bucket (the
+    /// default state) has been full for ever.
+    #[must_use]
+    pub fn earliest(&self, tat: Tat) -> Nanos {
+        if tat == Tat::default() {
+            return Nanos(0);
+        }
+        let room = self.room.unsigned_abs();
+        Nanos(if self.room >= 0 { tat.0.0.saturating_sub(room) } else { tat.0.0.saturating_add(room) })
+    }
+
+    /// The state after the cost is taken from `tat` at `now`.
+    #[must_use]
+    pub fn after(&self, tat: Tat, now: Nanos) -> Tat {
+        Tat(Nanos(tat.0.max(now).0.saturating_add(self.step)))
+    }
+}
+
+fn signed(ns: u64) -> i64 {
+    i64::try_from(ns).unwrap_or(i64::MAX)
 }
 
 /// The least a guard keeps, whatever the burst: scheduling and network jitter are real
@@ -156,7 +177,7 @@ pub fn need(limit: &RateLimit, cost: u64, share: Share) -> Need {
 }
 
 /// A place held in a bucket by a cost that needs the window idle (one whose [`Need`] has
-/// no `room`): refused only because the bucket was not yet idle, it claims the next idle
+/// no `room`, or less): refused only because the bucket was not yet idle, it claims the next idle
 /// window, and smaller costs wait behind it instead of keeping the window busy forever.
 /// A claim holds back only callers with at most the claimer's share of the burst (its
 /// class or lower: a higher class is never held back by a lower one). It lapses on its own
@@ -176,12 +197,12 @@ pub struct Claim {
 pub const CLAIM_STEPS: u64 = 2;
 
 impl Claim {
-    /// The claim of a cost needing `need` (no room) for a caller with `share`, refused
-    /// until `earliest`, if it needs an idle window at all.
+    /// The claim of a cost needing `need` (no room, or less) for a caller with `share`,
+    /// refused until `earliest`, if it needs an idle window at all.
     #[must_use]
     pub fn of(need: Need, share: Share, earliest: Nanos) -> Option<Self> {
         let until = Nanos(earliest.0.saturating_add(need.step.saturating_mul(CLAIM_STEPS)));
-        (need.room == 0).then_some(Self { step: need.step, until, share })
+        (need.room <= 0).then_some(Self { step: need.step, until, share })
     }
 
     /// Whether a cost needing `need` for a caller with `share` waits behind this claim at
@@ -194,8 +215,8 @@ impl Claim {
         if self.until <= now || need.step >= self.step || share > self.share {
             return None;
         }
-        let behind = tat.0.max(now).0.saturating_add(self.step).saturating_sub(need.room);
-        Some(Nanos(behind).min(self.until))
+        let claimed = Tat(Nanos(tat.0.max(now).0.saturating_add(self.step)));
+        Some(need.earliest(claimed).min(self.until))
     }
 }
 
@@ -247,7 +268,7 @@ pub fn tighten(limit: &RateLimit, tat: Tat, now: Nanos, remaining: u64, reset: O
 
 /// Re-anchors a guarded bucket ([`RateLimit::guard`]) at the instant a cost it admitted
 /// really went to the provider, `sent`: the bucket is full no sooner than the cost's step
-/// (its [`need`] with the whole burst, guard included) after that instant. The provider's
+/// after that instant. The provider's
 /// window starts a request's cost when it arrives, the bucket when it admitted it; a
 /// request that left late (its task resumed late, a fresh connection) would otherwise let
 /// the next one, sent on time, meet a provider window that is not yet idle. Never loosens;
@@ -394,12 +415,17 @@ mod tests {
         // The tenth would spend the guard: 20 ms later.
         assert_eq!(take(&limit, tat, now, 1), Err(Refusal::NotUntil(Nanos(100 * SEC + 20_000_000))));
         assert!(take(&rpm(600, 10), tat, now, 1).is_ok(), "unguarded, the whole burst goes");
-        // A request as large as the burst passes from a full bucket and owes the guard too,
-        // so the next one waits until the window has been idle for the guard as well.
+        // A request as large as the burst passes from a full bucket, so the next one waits
+        // until the window has been idle for the guard as well.
         let big = take(&limit, Tat::default(), now, 10).unwrap();
-        assert_eq!(big, Tat(Nanos(101 * SEC + 20_000_000)));
-        assert_eq!(take(&limit, big, now, 10), Err(Refusal::NotUntil(big.0)));
-        assert!(take(&limit, big, big.0, 10).is_ok());
+        assert_eq!(big, Tat(Nanos(101 * SEC)));
+        assert_eq!(take(&limit, big, now, 10), Err(Refusal::NotUntil(Nanos(101 * SEC + 20_000_000))));
+        assert!(take(&limit, big, Nanos(101 * SEC + 19_000_000), 10).is_err());
+        assert!(take(&limit, big, Nanos(101 * SEC + 20_000_000), 10).is_ok());
+        // So does one after a run of small ones (the provider's window, started by the first
+        // of them when it arrived, may be up to the guard behind the bucket's).
+        let run = (0..5).fold(Tat::default(), |tat, _| take(&limit, tat, now, 1).unwrap());
+        assert_eq!(take(&limit, run, now, 10), Err(Refusal::NotUntil(Nanos(100 * SEC + 520_000_000))));
         // A short burst keeps at least 5 ms, never more than a quarter of itself.
         assert_eq!(guard_of(Duration::from_millis(25), true), Duration::from_millis(5));
         assert_eq!(guard_of(Duration::from_millis(8), true), Duration::from_millis(2));
@@ -417,12 +443,12 @@ mod tests {
         let now = Nanos(100 * SEC);
         let batch = Share::permille(750);
         let claim = Claim::of(whole, batch, Nanos(101 * SEC)).unwrap();
-        assert_eq!(claim, Claim { step: 10_200_000_000, until: Nanos(121_400_000_000), share: batch });
+        assert_eq!(claim, Claim { step: 10 * SEC, until: Nanos(121 * SEC), share: batch });
         assert_eq!(Claim::of(small, batch, now), None, "a cost with room claims nothing");
-        // The bucket is idle at 101 s; the claimer then owes 10.2 s, of which a small cost
-        // may come 9.7 s early: 101.5 s.
+        // The bucket is idle at 101 s; the claimer then owes 10 s, of which a small cost may
+        // come 9.7 s early (the burst less the guard and itself): 101.3 s.
         let tat = Tat(Nanos(101 * SEC));
-        assert_eq!(claim.holds_back(small, batch, tat, now), Some(Nanos(101_500_000_000)));
+        assert_eq!(claim.holds_back(small, batch, tat, now), Some(Nanos(101_300_000_000)));
         assert_eq!(claim.holds_back(whole, batch, tat, now), None, "as large: not held back");
         assert_eq!(claim.holds_back(small, batch, tat, claim.until), None, "lapsed");
         assert_eq!(claim.holds_back(small, Share::FULL, tat, now), None, "a higher class goes first");
@@ -430,14 +456,47 @@ mod tests {
 
     #[test]
     fn need_splits_a_cost_against_the_usable_burst() {
+        // The burst less the guard must hold the cost; one it cannot hold needs the bucket
+        // full for what it lacks, at most the guard (a cost above the window passes there
+        // only into an idle one, whatever its size).
         assert_eq!(Need::of(100, 1_000, 1_000, 20), Need { step: 100, room: 880 });
         assert_eq!(Need::of(980, 1_000, 1_000, 20), Need { step: 980, room: 0 });
-        assert_eq!(Need::of(990, 1_000, 1_000, 20), Need { step: 1_010, room: 0 });
+        assert_eq!(Need::of(990, 1_000, 1_000, 20), Need { step: 990, room: -10 });
+        assert_eq!(Need::of(1_500, 1_000, 1_000, 20), Need { step: 1_500, room: -20 });
         assert_eq!(Need::of(5_030, 5_000, 5_000, 0), Need { step: 5_030, room: 0 });
-        // Above a caller's share but within the burst: only from a full bucket, no more.
-        assert_eq!(Need::of(100, 1_000, 750, 20), Need { step: 100, room: 630 });
+        // Above a caller's share but within the burst less the guard: only from a full
+        // bucket, no more; within its share, the share binds where it is the smaller.
+        assert_eq!(Need::of(100, 1_000, 750, 20), Need { step: 100, room: 650 });
         assert_eq!(Need::of(800, 1_000, 750, 20), Need { step: 800, room: 0 });
-        assert_eq!(Need::of(990, 1_000, 750, 20), Need { step: 1_010, room: 0 });
+        assert_eq!(Need::of(990, 1_000, 750, 20), Need { step: 990, room: -10 });
+        assert_eq!(Need::of(100, 1_000, 990, 20), Need { step: 100, room: 880 });
+    }
+
+    #[test]
+    fn a_provider_window_started_by_a_late_arrival_never_refuses_what_the_bucket_passes() {
+        // 30k TPM with a one-second burst of 500 tokens and a 20 ms guard. The provider's
+        // window is the same bucket without a guard, fed the same costs as each arrives,
+        // where a cost above its window passes only into an idle one.
+        let ours = RateLimit::per_minute(Dimension::TotalTokens, 30_000).unwrap().guarded();
+        let theirs = RateLimit::per_minute(Dimension::TotalTokens, 30_000).unwrap();
+        // Small calls that keep the window busy, then calls three times its size. The first
+        // reaches the provider 15 ms after its grant (a fresh connection), every other one
+        // at once: the provider's window starts 15 ms later than the bucket's and, kept
+        // busy, never catches up.
+        let costs = [300, 300, 300, 300, 300, 1_600, 300, 300, 1_600, 1_600, 300];
+        let (mut now, mut tat, mut provider) = (Nanos(100 * SEC), Tat::default(), Tat::default());
+        for (i, &cost) in costs.iter().enumerate() {
+            let at = match take(&ours, tat, now, cost) {
+                Ok(_) => now,
+                Err(Refusal::NotUntil(at)) => at,
+                Err(Refusal::NeverFits) => unreachable!(),
+            };
+            tat = take(&ours, tat, at, cost).unwrap();
+            let arrives = if i == 0 { Nanos(at.0 + 15_000_000) } else { at };
+            provider = take(&theirs, provider, arrives, cost)
+                .unwrap_or_else(|refused| panic!("call {i} ({cost} tokens) refused by the provider: {refused:?}"));
+            now = at;
+        }
     }
 
     #[test]
@@ -449,11 +508,15 @@ mod tests {
             .guarded();
         let now = Nanos(100 * SEC);
         let tat = take(&limit, Tat::default(), now, 5_000).unwrap();
-        assert_eq!(tat, Tat(Nanos(101 * SEC + 20_000_000)));
-        // Sent 30 ms after its admission: full no sooner than its step after that.
+        assert_eq!(tat, Tat(Nanos(101 * SEC)));
+        // Sent 30 ms after its admission: full no sooner than its step after that, and the
+        // next whole window waits for the guard after that.
         let late = sent(&limit, tat, Nanos(100 * SEC + 30_000_000), 5_000);
-        assert_eq!(late, Tat(Nanos(101 * SEC + 50_000_000)));
-        assert_eq!(take(&limit, late, Nanos(101 * SEC + 20_000_000), 5_000), Err(Refusal::NotUntil(late.0)));
+        assert_eq!(late, Tat(Nanos(101 * SEC + 30_000_000)));
+        assert_eq!(
+            take(&limit, late, Nanos(101 * SEC + 20_000_000), 5_000),
+            Err(Refusal::NotUntil(Nanos(101 * SEC + 50_000_000)))
+        );
         // Sent on time, or a bucket already further out: nothing changes.
         assert_eq!(sent(&limit, tat, now, 5_000), tat);
         assert_eq!(sent(&limit, Tat(Nanos(200 * SEC)), now, 5_000), Tat(Nanos(200 * SEC)));

@@ -282,17 +282,17 @@ pub(crate) fn push_array(out: &mut Vec<u8>, len: usize) {
 }
 
 /// One scope of a reservation in the scripts' units: its concurrency cap (0 for none), the
-/// layout of its limits and per limit the cost as time and the room the bucket must have
-/// left after it (usable burst less the cost, as time; a cost above the burst needs a full
-/// bucket).
+/// layout of its limits and per limit the cost and the room as time (the core's
+/// [`bucket::Need`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopeCost {
     /// Concurrency cap, 0 for none.
     pub cc: u64,
     /// The limits' layout.
     pub layout: u64,
-    /// Per limit: (cost, room), µs.
-    pub buckets: Vec<(u64, u64)>,
+    /// Per limit: (cost, room), µs; a negative room: the bucket must have been full for
+    /// that long.
+    pub buckets: Vec<(u64, i64)>,
 }
 
 /// The reserve script's view of a reservation: each scope of its path, in order.
@@ -316,7 +316,7 @@ impl ReserveSpec {
             push_uint(&mut out, u64::try_from(scope.buckets.len()).unwrap_or(0));
             for &(step, room) in &scope.buckets {
                 push_uint(&mut out, step);
-                push_uint(&mut out, room);
+                push_sint(&mut out, room);
             }
         }
         out
@@ -336,9 +336,12 @@ impl ReserveSpec {
 
     /// Reservations of one shape, in order, as one reserve spec (encoded): per bucket the
     /// sum of their costs, and as room the least over them of (room − what the earlier
-    /// ones took), which may be negative. It passes exactly when the state lets every one
-    /// of them pass in turn; the script then grants all of them at once, or otherwise
-    /// decides each on its own. `specs` must not be empty and share one shape.
+    /// ones took). The first one's room may be negative (it needs the bucket full for that
+    /// long); a later one whose room is less than what the earlier ones took can never
+    /// pass right after them, and makes the room [`NEVER_AFTER`]. It passes exactly when
+    /// the state lets every one of them pass in turn; the script then grants all of them at
+    /// once, or otherwise decides each on its own. `specs` must not be empty and share one
+    /// shape.
     #[must_use]
     pub fn combined(specs: &[&Self]) -> Vec<u8> {
         let Some(first) = specs.first() else { return Vec::new() };
@@ -350,11 +353,11 @@ impl ReserveSpec {
             push_uint(&mut out, u64::try_from(scope.buckets.len()).unwrap_or(0));
             for j in 0..scope.buckets.len() {
                 let (mut taken, mut room) = (0_i64, i64::MAX);
-                for spec in specs {
+                for (n, spec) in specs.iter().enumerate() {
                     let (step, own_room) = spec.scopes.get(i).and_then(|s| s.buckets.get(j)).copied().unwrap_or((0, 0));
-                    let (step, own_room) = (signed(step), signed(own_room));
-                    room = room.min(own_room - taken);
-                    taken += step;
+                    let left = own_room.max(NEVER_AFTER) - taken;
+                    room = room.min(if n > 0 && left < 0 { NEVER_AFTER } else { left });
+                    taken += signed(step);
                 }
                 push_uint(&mut out, u64::try_from(taken).unwrap_or(u64::MAX));
                 push_sint(&mut out, room);
@@ -363,6 +366,10 @@ impl ReserveSpec {
         out
     }
 }
+
+/// The room of a combination that can never pass: the script's wait is then positive
+/// whatever the state, and each reservation is decided on its own.
+pub const NEVER_AFTER: i64 = -(1 << 52);
 
 fn signed(us: u64) -> i64 {
     i64::try_from(us.min(MAX_US)).unwrap_or(i64::MAX)
@@ -524,8 +531,15 @@ mod tests {
         let scope = ScopeSpec::new(&ScopeKey::new(ScopeKind::Deployment, "d"), &Limits::unlimited().with_rate(rate));
         let small = reserve_spec(Cost::request(100, 0), Share::FULL, &[&scope]).unwrap_or_else(|_| unreachable!());
         assert_eq!(small.scopes[0].buckets, [(100_000, 880_000)]);
+        // The whole window needs the bucket full for the guard, and takes only itself.
         let whole = reserve_spec(Cost::request(1_000, 0), Share::FULL, &[&scope]).unwrap_or_else(|_| unreachable!());
-        assert_eq!(whole.scopes[0].buckets, [(1_020_000, 0)]);
+        assert_eq!(whole.scopes[0].buckets, [(1_000_000, -20_000)]);
+        // Right after a small one it can never pass, nor a small one right after it; two
+        // small ones can.
+        let layout = i64::try_from(scope.layout).unwrap_or(i64::MAX);
+        assert_eq!(numbers(&ReserveSpec::combined(&[&small, &whole])), [0, layout, 1, 1_100_000, NEVER_AFTER]);
+        assert_eq!(numbers(&ReserveSpec::combined(&[&whole, &small])), [0, layout, 1, 1_100_000, NEVER_AFTER]);
+        assert_eq!(numbers(&ReserveSpec::combined(&[&small, &small])), [0, layout, 1, 200_000, 780_000]);
     }
 
     /// The integers of a flat MessagePack array.
@@ -545,10 +559,10 @@ mod tests {
         let layout = i64::try_from(scopes[0].layout).unwrap_or(i64::MAX);
         let combined = numbers(&ReserveSpec::combined(&[&small, &large]));
         assert_eq!(combined, [4, layout, 1, 2_020_000, 980_000, 4, layout, 1, 2_020_000, 980_000]);
-        // Two large ones cannot both fit a full 3 s burst: the room goes negative, so the
-        // script refuses the combination even on a full bucket.
+        // Two large ones cannot both fit a full 3 s burst: the second can never pass right
+        // after the first, so the script refuses the combination even on a full bucket.
         let two = numbers(&ReserveSpec::combined(&[&large, &large]));
-        assert_eq!(&two[..5], [4, layout, 1, 4_000_000, -1_000_000]);
+        assert_eq!(&two[..5], [4, layout, 1, 4_000_000, NEVER_AFTER]);
         let lone = ReserveSpec::combined(&[&small]);
         assert_eq!(lone, small.encode());
     }

@@ -314,18 +314,21 @@ local function reserve(o, n)
     -- holds back only callers with at most the claimer's share (its class or lower).
     if cj > 0 and n > 1 then return {0, 1, k, cj, 1} end
     for j = 1, nl do
-      local base = s and s[4 + j] or 0
+      local tat = s and s[4 + j] or 0
+      local base = tat
       if base < now then base = now end
       local step, room = spec[c], spec[c + 1]
-      -- The bucket must keep `room` (burst less cost) after this cost.
-      local wait = base - room - now
+      -- The state may be at most `room` ahead of now (bucket.rs `Need::earliest`): the bucket
+      -- keeps that much after this cost, or, negative, has been full for that long. A fresh
+      -- bucket (0) has been full for ever.
+      local wait = tat - room - now
       if cj == j and step < cstep and share <= cshare then
         -- Behind the claimer: until it has passed (when the bucket is idle) and taken its
         -- step, or the claim lapses.
         local behind = base + cstep - room
         if behind > cuntil then behind = cuntil end
         wait, idle_only = behind - now, false
-      elseif wait > 0 and room == 0 then
+      elseif wait > 0 and room <= 0 then
         claims[#claims + 1] = {k, j, step, base + CLAIM_STEPS * step, nl}
       elseif wait > 0 then
         idle_only = false
