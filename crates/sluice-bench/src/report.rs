@@ -169,9 +169,14 @@ impl DemoReport {
             out.push_str(&format!("| {name} | {a} | {b} |\n"));
         }
         let p = &self.provider_latency;
+        let refused = match (p.refused, p.failed) {
+            (0, 0) => String::new(),
+            (r, 0) => format!("; {r} attempts refused first, sent again after the provider's hint"),
+            (r, f) => format!("; {r} attempts refused first, {f} requests failed"),
+        };
         out.push_str(&format!(
             "\nProvider's own latency, interactive request sent directly without contention \
-             ({} requests): p50 {} / p99 {} ms; through sluice, p99 − provider p99 = {} ms.\n",
+             ({} requests{refused}): p50 {} / p99 {} ms; through sluice, p99 − provider p99 = {} ms.\n",
             p.served,
             ms(p.p50_ms),
             ms(p.p99_ms),
