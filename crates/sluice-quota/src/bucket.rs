@@ -137,8 +137,7 @@ impl Need {
         if tat == Tat::default() {
             return Nanos(0);
         }
-        let room = self.room.unsigned_abs();
-        Nanos(if self.room >= 0 { tat.0.0.saturating_sub(room) } else { tat.0.0.saturating_add(room) })
+        Nanos(tat.0.0.saturating_add_signed(self.room.saturating_neg()))
     }
 
     /// The state after the cost is taken from `tat` at `now`.
@@ -177,8 +176,9 @@ pub fn need(limit: &RateLimit, cost: u64, share: Share) -> Need {
 }
 
 /// A place held in a bucket by a cost that needs the window idle (one whose [`Need`] has
-/// no `room`, or less): refused only because the bucket was not yet idle, it claims the next idle
-/// window, and smaller costs wait behind it instead of keeping the window busy forever.
+/// no `room`, or less): refused only because the bucket was not yet idle, it claims the
+/// next idle window, and smaller costs wait behind it instead of keeping the window busy
+/// forever.
 /// A claim holds back only callers with at most the claimer's share of the burst (its
 /// class or lower: a higher class is never held back by a lower one). It lapses on its own
 /// (its claimer may have gone), and is dropped when a cost at least as large passes.
@@ -268,11 +268,11 @@ pub fn tighten(limit: &RateLimit, tat: Tat, now: Nanos, remaining: u64, reset: O
 
 /// Re-anchors a guarded bucket ([`RateLimit::guard`]) at the instant a cost it admitted
 /// really went to the provider, `sent`: the bucket is full no sooner than the cost's step
-/// after that instant. The provider's
-/// window starts a request's cost when it arrives, the bucket when it admitted it; a
-/// request that left late (its task resumed late, a fresh connection) would otherwise let
-/// the next one, sent on time, meet a provider window that is not yet idle. Never loosens;
-/// a cost that can never fit, or an unguarded limit, leaves the state alone.
+/// after that instant. The provider's window starts a request's cost when it arrives, the
+/// bucket when it admitted it; a request that left late (its task resumed late, a fresh
+/// connection) would otherwise let the next one, sent on time, meet a provider window that
+/// is not yet idle. Never loosens; a cost that can never fit, or an unguarded limit, leaves
+/// the state alone.
 #[must_use]
 pub fn sent(limit: &RateLimit, tat: Tat, sent: Nanos, cost: u64) -> Tat {
     if !limit.guard || cost == 0 || cost > limit.amount.get() {

@@ -367,9 +367,10 @@ impl ReserveSpec {
     }
 }
 
-/// The room of a combination that can never pass: the script's wait is then positive
-/// whatever the state, and each reservation is decided on its own.
-pub const NEVER_AFTER: i64 = -(1 << 52);
+/// The room of a combination that can never pass (the least a script number holds,
+/// −`MAX_US`): the script's wait is then positive whatever the state, and each
+/// reservation is decided on its own.
+pub const NEVER_AFTER: i64 = -(MAX_US as i64);
 
 fn signed(us: u64) -> i64 {
     i64::try_from(us.min(MAX_US)).unwrap_or(i64::MAX)
