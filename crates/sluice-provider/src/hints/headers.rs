@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use http::HeaderMap;
+use http::header::{AsHeaderName, HeaderName};
 
 use super::duration::{parse_go_duration, parse_millis, parse_seconds};
 use super::rfc3339::parse_rfc3339_unix_ms;
@@ -12,17 +13,31 @@ use super::{MAX_HINT_DURATION, Window};
 /// Anthropic rounds remaining token counts to the nearest thousand.
 const ANTHROPIC_TOKEN_ROUNDING_ERROR: u64 = 500;
 
-/// The three header names that describe one window.
+/// The three header names that describe one window (names made once, so a lookup does
+/// not parse them again).
 pub(super) struct Names {
-    limit: &'static str,
-    remaining: &'static str,
-    reset: &'static str,
+    limit: HeaderName,
+    remaining: HeaderName,
+    reset: HeaderName,
 }
 
 macro_rules! names {
     ($limit:literal, $remaining:literal, $reset:literal) => {
-        Names { limit: $limit, remaining: $remaining, reset: $reset }
+        Names {
+            limit: HeaderName::from_static($limit),
+            remaining: HeaderName::from_static($remaining),
+            reset: HeaderName::from_static($reset),
+        }
     };
+}
+
+/// Whether any header could carry a hint: a rate-limit window or a delay. Most answers
+/// carry none of them, and are read no further.
+pub(super) fn any(headers: &HeaderMap) -> bool {
+    headers.keys().any(|name| {
+        let name = name.as_str();
+        name.starts_with("x-ratelimit-") || name.starts_with("anthropic-ratelimit-") || name.contains("retry-after")
+    })
 }
 
 pub(super) const OPENAI_REQUESTS: Names =
@@ -51,12 +66,12 @@ pub(super) const ANTHROPIC_OUTPUT_TOKENS: Names = names!(
 );
 
 /// A header's value as trimmed, non-empty visible ASCII.
-pub(super) fn text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(super) fn text(headers: &HeaderMap, name: impl AsHeaderName) -> Option<&str> {
     headers.get(name)?.to_str().ok().map(str::trim).filter(|s| !s.is_empty())
 }
 
 /// An unsigned integer count (`-1`, `1.5e3`, `abc` → `None`).
-fn count(headers: &HeaderMap, name: &str) -> Option<u64> {
+fn count(headers: &HeaderMap, name: &HeaderName) -> Option<u64> {
     text(headers, name)?.parse().ok()
 }
 
@@ -81,8 +96,8 @@ fn window(limit: Option<u64>, remaining: Option<u64>, remaining_error: u64, rese
 
 /// An OpenAI (Go-duration reset) or Azure (integer-second reset) window.
 pub(super) fn openai_window(headers: &HeaderMap, names: &Names) -> Option<Window> {
-    let reset = text(headers, names.reset).and_then(|t| parse_go_duration(t).or_else(|| parse_seconds(t)));
-    window(count(headers, names.limit), count(headers, names.remaining), 0, reset.and_then(sane))
+    let reset = text(headers, &names.reset).and_then(|t| parse_go_duration(t).or_else(|| parse_seconds(t)));
+    window(count(headers, &names.limit), count(headers, &names.remaining), 0, reset.and_then(sane))
 }
 
 /// An Anthropic window: RFC 3339 reset read against `reference_ms` (Unix milliseconds).
@@ -92,17 +107,17 @@ pub(super) fn anthropic_window(
     rounded: bool,
     reference_ms: Option<u64>,
 ) -> Option<Window> {
-    let reset = match (text(headers, names.reset).and_then(parse_rfc3339_unix_ms), reference_ms) {
+    let reset = match (text(headers, &names.reset).and_then(parse_rfc3339_unix_ms), reference_ms) {
         (Some(at), Some(now)) => sane(Duration::from_millis(at.saturating_sub(now))),
         _ => None,
     };
     let error = if rounded { ANTHROPIC_TOKEN_ROUNDING_ERROR } else { 0 };
-    window(count(headers, names.limit), count(headers, names.remaining), error, reset)
+    window(count(headers, &names.limit), count(headers, &names.remaining), error, reset)
 }
 
 /// The response's own `Date` header, in Unix milliseconds.
 pub(super) fn response_date_ms(headers: &HeaderMap) -> Option<u64> {
-    let at = httpdate::parse_http_date(text(headers, "date")?).ok()?;
+    let at = httpdate::parse_http_date(text(headers, http::header::DATE)?).ok()?;
     u64::try_from(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis()).ok()
 }
 
@@ -113,7 +128,7 @@ pub(super) fn retry_after(headers: &HeaderMap, reference_ms: Option<u64>) -> Opt
         .into_iter()
         .find_map(|name| text(headers, name).and_then(parse_millis).and_then(sane));
     millis.or_else(|| {
-        let value = text(headers, "retry-after")?;
+        let value = text(headers, http::header::RETRY_AFTER)?;
         parse_seconds(value).or_else(|| http_date_delay(value, reference_ms)).and_then(sane)
     })
 }

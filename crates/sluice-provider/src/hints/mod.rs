@@ -134,6 +134,10 @@ pub(crate) fn from_parts(headers: &HeaderMap, details: &GeminiDetails, now_unix_
         ANTHROPIC_INPUT_TOKENS, ANTHROPIC_OUTPUT_TOKENS, ANTHROPIC_REQUESTS, ANTHROPIC_TOKENS, OPENAI_REQUESTS,
         OPENAI_TOKENS, anthropic_window, openai_window,
     };
+    if !headers::any(headers) {
+        let retry_after = details.retry_delay;
+        return RateLimitHints { retry_after, daily_quota: details.daily, ..RateLimitHints::default() };
+    }
     let reference = headers::response_date_ms(headers).or(now_unix_ms);
     let anthropic = |names, rounded| anthropic_window(headers, names, rounded, reference);
     RateLimitHints {
