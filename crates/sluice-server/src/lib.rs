@@ -72,9 +72,22 @@ pub use secret::SecretError;
 pub use state::{BuildError, Gateway};
 pub use streams::StreamCut;
 
-/// The router's shared state.
+/// The router's shared state: one allocation, so that the clones axum makes of it for
+/// every request's layers and handler cost one reference count, not one per field.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] shares.
+#[derive(Debug, Clone)]
+pub struct Shared {
     /// The gateway.
     pub gateway: Arc<Gateway>,
     /// Set once shutdown begins; readiness turns false.
@@ -121,7 +134,7 @@ impl AppState {
         let admin = Arc::new(admin::Admin::new(config, &gateway));
         let caps = connections::Caps::from_config(&config.server);
         caps.register(&mut registry);
-        Ok(Self {
+        Ok(Self(Arc::new(Shared {
             admin,
             live: Arc::new(arc_swap::ArcSwap::new(Arc::clone(&gateway))),
             gateway,
@@ -132,7 +145,7 @@ impl AppState {
             caps,
             ready_needs_store: config.store.kind != sluice_config::StoreKind::Memory
                 && config.store.on_unavailable == sluice_config::Unavailable::FailClosed,
-        })
+        })))
     }
 
     /// The gateway in force (the latest good reload, else the one built at start).
@@ -172,7 +185,7 @@ impl AppState {
     /// When the files cannot be read or do not form a usable pair.
     pub fn with_tls(mut self, config: &sluice_config::Config) -> Result<Self, tls::TlsError> {
         if let Some((cert, key)) = &config.server.tls {
-            self.tls = Some(tls::acceptor(cert, key)?);
+            Arc::make_mut(&mut self.0).tls = Some(tls::acceptor(cert, key)?);
         }
         Ok(self)
     }
@@ -191,30 +204,30 @@ impl AppState {
     /// Enables async jobs on `store` with the settings and classes of `config`.
     #[must_use]
     pub fn with_jobs(mut self, store: Arc<dyn sluice_jobs::JobStore>, config: &sluice_config::Config) -> Self {
-        self.jobs = Some(Arc::new(jobs::Jobs::new(store, config, Arc::clone(&self.gateway.clock))));
+        let jobs = Arc::new(jobs::Jobs::new(store, config, Arc::clone(&self.gateway.clock)));
+        Arc::make_mut(&mut self.0).jobs = Some(jobs);
         self
     }
 }
 
 /// The HTTP application.
 pub fn app(state: AppState) -> Router {
-    // The proxied endpoints authenticate once, before their bodies, in the layer that
-    // also gives them the caller's rate-limit headers.
-    let proxied = axum::middleware::from_fn_with_state(state.clone(), ratelimit_headers::layer);
+    // The proxied endpoints authenticate once, before their bodies, in
+    // `ratelimit_headers::around`, which also gives them the caller's rate-limit headers.
     let path = request::endpoint_path;
     Router::new()
-        .route(path(Protocol::OpenAiChat), post(chat).route_layer(proxied.clone()))
-        .route(path(Protocol::OpenAiResponses), post(responses).route_layer(proxied.clone()))
+        .route(path(Protocol::OpenAiChat), post(chat))
+        .route(path(Protocol::OpenAiResponses), post(responses))
         .route("/v1/responses/input_tokens", post(responses_api::input_tokens))
         .route("/v1/responses/{id}", get(responses_api::retrieve).delete(responses_api::delete))
         .route("/v1/responses/{id}/cancel", post(responses_api::cancel))
         .route("/v1/responses/{id}/input_items", get(responses_api::input_items))
-        .route(path(Protocol::OpenAiEmbeddings), post(embeddings).route_layer(proxied.clone()))
-        .route(path(Protocol::OpenAiCompletions), post(completions).route_layer(proxied.clone()))
-        .route(path(Protocol::AnthropicMessages), post(messages).route_layer(proxied.clone()))
+        .route(path(Protocol::OpenAiEmbeddings), post(embeddings))
+        .route(path(Protocol::OpenAiCompletions), post(completions))
+        .route(path(Protocol::AnthropicMessages), post(messages))
         // Azure OpenAI's client shapes: the deployment in the path names a model profile.
-        .route("/openai/deployments/{deployment}/chat/completions", post(azure_chat).route_layer(proxied.clone()))
-        .route("/openai/v1/chat/completions", post(chat).route_layer(proxied))
+        .route("/openai/deployments/{deployment}/chat/completions", post(azure_chat))
+        .route("/openai/v1/chat/completions", post(chat))
         .route("/v1/messages/count_tokens", post(catalog::count_tokens))
         .route("/v1/models", get(catalog::list))
         .route("/v1/models/{*model}", get(catalog::get))
@@ -239,23 +252,38 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// A proxied endpoint's request: its caller authenticated and its rate-limit headers
+/// added ([`ratelimit_headers::around`]); submitted as an async job when the client prefers
+/// that and the endpoint takes jobs (`job`), else served on the request's road.
+async fn proxied(
+    state: &AppState,
+    protocol: Protocol,
+    job: Option<sluice_jobs::Endpoint>,
+    request: Request,
+) -> Response {
+    ratelimit_headers::around(state, request, |request| async move {
+        if let Some(endpoint) = job.filter(|_| jobs::prefers_async(request.headers())) {
+            return jobs::submit_inline(state.clone(), endpoint, request).await;
+        }
+        request::handle(state.current(), protocol, request).await
+    })
+    .await
+}
+
 async fn chat(State(state): State<AppState>, request: Request) -> Response {
-    if jobs::prefers_async(request.headers()) {
-        return jobs::submit_inline(state, sluice_jobs::Endpoint::ChatCompletions, request).await;
-    }
-    request::handle(state.current(), Protocol::OpenAiChat, request).await
+    proxied(&state, Protocol::OpenAiChat, Some(sluice_jobs::Endpoint::ChatCompletions), request).await
 }
 
 async fn responses(State(state): State<AppState>, request: Request) -> Response {
-    request::handle(state.current(), Protocol::OpenAiResponses, request).await
+    proxied(&state, Protocol::OpenAiResponses, None, request).await
 }
 
 async fn completions(State(state): State<AppState>, request: Request) -> Response {
-    request::handle(state.current(), Protocol::OpenAiCompletions, request).await
+    proxied(&state, Protocol::OpenAiCompletions, None, request).await
 }
 
 async fn embeddings(State(state): State<AppState>, request: Request) -> Response {
-    request::handle(state.current(), Protocol::OpenAiEmbeddings, request).await
+    proxied(&state, Protocol::OpenAiEmbeddings, None, request).await
 }
 
 /// `POST /openai/deployments/{deployment}/chat/completions?api-version=…`: Azure OpenAI's
@@ -271,10 +299,7 @@ async fn azure_chat(
 }
 
 async fn messages(State(state): State<AppState>, request: Request) -> Response {
-    if jobs::prefers_async(request.headers()) {
-        return jobs::submit_inline(state, sluice_jobs::Endpoint::Messages, request).await;
-    }
-    request::handle(state.current(), Protocol::AnthropicMessages, request).await
+    proxied(&state, Protocol::AnthropicMessages, Some(sluice_jobs::Endpoint::Messages), request).await
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {

@@ -7,7 +7,7 @@
 //! tightest bucket wins (least remaining). `remaining` is what the bucket can give now
 //! (at most its burst), `reset` the time until it is full again.
 //!
-//! [`layer`] adds them to every response of the proxied endpoints (refusals included),
+//! [`around`] adds them to every response of the proxied endpoints (refusals included),
 //! from the state the store returned with the grant, or else from one snapshot of at
 //! most three scopes, read once the reservation is made (see [`Early`]) or, for a request
 //! never admitted, when the response head is ready.
@@ -16,9 +16,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
-use axum::middleware::Next;
 use axum::response::Response;
 use parking_lot::Mutex;
 use sluice_quota::{Dimension, QuotaStore, RateSnapshot, ScopeId, ScopeSnapshot};
@@ -58,13 +57,13 @@ pub fn caller_headers(snapshots: &[ScopeSnapshot]) -> HeaderMap {
     let own = || snapshots.iter().filter(|s| !s.key.kind.is_shared()).flat_map(|s| &s.rates);
     let requests = tightest(own().filter(|r| dimension(r) == Dimension::Requests));
     let tokens = tightest(own().filter(|r| dimension(r) != Dimension::Requests));
-    let mut headers = HeaderMap::new();
+    let mut headers = HeaderMap::with_capacity(8);
     let mut policy = String::new();
     let mut current = String::new();
     for (names, rate) in NAMES.into_iter().zip([requests, tokens]).filter_map(|(n, r)| Some((n, r?))) {
         let period = period_of(rate).as_secs().max(1);
-        insert(&mut headers, names.limit, rate.limit.to_string());
-        insert(&mut headers, names.remaining, rate.remaining.to_string());
+        headers.insert(names.limit, HeaderValue::from(rate.limit));
+        headers.insert(names.remaining, HeaderValue::from(rate.remaining));
         insert(&mut headers, names.reset, go_duration(rate.reset));
         let reset = rate.reset.as_millis().div_ceil(1000);
         let sep = if policy.is_empty() { "" } else { ", " };
@@ -154,10 +153,14 @@ impl Early {
     }
 }
 
-/// Middleware of the proxied endpoints (the app applies it to them alone): authenticates
-/// the caller once, before the body is read, hands it on as [`Authenticated`], and adds
-/// the caller's headers to the response (refusals included).
-pub async fn layer(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+/// Around every proxied endpoint's handler (each calls it; a plain call, not a router
+/// layer, which would cost every request a boxed service and future): authenticates the
+/// caller once, before the body is read, hands it on as [`Authenticated`], and adds the
+/// caller's headers to the response `next` gives (refusals included).
+pub async fn around<F>(state: &AppState, mut request: Request, next: impl FnOnce(Request) -> F) -> Response
+where
+    F: Future<Output = Response>,
+{
     // The gateway in force: a reload may add, remove or move keys.
     let authenticated = Authenticated::of(state.current(), request.headers());
     let store = &authenticated.gateway.store;
@@ -169,7 +172,7 @@ pub async fn layer(State(state): State<AppState>, mut request: Request, next: Ne
     if let Some(early) = &early {
         request.extensions_mut().insert(early.clone());
     }
-    let mut response = next.run(request).await;
+    let mut response = next(request).await;
     if let Some(early) = early {
         response.headers_mut().extend(early.headers().await);
     }
