@@ -82,15 +82,23 @@ impl Line {
 
     /// The `deployment` and `class` labels: the last deployment tried and the caller's class.
     fn route(f: &Fields) -> Route {
-        let name = |v: Option<&Arc<str>>| v.map_or_else(|| "none".to_owned(), |n| n.to_string());
+        static NONE: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from("none"));
+        let name = |v: Option<&Arc<str>>| Arc::clone(v.unwrap_or(&NONE));
         Route { deployment: name(f.deployments.last()), class: name(f.class.as_ref()) }
     }
 
-    /// Records a step for the trace, when traces are exported.
-    fn step(&self, f: &mut Fields, name: &'static str, start: Nanos, attributes: Vec<opentelemetry::KeyValue>) {
+    /// Records a step for the trace, when traces are exported (its attributes are made
+    /// only then).
+    fn step(
+        &self,
+        f: &mut Fields,
+        name: &'static str,
+        start: Nanos,
+        attributes: impl FnOnce() -> Vec<opentelemetry::KeyValue>,
+    ) {
         if self.spans.is_some() {
             let end = (name != "upstream_attempt").then(|| self.clock.now());
-            f.steps.push(Step { name, start, end, attributes });
+            f.steps.push(Step { name, start, end, attributes: attributes() });
         }
     }
 
@@ -115,7 +123,7 @@ impl Line {
         if let Some(open) = f.steps.iter_mut().rev().find(|s| s.name == "upstream_attempt" && s.end.is_none()) {
             open.end = Some(now);
         }
-        let attributes = vec![opentelemetry::KeyValue::new("sluice.deployment", deployment.to_string())];
+        let attributes = || vec![opentelemetry::KeyValue::new("sluice.deployment", deployment.to_string())];
         self.step(&mut f, "upstream_attempt", now, attributes);
     }
 
@@ -125,7 +133,7 @@ impl Line {
         f.decision = "queued";
         f.queue_wait_ms = f.queue_wait_ms.saturating_add(millis(waited));
         let start = Nanos(self.clock.now().0.saturating_sub(u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX)));
-        self.step(&mut f, "queue_wait", start, Vec::new());
+        self.step(&mut f, "queue_wait", start, Vec::new);
     }
 
     /// Admitted (at once, or out of the queue), reserving `tokens`.
@@ -137,8 +145,8 @@ impl Line {
         f.tokens_estimated = tokens;
         let start = Self::attempt_started(&f, self.started);
         let reserved =
-            opentelemetry::KeyValue::new("sluice.tokens_reserved", i64::try_from(tokens).unwrap_or(i64::MAX));
-        self.step(&mut f, "admission", start, vec![reserved]);
+            || vec![opentelemetry::KeyValue::new("sluice.tokens_reserved", i64::try_from(tokens).unwrap_or(i64::MAX))];
+        self.step(&mut f, "admission", start, reserved);
     }
 
     /// The provider's response headers came after `latency`.
@@ -165,13 +173,14 @@ impl Line {
         let mut f = self.fields.lock();
         if let Some(tenant) = &f.tenant {
             for (direction, n) in [("input", input), ("output", output)] {
-                let labels = TenantTokens { tenant: tenant.to_string(), direction };
+                let labels = TenantTokens { tenant: Arc::clone(tenant), direction };
                 self.timing.tokens.get_or_create(&labels).inc_by(n);
             }
         }
         f.tokens_used = Some(f.tokens_used.unwrap_or(0).saturating_add(tokens));
-        let used = opentelemetry::KeyValue::new("sluice.tokens_used", i64::try_from(tokens).unwrap_or(i64::MAX));
-        self.step(&mut f, "settlement", self.clock.now(), vec![used]);
+        let used =
+            || vec![opentelemetry::KeyValue::new("sluice.tokens_used", i64::try_from(tokens).unwrap_or(i64::MAX))];
+        self.step(&mut f, "settlement", self.clock.now(), used);
     }
 
     /// The status the client got, and the refusing limiter when it was a rate limit.

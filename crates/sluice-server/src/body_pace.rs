@@ -72,7 +72,10 @@ struct Progress {
 struct Paced {
     progress: Arc<Mutex<Progress>>,
     pace: BodyPace,
-    deadline: Pin<Box<Sleep>>,
+    deadline: Instant,
+    /// The timer, made the first time the body makes the reader wait: a body that is
+    /// already in (most, arriving with their head) never registers one.
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl Paced {
@@ -81,8 +84,16 @@ impl Paced {
             let p = progress.lock();
             (p.started, p.received)
         };
-        let deadline = Box::pin(tokio::time::sleep_until(started + pace.allowed(received)));
-        Self { progress, pace, deadline }
+        Self { progress, pace, deadline: started + pace.allowed(received), timer: None }
+    }
+
+    /// Ready once `deadline` has passed; registers `cx` to be woken then otherwise.
+    fn poll_deadline(timer: &mut Option<Pin<Box<Sleep>>>, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
+        let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if timer.deadline() != deadline {
+            timer.as_mut().reset(deadline);
+        }
+        timer.as_mut().poll(cx)
     }
 }
 
@@ -102,8 +113,7 @@ impl HttpBody for Paced {
             Poll::Ready(Some(Ok(frame))) => {
                 let len = frame.data_ref().map_or(0, Bytes::len);
                 progress.received = progress.received.saturating_add(u64::try_from(len).unwrap_or(u64::MAX));
-                let deadline = progress.started + this.pace.allowed(progress.received);
-                this.deadline.as_mut().reset(deadline);
+                this.deadline = progress.started + this.pace.allowed(progress.received);
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(None) => {
@@ -113,7 +123,7 @@ impl HttpBody for Paced {
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
             Poll::Pending => {
-                ready!(this.deadline.as_mut().poll(cx));
+                ready!(Self::poll_deadline(&mut this.timer, this.deadline, cx));
                 // Dropping the client's body lets the connection close once the answer is out.
                 progress.body = None;
                 Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut))))

@@ -14,20 +14,20 @@ pub struct Upstream {
 }
 
 /// `deployment`, `class`: names from the config (`none` before a deployment was chosen or
-/// a caller known).
+/// a caller known). Shared names, so that labelling a request's observations copies none.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Route {
     /// The deployment (the last one tried).
-    pub deployment: String,
+    pub deployment: std::sync::Arc<str>,
     /// The caller's traffic class.
-    pub class: String,
+    pub class: std::sync::Arc<str>,
 }
 
 /// `tenant`, `direction` (`input`, `output`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TenantTokens {
     /// The tenant (configured).
-    pub tenant: String,
+    pub tenant: std::sync::Arc<str>,
     /// `input` or `output`.
     pub direction: &'static str,
 }

@@ -7,8 +7,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::TokioExecutor;
 use tokio_rustls::rustls;
 
@@ -158,14 +158,15 @@ impl Upstream {
         Self { connector, by_host: std::sync::Arc::new(by_host) }
     }
 
-    /// This thread's pool for `uri`'s host, made on its first send.
-    fn client_for(&self, uri: &http::Uri) -> Pooled {
+    /// Starts `request` on this thread's pool for its host (made on the host's first send).
+    fn start(&self, request: http::Request<Wired>) -> ResponseFuture {
+        let uri = request.uri();
         let by_host = || uri.authority().and_then(|a| self.by_host.get(&a.as_str().to_ascii_lowercase()));
         let (id, connector) =
             if self.by_host.is_empty() { &self.connector } else { by_host().unwrap_or(&self.connector) };
         POOLS.with_borrow_mut(|pools| {
             if let Some((_, client)) = pools.iter().find(|(pool, _)| pool == id) {
-                return client.clone();
+                return client.request(request);
             }
             let client = Client::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(90))
@@ -174,8 +175,9 @@ impl Upstream {
             if pools.len() >= POOLS_PER_THREAD {
                 pools.remove(0);
             }
-            pools.push((*id, client.clone()));
-            client
+            let started = client.request(request);
+            pools.push((*id, client));
+            started
         })
     }
 
@@ -188,9 +190,7 @@ impl Upstream {
         request: http::Request<impl Into<Wired>>,
         timeout: Duration,
     ) -> Result<http::Response<Incoming>, UpstreamError> {
-        let request = request.map(Into::into);
-        let client = self.client_for(request.uri());
-        match tokio::time::timeout(timeout, client.request(request)).await {
+        match tokio::time::timeout(timeout, self.start(request.map(Into::into))).await {
             Err(_) => Err(UpstreamError::Timeout),
             Ok(Ok(response)) => Ok(response),
             Ok(Err(e)) if e.is_connect() => Err(UpstreamError::Connect),
