@@ -2,7 +2,7 @@
 //! upstream request a deployment is sent (its key, its protocol's headers, the trace),
 //! and the send bounded by the deployment's attempt timeout.
 
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -28,6 +28,8 @@ pub fn endpoint_path(protocol: Protocol) -> &'static str {
     }
 }
 
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+
 /// The request `route` is sent: `body` in `protocol` (a stream when `stream`), with the
 /// deployment's key, the client's Anthropic version and beta flags, and the trace's
 /// `traceparent`; signed last when the deployment signs (at `unix_millis`).
@@ -39,17 +41,22 @@ pub fn build_upstream(
     trace: &Trace,
     (stream, unix_millis): (bool, u64),
 ) -> http::Request<Full<Bytes>> {
-    let uri = super::providers::upstream_url(route, endpoint_path(protocol), stream);
-    let mut builder = http::Request::post(uri)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::USER_AGENT, concat!("sluice/", env!("CARGO_PKG_VERSION")))
-        .header("traceparent", &trace.traceparent);
-    for (name, value) in super::providers::auth_headers(route, client_headers) {
-        builder = builder.header(name, value);
-    }
     let body = Bytes::from(body);
-    let mut request =
-        builder.body(Full::new(body.clone())).unwrap_or_else(|_| http::Request::new(Full::new(Bytes::new())));
+    let mut request = http::Request::new(Full::new(body.clone()));
+    *request.method_mut() = http::Method::POST;
+    // A URL that does not parse goes nowhere: the send fails as unreachable.
+    *request.uri_mut() = super::providers::upstream_url(route, endpoint_path(protocol), stream)
+        .parse()
+        .unwrap_or_else(|_| http::Uri::from_static("/"));
+    let headers = request.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(header::USER_AGENT, HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))));
+    if let Ok(traceparent) = HeaderValue::from_str(&trace.traceparent) {
+        headers.insert(TRACEPARENT, traceparent);
+    }
+    for (name, value) in super::providers::auth_headers(route, client_headers) {
+        headers.append(name, value);
+    }
     super::providers::sign(route, &mut request, &body, unix_millis);
     request
 }

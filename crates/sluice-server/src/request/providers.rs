@@ -19,7 +19,7 @@
 
 pub mod bedrock;
 
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
 use http_body_util::Full;
 use sluice_config::{AzureSurface, BedrockSurface, ProviderApi, ProviderKind};
@@ -132,31 +132,34 @@ pub fn sign(route: &Route, request: &mut http::Request<Full<Bytes>>, body: &[u8]
 /// the key (Bearer; Anthropic's `x-api-key`; Azure's `api-key` unless it is a token file's
 /// Bearer token), and for Anthropic the client's `anthropic-version` (a default when
 /// absent) and `anthropic-beta`.
-pub fn auth_headers(route: &Route, client_headers: &HeaderMap) -> Vec<(&'static str, HeaderValue)> {
-    let mut headers = Vec::new();
+pub fn auth_headers(route: &Route, client_headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
+    let mut headers = Vec::with_capacity(3);
     if let Some(key) = route.key.current() {
         headers.push((key_header(route), key.header().clone()));
     }
     if route.kind == ProviderKind::Anthropic {
         // Vertex takes Claude's version in the body, Bedrock in the body or not at all.
         if !matches!(route.api, ProviderApi::Vertex(_) | ProviderApi::Bedrock { .. }) {
-            let version = client_headers.get("anthropic-version").cloned();
-            headers.push(("anthropic-version", version.unwrap_or(HeaderValue::from_static("2023-06-01"))));
+            let version = client_headers.get(&ANTHROPIC_VERSION).cloned();
+            headers.push((ANTHROPIC_VERSION, version.unwrap_or(HeaderValue::from_static("2023-06-01"))));
         }
-        if let Some(beta) = client_headers.get("anthropic-beta") {
-            headers.push(("anthropic-beta", beta.clone()));
+        if let Some(beta) = client_headers.get(&ANTHROPIC_BETA) {
+            headers.push((ANTHROPIC_BETA, beta.clone()));
         }
     }
     headers
 }
 
-fn key_header(route: &Route) -> &'static str {
+const ANTHROPIC_VERSION: HeaderName = HeaderName::from_static("anthropic-version");
+const ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
+
+fn key_header(route: &Route) -> HeaderName {
     match (&route.api, &route.key) {
-        (_, Credential::Refreshed(_) | Credential::Minted(_)) => "authorization",
-        (ProviderApi::Azure(_), _) => "api-key",
-        (ProviderApi::GeminiNative, _) => "x-goog-api-key",
-        _ if route.kind == ProviderKind::Anthropic => "x-api-key",
-        _ => "authorization",
+        (_, Credential::Refreshed(_) | Credential::Minted(_)) => http::header::AUTHORIZATION,
+        (ProviderApi::Azure(_), _) => HeaderName::from_static("api-key"),
+        (ProviderApi::GeminiNative, _) => HeaderName::from_static("x-goog-api-key"),
+        _ if route.kind == ProviderKind::Anthropic => HeaderName::from_static("x-api-key"),
+        _ => http::header::AUTHORIZATION,
     }
 }
 
