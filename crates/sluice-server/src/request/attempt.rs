@@ -283,7 +283,7 @@ fn body_failure(call: &Call<'_>, failure: BodyError, what: &'static str, limit: 
 }
 
 async fn buffered(
-    response: http::Response<crate::upstream::Body>,
+    response: http::Response<hyper::body::Incoming>,
     guard: SettleGuard,
     call: &Call<'_>,
     client_model: &str,
@@ -333,7 +333,7 @@ fn bad_response(call: &Call<'_>, e: &sluice_provider::TranslateError) -> (ErrorC
 }
 
 async fn provider_error(
-    response: http::Response<crate::upstream::Body>,
+    response: http::Response<hyper::body::Incoming>,
     guard: SettleGuard,
     call: &Call<'_>,
 ) -> Attempt {

@@ -2,10 +2,10 @@
 //! upstream request a deployment is sent (its key, its protocol's headers, the trace),
 //! and the send bounded by the deployment's attempt timeout.
 
-use crate::upstream::Body as Incoming;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::body::Incoming;
 use sluice_provider::Protocol;
 use sluice_quota::Nanos;
 use tokio::sync::oneshot;

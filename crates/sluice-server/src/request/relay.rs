@@ -11,11 +11,11 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::upstream::Body as Incoming;
 use axum::body::Body;
 use axum::http::{HeaderMap, Response, StatusCode, header};
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
 use sluice_provider::{ConverseToAnthropicStream, Protocol};
 use tokio::sync::watch;
 
