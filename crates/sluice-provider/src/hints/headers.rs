@@ -31,8 +31,9 @@ macro_rules! names {
     };
 }
 
-/// Whether any header could carry a hint: a rate-limit window or a delay. Most answers
-/// carry none of them, and are read no further.
+/// Whether any header could carry a hint: a rate-limit window or a delay (every name this
+/// module reads but `date` matches). Most answers carry none of them, and are read no
+/// further.
 pub(super) fn any(headers: &HeaderMap) -> bool {
     headers.keys().any(|name| {
         let name = name.as_str();
@@ -121,10 +122,13 @@ pub(super) fn response_date_ms(headers: &HeaderMap) -> Option<u64> {
     u64::try_from(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis()).ok()
 }
 
+const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+const X_MS_RETRY_AFTER_MS: HeaderName = HeaderName::from_static("x-ms-retry-after-ms");
+
 /// `retry-after-ms`, then `x-ms-retry-after-ms`, then `retry-after` (seconds, or an HTTP
 /// date read against `reference_ms`): the first one that parses to a sane value.
 pub(super) fn retry_after(headers: &HeaderMap, reference_ms: Option<u64>) -> Option<Duration> {
-    let millis = ["retry-after-ms", "x-ms-retry-after-ms"]
+    let millis = [RETRY_AFTER_MS, X_MS_RETRY_AFTER_MS]
         .into_iter()
         .find_map(|name| text(headers, name).and_then(parse_millis).and_then(sane));
     millis.or_else(|| {

@@ -152,13 +152,16 @@ pub fn auth_headers(route: &Route, client_headers: &HeaderMap) -> Vec<(HeaderNam
 
 const ANTHROPIC_VERSION: HeaderName = HeaderName::from_static("anthropic-version");
 const ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
+const API_KEY: HeaderName = HeaderName::from_static("api-key");
+const X_GOOG_API_KEY: HeaderName = HeaderName::from_static("x-goog-api-key");
+const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
 fn key_header(route: &Route) -> HeaderName {
     match (&route.api, &route.key) {
         (_, Credential::Refreshed(_) | Credential::Minted(_)) => http::header::AUTHORIZATION,
-        (ProviderApi::Azure(_), _) => HeaderName::from_static("api-key"),
-        (ProviderApi::GeminiNative, _) => HeaderName::from_static("x-goog-api-key"),
-        _ if route.kind == ProviderKind::Anthropic => HeaderName::from_static("x-api-key"),
+        (ProviderApi::Azure(_), _) => API_KEY,
+        (ProviderApi::GeminiNative, _) => X_GOOG_API_KEY,
+        _ if route.kind == ProviderKind::Anthropic => X_API_KEY,
         _ => http::header::AUTHORIZATION,
     }
 }
