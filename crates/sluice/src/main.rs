@@ -1,5 +1,6 @@
 //! The `sluice` command: wires the real clock, sockets and stores to the library crates.
 
+mod fields;
 mod healthcheck;
 mod keys;
 mod logs;

@@ -61,7 +61,8 @@ fn init_logs(json: bool) {
     if json {
         builder.json().init();
     } else {
-        builder.init();
+        // The default fields' format, written with fewer formatting calls (see `fields`).
+        builder.fmt_fields(crate::fields::Fields).init();
     }
 }
 
