@@ -249,3 +249,32 @@ fn futures_ready(future: sluice_quota::StoreFuture<'_, Result<(), sluice_quota::
     let mut future = future;
     matches!(future.as_mut().poll(&mut context), std::task::Poll::Ready(Ok(())))
 }
+
+#[test]
+fn several_scopes_read_at_once_are_each_scope_read_alone() {
+    use sluice_quota::QuotaStore as _;
+    let clock = sluice_quota::FakeClock::default();
+    let store = sluice_quota::MemoryStore::new(std::sync::Arc::new(clock.clone()));
+    let per_minute =
+        |n| Limits::unlimited().with_rate(RateLimit::per_minute(Dimension::Requests, n).unwrap().with_burst(nz(n)));
+    let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "t"), per_minute(600));
+    let key = store.register(ScopeKey::new(ScopeKind::ApiKey, "k"), per_minute(60));
+    assert!(store.reserve_now(&[tenant, key], Cost::request(10, 0), Duration::from_secs(60)).is_ok());
+    clock.advance(Duration::from_millis(250));
+    let unknown = sluice_quota::ScopeId(99);
+    let ids = [key, unknown, tenant];
+    let together = ready(store.snapshots(&ids)).expect("the memory store reads at once");
+    let alone: Vec<_> = ids.iter().map(|&id| ready(store.snapshot(id)).expect("read")).collect();
+    assert_eq!(together, alone);
+    assert!(together[1].is_none(), "an unknown scope reads as none, in its place");
+    assert_eq!(together[0].as_ref().map(|s| s.rates[0].remaining), Some(59), "the key's request was counted");
+}
+
+/// A store future's success, when it is done at once (the memory store never waits).
+fn ready<T>(mut future: sluice_quota::StoreFuture<'_, Result<T, sluice_quota::StoreError>>) -> Option<T> {
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(Ok(value)) => Some(value),
+        _ => None,
+    }
+}

@@ -54,17 +54,23 @@ const NAMES: [Names; 2] = [
 /// ignored). Empty when none of them limits requests or tokens.
 #[must_use]
 pub fn caller_headers(snapshots: &[ScopeSnapshot]) -> HeaderMap {
-    let own = || snapshots.iter().filter(|s| !s.key.kind.is_shared()).flat_map(|s| &s.rates);
+    let mut headers = HeaderMap::with_capacity(8);
+    add_caller_headers(snapshots.iter(), &mut headers);
+    headers
+}
+
+/// Adds [`caller_headers`] for `snapshots` to `headers` (a response's, written in place).
+fn add_caller_headers<'a>(snapshots: impl Iterator<Item = &'a ScopeSnapshot> + Clone, headers: &mut HeaderMap) {
+    let own = || snapshots.clone().filter(|s| !s.key.kind.is_shared()).flat_map(|s| &s.rates);
     let requests = tightest(own().filter(|r| dimension(r) == Dimension::Requests));
     let tokens = tightest(own().filter(|r| dimension(r) != Dimension::Requests));
-    let mut headers = HeaderMap::with_capacity(8);
     let mut policy = String::new();
     let mut current = String::new();
     for (names, rate) in NAMES.into_iter().zip([requests, tokens]).filter_map(|(n, r)| Some((n, r?))) {
         let period = period_of(rate).as_secs().max(1);
         headers.insert(names.limit, HeaderValue::from(rate.limit));
         headers.insert(names.remaining, HeaderValue::from(rate.remaining));
-        insert(&mut headers, names.reset, go_duration(rate.reset));
+        insert(headers, names.reset, go_duration(rate.reset));
         let reset = rate.reset.as_millis().div_ceil(1000);
         let sep = if policy.is_empty() { "" } else { ", " };
         let name = names.dimension;
@@ -73,10 +79,9 @@ pub fn caller_headers(snapshots: &[ScopeSnapshot]) -> HeaderMap {
         let _ = write!(current, "{sep}\"{name}\";r={};t={reset}", rate.remaining);
     }
     if !policy.is_empty() {
-        insert(&mut headers, RATELIMIT_POLICY, policy);
-        insert(&mut headers, RATELIMIT, current);
+        insert(headers, RATELIMIT_POLICY, policy);
+        insert(headers, RATELIMIT, current);
     }
-    headers
 }
 
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -85,9 +90,15 @@ const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// The headers for the caller owning `scopes`, from a fresh snapshot of them (one store
 /// read; when it fails, no headers).
 pub async fn for_scopes(store: &dyn QuotaStore, scopes: &[ScopeId]) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(8);
+    add_for_scopes(store, scopes, &mut headers).await;
+    headers
+}
+
+/// Adds [`for_scopes`] to `headers`.
+async fn add_for_scopes(store: &dyn QuotaStore, scopes: &[ScopeId], headers: &mut HeaderMap) {
     let snapshots = store.snapshots(scopes).await.unwrap_or_default();
-    let snapshots: Vec<ScopeSnapshot> = snapshots.into_iter().flatten().collect();
-    caller_headers(&snapshots)
+    add_caller_headers(snapshots.iter().flatten(), headers);
 }
 
 /// A request's headers, known as early as they mean something: the request path calls
@@ -142,13 +153,14 @@ impl Early {
         *known = Known::Reading(tokio::spawn(async move { for_scopes(read.store.as_ref(), &read.scopes).await }));
     }
 
-    /// The headers: from the grant's state, the started read's, or a read made now.
-    async fn headers(&self) -> HeaderMap {
+    /// Adds the headers to `headers`: from the grant's state, the started read's, or a read
+    /// made now.
+    async fn add_to(&self, headers: &mut HeaderMap) {
         let known = std::mem::take(&mut *self.0.known.lock());
         match known {
-            Known::Ready(headers) => headers,
-            Known::Reading(read) => read.await.unwrap_or_default(),
-            Known::Nothing => for_scopes(self.0.store.as_ref(), &self.0.scopes).await,
+            Known::Ready(known) => headers.extend(known),
+            Known::Reading(read) => headers.extend(read.await.unwrap_or_default()),
+            Known::Nothing => add_for_scopes(self.0.store.as_ref(), &self.0.scopes, headers).await,
         }
     }
 }
@@ -174,7 +186,7 @@ where
     }
     let mut response = next(request).await;
     if let Some(early) = early {
-        response.headers_mut().extend(early.headers().await);
+        early.add_to(response.headers_mut()).await;
     }
     response
 }
