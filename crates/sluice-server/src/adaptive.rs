@@ -113,6 +113,10 @@ pub struct Adaptive {
     key: ScopeKey,
     scope: ScopeId,
     labels: Upstream,
+    /// Its series of `output_used` and `output_reserved`, resolved once (every request
+    /// counts both).
+    output_used: Counter,
+    output_reserved: Counter,
     store: Arc<dyn QuotaStore>,
     clock: Arc<dyn Clock>,
     metrics: Arc<AdaptiveMetrics>,
@@ -169,10 +173,14 @@ impl Adaptive {
         let now = wiring.clock.now();
         let cache =
             (d.adaptive.cache_aware_input && kind == ProviderKind::Anthropic).then(|| Mutex::new(CacheTracker::new()));
+        let output_used = wiring.metrics.output_used.get_or_create(&labels).clone();
+        let output_reserved = wiring.metrics.output_reserved.get_or_create(&labels).clone();
         Self {
             key: ScopeKey::new(ScopeKind::Deployment, d.name.clone()),
             scope,
             labels,
+            output_used,
+            output_reserved,
             controller: Mutex::new(Controller::new(d.limits.clone(), settings(d), now)),
             output: Mutex::new(OutputEstimator::new(output_mode(d))),
             cache,
@@ -213,7 +221,7 @@ impl Adaptive {
     /// The usage a finished call reported: teaches the output and cache estimators.
     pub fn observe(&self, usage: &Usage) {
         self.output.lock().observe(usage.output_tokens);
-        self.metrics.output_used.get_or_create(&self.labels).inc_by(usage.output_tokens);
+        self.output_used.inc_by(usage.output_tokens);
         if let Some(cache) = &self.cache {
             let charged = usage.input_tokens.saturating_add(usage.cache_creation_input_tokens);
             cache.lock().observe(charged, usage.cache_read_input_tokens);
@@ -223,7 +231,7 @@ impl Adaptive {
     /// A grant of `cost` through this deployment (the ramp-up guard counts admissions; its
     /// output counts as reserved).
     pub fn on_admitted(&self, cost: Cost) {
-        self.metrics.output_reserved.get_or_create(&self.labels).inc_by(cost.output_tokens);
+        self.output_reserved.inc_by(cost.output_tokens);
         let applied = self.controller.lock().on_admitted(self.clock.now(), cost);
         self.apply(applied);
     }

@@ -131,6 +131,8 @@ pub struct Metrics {
     pub rate_limit_hits: Family<Hit, Counter>,
     /// `sluice_decisions_total{decision,limiter}`.
     pub decisions: Family<Decision, Counter>,
+    /// Its `admitted` series, resolved once: every admission counts it.
+    admitted: Counter,
     /// `llm_queue_depth{priority,task_type}`.
     pub queue_depth: Family<QueueLabels, Gauge>,
     /// `llm_queue_wait_seconds{priority,task_type}`.
@@ -171,12 +173,15 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
+        let decisions = Family::<Decision, Counter>::default();
+        let admitted = decisions.get_or_create(&Decision { decision: "admitted", limiter: String::new() }).clone();
         Self {
             requests: Family::default(),
             tokens_reserved: Family::default(),
             tokens_used: Family::default(),
             rate_limit_hits: Family::default(),
-            decisions: Family::default(),
+            decisions,
+            admitted,
             queue_depth: Family::default(),
             queue_wait: Family::new_with_constructor(wait_histogram),
             eta_error: Family::new_with_constructor(wait_histogram),
@@ -336,6 +341,10 @@ impl Metrics {
 
     /// Counts one admission decision.
     pub fn decision(&self, decision: &'static str, limiter: &str) {
+        if decision == "admitted" && limiter.is_empty() {
+            self.admitted.inc();
+            return;
+        }
         self.decisions.get_or_create(&Decision { decision, limiter: limiter.to_owned() }).inc();
     }
 }
@@ -349,6 +358,8 @@ pub struct RouteCounters {
     pub reserved: Counter<u64, AtomicU64>,
     /// Its `llm_tokens_used_total`.
     pub used: Counter<u64, AtomicU64>,
+    /// Its `llm_requests_total` of status 200, the most counted.
+    pub ok: Counter<u64, AtomicU64>,
 }
 
 impl RouteCounters {
@@ -357,7 +368,9 @@ impl RouteCounters {
     pub fn new(metrics: &Metrics, labels: Upstream) -> Self {
         let reserved = metrics.tokens_reserved.get_or_create(&labels).clone();
         let used = metrics.tokens_used.get_or_create(&labels).clone();
-        Self { labels, reserved, used }
+        let ok = Outcome { provider: labels.provider.clone(), model: labels.model.clone(), status: 200 };
+        let ok = metrics.requests.get_or_create(&ok).clone();
+        Self { labels, reserved, used, ok }
     }
 }
 

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::num::{NonZeroU32, NonZeroU64};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -102,10 +102,10 @@ impl Guarantee {
 /// `deployment`, `tenant`, `kind` (`guaranteed`, `borrowed`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TokenLabels {
-    /// The deployment's configured name.
-    pub deployment: String,
+    /// The deployment's configured name (shared: counting an admission copies no name).
+    pub deployment: Arc<str>,
     /// The tenant's configured name.
-    pub tenant: String,
+    pub tenant: Arc<str>,
     /// `guaranteed` or `borrowed`.
     pub kind: &'static str,
 }
@@ -148,9 +148,9 @@ impl ShareMetrics {
     }
 
     /// Counts an admission's split.
-    pub fn admitted(&self, deployment: &str, tenant: &str, (guaranteed, borrowed): (u64, u64)) {
+    pub fn admitted(&self, deployment: &Arc<str>, tenant: &Arc<str>, (guaranteed, borrowed): (u64, u64)) {
         for (kind, tokens) in [("guaranteed", guaranteed), ("borrowed", borrowed)] {
-            let labels = TokenLabels { deployment: deployment.to_owned(), tenant: tenant.to_owned(), kind };
+            let labels = TokenLabels { deployment: Arc::clone(deployment), tenant: Arc::clone(tenant), kind };
             self.tokens.get_or_create(&labels).inc_by(tokens);
         }
     }

@@ -89,7 +89,12 @@ pub fn named_by_path(named: Option<&ModelFromPath>, body: Bytes) -> Bytes {
 /// Counts the request in `llm_requests_total` under the deployment it was last admitted
 /// on; requests refused before routing count under provider and model `none`.
 pub fn count(gateway: &Gateway, deployment: Option<usize>, status: StatusCode) {
-    let labels = deployment.and_then(|i| gateway.deployments.get(i)).map(|r| &r.counters.labels);
+    let counters = deployment.and_then(|i| gateway.deployments.get(i)).map(|r| &r.counters);
+    if let Some(counters) = counters.filter(|_| status == StatusCode::OK) {
+        counters.ok.inc();
+        return;
+    }
+    let labels = counters.map(|c| &c.labels);
     let (provider, model) = labels.map_or(("none", "none"), |l| (l.provider.as_str(), l.model.as_str()));
     let outcome = Outcome { provider: provider.to_owned(), model: model.to_owned(), status: status.as_u16() };
     gateway.metrics.requests.get_or_create(&outcome).inc();
