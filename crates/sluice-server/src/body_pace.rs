@@ -14,15 +14,15 @@
 //! body before reading (Python's `http.client`, httpx) then reads the answer instead of a
 //! broken pipe.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
@@ -30,8 +30,6 @@ use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use parking_lot::Mutex;
 use sluice_config::BodyPace;
 use tokio::time::{Instant, Sleep};
-
-use crate::AppState;
 
 /// The most of an unread body discarded after the answer, before the connection closes.
 pub const DRAIN_BYTES: u64 = 16 * 1024 * 1024;
@@ -141,13 +139,17 @@ impl HttpBody for Paced {
     }
 }
 
-/// The middleware: hands the handler its body under the deadline; if the handler answered
-/// without reading it all, marks the answer `Connection: close` and drains the rest.
-pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let pace = state.current().body_pace;
+/// Around every request of a connection (see [`crate::serve`]; a plain call, not a router
+/// layer, which would cost every request a boxed service and future): hands the handler
+/// (`next`) its body under the deadline `pace`; if the handler answered without reading it
+/// all, marks the answer `Connection: close` and drains the rest.
+pub async fn around<F>(pace: BodyPace, request: Request, next: impl FnOnce(Request) -> F) -> Response
+where
+    F: Future<Output = Response>,
+{
     let (parts, body) = request.into_parts();
     if body.is_end_stream() {
-        return next.run(Request::from_parts(parts, body)).await;
+        return next(Request::from_parts(parts, body)).await;
     }
     // A client waiting for `100 Continue` sends nothing until asked, so there is nothing
     // to drain if the handler never asked.
@@ -156,7 +158,7 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     let progress = Progress { body: Some(body), started: Instant::now(), received: 0, finished: false, polled: false };
     let progress = Arc::new(Mutex::new(progress));
     let paced = Paced::new(Arc::clone(&progress), pace);
-    let mut response = next.run(Request::from_parts(parts, Body::new(paced))).await;
+    let mut response = next(Request::from_parts(parts, Body::new(paced))).await;
     let (finished, left, polled) = {
         let mut p = progress.lock();
         (p.finished, p.body.take(), p.polled)

@@ -247,8 +247,6 @@ pub fn app(state: AppState) -> Router {
         .merge(dashboard::router())
         .fallback(catalog::unknown_route)
         .method_not_allowed_fallback(catalog::method_not_allowed)
-        // Outermost, so every route's body is read under its deadline.
-        .layer(axum::middleware::from_fn_with_state(state.clone(), body_pace::layer))
         .with_state(state)
 }
 
@@ -344,16 +342,37 @@ pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// The most requests one HTTP/2 connection may have in flight at once.
 pub const H2_MAX_STREAMS: u32 = 256;
 
+/// What serves a connection's requests: the router, and the gateway in force for the body
+/// deadline ([`body_pace`], around every route, so every body is read under it).
+#[derive(Clone)]
+struct Routes {
+    router: Router,
+    live: Arc<arc_swap::ArcSwap<Gateway>>,
+}
+
 /// Serves one connection (plain or TLS) in `version` until it ends; when `serve` stops,
 /// lets it finish the requests it is serving, then closes it. Requests carry the peer's
 /// address as [`axum::extract::ConnectInfo`].
-async fn connection<I>(io: I, router: Router, peer: SocketAddr, mut stop: Receiver<bool>, version: Version)
+async fn connection<I>(io: I, routes: Routes, peer: SocketAddr, mut stop: Receiver<bool>, version: Version)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
         request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
-        tower::ServiceExt::oneshot(router.clone(), request)
+        let router = routes.router.clone();
+        // The deadline in force when the request came (a reload may change it).
+        let pace = routes.live.load().body_pace;
+        async move {
+            let request = request.map(axum::body::Body::new);
+            let response = body_pace::around(pace, request, |request| async move {
+                match tower::ServiceExt::oneshot(router, request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                }
+            })
+            .await;
+            Ok::<_, std::convert::Infallible>(response)
+        }
     });
     let timer = hyper_util::rt::TokioTimer::new();
     match version {
@@ -408,13 +427,13 @@ async fn stopping(stop: &mut Receiver<bool>) {
 
 /// A plain connection: its HTTP version read from its first bytes, then served; one that
 /// says nothing telling within [`HEADER_READ_TIMEOUT`] (or before `serve` stops) is closed.
-async fn plain(tcp: tokio::net::TcpStream, router: Router, peer: SocketAddr, mut stop: Receiver<bool>) {
+async fn plain(tcp: tokio::net::TcpStream, routes: Routes, peer: SocketAddr, mut stop: Receiver<bool>) {
     let version = tokio::select! {
         version = Version::of_plain(&tcp, HEADER_READ_TIMEOUT) => version,
         () = stopping(&mut stop) => None,
     };
     if let Some(version) = version {
-        connection(hyper_util::rt::TokioIo::new(tcp), router, peer, stop, version).await;
+        connection(hyper_util::rt::TokioIo::new(tcp), routes, peer, stop, version).await;
     }
 }
 
@@ -452,7 +471,8 @@ pub async fn serve(
     let tls = state.tls.clone();
     let recovery = tokio::spawn(recover_idle(state.clone()));
     let caps = state.caps.clone();
-    let router = app(state);
+    let live = Arc::clone(&state.live);
+    let routes = Routes { router: app(state), live };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -478,19 +498,19 @@ pub async fn serve(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-        let router = router.clone();
+        let routes = routes.clone();
         let stop = stop_rx.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
             let _slot = slot;
             let Some(tls::Tls(acceptor)) = tls else {
-                return plain(tcp, router, peer, stop).await;
+                return plain(tcp, routes, peer, stop).await;
             };
             // The handshake gets the same bound as a request head.
             match tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => {
                     let version = Version::of_alpn(stream.get_ref().1.alpn_protocol());
-                    connection(hyper_util::rt::TokioIo::new(stream), router, peer, stop, version).await;
+                    connection(hyper_util::rt::TokioIo::new(stream), routes, peer, stop, version).await;
                 }
                 Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!("TLS handshake timed out"),
