@@ -339,12 +339,13 @@ impl Metrics {
         self.eta_error.get_or_create(&labels).observe(error.as_secs_f64());
     }
 
-    /// Counts one admission decision.
+    /// Counts one admission.
+    pub fn admitted(&self) {
+        self.admitted.inc();
+    }
+
+    /// Counts one admission decision other than an admission ([`Metrics::admitted`]).
     pub fn decision(&self, decision: &'static str, limiter: &str) {
-        if decision == "admitted" && limiter.is_empty() {
-            self.admitted.inc();
-            return;
-        }
         self.decisions.get_or_create(&Decision { decision, limiter: limiter.to_owned() }).inc();
     }
 }

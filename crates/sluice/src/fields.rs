@@ -7,8 +7,9 @@
 //! empty without a terminal; that was about a twentieth of the gateway's CPU under load
 //! (docs/benchmarks.md, "Against a bare reverse proxy"). Here a plain field is its name,
 //! `=` and one formatted value; a string that needs no escaping is written as it is,
-//! between quotes. Anything else — the message, `r#` and `log.` names, errors, and every
-//! field when colours are on — goes to [`DefaultVisitor`], so the output is the same.
+//! between quotes; numbers and booleans come through `record_debug` as the default's do.
+//! Anything else — the message, `r#` and `log.` names, errors, and every field when
+//! colours are on — goes to [`DefaultVisitor`], so the output is the same.
 
 use std::fmt;
 
@@ -103,30 +104,6 @@ impl Visit for Plain<'_> {
             });
         } else {
             self.write(field, |w| write!(w, "{value:?}"));
-        }
-    }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        if Self::plain(field) {
-            self.write(field, |w| write!(w, "{value}"));
-        } else {
-            self.delegate(field, |d| d.record_u64(field, value));
-        }
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        if Self::plain(field) {
-            self.write(field, |w| write!(w, "{value}"));
-        } else {
-            self.delegate(field, |d| d.record_i64(field, value));
-        }
-    }
-
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        if Self::plain(field) {
-            self.write(field, |w| w.write_str(if value { "true" } else { "false" }));
-        } else {
-            self.delegate(field, |d| d.record_bool(field, value));
         }
     }
 

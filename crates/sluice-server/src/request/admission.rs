@@ -124,7 +124,7 @@ fn upstream_path(profile: &Profile, route: &Route) -> impl Iterator<Item = Scope
 fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant, at: Nanos) -> Admitted {
     let (gateway, caller) = (req.gateway, req.caller);
     let metrics = &gateway.metrics;
-    metrics.decision("admitted", "");
+    metrics.admitted();
     if let Some(split) = route.guarantee.split(gateway.clock.now(), caller.tenant_index, caller.weight, quote.cost()) {
         metrics.shares.admitted(&route.name, &caller.tenant, split);
     }
