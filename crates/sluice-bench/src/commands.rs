@@ -1,7 +1,8 @@
 //! `sluice bench` and its subcommands: without one it measures added latency
 //! ([`crate::bench`]); `soak` runs the long flatness check ([`crate::soak`]); `chaos` the
 //! fault scenarios with their invariants ([`crate::chaos`]); `windows` the default burst
-//! against providers that enforce short windows ([`crate::windows`]); `responses` chained
+//! against providers that enforce short windows ([`crate::windows`]); `sizes` mixed request
+//! sizes on the gateway's defaults ([`crate::sizes`]); `responses` chained
 //! Responses API conversations against a TPM-bound provider ([`crate::chained`]);
 //! `bedrock` a
 //! TPM-bound Bedrock workload with and without the output weight ([`crate::bedrock`]).
@@ -10,6 +11,7 @@ use crate::bedrock::BedrockArgs;
 use crate::bench::BenchArgs;
 use crate::chained::ChainedArgs;
 use crate::chaos::ChaosArgs;
+use crate::sizes::SizesArgs;
 use crate::soak::SoakArgs;
 use crate::windows::WindowsArgs;
 
@@ -37,6 +39,10 @@ pub enum Sub {
     /// Three workloads (mixed, RPM-bound, TPM-bound) through a gateway with its default
     /// burst, against a provider enforcing one, two or three seconds' worth at a time.
     Windows(WindowsArgs),
+    /// Mixed request sizes (200 to 3,000 tokens) from closed-loop clients through a
+    /// gateway on its defaults, against a provider enforcing one second's worth at a time:
+    /// utilization, the sizes served against those offered, and stalled seconds.
+    Sizes(SizesArgs),
     /// Responses API conversations chained by `previous_response_id` against a TPM-bound
     /// provider: its 429s and the utilization of its limit.
     Responses(ChainedArgs),
@@ -55,6 +61,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         Some(Sub::Soak(args)) => crate::soak::run(args).await,
         Some(Sub::Chaos(args)) => crate::chaos::run(args).await,
         Some(Sub::Windows(args)) => crate::windows::run(args).await,
+        Some(Sub::Sizes(args)) => crate::sizes::run(args).await,
         Some(Sub::Responses(args)) => crate::chained::run(args).await,
         Some(Sub::Bedrock(args)) => crate::bedrock::run(args).await,
     }

@@ -14,7 +14,8 @@
 //! [`soak_report`]) and [`chaos`] run `sluice serve` as child processes ([`process`],
 //! configured by [`fleet`]) under closed-loop clients that record every attempt
 //! ([`attempts`]); [`windows`] runs three workloads against providers enforcing short
-//! windows; [`commands`] is `sluice bench`'s command line.
+//! windows; [`sizes`] runs mixed request sizes with closed-loop clients on the gateway's
+//! defaults; [`commands`] is `sluice bench`'s command line.
 //!
 //! Everything binds 127.0.0.1, every load loop is bounded in count and time, and every
 //! server started is shut down before a command returns.
@@ -42,6 +43,7 @@ pub mod plot;
 pub mod process;
 pub mod report;
 pub mod scenario;
+pub mod sizes;
 pub mod sluiced;
 pub mod soak;
 pub mod soak_report;

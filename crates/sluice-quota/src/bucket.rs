@@ -180,8 +180,12 @@ pub fn need(limit: &RateLimit, cost: u64, share: Share) -> Need {
 /// next idle window, and smaller costs wait behind it instead of keeping the window busy
 /// forever.
 /// A claim holds back only callers with at most the claimer's share of the burst (its
-/// class or lower: a higher class is never held back by a lower one). It lapses on its own
-/// (its claimer may have gone), and is dropped when a cost at least as large passes.
+/// class or lower: a higher class is never held back by a lower one). It is dropped when a
+/// cost at least as large passes, and lapses on its own [`CLAIM_GRACE`] after the instant
+/// its claimer could pass (a claimer still waiting is retried at that instant, and renews
+/// it if refused again), or when its claimer stops waiting, whichever comes first: a
+/// claimer that will have gone before the window is idle claims nothing, so a client that
+/// gave up never holds the window idle for the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Claim {
     /// The claimer's step (its cost as time, ns here, µs in a remote store's scripts).
@@ -192,17 +196,23 @@ pub struct Claim {
     pub share: Share,
 }
 
-/// How many of its own steps a claim outlives the instant its claimer could pass: a claimer
-/// still there retries at that instant (and renews it if refused again).
-pub const CLAIM_STEPS: u64 = 2;
+/// How long a claim outlives the instant its claimer could pass: enough for a claimer
+/// waiting on another instance to be retried then (its timer, a store round trip); a
+/// claimer gone without a word costs the others at most this much of an idle window.
+pub const CLAIM_GRACE: Duration = Duration::from_millis(250);
 
 impl Claim {
     /// The claim of a cost needing `need` (no room, or less) for a caller with `share`,
-    /// refused until `earliest`, if it needs an idle window at all.
+    /// refused until `earliest`, whose caller waits until `deadline` (`None`: no end
+    /// known), if it needs an idle window at all and its caller is still waiting then.
     #[must_use]
-    pub fn of(need: Need, share: Share, earliest: Nanos) -> Option<Self> {
-        let until = Nanos(earliest.0.saturating_add(need.step.saturating_mul(CLAIM_STEPS)));
-        (need.room <= 0).then_some(Self { step: need.step, until, share })
+    pub fn of(need: Need, share: Share, earliest: Nanos, deadline: Option<Nanos>) -> Option<Self> {
+        if need.room > 0 || deadline.is_some_and(|d| d < earliest) {
+            return None;
+        }
+        let lapse = earliest.after(CLAIM_GRACE);
+        let until = deadline.map_or(lapse, |d| d.min(lapse));
+        Some(Self { step: need.step, until, share })
     }
 
     /// Whether a cost needing `need` for a caller with `share` waits behind this claim at
@@ -442,16 +452,33 @@ mod tests {
         let small = Need::of(SEC / 10, 10 * SEC, 10 * SEC, SEC / 5);
         let now = Nanos(100 * SEC);
         let batch = Share::permille(750);
-        let claim = Claim::of(whole, batch, Nanos(101 * SEC)).unwrap();
-        assert_eq!(claim, Claim { step: 10 * SEC, until: Nanos(121 * SEC), share: batch });
-        assert_eq!(Claim::of(small, batch, now), None, "a cost with room claims nothing");
+        let claim = Claim::of(whole, batch, Nanos(101 * SEC), None).unwrap();
+        assert_eq!(claim, Claim { step: 10 * SEC, until: Nanos(101 * SEC).after(CLAIM_GRACE), share: batch });
+        assert_eq!(Claim::of(small, batch, now, None), None, "a cost with room claims nothing");
         // The bucket is idle at 101 s; the claimer then owes 10 s, of which a small cost may
-        // come 9.7 s early (the burst less the guard and itself): 101.3 s.
+        // come 9.7 s early (the burst less the guard and itself): 101.3 s, were the claim
+        // not to lapse first, a grace after the claimer could have passed.
         let tat = Tat(Nanos(101 * SEC));
-        assert_eq!(claim.holds_back(small, batch, tat, now), Some(Nanos(101_300_000_000)));
+        assert_eq!(claim.holds_back(small, batch, tat, now), Some(claim.until));
+        let patient = Claim { until: Nanos(200 * SEC), ..claim };
+        assert_eq!(patient.holds_back(small, batch, tat, now), Some(Nanos(101_300_000_000)));
         assert_eq!(claim.holds_back(whole, batch, tat, now), None, "as large: not held back");
         assert_eq!(claim.holds_back(small, batch, tat, claim.until), None, "lapsed");
         assert_eq!(claim.holds_back(small, Share::FULL, tat, now), None, "a higher class goes first");
+    }
+
+    #[test]
+    fn a_claim_ends_with_its_claimers_wait() {
+        let whole = Need::of(10 * SEC, 10 * SEC, 10 * SEC, SEC / 5);
+        let idle = Nanos(101 * SEC);
+        // A claimer gone before the window is idle claims nothing: it would hold the
+        // window for nobody.
+        assert_eq!(Claim::of(whole, Share::FULL, idle, Some(Nanos(100 * SEC))), None);
+        // One still there then holds it until it stops waiting, at most the grace.
+        let soon = Nanos(101 * SEC + 100_000_000);
+        assert_eq!(Claim::of(whole, Share::FULL, idle, Some(soon)).map(|c| c.until), Some(soon));
+        let late = Nanos(130 * SEC);
+        assert_eq!(Claim::of(whole, Share::FULL, idle, Some(late)).map(|c| c.until), Some(idle.after(CLAIM_GRACE)));
     }
 
     #[test]

@@ -30,13 +30,28 @@ pub struct Demand<'a> {
     /// The current day and month, for the money budgets on the path (the default, the
     /// epoch's, suits demands that cost no money).
     pub calendar: Calendar,
+    /// How much longer the caller will wait for this admission, from now: a refusal by a
+    /// bucket that must be idle for this cost claims that window (see
+    /// [`crate::bucket::Claim`]) only if the caller is still there when it comes, and the
+    /// claim lapses when the caller stops waiting. `None`: the caller's wait has no end
+    /// the store knows of; zero: it will not wait at all, and claims nothing.
+    pub patience: Option<Duration>,
 }
 
 impl<'a> Demand<'a> {
     /// A demand with the whole burst and no fairness check.
     #[must_use]
     pub fn new(path: &'a [ScopeId], cost: Cost, lease: Duration) -> Self {
-        Self { path, cost, lease, share: Share::FULL, fair: None, report_own: false, calendar: Calendar::default() }
+        Self {
+            path,
+            cost,
+            lease,
+            share: Share::FULL,
+            fair: None,
+            report_own: false,
+            calendar: Calendar::default(),
+            patience: None,
+        }
     }
 }
 

@@ -212,7 +212,8 @@ impl Ledger {
         let fair = self.check_fair(now, demand).inspect_err(|_| self.fair_waiting(now, demand))?;
         // A refusal by one of the caller's own limits is not waiting for the deployment: the
         // tenant could not use its capacity, so it must not hold the others back.
-        self.check(now, path, cost, demand.share).inspect_err(|refusal| {
+        let deadline = demand.patience.map(|p| now.after(p));
+        self.check(now, path, cost, demand.share, deadline).inspect_err(|refusal| {
             if refusal.scope.kind.is_shared() {
                 self.fair_waiting(now, demand);
             }
@@ -285,7 +286,15 @@ impl Ledger {
     /// Computes every bucket's new state into `scratch` without writing, or the refusal.
     /// A refusal only by buckets whose window must be idle for this cost records its claims
     /// on them (see [`Claim`]); any other refusal records none.
-    fn check(&mut self, now: Nanos, path: &[ScopeId], cost: Cost, share: Share) -> Result<(), Rejection> {
+    /// `deadline`: when the caller stops waiting, which bounds its claims.
+    fn check(
+        &mut self,
+        now: Nanos,
+        path: &[ScopeId],
+        cost: Cost,
+        share: Share,
+        deadline: Option<Nanos>,
+    ) -> Result<(), Rejection> {
         self.scratch.clear();
         self.claims.clear();
         let mut idle_only = true;
@@ -306,7 +315,7 @@ impl Ledger {
             }
             for (j, (limit, tat)) in scope.limits.rates.iter().zip(&scope.tats).enumerate() {
                 let units = cost.of(limit.dimension);
-                let at = match scope.take(j, now, units, share) {
+                let at = match scope.take(j, now, units, share, deadline) {
                     Ok(next) => {
                         self.scratch.push(next);
                         continue;
@@ -527,9 +536,9 @@ impl ScopeState {
         Rejection { scope: self.key.clone(), limiter, kind }
     }
 
-    /// Bucket `j` taking `units` for a caller with `share` (of shared scopes' bursts): its
-    /// new state, or why not.
-    fn take(&self, j: usize, now: Nanos, units: u64, share: Share) -> Result<Tat, Taken> {
+    /// Bucket `j` taking `units` for a caller with `share` (of shared scopes' bursts) who
+    /// waits until `deadline`: its new state, or why not.
+    fn take(&self, j: usize, now: Nanos, units: u64, share: Share, deadline: Option<Nanos>) -> Result<Tat, Taken> {
         let (limit, tat) = (&self.limits.rates[j], self.tats[j]);
         let usable = if self.key.kind.is_shared() { share } else { Share::FULL };
         let need = bucket::need(limit, units, usable);
@@ -542,7 +551,7 @@ impl ScopeState {
             Ok(next) => Ok(next),
             Err(Refusal::NeverFits) => Err(Taken::NeverFits),
             Err(Refusal::NotUntil(at)) => {
-                Err(Claim::of(need, share, at).map_or(Taken::NotUntil(at), |c| Taken::NotIdle(at, c)))
+                Err(Claim::of(need, share, at, deadline).map_or(Taken::NotUntil(at), |c| Taken::NotIdle(at, c)))
             }
         }
     }

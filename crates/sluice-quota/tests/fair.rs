@@ -209,3 +209,24 @@ fn a_tenant_waits_besides_its_head_only_with_another_waiter_free_to_go() {
     sim.queue.refused(WaiterId(2), Block::Shared, Nanos(5_000));
     assert!(sim.queue.waits_besides(1, alone, Nanos(2_000)));
 }
+
+#[test]
+fn a_shared_block_leaves_with_the_waiter_whose_refusal_set_it() {
+    // A large request at the head needs the deployment's window idle until 5,000; the small
+    // one behind it could pass sooner. While the large one waits, everyone waits behind it;
+    // once it gives up (or its client leaves), the line moves on at once.
+    let mut sim = Sim::new();
+    sim.push(1, 0, 1, 3_000);
+    sim.push(1, 0, 1, 200);
+    let (large, small) = (WaiterId(1), WaiterId(2));
+    sim.queue.refused(large, Block::Shared, Nanos(5_000));
+    assert!(sim.queue.next(Nanos(1_000)).is_none());
+    sim.queue.remove(large);
+    assert_eq!(sim.queue.next(Nanos(1_000)).map(|w| w.id), Some(small));
+    // A block set by a waiter that stays is kept when another leaves.
+    sim.push(1, 0, 1, 300);
+    sim.queue.refused(small, Block::Shared, Nanos(5_000));
+    sim.queue.remove(WaiterId(3));
+    assert!(sim.queue.next(Nanos(1_000)).is_none());
+    assert_eq!(sim.queue.next(Nanos(5_000)).map(|w| w.id), Some(small));
+}

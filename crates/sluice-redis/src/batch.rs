@@ -101,6 +101,9 @@ pub enum Op {
         share: u16,
         /// The money budgets it checks and charges (record.rs `budget_reserve`).
         budgets: Vec<u8>,
+        /// How much longer the caller waits for it (µs; `None`: no end known), which
+        /// bounds its claims.
+        patience_us: Option<u64>,
     },
     /// A settlement (or a release) of a reservation.
     Settle {
@@ -223,10 +226,12 @@ fn push_budgets(blob: &mut Vec<u8>, budgets: &[u8]) {
 /// A reservation's array for the script (see `batch.lua`), with `spec` in place of its own
 /// when given (a run's combined spec).
 fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, homes: &mut Vec<&'a Group>) -> Vec<u8> {
-    let Op::Reserve { lease_us, fair, spec: own, sids, report, share, budgets, .. } = op else { return Vec::new() };
+    let Op::Reserve { lease_us, fair, spec: own, sids, report, share, budgets, patience_us, .. } = op else {
+        return Vec::new();
+    };
     let spec = spec.unwrap_or_else(|| own.encode());
-    let mut blob = Vec::with_capacity(40 + spec.len());
-    record::push_array(&mut blob, 13 + sids.len());
+    let mut blob = Vec::with_capacity(48 + spec.len());
+    record::push_array(&mut blob, 13 + usize::from(patience_us.is_some()) + sids.len());
     record::push_uint(&mut blob, *lease_us);
     match fair {
         Some(Fair { home, share, own }) => {
@@ -259,6 +264,9 @@ fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, 
     record::push_uint(&mut blob, *report);
     record::push_uint(&mut blob, u64::from(*share));
     push_budgets(&mut blob, budgets);
+    if let Some(patience) = patience_us {
+        record::push_uint(&mut blob, *patience);
+    }
     blob
 }
 

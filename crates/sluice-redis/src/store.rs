@@ -177,8 +177,18 @@ impl RedisStore {
         drop(specs);
         let own = |s: &&Arc<Scope>| demand.report_own && !s.key.kind.is_shared();
         let report = scopes.iter().zip(0..64).filter(|(s, _)| own(s)).map(|(_, k)| 1_u64 << k).sum();
-        let op =
-            Op::Reserve { member: member.clone(), lease_us, fair, spec, sids, report, share: share.get(), budgets };
+        let patience_us = demand.patience.map(|p| u64::try_from(p.as_micros()).unwrap_or(u64::MAX));
+        let op = Op::Reserve {
+            member: member.clone(),
+            lease_us,
+            fair,
+            spec,
+            sids,
+            report,
+            share: share.get(),
+            budgets,
+            patience_us,
+        };
         let reply = self.batches.run(group, op).await?;
         match reply.as_slice() {
             [1, rest @ ..] => {

@@ -178,6 +178,28 @@ mod cases {
         assert!(after > Duration::from_millis(150) && after <= Duration::from_millis(300), "{after:?}");
     }
 
+    pub async fn a_claim_lives_no_longer_than_its_claimer_waits(store: &dyn QuotaStore) {
+        // As above: 10 tokens a second, a burst of 100 with a 200 ms guard.
+        let rate = RateLimit::per_minute(Dimension::TotalTokens, 600).unwrap().with_burst(nz(100)).guarded();
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "patient"), Limits::unlimited().with_rate(rate));
+        let path = [d];
+        let whole = |patience: Duration| Demand {
+            patience: Some(patience),
+            ..Demand::new(&path, Cost::request(100, 0), LEASE)
+        };
+        let _small = store.reserve(&[d], Cost::request(10, 0), LEASE).await.unwrap();
+        // The window is idle in about 1.2 s: a claimer that waits only 0.5 s claims nothing,
+        // so a small one passes at once.
+        let wait = rejected(store.admit(whole(Duration::from_millis(500))).await).retry_after().unwrap();
+        assert!(wait > Duration::from_millis(900) && wait <= Duration::from_millis(1_200), "{wait:?}");
+        let _passed = store.reserve(&[d], Cost::request(1, 0), LEASE).await.unwrap();
+        // Now idle in about 1.3 s: one that waits 1.35 s claims it, and holds a small one
+        // back until it stops waiting (not until it would have taken its step, about 1.4 s).
+        let _ = rejected(store.admit(whole(Duration::from_millis(1_350))).await);
+        let behind = rejected(store.reserve(&[d], Cost::request(1, 0), LEASE).await).retry_after().unwrap();
+        assert!(behind > Duration::from_millis(1_200) && behind <= Duration::from_millis(1_350), "{behind:?}");
+    }
+
     pub async fn a_refusal_anywhere_debits_nothing_anywhere(store: &dyn QuotaStore) {
         let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "aon"), tpm(600_000, 1_000));
         let d = store.register(ScopeKey::new(ScopeKind::Deployment, "aon"), tpm(6_000_000, 100_000));
@@ -764,6 +786,10 @@ macro_rules! conformance {
             async fn a_request_waiting_for_an_idle_window_holds_smaller_ones_back() {
                 run(|s| async move { cases::a_request_waiting_for_an_idle_window_holds_smaller_ones_back(&*s).await })
                     .await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_claim_lives_no_longer_than_its_claimer_waits() {
+                run(|s| async move { cases::a_claim_lives_no_longer_than_its_claimer_waits(&*s).await }).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_request_sent_late_reanchors_the_window_at_its_send() {

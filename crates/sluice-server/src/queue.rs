@@ -51,15 +51,28 @@ pub struct Ask {
     pub fair: Option<FairShare>,
     /// The current day and month, for money budgets.
     pub calendar: Calendar,
+    /// When the request stops waiting (`None`: no end known): what is left of it at each
+    /// try bounds the claims a refusal records (see [`sluice_quota::bucket::Claim`]).
+    pub deadline: Option<Nanos>,
 }
 
 impl Ask {
-    /// The store demand for this ask; a grant reports the caller's own scopes (its
+    /// The store demand for this ask at `now`; a grant reports the caller's own scopes (its
     /// rate-limit headers).
     #[must_use]
-    pub fn demand(&self) -> Demand<'_> {
+    pub fn demand(&self, now: Nanos) -> Demand<'_> {
         let (path, cost, lease, share) = (&self.path[..], self.cost, self.lease, self.share);
-        Demand { path, cost, lease, share, fair: self.fair.clone(), report_own: true, calendar: self.calendar }
+        let patience = self.deadline.map(|deadline| deadline.since(now));
+        Demand {
+            path,
+            cost,
+            lease,
+            share,
+            fair: self.fair.clone(),
+            report_own: true,
+            calendar: self.calendar,
+            patience,
+        }
     }
 
     fn fairness_cost(&self) -> u64 {
@@ -217,7 +230,7 @@ impl DeploymentQueue {
     /// A full queue, the wait running out, or the store refusing for good.
     pub async fn wait(
         self: &Arc<Self>,
-        ask: Ask,
+        mut ask: Ask,
         max_wait: Duration,
         max_queue: usize,
         refusal: Option<Rejection>,
@@ -235,6 +248,8 @@ impl DeploymentQueue {
             *state.per_class.entry(ask.priority).or_default() += 1;
             state.next_id += 1;
             let id = WaiterId(state.next_id);
+            let deadline = now.after(max_wait);
+            ask.deadline = Some(ask.deadline.map_or(deadline, |d| d.min(deadline)));
             let waiter = Waiter {
                 id,
                 tenant: ask.tenant,
@@ -242,7 +257,7 @@ impl DeploymentQueue {
                 priority: ask.priority,
                 weight: ask.weight,
                 cost: ask.fairness_cost(),
-                deadline: now.after(max_wait),
+                deadline,
             };
             state.fair.push(waiter);
             let (reply, receive) = oneshot::channel();
@@ -339,7 +354,7 @@ impl DeploymentQueue {
     }
 
     async fn try_one(&self, id: WaiterId, ask: Ask) {
-        let result = self.store.admit(ask.demand()).await;
+        let result = self.store.admit(ask.demand(self.clock.now())).await;
         let now = self.clock.now();
         let mut state = self.lock();
         match result {
@@ -420,6 +435,9 @@ impl Ticket<'_> {
         let (priority, cost) = (pending.ask.priority, pending.ask.fairness_cost());
         let fallback = pending.last_refusal.as_ref().and_then(Rejection::retry_after);
         let eta = self.queue.eta(&state, priority, cost, fallback);
+        drop(state);
+        // The block its refusal set, if any, is lifted: the next in line may pass sooner.
+        self.queue.wake.notify_one();
         (pending.last_refusal, eta, pending.held)
     }
 }
@@ -428,7 +446,10 @@ impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
             let mut state = self.queue.lock();
-            self.queue.forget(&mut state, id);
+            if self.queue.forget(&mut state, id).is_some() {
+                drop(state);
+                self.queue.wake.notify_one();
+            }
         }
     }
 }

@@ -14,7 +14,8 @@
 --     tenant ask), the scope count S, the S scopes' field numbers (from 1), the scopes
 --     (record.rs `reserve_spec`), which scopes' state a grant returns (bit k - 1, 0 for
 --     none), the caller's share of shared bursts (thousandths: whom its claims hold back),
---     the money budgets it checks and charges (record.rs `budget_reserve`);
+--     the money budgets it checks and charges (record.rs `budget_reserve`), and how much
+--     longer (µs) the caller waits for it (its claims lapse then; none past it);
 --   settle: 's', the lease member and a MessagePack array of the count S of scopes it
 --     touches, their S field numbers, the settlement (record.rs `settle_spec`), the money
 --     budgets it moves (record.rs `budget_settle`);
@@ -149,8 +150,10 @@ end
 
 -- Claims (bucket.rs `Claim`): a scope's state may carry, after its nl buckets, the bucket a
 -- larger cost waits to find idle, that cost's step, when the claim lapses (µs; 0 for none)
--- and the claimer's share. Returns them while the claim holds, else 0, 0, 0, 0.
-local CLAIM_STEPS = 2
+-- and the claimer's share. Returns them while the claim holds, else 0, 0, 0, 0. A claim
+-- lapses CLAIM_GRACE after the instant its claimer could pass (bucket.rs `CLAIM_GRACE`),
+-- or when its claimer stops waiting, if sooner; a claimer gone by then claims nothing.
+local CLAIM_GRACE = 250000
 local function claim_of(s, nl, now)
   local cj = s and s[5 + nl]
   if not cj or cj == 0 or s[7 + nl] <= now then
@@ -236,6 +239,7 @@ local function reserve(o, n)
   local lease, pair, own, S = o[1], o[2], o[8], o[9]
   local spec, report, share = o[10 + S], o[11 + S], o[12 + S] or 1000
   local budgets = o[13 + S] or {}
+  local patience = o[14 + S]
 
   -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
   -- asking (it would hold every other tenant back to its own virtual time).
@@ -328,8 +332,10 @@ local function reserve(o, n)
         local behind = base + cstep - room
         if behind > cuntil then behind = cuntil end
         wait, idle_only = behind - now, false
-      elseif wait > 0 and room <= 0 then
-        claims[#claims + 1] = {k, j, step, base + CLAIM_STEPS * step, nl}
+      elseif wait > 0 and room <= 0 and (not patience or patience >= wait) then
+        local lapse = now + wait + CLAIM_GRACE
+        if patience and now + patience < lapse then lapse = now + patience end
+        claims[#claims + 1] = {k, j, step, lapse, nl}
       elseif wait > 0 then
         idle_only = false
       end

@@ -110,6 +110,7 @@ fn ask(gateway: &Gateway, caller: &Caller, profile: &Profile, route: &Route, quo
         weight: caller.weight,
         priority: caller.class.priority,
         calendar: crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds),
+        deadline: None,
     }
 }
 
@@ -346,13 +347,22 @@ enum Refusal {
 /// Reserves now, or waits in the deployment's queue when the class may wait and nothing
 /// of its class or higher is already waiting there.
 /// Returns the grant and when it came.
-async fn reserve_or_wait(req: &Request<'_>, route: &Route, ask: Ask, mode: Mode) -> Result<(Grant, Nanos), Refusal> {
+async fn reserve_or_wait(
+    req: &Request<'_>,
+    route: &Route,
+    mut ask: Ask,
+    mode: Mode,
+) -> Result<(Grant, Nanos), Refusal> {
     let (gateway, caller) = (req.gateway, req.caller);
     let class = &caller.class;
+    let now = gateway.clock.now();
+    // How long it may wait bounds the claims its refusals record: one that will not wait
+    // claims no idle window.
+    ask.deadline = Some(if mode == Mode::Wait { now.after(class.max_wait) } else { now });
     let refusal = if mode == Mode::Wait && route.queue.must_queue(class.priority) {
         None
     } else {
-        match gateway.store.admit(ask.demand()).await {
+        match gateway.store.admit(ask.demand(now)).await {
             Ok(grant) => return Ok((grant, gateway.clock.now())),
             Err(ReserveError::Rejected(r)) => {
                 if r.limiter == LimiterName::FairShare {
