@@ -29,6 +29,12 @@ pub const APPROX_SAFETY_FACTOR: f64 = 1.1;
 pub const CLASS: &str = "interactive";
 /// The longest an interactive request waits for capacity.
 pub const INTERACTIVE_MAX_WAIT: Duration = Duration::from_secs(2);
+/// The part of shared bursts (org, model profile, account, deployment) a class below the
+/// highest priority may use when it names no `share`, in thousandths: a batch flood leaves
+/// a quarter of every short provider window to the classes above it, so their requests
+/// never wait behind it, while a lower class alone still gets the whole rate (a bucket
+/// refills at its full rate whoever uses it).
+pub const LOWER_CLASS_SHARE_PERMILLE: u16 = 750;
 /// Key prefix in Redis.
 pub const REDIS_PREFIX: &str = "sluice";
 /// Bound on each Redis call: admission must stay fast even when Redis is not.

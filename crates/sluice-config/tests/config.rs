@@ -50,6 +50,27 @@ fn example_config_is_valid_and_complete() {
 }
 
 #[test]
+fn classes_below_the_highest_priority_leave_headroom_by_default() {
+    let share = |classes: &str| {
+        let config = parse(&format!("{BASE}\n{classes}")).unwrap();
+        config.classes.iter().map(|c| (c.name.to_string(), c.share_permille)).collect::<Vec<_>>()
+    };
+    let named = |pairs: &[(&str, u16)]| pairs.iter().map(|(n, s)| ((*n).to_owned(), *s)).collect::<Vec<_>>();
+    // The default class (priority 0) is the highest: the whole burst; a batch class below it 0.75.
+    let two = share("[[classes]]\nname = \"batch\"\npriority = 5\n");
+    assert_eq!(two, named(&[("interactive", 1000), ("batch", 750)]));
+    // A share named in the file wins, whatever the priority.
+    let named_share = share("[[classes]]\nname = \"batch\"\npriority = 5\nshare = 0.9\n");
+    assert_eq!(named_share[1], ("batch".to_owned(), 900));
+    // The highest priority is the lowest number present, not 0.
+    let own = share(
+        "[[classes]]\nname = \"interactive\"\npriority = 2\n\n[[classes]]\nname = \"bulk\"\npriority = 3\n\n\
+         [[classes]]\nname = \"live\"\npriority = 2\n",
+    );
+    assert_eq!(own, named(&[("interactive", 1000), ("bulk", 750), ("live", 1000)]));
+}
+
+#[test]
 fn base_fixture_is_valid() {
     let config = parse(BASE).unwrap();
     assert_eq!(config.models[0].default_max_tokens, 4_096);

@@ -68,9 +68,6 @@ pub struct FairQueue {
     clock: u128,
     lane_blocked: HashMap<u32, Nanos>,
     shared_blocked: Nanos,
-    /// The waiter whose refusal set `shared_blocked`: the block is its own wait (a smaller
-    /// request behind it may pass sooner), lifted when it leaves.
-    shared_by: Option<WaiterId>,
     paused_tenants: HashSet<u32>,
     paused_classes: HashSet<u8>,
 }
@@ -187,14 +184,16 @@ impl FairQueue {
         Some(waiter)
     }
 
-    /// Records a refusal of `id`: its tenant, or everyone, waits until `until` (everyone only
-    /// while `id` waits: its refusal says when it could pass, not when a smaller one can).
+    /// Records a refusal of `id`: its tenant, or everyone, waits until `until`.
+    ///
+    /// A shared block outlives a waiter that leaves before it ends (its client gave up): the
+    /// next in line waits until then too, so a window a large request needed idle goes
+    /// idle for the next one instead of being kept busy by smaller ones (which would leave
+    /// large requests served less often than small ones). The bucket refills meanwhile:
+    /// nothing is lost, since the block ends when the window is idle.
     pub fn refused(&mut self, id: WaiterId, block: Block, until: Nanos) {
         if block == Block::Shared {
-            if until > self.shared_blocked {
-                self.shared_blocked = until;
-                self.shared_by = Some(id);
-            }
+            self.shared_blocked = self.shared_blocked.max(until);
             return;
         }
         let Some(lane) = self.find(id).map(|w| w.lane) else { return };
@@ -210,18 +209,12 @@ impl FairQueue {
     /// Lifts every block: capacity may have come back (a settlement refunded it).
     pub fn unblock(&mut self) {
         self.shared_blocked = Nanos(0);
-        self.shared_by = None;
         self.lane_blocked.clear();
     }
 
-    /// Takes a waiter out (it gave up or its client left); a shared block its refusal set
-    /// goes with it.
+    /// Takes a waiter out (it gave up or its client left).
     pub fn remove(&mut self, id: WaiterId) -> Option<Waiter> {
         let (priority, tenant) = self.index.remove(&id)?;
-        if self.shared_by == Some(id) {
-            self.shared_blocked = Nanos(0);
-            self.shared_by = None;
-        }
         let tenants = self.classes.get_mut(&priority)?;
         let line = tenants.get_mut(&tenant)?;
         let at = line.iter().position(|w| w.id == id)?;

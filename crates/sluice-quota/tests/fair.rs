@@ -211,22 +211,21 @@ fn a_tenant_waits_besides_its_head_only_with_another_waiter_free_to_go() {
 }
 
 #[test]
-fn a_shared_block_leaves_with_the_waiter_whose_refusal_set_it() {
-    // A large request at the head needs the deployment's window idle until 5,000; the small
-    // one behind it could pass sooner. While the large one waits, everyone waits behind it;
-    // once it gives up (or its client leaves), the line moves on at once.
+fn a_shared_block_outlives_the_waiter_whose_refusal_set_it() {
+    // A large request at the head needs the deployment's window idle at 5,000; it gives up
+    // before. The small one behind it waits until then too: the window goes idle for
+    // whoever comes next, large or small, instead of being kept busy by small ones.
     let mut sim = Sim::new();
     sim.push(1, 0, 1, 3_000);
     sim.push(1, 0, 1, 200);
     let (large, small) = (WaiterId(1), WaiterId(2));
     sim.queue.refused(large, Block::Shared, Nanos(5_000));
-    assert!(sim.queue.next(Nanos(1_000)).is_none());
     sim.queue.remove(large);
-    assert_eq!(sim.queue.next(Nanos(1_000)).map(|w| w.id), Some(small));
-    // A block set by a waiter that stays is kept when another leaves.
-    sim.push(1, 0, 1, 300);
-    sim.queue.refused(small, Block::Shared, Nanos(5_000));
-    sim.queue.remove(WaiterId(3));
     assert!(sim.queue.next(Nanos(1_000)).is_none());
+    assert_eq!(sim.queue.wake_at(Nanos(1_000)), Some(Nanos(5_000)));
     assert_eq!(sim.queue.next(Nanos(5_000)).map(|w| w.id), Some(small));
+    // Capacity given back (a settlement) lifts it at once.
+    sim.queue.refused(small, Block::Shared, Nanos(9_000));
+    sim.queue.unblock();
+    assert_eq!(sim.queue.next(Nanos(6_000)).map(|w| w.id), Some(small));
 }

@@ -435,9 +435,6 @@ impl Ticket<'_> {
         let (priority, cost) = (pending.ask.priority, pending.ask.fairness_cost());
         let fallback = pending.last_refusal.as_ref().and_then(Rejection::retry_after);
         let eta = self.queue.eta(&state, priority, cost, fallback);
-        drop(state);
-        // The block its refusal set, if any, is lifted: the next in line may pass sooner.
-        self.queue.wake.notify_one();
         (pending.last_refusal, eta, pending.held)
     }
 }
@@ -446,10 +443,7 @@ impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
             let mut state = self.queue.lock();
-            if self.queue.forget(&mut state, id).is_some() {
-                drop(state);
-                self.queue.wake.notify_one();
-            }
+            self.queue.forget(&mut state, id);
         }
     }
 }

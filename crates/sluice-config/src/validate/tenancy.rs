@@ -34,14 +34,20 @@ impl Validator<'_> {
 
     pub(super) fn classes(&self, raw: &[RawClass]) -> Result<Vec<TrafficClass>> {
         self.unique("classes", raw.iter().map(|c| &c.name))?;
+        // The highest priority (the lowest number); the default class, added below when the
+        // file leaves it out, has priority 0.
+        let has_default = raw.iter().any(|c| c.name.get_ref() == defaults::CLASS);
+        let priority_of = |c: &RawClass| c.priority.as_ref().map_or(0, |p| *p.get_ref());
+        let top = raw.iter().map(priority_of).chain((!has_default).then_some(0)).min().unwrap_or(0);
         let mut classes: Vec<TrafficClass> = raw
             .iter()
             .enumerate()
             .map(|(i, c)| {
                 let max_wait =
                     self.duration(&format!("classes[{i}].max_wait"), &c.max_wait, defaults::INTERACTIVE_MAX_WAIT)?;
-                let priority = c.priority.as_ref().map_or(0, |p| *p.get_ref());
+                let priority = priority_of(c);
                 let share_permille = match &c.share {
+                    None if priority > top => defaults::LOWER_CLASS_SHARE_PERMILLE,
                     None => 1000,
                     Some(s) if *s.get_ref() > 0.0 && *s.get_ref() <= 1.0 => (s.get_ref() * 1000.0).round() as u16,
                     Some(s) => {
