@@ -9,7 +9,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use sluice_quota::{Calendar, LimiterName, Rejection, ScopeSnapshot};
+use sluice_quota::{Calendar, LimiterName, Rejection, ScopeId, ScopeSnapshot};
+
+use crate::state::Gateway;
 
 /// The `scope_kind` and `dimension` label values when no limit refusal is on record (a
 /// full queue, a wait that ran out before any limit was tried).
@@ -36,6 +38,15 @@ pub fn describe(rejection: &Rejection, snapshot: Option<&ScopeSnapshot>, calenda
     let scope = &rejection.scope;
     let figures = snapshot.and_then(|s| figures(rejection, s, calendar)).unwrap_or_else(|| plain(rejection));
     format!("{} {}: {figures}", scope.kind.as_str(), scope.name)
+}
+
+/// [`describe`] with the figures of the refusing scope, read in one snapshot of `path`
+/// (which holds it); without figures when the store cannot be read. A refusal's cost only.
+pub async fn read_and_describe(gateway: &Gateway, path: &[ScopeId], rejection: &Rejection) -> String {
+    let snapshots = gateway.store.snapshots(path).await.unwrap_or_default();
+    let snapshot = snapshots.iter().flatten().find(|s| s.key == rejection.scope);
+    let calendar = crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds);
+    describe(rejection, snapshot, calendar)
 }
 
 /// The limit's amount, what is used of it and when it resets, from `snapshot`.

@@ -69,7 +69,8 @@ async fn run_on<T>(
                 RejectionKind::SlotsBusy => Some(SLOT_RETRY),
                 _ => rejection.retry_after(),
             };
-            let info = refusal(caller, limiter, &rejection, retry_after);
+            let binding = crate::binding::read_and_describe(gateway, path, &rejection).await;
+            let info = RateLimitInfo { binding, ..refusal(caller, limiter, &rejection, retry_after) };
             return Err(GatewayError::RateLimited(Box::new(info)));
         }
     };
@@ -88,7 +89,7 @@ fn refusal(caller: &Caller, limiter: String, rejection: &Rejection, retry_after:
         scope: scope_kind,
         scope_name: rejection.scope.name.to_string(),
         dimension,
-        binding: crate::binding::describe(rejection, None, sluice_quota::Calendar::default()),
+        binding: String::new(),
         provider: String::new(),
         model_profile: String::new(),
         provider_model: String::new(),

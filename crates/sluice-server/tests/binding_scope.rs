@@ -368,3 +368,21 @@ async fn each_route_answers_rate_limit_headers_in_its_protocols_convention() {
     assert!(!refused.headers.contains_key("x-ratelimit-remaining-requests"));
     gate.shutdown().await;
 }
+
+/// Work the gateway answers itself (a token count) is refused by the caller's own limits in
+/// the same words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_count_refusal_names_the_key_with_its_figures() {
+    let gate = gate(&policy("key", ONE_RPM, "", "")).await;
+    let count = json!({"model": "fast", "messages": [{"role": "user", "content": "hello"}]});
+    assert_eq!(gate.post("/v1/messages/count_tokens", &count).await.status, 200);
+    let refusal = gate.post("/v1/messages/count_tokens", &count).await;
+    assert_eq!(refusal.status, 429, "{}", refusal.body);
+    let error = &refusal.body["error"];
+    assert_eq!((error["scope"].as_str(), error["scope_name"].as_str()), (Some("api_key"), Some("k")));
+    assert_eq!(error["dimension"], "requests");
+    let message = error["message"].as_str().unwrap();
+    assert_eq!(message, "rate limit `rpm` reached for api_key k: 1 RPM, 1 used, resets in 60 s; retry later");
+    assert_eq!(refusal.headers["x-sluice-ratelimit-scope"], "api_key");
+    gate.shutdown().await;
+}

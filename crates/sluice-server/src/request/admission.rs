@@ -201,15 +201,11 @@ async fn refused(req: &Request<'_>, route: &Route, quote: Quote, refusal: Refusa
     }
 }
 
-/// `rejection` in words with its scope's figures, from one snapshot of the caller's path
-/// (the refusing scope is on it); without figures when the store cannot be read.
+/// `rejection` in words with its scope's figures, read from the request's path (the
+/// refusing scope is on it).
 async fn describe(req: &Request<'_>, route: &Route, rejection: &Rejection) -> String {
-    let gateway = req.gateway;
     let path: Vec<ScopeId> = req.caller.scopes.iter().copied().chain(upstream_path(req.profile, route)).collect();
-    let snapshots = gateway.store.snapshots(&path).await.unwrap_or_default();
-    let snapshot = snapshots.iter().flatten().find(|s| s.key == rejection.scope);
-    let calendar = crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds);
-    crate::binding::describe(rejection, snapshot, calendar)
+    crate::binding::read_and_describe(req.gateway, &path, rejection).await
 }
 
 /// The error a limit's refusal answers: the breaker's hold is an outage (503), a request
