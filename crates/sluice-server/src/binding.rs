@@ -43,9 +43,13 @@ pub fn describe(rejection: &Rejection, snapshot: Option<&ScopeSnapshot>, calenda
 /// [`describe`] with the figures of the refusing scope, read in one snapshot of `path`
 /// (which holds it); without figures when the store cannot be read. A refusal's cost only.
 pub async fn read_and_describe(gateway: &Gateway, path: &[ScopeId], rejection: &Rejection) -> String {
+    let calendar = crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds);
+    if matches!(rejection.limiter, LimiterName::ProviderCooldown | LimiterName::FairShare | LimiterName::Paused) {
+        // No figures to read: a provider's cooldown, fair sharing and a pause have none.
+        return describe(rejection, None, calendar);
+    }
     let snapshots = gateway.store.snapshots(path).await.unwrap_or_default();
     let snapshot = snapshots.iter().flatten().find(|s| s.key == rejection.scope);
-    let calendar = crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds);
     describe(rejection, snapshot, calendar)
 }
 
@@ -80,7 +84,8 @@ fn plain(rejection: &Rejection) -> String {
     let mut text = match rejection.limiter {
         LimiterName::ProviderCooldown => "the provider asked to wait".to_owned(),
         LimiterName::FairShare => "ahead of its fair share while others wait".to_owned(),
-        LimiterName::Paused => "paused by an operator".to_owned(),
+        // Until an operator resumes it: no wait to promise.
+        LimiterName::Paused => return "paused by an operator".to_owned(),
         limiter => format!("`{limiter}` reached"),
     };
     if let Some(wait) = rejection.retry_after() {
