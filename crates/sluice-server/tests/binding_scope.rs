@@ -386,3 +386,36 @@ async fn a_token_count_refusal_names_the_key_with_its_figures() {
     assert_eq!(refusal.headers["x-sluice-ratelimit-scope"], "api_key");
     gate.shutdown().await;
 }
+
+/// A request admitted after waiting names what held it: the team's requests limit, in the
+/// wait metric's labels and its access-log line, with the wait by the gateway's clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_admission_names_the_scope_that_held_it() {
+    let policy = policy("team", "rpm = 60, burst_seconds = 1", "", "")
+        .replace("name = \"now\"\nmax_wait = \"1ms\"", "name = \"now\"\nmax_wait = \"5s\"");
+    let gate = Arc::new(gate(&policy).await);
+    assert_eq!(gate.post("/v1/chat/completions", &chat()).await.status, 200);
+    let waiting = {
+        let gate = Arc::clone(&gate);
+        tokio::spawn(async move { gate.post("/v1/chat/completions", &chat()).await })
+    };
+    for _ in 0..100 {
+        if total(&gate.samples().await, "sluice_queue_depth", &[]) == 1.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The team's next request is a second away: the clock gets there, the queue admits it.
+    gate.clock.advance(Duration::from_secs(1));
+    let admitted = waiting.await.unwrap();
+    assert_eq!(admitted.status, 200, "{}", admitted.body);
+    let line = logged(&admitted.trace).await;
+    assert_eq!(line["decision"], "queued", "{line}");
+    assert_eq!((line["scope_kind"].as_str(), line["scope"].as_str()), (Some("team"), Some("acme/search")));
+    assert_eq!(line["dimension"], "requests");
+    assert_eq!(line["queue_wait_ms"], 1000, "{line}");
+    let samples = gate.samples().await;
+    let waits = [("priority", "now"), ("scope_kind", "team"), ("dimension", "requests")];
+    assert_eq!(total(&samples, "llm_queue_wait_seconds_count", &waits), 1.0, "{samples:?}");
+    Arc::into_inner(gate).unwrap().shutdown().await;
+}
