@@ -197,7 +197,9 @@ def test_the_callers_own_budget_reaches_the_sdk_in_rate_limit_headers(gateway: s
         model="smart-chat", max_tokens=20, messages=[{"role": "user", "content": "Hello"}]
     )
     assert raw.parse().content[0].text
-    assert int(raw.headers["x-ratelimit-remaining-requests"]) < 30
+    # The Messages route answers in Anthropic's names, not OpenAI's.
+    assert int(raw.headers["anthropic-ratelimit-requests-remaining"]) < 30
+    assert "x-ratelimit-remaining-requests" not in raw.headers
 
 
 def error_fields(error: Exception) -> dict:

@@ -47,6 +47,10 @@ struct Fields {
     status: u16,
     decision: &'static str,
     limiter: Option<String>,
+    /// The binding scope's kind, name and dimension of a refused or queued request.
+    scope_kind: &'static str,
+    scope: Option<Arc<str>>,
+    dimension: &'static str,
     queue_wait_ms: u64,
     upstream_ms: Option<u64>,
     ttft_ms: Option<u64>,
@@ -127,13 +131,30 @@ impl Line {
         self.step(&mut f, "upstream_attempt", now, attributes);
     }
 
-    /// Admitted out of the deployment's queue after `waited`.
-    pub fn queued(&self, waited: Duration) {
+    /// Waited `waited` in a deployment's queue, admitted (`admitted`) or not: the wait
+    /// counts either way; only an admission makes the request `queued`.
+    pub fn waited(&self, waited: Duration, admitted: bool) {
         let mut f = self.fields.lock();
-        f.decision = "queued";
+        if admitted {
+            f.decision = "queued";
+        }
         f.queue_wait_ms = f.queue_wait_ms.saturating_add(millis(waited));
         let start = Nanos(self.clock.now().0.saturating_sub(u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX)));
         self.step(&mut f, "queue_wait", start, Vec::new);
+    }
+
+    /// The scope (`kind`, `name`) and `dimension` that bound the request: what refused it,
+    /// or what it waited for (the latest attempt's wins); `none` and no name when no limit
+    /// refusal is on record.
+    pub fn bound(&self, kind: &'static str, name: Option<&Arc<str>>, dimension: &'static str) {
+        let mut f = self.fields.lock();
+        (f.scope_kind, f.dimension) = (kind, dimension);
+        f.scope = name.cloned();
+    }
+
+    /// Priced at `tokens` (input estimate and output reservation), admitted or not.
+    pub fn estimated(&self, tokens: u64) {
+        self.fields.lock().tokens_estimated = tokens;
     }
 
     /// Admitted (at once, or out of the queue), reserving `tokens`.
@@ -250,6 +271,9 @@ impl Drop for Line {
             status = f.status,
             decision = f.decision,
             limiter = f.limiter.as_deref().unwrap_or(""),
+            scope_kind = f.scope_kind,
+            scope = %text(&f.scope),
+            dimension = f.dimension,
             queue_wait_ms = f.queue_wait_ms,
             upstream_ms = f.upstream_ms,
             ttft_ms = f.ttft_ms,

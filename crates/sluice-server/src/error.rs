@@ -18,6 +18,15 @@ pub struct RateLimitInfo {
     pub limiter: String,
     /// The level of the scope that refused (`tenant`, `deployment`, ...).
     pub scope: &'static str,
+    /// The refusing scope's configured name (`acme/search` for a team), or the
+    /// deployment's when its queue refused with no limit refusal on record.
+    pub scope_name: String,
+    /// The refusing limiter's dimension ([`crate::binding::dimension`]), `none` without one.
+    pub dimension: &'static str,
+    /// The refusal in words with its figures ([`crate::binding::describe`]), e.g.
+    /// `team acme/search: 20,000 TPM, 19,400 used, resets in 12 s`; empty when no limit
+    /// refusal is on record.
+    pub binding: String,
     /// Provider account name.
     pub provider: String,
     /// The profile the client asked for.
@@ -38,6 +47,13 @@ pub struct RateLimitInfo {
     pub estimated_output_tokens: u64,
     /// `rejected_before_send` or `admitted_then_provider_rejected`.
     pub gateway_decision: &'static str,
+}
+
+impl RateLimitInfo {
+    /// The binding scope in words when known, else the refusing scope's level.
+    fn named(&self) -> &str {
+        if self.binding.is_empty() { self.scope } else { &self.binding }
+    }
 }
 
 /// A failed request. Converted to a response only by [`ErrorResponse`].
@@ -78,7 +94,7 @@ pub enum GatewayError {
         why: String,
     },
     /// A limit refuses now; retry later.
-    #[error("rate limit `{}` reached for {}; retry later", .0.limiter, .0.scope)]
+    #[error("rate limit `{}` reached for {}; retry later", .0.limiter, .0.named())]
     RateLimited(Box<RateLimitInfo>),
     /// The request is larger than a limit can ever allow.
     #[error("request needs {needed} on `{}` but the {} limit allows at most {capacity}; lower max_tokens or the prompt", .info.limiter, .info.scope)]
@@ -425,6 +441,8 @@ fn extend_with_limit(error: &mut Value, info: &RateLimitInfo) {
     let fields = json!({
         "limiter": info.limiter,
         "scope": info.scope,
+        "scope_name": info.scope_name,
+        "dimension": info.dimension,
         "provider": info.provider,
         "model_profile": info.model_profile,
         "provider_model": info.provider_model,
@@ -477,6 +495,12 @@ impl IntoResponse for ErrorResponse {
         let mut response = (status, axum::Json(body)).into_response();
         let headers = response.headers_mut();
         crate::trace::stamp(headers, &self.trace_id);
+        if let GatewayError::RateLimited(info)
+        | GatewayError::NeverFits { info, .. }
+        | GatewayError::OverBudget { info, .. } = &self.error
+        {
+            headers.insert(crate::ratelimit_headers::SCOPE, HeaderValue::from_static(info.scope));
+        }
         let retry = match &self.error {
             GatewayError::RateLimited(info) => info.retry_after,
             GatewayError::LoginThrottled(wait) => Some(*wait),

@@ -14,6 +14,7 @@ mod access;
 pub mod adaptive;
 pub mod admin;
 mod auth;
+pub mod binding;
 mod body_pace;
 pub mod budget_warnings;
 pub mod budgets;
@@ -259,7 +260,7 @@ async fn proxied(
     job: Option<sluice_jobs::Endpoint>,
     request: Request,
 ) -> Response {
-    ratelimit_headers::around(state, request, |request| async move {
+    ratelimit_headers::around(state, protocol, request, |request| async move {
         if let Some(endpoint) = job.filter(|_| jobs::prefers_async(request.headers())) {
             return jobs::submit_inline(state.clone(), endpoint, request).await;
         }

@@ -7,9 +7,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use sluice_quota::{Cost, Demand, RejectionKind, ReserveError, ScopeId, Settlement};
+use sluice_quota::{Cost, Demand, Rejection, RejectionKind, ReserveError, ScopeId, Settlement};
 
 use crate::error::{GatewayError, RateLimitInfo};
+use crate::metrics::Bound;
 use crate::state::{Caller, Gateway};
 
 /// The suggested wait when every concurrency slot of the caller is busy.
@@ -63,12 +64,13 @@ async fn run_on<T>(
         }
         Err(ReserveError::Rejected(rejection)) => {
             let limiter = rejection.limiter.to_string();
-            gateway.metrics.decision("rejected", &limiter);
+            gateway.metrics.bound_decision("rejected", &limiter, Bound::of(&rejection));
             let retry_after = match rejection.kind {
                 RejectionKind::SlotsBusy => Some(SLOT_RETRY),
                 _ => rejection.retry_after(),
             };
-            let info = refusal(caller, limiter, rejection.scope.kind.as_str(), retry_after);
+            let binding = crate::binding::read_and_describe(gateway, path, &rejection).await;
+            let info = RateLimitInfo { binding, ..refusal(caller, limiter, &rejection, retry_after) };
             return Err(GatewayError::RateLimited(Box::new(info)));
         }
     };
@@ -80,10 +82,14 @@ async fn run_on<T>(
     result
 }
 
-fn refusal(caller: &Caller, limiter: String, scope: &'static str, retry_after: Option<Duration>) -> RateLimitInfo {
+fn refusal(caller: &Caller, limiter: String, rejection: &Rejection, retry_after: Option<Duration>) -> RateLimitInfo {
+    let Bound { scope_kind, dimension } = Bound::of(rejection);
     RateLimitInfo {
         limiter,
-        scope,
+        scope: scope_kind,
+        scope_name: rejection.scope.name.to_string(),
+        dimension,
+        binding: String::new(),
         provider: String::new(),
         model_profile: String::new(),
         provider_model: String::new(),

@@ -28,7 +28,7 @@ pub struct Outcome {
     pub status: u16,
 }
 
-/// `provider`, `model`, `limit_type`.
+/// `provider`, `model`, `limit_type`, `scope_kind`, `dimension`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Hit {
     /// Provider account name.
@@ -37,6 +37,11 @@ pub struct Hit {
     pub model: String,
     /// The limiter (`rpm`, `output_tpm`, ..., or `provider` for an upstream 429).
     pub limit_type: String,
+    /// The binding scope's kind (`org`, `tenant`, `team`, `api_key`, `model_profile`,
+    /// `account`, `deployment`), or `none` when no limit refusal is on record.
+    pub scope_kind: &'static str,
+    /// The binding dimension (see [`crate::binding::dimension`]).
+    pub dimension: &'static str,
 }
 
 /// `provider`, `model`, `error_type`.
@@ -80,13 +85,39 @@ pub struct Task {
     pub task_type: String,
 }
 
-/// `decision`, `limiter`.
+/// `decision`, `limiter`, `scope_kind`, `dimension`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Decision {
     /// `admitted`, `rejected`, `never_fits`, `provider_rejected`, `store_error`.
     pub decision: &'static str,
     /// The limiter that refused, or empty.
     pub limiter: String,
+    /// The refusing scope's kind, or `none` (admissions, store errors, a queue with no
+    /// limit refusal on record).
+    pub scope_kind: &'static str,
+    /// The refusing limiter's dimension, or `none`.
+    pub dimension: &'static str,
+}
+
+/// The scope kind and dimension that bound a refusal or a wait: bounded label values
+/// ([`crate::binding`]), never a scope's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bound {
+    /// `org`, `tenant`, `team`, `api_key`, `model_profile`, `account`, `deployment` or `none`.
+    pub scope_kind: &'static str,
+    /// `requests`, `tokens`, `input_tokens`, `output_tokens`, `concurrency`, `money` or `none`.
+    pub dimension: &'static str,
+}
+
+impl Bound {
+    /// Nothing bound it (no limit refusal on record).
+    pub const NONE: Self = Self { scope_kind: crate::binding::NONE, dimension: crate::binding::NONE };
+
+    /// What bound a request `rejection` refused.
+    #[must_use]
+    pub fn of(rejection: &sluice_quota::Rejection) -> Self {
+        Self { scope_kind: rejection.scope.kind.as_str(), dimension: crate::binding::dimension(rejection.limiter) }
+    }
 }
 
 /// `priority` (the traffic class), `task_type`.
@@ -96,6 +127,20 @@ pub struct QueueLabels {
     pub priority: String,
     /// The task type.
     pub task_type: String,
+}
+
+/// `priority`, `task_type`, `scope_kind`, `dimension`: a wait in a deployment's queue and
+/// the scope and dimension that held it (the last refusal on record, `none` without one).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WaitLabels {
+    /// The traffic class.
+    pub priority: String,
+    /// The task type.
+    pub task_type: String,
+    /// The binding scope's kind, or `none`.
+    pub scope_kind: &'static str,
+    /// The binding dimension, or `none`.
+    pub dimension: &'static str,
 }
 
 /// `class`, `source` (`request`, `job`), `direction` (`late`, `early`).
@@ -127,16 +172,16 @@ pub struct Metrics {
     pub tokens_reserved: Family<Upstream, Counter>,
     /// `llm_tokens_used_total{provider,model}`.
     pub tokens_used: Family<Upstream, Counter>,
-    /// `llm_rate_limit_hits_total{provider,model,limit_type}`.
+    /// `llm_rate_limit_hits_total{provider,model,limit_type,scope_kind,dimension}`.
     pub rate_limit_hits: Family<Hit, Counter>,
-    /// `sluice_decisions_total{decision,limiter}`.
+    /// `sluice_decisions_total{decision,limiter,scope_kind,dimension}`.
     pub decisions: Family<Decision, Counter>,
     /// Its `admitted` series, resolved once: every admission counts it.
     admitted: Counter,
     /// `llm_queue_depth{priority,task_type}`.
     pub queue_depth: Family<QueueLabels, Gauge>,
-    /// `llm_queue_wait_seconds{priority,task_type}`.
-    pub queue_wait: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    /// `llm_queue_wait_seconds{priority,task_type,scope_kind,dimension}`.
+    pub queue_wait: Family<WaitLabels, Histogram, fn() -> Histogram>,
     /// `sluice_queue_eta_error_seconds{class,source,direction}`: how far the actual wait
     /// was from the ETA the queue would have answered.
     pub eta_error: Family<EtaLabels, Histogram, fn() -> Histogram>,
@@ -174,7 +219,14 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let decisions = Family::<Decision, Counter>::default();
-        let admitted = decisions.get_or_create(&Decision { decision: "admitted", limiter: String::new() }).clone();
+        let none = Bound::NONE;
+        let admitted = Decision {
+            decision: "admitted",
+            limiter: String::new(),
+            scope_kind: none.scope_kind,
+            dimension: none.dimension,
+        };
+        let admitted = decisions.get_or_create(&admitted).clone();
         Self {
             requests: Family::default(),
             tokens_reserved: Family::default(),
@@ -344,9 +396,16 @@ impl Metrics {
         self.admitted.inc();
     }
 
-    /// Counts one admission decision other than an admission ([`Metrics::admitted`]).
+    /// Counts one admission decision other than an admission ([`Metrics::admitted`]),
+    /// bound by no scope (a store error, a breaker's hold, a provider's 429).
     pub fn decision(&self, decision: &'static str, limiter: &str) {
-        self.decisions.get_or_create(&Decision { decision, limiter: limiter.to_owned() }).inc();
+        self.bound_decision(decision, limiter, Bound::NONE);
+    }
+
+    /// Counts one refusal by `limiter`, bound by `bound`.
+    pub fn bound_decision(&self, decision: &'static str, limiter: &str, bound: Bound) {
+        let Bound { scope_kind, dimension } = bound;
+        self.decisions.get_or_create(&Decision { decision, limiter: limiter.to_owned(), scope_kind, dimension }).inc();
     }
 }
 

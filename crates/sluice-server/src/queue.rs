@@ -97,7 +97,7 @@ pub enum WaitError {
 }
 
 /// What the queue reports about a wait, whatever its end.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Waited {
     /// The ETA the queue would have answered when the request joined it (what a refusal
     /// at that moment would have said in `retry_after`).
@@ -107,9 +107,12 @@ pub struct Waited {
     /// When the dispatcher's grant came, by the queue's clock (the waiting task may resume
     /// later on a busy machine: the request's time from grant to wire counts from here).
     pub granted: Option<Nanos>,
+    /// The refusal that held it last (its own, or else the last one of its lane or of the
+    /// shared scopes while it waited); `None` when no limit refused while it waited.
+    pub bound_by: Option<Rejection>,
 }
 
-type Reply = (Result<Grant, ReserveError>, Option<HeldBack>, Nanos);
+type Reply = (Result<Grant, ReserveError>, Option<HeldBack>, Nanos, Option<Rejection>);
 
 struct Pending {
     ask: Ask,
@@ -135,6 +138,19 @@ struct State {
     admitted: VecDeque<(Nanos, u64)>,
     /// Classes (by priority) an operator paused, with the refusal their requests get.
     held: HashMap<u8, Rejection>,
+    /// The last refusal of each lane's own scopes, and of the shared scopes, while requests
+    /// wait: what held a waiter that was never tried itself (it waited behind its lane's
+    /// head). Forgotten when the queue empties.
+    lane_refusals: HashMap<u32, Rejection>,
+    shared_refusal: Option<Rejection>,
+}
+
+impl State {
+    /// The refusal on record for `pending`: its own, else its lane's, else the shared scopes'.
+    fn on_record(&self, pending: &Pending) -> Option<Rejection> {
+        let lane = || self.lane_refusals.get(&pending.ask.lane).cloned();
+        pending.last_refusal.clone().or_else(lane).or_else(|| self.shared_refusal.clone())
+    }
 }
 
 /// The waiting requests of one deployment.
@@ -272,9 +288,10 @@ impl DeploymentQueue {
         self.wake.notify_one();
         let mut ticket = Ticket { queue: self, id: Some(id) };
         let result = match tokio::time::timeout(max_wait, reply).await {
-            Ok(Ok((result, held, at))) => {
+            Ok(Ok((result, held, at, bound_by))) => {
                 ticket.id = None;
                 waited.held = held;
+                waited.bound_by = bound_by;
                 waited.granted = result.is_ok().then_some(at);
                 result.map_err(WaitError::Store)
             }
@@ -282,6 +299,7 @@ impl DeploymentQueue {
             Err(_) => {
                 let (rejection, eta, held) = ticket.give_up();
                 waited.held = held;
+                waited.bound_by.clone_from(&rejection);
                 Err(WaitError::TimedOut { rejection, eta })
             }
         };
@@ -324,6 +342,8 @@ impl DeploymentQueue {
                 state.fair.expire(now);
                 if state.fair.is_empty() {
                     state.dispatching = false;
+                    state.lane_refusals.clear();
+                    state.shared_refusal = None;
                     return;
                 }
                 let head = state.fair.next(now).map(|w| (w.id, w.tenant));
@@ -374,7 +394,8 @@ impl DeploymentQueue {
                 }
                 match self.forget(&mut state, id) {
                     Some(pending) => {
-                        if let Err((Ok(grant), ..)) = pending.reply.send((Ok(grant), pending.held, now)) {
+                        let bound_by = state.on_record(&pending);
+                        if let Err((Ok(grant), ..)) = pending.reply.send((Ok(grant), pending.held, now, bound_by)) {
                             self.release(grant);
                         }
                     }
@@ -391,10 +412,16 @@ impl DeploymentQueue {
                     RejectionKind::SlotsBusy => state.fair.refused(id, block, now.after(SLOT_POLL)),
                     RejectionKind::NeverFits { .. } | RejectionKind::RetryAfter(_) => {
                         if let Some(pending) = self.forget(&mut state, id) {
-                            let _ = pending.reply.send((Err(ReserveError::Rejected(rejection)), pending.held, now));
+                            let refused = Err(ReserveError::Rejected(rejection.clone()));
+                            let _ = pending.reply.send((refused, pending.held, now, Some(rejection)));
                         }
                         return;
                     }
+                }
+                if own {
+                    state.lane_refusals.insert(ask.lane, rejection.clone());
+                } else {
+                    state.shared_refusal = Some(rejection.clone());
                 }
                 if let Some(pending) = state.pending.get_mut(&id) {
                     if rejection.limiter == LimiterName::FairShare {
@@ -405,7 +432,7 @@ impl DeploymentQueue {
             }
             Err(error) => {
                 if let Some(pending) = self.forget(&mut state, id) {
-                    let _ = pending.reply.send((Err(error), pending.held, now));
+                    let _ = pending.reply.send((Err(error), pending.held, now, None));
                 }
             }
         }
@@ -433,9 +460,10 @@ impl Ticket<'_> {
             return (None, self.queue.eta(&state, u8::MAX, 0, None), None);
         };
         let (priority, cost) = (pending.ask.priority, pending.ask.fairness_cost());
-        let fallback = pending.last_refusal.as_ref().and_then(Rejection::retry_after);
+        let refusal = state.on_record(&pending);
+        let fallback = refusal.as_ref().and_then(Rejection::retry_after);
         let eta = self.queue.eta(&state, priority, cost, fallback);
-        (pending.last_refusal, eta, pending.held)
+        (refusal, eta, pending.held)
     }
 }
 

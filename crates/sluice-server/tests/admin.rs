@@ -214,7 +214,9 @@ async fn a_paused_tenant_waits_its_max_wait_then_gets_paused_and_resume_releases
     assert!(resumed.elapsed() < Duration::from_millis(500), "released at once, not after {:?}", resumed.elapsed());
     assert_eq!(env.post("/v1/chat/completions", KEY, &chat("fast", 4, 8)).await.0, 200);
     let metrics = env.metrics().await;
-    assert!(metrics.contains("sluice_decisions_total{decision=\"rejected\",limiter=\"paused\"}"), "{metrics}");
+    let paused =
+        "sluice_decisions_total{decision=\"rejected\",limiter=\"paused\",scope_kind=\"tenant\",dimension=\"none\"}";
+    assert!(metrics.contains(paused), "{metrics}");
     let (status, body) = admin(&env, "POST", "/admin/tenants/nobody/pause", Some(ADMIN), None).await;
     assert_eq!((status, body["error"]["param"].as_str()), (400, Some("name")));
     std::sync::Arc::into_inner(env).unwrap().shutdown().await;

@@ -385,7 +385,9 @@ async fn tell_the_caller_its_own_budget(env: Env, at_grant: bool) {
     let message =
         serde_json::json!({"model": "fast", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
     let (_, headers, _) = env.post("/v1/messages", KEY, &message).await;
-    assert!(headers.contains_key("x-ratelimit-limit-requests"), "{headers:?}");
+    // In Anthropic's names there, never OpenAI's.
+    assert!(headers.contains_key("anthropic-ratelimit-requests-limit"), "{headers:?}");
+    assert!(!headers.contains_key("x-ratelimit-limit-requests"), "{headers:?}");
     let url = format!("{}/v1/chat/completions", env.gateway.url());
     let get = env.http.get(url).bearer_auth(KEY).send().await.unwrap();
     assert_eq!(get.status(), 405);

@@ -15,7 +15,7 @@ use sluice_quota::{
 use super::context::Request;
 use super::settle::Terms;
 use crate::error::{GatewayError, RateLimitInfo};
-use crate::metrics::{Hit, QueueLabels};
+use crate::metrics::{Bound, Hit, QueueLabels, WaitLabels};
 use crate::queue::{Ask, WaitError};
 use crate::remembered::Memo;
 use crate::shares::HeldBack;
@@ -76,12 +76,13 @@ pub async fn admit(req: &Request<'_>, deployment: usize, mode: Mode) -> Result<A
     check_endpoint(req.request, route)?;
     let quote = quote(gateway, req.request, req.profile, route, req.hidden_context);
     let ask = ask(gateway, req.caller, req.profile, route, quote);
+    req.access.estimated(quote.input.saturating_add(quote.output));
     match reserve_or_wait(req, route, ask, mode).await {
         Ok((grant, at)) => {
             req.access.admitted(quote.input.saturating_add(quote.output));
             Ok(granted(req, route, quote, grant, at))
         }
-        Err(refusal) => Err(refused(req, route, quote, refusal)),
+        Err(refusal) => Err(refused(req, route, quote, refusal).await),
     }
 }
 
@@ -172,7 +173,7 @@ fn memo(req: &Request<'_>, route: &Route) -> Option<Memo> {
 }
 
 /// The error a refused admission answers, counted.
-fn refused(req: &Request<'_>, route: &Route, quote: Quote, refusal: Refusal) -> GatewayError {
+async fn refused(req: &Request<'_>, route: &Route, quote: Quote, refusal: Refusal) -> GatewayError {
     let metrics = &req.gateway.metrics;
     match refusal {
         Refusal::Store(e) => {
@@ -181,10 +182,12 @@ fn refused(req: &Request<'_>, route: &Route, quote: Quote, refusal: Refusal) -> 
             GatewayError::StoreUnavailable
         }
         Refusal::Queue { full, eta } => {
+            // No limit refused while it waited: the deployment's queue itself is named.
             let limiter = if full { "queue_full" } else { "queue_wait" };
-            metrics.decision("rejected", limiter);
+            metrics.bound_decision("rejected", limiter, Bound::NONE);
             let hit = Hit { limit_type: limiter.into(), ..hit_labels(route) };
             metrics.rate_limit_hits.get_or_create(&hit).inc();
+            req.access.bound(crate::binding::NONE, None, crate::binding::NONE);
             let info = RateLimitInfo {
                 limiter: limiter.into(),
                 retry_after: Some(eta),
@@ -192,18 +195,30 @@ fn refused(req: &Request<'_>, route: &Route, quote: Quote, refusal: Refusal) -> 
             };
             GatewayError::RateLimited(Box::new(info))
         }
-        Refusal::Rejected(rejection, wait) => rejected(req, route, quote, &rejection, wait),
+        Refusal::Rejected(rejection, wait) => {
+            let binding = describe(req, route, &rejection).await;
+            rejected(req, route, quote, &rejection, wait, binding)
+        }
     }
 }
 
+/// `rejection` in words with its scope's figures, read from the request's path (the
+/// refusing scope is on it).
+async fn describe(req: &Request<'_>, route: &Route, rejection: &Rejection) -> String {
+    let path: Vec<ScopeId> = req.caller.scopes.iter().copied().chain(upstream_path(req.profile, route)).collect();
+    crate::binding::read_and_describe(req.gateway, &path, rejection).await
+}
+
 /// The error a limit's refusal answers: the breaker's hold is an outage (503), a request
-/// that can never fit a 400, any other a 429 with its wait.
+/// that can never fit a 400, any other a 429 with its wait, naming the refusing scope
+/// (`binding`: the refusal in words).
 fn rejected(
     req: &Request<'_>,
     route: &Route,
     quote: Quote,
     rejection: &Rejection,
     wait: Option<Duration>,
+    binding: String,
 ) -> GatewayError {
     let gateway = req.gateway;
     let metrics = &gateway.metrics;
@@ -216,14 +231,24 @@ fn rejected(
     }
     let limiter = rejection.limiter.to_string();
     let never = matches!(rejection.kind, RejectionKind::NeverFits { .. });
-    metrics.decision(if never { "never_fits" } else { "rejected" }, &limiter);
+    let bound = Bound::of(rejection);
+    metrics.bound_decision(if never { "never_fits" } else { "rejected" }, &limiter, bound);
     if !never {
-        let hit = Hit { limit_type: limiter.clone(), ..hit_labels(route) };
+        let hit = Hit {
+            limit_type: limiter.clone(),
+            scope_kind: bound.scope_kind,
+            dimension: bound.dimension,
+            ..hit_labels(route)
+        };
         metrics.rate_limit_hits.get_or_create(&hit).inc();
     }
+    req.access.bound(bound.scope_kind, Some(&rejection.scope.name), bound.dimension);
     let info = RateLimitInfo {
         limiter,
-        scope: rejection.scope.kind.as_str(),
+        scope: bound.scope_kind,
+        scope_name: rejection.scope.name.to_string(),
+        dimension: bound.dimension,
+        binding,
         retry_after: wait.or(rejection.retry_after()),
         ..refusal_info(req.caller, req.profile, route, quote)
     };
@@ -243,12 +268,15 @@ fn rejected(
 }
 
 /// What a rate-limit refusal of `caller`'s request on `route` names, refused before it
-/// was sent by the deployment's own limit; the refusing limiter, scope and wait are set
-/// by whoever refused.
+/// was sent by the deployment (its queue, or the provider); the refusing limiter, scope,
+/// figures and wait are set by whoever refused.
 pub fn refusal_info(caller: &Caller, profile: &Profile, route: &Route, quote: Quote) -> RateLimitInfo {
     RateLimitInfo {
         limiter: String::new(),
         scope: "deployment",
+        scope_name: route.name.to_string(),
+        dimension: crate::binding::NONE,
+        binding: String::new(),
         provider: route.provider.to_string(),
         model_profile: profile.name.to_string(),
         provider_model: route.model.clone(),
@@ -321,10 +349,13 @@ pub(crate) async fn check_fits(
             let LimiterName::Rate { dimension, .. } = rate.limiter else { continue };
             let needed = cost.of(dimension);
             if needed > rate.limit {
-                gateway.metrics.decision("never_fits", &rate.limiter.to_string());
+                let bound = Bound { scope_kind: snapshot.key.kind.as_str(), dimension: dimension.as_str() };
+                gateway.metrics.bound_decision("never_fits", &rate.limiter.to_string(), bound);
                 let info = RateLimitInfo {
                     limiter: rate.limiter.to_string(),
-                    scope: snapshot.key.kind.as_str(),
+                    scope: bound.scope_kind,
+                    scope_name: snapshot.key.name.to_string(),
+                    dimension: bound.dimension,
                     ..refusal_info(caller, profile, route, quoted)
                 };
                 return Err(GatewayError::NeverFits { info: Box::new(info), needed, capacity: rate.limit });
@@ -384,13 +415,12 @@ async fn reserve_or_wait(
     let (result, report) = route.queue.wait(ask, class.max_wait, class.max_queue, refusal).await;
     depth.dec();
     let waited = gateway.clock.now().since(started);
-    gateway.metrics.queue_wait.get_or_create(&labels).observe(waited.as_secs_f64());
+    waited_for(req, &report, waited, result.is_ok());
     if let Some(by) = report.held.filter(|_| !held_before) {
         reclaimed(gateway, route, caller, by);
     }
     if result.is_ok() {
         gateway.metrics.eta_error(&class.name, "request", report.eta, waited);
-        req.access.queued(waited);
     }
     match result {
         Ok(grant) => Ok((grant, report.granted.unwrap_or_else(|| gateway.clock.now()))),
@@ -400,6 +430,18 @@ async fn reserve_or_wait(
         Err(WaitError::Store(ReserveError::Rejected(r))) => Err(Refusal::Rejected(r, None)),
         Err(WaitError::Store(ReserveError::Store(e))) => Err(Refusal::Store(e)),
     }
+}
+
+/// Counts a wait in a deployment's queue (admitted or not) by the scope and dimension that held
+/// it, and logs it with them.
+fn waited_for(req: &Request<'_>, report: &crate::queue::Waited, waited: Duration, admitted: bool) {
+    let bound = report.bound_by.as_ref().map_or(Bound::NONE, Bound::of);
+    let Bound { scope_kind, dimension } = bound;
+    let labels =
+        WaitLabels { priority: req.caller.class.name.to_string(), task_type: TASK_TYPE.into(), scope_kind, dimension };
+    req.gateway.metrics.queue_wait.get_or_create(&labels).observe(waited.as_secs_f64());
+    req.access.waited(waited, admitted);
+    req.access.bound(scope_kind, report.bound_by.as_ref().map(|r| &r.scope.name), dimension);
 }
 
 /// Counts a request of `caller` held back on `route` so that others could go first.
@@ -426,7 +468,14 @@ fn may_wait(rejection: &Rejection, max_wait: Duration) -> bool {
 /// `provider`, `model` labels of a route, for a rate-limit hit.
 pub fn hit_labels(route: &Route) -> Hit {
     let labels = &route.counters.labels;
-    Hit { provider: labels.provider.clone(), model: labels.model.clone(), limit_type: String::new() }
+    let Bound { scope_kind, dimension } = Bound::NONE;
+    Hit {
+        provider: labels.provider.clone(),
+        model: labels.model.clone(),
+        limit_type: String::new(),
+        scope_kind,
+        dimension,
+    }
 }
 
 /// Suggested wait when every concurrency slot is busy (no bucket can say when one frees).

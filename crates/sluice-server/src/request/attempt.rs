@@ -23,7 +23,7 @@ use super::settle::{SettleGuard, Terms};
 use crate::access::Line;
 use crate::crossing::{Crossing, Pipe};
 use crate::error::{GatewayError, RateLimitInfo};
-use crate::metrics::Hit;
+use crate::metrics::{Bound, Hit};
 use crate::scrub;
 use crate::state::{Gateway, Route};
 use crate::upstream::{self, BodyError, UpstreamError};
@@ -406,8 +406,11 @@ async fn provider_429(call: &Call<'_>, hints: &sluice_provider::RateLimitHints, 
     if let Err(e) = gateway.store.pause(route.scope, pause).await {
         tracing::warn!(error = %e, "could not record the provider's pause");
     }
-    gateway.metrics.decision("provider_rejected", "provider");
-    let hit = Hit { limit_type: "provider".into(), ..admission::hit_labels(route) };
+    // The provider's own quota refused: the deployment is what bound it.
+    let bound = Bound { scope_kind: "deployment", dimension: crate::binding::NONE };
+    gateway.metrics.bound_decision("provider_rejected", "provider", bound);
+    let hit = Hit { limit_type: "provider".into(), scope_kind: bound.scope_kind, ..admission::hit_labels(route) };
+    call.req.access.bound(bound.scope_kind, Some(&route.name), bound.dimension);
     gateway.metrics.rate_limit_hits.get_or_create(&hit).inc();
     let terms = call.terms;
     let quote = admission::Quote {
@@ -419,7 +422,8 @@ async fn provider_429(call: &Call<'_>, hints: &sluice_provider::RateLimitHints, 
     let (caller, profile) = (call.req.caller, call.req.profile);
     GatewayError::RateLimited(Box::new(RateLimitInfo {
         limiter: "provider".into(),
-        retry_after: wait,
+        // Everyone waits out the pause: a client told so, on either protocol.
+        retry_after: Some(wait.unwrap_or(pause)),
         gateway_decision: "admitted_then_provider_rejected",
         ..admission::refusal_info(caller, profile, route, quote)
     }))

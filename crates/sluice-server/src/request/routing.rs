@@ -275,6 +275,9 @@ mod tests {
         let limited = GatewayError::RateLimited(Box::new(crate::error::RateLimitInfo {
             limiter: "queue_wait".into(),
             scope: "deployment",
+            scope_name: "d".into(),
+            dimension: "none",
+            binding: String::new(),
             provider: "p".into(),
             model_profile: "p".into(),
             provider_model: "m".into(),
