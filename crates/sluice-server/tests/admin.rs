@@ -251,7 +251,8 @@ async fn a_paused_class_is_held_on_this_instance_and_released_by_resume() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limit_changes_apply_at_once_and_are_validated_like_the_config() {
     let env = env().await;
-    let (status, body) = admin(&env, "PUT", "/admin/limits/key/acme-1", Some(ADMIN), Some(json!({"rpm": 2}))).await;
+    let limits = json!({"rpm": 2, "burst_seconds": 1});
+    let (status, body) = admin(&env, "PUT", "/admin/limits/key/acme-1", Some(ADMIN), Some(limits)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["limits"][0]["limiter"], "rpm");
     assert_eq!(body["limits"][0]["limit"], 2);

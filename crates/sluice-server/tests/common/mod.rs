@@ -70,6 +70,16 @@ pub async fn start_with(sim: SimConfig, process: &str, policy: &str) -> Env {
     Env { sim, gateway, http: reqwest::Client::new() }
 }
 
+/// [`start`] with the gateway and its memory store on `clock` (a fake clock that moves only
+/// when the test says: waits, refills and retry hints are then exact).
+pub async fn start_clocked(sim: SimConfig, policy: &str, clock: Arc<dyn sluice_quota::Clock>) -> Env {
+    let sim = sluice_sim::SimProvider::start(sim).await.unwrap();
+    let config = config(&sim, "", policy);
+    let store = Arc::new(sluice_quota::MemoryStore::new(Arc::clone(&clock)));
+    let gateway = Running::start_with_clock(&config, store, clock, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    Env { sim, gateway, http: reqwest::Client::new() }
+}
+
 /// The configuration [`start_with`] builds: `process` and `policy` under provider sections
 /// pointing at `sim` (also for reloading a running gateway with another policy).
 pub fn config(sim: &SimHandle, process: &str, policy: &str) -> sluice_config::Config {
