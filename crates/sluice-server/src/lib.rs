@@ -21,6 +21,7 @@ mod catalog;
 pub mod connections;
 mod crossing;
 mod dashboard;
+mod deadline;
 pub mod error;
 pub mod http_version;
 pub mod jobs;

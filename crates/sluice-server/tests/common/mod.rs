@@ -80,6 +80,31 @@ pub async fn start_clocked(sim: SimConfig, policy: &str, clock: Arc<dyn sluice_q
     Env { sim, gateway, http: reqwest::Client::new() }
 }
 
+/// The gateway's clock on tokio's timeline: with `#[tokio::test(start_paused = true)]`, time
+/// moves only when every task waits (queue deadlines, refills and retry hints then agree
+/// with `tokio::time::Instant` exactly, and no test sleeps in real time).
+#[derive(Debug)]
+pub struct TokioClock {
+    origin: tokio::time::Instant,
+}
+
+impl TokioClock {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self { origin: tokio::time::Instant::now() })
+    }
+}
+
+impl sluice_quota::Clock for TokioClock {
+    fn now(&self) -> sluice_quota::Nanos {
+        sluice_quota::Nanos(sluice_quota::clock::duration_ns(self.origin.elapsed()))
+    }
+
+    fn unix_millis(&self) -> u64 {
+        let ms = u64::try_from(self.origin.elapsed().as_millis()).unwrap();
+        sluice_quota::clock::FAKE_UNIX_ORIGIN_MS + ms
+    }
+}
+
 /// The configuration [`start_with`] builds: `process` and `policy` under provider sections
 /// pointing at `sim` (also for reloading a running gateway with another policy).
 pub fn config(sim: &SimHandle, process: &str, policy: &str) -> sluice_config::Config {
