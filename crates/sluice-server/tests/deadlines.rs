@@ -172,3 +172,27 @@ async fn a_client_deadline_shorter_than_the_predicted_wait_is_refused_at_once_an
     assert!(header_ms(&headers, "x-sluice-queued-ms").is_some());
     env.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn behind_a_queue_the_prediction_is_the_queues_and_a_shorter_client_deadline_is_refused_at_once() {
+    let env = std::sync::Arc::new(start_clocked(paced_sim(), &paced_policy(), TokioClock::new()).await);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(post(&env, &chat("fast", 4, 1), None).await.0, 200);
+    // One request waits for the next slot, a second away ...
+    let ahead = {
+        let env = std::sync::Arc::clone(&env);
+        tokio::spawn(async move { post(&env, &chat("fast", 4, 1), None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // ... so one behind it, whose client waits half a second, is told at once when it could pass.
+    let arrived = Instant::now();
+    let (status, headers, body) = post(&env, &chat("fast", 4, 1), Some("500")).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(arrived.elapsed() < Duration::from_millis(50), "not held: {:?}", arrived.elapsed());
+    let retry = header_ms(&headers, "retry-after-ms").unwrap();
+    assert!(retry > 500, "the queue's prediction, past the deadline: {retry} ms");
+    let (status, headers, _) = ahead.await.unwrap();
+    assert_eq!(status, 200);
+    assert!(header_ms(&headers, "x-sluice-queued-ms").is_some());
+    std::sync::Arc::into_inner(env).unwrap().shutdown().await;
+}
