@@ -1,18 +1,17 @@
 //! The context every step of a request's road reads: who asks, what, for which profile,
 //! and what of the client's request travels on. It imports nothing of the road.
 
-use std::sync::Arc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::http::HeaderMap;
 use sluice_provider::ParsedRequest;
+use sluice_quota::Nanos;
 
 use crate::access::Line;
 use crate::ratelimit_headers::Early;
 use crate::state::{Caller, Gateway, Profile};
 use crate::trace::Trace;
-use sluice_quota::Nanos;
 
 /// One request's context through its attempts.
 pub struct Request<'a> {
@@ -52,12 +51,12 @@ pub struct Request<'a> {
 impl Request<'_> {
     /// Counts `waited` in a queue.
     pub fn waited(&self, waited: Duration) {
-        let mut queued = self.queued.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
         *queued = Some(queued.unwrap_or_default().saturating_add(waited));
     }
 
     /// The time spent in queues, if the request queued at all.
     pub fn queued(&self) -> Option<Duration> {
-        *self.queued.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self.queued.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -1,7 +1,7 @@
 //! The inbound step of a proxied request: its caller (authenticated once, before the body
 //! is read), its body, the parse, the profile, the idempotency key; then the attempts.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
@@ -146,7 +146,7 @@ pub async fn forward(
         hidden_context,
         deadline,
         client_deadline: client_wait.is_some(),
-        queued: std::sync::Mutex::new(None),
+        queued: Mutex::new(None),
     };
     once_only(&attempt, protocol).await.unwrap_or_else(Served::refused).logged(Arc::clone(&access))
 }
