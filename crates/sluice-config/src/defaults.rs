@@ -25,6 +25,16 @@ pub const CONTEXT_RESERVE_TOKENS: u64 = 8_192;
 pub const PASSTHROUGH: [crate::Passthrough; 2] = [crate::Passthrough::Completions, crate::Passthrough::Moderations];
 /// Input estimate factor for families without an exact local tokenizer.
 pub const APPROX_SAFETY_FACTOR: f64 = 1.1;
+/// How much of a per-minute rate a provider-facing scope (a deployment, a provider account
+/// or region) passes at once when its `burst_seconds` is left out: one second's worth, the
+/// shortest window a major provider documents enforcing a per-minute limit over, so that
+/// sluice's own bursts never earn a provider 429.
+pub const PROVIDER_BURST: Duration = Duration::from_secs(sluice_quota::limit::DEFAULT_BURST_SECONDS);
+/// How much of a per-minute rate a caller scope (the org, a tenant, team, API key or model
+/// profile) passes at once when its `burst_seconds` is left out: the whole minute. A caller's
+/// limit is a promise over its window, not a provider's short window, so a team with
+/// 20,000 TPM may send one 15,000-token request at once; per-day limits use the day.
+pub const CALLER_BURST: Duration = Duration::from_secs(60);
 /// The class of keys that name none.
 pub const CLASS: &str = "interactive";
 /// The longest an interactive request waits for capacity.

@@ -15,6 +15,7 @@ mod validate;
 
 /// The class of a key that names none.
 pub use defaults::CLASS as DEFAULT_CLASS;
+pub use defaults::{CALLER_BURST, PROVIDER_BURST};
 pub use error::ConfigError;
 pub use model::*;
 pub use prices::preset_price;
@@ -22,13 +23,19 @@ pub use validate::hash_key;
 
 use error::Source;
 
-/// Parses and validates one scope's limits written as TOML (`rpm = 500\ntpm = 30000`),
-/// by the same rules as the file; errors name `field.<limit>` (the admin API's limit
-/// changes use it).
+/// Parses and validates the limits of a scope of `kind` written as TOML
+/// (`rpm = 500\ntpm = 30000`), by the same rules as the file: the burst default of its kind
+/// ([`PROVIDER_BURST`] and a send guard for deployments and accounts, [`CALLER_BURST`] for
+/// the rest); errors name `field.<limit>` (the admin API's limit changes and runtime
+/// tenants, teams and keys use it).
 ///
 /// # Errors
 /// An unknown limit, a wrong type or a zero amount, naming the limit.
-pub fn parse_limits(field: &str, text: &str) -> Result<sluice_quota::Limits, ConfigError> {
+pub fn parse_limits(
+    kind: sluice_quota::ScopeKind,
+    field: &str,
+    text: &str,
+) -> Result<sluice_quota::Limits, ConfigError> {
     let source = Source { text };
     let raw: raw::RawLimits = toml::from_str(text).map_err(|e| {
         let mut error = error::from_toml(source, &e);
@@ -36,7 +43,7 @@ pub fn parse_limits(field: &str, text: &str) -> Result<sluice_quota::Limits, Con
         error.field = if error.field.is_empty() { field.to_owned() } else { format!("{field}.{}", error.field) };
         error
     })?;
-    validate::Validator { source }.limits(field, &raw).map_err(|e| ConfigError { line: None, ..e })
+    validate::Validator { source }.limits(kind, field, &raw).map_err(|e| ConfigError { line: None, ..e })
 }
 
 /// Parses and validates a configuration text.

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::Digest as _;
-use sluice_quota::{Dimension, Limits, RateLimit};
+use sluice_quota::{Dimension, Limits, RateLimit, ScopeKind};
 use toml::Spanned;
 
 use crate::defaults;
@@ -45,7 +45,7 @@ impl Validator<'_> {
         let server = self.server(&raw.server)?;
         let store = self.store(&raw.store)?;
         let org_name = raw.org.name.as_ref().map_or("org", |n| n.get_ref().as_str());
-        let org = (Arc::from(org_name), self.limits("org.limits", &raw.org.limits)?);
+        let org = (Arc::from(org_name), self.limits(ScopeKind::Org, "org.limits", &raw.org.limits)?);
         let providers = self.providers(&raw.providers)?;
         let accounts = self.accounts(&raw.accounts)?;
         let mut deployments = self.deployments(&raw.deployments, &providers)?;
@@ -93,11 +93,15 @@ impl Validator<'_> {
         Ok(d)
     }
 
-    pub fn limits(&self, field: &str, raw: &RawLimits) -> Result<Limits> {
+    /// A scope's limits of `kind`: provider-facing scopes (deployments, accounts) default to
+    /// the short [`defaults::PROVIDER_BURST`] and keep a send guard, caller scopes to the
+    /// whole window ([`defaults::CALLER_BURST`]); `burst_seconds` overrides either.
+    pub fn limits(&self, kind: ScopeKind, field: &str, raw: &RawLimits) -> Result<Limits> {
         let minute = Duration::from_secs(60);
         let day = Duration::from_secs(86_400);
         let burst = match &raw.burst_seconds {
-            None => Duration::from_secs(sluice_quota::limit::DEFAULT_BURST_SECONDS),
+            None if kind.is_upstream() => defaults::PROVIDER_BURST,
+            None => defaults::CALLER_BURST,
             Some(b) if b.get_ref().is_finite() && *b.get_ref() > 0.0 && *b.get_ref() <= 86_400.0 => {
                 Duration::from_secs_f64(*b.get_ref())
             }
@@ -126,7 +130,8 @@ impl Validator<'_> {
         if let Some(budget) = &raw.budget {
             limits.budgets = self.budget(&format!("{field}.budget"), budget)?;
         }
-        Ok(limits)
+        // A provider-facing scope mirrors the provider's short window: with a send guard.
+        Ok(if kind.is_upstream() { limits.guarded() } else { limits })
     }
 
     fn positive(&self, field: &str, value: &Spanned<u64>) -> Result<NonZeroU64> {

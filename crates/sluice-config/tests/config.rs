@@ -82,6 +82,45 @@ fn base_fixture_is_valid() {
     assert_eq!(config.deployments[0].limits.rates[1].burst.get(), 500);
 }
 
+/// Every scope of BASE with a 20,000 TPM limit, and 1,000 TPD on the key.
+fn every_scope_at_20k_tpm(key_limits: &str) -> String {
+    let tpm = "limits = { tpm = 20000 }";
+    BASE.replace("limits = { rpm = 500, tpm = 30000 }", tpm)
+        .replace("deployment = \"d\"\n", &format!("deployment = \"d\"\n{tpm}\n"))
+        .replace(
+            "name = \"t\"\n",
+            &format!("name = \"t\"\n{tpm}\n\n  [[tenants.teams]]\n  name = \"search\"\n  {tpm}\n"),
+        )
+        .replace("tenant = \"t\"\n", &format!("tenant = \"t\"\nteam = \"search\"\nlimits = {{ {key_limits} }}\n"))
+        + &format!("\n[org]\n{tpm}\n")
+}
+
+#[test]
+fn caller_scopes_pass_their_whole_minute_at_once_and_provider_scopes_one_second() {
+    let config = parse(&every_scope_at_20k_tpm("tpm = 20000, tpd = 1000")).unwrap();
+    let burst = |limits: &sluice_quota::Limits| limits.rates[0].burst.get();
+    assert_eq!(sluice_config::CALLER_BURST, Duration::from_secs(60));
+    assert_eq!(sluice_config::PROVIDER_BURST, Duration::from_secs(1));
+    assert_eq!(burst(&config.org.1), 20_000, "the org");
+    assert_eq!(burst(&config.tenants[0].limits), 20_000, "a tenant");
+    assert_eq!(burst(&config.tenants[0].teams[0].limits), 20_000, "a team");
+    assert_eq!(burst(&config.keys[0].limits), 20_000, "a key");
+    assert_eq!(burst(&config.models[0].limits), 20_000, "a model profile");
+    assert_eq!(config.keys[0].limits.rates[1].burst.get(), 1_000, "a per-day limit: the day");
+    let deployment = &config.deployments[0].limits.rates[0];
+    assert_eq!((deployment.burst.get(), deployment.guard), (333, true), "one second's worth, guarded");
+    assert!(config.tenants[0].limits.rates.iter().all(|r| !r.guard), "a caller scope keeps no send guard");
+}
+
+#[test]
+fn burst_seconds_overrides_either_default() {
+    let config = parse(&every_scope_at_20k_tpm("tpm = 20000, burst_seconds = 3")).unwrap();
+    assert_eq!(config.keys[0].limits.rates[0].burst.get(), 1_000, "three seconds of the key's rate");
+    let text = BASE.replace("tpm = 30000 }", "tpm = 30000, burst_seconds = 10 }");
+    let deployment = &parse(&text).unwrap().deployments[0].limits.rates[1];
+    assert_eq!((deployment.burst.get(), deployment.guard), (5_000, true));
+}
+
 /// (edit to BASE, expected field, expected line, words the message must contain)
 const BAD: &[(&str, &str, &str, usize, &str)] = &[
     ("kind = \"openai\"", "kind = \"opneai\"", "providers[0].kind", 4, "unknown kind `opneai`"),

@@ -22,6 +22,7 @@ mod catalog;
 pub mod connections;
 mod crossing;
 mod dashboard;
+mod deadline;
 pub mod error;
 pub mod http_version;
 pub mod jobs;
@@ -600,7 +601,21 @@ impl Running {
         store: Arc<dyn sluice_quota::QuotaStore>,
         listen: std::net::SocketAddr,
     ) -> Result<Self, StartError> {
-        let state = AppState::build(config, store)?.with_tls(config)?;
+        Self::start_with_clock(config, store, Arc::new(sluice_quota::SystemClock::new()), listen).await
+    }
+
+    /// [`Running::start`] on `clock` (a fake clock in tests: every admission decision, queue
+    /// deadline and retry hint reads it).
+    ///
+    /// # Errors
+    /// When a provider key is missing or the address cannot be bound.
+    pub async fn start_with_clock(
+        config: &sluice_config::Config,
+        store: Arc<dyn sluice_quota::QuotaStore>,
+        clock: Arc<dyn sluice_quota::Clock>,
+        listen: std::net::SocketAddr,
+    ) -> Result<Self, StartError> {
+        let state = AppState::build_with_clock(config, store, clock)?.with_tls(config)?;
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel();

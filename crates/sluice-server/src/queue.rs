@@ -306,6 +306,14 @@ impl DeploymentQueue {
         (result, waited)
     }
 
+    /// When `ask` would be granted if it joined the queue now: the cost queued ahead of it
+    /// and its own at the recent admission rate, else `refusal`'s wait (see [`Waited::eta`]).
+    #[must_use]
+    pub fn predict(&self, ask: &Ask, refusal: Option<&Rejection>) -> Duration {
+        let state = self.lock();
+        self.eta(&state, ask.priority, ask.fairness_cost(), refusal.and_then(Rejection::retry_after))
+    }
+
     fn forget(&self, state: &mut State, id: WaiterId) -> Option<Pending> {
         state.fair.remove(id);
         let pending = state.pending.remove(&id)?;

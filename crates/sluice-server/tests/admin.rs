@@ -253,7 +253,8 @@ async fn a_paused_class_is_held_on_this_instance_and_released_by_resume() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limit_changes_apply_at_once_and_are_validated_like_the_config() {
     let env = env().await;
-    let (status, body) = admin(&env, "PUT", "/admin/limits/key/acme-1", Some(ADMIN), Some(json!({"rpm": 2}))).await;
+    let limits = json!({"rpm": 2, "burst_seconds": 1});
+    let (status, body) = admin(&env, "PUT", "/admin/limits/key/acme-1", Some(ADMIN), Some(limits)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["limits"][0]["limiter"], "rpm");
     assert_eq!(body["limits"][0]["limit"], 2);
@@ -263,9 +264,10 @@ async fn limit_changes_apply_at_once_and_are_validated_like_the_config() {
     let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("fast", 4, 8)).await;
     assert_eq!((status, &body["error"]["limiter"], &body["error"]["scope"]), (429, &json!("rpm"), &json!("api_key")));
     // Teams are named tenant/team (URL-encoded).
-    let (status, _) =
+    let (status, body) =
         admin(&env, "PUT", "/admin/limits/team/acme%2Fsearch", Some(ADMIN), Some(json!({"tpm": 5000}))).await;
     assert_eq!(status, 200);
+    assert_eq!(body["limits"][0]["burst"], 5000, "a caller scope passes its whole minute at once: {body}");
     let cases = [
         ("/admin/limits/key/acme-1", json!({"rpm": 0}), "limits.rpm"),
         ("/admin/limits/key/acme-1", json!({"rpx": 5}), "limits.rpx"),
@@ -286,6 +288,7 @@ async fn limit_changes_apply_at_once_and_are_validated_like_the_config() {
     let (_, state) = admin(&env, "GET", "/admin/state", Some(ADMIN), None).await;
     let mini = state["scopes"].as_array().unwrap().iter().find(|s| s["name"] == "mini").unwrap().clone();
     assert_eq!(mini["limits"][0]["limit"], 20000);
+    assert_eq!(mini["limits"][0]["burst"], 333, "a deployment, one second of its rate: {mini}");
     env.shutdown().await;
 }
 

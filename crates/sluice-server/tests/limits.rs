@@ -112,11 +112,11 @@ async fn workload_b_large_calls_is_tpm_bound_and_uses_the_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_cap_below_the_provider_cap_holds() {
-    // Tenant: 1,200 RPM = 20/s; provider: 6,000 RPM.
+    // Tenant: 1,200 RPM = 20/s, one second of it at once; provider: 6,000 RPM.
     let env = Arc::new(
         start(
             sim(6_000, 10_000_000, Completion::Fixed { tokens: 20 }),
-            &policy("rpm = 6000, tpm = 10000000", "rpm = 1200", "rpm = 100000"),
+            &policy("rpm = 6000, tpm = 10000000", "rpm = 1200, burst_seconds = 1", "rpm = 100000"),
         )
         .await,
     );
@@ -138,11 +138,12 @@ async fn a_tenant_cap_below_the_provider_cap_holds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_team_cap_below_the_tenant_cap_holds_and_the_other_team_keeps_the_rest() {
-    // Team search: 600 RPM = 10/s; tenant: 1,800 RPM = 30/s; the batch team takes what is left.
+    // Team search: 600 RPM = 10/s; tenant: 1,800 RPM = 30/s; the batch team takes what is
+    // left. Both pass one second's worth at once, so the pacing shows within seconds.
     let env = Arc::new(
         start(
             sim(6_000, 10_000_000, Completion::Fixed { tokens: 20 }),
-            &policy("rpm = 6000, tpm = 10000000", "rpm = 1800", "rpm = 600"),
+            &policy("rpm = 6000, tpm = 10000000", "rpm = 1800, burst_seconds = 1", "rpm = 600, burst_seconds = 1"),
         )
         .await,
     );

@@ -9,8 +9,8 @@ impl Validator<'_> {
         raw.iter()
             .enumerate()
             .map(|(i, a)| {
-                // Like a deployment's, an account's limits mirror the provider's: guarded.
-                let limits = self.limits(&format!("accounts[{i}].limits"), &a.limits)?.guarded();
+                // Like a deployment's, an account's limits mirror the provider's.
+                let limits = self.limits(ScopeKind::Account, &format!("accounts[{i}].limits"), &a.limits)?;
                 Ok(Account { name: Arc::from(a.name.get_ref().as_str()), limits })
             })
             .collect()

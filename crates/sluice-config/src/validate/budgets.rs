@@ -111,12 +111,16 @@ mod tests {
 
     #[test]
     fn budgets_are_read_in_micro_units_and_bad_ones_name_their_field() {
-        let limits = crate::parse_limits("limits", "budget = { day = 25.0, month = 500.5 }").unwrap();
+        let limits =
+            crate::parse_limits(sluice_quota::ScopeKind::Tenant, "limits", "budget = { day = 25.0, month = 500.5 }")
+                .unwrap();
         let amounts: Vec<_> = limits.budgets.iter().map(|b| (b.period, b.amount.get())).collect();
         assert_eq!(amounts, [(BudgetPeriod::Day, 25_000_000), (BudgetPeriod::Month, 500_500_000)]);
-        let error = crate::parse_limits("limits", "budget = { day = -1.0 }").unwrap_err();
+        let error =
+            crate::parse_limits(sluice_quota::ScopeKind::Tenant, "limits", "budget = { day = -1.0 }").unwrap_err();
         assert_eq!(error.field, "limits.budget.day");
-        let error = crate::parse_limits("limits", "budget = { week = 1.0 }").unwrap_err();
+        let error =
+            crate::parse_limits(sluice_quota::ScopeKind::Tenant, "limits", "budget = { week = 1.0 }").unwrap_err();
         assert!(error.field.ends_with("week"), "{}", error.field);
     }
 }

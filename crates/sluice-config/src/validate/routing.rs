@@ -142,7 +142,7 @@ impl Validator<'_> {
             model: d.model.get_ref().clone(),
             azure_deployment: self.azure_deployment(i, d, &account.api)?,
             // A deployment's limits mirror the provider's: its buckets keep a send guard.
-            limits: self.limits(&field("limits"), &limits)?.guarded(),
+            limits: self.limits(ScopeKind::Deployment, &field("limits"), &limits)?,
             output_weight: self.output_weight(i, d, &account.api)?,
             account: None,
             adaptive: self.adaptive(i, d, kind, output_counting)?,
@@ -190,7 +190,7 @@ impl Validator<'_> {
                 let context_reserve_tokens =
                     m.context_reserve_tokens.as_ref().map_or(defaults::CONTEXT_RESERVE_TOKENS, |v| *v.get_ref());
                 let passthrough = self.passthrough(&format!("models[{i}].passthrough"), m.passthrough.as_deref())?;
-                let limits = self.limits(&format!("models[{i}].limits"), &m.limits)?;
+                let limits = self.limits(ScopeKind::ModelProfile, &format!("models[{i}].limits"), &m.limits)?;
                 let fallbacks = m
                     .fallbacks
                     .iter()

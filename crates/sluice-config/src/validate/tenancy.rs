@@ -14,11 +14,12 @@ impl Validator<'_> {
                     .iter()
                     .enumerate()
                     .map(|(j, team)| {
-                        let limits = self.limits(&format!("tenants[{i}].teams[{j}].limits"), &team.limits)?;
+                        let limits =
+                            self.limits(ScopeKind::Team, &format!("tenants[{i}].teams[{j}].limits"), &team.limits)?;
                         Ok(Team { name: Arc::from(team.name.get_ref().as_str()), limits })
                     })
                     .collect::<Result<_>>()?;
-                let limits = self.limits(&format!("tenants[{i}].limits"), &t.limits)?;
+                let limits = self.limits(ScopeKind::Tenant, &format!("tenants[{i}].limits"), &t.limits)?;
                 let weight = match &t.weight {
                     None => std::num::NonZeroU32::MIN,
                     Some(w) => u32::try_from(*w.get_ref())
@@ -125,7 +126,7 @@ impl Validator<'_> {
                 if let Some(other) = hashes.insert(sha256, i) {
                     return Err(self.err(&field("sha256"), k.sha256.span(), format!("same key as keys[{other}]")));
                 }
-                let limits = self.limits(&field("limits"), &k.limits)?;
+                let limits = self.limits(ScopeKind::ApiKey, &field("limits"), &k.limits)?;
                 Ok(ApiKey { id: Arc::from(k.id.get_ref().as_str()), sha256, tenant, team, class, limits })
             })
             .collect()

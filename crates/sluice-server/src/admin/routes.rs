@@ -201,12 +201,11 @@ async fn put_limits(
         Ok(text) => text,
         Err((param, message)) => return bad(&headers, &param, message),
     };
-    let limits = match sluice_config::parse_limits("limits", &text) {
+    // The burst default of the scope's kind, and a deployment's send guard, as in the config.
+    let limits = match sluice_config::parse_limits(scope_kind, "limits", &text) {
         Ok(limits) => limits,
         Err(e) => return bad(&headers, &e.field, e.message),
     };
-    // A deployment's limits mirror the provider's, as in the config: with a send guard.
-    let limits = if scope_kind == ScopeKind::Deployment { limits.guarded() } else { limits };
     let store = &state.current().store;
     let id = store.register(ScopeKey::new(scope_kind, Arc::clone(&entry.name)), limits);
     tracing::info!(kind = %kind, name = %entry.name, "admin: limits changed");
@@ -231,13 +230,14 @@ fn limits_toml(body: &[u8]) -> Result<String, (String, String)> {
     map_toml(&map)
 }
 
-/// A limits object validated as the configuration's limits are: `(field, message)` when not.
+/// A runtime tenant's, team's or key's limits object validated as the configuration's
+/// caller limits are (the whole window as their default burst): `(field, message)` when not.
 ///
 /// # Errors
 /// The field and what is wrong with it.
 pub fn limits_of(map: &serde_json::Map<String, Value>) -> Result<sluice_quota::Limits, (String, String)> {
     let text = map_toml(map)?;
-    sluice_config::parse_limits("limits", &text).map_err(|e| (e.field, e.message))
+    sluice_config::parse_limits(ScopeKind::Tenant, "limits", &text).map_err(|e| (e.field, e.message))
 }
 
 fn map_toml(map: &serde_json::Map<String, Value>) -> Result<String, (String, String)> {

@@ -376,7 +376,9 @@ enum Refusal {
 }
 
 /// Reserves now, or waits in the deployment's queue when the class may wait and nothing
-/// of its class or higher is already waiting there.
+/// of its class or higher is already waiting there. Every wait gets only what is left of
+/// the request's deadline; with a client's own deadline, a wait predicted to outlast it is
+/// refused at once with the prediction.
 /// Returns the grant and when it came.
 async fn reserve_or_wait(
     req: &Request<'_>,
@@ -387,9 +389,10 @@ async fn reserve_or_wait(
     let (gateway, caller) = (req.gateway, req.caller);
     let class = &caller.class;
     let now = gateway.clock.now();
+    let left = req.deadline.since(now);
     // How long it may wait bounds the claims its refusals record: one that will not wait
     // claims no idle window.
-    ask.deadline = Some(if mode == Mode::Wait { now.after(class.max_wait) } else { now });
+    ask.deadline = Some(if mode == Mode::Wait { req.deadline } else { now });
     let refusal = if mode == Mode::Wait && route.queue.must_queue(class.priority) {
         None
     } else {
@@ -399,7 +402,7 @@ async fn reserve_or_wait(
                 if r.limiter == LimiterName::FairShare {
                     reclaimed(gateway, route, caller, HeldBack::Tenant);
                 }
-                if mode != Mode::Wait || !may_wait(&r, class.max_wait) {
+                if mode != Mode::Wait || !may_wait(&r, left) {
                     return Err(Refusal::Rejected(r, None));
                 }
                 Some(r)
@@ -407,15 +410,22 @@ async fn reserve_or_wait(
             Err(ReserveError::Store(e)) => return Err(Refusal::Store(e)),
         }
     };
+    if left.is_zero() || req.client_deadline {
+        let eta = route.queue.predict(&ask, refusal.as_ref());
+        if left.is_zero() || eta > left {
+            return Err(predicted(refusal, eta));
+        }
+    }
     let held_before = refusal.as_ref().is_some_and(|r| r.limiter == LimiterName::FairShare);
     let labels = QueueLabels { priority: class.name.to_string(), task_type: TASK_TYPE.into() };
     let depth = gateway.metrics.queue_depth.get_or_create(&labels).clone();
     depth.inc();
     let started = gateway.clock.now();
-    let (result, report) = route.queue.wait(ask, class.max_wait, class.max_queue, refusal).await;
+    let (result, report) = route.queue.wait(ask, left, class.max_queue, refusal).await;
     depth.dec();
     let waited = gateway.clock.now().since(started);
     waited_for(req, &report, waited, result.is_ok());
+    req.waited(waited);
     if let Some(by) = report.held.filter(|_| !held_before) {
         reclaimed(gateway, route, caller, by);
     }
@@ -444,6 +454,16 @@ fn waited_for(req: &Request<'_>, report: &crate::queue::Waited, waited: Duration
     req.access.bound(scope_kind, report.bound_by.as_ref().map(|r| &r.scope.name), dimension);
 }
 
+/// The refusal of a request that will not wait (nothing is left of its deadline, or its
+/// grant is predicted after it): the last refusal, or the queue's, with the prediction as
+/// its retry hint.
+fn predicted(refusal: Option<Rejection>, eta: Duration) -> Refusal {
+    match refusal {
+        Some(r) => Refusal::Rejected(r, Some(eta)),
+        None => Refusal::Queue { full: false, eta },
+    }
+}
+
 /// Counts a request of `caller` held back on `route` so that others could go first.
 fn reclaimed(gateway: &Gateway, route: &Route, caller: &Caller, by: HeldBack) {
     gateway.metrics.shares.reclaimed(&route.name, &caller.tenant, &caller.class.name, by);
@@ -453,7 +473,7 @@ fn reclaimed(gateway: &Gateway, route: &Route, caller: &Caller, by: HeldBack) {
 const TASK_TYPE: &str = "default";
 
 /// Whether waiting can help: not for a request that never fits or whose own wait is
-/// longer than its class allows.
+/// longer than what is left of its deadline.
 fn may_wait(rejection: &Rejection, max_wait: Duration) -> bool {
     // A spent budget waits for the next day or month, never in a queue.
     !max_wait.is_zero()

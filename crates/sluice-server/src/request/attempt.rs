@@ -32,6 +32,9 @@ use crate::upstream::{self, BodyError, UpstreamError};
 const PROVIDER_429_PAUSE: Duration = Duration::from_secs(1);
 /// The longest pause taken from a provider hint (a daily-quota hint is not a reason to stall).
 const MAX_PROVIDER_PAUSE: Duration = Duration::from_secs(120);
+/// The time a response's request spent waiting in queues, in milliseconds (absent when it
+/// did not queue).
+const QUEUED_MS: &str = "x-sluice-queued-ms";
 /// Largest provider response body the gateway buffers (non-stream).
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// Largest provider error body read.
@@ -79,7 +82,8 @@ pub async fn run(req: &Request<'_>) -> Served {
     let gateway = req.gateway;
     let class = &req.caller.class;
     let started = gateway.clock.now();
-    let limits = RetryLimits { attempts: class.retry_attempts, within: class.retry_within };
+    let deadline = req.deadline.since(started);
+    let limits = RetryLimits { attempts: class.retry_attempts, within: class.retry_within, deadline };
     let degradable = routing::degradable(req.profile, req.caller.class_index, req.task);
     let mut plan = Plan::new(req.profile, limits, degradable);
     let mut deployment = None;
@@ -93,10 +97,14 @@ pub async fn run(req: &Request<'_>) -> Served {
             once(req, plan.target(), plan.mode()).await
         };
         let (class, error) = match outcome {
-            Attempt::Done(response) => {
+            Attempt::Done(mut response) => {
                 if let Some(reason) = plan.rerouted() {
                     let from = &gateway.deployments[req.profile.deployment].counters.labels;
                     gateway.metrics.fallback(from, &route.counters.labels, reason);
+                }
+                if let Some(queued) = req.queued() {
+                    let ms = u64::try_from(queued.as_millis()).unwrap_or(u64::MAX);
+                    response.headers_mut().insert(QUEUED_MS, http::HeaderValue::from(ms));
                 }
                 return Served { deployment, result: Ok(response), access: None };
             }

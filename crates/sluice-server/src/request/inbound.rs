@@ -1,7 +1,7 @@
 //! The inbound step of a proxied request: its caller (authenticated once, before the body
 //! is read), its body, the parse, the profile, the idempotency key; then the attempts.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
@@ -129,6 +129,9 @@ pub async fn forward(
         return Served::refused(error).logged(access);
     }
     let task = task_of(headers, &request);
+    // One deadline for every wait of the request, from its arrival here.
+    let client_wait = crate::deadline::client_wait(headers);
+    let deadline = gateway.clock.now().after(crate::deadline::effective(caller.class.max_wait, client_wait));
     let hidden_context = hidden_context(gateway, caller, &request).await;
     let attempt = Request {
         gateway,
@@ -141,6 +144,9 @@ pub async fn forward(
         early,
         access: &access,
         hidden_context,
+        deadline,
+        client_deadline: client_wait.is_some(),
+        queued: Mutex::new(None),
     };
     once_only(&attempt, protocol).await.unwrap_or_else(Served::refused).logged(Arc::clone(&access))
 }

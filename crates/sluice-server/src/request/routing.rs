@@ -26,6 +26,10 @@ pub struct RetryLimits {
     pub attempts: u32,
     /// The time after which no retry starts.
     pub within: Duration,
+    /// What is left of the request's wait deadline at its first attempt: a retry that waits
+    /// for capacity (after a provider 429) must start within it, so that waits on the
+    /// primary, on retries and on fallbacks add up to no more than the deadline.
+    pub deadline: Duration,
 }
 
 /// What comes after a failed attempt.
@@ -110,7 +114,9 @@ impl<'p> Plan<'p> {
             && may_retry(class)
         {
             let wait = backoff(self.retries, class.retry_after(), rng);
-            if elapsed + wait < self.limits.within && budget() {
+            let capacity = matches!(class, ErrorClass::RateLimited { .. });
+            let in_time = elapsed + wait < self.limits.within && (!capacity || elapsed + wait <= self.limits.deadline);
+            if in_time && budget() {
                 self.retries += 1;
                 return Next::Retry { wait, class };
             }
@@ -189,7 +195,8 @@ mod tests {
 
     use super::*;
 
-    const LIMITS: RetryLimits = RetryLimits { attempts: 3, within: Duration::from_secs(30) };
+    const LIMITS: RetryLimits =
+        RetryLimits { attempts: 3, within: Duration::from_secs(30), deadline: Duration::from_secs(30) };
 
     fn profile(fallbacks: Vec<(usize, Vec<When>)>, degrade: Option<usize>) -> Profile {
         Profile {
@@ -257,6 +264,22 @@ mod tests {
         let limited = ErrorClass::RateLimited { retry_after: Some(Duration::from_secs(9)), daily: false };
         let next = plan.next(Some(limited), &unreachable(), Duration::ZERO, &mut rng(), || true);
         assert!(matches!(next, Next::Retry { wait, .. } if wait >= Duration::from_secs(9)));
+    }
+
+    #[test]
+    fn a_retry_waiting_for_capacity_starts_within_the_deadline_or_the_fallback_takes_over() {
+        let profile = profile(vec![(1, vec![When::RateLimitAfterRetryBudget])], None);
+        let limits = RetryLimits { deadline: Duration::from_secs(2), ..LIMITS };
+        let limited = Some(ErrorClass::RateLimited { retry_after: Some(Duration::from_secs(3)), daily: false });
+        let mut plan = Plan::new(&profile, limits, false);
+        assert_eq!(plan.next(limited, &unreachable(), Duration::ZERO, &mut rng(), || true), Next::Fallback);
+        // A 5xx retry does not wait for capacity: only `within` bounds it.
+        let mut plan = Plan::new(&profile, limits, false);
+        let server = Some(ErrorClass::ServerError);
+        assert!(matches!(
+            plan.next(server, &unreachable(), Duration::from_secs(5), &mut rng(), || true),
+            Next::Retry { .. }
+        ));
     }
 
     #[test]

@@ -70,6 +70,41 @@ pub async fn start_with(sim: SimConfig, process: &str, policy: &str) -> Env {
     Env { sim, gateway, http: reqwest::Client::new() }
 }
 
+/// [`start`] with the gateway and its memory store on `clock` (a fake clock that moves only
+/// when the test says: waits, refills and retry hints are then exact).
+pub async fn start_clocked(sim: SimConfig, policy: &str, clock: Arc<dyn sluice_quota::Clock>) -> Env {
+    let sim = sluice_sim::SimProvider::start(sim).await.unwrap();
+    let config = config(&sim, "", policy);
+    let store = Arc::new(sluice_quota::MemoryStore::new(Arc::clone(&clock)));
+    let gateway = Running::start_with_clock(&config, store, clock, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    Env { sim, gateway, http: reqwest::Client::new() }
+}
+
+/// The gateway's clock on tokio's timeline: with `#[tokio::test(start_paused = true)]`, time
+/// moves only when every task waits (queue deadlines, refills and retry hints then agree
+/// with `tokio::time::Instant` exactly, and no test sleeps in real time).
+#[derive(Debug)]
+pub struct TokioClock {
+    origin: tokio::time::Instant,
+}
+
+impl TokioClock {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self { origin: tokio::time::Instant::now() })
+    }
+}
+
+impl sluice_quota::Clock for TokioClock {
+    fn now(&self) -> sluice_quota::Nanos {
+        sluice_quota::Nanos(sluice_quota::clock::duration_ns(self.origin.elapsed()))
+    }
+
+    fn unix_millis(&self) -> u64 {
+        let ms = u64::try_from(self.origin.elapsed().as_millis()).unwrap();
+        sluice_quota::clock::FAKE_UNIX_ORIGIN_MS + ms
+    }
+}
+
 /// The configuration [`start_with`] builds: `process` and `policy` under provider sections
 /// pointing at `sim` (also for reloading a running gateway with another policy).
 pub fn config(sim: &SimHandle, process: &str, policy: &str) -> sluice_config::Config {

@@ -1,0 +1,105 @@
+//! How long a client says it will wait for its answer, read from its headers.
+//!
+//! The official OpenAI and Anthropic SDKs send their timeout as `x-stainless-timeout`
+//! (seconds, possibly fractional) and, on some versions, `x-stainless-read-timeout`; any
+//! client may send `x-sluice-max-wait-ms` (milliseconds). The rule: every one of them that
+//! is a plain non-negative decimal number counts, the smallest wins; a header that is not
+//! one (empty, negative, `NaN`, `inf`, text, not ASCII) is ignored, as if it were absent.
+//! The request's wait deadline is then the smaller of that and its class's `max_wait`.
+
+use std::time::Duration;
+
+use axum::http::HeaderMap;
+
+/// The gateway's own header: milliseconds the client will wait.
+pub const MAX_WAIT_MS: &str = "x-sluice-max-wait-ms";
+/// The SDKs' timeout, in seconds.
+pub const STAINLESS_TIMEOUT: &str = "x-stainless-timeout";
+/// The SDKs' read timeout, in seconds.
+pub const STAINLESS_READ_TIMEOUT: &str = "x-stainless-read-timeout";
+
+/// The longest client wait taken from a header (a day): beyond it, the class's `max_wait`
+/// binds anyway, and a huge figure must not overflow a `Duration`.
+const LONGEST: f64 = 86_400.0;
+
+/// The wait a client's headers state, the smallest of those that parse; `None` without one.
+#[must_use]
+pub fn client_wait(headers: &HeaderMap) -> Option<Duration> {
+    let seconds = [(STAINLESS_TIMEOUT, 1.0), (STAINLESS_READ_TIMEOUT, 1.0), (MAX_WAIT_MS, 0.001)];
+    seconds
+        .into_iter()
+        .flat_map(|(name, unit)| headers.get_all(name).iter().filter_map(move |v| number(v.to_str().ok()?, unit)))
+        .min()
+}
+
+/// The request's wait: the class's `max_wait`, or the client's own when that is shorter.
+#[must_use]
+pub fn effective(max_wait: Duration, client: Option<Duration>) -> Duration {
+    client.map_or(max_wait, |c| c.min(max_wait))
+}
+
+/// `text` as a non-negative decimal number of `unit` seconds (digits with at most one
+/// point, nothing else: no sign, exponent, `inf` or `NaN`).
+fn number(text: &str, unit: f64) -> Option<Duration> {
+    let text = text.trim();
+    let plain = !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && text.bytes().filter(|b| *b == b'.').count() <= 1
+        && text.bytes().any(|b| b.is_ascii_digit());
+    if !plain {
+        return None;
+    }
+    let seconds = text.parse::<f64>().ok()? * unit;
+    Duration::try_from_secs_f64(seconds.min(LONGEST)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn each_header_in_its_unit_and_the_smallest_wins() {
+        assert_eq!(client_wait(&headers(&[(STAINLESS_TIMEOUT, "600")])), Some(Duration::from_secs(600)));
+        assert_eq!(client_wait(&headers(&[(STAINLESS_TIMEOUT, "2.5")])), Some(Duration::from_millis(2_500)));
+        assert_eq!(client_wait(&headers(&[(MAX_WAIT_MS, "250")])), Some(Duration::from_millis(250)));
+        assert_eq!(client_wait(&headers(&[(MAX_WAIT_MS, " 40 ")])), Some(Duration::from_millis(40)));
+        let all = headers(&[(STAINLESS_TIMEOUT, "10"), (STAINLESS_READ_TIMEOUT, "3"), (MAX_WAIT_MS, "5000")]);
+        assert_eq!(client_wait(&all), Some(Duration::from_secs(3)));
+        assert_eq!(client_wait(&headers(&[(MAX_WAIT_MS, "0")])), Some(Duration::ZERO), "will not wait at all");
+        assert_eq!(client_wait(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn garbage_is_ignored_and_huge_figures_are_capped() {
+        for bad in ["", " ", "-1", "+2", "1e3", "NaN", "inf", "soon", "1.2.3", ".", "3s", "0x10"] {
+            assert_eq!(client_wait(&headers(&[(MAX_WAIT_MS, bad)])), None, "`{bad}`");
+            assert_eq!(client_wait(&headers(&[(STAINLESS_TIMEOUT, bad)])), None, "`{bad}`");
+        }
+        // A bad header does not hide a good one.
+        let mixed = headers(&[(STAINLESS_TIMEOUT, "never"), (MAX_WAIT_MS, "900")]);
+        assert_eq!(client_wait(&mixed), Some(Duration::from_millis(900)));
+        let huge = headers(&[(STAINLESS_TIMEOUT, &"9".repeat(400))]);
+        assert_eq!(client_wait(&huge), Some(Duration::from_secs(86_400)));
+        let mut opaque = HeaderMap::new();
+        opaque.insert(MAX_WAIT_MS, HeaderValue::from_bytes(b"\xff12").unwrap());
+        assert_eq!(client_wait(&opaque), None, "not ASCII");
+    }
+
+    #[test]
+    fn the_class_max_wait_caps_the_client() {
+        let two = Duration::from_secs(2);
+        assert_eq!(effective(two, None), two);
+        assert_eq!(effective(two, Some(Duration::from_millis(300))), Duration::from_millis(300));
+        assert_eq!(effective(two, Some(Duration::from_secs(600))), two);
+    }
+}

@@ -1,0 +1,198 @@
+//! One deadline per request, over real HTTP on tokio's paused clock (the gateway's clock
+//! follows it): waits on the primary and on a fallback add up to no more than the class's
+//! `max_wait`; a client's own deadline (`x-sluice-max-wait-ms`) shorter than the predicted
+//! wait is refused at once with the prediction; a request that queued says how long.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Env, KEY, TokioClock, chat, sha, start_clocked};
+use serde_json::Value;
+use sluice_sim::config::{Completion, LatencyConfig, Limits, ModelConfig, SimConfig};
+use tokio::time::Instant;
+
+/// Both models answer after a minute, so two requests hold both deployments' only slots.
+fn slow_sim() -> SimConfig {
+    let latency = LatencyConfig { ttft_ms: 60_000.0, ..LatencyConfig::default() };
+    let model = |name: &str| ModelConfig {
+        completion: Completion::Fixed { tokens: 1 },
+        latency: Some(latency.clone()),
+        ..ModelConfig::openai(name).with_limits(Limits { rpm: Some(1_000_000), ..Limits::default() })
+    };
+    SimConfig { models: vec![model("gpt-4o-mini"), model("gpt-4o")], ..SimConfig::default() }
+}
+
+/// `fast` on `primary`, falling back to `backup` when its queue wait runs out; one slot each;
+/// `p` and `b` reach each deployment alone. The default class waits at most 2 s.
+fn fallback_policy() -> String {
+    format!(
+        r#"
+[[deployments]]
+name = "primary"
+provider = "sim"
+model = "gpt-4o-mini"
+limits = {{ rpm = 1000000, concurrency = 1 }}
+
+[[deployments]]
+name = "backup"
+provider = "sim"
+model = "gpt-4o"
+limits = {{ rpm = 1000000, concurrency = 1 }}
+
+[[models]]
+name = "fast"
+deployment = "primary"
+default_max_tokens = 8
+fallbacks = [{{ deployment = "backup", when = ["queue_wait_exceeded"] }}]
+
+[[models]]
+name = "p"
+deployment = "primary"
+
+[[models]]
+name = "b"
+deployment = "backup"
+
+[[tenants]]
+name = "t"
+
+[[keys]]
+id = "k"
+tenant = "t"
+sha256 = "{}"
+"#,
+        sha(KEY)
+    )
+}
+
+async fn post(env: &Env, body: &Value, max_wait_ms: Option<&str>) -> (u16, reqwest::header::HeaderMap, Value) {
+    let mut request = env.http.post(format!("{}/v1/chat/completions", env.gateway.url())).bearer_auth(KEY).json(body);
+    if let Some(ms) = max_wait_ms {
+        request = request.header("x-sluice-max-wait-ms", ms);
+    }
+    let response = request.send().await.unwrap();
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    (status, headers, response.json().await.unwrap())
+}
+
+fn header_ms(headers: &reqwest::header::HeaderMap, name: &str) -> Option<u64> {
+    headers.get(name).map(|v| v.to_str().unwrap().parse().unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn waits_on_the_primary_and_the_fallback_share_one_max_wait() {
+    let env = std::sync::Arc::new(start_clocked(slow_sim(), &fallback_policy(), TokioClock::new()).await);
+    // Both slots taken by answers a minute away.
+    let mut holders = Vec::new();
+    for model in ["p", "b"] {
+        let env = std::sync::Arc::clone(&env);
+        holders.push(tokio::spawn(async move { env.post("/v1/chat/completions", KEY, &chat(model, 4, 1)).await.0 }));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let arrived = Instant::now();
+    let (status, _, body) = post(&env, &chat("fast", 4, 1), None).await;
+    let waited = arrived.elapsed();
+    assert_eq!(status, 429, "{body}");
+    // Refused by the fallback (its model is the backup's), after waiting on the primary.
+    assert_eq!(body["error"]["provider_model"], "gpt-4o", "{body}");
+    assert!(waited >= Duration::from_secs(2), "the primary's queue was waited in: {waited:?}");
+    assert!(waited <= Duration::from_millis(2_050), "one max_wait for both, not two: {waited:?}");
+    for holder in holders {
+        assert_eq!(holder.await.unwrap(), 200);
+    }
+    std::sync::Arc::into_inner(env).unwrap().shutdown().await;
+}
+
+fn paced_sim() -> SimConfig {
+    let limits = Limits { rpm: Some(1_000_000), tpm: Some(100_000_000), ..Limits::default() };
+    let model = ModelConfig { completion: Completion::Fixed { tokens: 1 }, ..ModelConfig::openai("gpt-4o-mini") };
+    SimConfig { models: vec![model.with_limits(limits)], ..SimConfig::default() }
+}
+
+/// One deployment passing one request a second (`rpm = 60`); the class waits up to 10 s.
+fn paced_policy() -> String {
+    format!(
+        r#"
+[[deployments]]
+name = "d"
+provider = "sim"
+model = "gpt-4o-mini"
+limits = {{ rpm = 60 }}
+
+[[models]]
+name = "fast"
+deployment = "d"
+
+[[classes]]
+name = "interactive"
+max_wait = "10s"
+
+[[tenants]]
+name = "t"
+
+[[keys]]
+id = "k"
+tenant = "t"
+sha256 = "{}"
+"#,
+        sha(KEY)
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_deadline_shorter_than_the_predicted_wait_is_refused_at_once_and_a_queued_answer_says_how_long() {
+    let env = start_clocked(paced_sim(), &paced_policy(), TokioClock::new()).await;
+    // Idle for a while: the deployment's window is whole.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (status, headers, body) = post(&env, &chat("fast", 4, 1), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header_ms(&headers, "x-sluice-queued-ms"), None, "granted at once");
+
+    // The next slot is a second away; this client waits 300 ms: refused at once, told when.
+    let arrived = Instant::now();
+    let (status, headers, body) = post(&env, &chat("fast", 4, 1), Some("300")).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(arrived.elapsed() < Duration::from_millis(50), "not held: {:?}", arrived.elapsed());
+    let retry = header_ms(&headers, "retry-after-ms").unwrap();
+    assert!((300..=1_100).contains(&retry), "the predicted grant, past the deadline: {retry} ms");
+    assert_eq!(body["error"]["retry_after_ms"], retry);
+    let metrics = env.metrics().await;
+    assert!(!metrics.contains("sluice_queue_wait_seconds_count{"), "nothing queued yet:\n{metrics}");
+
+    // Without a deadline of its own (or with a long one) it waits its turn, and says so.
+    let (status, headers, body) = post(&env, &chat("fast", 4, 1), Some("5000")).await;
+    assert_eq!(status, 200, "{body}");
+    let queued = header_ms(&headers, "x-sluice-queued-ms").unwrap();
+    assert!((500..=1_100).contains(&queued), "queued {queued} ms for the next slot");
+    // A garbage deadline is ignored: the class's 10 s apply, and it queues too.
+    let (status, headers, _) = post(&env, &chat("fast", 4, 1), Some("soon")).await;
+    assert_eq!(status, 200);
+    assert!(header_ms(&headers, "x-sluice-queued-ms").is_some());
+    env.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn behind_a_queue_the_prediction_is_the_queues_and_a_shorter_client_deadline_is_refused_at_once() {
+    let env = std::sync::Arc::new(start_clocked(paced_sim(), &paced_policy(), TokioClock::new()).await);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(post(&env, &chat("fast", 4, 1), None).await.0, 200);
+    // One request waits for the next slot, a second away ...
+    let ahead = {
+        let env = std::sync::Arc::clone(&env);
+        tokio::spawn(async move { post(&env, &chat("fast", 4, 1), None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // ... so one behind it, whose client waits half a second, is told at once when it could pass.
+    let arrived = Instant::now();
+    let (status, headers, body) = post(&env, &chat("fast", 4, 1), Some("500")).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(arrived.elapsed() < Duration::from_millis(50), "not held: {:?}", arrived.elapsed());
+    let retry = header_ms(&headers, "retry-after-ms").unwrap();
+    assert!(retry > 500, "the queue's prediction, past the deadline: {retry} ms");
+    let (status, headers, _) = ahead.await.unwrap();
+    assert_eq!(status, 200);
+    assert!(header_ms(&headers, "x-sluice-queued-ms").is_some());
+    std::sync::Arc::into_inner(env).unwrap().shutdown().await;
+}
