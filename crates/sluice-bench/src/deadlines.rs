@@ -117,6 +117,9 @@ pub struct DeadlinesRun {
     pub refused: u64,
     /// Refusals later than `--refuse-within` after the request was sent.
     pub refused_late: u64,
+    /// Of those, the ones that came at their deadline (after at least 90 % of it): waits
+    /// that ran out.
+    pub refused_at_deadline: u64,
     /// Time from sending to the refusal, ms.
     pub refusal_ms: Percentiles,
     /// Any other answer or a failed connection.
@@ -185,7 +188,7 @@ fn share(v: Option<f64>) -> String {
 #[must_use]
 pub fn table(r: &DeadlinesRun, args: &DeadlinesArgs) -> String {
     let p = &r.prediction;
-    let rows: [(String, String); 17] = [
+    let rows: [(String, String); 18] = [
         ("clients".into(), r.clients.to_string()),
         ("requests sent (after warm-up)".into(), r.sent.to_string()),
         ("served".into(), r.served.to_string()),
@@ -198,6 +201,7 @@ pub fn table(r: &DeadlinesRun, args: &DeadlinesArgs) -> String {
             format!("{} / {} / {}", ms(r.refusal_ms.p50), ms(r.refusal_ms.p99), ms(r.refusal_ms.max)),
         ),
         (format!("refused later than {} ms after sending", args.refuse_within), r.refused_late.to_string()),
+        ("… of which at their deadline (≥ 90 % of it)".into(), r.refused_at_deadline.to_string()),
         ("other errors".into(), r.errors.to_string()),
         (format!("waits compared (≥ {MIN_WAIT_MS:.0} ms)"), p.count.to_string()),
         ("wait p50".into(), ms(p.wait_p50_ms)),
@@ -307,6 +311,7 @@ async fn one(args: &DeadlinesArgs) -> anyhow::Result<DeadlinesRun> {
     let per_second = args.tpm as f64 / 60.0;
     let seconds = measured.end.saturating_sub(measured.start).max(1) as f64;
     let (refusal_ms, refused_late) = refusals(&records, args.refuse_within as f64);
+    let refused_at_deadline = at_deadline(&records, args.refuse_within as f64);
     Ok(DeadlinesRun {
         clients: args.clients.max(1),
         sent: records.len() as u64,
@@ -317,6 +322,7 @@ async fn one(args: &DeadlinesArgs) -> anyhow::Result<DeadlinesRun> {
         abandoned: count(Outcome::Abandoned),
         refused: count(Outcome::Refused),
         refused_late,
+        refused_at_deadline,
         refusal_ms,
         errors: count(Outcome::Error),
         prediction: prediction(&records, MIN_WAIT_MS),
@@ -347,6 +353,14 @@ fn refusals(records: &[Record], within_ms: f64) -> (Percentiles, u64) {
     let times: Vec<f64> = records.iter().filter(|r| r.outcome == Outcome::Refused).map(|r| r.elapsed_ms).collect();
     let late = times.iter().filter(|&&t| t > within_ms).count() as u64;
     (Percentiles { p50: quantile(&times, 0.5), p99: quantile(&times, 0.99), max: quantile(&times, 1.0) }, late)
+}
+
+/// Refusals later than `within_ms` that came after at least 90 % of their deadline.
+fn at_deadline(records: &[Record], within_ms: f64) -> u64 {
+    records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Refused && r.elapsed_ms > within_ms && r.elapsed_ms >= 0.9 * r.deadline_ms)
+        .count() as u64
 }
 
 /// Predicted against actual waits of the served requests that waited at least `min_wait_ms`.
@@ -484,13 +498,16 @@ mod tests {
         let records = [
             record(Outcome::Refused, 500.0, 2.0),
             record(Outcome::Refused, 500.0, 4.0),
-            record(Outcome::Refused, 500.0, 51.0),
+            record(Outcome::Refused, 50.0, 51.0),
             record(Outcome::Served, 500.0, 900.0),
         ];
         let (times, late) = refusals(&records, 50.0);
         assert_eq!(late, 1);
         assert_eq!(times, Percentiles { p50: Some(4.0), p99: Some(51.0), max: Some(51.0) });
         assert_eq!(refusals(&[], 50.0), (Percentiles::default(), 0));
+        // The late one came at its deadline; one long before its deadline did not.
+        assert_eq!(at_deadline(&records, 50.0), 1);
+        assert_eq!(at_deadline(&[record(Outcome::Refused, 5_000.0, 400.0)], 50.0), 0);
     }
 
     #[test]
