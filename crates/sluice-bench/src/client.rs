@@ -25,6 +25,8 @@ pub struct Reply {
     pub retry_after: Option<Duration>,
     /// The body.
     pub body: Bytes,
+    /// The response's headers.
+    pub headers: HeaderMap,
 }
 
 impl Reply {
@@ -63,6 +65,27 @@ impl HttpClient {
         self.send(request.body(Full::new(body))?).await
     }
 
+    /// Posts `body` as JSON to `uri` with an optional bearer token and extra headers.
+    ///
+    /// # Errors
+    /// When a header is invalid, the connection fails or the response cannot be read.
+    pub async fn post_json_with(
+        &self,
+        uri: &Uri,
+        bearer: Option<&str>,
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> anyhow::Result<Reply> {
+        let mut request = Request::post(uri.clone()).header(header::CONTENT_TYPE, "application/json");
+        if let Some(token) = bearer {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        for (name, value) in headers {
+            request = request.header(*name, value.as_str());
+        }
+        self.send(request.body(Full::new(body))?).await
+    }
+
     /// Gets `uri` with an optional bearer token.
     ///
     /// # Errors
@@ -79,8 +102,9 @@ impl HttpClient {
         let response = self.inner.request(request).await?;
         let status = response.status().as_u16();
         let retry_after = retry_after(response.headers());
+        let headers = response.headers().clone();
         let body = response.into_body().collect().await?.to_bytes();
-        Ok(Reply { status, retry_after, body })
+        Ok(Reply { status, retry_after, body, headers })
     }
 }
 

@@ -5,12 +5,15 @@
 //! sizes on the gateway's defaults ([`crate::sizes`]); `responses` chained
 //! Responses API conversations against a TPM-bound provider ([`crate::chained`]);
 //! `bedrock` a
-//! TPM-bound Bedrock workload with and without the output weight ([`crate::bedrock`]).
+//! TPM-bound Bedrock workload with and without the output weight ([`crate::bedrock`]);
+//! `deadlines` clients stating their deadlines against a saturated deployment
+//! ([`crate::deadlines`]).
 
 use crate::bedrock::BedrockArgs;
 use crate::bench::BenchArgs;
 use crate::chained::ChainedArgs;
 use crate::chaos::ChaosArgs;
+use crate::deadlines::DeadlinesArgs;
 use crate::sizes::SizesArgs;
 use crate::soak::SoakArgs;
 use crate::windows::WindowsArgs;
@@ -49,6 +52,10 @@ pub enum Sub {
     /// A TPM-bound workload on a Bedrock deployment whose output burns 5× of its TPM, with
     /// `output_weight = 5` and with 1: the provider's 429s and the weighted utilization.
     Bedrock(BedrockArgs),
+    /// Clients stating deadlines from 0.2 s to 20 s (`x-sluice-max-wait-ms`) against a
+    /// saturated deployment: served within the deadline or refused at once, and the
+    /// predicted waits against the actual ones.
+    Deadlines(DeadlinesArgs),
 }
 
 /// Runs the chosen benchmark.
@@ -64,5 +71,6 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         Some(Sub::Sizes(args)) => crate::sizes::run(args).await,
         Some(Sub::Responses(args)) => crate::chained::run(args).await,
         Some(Sub::Bedrock(args)) => crate::bedrock::run(args).await,
+        Some(Sub::Deadlines(args)) => crate::deadlines::run(args).await,
     }
 }

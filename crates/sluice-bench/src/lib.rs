@@ -15,7 +15,8 @@
 //! configured by [`fleet`]) under closed-loop clients that record every attempt
 //! ([`attempts`]); [`windows`] runs three workloads against providers enforcing short
 //! windows; [`sizes`] runs mixed request sizes with closed-loop clients on the gateway's
-//! defaults; [`commands`] is `sluice bench`'s command line.
+//! defaults; [`deadlines`] runs clients stating their deadlines against a saturated
+//! deployment; [`commands`] is `sluice bench`'s command line.
 //!
 //! Everything binds 127.0.0.1, every load loop is bounded in count and time, and every
 //! server started is shut down before a command returns.
@@ -31,6 +32,7 @@ pub mod chaos_kill;
 pub mod chaos_redis;
 pub mod client;
 pub mod commands;
+pub mod deadlines;
 pub mod demo;
 pub mod deploy;
 pub mod drive;

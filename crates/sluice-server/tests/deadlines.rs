@@ -166,6 +166,9 @@ async fn a_client_deadline_shorter_than_the_predicted_wait_is_refused_at_once_an
     assert_eq!(status, 200, "{body}");
     let queued = header_ms(&headers, "x-sluice-queued-ms").unwrap();
     assert!((500..=1_100).contains(&queued), "queued {queued} ms for the next slot");
+    // The wait predicted when it joined the queue travels beside it.
+    let predicted = header_ms(&headers, "x-sluice-predicted-ms").unwrap();
+    assert!(predicted <= 5_000, "predicted {predicted} ms, within its deadline");
     // A garbage deadline is ignored: the class's 10 s apply, and it queues too.
     let (status, headers, _) = post(&env, &chat("fast", 4, 1), Some("soon")).await;
     assert_eq!(status, 200);

@@ -425,7 +425,7 @@ async fn reserve_or_wait(
     depth.dec();
     let waited = gateway.clock.now().since(started);
     waited_for(req, &report, waited, result.is_ok());
-    req.waited(waited);
+    req.waited(waited, report.eta);
     if let Some(by) = report.held.filter(|_| !held_before) {
         reclaimed(gateway, route, caller, by);
     }

@@ -35,6 +35,9 @@ const MAX_PROVIDER_PAUSE: Duration = Duration::from_secs(120);
 /// The time a response's request spent waiting in queues, in milliseconds (absent when it
 /// did not queue).
 const QUEUED_MS: &str = "x-sluice-queued-ms";
+/// The wait predicted when the request joined its queues (their ETAs then), beside
+/// [`QUEUED_MS`].
+const PREDICTED_MS: &str = "x-sluice-predicted-ms";
 /// Largest provider response body the gateway buffers (non-stream).
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// Largest provider error body read.
@@ -103,8 +106,9 @@ pub async fn run(req: &Request<'_>) -> Served {
                     gateway.metrics.fallback(from, &route.counters.labels, reason);
                 }
                 if let Some(queued) = req.queued() {
-                    let ms = u64::try_from(queued.as_millis()).unwrap_or(u64::MAX);
-                    response.headers_mut().insert(QUEUED_MS, http::HeaderValue::from(ms));
+                    let ms = |d: Duration| http::HeaderValue::from(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                    response.headers_mut().insert(QUEUED_MS, ms(queued.waited));
+                    response.headers_mut().insert(PREDICTED_MS, ms(queued.predicted));
                 }
                 return Served { deployment, result: Ok(response), access: None };
             }

@@ -43,20 +43,34 @@ pub struct Request<'a> {
     /// Whether the client stated its deadline (then a wait predicted to outlast it is
     /// refused at once: the client would be gone).
     pub client_deadline: bool,
-    /// The time the request spent in queues so far, over all its attempts; `None` while it
-    /// has not queued (its response's `x-sluice-queued-ms`).
-    pub queued: Mutex<Option<Duration>>,
+    /// The time the request spent in queues so far, over all its attempts, and the waits
+    /// predicted when it joined them; `None` while it has not queued (its response's
+    /// `x-sluice-queued-ms` and `x-sluice-predicted-ms`).
+    pub queued: Mutex<Option<Queued>>,
+}
+
+/// A request's time in queues, over all its attempts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Queued {
+    /// How long it waited.
+    pub waited: Duration,
+    /// The waits its queues predicted when it joined them (each queue's ETA then).
+    pub predicted: Duration,
 }
 
 impl Request<'_> {
-    /// Counts `waited` in a queue.
-    pub fn waited(&self, waited: Duration) {
+    /// Counts `waited` in a queue that predicted `predicted` when the request joined it.
+    pub fn waited(&self, waited: Duration, predicted: Duration) {
         let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
-        *queued = Some(queued.unwrap_or_default().saturating_add(waited));
+        let before = queued.unwrap_or_default();
+        *queued = Some(Queued {
+            waited: before.waited.saturating_add(waited),
+            predicted: before.predicted.saturating_add(predicted),
+        });
     }
 
     /// The time spent in queues, if the request queued at all.
-    pub fn queued(&self) -> Option<Duration> {
+    pub fn queued(&self) -> Option<Queued> {
         *self.queued.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
