@@ -91,6 +91,11 @@ impl Provider {
         let scaled = |v: u64| (v as f64 * self.time_scale).round() as u64;
         let (rpm, tpm) = (scaled(self.rpm), scaled(self.tpm));
         let burst = self.burst_sim_seconds / self.time_scale;
+        // The default share of a lower class is left to the default, so a run with it is
+        // a run of sluice's defaults.
+        let default_share = f64::from(sluice_config::LOWER_CLASS_SHARE_PERMILLE) / 1000.0;
+        let share =
+            if (batch_share - default_share).abs() < 1e-9 { String::new() } else { format!("share = {batch_share}") };
         format!(
             r#"
 [org]
@@ -131,7 +136,7 @@ max_wait = "5s"
 name = "batch"
 priority = 5
 max_wait = "10m"
-share = {batch_share}
+{share}
 
 [[keys]]
 id = "assistants-1"

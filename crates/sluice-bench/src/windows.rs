@@ -5,7 +5,9 @@
 //! Workloads (each a [`crate::demo`] run, gateway side only, fresh provider and gateway):
 //! - `mixed`: the demo's interactive users plus a batch of 600 (500 RPM / 30k TPM);
 //! - `rpm`: RPM-bound, 600 RPM, 200-token calls;
-//! - `tpm`: TPM-bound, 300k TPM, calls of about 5,030 tokens (a whole second's allowance).
+//! - `tpm`: TPM-bound, 300k TPM, calls of about 5,030 tokens (a whole second's allowance);
+//! - `flood`: the demo's interactive users beside a batch flood at time scale 1 (3,000 RPM /
+//!   300k TPM, so a 1,600-token batch call fits in a one-second window).
 //!
 //! The gateway's deployment keeps sluice's default burst (`DEFAULT_BURST_SECONDS` of
 //! provider time; under time compression the config says it in real seconds).
@@ -27,6 +29,8 @@ pub enum Workload {
     Rpm,
     /// TPM-bound: 300k TPM, calls of about 5,030 tokens.
     Tpm,
+    /// Interactive users beside a batch flood in real time (3,000 RPM / 300k TPM).
+    Flood,
 }
 
 /// Arguments of `sluice bench windows`.
@@ -36,7 +40,7 @@ pub struct WindowsArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     pub windows: Vec<f64>,
     /// Workloads to run.
-    #[arg(long, value_delimiter = ',', default_value = "mixed,rpm,tpm")]
+    #[arg(long, value_delimiter = ',', default_value = "mixed,rpm,tpm,flood")]
     pub workloads: Vec<Workload>,
     /// The deployment's burst, simulated seconds [default: sluice's default].
     #[arg(long)]
@@ -50,6 +54,10 @@ pub struct WindowsArgs {
     /// Simulated minutes the RPM- and TPM-bound batches are sized to fill.
     #[arg(long, default_value_t = 1.5)]
     pub bound_minutes: f64,
+    /// Batch calls of the `flood` workload (1,600 tokens each; 240 fill about two minutes
+    /// beside the interactive users).
+    #[arg(long, default_value_t = 240)]
+    pub flood_requests: usize,
     /// Seed of prompts, think times and the provider's draws.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -95,6 +103,18 @@ fn demo_args(args: &WindowsArgs, workload: Workload, window: f64, burst: f64) ->
             ("batch-requests", "600".into()),
             ("time-scale", args.mixed_time_scale.to_string()),
             ("deadline", format!("{}s", (4_000.0 / args.mixed_time_scale).round())),
+            ("baseline-requests", "60".into()),
+        ]),
+        // Real time: the provider's one-second window is a real second, the batch's
+        // 1,600-token calls are a third of it, the interactive users' 300-token calls need
+        // what the batch class's 75 % leaves.
+        Workload::Flood => push(&[
+            ("rpm", "3000".into()),
+            ("tpm", "300000".into()),
+            ("batch-requests", args.flood_requests.to_string()),
+            ("batch-concurrency", "12".into()),
+            ("time-scale", "1".into()),
+            ("deadline", "600s".into()),
             ("baseline-requests", "60".into()),
         ]),
         // 200-token calls: 150 prompt, 50 max_tokens.

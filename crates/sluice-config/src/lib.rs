@@ -15,7 +15,7 @@ mod validate;
 
 /// The class of a key that names none.
 pub use defaults::CLASS as DEFAULT_CLASS;
-pub use defaults::{CALLER_BURST, PROVIDER_BURST};
+pub use defaults::{CALLER_BURST, LOWER_CLASS_SHARE_PERMILLE, PROVIDER_BURST};
 pub use error::ConfigError;
 pub use model::*;
 pub use prices::preset_price;
