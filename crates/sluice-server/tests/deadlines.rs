@@ -158,6 +158,14 @@ async fn a_client_deadline_shorter_than_the_predicted_wait_is_refused_at_once_an
     let retry = header_ms(&headers, "retry-after-ms").unwrap();
     assert!((300..=1_100).contains(&retry), "the predicted grant, past the deadline: {retry} ms");
     assert_eq!(body["error"]["retry_after_ms"], retry);
+    // A deadline just past the prediction is within the prediction's margin of error: a wait
+    // that would likely run out is refused at once too, not at the deadline.
+    let within_margin = (retry + retry / 20).to_string();
+    let arrived = Instant::now();
+    let (status, headers, body) = post(&env, &chat("fast", 4, 1), Some(&within_margin)).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(arrived.elapsed() < Duration::from_millis(50), "not held: {:?}", arrived.elapsed());
+    assert!(header_ms(&headers, "retry-after-ms").is_some());
     let metrics = env.metrics().await;
     assert!(!metrics.contains("sluice_queue_wait_seconds_count{"), "nothing queued yet:\n{metrics}");
 
