@@ -185,7 +185,8 @@ pub fn need(limit: &RateLimit, cost: u64, share: Share) -> Need {
 /// its claimer could pass (a claimer still waiting is retried at that instant, and renews
 /// it if refused again), or when its claimer stops waiting, whichever comes first: a
 /// claimer that will have gone before the window is idle claims nothing, so a client that
-/// gave up never holds the window idle for the others.
+/// gave up never holds the window idle for the others. A claimer that leaves before then
+/// (its client hung up) withdraws its claim by its [`Claimer`] id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Claim {
     /// The claimer's step (its cost as time, ns here, µs in a remote store's scripts).
@@ -194,6 +195,31 @@ pub struct Claim {
     pub until: Nanos,
     /// The claimer's share.
     pub share: Share,
+    /// Who claimed it.
+    pub by: Claimer,
+}
+
+/// Who records a claim: a request's id, unique across instances (random), so the request
+/// can withdraw its claims when it goes; [`Claimer::NOBODY`] for a caller that never will.
+/// At most 2^52 - 1, so a remote store's scripts and encoding hold it exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Claimer(u64);
+
+impl Claimer {
+    /// A caller that never withdraws: its claims only lapse.
+    pub const NOBODY: Self = Self(0);
+
+    /// The claimer `id` (its low 52 bits; 0 is nobody).
+    #[must_use]
+    pub const fn new(id: u64) -> Self {
+        Self(id & ((1 << 52) - 1))
+    }
+
+    /// The id.
+    #[must_use]
+    pub const fn get(self) -> u64 {
+        self.0
+    }
 }
 
 /// How long a claim outlives the instant its claimer could pass: enough for a claimer
@@ -202,17 +228,17 @@ pub struct Claim {
 pub const CLAIM_GRACE: Duration = Duration::from_millis(250);
 
 impl Claim {
-    /// The claim of a cost needing `need` (no room, or less) for a caller with `share`,
-    /// refused until `earliest`, whose caller waits until `deadline` (`None`: no end
-    /// known), if it needs an idle window at all and its caller is still waiting then.
+    /// The claim by `by` of a cost needing `need` (no room, or less) for a caller with
+    /// `share`, refused until `earliest`, whose caller waits until `deadline` (`None`: no
+    /// end known), if it needs an idle window at all and its caller is still waiting then.
     #[must_use]
-    pub fn of(need: Need, share: Share, earliest: Nanos, deadline: Option<Nanos>) -> Option<Self> {
+    pub fn of(need: Need, share: Share, earliest: Nanos, deadline: Option<Nanos>, by: Claimer) -> Option<Self> {
         if need.room > 0 || deadline.is_some_and(|d| d < earliest) {
             return None;
         }
         let lapse = earliest.after(CLAIM_GRACE);
         let until = deadline.map_or(lapse, |d| d.min(lapse));
-        Some(Self { step: need.step, until, share })
+        Some(Self { step: need.step, until, share, by })
     }
 
     /// Whether a cost needing `need` for a caller with `share` waits behind this claim at
@@ -452,9 +478,12 @@ mod tests {
         let small = Need::of(SEC / 10, 10 * SEC, 10 * SEC, SEC / 5);
         let now = Nanos(100 * SEC);
         let batch = Share::permille(750);
-        let claim = Claim::of(whole, batch, Nanos(101 * SEC), None).unwrap();
-        assert_eq!(claim, Claim { step: 10 * SEC, until: Nanos(101 * SEC).after(CLAIM_GRACE), share: batch });
-        assert_eq!(Claim::of(small, batch, now, None), None, "a cost with room claims nothing");
+        let claim = Claim::of(whole, batch, Nanos(101 * SEC), None, Claimer::NOBODY).unwrap();
+        assert_eq!(
+            claim,
+            Claim { step: 10 * SEC, until: Nanos(101 * SEC).after(CLAIM_GRACE), share: batch, by: Claimer::NOBODY }
+        );
+        assert_eq!(Claim::of(small, batch, now, None, Claimer::NOBODY), None, "a cost with room claims nothing");
         // The bucket is idle at 101 s; the claimer then owes 10 s, of which a small cost may
         // come 9.7 s early (the burst less the guard and itself): 101.3 s, were the claim
         // not to lapse first, a grace after the claimer could have passed.
@@ -473,12 +502,15 @@ mod tests {
         let idle = Nanos(101 * SEC);
         // A claimer gone before the window is idle claims nothing: it would hold the
         // window for nobody.
-        assert_eq!(Claim::of(whole, Share::FULL, idle, Some(Nanos(100 * SEC))), None);
+        assert_eq!(Claim::of(whole, Share::FULL, idle, Some(Nanos(100 * SEC)), Claimer::NOBODY), None);
         // One still there then holds it until it stops waiting, at most the grace.
         let soon = Nanos(101 * SEC + 100_000_000);
-        assert_eq!(Claim::of(whole, Share::FULL, idle, Some(soon)).map(|c| c.until), Some(soon));
+        assert_eq!(Claim::of(whole, Share::FULL, idle, Some(soon), Claimer::NOBODY).map(|c| c.until), Some(soon));
         let late = Nanos(130 * SEC);
-        assert_eq!(Claim::of(whole, Share::FULL, idle, Some(late)).map(|c| c.until), Some(idle.after(CLAIM_GRACE)));
+        assert_eq!(
+            Claim::of(whole, Share::FULL, idle, Some(late), Claimer::NOBODY).map(|c| c.until),
+            Some(idle.after(CLAIM_GRACE))
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::time::Duration;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use crate::bucket::Share;
+use crate::bucket::{Claimer, Share};
 use crate::budget::Calendar;
 use crate::ledger::ScopeSnapshot;
 use crate::limit::{Cost, LimiterName};
@@ -36,6 +36,9 @@ pub struct Demand<'a> {
     /// claim lapses when the caller stops waiting. `None`: the caller's wait has no end
     /// the store knows of; zero: it will not wait at all, and claims nothing.
     pub patience: Option<Duration>,
+    /// Who asks: the claims its refusals record carry it, so it can withdraw them when it
+    /// goes ([`crate::QuotaStore::withdraw`]).
+    pub claimer: Claimer,
 }
 
 impl<'a> Demand<'a> {
@@ -51,6 +54,7 @@ impl<'a> Demand<'a> {
             report_own: false,
             calendar: Calendar::default(),
             patience: None,
+            claimer: Claimer::NOBODY,
         }
     }
 }

@@ -9,7 +9,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
 
-use crate::bucket::{self, Claim, Refusal, Share, Tat};
+use crate::bucket::{self, Claim, Claimer, Refusal, Share, Tat};
 use crate::budget::{self, BudgetPeriod, Calendar, Over, Spent};
 use crate::clock::Nanos;
 use crate::decision::{Demand, Grant, Rejection, RejectionKind};
@@ -213,7 +213,7 @@ impl Ledger {
         // A refusal by one of the caller's own limits is not waiting for the deployment: the
         // tenant could not use its capacity, so it must not hold the others back.
         let deadline = demand.patience.map(|p| now.after(p));
-        self.check(now, path, cost, demand.share, deadline).inspect_err(|refusal| {
+        self.check(now, path, cost, demand.share, (deadline, demand.claimer)).inspect_err(|refusal| {
             if refusal.scope.kind.is_shared() {
                 self.fair_waiting(now, demand);
             }
@@ -286,14 +286,14 @@ impl Ledger {
     /// Computes every bucket's new state into `scratch` without writing, or the refusal.
     /// A refusal only by buckets whose window must be idle for this cost records its claims
     /// on them (see [`Claim`]); any other refusal records none.
-    /// `deadline`: when the caller stops waiting, which bounds its claims.
+    /// `waiter`: when the caller stops waiting, which bounds its claims, and who it is.
     fn check(
         &mut self,
         now: Nanos,
         path: &[ScopeId],
         cost: Cost,
         share: Share,
-        deadline: Option<Nanos>,
+        waiter: (Option<Nanos>, Claimer),
     ) -> Result<(), Rejection> {
         self.scratch.clear();
         self.claims.clear();
@@ -315,7 +315,7 @@ impl Ledger {
             }
             for (j, (limit, tat)) in scope.limits.rates.iter().zip(&scope.tats).enumerate() {
                 let units = cost.of(limit.dimension);
-                let at = match scope.take(j, now, units, share, deadline) {
+                let at = match scope.take(j, now, units, share, waiter) {
                     Ok(next) => {
                         self.scratch.push(next);
                         continue;
@@ -361,6 +361,24 @@ impl Ledger {
                 scope.claim = Some((j, claim));
             }
         }
+    }
+
+    /// Withdraws the claims `by` holds on the scopes of `path` (its request went: its client
+    /// hung up), so the smaller costs they hold back pass at once. Claims of others, and
+    /// scopes without a claim, are left alone; returns how many were withdrawn.
+    pub fn withdraw(&mut self, path: &[ScopeId], by: Claimer) -> usize {
+        if by == Claimer::NOBODY {
+            return 0;
+        }
+        let mut withdrawn = 0;
+        for id in path {
+            let Some(scope) = self.scopes.get_mut(id.0 as usize) else { continue };
+            if scope.claim.is_some_and(|(_, claim)| claim.by == by) {
+                scope.claim = None;
+                withdrawn += 1;
+            }
+        }
+        withdrawn
     }
 
     /// Replaces a reservation by what was really used: unused capacity returns, overruns
@@ -537,8 +555,15 @@ impl ScopeState {
     }
 
     /// Bucket `j` taking `units` for a caller with `share` (of shared scopes' bursts) who
-    /// waits until `deadline`: its new state, or why not.
-    fn take(&self, j: usize, now: Nanos, units: u64, share: Share, deadline: Option<Nanos>) -> Result<Tat, Taken> {
+    /// waits until `waiter.0` and is `waiter.1`: its new state, or why not.
+    fn take(
+        &self,
+        j: usize,
+        now: Nanos,
+        units: u64,
+        share: Share,
+        (deadline, by): (Option<Nanos>, Claimer),
+    ) -> Result<Tat, Taken> {
         let (limit, tat) = (&self.limits.rates[j], self.tats[j]);
         let usable = if self.key.kind.is_shared() { share } else { Share::FULL };
         let need = bucket::need(limit, units, usable);
@@ -551,7 +576,7 @@ impl ScopeState {
             Ok(next) => Ok(next),
             Err(Refusal::NeverFits) => Err(Taken::NeverFits),
             Err(Refusal::NotUntil(at)) => {
-                Err(Claim::of(need, share, at, deadline).map_or(Taken::NotUntil(at), |c| Taken::NotIdle(at, c)))
+                Err(Claim::of(need, share, at, deadline, by).map_or(Taken::NotUntil(at), |c| Taken::NotIdle(at, c)))
             }
         }
     }

@@ -75,7 +75,7 @@ pub mod shares;
 pub mod store;
 pub mod waiting;
 
-pub use bucket::Share;
+pub use bucket::{Claimer, Share};
 pub use budget::{Budget, BudgetPeriod, Calendar, Period, Spent};
 pub use clock::{Clock, FakeClock, Nanos, SystemClock};
 pub use decision::{Demand, FairShare, Grant, Outcome, Rejection, RejectionKind};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::bucket::Share;
+use crate::bucket::{Claimer, Share};
 use crate::clock::{Clock, Nanos};
 use crate::decision::{Demand, Grant};
 use crate::ledger::{Ledger, ScopeSnapshot};
@@ -147,6 +147,11 @@ impl QuotaStore for MemoryStore {
         let now = self.clock.now();
         let at = Nanos(now.0.saturating_sub(crate::clock::duration_ns(since)));
         self.ledger.lock().sent(scope, cost, at);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn withdraw<'a>(&'a self, path: &'a [ScopeId], by: Claimer) -> StoreFuture<'a, Result<(), StoreError>> {
+        self.ledger.lock().withdraw(path, by);
         Box::pin(std::future::ready(Ok(())))
     }
 

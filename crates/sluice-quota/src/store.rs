@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::bucket::Share;
+use crate::bucket::{Claimer, Share};
 use crate::decision::{Demand, Grant, Rejection};
 use crate::ledger::ScopeSnapshot;
 use crate::limit::{Cost, Dimension, Limits, Settlement};
@@ -135,6 +135,15 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
     /// that pace no provider may ignore it.
     fn sent(&self, scope: ScopeId, cost: Cost, since: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
         let _ = (scope, cost, since);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Withdraws the claims `by` holds on the scopes of `path` (see [`crate::bucket::Claim`]):
+    /// its request went before it was admitted (its client hung up), so the window it
+    /// claimed is not kept idle for nobody. For every user of the store. Stores that record
+    /// no claims may ignore it.
+    fn withdraw<'a>(&'a self, path: &'a [ScopeId], by: Claimer) -> StoreFuture<'a, Result<(), StoreError>> {
+        let _ = (path, by);
         Box::pin(std::future::ready(Ok(())))
     }
 

@@ -251,6 +251,31 @@ fn a_claim_lives_no_longer_than_its_claimer_waits() {
 }
 
 #[test]
+fn a_claim_withdrawn_by_its_claimer_holds_nothing_back() {
+    use sluice_quota::QuotaStore as _;
+    let (store, clock, id) = guarded_deployment();
+    let lease = Duration::from_secs(60);
+    let path = [id];
+    let claiming = |by: u64| sluice_quota::Demand {
+        patience: Some(Duration::from_secs(30)),
+        claimer: sluice_quota::Claimer::new(by),
+        ..sluice_quota::Demand::new(&path, Cost::request(5_030, 0), lease)
+    };
+    assert!(drain_small(&store, id) > 0);
+    assert!(store.admit_now(&claiming(7)).is_err());
+    clock.advance(Duration::from_millis(100));
+    assert_eq!(drain_small(&store, id), 0, "the claim holds the small ones back");
+    // Someone else's withdrawal, or nobody's, changes nothing.
+    assert!(futures_ready(store.withdraw(&path, sluice_quota::Claimer::new(8))));
+    assert!(futures_ready(store.withdraw(&path, sluice_quota::Claimer::NOBODY)));
+    clock.advance(Duration::from_millis(100));
+    assert_eq!(drain_small(&store, id), 0, "still claimed");
+    // Its claimer's request went: the window serves the small ones as it refills.
+    assert!(futures_ready(store.withdraw(&path, sluice_quota::Claimer::new(7))));
+    assert!(drain_small(&store, id) > 0, "the withdrawn claim still held them back");
+}
+
+#[test]
 fn a_request_that_left_late_paces_the_next_one_from_where_it_left() {
     use sluice_quota::QuotaStore as _;
     let (store, clock, id) = guarded_deployment();

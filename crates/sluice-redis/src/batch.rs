@@ -104,6 +104,8 @@ pub enum Op {
         /// How much longer the caller waits for it (µs; `None`: no end known), which
         /// bounds its claims.
         patience_us: Option<u64>,
+        /// Who asks (its claims carry it; 0: nobody), at most 2^52 - 1.
+        claimer: u64,
     },
     /// A settlement (or a release) of a reservation.
     Settle {
@@ -223,15 +225,21 @@ fn push_budgets(blob: &mut Vec<u8>, budgets: &[u8]) {
     }
 }
 
+/// The patience of a caller whose wait has no end known (about 142 years, µs: the largest
+/// number the encoding writes).
+const NO_END_US: u64 = 1 << 52;
+
 /// A reservation's array for the script (see `batch.lua`), with `spec` in place of its own
 /// when given (a run's combined spec).
 fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, homes: &mut Vec<&'a Group>) -> Vec<u8> {
-    let Op::Reserve { lease_us, fair, spec: own, sids, report, share, budgets, patience_us, .. } = op else {
+    let Op::Reserve { lease_us, fair, spec: own, sids, report, share, budgets, patience_us, claimer, .. } = op else {
         return Vec::new();
     };
     let spec = spec.unwrap_or_else(|| own.encode());
     let mut blob = Vec::with_capacity(48 + spec.len());
-    record::push_array(&mut blob, 13 + usize::from(patience_us.is_some()) + sids.len());
+    // The patience is written when known or when a claimer follows it (then as "no end").
+    let tail = if *claimer > 0 { 2 } else { usize::from(patience_us.is_some()) };
+    record::push_array(&mut blob, 13 + tail + sids.len());
     record::push_uint(&mut blob, *lease_us);
     match fair {
         Some(Fair { home, share, own }) => {
@@ -264,8 +272,11 @@ fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, 
     record::push_uint(&mut blob, *report);
     record::push_uint(&mut blob, u64::from(*share));
     push_budgets(&mut blob, budgets);
-    if let Some(patience) = patience_us {
-        record::push_uint(&mut blob, *patience);
+    if tail > 0 {
+        record::push_uint(&mut blob, patience_us.unwrap_or(NO_END_US));
+    }
+    if *claimer > 0 {
+        record::push_uint(&mut blob, *claimer);
     }
     blob
 }

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sluice_quota::{
-    Budget, Clock, Cost, Demand, Dimension, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId,
+    Budget, Claimer, Clock, Cost, Demand, Dimension, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId,
     ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture, StoreHealth,
 };
 
@@ -310,6 +310,15 @@ impl QuotaStore for ResilientStore {
                 local.sent(scope, cost, since).await?;
             }
             if self.is_degraded() { Ok(()) } else { self.remote.sent(scope, cost, since).await }
+        })
+    }
+
+    fn withdraw<'a>(&'a self, path: &'a [ScopeId], by: Claimer) -> StoreFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            if let Some(local) = &self.local {
+                local.withdraw(path, by).await?;
+            }
+            if self.is_degraded() { Ok(()) } else { self.remote.withdraw(path, by).await }
         })
     }
 

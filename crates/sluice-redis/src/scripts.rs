@@ -8,8 +8,8 @@ pub const VERSION: &str = "sluice-quota-v7";
 
 const COMMON: &str = include_str!("lua/common.lua");
 
-/// The batch (reservations and settlements), pause, hold, tighten, sent, peek and window
-/// scripts.
+/// The batch (reservations and settlements), pause, hold, tighten, sent, withdraw, peek and
+/// window scripts.
 #[derive(Debug)]
 pub struct Scripts {
     /// Reservations (each all or nothing) and settlements (idempotent) of one group.
@@ -22,6 +22,8 @@ pub struct Scripts {
     pub tighten: Script,
     /// Re-anchoring at the instant a request went to the provider.
     pub sent: Script,
+    /// Withdrawing the claims of a request that went.
+    pub withdraw: Script,
     /// A scope's state for a snapshot.
     pub peek: Script,
     /// A deployment's learned short window, shared by every instance.
@@ -39,6 +41,7 @@ impl Scripts {
             tighten: build(include_str!("lua/tighten.lua")),
             hold: build(include_str!("lua/hold.lua")),
             sent: build(include_str!("lua/sent.lua")),
+            withdraw: build(include_str!("lua/withdraw.lua")),
             peek: build(include_str!("lua/peek.lua")),
             window: build(include_str!("lua/window.lua")),
         }

@@ -22,9 +22,9 @@ use parking_lot::{Mutex, RwLock};
 use rand::Rng as _;
 use sluice_quota::bucket::{self, Share, Tat};
 use sluice_quota::{
-    Budget, BudgetPeriod, BudgetSnapshot, Calendar, Cost, Demand, Dimension, Grant, LimiterName, Limits, Nanos,
-    QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId, ReserveError, ScopeId, ScopeKey, ScopeKind,
-    ScopeSnapshot, Settlement, Spent, StoreError, StoreFuture,
+    Budget, BudgetPeriod, BudgetSnapshot, Calendar, Claimer, Cost, Demand, Dimension, Grant, LimiterName, Limits,
+    Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId, ReserveError, ScopeId, ScopeKey,
+    ScopeKind, ScopeSnapshot, Settlement, Spent, StoreError, StoreFuture,
 };
 
 use crate::batch::{Batches, Fair, Link, Op, store_error};
@@ -188,6 +188,7 @@ impl RedisStore {
             share: share.get(),
             budgets,
             patience_us,
+            claimer: demand.claimer.get(),
         };
         let reply = self.batches.run(group, op).await?;
         match reply.as_slice() {
@@ -335,6 +336,27 @@ impl RedisStore {
             invocation.arg(at).arg(step);
         }
         let _: i64 = self.call(invocation).await?;
+        Ok(())
+    }
+
+    /// Drops the claims of `by` on the scopes of `path` with limits: one call per group.
+    async fn withdraw_claims(&self, path: &[ScopeId], by: Claimer) -> Result<(), StoreError> {
+        if by == Claimer::NOBODY {
+            return Ok(());
+        }
+        let scopes: Vec<Arc<Scope>> =
+            path.iter().filter_map(|&id| self.scope(id)).filter(|s| !s.limits.rates.is_empty()).collect();
+        let mut groups: Vec<&str> = scopes.iter().map(|s| s.state.as_str()).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        for state in groups {
+            let mut invocation = self.scripts().withdraw.prepare_invoke();
+            invocation.key(state).arg(by.get());
+            for scope in scopes.iter().filter(|s| s.state == state) {
+                invocation.arg(&scope.spec.sid).arg(scope.spec.layout).arg(scope.limits.rates.len());
+            }
+            let _: i64 = self.call(invocation).await?;
+        }
         Ok(())
     }
 
@@ -538,6 +560,10 @@ impl QuotaStore for RedisStore {
 
     fn sent(&self, scope: ScopeId, cost: Cost, since: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
         Box::pin(self.sent_scope(scope, cost, since))
+    }
+
+    fn withdraw<'a>(&'a self, path: &'a [ScopeId], by: Claimer) -> StoreFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.withdraw_claims(path, by))
     }
 
     fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {

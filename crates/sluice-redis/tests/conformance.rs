@@ -200,6 +200,30 @@ mod cases {
         assert!(behind > Duration::from_millis(1_200) && behind <= Duration::from_millis(1_350), "{behind:?}");
     }
 
+    pub async fn a_claim_withdrawn_by_its_claimer_holds_nothing_back(store: &dyn QuotaStore) {
+        // As above: 10 tokens a second, a burst of 100 with a 200 ms guard; a tenant's scope
+        // on the path too (another group in a cluster), which holds no claim.
+        let rate = RateLimit::per_minute(Dimension::TotalTokens, 600).unwrap().with_burst(nz(100)).guarded();
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "withdrawn"), Limits::unlimited().with_rate(rate));
+        let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "withdrawn"), tpm(600_000, 100_000));
+        let path = [tenant, d];
+        let claimer = sluice_quota::Claimer::new(0xF_FFFF_FFFF_FFF1);
+        let whole = Demand {
+            patience: Some(Duration::from_secs(30)),
+            claimer,
+            ..Demand::new(&path, Cost::request(100, 0), LEASE)
+        };
+        let _small = store.reserve(&path, Cost::request(10, 0), LEASE).await.unwrap();
+        let _ = rejected(store.admit(whole).await);
+        assert!(store.reserve(&path, Cost::request(1, 0), LEASE).await.is_err(), "claimed");
+        // Another's withdrawal leaves the claim; its own frees the window's refill for the
+        // small ones at once.
+        store.withdraw(&path, sluice_quota::Claimer::new(0xF_FFFF_FFFF_FFF2)).await.unwrap();
+        assert!(store.reserve(&path, Cost::request(1, 0), LEASE).await.is_err(), "still claimed");
+        store.withdraw(&path, claimer).await.unwrap();
+        let _passed = store.reserve(&path, Cost::request(1, 0), LEASE).await.unwrap();
+    }
+
     pub async fn a_refusal_anywhere_debits_nothing_anywhere(store: &dyn QuotaStore) {
         let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "aon"), tpm(600_000, 1_000));
         let d = store.register(ScopeKey::new(ScopeKind::Deployment, "aon"), tpm(6_000_000, 100_000));
@@ -790,6 +814,10 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_claim_lives_no_longer_than_its_claimer_waits() {
                 run(|s| async move { cases::a_claim_lives_no_longer_than_its_claimer_waits(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_claim_withdrawn_by_its_claimer_holds_nothing_back() {
+                run(|s| async move { cases::a_claim_withdrawn_by_its_claimer_holds_nothing_back(&*s).await }).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_request_sent_late_reanchors_the_window_at_its_send() {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use sluice_quota::waiting::{Block, FairQueue, PassedOver, Waiter, WaiterId};
 use sluice_quota::{
-    Calendar, Clock, Cost, Demand, FairShare, Grant, LimiterName, Nanos, QuotaStore, Rejection, RejectionKind,
+    Calendar, Claimer, Clock, Cost, Demand, FairShare, Grant, LimiterName, Nanos, QuotaStore, Rejection, RejectionKind,
     ReserveError, ScopeId, Settlement, Share,
 };
 use tokio::sync::{Notify, oneshot};
@@ -54,6 +54,8 @@ pub struct Ask {
     /// When the request stops waiting (`None`: no end known): what is left of it at each
     /// try bounds the claims a refusal records (see [`sluice_quota::bucket::Claim`]).
     pub deadline: Option<Nanos>,
+    /// Who asks: its claims carry it, so they go with it ([`Withdrawal`]).
+    pub claimer: Claimer,
 }
 
 impl Ask {
@@ -72,11 +74,59 @@ impl Ask {
             report_own: true,
             calendar: self.calendar,
             patience,
+            claimer: self.claimer,
         }
     }
 
     fn fairness_cost(&self) -> u64 {
         self.cost.input_tokens.saturating_add(self.cost.output_tokens).max(1)
+    }
+}
+
+/// Withdraws a waiting request's claims when the request goes while it waits (its client
+/// hung up and its future was dropped), so the idle window it claimed serves the others at
+/// once instead of lapsing a grace later. Disarmed when the wait ends by itself (a grant, or
+/// its deadline: then the claims lapse on their own). The withdrawal runs as a task of its
+/// own: a dropped future cannot wait for the store.
+#[derive(Debug)]
+pub struct Withdrawal {
+    store: Arc<dyn QuotaStore>,
+    path: Vec<ScopeId>,
+    by: Claimer,
+    armed: bool,
+}
+
+impl Withdrawal {
+    /// Armed for the claims of `ask` in `store`.
+    #[must_use]
+    pub fn of(store: &Arc<dyn QuotaStore>, ask: &Ask) -> Self {
+        Self {
+            store: Arc::clone(store),
+            path: ask.path.clone(),
+            by: ask.claimer,
+            armed: ask.claimer != Claimer::NOBODY,
+        }
+    }
+
+    /// The wait ended by itself: nothing to withdraw.
+    pub fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Withdrawal {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (store, path, by) = (Arc::clone(&self.store), std::mem::take(&mut self.path), self.by);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = store.withdraw(&path, by).await {
+                    tracing::debug!(error = %e, "withdrawing a gone request's claims failed; they lapse by themselves");
+                }
+            });
+        }
     }
 }
 

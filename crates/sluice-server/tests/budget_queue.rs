@@ -36,6 +36,7 @@ async fn a_waiting_request_refused_by_a_spent_budget_leaves_the_queue_at_once() 
         fair: None,
         calendar,
         deadline: None,
+        claimer: sluice_quota::Claimer::NOBODY,
     };
     // A class that would wait a minute: the answer comes long before.
     let waiting = queue.wait(ask, Duration::from_secs(60), 10, None);

@@ -207,3 +207,35 @@ async fn behind_a_queue_the_prediction_is_the_queues_and_a_shorter_client_deadli
     assert!(header_ms(&headers, "x-sluice-queued-ms").is_some());
     std::sync::Arc::into_inner(env).unwrap().shutdown().await;
 }
+
+/// One deployment of 60,000 TPM with the default one-second burst (a thousand tokens at a
+/// time, the last 20 ms of it a guard); the class waits up to 10 s.
+fn windowed_policy() -> String {
+    paced_policy().replace("limits = { rpm = 60 }", "limits = { tpm = 60000 }")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_hangs_up_takes_its_claim_on_the_window_with_it() {
+    let env = std::sync::Arc::new(start_clocked(paced_sim(), &windowed_policy(), TokioClock::new()).await);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // About 305 tokens: the window keeps about 700.
+    let (status, headers, body) = post(&env, &chat("fast", 4, 300), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header_ms(&headers, "x-sluice-queued-ms"), None);
+    // About 1,005 tokens need the window idle, about 330 ms away: refused, the request
+    // claims that window and waits; its client hangs up 50 ms later.
+    let large = {
+        let env = std::sync::Arc::clone(&env);
+        tokio::spawn(async move { post(&env, &chat("fast", 4, 1_000), Some("10000")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    large.abort();
+    assert!(large.await.unwrap_err().is_cancelled());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The window has room for another 305 tokens, and nobody claims it any more: admitted
+    // at once (a claim left behind would hold it back until about 580 ms).
+    let (status, headers, body) = post(&env, &chat("fast", 4, 300), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(header_ms(&headers, "x-sluice-queued-ms"), None, "held back by a claim whose request went");
+    std::sync::Arc::into_inner(env).unwrap().shutdown().await;
+}

@@ -14,8 +14,9 @@
 --     tenant ask), the scope count S, the S scopes' field numbers (from 1), the scopes
 --     (record.rs `reserve_spec`), which scopes' state a grant returns (bit k - 1, 0 for
 --     none), the caller's share of shared bursts (thousandths: whom its claims hold back),
---     the money budgets it checks and charges (record.rs `budget_reserve`), and how much
---     longer (µs) the caller waits for it (its claims lapse then; none past it);
+--     the money budgets it checks and charges (record.rs `budget_reserve`), how much
+--     longer (µs) the caller waits for it (its claims lapse then; none past it) and who the
+--     caller is (its claims carry it, so withdraw.lua can drop them; none or 0: nobody);
 --   settle: 's', the lease member and a MessagePack array of the count S of scopes it
 --     touches, their S field numbers, the settlement (record.rs `settle_spec`), the money
 --     budgets it moves (record.rs `budget_settle`);
@@ -149,10 +150,11 @@ local function grant(member, lease)
 end
 
 -- Claims (bucket.rs `Claim`): a scope's state may carry, after its nl buckets, the bucket a
--- larger cost waits to find idle, that cost's step, when the claim lapses (µs; 0 for none)
--- and the claimer's share. Returns them while the claim holds, else 0, 0, 0, 0. A claim
--- lapses CLAIM_GRACE after the instant its claimer could pass (bucket.rs `CLAIM_GRACE`),
--- or when its claimer stops waiting, if sooner; a claimer gone by then claims nothing.
+-- larger cost waits to find idle, that cost's step, when the claim lapses (µs; 0 for none),
+-- the claimer's share and the claimer (withdraw.lua). Returns the first four while the
+-- claim holds, else 0, 0, 0, 0. A claim lapses CLAIM_GRACE after the instant its claimer
+-- could pass (bucket.rs `CLAIM_GRACE`), or when its claimer stops waiting, if sooner; a
+-- claimer gone by then claims nothing.
 local CLAIM_GRACE = 250000
 local function claim_of(s, nl, now)
   local cj = s and s[5 + nl]
@@ -165,7 +167,7 @@ end
 -- Records the claims {scope index, bucket, step, until, nl} of a refusal by buckets that
 -- need an idle window alone, for a caller of `share`: each replaces a lapsed or no larger
 -- claim on its scope.
-local function record_claims(o, st, claims, share)
+local function record_claims(o, st, claims, share, claimer)
   for _, cl in ipairs(claims) do
     local k, nl = cl[1], cl[5]
     local s = st[k]
@@ -174,7 +176,7 @@ local function record_claims(o, st, claims, share)
       for j = 1, nl do
         s[4 + j] = s[4 + j] or 0
       end
-      s[5 + nl], s[6 + nl], s[7 + nl], s[8 + nl] = cl[2], cl[3], cl[4], share
+      s[5 + nl], s[6 + nl], s[7 + nl], s[8 + nl], s[9 + nl] = cl[2], cl[3], cl[4], share, claimer
       if cl[4] - now > needed then needed = cl[4] - now end
       put(fields[o[9 + k]], s)
     end
@@ -187,7 +189,7 @@ end
 local function drop_claim_passed(s, nl, spec, at)
   local cj = s[5 + nl]
   if cj and cj > 0 and (s[7 + nl] <= now or spec[at + 2 * (cj - 1)] >= s[6 + nl]) then
-    s[5 + nl], s[6 + nl], s[7 + nl], s[8 + nl] = 0, 0, 0, 0
+    s[5 + nl], s[6 + nl], s[7 + nl], s[8 + nl], s[9 + nl] = 0, 0, 0, 0, 0
   end
 end
 
@@ -348,7 +350,7 @@ local function reserve(o, n)
     end
   end
   if worst > 0 then
-    if idle_only and n == 1 then record_claims(o, st, claims, share) end
+    if idle_only and n == 1 then record_claims(o, st, claims, share, o[15 + S] or 0) end
     local reply = {0, math.ceil(worst), wscope, wlim, wkind}
     if pair > 0 and bit.band(own, 2 ^ (wscope - 1)) == 0 then return asked(asking, tenant, reply) end
     return reply

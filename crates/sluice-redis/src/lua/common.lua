@@ -5,7 +5,7 @@
 -- a MessagePack array {n, p, h, layout, tat_1, ..., tat_L}: requests in flight, paused
 -- until, held by an operator (1 or 0), the layout of its limits (record.rs) and per limit
 -- the instant that bucket is full again (a GCRA; 0 or missing means full), optionally
--- followed by a claim on one bucket {bucket, step, until, share} (batch.lua; 0 for none,
+-- followed by a claim on one bucket {bucket, step, until, share, claimer} (batch.lua; 0 for none,
 -- dropped when the layout changes); per scope with money budgets a field `<scope>$b`, a
 -- MessagePack array {day's period, spent that day, month's period, spent that month}
 -- (periods by their start, Unix seconds; amounts in micro-units: a new period starts from

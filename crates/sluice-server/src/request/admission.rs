@@ -8,15 +8,15 @@ use std::time::Duration;
 use sluice_config::ProviderKind;
 use sluice_provider::{MediaPricing, ParsedRequest, Protocol};
 use sluice_quota::{
-    Cost, FairShare, Grant, LimiterName, Nanos, Rejection, RejectionKind, ReserveError, ScopeId, ScopeSnapshot, Share,
-    StoreError,
+    Claimer, Cost, FairShare, Grant, LimiterName, Nanos, Rejection, RejectionKind, ReserveError, ScopeId,
+    ScopeSnapshot, Share, StoreError,
 };
 
 use super::context::Request;
 use super::settle::Terms;
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::{Bound, Hit, QueueLabels, WaitLabels};
-use crate::queue::{Ask, WaitError};
+use crate::queue::{Ask, WaitError, Withdrawal};
 use crate::remembered::Memo;
 use crate::shares::HeldBack;
 use crate::state::{Caller, Gateway, Profile, Route};
@@ -112,6 +112,7 @@ fn ask(gateway: &Gateway, caller: &Caller, profile: &Profile, route: &Route, quo
         priority: caller.class.priority,
         calendar: crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds),
         deadline: None,
+        claimer: Claimer::new(rand::random()),
     }
 }
 
@@ -393,11 +394,20 @@ async fn reserve_or_wait(
     // How long it may wait bounds the claims its refusals record: one that will not wait
     // claims no idle window.
     ask.deadline = Some(if mode == Mode::Wait { req.deadline } else { now });
+    // A request that may wait may claim an idle window; unless it ends in a grant or waits
+    // its deadline out (its claims lapse then), it withdraws them when it goes: refused
+    // on a prediction, or its client hung up while it waited.
+    let withdrawal = (mode == Mode::Wait && !left.is_zero()).then(|| Withdrawal::of(&gateway.store, &ask));
     let refusal = if mode == Mode::Wait && route.queue.must_queue(class.priority) {
         None
     } else {
         match gateway.store.admit(ask.demand(now)).await {
-            Ok(grant) => return Ok((grant, gateway.clock.now())),
+            Ok(grant) => {
+                if let Some(withdrawal) = withdrawal {
+                    withdrawal.disarm();
+                }
+                return Ok((grant, gateway.clock.now()));
+            }
             Err(ReserveError::Rejected(r)) => {
                 if r.limiter == LimiterName::FairShare {
                     reclaimed(gateway, route, caller, HeldBack::Tenant);
@@ -431,6 +441,11 @@ async fn reserve_or_wait(
     }
     if result.is_ok() {
         gateway.metrics.eta_error(&class.name, "request", report.eta, waited);
+    }
+    if matches!(result, Ok(_) | Err(WaitError::TimedOut { .. }))
+        && let Some(withdrawal) = withdrawal
+    {
+        withdrawal.disarm();
     }
     match result {
         Ok(grant) => Ok((grant, report.granted.unwrap_or_else(|| gateway.clock.now()))),
