@@ -391,6 +391,14 @@ impl JobStore for EmbeddedJobStore {
         Box::pin(self.run(move |inner| inner.write(|txn, now| embedded_docs::put_record(txn, now, &doc))))
     }
 
+    fn swap_record(&self, doc: Doc, expected: Option<Vec<u8>>) -> JobFuture<'_, Option<u64>> {
+        Box::pin(
+            self.run(move |inner| {
+                inner.write(|txn, now| embedded_docs::swap_record(txn, now, &doc, expected.as_deref()))
+            }),
+        )
+    }
+
     fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64> {
         let kind = kind.to_owned();
         Box::pin(self.run(move |inner| inner.read(|txn| embedded_docs::version(txn, &kind))))

@@ -68,6 +68,20 @@ pub(crate) fn put_record(txn: &Txn, now: u64, doc: &Doc) -> Result<u64, redb::Er
     Ok(version)
 }
 
+/// [`put_record`], only when the stored body is `expected` (`None`: no document); `None`
+/// when it is not. Inside the one write transaction, so no writer comes between.
+pub(crate) fn swap_record(txn: &Txn, now: u64, doc: &Doc, expected: Option<&[u8]>) -> Result<Option<u64>, redb::Error> {
+    let current = {
+        let docs = txn.open_table(DOCS)?;
+        let found = docs.get((doc.kind.as_str(), doc.owner.as_str(), doc.id.as_str()))?;
+        found.and_then(|v| split(v.value()).map(|(_, body)| body.to_vec()))
+    };
+    if current.as_deref() != expected {
+        return Ok(None);
+    }
+    put_record(txn, now, doc).map(Some)
+}
+
 /// The version of `kind`'s records.
 pub(crate) fn version(txn: &redb::ReadTransaction, kind: &str) -> Result<u64, redb::Error> {
     let meta = match txn.open_table(META) {

@@ -53,6 +53,7 @@ struct Scripts {
     cancel: Script,
     put_doc: Script,
     put_record: Script,
+    swap_record: Script,
 }
 
 impl Scripts {
@@ -67,6 +68,7 @@ impl Scripts {
             cancel: build(include_str!("lua/cancel.lua")),
             put_doc: build(include_str!("lua/put_doc.lua")),
             put_record: build(include_str!("lua/put_record.lua")),
+            swap_record: build(include_str!("lua/swap_record.lua")),
         }
     }
 }
@@ -352,6 +354,10 @@ impl JobStore for RedisJobStore {
 
     fn put_record(&self, doc: Doc) -> JobFuture<'_, u64> {
         Box::pin(self.put_kept(doc))
+    }
+
+    fn swap_record(&self, doc: Doc, expected: Option<Vec<u8>>) -> JobFuture<'_, Option<u64>> {
+        Box::pin(self.swap_kept(doc, expected))
     }
 
     fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64> {

@@ -90,6 +90,13 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
     /// that some record of the kind changed.
     fn put_record(&self, doc: Doc) -> JobFuture<'_, u64>;
 
+    /// [`put_record`](Self::put_record), only when the stored body is `expected` (`None`:
+    /// no document of that key may exist), checked and written atomically. Returns the new
+    /// version, or `None` (nothing written) when the stored document is not the one
+    /// expected: a writer that read a record before another writer changed it loses,
+    /// instead of undoing that change.
+    fn swap_record(&self, doc: Doc, expected: Option<Vec<u8>>) -> JobFuture<'_, Option<u64>>;
+
     /// The version of `kind`'s records: 0 before the first [`put_record`](Self::put_record).
     fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64>;
 

@@ -255,6 +255,21 @@ async fn records_bump_their_kind_version_and_list_like_documents(b: Backend) {
     assert_eq!(listed[1].body, b"one again");
 }
 
+async fn a_record_is_swapped_only_from_the_body_expected(b: Backend) {
+    let s = &b.store;
+    let k1 = || key("key", "runtime", "k1");
+    assert_eq!(s.swap_record(doc("key", "runtime", "k1", b"v1"), Some(b"v0".to_vec())).await.unwrap(), None);
+    assert_eq!(s.get_doc(k1()).await.unwrap(), None, "nothing written when a document was expected");
+    assert_eq!(s.swap_record(doc("key", "runtime", "k1", b"v1"), None).await.unwrap(), Some(1));
+    assert_eq!(s.swap_record(doc("key", "runtime", "k1", b"v1 again"), None).await.unwrap(), None, "it exists");
+    assert_eq!(s.swap_record(doc("key", "runtime", "k1", b"v2"), Some(b"v1".to_vec())).await.unwrap(), Some(2));
+    // A writer that read v1 before the change loses, and v2 stays.
+    assert_eq!(s.swap_record(doc("key", "runtime", "k1", b"stale"), Some(b"v1".to_vec())).await.unwrap(), None);
+    assert_eq!(s.get_doc(k1()).await.unwrap(), Some(b"v2".to_vec()));
+    assert_eq!(s.doc_version("key").await.unwrap(), 2, "a lost swap leaves the version");
+    assert_eq!(s.list_docs("key", "runtime").await.unwrap().len(), 1);
+}
+
 async fn cancel_stops_only_jobs_not_started(b: Backend) {
     let s = &b.store;
     let running = s.submit(new_job("t", None, 0, 5)).await.unwrap().job.id;
@@ -372,6 +387,7 @@ conformance!(embedded:
     many_submitted_at_once_are_each_stored_or_found,
     documents_are_owner_scoped_listed_newest_first_and_deleted,
     records_bump_their_kind_version_and_list_like_documents,
+    a_record_is_swapped_only_from_the_body_expected,
     cancel_stops_only_jobs_not_started,
     leases_by_priority_then_age,
     completion_is_recorded_once,
@@ -386,6 +402,7 @@ conformance!(standalone:
     many_submitted_at_once_are_each_stored_or_found,
     documents_are_owner_scoped_listed_newest_first_and_deleted,
     records_bump_their_kind_version_and_list_like_documents,
+    a_record_is_swapped_only_from_the_body_expected,
     cancel_stops_only_jobs_not_started,
     leases_by_priority_then_age,
     completion_is_recorded_once,

@@ -47,7 +47,7 @@ pub use auth::AdminKey;
 pub use counters::{Sample, parse_samples};
 pub use inventory::{Entry, Inventory};
 pub use routes::{limits_of, router};
-pub use throttle::LoginThrottle;
+pub use throttle::{LoginThrottle, peer};
 
 /// A traffic class, as the admin API names it.
 #[derive(Debug, Clone)]

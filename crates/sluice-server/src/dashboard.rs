@@ -11,9 +11,7 @@
 //! address gets the structured `429` with `Retry-After` before its body is read.
 
 use axum::Router;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-
-use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -54,9 +52,7 @@ async fn login(State(state): State<AppState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let fail =
         |error| ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: Trace::from_headers(&parts.headers).id };
-    // Without a peer address (an in-process caller) every login shares one record.
-    let peer =
-        parts.extensions.get::<ConnectInfo<SocketAddr>>().map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
+    let peer = crate::admin::peer(&parts.extensions);
     let gateway = state.current();
     let logins = &state.admin.logins;
     if let Some(wait) = logins.locked(peer, gateway.clock.now()) {

@@ -126,7 +126,7 @@ pub enum GatewayError {
     /// The provider did not answer in time.
     #[error("provider `{0}` did not answer in time")]
     UpstreamTimeout(String),
-    /// Too many failed dashboard logins from this address; locked out for this long.
+    /// Too many failed dashboard logins or admin API keys from this address; locked out for this long.
     #[error("too many failed logins from this address; try again in {}s", .0.as_secs().max(1))]
     LoginThrottled(Duration),
     /// The provider sent its headers, then nothing more in time: a stalled answer.
@@ -234,6 +234,15 @@ pub enum GatewayError {
         code: &'static str,
         /// What was refused and why.
         message: String,
+    },
+    /// A key changed (or was revoked) after the change was read: the change was not
+    /// written. The answer carries the key's version now.
+    #[error("key `{id}` changed while this change was made (its version is now {version}); read it and try again")]
+    KeyChanged {
+        /// The key.
+        id: String,
+        /// Its version now.
+        version: u64,
     },
     /// No endpoint at this path.
     #[error(
@@ -364,6 +373,7 @@ impl GatewayError {
             }
             Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::ClassNotAllowed { .. } => StatusCode::FORBIDDEN,
+            Self::KeyChanged { .. } => StatusCode::CONFLICT,
             Self::AdminRefused { status, .. } => match status {
                 AdminStatus::Forbidden => StatusCode::FORBIDDEN,
                 AdminStatus::NotFound => StatusCode::NOT_FOUND,
@@ -409,6 +419,7 @@ impl GatewayError {
             Self::FileTooLarge(_) => ("invalid_request_error", "file_too_large"),
             Self::BatchNotCancellable(_) => ("invalid_request_error", "batch_not_cancellable"),
             Self::AdminRefused { code, .. } => ("invalid_request_error", code),
+            Self::KeyChanged { .. } => ("invalid_request_error", "key_changed"),
         }
     }
 
@@ -431,6 +442,9 @@ impl GatewayError {
             map.insert("quota_bytes".into(), json!(quota));
             map.insert("used_bytes".into(), json!(used));
             map.insert("file_bytes".into(), json!(size));
+        }
+        if let (Self::KeyChanged { version, .. }, Value::Object(map)) = (self, &mut error) {
+            map.insert("current_version".into(), json!(version));
         }
         json!({ "error": error })
     }

@@ -96,8 +96,19 @@ async fn env() -> Env {
 }
 
 async fn admin(env: &Env, method: &str, path: &str, key: Option<&str>, body: Option<Value>) -> (u16, Value) {
+    admin_from(&env.http, env, method, path, key, body).await
+}
+
+async fn admin_from(
+    http: &reqwest::Client,
+    env: &Env,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
     let url = format!("{}{path}", env.gateway.url());
-    let mut request = env.http.request(method.parse().unwrap(), url);
+    let mut request = http.request(method.parse().unwrap(), url);
     if let Some(key) = key {
         request = request.bearer_auth(key);
     }
@@ -113,10 +124,13 @@ async fn admin(env: &Env, method: &str, path: &str, key: Option<&str>, body: Opt
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_admin_route_refuses_without_the_admin_key() {
     let env = env().await;
-    for (method, path) in ROUTES {
+    for (i, (method, path)) in ROUTES.into_iter().enumerate() {
+        // Each route from its own address: failures from one address are throttled.
+        let peer = std::net::IpAddr::from([127, 0, 1, u8::try_from(i + 1).unwrap()]);
+        let http = reqwest::Client::builder().local_address(peer).build().unwrap();
         for key in [None, Some("wrong"), Some(KEY)] {
             let body = (method == "PUT").then(|| json!({"rpm": 1}));
-            let (status, value) = admin(&env, method, path, key, body).await;
+            let (status, value) = admin_from(&http, &env, method, path, key, body).await;
             assert_eq!(status, 401, "{method} {path} with {key:?}: {value}");
             assert_eq!(value["error"]["code"], "invalid_api_key", "{method} {path}");
             assert_eq!(value["error"]["trace_id"].as_str().unwrap().len(), 32);

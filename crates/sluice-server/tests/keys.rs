@@ -259,19 +259,20 @@ async fn a_tenant_admin_manages_only_its_own_tenant() {
     assert_eq!(chat(&env, &admin, "fast").await, 401, "an admin key does not call the API");
     let (_, globex) = create(&env, ADMIN, json!({"id": "globex-key", "tenant": "globex"})).await;
     assert_eq!(globex["tenant"], "globex");
-    let (secret, _) = create(&env, &admin, json!({"id": "acme-own", "tenant": "acme"})).await;
+    let (secret, own) = create(&env, &admin, json!({"id": "acme-own", "tenant": "acme"})).await;
+    assert_eq!(own["id"], "acme:acme-own", "a tenant admin's ids are namespaced by its tenant");
     assert_eq!(chat(&env, &secret, "fast").await, 200);
     let (status, listed) = call(&env, "GET", "/admin/keys", &admin, None).await;
     assert_eq!(status, 200);
     let mut ids: Vec<&str> = listed["data"].as_array().unwrap().iter().map(|k| k["id"].as_str().unwrap()).collect();
     ids.sort_unstable();
-    assert_eq!(ids, ["acme-1", "acme-admin", "acme-own"]);
+    assert_eq!(ids, ["acme-1", "acme-admin", "acme:acme-own"]);
     // Another tenant's key, another tenant, or a root-only route: as if they did not exist.
     for (method, path, body) in [
         ("GET", "/admin/keys/globex-key", None),
         ("POST", "/admin/keys/globex-key/revoke", None),
         ("POST", "/admin/keys", Some(json!({"tenant": "globex"}))),
-        ("PATCH", "/admin/keys/acme-own", Some(json!({"tenant": "globex"}))),
+        ("PATCH", "/admin/keys/acme:acme-own", Some(json!({"tenant": "globex"}))),
         ("GET", "/admin/state", None),
         ("POST", "/admin/tenants/globex/pause", None),
     ] {
@@ -288,7 +289,7 @@ async fn a_tenant_admin_manages_only_its_own_tenant() {
         .iter()
         .map(|e| (e["key_id"].as_str().unwrap(), e["actor"].as_str().unwrap()))
         .collect();
-    assert_eq!(seen, [("acme-own", "acme-admin"), ("acme-admin", "root")], "{audit}");
+    assert_eq!(seen, [("acme:acme-own", "acme-admin"), ("acme-admin", "root")], "{audit}");
     // Revoking the tenant admin ends its access.
     assert_eq!(call(&env, "POST", "/admin/keys/acme-admin/revoke", ADMIN, None).await.0, 200);
     assert_eq!(call(&env, "GET", "/admin/keys", &admin, None).await.0, 401);

@@ -64,6 +64,16 @@ impl RedisJobStore {
         Ok(u64::try_from(version).unwrap_or(0))
     }
 
+    pub(super) async fn swap_kept(&self, doc: Doc, expected: Option<Vec<u8>>) -> Result<Option<u64>, JobStoreError> {
+        let mut invocation = self.scripts.swap_record.prepare_invoke();
+        invocation.key(self.doc_key(doc.key())).key(self.owner_key(&doc.kind, &doc.owner)).key(self.key("doc_seq"));
+        invocation.key(self.key(&format!("version:{}", doc.kind)));
+        let present = if expected.is_some() { "1" } else { "0" };
+        invocation.arg(&doc.id).arg(doc.body).arg(present).arg(expected.unwrap_or_default());
+        let version: i64 = self.call(invocation).await?;
+        Ok(u64::try_from(version).ok())
+    }
+
     pub(super) async fn version(&self, kind: &str) -> Result<u64, JobStoreError> {
         let mut command = redis::cmd("GET");
         command.arg(self.key(&format!("version:{kind}")));

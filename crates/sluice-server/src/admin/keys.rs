@@ -1,7 +1,10 @@
 //! `/admin/keys`: create, list, read, update, rotate and revoke runtime keys. Each change
-//! is read from the store, applied, written back as the key's record (bumping the keys'
-//! version, which every instance polls) and written to the audit log. A secret is shown
-//! once, in the answer that created it; only its SHA-256 is stored.
+//! is read from the store, applied, and written back as the key's record only over what
+//! it was read from (a compare-and-set on the key's version, which bumps the keys' version
+//! every instance polls), then written to the audit log. A change that lost to a
+//! concurrent one answers 409 with the key's version now; a revoke reads again and wins.
+//! Tenant admin keys are changed by the root admin only. A secret is shown once, in the
+//! answer that created it; only its SHA-256 is stored.
 
 use std::sync::Arc;
 
@@ -91,26 +94,59 @@ fn new_secret() -> (String, SecretHash) {
     (secret, SecretHash { sha256, until: None })
 }
 
+/// How often a revoke reads the key again after a concurrent change got in first.
+const REVOKE_TRIES: usize = 16;
+
+/// A stored key as read, with the bytes it was read from (what its change is written over).
+struct Loaded {
+    record: KeyRecord,
+    read: Vec<u8>,
+}
+
 /// The stored key `id` the actor may see (a config key or another tenant's is refused).
-async fn load(ctx: &Ctx, id: &str) -> Result<KeyRecord, GatewayError> {
+async fn load(ctx: &Ctx, id: &str) -> Result<Loaded, GatewayError> {
     if ctx.gateway.directory.config_keys.get(id).is_some_and(|c| ctx.actor.sees(&c.tenant)) {
         let message = format!("key `{id}` is defined in the configuration file: change it there");
         return Err(refuse(AdminStatus::Forbidden, "config_key_read_only", message));
     }
     let key = DocKey { kind: KEY_KIND, owner: KEY_OWNER, id };
-    let body = ctx.store.get_doc(key).await.map_err(unavailable)?;
-    let record = body.and_then(|b| serde_json::from_slice::<KeyRecord>(&b).ok());
-    record.filter(|r| ctx.actor.sees(&r.tenant)).ok_or_else(|| not_found(id))
+    let read = ctx.store.get_doc(key).await.map_err(unavailable)?.ok_or_else(|| not_found(id))?;
+    let record = serde_json::from_slice::<KeyRecord>(&read).ok().filter(|r| ctx.actor.sees(&r.tenant));
+    record.map(|record| Loaded { record, read }).ok_or_else(|| not_found(id))
 }
 
-/// Writes `record`, audits the change and brings this instance's keys up to date.
-async fn save(ctx: &Ctx, record: &KeyRecord, action: &str, fields: Vec<String>) -> Result<(), GatewayError> {
+/// Writes `record`, its version one up, over `over` (the bytes it was read from; `None`
+/// for a new key) in one compare-and-set. `false`: the stored key is no longer `over` (a
+/// concurrent change got in first) and nothing was written.
+async fn write(ctx: &Ctx, record: &mut KeyRecord, over: Option<Vec<u8>>) -> Result<bool, GatewayError> {
+    record.version = record.version.saturating_add(1);
     let body = serde_json::to_vec(record).map_err(unavailable)?;
     let doc = Doc { kind: KEY_KIND.into(), owner: KEY_OWNER.into(), id: record.id.clone(), body };
-    ctx.store.put_record(doc).await.map_err(unavailable)?;
-    tracing::info!(actor = %ctx.actor.name(), action, key = %record.id, "admin: key changed");
+    Ok(ctx.store.swap_record(doc, over).await.map_err(unavailable)?.is_some())
+}
+
+/// Audits a written change and brings this instance's keys up to date.
+async fn written(ctx: &Ctx, record: &KeyRecord, action: &str, fields: Vec<String>) -> Result<(), GatewayError> {
+    tracing::info!(actor = %ctx.actor.name(), action, key = %record.id, version = record.version, "admin: key changed");
     super::audit::write(ctx, action, record.into(), fields).await?;
     keys::refresh(ctx.store.as_ref(), &ctx.gateway, false).await.map_err(unavailable)
+}
+
+/// The 409 of a change that lost to a concurrent one: the key's version now.
+async fn lost(ctx: &Ctx, id: &str) -> GatewayError {
+    match load(ctx, id).await {
+        Ok(Loaded { record, .. }) => GatewayError::KeyChanged { id: id.to_owned(), version: record.version },
+        Err(e) => e,
+    }
+}
+
+/// Refuses a change of a tenant admin key by anyone but the root admin.
+fn may_change(ctx: &Ctx, record: &KeyRecord) -> Result<(), GatewayError> {
+    if record.role == Role::TenantAdmin && ctx.actor != Actor::Root {
+        let message = "only the root admin key creates and changes tenant admin keys".to_owned();
+        return Err(refuse(AdminStatus::Forbidden, "root_only", message));
+    }
+    Ok(())
 }
 
 /// Refuses a key the actor may not write: another tenant's (as unknown), or an admin key
@@ -120,10 +156,7 @@ fn authorize(ctx: &Ctx, record: &KeyRecord) -> Result<(), GatewayError> {
         let message = format!("no tenant named `{}` is configured", record.tenant);
         return Err(refuse(AdminStatus::NotFound, "tenant_not_found", message));
     }
-    if record.role == Role::TenantAdmin && ctx.actor != Actor::Root {
-        let message = "only the root admin key creates tenant admin keys".to_owned();
-        return Err(refuse(AdminStatus::Forbidden, "root_only", message));
-    }
+    may_change(ctx, record)?;
     input::check(record, &ctx.gateway, ctx.now_ms / 1000).map_err(invalid)
 }
 
@@ -138,16 +171,19 @@ async fn create(State(state): State<AppState>, headers: HeaderMap, body: Body) -
 
 async fn create_key(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> {
     let ask: Create = body_of(ctx, body).await?;
-    let id = ask.id.unwrap_or_else(|| format!("key-{}", hex(&rand::rng().random::<[u8; 6]>())));
-    input::check_id(&id).map_err(invalid)?;
+    let namespaced = ctx.actor != Actor::Root;
+    let id = input::key_id(ask.id.as_deref(), &ask.tenant, namespaced).map_err(invalid)?;
     let (secret, hash) = new_secret();
     let now_s = ctx.now_ms / 1000;
-    let record = KeyRecord {
+    // What the root admin sets stays the root admin's: a tenant admin cannot loosen it.
+    let root_limits = if ctx.actor == Actor::Root { ask.limits.clone() } else { serde_json::Map::new() };
+    let mut record = KeyRecord {
         id,
         tenant: ask.tenant,
         team: ask.team,
         class: ask.class,
         limits: ask.limits,
+        root_limits,
         metadata: ask.metadata,
         models: ask.models,
         expires_at: ask.expires_at,
@@ -156,21 +192,16 @@ async fn create_key(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> {
         updated_at: now_s,
         role: ask.role,
         secrets: vec![hash],
+        version: 0,
     };
     authorize(ctx, &record)?;
-    let taken = ctx.gateway.directory.config_keys.contains_key(record.id.as_str())
-        || ctx
-            .store
-            .get_doc(DocKey { kind: KEY_KIND, owner: KEY_OWNER, id: &record.id })
-            .await
-            .map_err(unavailable)?
-            .is_some();
-    if taken {
+    // Written only where no key is: two creates of one id cannot both succeed.
+    if ctx.gateway.directory.config_keys.contains_key(record.id.as_str()) || !write(ctx, &mut record, None).await? {
         let message = format!("a key with id `{}` exists (configured or created before)", record.id);
         return Err(refuse(AdminStatus::Conflict, "key_id_taken", message));
     }
     let fields = ["tenant", "team", "class", "limits", "metadata", "models", "expires_at", "role"];
-    save(ctx, &record, "key.create", fields.iter().map(|f| (*f).to_owned()).collect()).await?;
+    written(ctx, &record, "key.create", fields.iter().map(|f| (*f).to_owned()).collect()).await?;
     let body = json!({"key": record.view(ctx.now_ms), "secret": secret});
     Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
@@ -207,7 +238,7 @@ async fn read(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<
         return axum::Json(config_view(caller)).into_response();
     }
     match load(&ctx, &id).await {
-        Ok(record) => axum::Json(record.view(ctx.now_ms)).into_response(),
+        Ok(Loaded { record, .. }) => axum::Json(record.view(ctx.now_ms)).into_response(),
         Err(e) => fail(&ctx.headers, e),
     }
 }
@@ -222,8 +253,9 @@ async fn update(State(state): State<AppState>, headers: HeaderMap, Path(id): Pat
 }
 
 async fn update_key(ctx: &Ctx, id: &str, body: Body) -> Result<Response, GatewayError> {
-    let mut record = load(ctx, id).await?;
+    let Loaded { mut record, read } = load(ctx, id).await?;
     let change: Update = body_of(ctx, body).await?;
+    may_change(ctx, &record)?;
     if record.revoked_at.is_some() {
         return Err(revoked(id));
     }
@@ -231,10 +263,21 @@ async fn update_key(ctx: &Ctx, id: &str, body: Body) -> Result<Response, Gateway
     if fields.is_empty() {
         return Err(invalid(("body".into(), "nothing to change: send at least one field".into())));
     }
+    if let Some(limits) = &change.limits {
+        if ctx.actor == Actor::Root {
+            record.root_limits.clone_from(limits);
+        } else {
+            let why = input::within_root(limits, &record.root_limits);
+            why.map_err(|message| refuse(AdminStatus::Forbidden, "root_limits", message))?;
+        }
+    }
     change.apply(&mut record);
     authorize(ctx, &record)?;
     record.updated_at = ctx.now_ms / 1000;
-    save(ctx, &record, "key.update", fields).await?;
+    if !write(ctx, &mut record, Some(read)).await? {
+        return Err(lost(ctx, id).await);
+    }
+    written(ctx, &record, "key.update", fields).await?;
     Ok(axum::Json(record.view(ctx.now_ms)).into_response())
 }
 
@@ -252,8 +295,9 @@ async fn rotate(State(state): State<AppState>, headers: HeaderMap, Path(id): Pat
 }
 
 async fn rotate_key(ctx: &Ctx, id: &str, body: Body) -> Result<Response, GatewayError> {
-    let mut record = load(ctx, id).await?;
+    let Loaded { mut record, read } = load(ctx, id).await?;
     let ask: Rotate = body_of(ctx, body).await?;
+    may_change(ctx, &record)?;
     if record.revoked_at.is_some() {
         return Err(revoked(id));
     }
@@ -271,7 +315,11 @@ async fn rotate_key(ctx: &Ctx, id: &str, body: Body) -> Result<Response, Gateway
     let (secret, hash) = new_secret();
     record.secrets.push(hash);
     record.updated_at = ctx.now_ms / 1000;
-    save(ctx, &record, "key.rotate", vec!["secret".into()]).await?;
+    if !write(ctx, &mut record, Some(read)).await? {
+        // The new secret was never stored: it is dropped unseen.
+        return Err(lost(ctx, id).await);
+    }
+    written(ctx, &record, "key.rotate", vec!["secret".into()]).await?;
     Ok(axum::Json(json!({"key": record.view(ctx.now_ms), "secret": secret, "previous_secret_valid_until_ms": until}))
         .into_response())
 }
@@ -285,15 +333,24 @@ async fn revoke(State(state): State<AppState>, headers: HeaderMap, Path(id): Pat
     answer(&ctx, result)
 }
 
+/// Revokes `id`. Revocation is terminal and wins: a change that got in first is read
+/// again and revoked over (a revoked key takes no further change), so a revoke that
+/// answers 200 leaves the key revoked whatever raced it, its rotated-out secrets too.
 async fn revoke_key(ctx: &Ctx, id: &str) -> Result<Response, GatewayError> {
-    let mut record = load(ctx, id).await?;
-    if record.revoked_at.is_some() {
-        return Err(revoked(id));
+    for _ in 0..REVOKE_TRIES {
+        let Loaded { mut record, read } = load(ctx, id).await?;
+        may_change(ctx, &record)?;
+        if record.revoked_at.is_some() {
+            return Err(revoked(id));
+        }
+        record.revoked_at = Some(ctx.now_ms / 1000);
+        record.updated_at = ctx.now_ms / 1000;
+        // A revoked key never authenticates again: its hashes, in grace or not, are not kept.
+        record.secrets.clear();
+        if write(ctx, &mut record, Some(read)).await? {
+            written(ctx, &record, "key.revoke", vec!["revoked_at".into()]).await?;
+            return Ok(axum::Json(record.view(ctx.now_ms)).into_response());
+        }
     }
-    record.revoked_at = Some(ctx.now_ms / 1000);
-    record.updated_at = ctx.now_ms / 1000;
-    // A revoked key never authenticates again: its hashes are not kept.
-    record.secrets.clear();
-    save(ctx, &record, "key.revoke", vec!["revoked_at".into()]).await?;
-    Ok(axum::Json(record.view(ctx.now_ms)).into_response())
+    Err(lost(ctx, id).await)
 }

@@ -2,6 +2,7 @@
 //! tenants, teams, classes or profiles, bad limits, oversized metadata and an `expires_at`
 //! in the past are refused naming the field.
 
+use rand::Rng as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
@@ -128,14 +129,64 @@ impl Update {
     }
 }
 
-/// Whether `id` is an acceptable key id.
+/// Whether `id` is an acceptable name: 1 to [`MAX_ID`] of `A-Z a-z 0-9 . _ -`, starting
+/// with a letter or a digit (so never `.` or `..`). Key ids, tenant and team names.
 ///
 /// # Errors
 /// `(param, message)` naming the rule.
 pub fn check_id(id: &str) -> Result<(), (String, String)> {
-    let ok = (1..=MAX_ID).contains(&id.len())
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    if ok { Ok(()) } else { Err(("id".into(), format!("a key id is 1 to {MAX_ID} of A-Z a-z 0-9 - _ ."))) }
+    let first = id.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric());
+    let ok =
+        first && id.len() <= MAX_ID && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(("id".into(), format!("a key id is 1 to {MAX_ID} of A-Z a-z 0-9 . _ -, starting with a letter or digit")))
+    }
+}
+
+/// The id of a new key of `tenant`, from the `asked` one (`None`: sluice picks one).
+///
+/// A key id is a name ([`check_id`]) or `<tenant>:<name>` for a key of that tenant. Ids
+/// are namespaced per tenant for tenant admins (`namespaced`): the name a tenant admin
+/// asks for becomes `<tenant>:<name>`, so it can only ever clash with its own tenant's
+/// keys, and a taken id tells it nothing about another tenant.
+///
+/// # Errors
+/// `(param, message)` naming the rule.
+pub fn key_id(asked: Option<&str>, tenant: &str, namespaced: bool) -> Result<String, (String, String)> {
+    let own = |id: &str| id.strip_prefix(tenant).and_then(|rest| rest.strip_prefix(':')).map(str::to_owned);
+    let (prefixed, name) = match asked {
+        None => (false, format!("key-{}", crate::keys::hex(&rand::rng().random::<[u8; 6]>()))),
+        Some(id) if !id.contains(':') => (false, id.to_owned()),
+        Some(id) => match own(id) {
+            Some(name) => (true, name),
+            None => {
+                let message = "a key id with a `:` starts with the key's own tenant: `<tenant>:<name>`";
+                return Err(("id".into(), message.into()));
+            }
+        },
+    };
+    check_id(&name)?;
+    Ok(if namespaced || prefixed { format!("{tenant}:{name}") } else { name })
+}
+
+/// Whether a tenant admin's `limits` keep every limit the root admin set (`root`): each
+/// present, at most the root admin's value (a tenant admin may tighten, never clear or
+/// loosen them).
+///
+/// # Errors
+/// What is wrong, naming the limit.
+pub fn within_root(limits: &Map<String, Value>, root: &Map<String, Value>) -> Result<(), String> {
+    for (name, set) in root {
+        let (Some(set), asked) = (set.as_f64(), limits.get(name).and_then(Value::as_f64)) else { continue };
+        if asked.is_none_or(|asked| asked > set) {
+            return Err(format!(
+                "limits.{name} was set to {set} by the root admin: a tenant admin may lower it, not clear or raise it"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether `record` is a key the configuration in force can serve, at `now_s`.
@@ -186,4 +237,48 @@ fn check_metadata(metadata: &Map<String, Value>) -> Result<(), (String, String)>
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn names_start_with_a_letter_or_digit_and_keep_to_the_charset() {
+        for good in ["a", "A-1", "ci.bot_2", &"x".repeat(MAX_ID)] {
+            assert!(check_id(good).is_ok(), "{good}");
+        }
+        for bad in ["", ".", "..", "-a", "_a", ".a", "a/b", "a:b", "a b", "é", &"x".repeat(MAX_ID + 1)] {
+            assert!(check_id(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_tenant_admins_ids_are_namespaced_by_its_tenant() {
+        assert_eq!(key_id(Some("ci"), "acme", false).unwrap(), "ci");
+        assert_eq!(key_id(Some("ci"), "acme", true).unwrap(), "acme:ci");
+        assert_eq!(key_id(Some("acme:ci"), "acme", true).unwrap(), "acme:ci");
+        assert_eq!(key_id(Some("acme:ci"), "acme", false).unwrap(), "acme:ci");
+        assert!(key_id(None, "acme", true).unwrap().starts_with("acme:key-"));
+        assert!(key_id(None, "acme", false).unwrap().starts_with("key-"));
+        let elsewhere = key_id(Some("globex:ci"), "acme", true).unwrap_err();
+        assert_eq!(elsewhere, key_id(Some("globex:unused"), "acme", true).unwrap_err(), "taken or not, alike");
+        assert!(key_id(Some("acme:.."), "acme", true).is_err());
+        assert!(key_id(Some("acme:a:b"), "acme", true).is_err());
+    }
+
+    #[test]
+    fn a_root_limit_may_be_lowered_never_cleared_or_raised() {
+        let root = json!({"rpm": 100, "burst_seconds": 1.5});
+        let root = root.as_object().unwrap();
+        let ok = |limits: serde_json::Value| within_root(limits.as_object().unwrap(), root).is_ok();
+        assert!(ok(json!({"rpm": 100, "burst_seconds": 1.5})));
+        assert!(ok(json!({"rpm": 1, "burst_seconds": 0.5, "tpm": 10})));
+        assert!(!ok(json!({"burst_seconds": 1.5})), "cleared");
+        assert!(!ok(json!({"rpm": 101, "burst_seconds": 1.5})), "raised");
+        assert!(!ok(json!({"rpm": 100, "burst_seconds": 2})), "a longer burst is looser");
+        assert!(within_root(&Map::new(), &Map::new()).is_ok());
+    }
 }

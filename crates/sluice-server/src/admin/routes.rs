@@ -20,8 +20,8 @@ use crate::error::{Envelope, ErrorResponse, GatewayError};
 use crate::request::read_body;
 use crate::trace::Trace;
 
-/// The admin API's routes.
-pub fn router() -> Router<AppState> {
+/// The admin API's routes, behind the failed-authentication throttle.
+pub fn router(app_state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/admin/state", get(state))
         .route("/admin/tenants/{name}/pause", post(pause_tenant))
@@ -32,6 +32,7 @@ pub fn router() -> Router<AppState> {
         .route("/admin/dashboard/ticket", post(ticket))
         .merge(super::keys::router())
         .merge(super::tenants::router())
+        .route_layer(axum::middleware::from_fn_with_state(app_state.clone(), super::throttle::admin_api))
 }
 
 /// What a request must carry.

@@ -1,15 +1,26 @@
-//! Failed dashboard logins, per peer address: after [`FREE_FAILURES`] failures in a row
-//! the address is locked out for [`LOCKOUT`], doubling with every further failure up to
-//! [`MAX_LOCKOUT`]; while locked out every login is refused (`429` with `Retry-After`)
-//! before its body is read or its key checked. A success forgets the address; so does
-//! [`FORGET_AFTER`] of quiet. At most [`MAX_PEERS`] addresses are remembered.
+//! Failed admin authentication, per peer address: dashboard logins and admin API
+//! requests refused 401 (a missing or wrong bearer key, root or tenant admin) count
+//! alike. After [`FREE_FAILURES`] failures in a row the address is locked out for
+//! [`LOCKOUT`], doubling with every further failure up to [`MAX_LOCKOUT`]; while locked
+//! out every login and every admin API request is refused (`429` with `Retry-After`)
+//! before its body is read or its key checked. A dashboard login forgets the address (it
+//! proved the root key); an accepted bearer key does not, so a tenant admin key cannot
+//! buy more guesses at the root key. [`FORGET_AFTER`] of quiet forgets it too. At most
+//! [`MAX_PEERS`] addresses are remembered.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{Extensions, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
 use parking_lot::Mutex;
 use sluice_quota::Nanos;
+
+use crate::AppState;
+use crate::error::GatewayError;
 
 /// Failures allowed before the first lockout.
 pub const FREE_FAILURES: u32 = 5;
@@ -73,6 +84,30 @@ impl LoginThrottle {
     pub fn succeeded(&self, peer: IpAddr) {
         self.peers.lock().remove(&peer);
     }
+}
+
+/// The peer address of a request; without one (an in-process caller) every request
+/// shares one record.
+#[must_use]
+pub fn peer(extensions: &Extensions) -> IpAddr {
+    extensions.get::<ConnectInfo<SocketAddr>>().map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
+}
+
+/// The admin API's layer: a locked-out peer is refused before its key is checked; a
+/// request refused 401 counts as a failure of its peer.
+pub(super) async fn admin_api(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let peer = peer(request.extensions());
+    let logins = &state.admin.logins;
+    let clock = state.current().clock.clone();
+    if let Some(wait) = logins.locked(peer, clock.now()) {
+        return super::routes::fail(request.headers(), GatewayError::LoginThrottled(wait));
+    }
+    let response = next.run(request).await;
+    if response.status() == StatusCode::UNAUTHORIZED {
+        let lockout = logins.failed(peer, clock.now());
+        tracing::info!(%peer, ?lockout, "admin: bearer key refused");
+    }
+    response
 }
 
 /// The lockout after `failures` failures in a row.

@@ -50,6 +50,10 @@ pub struct KeyRecord {
     pub class: Option<String>,
     /// The key's own limits, as the admin API's limits object (`{"rpm": 60}`).
     pub limits: Map<String, Value>,
+    /// The limits the root admin set last: a tenant admin may tighten the key's limits
+    /// but never clear or loosen one of these.
+    #[serde(default)]
+    pub root_limits: Map<String, Value>,
     /// Free operator metadata (string values).
     pub metadata: Map<String, Value>,
     /// Model profiles it may name (`None`: all).
@@ -66,6 +70,10 @@ pub struct KeyRecord {
     pub role: Role,
     /// The secrets that authenticate it.
     pub secrets: Vec<SecretHash>,
+    /// Grows by one with every change: each change is written only over the version it
+    /// was made from (a compare-and-set), so concurrent changes are ordered.
+    #[serde(default)]
+    pub version: u64,
 }
 
 impl KeyRecord {
@@ -88,9 +96,9 @@ impl KeyRecord {
         serde_json::json!({
             "id": self.id, "source": "runtime", "role": self.role, "status": self.status(now_ms),
             "tenant": self.tenant, "team": self.team, "class": self.class, "limits": self.limits,
-            "metadata": self.metadata, "models": self.models, "expires_at": self.expires_at,
+            "root_limits": self.root_limits, "metadata": self.metadata, "models": self.models, "expires_at": self.expires_at,
             "revoked_at": self.revoked_at, "created_at": self.created_at, "updated_at": self.updated_at,
-            "previous_secret_valid_until_ms": grace.into_iter().max(),
+            "previous_secret_valid_until_ms": grace.into_iter().max(), "version": self.version,
         })
     }
 }
