@@ -25,6 +25,7 @@ mod dashboard;
 mod deadline;
 pub mod error;
 pub mod http_version;
+pub mod idle;
 pub mod jobs;
 pub mod keys;
 mod labels;
@@ -353,13 +354,18 @@ struct Routes {
 }
 
 /// Serves one connection (plain or TLS) in `version` until it ends; when `serve` stops,
-/// lets it finish the requests it is serving, then closes it. Requests carry the peer's
-/// address as [`axum::extract::ConnectInfo`].
+/// lets it finish the requests it is serving, then closes it. An HTTP/2 connection with no
+/// request in flight for [`idle::IDLE_TIMEOUT`] is closed the same way. Requests carry the
+/// peer's address as [`axum::extract::ConnectInfo`].
 async fn connection<I>(io: I, routes: Routes, peer: SocketAddr, mut stop: Receiver<bool>, version: Version)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
+    // HTTP/1.1 between requests waits for the next head under `HEADER_READ_TIMEOUT`.
+    let activity = (version == Version::Http2).then(idle::Activity::new);
+    let counted = activity.clone();
     let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+        let in_flight = counted.as_ref().map(idle::Activity::begin);
         request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
         let router = routes.router.clone();
         // The deadline in force when the request came (a reload may change it).
@@ -373,7 +379,7 @@ where
                 }
             })
             .await;
-            Ok::<_, std::convert::Infallible>(response)
+            Ok::<_, std::convert::Infallible>(response.map(|body| idle::Tracked::new(body, in_flight)))
         }
     });
     let timer = hyper_util::rt::TokioTimer::new();
@@ -382,7 +388,7 @@ where
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder.timer(timer).header_read_timeout(HEADER_READ_TIMEOUT).max_header_size(MAX_HEAD_BYTES);
             let conn = builder.serve_connection(io, service);
-            until_stopped(conn, |conn| conn.graceful_shutdown(), &mut stop).await;
+            until_stopped(conn, |conn| conn.graceful_shutdown(), &mut stop, None).await;
         }
         Version::Http2 => {
             let mut builder = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
@@ -391,34 +397,47 @@ where
                 .max_header_list_size(u32::try_from(MAX_HEAD_BYTES).unwrap_or(u32::MAX))
                 .max_concurrent_streams(H2_MAX_STREAMS);
             let conn = builder.serve_connection(io, service);
-            until_stopped(conn, |conn| conn.graceful_shutdown(), &mut stop).await;
+            until_stopped(conn, |conn| conn.graceful_shutdown(), &mut stop, activity.as_ref()).await;
         }
     }
     // Dropping `stop` here tells `serve` this connection is done.
     drop(stop);
 }
 
-/// Drives `conn` to its end; once `stop` turns true, asks it to close gracefully (finish
-/// what it is serving, take nothing new) and waits for that.
-async fn until_stopped<C>(conn: C, graceful: impl FnOnce(std::pin::Pin<&mut C>), stop: &mut Receiver<bool>)
-where
+/// Drives `conn` to its end. Once `stop` turns true, or (with `activity`) no request has
+/// been in flight for [`idle::IDLE_TIMEOUT`], asks it to close gracefully (finish what it
+/// is serving, take nothing new) and waits for that; with `activity`, for at most
+/// [`idle::GOAWAY_GRACE`] after its last request, then drops it.
+async fn until_stopped<C>(
+    conn: C,
+    graceful: impl FnOnce(std::pin::Pin<&mut C>),
+    stop: &mut Receiver<bool>,
+    activity: Option<&idle::Activity>,
+) where
     C: Future<Output = hyper::Result<()>>,
 {
-    let mut conn = std::pin::pin!(conn);
-    let drain = tokio::select! {
-        result = conn.as_mut() => {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "connection ended with an error");
-            }
-            false
+    let quiet_for = |quiet| async move {
+        match activity {
+            Some(activity) => activity.quiet_for(quiet).await,
+            None => std::future::pending().await,
         }
-        () = stopping(stop) => true,
     };
-    if drain {
-        graceful(conn.as_mut());
-        if let Err(e) = conn.await {
-            tracing::debug!(error = %e, "connection ended with an error while draining");
-        }
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        result = conn.as_mut() => return ended(result, "connection ended with an error"),
+        () = stopping(stop) => {}
+        () = quiet_for(idle::IDLE_TIMEOUT) => tracing::debug!("closing an idle connection"),
+    }
+    graceful(conn.as_mut());
+    tokio::select! {
+        result = conn => ended(result, "connection ended with an error while closing"),
+        () = quiet_for(idle::GOAWAY_GRACE) => tracing::debug!("cut a connection that did not close after GOAWAY"),
+    }
+}
+
+fn ended(result: hyper::Result<()>, what: &'static str) {
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "{what}");
     }
 }
 
