@@ -268,6 +268,28 @@ async fn idle_h2_sockets_holding_every_slot_are_closed_and_others_served_again()
     env.shutdown().await;
 }
 
+/// The per-core listeners share their address within this process only: another bind of
+/// an address something already listens on (a second sluice, or anything else) fails with
+/// an error naming it, and succeeds once it is free.
+#[tokio::test]
+async fn a_second_server_on_a_served_address_is_refused_naming_it() {
+    let first = sluice_server::per_core::listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+    let addr = first[0].local_addr().unwrap();
+    let second = sluice_server::per_core::listeners(addr, 2).unwrap_err();
+    assert_eq!(second.kind(), std::io::ErrorKind::AddrInUse, "{second}");
+    assert!(second.to_string().contains(&addr.to_string()), "the error names the address: {second}");
+    // The first still takes connections.
+    std::net::TcpStream::connect(addr).unwrap();
+
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = other.local_addr().unwrap();
+    let refused = sluice_server::per_core::listeners(taken, 1).unwrap_err();
+    assert!(refused.to_string().contains(&taken.to_string()), "{refused}");
+
+    drop(first);
+    assert_eq!(sluice_server::per_core::listeners(addr, 2).unwrap().len(), 2, "a freed address is served again");
+}
+
 async fn healthz_status(stream: &mut TcpStream) -> Option<u16> {
     let mut buf = [0u8; 512];
     let n = stream.read(&mut buf).await.ok()?;
