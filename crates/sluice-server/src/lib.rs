@@ -339,7 +339,9 @@ async fn store_answers(state: &AppState) -> bool {
 pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The most a request's head (request line and headers) may take: larger heads get
-/// `431 Request Header Fields Too Large` and the connection is closed.
+/// `431 Request Header Fields Too Large` and the connection is closed. Also the most an
+/// HTTP/1.1 connection buffers (hyper's default lets a read buffer grow to ~400 KiB): what a
+/// client that has not authenticated can make a connection hold is its head.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 /// The most requests one HTTP/2 connection may have in flight at once.
@@ -386,7 +388,11 @@ where
     match version {
         Version::Http1 => {
             let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(timer).header_read_timeout(HEADER_READ_TIMEOUT).max_header_size(MAX_HEAD_BYTES);
+            builder
+                .timer(timer)
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_header_size(MAX_HEAD_BYTES)
+                .max_buf_size(MAX_HEAD_BYTES);
             let conn = builder.serve_connection(io, service);
             until_stopped(conn, |conn| conn.graceful_shutdown(), &mut stop, None).await;
         }
