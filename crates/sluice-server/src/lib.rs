@@ -347,6 +347,12 @@ pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// The most requests one HTTP/2 connection may have in flight at once.
 pub const H2_MAX_STREAMS: u32 = 256;
 
+/// HTTP/2's flow-control windows, per stream and per connection: the most request body an
+/// HTTP/2 connection takes in before its handlers read it (hyper's default is 1 MiB), so
+/// what a client that has not authenticated can make a connection hold stays near the
+/// head limit, as over HTTP/1.1. An upload then moves 64 KiB per round trip per connection.
+pub const H2_WINDOW: u32 = 64 * 1024;
+
 /// What serves a connection's requests: the router, and the gateway in force for the body
 /// deadline ([`body_pace`], around every route, so every body is read under it).
 #[derive(Clone)]
@@ -401,7 +407,9 @@ where
             builder
                 .timer(timer)
                 .max_header_list_size(u32::try_from(MAX_HEAD_BYTES).unwrap_or(u32::MAX))
-                .max_concurrent_streams(H2_MAX_STREAMS);
+                .max_concurrent_streams(H2_MAX_STREAMS)
+                .initial_stream_window_size(H2_WINDOW)
+                .initial_connection_window_size(H2_WINDOW);
             let conn = builder.serve_connection(io, service);
             until_stopped(conn, |conn| conn.graceful_shutdown(), &mut stop, activity.as_ref()).await;
         }

@@ -105,6 +105,27 @@ async fn h2_by_alpn_over_tls_is_admitted_streamed_and_limited() {
     env.shutdown().await;
 }
 
+/// A body several times HTTP/2's flow-control window (`H2_WINDOW`) arrives whole: the window
+/// is opened again as the handler reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_larger_than_the_h2_window_is_read_whole() {
+    let env = start_with(sim(), "", &common::one_deployment("")).await;
+    let client = Client::builder(TokioExecutor::new()).http2_only(true).build_http();
+    let text = "hello ".repeat(40_000);
+    assert!(text.len() > 3 * usize::try_from(sluice_server::H2_WINDOW).unwrap());
+    let body = json!({"model": "fast", "max_tokens": 8, "messages": [{"role": "user", "content": text}]});
+    let request = http::Request::post(format!("{}/v1/chat/completions", env.gateway.url()))
+        .header("authorization", format!("Bearer {KEY}"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    let (status, version) = (response.status(), response.version());
+    let answer = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!((status.as_u16(), version), (200, http::Version::HTTP_2), "{answer:?}");
+    env.shutdown().await;
+}
+
 /// HTTP/2's connection preface and an empty SETTINGS frame: all an idle client sends.
 const PREFACE_AND_SETTINGS: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
 
