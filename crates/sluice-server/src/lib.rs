@@ -488,8 +488,9 @@ async fn recover_idle(state: AppState) {
 /// HTTP/1.1, and HTTP/2 (h2c with prior knowledge on a plain listener, `h2` by ALPN over
 /// TLS; see [`http_version`]), with `TCP_NODELAY` on every accepted socket, a
 /// [`HEADER_READ_TIMEOUT`] per request head (HTTP/1.1; for the first bytes of any
-/// connection) and heads of at most [`MAX_HEAD_BYTES`]; a socket past the connection
-/// caps ([`connections::Caps`]) is closed at once. On shutdown it stops accepting,
+/// connection), heads of at most [`MAX_HEAD_BYTES`], and HTTP/2 connections closed once
+/// idle ([`idle`]); a socket past the connection caps ([`connections::Caps`]) is closed
+/// at once. On shutdown it stops accepting,
 /// marks the state draining (readiness turns false), lets every connection finish the
 /// request it is serving, and returns once all connections are closed and the background
 /// work they left (remote settlements, breaker pauses) is done.
