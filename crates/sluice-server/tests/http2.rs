@@ -131,13 +131,7 @@ const PREFACE_AND_SETTINGS: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04
 
 /// The types of the frames in `bytes` (HTTP/2 frames, back to back).
 fn frame_types(bytes: &[u8]) -> Vec<u8> {
-    let mut types = Vec::new();
-    let mut at = 0;
-    while let Some(head) = bytes.get(at..at + 9) {
-        types.push(head[3]);
-        at += 9 + (usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]));
-    }
-    types
+    frames(bytes).iter().map(|(kind, _, _, _)| *kind).collect()
 }
 
 #[tokio::test(start_paused = true)]
@@ -155,6 +149,50 @@ async fn an_idle_h2_connection_is_sent_goaway_and_closed() {
     assert!(closed_after >= IDLE_TIMEOUT, "closed before the idle timeout: {closed_after:?}");
     // The client never answered GOAWAY's PING: cut once the grace is over.
     assert!(closed_after <= IDLE_TIMEOUT + GOAWAY_GRACE + Duration::from_millis(100), "{closed_after:?}");
+    env.shutdown().await;
+}
+
+/// The frames in `bytes`: type, flags, stream and payload.
+fn frames(bytes: &[u8]) -> Vec<(u8, u8, u32, &[u8])> {
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while let Some(head) = bytes.get(at..at + 9) {
+        let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+        let Some(payload) = bytes.get(at + 9..at + 9 + len) else { break };
+        let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        frames.push((head[3], head[4], stream, payload));
+        at += 9 + len;
+    }
+    frames
+}
+
+/// What a client may send before it is read is bounded by what the gateway announces: its
+/// SETTINGS say 64 KiB per stream (`SETTINGS_INITIAL_WINDOW_SIZE`) and per header block
+/// (`SETTINGS_MAX_HEADER_LIST_SIZE`), and the connection's window is not raised past 64 KiB.
+#[tokio::test(start_paused = true)]
+async fn an_h2_connection_takes_in_at_most_64_kib_unread() {
+    let env = start_with(sim(), "", &common::one_deployment("")).await;
+    let mut client = TcpStream::connect(env.gateway.addr()).await.unwrap();
+    client.write_all(PREFACE_AND_SETTINGS).await.unwrap();
+    let mut received = Vec::new();
+    // Until the connection closes as idle: everything the gateway sent on it.
+    tokio::time::timeout(Duration::from_secs(600), client.read_to_end(&mut received)).await.unwrap().unwrap();
+    let frames = frames(&received);
+    let settings = frames.iter().find(|(kind, flags, _, _)| *kind == 4 && flags & 1 == 0).expect("SETTINGS");
+    let values: Vec<(u16, u32)> = settings
+        .3
+        .chunks(6)
+        .map(|p| (u16::from_be_bytes([p[0], p[1]]), u32::from_be_bytes([p[2], p[3], p[4], p[5]])))
+        .collect();
+    let window = sluice_server::H2_WINDOW;
+    assert!(values.contains(&(4, window)), "SETTINGS_INITIAL_WINDOW_SIZE: {values:?}");
+    assert!(values.contains(&(6, 64 * 1024)), "SETTINGS_MAX_HEADER_LIST_SIZE: {values:?}");
+    let raised: u32 = frames
+        .iter()
+        .filter(|(kind, _, stream, _)| *kind == 8 && *stream == 0)
+        .map(|(_, _, _, p)| u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
+        .sum();
+    assert!(65_535 + raised <= window, "the connection window is raised by {raised}");
     env.shutdown().await;
 }
 
