@@ -91,6 +91,11 @@ pub const BODY_MIN_RATE: u64 = 8 * 1024;
 /// Most client connections open at once, per process (also kept below the file-descriptor
 /// limit at start).
 pub const MAX_CONNECTIONS: u64 = 10_000;
+/// Most client connections open at once from one peer address (at most `max_connections`):
+/// a tenth of the process cap, so one address cannot take every connection. One client
+/// rarely needs more (an HTTP/2 connection carries 256 requests at once); a load balancer
+/// in front, whose address every client shares, may, and is set higher.
+pub const MAX_CONNECTIONS_PER_PEER: u64 = 1_000;
 /// The price tables' currency.
 pub const CURRENCY: &str = "USD";
 /// Days a daily usage rollup is kept: a year and a month, so last year's same month can

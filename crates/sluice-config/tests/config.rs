@@ -382,11 +382,13 @@ fn assert_rejected_before_base(cases: &[(&str, &str, usize, &str)]) {
 fn body_pace_and_connection_caps_are_validated() {
     let config = parse(BASE).unwrap();
     assert_eq!(config.server.body.timeout, Duration::from_secs(30));
-    assert_eq!((config.server.max_connections.get(), config.server.max_connections_per_peer.get()), (10_000, 10_000));
+    assert_eq!((config.server.max_connections.get(), config.server.max_connections_per_peer.get()), (10_000, 1_000));
     let set = "[server]\nbody_read_timeout = \"2s\"\nbody_min_rate = 100\nmax_connections = 50\n";
     let config = parse(&format!("{set}{BASE}")).unwrap();
     assert_eq!(config.server.body.allowed(250), Duration::from_secs(4), "2s, and 1s per 100 bytes");
-    assert_eq!(config.server.max_connections_per_peer.get(), 50, "the per-peer default is the process cap");
+    assert_eq!(config.server.max_connections_per_peer.get(), 50, "the per-peer default is at most the process cap");
+    let config = parse(&format!("[server]\nmax_connections = 50000\n{BASE}")).unwrap();
+    assert_eq!(config.server.max_connections_per_peer.get(), 1_000, "the per-peer default does not grow with it");
     let cases = [
         ("[server]\nbody_read_timeout = \"0s\"\n", "server.body_read_timeout", 2, "longer than zero"),
         ("[server]\nbody_read_timeout = \"soon\"\n", "server.body_read_timeout", 2, "not a duration"),

@@ -25,6 +25,7 @@ mod dashboard;
 mod deadline;
 pub mod error;
 pub mod http_version;
+pub mod idle;
 pub mod jobs;
 pub mod keys;
 mod labels;
@@ -338,11 +339,19 @@ async fn store_answers(state: &AppState) -> bool {
 pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The most a request's head (request line and headers) may take: larger heads get
-/// `431 Request Header Fields Too Large` and the connection is closed.
+/// `431 Request Header Fields Too Large` and the connection is closed. Also the most an
+/// HTTP/1.1 connection buffers (hyper's default lets a read buffer grow to ~400 KiB): what a
+/// client that has not authenticated can make a connection hold is its head.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 /// The most requests one HTTP/2 connection may have in flight at once.
 pub const H2_MAX_STREAMS: u32 = 256;
+
+/// HTTP/2's flow-control windows, per stream and per connection: the most request body an
+/// HTTP/2 connection takes in before its handlers read it (hyper's default is 1 MiB), so
+/// what a client that has not authenticated can make a connection hold stays near the
+/// head limit, as over HTTP/1.1. An upload then moves 64 KiB per round trip per connection.
+pub const H2_WINDOW: u32 = 64 * 1024;
 
 /// What serves a connection's requests: the router, and the gateway in force for the body
 /// deadline ([`body_pace`], around every route, so every body is read under it).
@@ -353,13 +362,18 @@ struct Routes {
 }
 
 /// Serves one connection (plain or TLS) in `version` until it ends; when `serve` stops,
-/// lets it finish the requests it is serving, then closes it. Requests carry the peer's
-/// address as [`axum::extract::ConnectInfo`].
+/// lets it finish the requests it is serving, then closes it. An HTTP/2 connection with no
+/// request in flight for [`idle::IDLE_TIMEOUT`] is closed the same way. Requests carry the
+/// peer's address as [`axum::extract::ConnectInfo`].
 async fn connection<I>(io: I, routes: Routes, peer: SocketAddr, mut stop: Receiver<bool>, version: Version)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
+    // HTTP/1.1 between requests waits for the next head under `HEADER_READ_TIMEOUT`.
+    let activity = (version == Version::Http2).then(idle::Activity::new);
+    let counted = activity.clone();
     let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+        let in_flight = counted.as_ref().map(idle::Activity::begin);
         request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
         let router = routes.router.clone();
         // The deadline in force when the request came (a reload may change it).
@@ -373,52 +387,71 @@ where
                 }
             })
             .await;
-            Ok::<_, std::convert::Infallible>(response)
+            Ok::<_, std::convert::Infallible>(response.map(|body| idle::Tracked::new(body, in_flight)))
         }
     });
     let timer = hyper_util::rt::TokioTimer::new();
     match version {
         Version::Http1 => {
             let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(timer).header_read_timeout(HEADER_READ_TIMEOUT).max_header_size(MAX_HEAD_BYTES);
+            builder
+                .timer(timer)
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_header_size(MAX_HEAD_BYTES)
+                .max_buf_size(MAX_HEAD_BYTES);
             let conn = builder.serve_connection(io, service);
-            until_stopped(conn, |conn| conn.graceful_shutdown(), &mut stop).await;
+            until_stopped(conn, |conn| conn.graceful_shutdown(), &mut stop, None).await;
         }
         Version::Http2 => {
             let mut builder = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
             builder
                 .timer(timer)
                 .max_header_list_size(u32::try_from(MAX_HEAD_BYTES).unwrap_or(u32::MAX))
-                .max_concurrent_streams(H2_MAX_STREAMS);
+                .max_concurrent_streams(H2_MAX_STREAMS)
+                .initial_stream_window_size(H2_WINDOW)
+                .initial_connection_window_size(H2_WINDOW);
             let conn = builder.serve_connection(io, service);
-            until_stopped(conn, |conn| conn.graceful_shutdown(), &mut stop).await;
+            until_stopped(conn, |conn| conn.graceful_shutdown(), &mut stop, activity.as_ref()).await;
         }
     }
     // Dropping `stop` here tells `serve` this connection is done.
     drop(stop);
 }
 
-/// Drives `conn` to its end; once `stop` turns true, asks it to close gracefully (finish
-/// what it is serving, take nothing new) and waits for that.
-async fn until_stopped<C>(conn: C, graceful: impl FnOnce(std::pin::Pin<&mut C>), stop: &mut Receiver<bool>)
-where
+/// Drives `conn` to its end. Once `stop` turns true, or (with `activity`) no request has
+/// been in flight for [`idle::IDLE_TIMEOUT`], asks it to close gracefully (finish what it
+/// is serving, take nothing new) and waits for that; with `activity`, for at most
+/// [`idle::GOAWAY_GRACE`] after its last request, then drops it.
+async fn until_stopped<C>(
+    conn: C,
+    graceful: impl FnOnce(std::pin::Pin<&mut C>),
+    stop: &mut Receiver<bool>,
+    activity: Option<&idle::Activity>,
+) where
     C: Future<Output = hyper::Result<()>>,
 {
-    let mut conn = std::pin::pin!(conn);
-    let drain = tokio::select! {
-        result = conn.as_mut() => {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "connection ended with an error");
-            }
-            false
+    let quiet_for = |quiet| async move {
+        match activity {
+            Some(activity) => activity.quiet_for(quiet).await,
+            None => std::future::pending().await,
         }
-        () = stopping(stop) => true,
     };
-    if drain {
-        graceful(conn.as_mut());
-        if let Err(e) = conn.await {
-            tracing::debug!(error = %e, "connection ended with an error while draining");
-        }
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        result = conn.as_mut() => return ended(result, "connection ended with an error"),
+        () = stopping(stop) => {}
+        () = quiet_for(idle::IDLE_TIMEOUT) => tracing::debug!("closing an idle connection"),
+    }
+    graceful(conn.as_mut());
+    tokio::select! {
+        result = conn => ended(result, "connection ended with an error while closing"),
+        () = quiet_for(idle::GOAWAY_GRACE) => tracing::debug!("cut a connection that did not close after GOAWAY"),
+    }
+}
+
+fn ended(result: hyper::Result<()>, what: &'static str) {
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "{what}");
     }
 }
 
@@ -455,8 +488,9 @@ async fn recover_idle(state: AppState) {
 /// HTTP/1.1, and HTTP/2 (h2c with prior knowledge on a plain listener, `h2` by ALPN over
 /// TLS; see [`http_version`]), with `TCP_NODELAY` on every accepted socket, a
 /// [`HEADER_READ_TIMEOUT`] per request head (HTTP/1.1; for the first bytes of any
-/// connection) and heads of at most [`MAX_HEAD_BYTES`]; a socket past the connection
-/// caps ([`connections::Caps`]) is closed at once. On shutdown it stops accepting,
+/// connection), heads of at most [`MAX_HEAD_BYTES`], and HTTP/2 connections closed once
+/// idle ([`idle`]); a socket past the connection caps ([`connections::Caps`]) is closed
+/// at once. On shutdown it stops accepting,
 /// marks the state draining (readiness turns false), lets every connection finish the
 /// request it is serving, and returns once all connections are closed and the background
 /// work they left (remote settlements, breaker pauses) is done.

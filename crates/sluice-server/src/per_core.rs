@@ -1,6 +1,6 @@
 //! Serving on one single-threaded runtime per core: each thread accepts on a listener of
 //! its own (`SO_REUSEPORT` on the same address, so the kernel spreads connections over
-//! them) and runs every task of its connections — the request, the admission, the pooled
+//! them; shared within this process only: an address another process serves is refused) and runs every task of its connections — the request, the admission, the pooled
 //! upstream connection (see [`crate::upstream`]) — without handing work to another thread.
 //! A request then costs no cross-thread wake-ups, which under load were a third of the
 //! gateway's CPU on a shared multi-threaded runtime.
@@ -17,13 +17,16 @@ use crate::AppState;
 const BACKLOG: i32 = 1024;
 
 /// `count` listeners on `addr`, all bound with `SO_REUSEPORT`; port 0 picks one free port
-/// for all of them.
+/// for all of them. They share the address only with each other: an address another
+/// process listens on is refused first, though the kernel would let a process of the same
+/// user share it (and take part of its connections).
 ///
 /// # Errors
-/// When a socket cannot be made or bound.
+/// When a socket cannot be made or bound; `AddrInUse`, naming the address, when another
+/// process listens on it.
 pub fn listeners(addr: SocketAddr, count: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
     let mut bound = Vec::with_capacity(count.max(1));
-    let mut addr = addr;
+    let mut addr = unclaimed(addr)?;
     for _ in 0..count.max(1) {
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         socket.set_reuse_address(true)?;
@@ -37,6 +40,23 @@ pub fn listeners(addr: SocketAddr, count: usize) -> std::io::Result<Vec<std::net
         bound.push(listener);
     }
     Ok(bound)
+}
+
+/// `addr` (its port picked when 0) once a socket without `SO_REUSEPORT` could bind it:
+/// nothing else listens there. The probe is closed before the listeners bind; two processes
+/// starting in the same instant could still both pass it.
+fn unclaimed(addr: SocketAddr) -> std::io::Result<SocketAddr> {
+    let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // Connections of an earlier run in TIME_WAIT do not hold the address.
+    probe.set_reuse_address(true)?;
+    match probe.bind(&addr.into()) {
+        Ok(()) => probe.local_addr()?.as_socket().ok_or_else(|| std::io::Error::other("not an IP address")),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            format!("{addr} is already in use: another process listens on it (another sluice?)"),
+        )),
+        Err(e) => Err(e),
+    }
 }
 
 /// Serves `state` on each of `listeners` from a thread of its own, each a single-threaded

@@ -241,6 +241,55 @@ async fn connections_past_the_per_peer_cap_are_closed_at_once() {
     env.shutdown().await;
 }
 
+/// One client fills every connection slot with idle HTTP/2 sockets (the preface and an empty
+/// SETTINGS frame, then nothing): others are refused only until the idle timeout closes them.
+#[tokio::test(start_paused = true)]
+async fn idle_h2_sockets_holding_every_slot_are_closed_and_others_served_again() {
+    let env = env("max_connections = 8\nmax_connections_per_peer = 8\n").await;
+    let addr = env.gateway.addr();
+    let mut idle = Vec::new();
+    for _ in 0..8 {
+        let mut socket = TcpStream::connect(addr).await.unwrap();
+        socket.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0").await.unwrap();
+        idle.push(socket);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut refused = TcpStream::connect(addr).await.unwrap();
+    assert!(closed_within(&mut refused, Duration::from_secs(1)).await, "a ninth connection is refused while they hold");
+    let held = Instant::now();
+    for socket in &mut idle {
+        assert!(closed_within(socket, Duration::from_secs(600)).await, "an idle h2 socket is never closed");
+    }
+    let bound = sluice_server::idle::IDLE_TIMEOUT + sluice_server::idle::GOAWAY_GRACE;
+    assert!(held.elapsed() <= bound, "held for {:?}", held.elapsed());
+    let mut next = TcpStream::connect(addr).await.unwrap();
+    next.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    assert_eq!(read_answer(&mut next).await.status, 200, "served once the idle sockets are gone");
+    env.shutdown().await;
+}
+
+/// The per-core listeners share their address within this process only: another bind of
+/// an address something already listens on (a second sluice, or anything else) fails with
+/// an error naming it, and succeeds once it is free.
+#[tokio::test]
+async fn a_second_server_on_a_served_address_is_refused_naming_it() {
+    let first = sluice_server::per_core::listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+    let addr = first[0].local_addr().unwrap();
+    let second = sluice_server::per_core::listeners(addr, 2).unwrap_err();
+    assert_eq!(second.kind(), std::io::ErrorKind::AddrInUse, "{second}");
+    assert!(second.to_string().contains(&addr.to_string()), "the error names the address: {second}");
+    // The first still takes connections.
+    std::net::TcpStream::connect(addr).unwrap();
+
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = other.local_addr().unwrap();
+    let refused = sluice_server::per_core::listeners(taken, 1).unwrap_err();
+    assert!(refused.to_string().contains(&taken.to_string()), "{refused}");
+
+    drop(first);
+    assert_eq!(sluice_server::per_core::listeners(addr, 2).unwrap().len(), 2, "a freed address is served again");
+}
+
 async fn healthz_status(stream: &mut TcpStream) -> Option<u16> {
     let mut buf = [0u8; 512];
     let n = stream.read(&mut buf).await.ok()?;

@@ -84,9 +84,11 @@ impl Validator<'_> {
     }
 
     pub(super) fn connections_per_peer(&self, raw: &RawServer, max: NonZeroU64) -> Result<NonZeroU64> {
-        // Unset, one peer may use the whole process cap: behind a load balancer every client
-        // shares the balancer's address, so a lower default would refuse ordinary traffic.
-        let Some(per_peer) = &raw.max_connections_per_peer else { return Ok(max) };
+        // Unset, a tenth of the default process cap (or the process cap, if lower): one
+        // address alone cannot hold every connection.
+        let Some(per_peer) = &raw.max_connections_per_peer else {
+            return Ok(NonZeroU64::new(defaults::MAX_CONNECTIONS_PER_PEER).map_or(max, |default| default.min(max)));
+        };
         let n = self.connections("server.max_connections_per_peer", per_peer)?;
         if n > max {
             return Err(self.err(
