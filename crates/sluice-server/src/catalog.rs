@@ -91,8 +91,17 @@ pub const COUNT_TOKENS_MAX_BODY: usize = 1024 * 1024;
 /// sending nothing upstream; it costs one request (no tokens) on the caller's own scopes, so
 /// a key's request limits bound how much tokenizing it may ask for (see `metered`). The key
 /// is checked before the body is read, and the body is capped at [`COUNT_TOKENS_MAX_BODY`].
-/// `max_tokens` may be left out, as Anthropic's endpoint allows.
+/// `max_tokens` may be left out, as Anthropic's endpoint allows. The answer (a refusal too)
+/// carries the caller's `anthropic-ratelimit-*` headers, as `/v1/messages` does.
 pub async fn count_tokens(State(state): State<AppState>, request: Request) -> Response<Body> {
+    let current = &state;
+    crate::ratelimit_headers::around(current, Protocol::AnthropicMessages, request, |request| async move {
+        count_tokens_for(current, request).await
+    })
+    .await
+}
+
+async fn count_tokens_for(state: &AppState, request: Request) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let gateway = state.current();
     match count(&gateway, &parts.headers, body).await {

@@ -358,7 +358,12 @@ async fn each_route_answers_rate_limit_headers_in_its_protocols_convention() {
     assert!(header("anthropic-ratelimit-tokens-reset").ends_with('Z'));
     assert_eq!(header("x-sluice-ratelimit-scope"), "api_key");
     assert!(h.contains_key("ratelimit-policy") && h.contains_key("ratelimit"));
-    assert_eq!(gate.post("/v1/messages", &message).await.status, 200);
+    // Counting tokens costs a request on the caller's own scopes, and says so the same way.
+    let counted = gate.post("/v1/messages/count_tokens", &message).await;
+    assert_eq!(counted.status, 200, "{}", counted.body);
+    assert!(counted.body["input_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(counted.headers["anthropic-ratelimit-requests-remaining"], "0");
+    assert!(counted.headers.keys().all(|n| !n.as_str().starts_with("x-ratelimit-")), "{:?}", counted.headers);
     let refused = gate.post("/v1/messages", &message).await;
     assert_eq!(refused.status, 429, "{}", refused.body);
     assert_eq!(refused.body["type"], "error");
