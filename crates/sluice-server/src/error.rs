@@ -192,7 +192,7 @@ pub enum GatewayError {
         /// The new file's bytes.
         size: u64,
     },
-    /// No job, file, batch or response with this id belongs to the caller's tenant (another tenant's
+    /// No job, file, batch, response or provider-side object with this id belongs to the caller's tenant (another tenant's
     /// id gets this too, so ids do not reveal what exists).
     #[error("no such {}", .0.noun())]
     NotFound(Stored),
@@ -286,6 +286,11 @@ pub enum Stored {
     Batch,
     /// A stored Responses API response.
     Response,
+    /// A conversation (`/v1/conversations`, `conversation` on `/v1/responses`).
+    Conversation,
+    /// Another provider-side object created through passthrough (a vector store, a
+    /// fine-tuning job, an upload).
+    Object,
 }
 
 impl Stored {
@@ -295,6 +300,8 @@ impl Stored {
             Self::File => "file",
             Self::Batch => "batch",
             Self::Response => "response",
+            Self::Conversation => "conversation",
+            Self::Object => "object",
         }
     }
 
@@ -304,6 +311,8 @@ impl Stored {
             Self::File => "file_not_found",
             Self::Batch => "batch_not_found",
             Self::Response => "response_not_found",
+            Self::Conversation => "conversation_not_found",
+            Self::Object => "object_not_found",
         }
     }
 }

@@ -1,15 +1,24 @@
-//! What sluice remembers of each Responses API response it relayed: the deployment that
-//! created it (where reading, cancelling or deleting it must go) and the context it left
-//! behind (its input plus output tokens, from usage), per tenant and response id.
+//! What sluice remembers of each Responses API response it relayed, and of each
+//! provider-side object created through passthrough (a conversation, a vector store, a
+//! fine-tuning job, an upload): the tenant whose request created it, the deployment that
+//! created it (where reading, cancelling or deleting it must go) and, for a response, the
+//! context it left behind (its input plus output tokens, from usage), per tenant and id.
+//!
+//! Every deployment of a gateway may answer under one provider key, so the provider cannot
+//! tell tenants apart: these records are what keeps them apart. An id is usable only by the
+//! tenant it is remembered for ([`Responses::owned`]); an id sluice does not know for the
+//! caller's tenant (another tenant's, another gateway's, expired, malformed) is refused as
+//! missing, before any upstream call. Provider ids carry their kind in a prefix (`resp_`,
+//! `conv_`, `vs_`…), so one key space holds them all.
 //!
 //! A request that continues a response (`previous_response_id`) reserves that context on
-//! top of its own input: the provider adds the earlier turns, which are not in the body.
-//! An id sluice does not know (another gateway's, expired, or another tenant's) is
-//! reserved at the profile's `context_reserve_tokens`; both settle exactly from usage.
+//! top of its own input: the provider adds the earlier turns, which are not in the body; a
+//! response whose usage is not known yet (and a conversation) is reserved at the profile's
+//! `context_reserve_tokens`; both settle exactly from usage.
 //!
 //! Layout as the operation log's: this file is the meaning ([`Responses`]); the records live
 //! in a [`ResponseStore`]: in this process ([`memory`], bounded, with expiry) or, when the
-//! quota store is Redis, in Redis ([`redis`], one hash with a TTL per response), so every
+//! quota store is Redis, in Redis ([`redis`], one hash with a TTL per id), so every
 //! instance knows what any of them relayed.
 
 pub mod memory;
@@ -21,18 +30,21 @@ use std::time::Duration;
 
 use sluice_provider::Usage;
 
-use crate::error::GatewayError;
+use crate::error::{GatewayError, Stored};
 use crate::oplog::OpFuture;
 
-/// How long a response is remembered: OpenAI keeps stored responses for 30 days.
+/// How long a response or object is remembered: OpenAI keeps stored responses for 30 days.
 pub const REMEMBERED_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
 
-/// One response: a tenant's response id.
+/// Longest id accepted (OpenAI's are about 50 characters).
+pub const MAX_ID_CHARS: usize = 128;
+
+/// One response or provider-side object: a tenant's id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ResponseKey {
     /// The tenant whose request created it.
     pub tenant: Arc<str>,
-    /// The provider's response id.
+    /// The provider's id.
     pub id: String,
 }
 
@@ -88,6 +100,19 @@ impl Responses {
         })
     }
 
+    /// What is remembered of `key`, which names `what`: the caller's tenant's own.
+    ///
+    /// # Errors
+    /// 404 (`what` not found) when the id is malformed or not remembered for the tenant
+    /// (another tenant's id included, answered alike), 503 when the store cannot answer.
+    pub async fn owned(&self, key: &ResponseKey, what: Stored) -> Result<Remembered, GatewayError> {
+        let remembered = match well_formed(&key.id) {
+            true => self.recall(key).await?,
+            false => None,
+        };
+        remembered.ok_or(GatewayError::NotFound(what))
+    }
+
     /// Forgets `key` (the provider deleted it).
     pub async fn forget(&self, key: &ResponseKey) {
         if let Err(e) = self.store.forget(key).await {
@@ -125,7 +150,15 @@ impl Memo {
     }
 }
 
-/// The `id` of a Responses API `response` object.
+/// Whether `id` could be a provider's id: 1 to [`MAX_ID_CHARS`] letters, digits, `_`, `-`.
+#[must_use]
+pub fn well_formed(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_ID_CHARS
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The `id` of a Responses API `response` object (or of any object the provider answers).
 #[must_use]
 pub fn response_id(body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]

@@ -30,9 +30,6 @@ use crate::state::{Gateway, Route};
 use crate::trace::{self, Trace};
 use crate::{metered, request};
 
-/// Longest response id accepted in a path (OpenAI's are about 50 characters).
-const MAX_ID_CHARS: usize = 128;
-
 /// What is asked of a stored response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -103,14 +100,7 @@ fn answer(result: Result<Response<Body>, GatewayError>, trace: &Trace) -> Respon
 /// 404 when the tenant has no such response (or its deployment is gone), 503 when the
 /// store cannot answer.
 async fn owner<'g>(gateway: &'g Gateway, key: &ResponseKey) -> Result<&'g Route, GatewayError> {
-    let well_formed = !key.id.is_empty()
-        && key.id.len() <= MAX_ID_CHARS
-        && key.id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    let remembered = match well_formed {
-        true => gateway.responses.recall(key).await?,
-        false => None,
-    };
-    let deployment = remembered.ok_or(GatewayError::NotFound(Stored::Response))?.deployment;
+    let deployment = gateway.responses.owned(key, Stored::Response).await?.deployment;
     gateway.deployments.iter().find(|r| r.name == deployment).ok_or(GatewayError::NotFound(Stored::Response))
 }
 
@@ -190,6 +180,6 @@ async fn count(gateway: &Gateway, caller: &crate::state::Caller, body: Body) -> 
     if !request.continues_hidden_context() {
         return Ok(own);
     }
-    let hidden = hidden_context(gateway, caller, &request).await.unwrap_or(profile.context_reserve_tokens);
+    let hidden = hidden_context(gateway, caller, &request).await?.unwrap_or(profile.context_reserve_tokens);
     Ok(own.saturating_add(hidden))
 }

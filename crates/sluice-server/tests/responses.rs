@@ -118,9 +118,12 @@ async fn an_anthropic_deployment_answers_responses_translated_both_ways() {
     assert!(text.starts_with("event: response.created\n"), "{text}");
     let last = text.trim_end().rsplit("\n\n").next().unwrap();
     assert!(last.starts_with("event: response.completed\n"), "{last}");
-    // What only OpenAI keeps is refused before anything is sent, naming the field.
+    // What only OpenAI keeps is refused before anything is sent, naming the field (the
+    // response continued is the tenant's own, from the OpenAI deployment).
+    let (status, _, own) = env.post("/v1/responses", KEY, &responses("fast", 10, 40)).await;
+    assert_eq!(status, 200, "{own}");
     let mut continued = responses("claude", 10, 40);
-    continued["previous_response_id"] = body["id"].clone();
+    continued["previous_response_id"] = own["id"].clone();
     let requests = env.sim.stats().requests;
     let (status, _, refused) = env.post("/v1/responses", KEY, &continued).await;
     assert_eq!((status, &refused["error"]["param"]), (400, &json!("previous_response_id")), "{refused}");
@@ -223,16 +226,61 @@ async fn a_continued_response_reserves_the_context_it_continues_or_the_profiles_
     let third: Value = serde_json::from_str(created).unwrap();
     let (status, text) = continue_on(&env.http, &url, KEY, &third["response"]["id"], false).await;
     assert_eq!(status, 200, "{text}");
-    // Unknown to sluice (and another tenant's id is unknown to that tenant): the profile's
-    // figure is reserved, which never fits.
-    for (key, id) in [(KEY, json!("resp_unknown")), (OTHER_KEY, first["id"].clone())] {
-        let (status, text) = continue_on(&env.http, &url, key, &id, false).await;
-        assert_eq!(status, 400, "{text}");
-        let body: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(body["error"]["code"], "request_exceeds_limit");
-        assert!(body["error"]["estimated_input_tokens"].as_u64().unwrap() > 200_000, "{body}");
+    // A response whose usage is not known yet (a background one still queued): the
+    // profile's figure is reserved, which never fits.
+    let mut background = responses("fast", 10, 50);
+    background["background"] = true.into();
+    let (status, _, queued) = env.post("/v1/responses", KEY, &background).await;
+    assert_eq!((status, &queued["status"]), (200, &json!("queued")), "{queued}");
+    let (status, text) = continue_on(&env.http, &url, KEY, &queued["id"], false).await;
+    assert_eq!(status, 400, "{text}");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["error"]["code"], "request_exceeds_limit");
+    assert!(body["error"]["estimated_input_tokens"].as_u64().unwrap() > 200_000, "{body}");
+    assert_eq!(env.sim.stats().requests, 5);
+    env.shutdown().await;
+}
+
+/// Tenant `acme` and tenant `globex` (key [`OTHER_KEY`]) on the plain policy.
+fn two_tenants() -> String {
+    continuation_policy()
+        .replace("default_max_tokens = 256\ncontext_reserve_tokens = 200000", "default_max_tokens = 256")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_tenants_previous_response_id_is_answered_as_missing_before_any_upstream_call() {
+    let env = start(sim(1_000, 1_000_000, 20), &two_tenants()).await;
+    let url = env.gateway.url();
+    let (status, _, first) = env.post("/v1/responses", KEY, &responses("fast", 200, 50)).await;
+    assert_eq!(status, 200, "{first}");
+    let requests = env.sim.stats().requests;
+    // globex names acme's response, plain and streamed; and an id never relayed: one 404.
+    let mut answers = Vec::new();
+    for (id, stream) in [(first["id"].clone(), false), (first["id"].clone(), true), (json!("resp_nope"), false)] {
+        let (status, text) = continue_on(&env.http, &url, OTHER_KEY, &id, stream).await;
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        assert_eq!((status, &body["error"]["code"]), (404, &json!("response_not_found")), "{text}");
+        answers.push((body["error"]["type"].clone(), body["error"]["message"].clone(), body["error"]["param"].clone()));
     }
-    assert_eq!(env.sim.stats().requests, 4);
+    assert!(answers.windows(2).all(|w| w[0] == w[1]), "another tenant's id answers as a missing one: {answers:?}");
+    assert_eq!(env.sim.stats().requests, requests, "nothing was sent upstream");
+    // Its input items, and the count of its context, are not globex's either.
+    let (status, _) = call(
+        &env,
+        reqwest::Method::GET,
+        &format!("/v1/responses/{}/input_items", first["id"].as_str().unwrap()),
+        OTHER_KEY,
+    )
+    .await;
+    assert_eq!(status, 404);
+    let mut counted = responses("fast", 10, 50);
+    counted["previous_response_id"] = first["id"].clone();
+    let (status, _, refused) = env.post("/v1/responses/input_tokens", OTHER_KEY, &counted).await;
+    assert_eq!((status, &refused["error"]["code"]), (404, &json!("response_not_found")), "{refused}");
+    // acme continues its own.
+    let (status, text) = continue_on(&env.http, &url, KEY, &first["id"], false).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(env.sim.stats().requests, requests + 1);
     env.shutdown().await;
 }
 
@@ -260,8 +308,8 @@ async fn every_instance_on_one_redis_knows_the_context_a_response_left() {
     // The other instance reserves what the first one remembered: served, not refused.
     let (status, text) = continue_on(&http, &gateways[1].url(), KEY, &first["id"], false).await;
     assert_eq!(status, 200, "{text}");
-    let (status, _) = continue_on(&http, &gateways[1].url(), OTHER_KEY, &first["id"], false).await;
-    assert_eq!(status, 400, "another tenant's continuation reserves the profile's figure");
+    let (status, text) = continue_on(&http, &gateways[1].url(), OTHER_KEY, &first["id"], false).await;
+    assert_eq!(status, 404, "another tenant's continuation is answered as missing: {text}");
     for gateway in gateways {
         gateway.shutdown().await;
     }
@@ -343,11 +391,17 @@ async fn input_tokens_are_sluices_own_estimate_with_the_continued_context() {
     assert_eq!(counted["object"], "response.input_tokens");
     let own = counted["input_tokens"].as_u64().unwrap();
     assert!(own > 40 && own < 200, "{counted}");
+    let (status, _, first) = env.post("/v1/responses", KEY, &responses("fast", 10, 50)).await;
+    assert_eq!(status, 200, "{first}");
+    let left = first["usage"]["input_tokens"].as_u64().unwrap() + first["usage"]["output_tokens"].as_u64().unwrap();
     let mut continued = responses("fast", 40, 50);
-    continued["previous_response_id"] = "resp_unknown".into();
+    continued["previous_response_id"] = first["id"].clone();
     let (_, _, counted) = env.post("/v1/responses/input_tokens", KEY, &continued).await;
-    assert_eq!(counted["input_tokens"].as_u64().unwrap(), own + 200_000, "the profile's figure for an unknown id");
-    assert_eq!(env.sim.stats().requests, 0, "nothing reached the provider");
+    assert_eq!(counted["input_tokens"].as_u64().unwrap(), own + left, "the context the response left");
+    continued["previous_response_id"] = "resp_unknown".into();
+    let (status, _, refused) = env.post("/v1/responses/input_tokens", KEY, &continued).await;
+    assert_eq!((status, &refused["error"]["code"]), (404, &json!("response_not_found")), "{refused}");
+    assert_eq!(env.sim.stats().requests, 1, "counting reached the provider never");
     env.shutdown().await;
 }
 

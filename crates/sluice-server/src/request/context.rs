@@ -33,8 +33,9 @@ pub struct Request<'a> {
     pub early: Option<&'a Early>,
     /// The request's access-log line, which every step adds to.
     pub access: &'a Arc<Line>,
-    /// The context remembered of the response this one continues (`previous_response_id`);
-    /// `None` when it continues none or one sluice does not know.
+    /// The context remembered of the response this one continues (`previous_response_id`,
+    /// the caller's tenant's own: checked before any attempt); `None` when it continues
+    /// none, or a response whose usage is not known yet, or a conversation.
     pub hidden_context: Option<u64>,
     /// When every wait of the request ends, by the gateway's clock: its arrival plus its
     /// class's `max_wait`, or the client's own deadline when that is sooner. Queues on the

@@ -16,7 +16,7 @@ use super::context::Request;
 use super::outbound::endpoint_path;
 use crate::access::Line;
 use crate::auth::Authenticated;
-use crate::error::{Envelope, ErrorResponse, GatewayError};
+use crate::error::{self, Envelope, ErrorResponse, GatewayError};
 use crate::metrics::Outcome;
 use crate::oplog::{self, Begin, Fingerprint, OpId, OpLog, Stored};
 use crate::ratelimit_headers::Early;
@@ -132,7 +132,10 @@ pub async fn forward(
     // One deadline for every wait of the request, from its arrival here.
     let client_wait = crate::deadline::client_wait(headers);
     let deadline = gateway.clock.now().after(crate::deadline::effective(caller.class.max_wait, client_wait));
-    let hidden_context = hidden_context(gateway, caller, &request).await;
+    let hidden_context = match hidden_context(gateway, caller, &request).await {
+        Ok(context) => context,
+        Err(error) => return Served::refused(error).logged(access),
+    };
     let attempt = Request {
         gateway,
         caller,
@@ -217,13 +220,37 @@ fn replay(stored: Stored) -> Response<Body> {
     response
 }
 
-/// The context remembered of the response `request` continues, if sluice relayed it for
-/// the caller's tenant and saw its usage. A store that cannot answer makes it unknown (the
-/// profile's conservative figure is reserved instead).
-pub(crate) async fn hidden_context(gateway: &Gateway, caller: &Caller, request: &ParsedRequest) -> Option<u64> {
-    let id = request.body.get("previous_response_id")?.as_str()?;
-    let key = ResponseKey { tenant: Arc::clone(&caller.tenant), id: id.to_owned() };
-    gateway.responses.recall(&key).await.ok().flatten()?.context
+/// The context remembered of what a Responses `request` continues, once the caller's
+/// tenant is found to own it: the response it names (`previous_response_id`) and the
+/// conversation (`conversation`, an id or `{"id": …}`). `None` when it continues none,
+/// or its context is not known yet (the profile's conservative figure is reserved).
+///
+/// # Errors
+/// 404 `response_not_found` or `conversation_not_found` when the tenant has no such id
+/// (another tenant's id is answered alike, before any upstream call); 503 when the store
+/// cannot answer.
+pub(crate) async fn hidden_context(
+    gateway: &Gateway,
+    caller: &Caller,
+    request: &ParsedRequest,
+) -> Result<Option<u64>, GatewayError> {
+    if request.protocol != Protocol::OpenAiResponses {
+        return Ok(None);
+    }
+    let key = |id: &str| ResponseKey { tenant: Arc::clone(&caller.tenant), id: id.to_owned() };
+    if let Some(id) = conversation_of(&request.body) {
+        gateway.responses.owned(&key(id), error::Stored::Conversation).await?;
+    }
+    match request.body.get("previous_response_id").and_then(serde_json::Value::as_str) {
+        Some(id) => Ok(gateway.responses.owned(&key(id), error::Stored::Response).await?.context),
+        None => Ok(None),
+    }
+}
+
+/// The conversation a Responses body names: `"conversation": "conv_…"` or `{"id": "conv_…"}`.
+fn conversation_of(body: &serde_json::Map<String, serde_json::Value>) -> Option<&str> {
+    let conversation = body.get("conversation")?;
+    conversation.as_str().or_else(|| conversation.get("id")?.as_str())
 }
 
 /// The task a request declares: the `x-sluice-task` header, else `metadata.task`.
