@@ -28,6 +28,12 @@ pub fn router(sim: Arc<Sim>) -> Router {
         )
         .route("/v1/responses/{id}/cancel", post(crate::openai::responses_store::cancel))
         .route("/v1/responses/{id}/input_items", get(crate::openai::responses_store::items))
+        .route("/v1/conversations", post(crate::openai::conversations::create))
+        .route(
+            "/v1/conversations/{id}",
+            get(crate::openai::conversations::retrieve).delete(crate::openai::conversations::delete),
+        )
+        .route("/v1/conversations/{id}/items", get(crate::openai::conversations::items))
         .route("/v1/embeddings", post(crate::openai::embeddings::embeddings))
         .route("/v1/completions", post(crate::openai::completions::completions))
         .route("/v1/moderations", post(crate::openai::completions::moderations))

@@ -123,6 +123,8 @@ pub struct Sim {
     seed: u64,
     /// The Responses API responses kept (their objects, input items and contexts).
     pub responses: crate::openai::responses_store::StoredResponses,
+    /// The conversations it keeps.
+    pub conversations: crate::openai::conversations::StoredConversations,
     /// Google's API keys, issued access tokens and Vertex project quotas.
     google: crate::google::Google,
 }
@@ -144,6 +146,7 @@ impl Sim {
             seq: AtomicU64::new(0),
             seed,
             responses: crate::openai::responses_store::StoredResponses::default(),
+            conversations: crate::openai::conversations::StoredConversations::default(),
             google: crate::google::Google::new(&config.google),
         };
         *sim.epoch.lock() = sim.clock.elapsed();

@@ -2,6 +2,7 @@
 //! and `POST /v1/embeddings`.
 
 pub mod completions;
+pub mod conversations;
 pub mod embeddings;
 pub mod errors;
 pub mod request;

@@ -39,6 +39,11 @@ pub async fn responses(
     };
     let flavor = prepared.model.flavor;
     let id = format!("resp_{}", sim.request_id().trim_start_matches("req_"));
+    if let Some(conversation) = super::conversations::named(req.conversation.as_ref()) {
+        // The response's turns join the conversation (its output as planned).
+        let items = super::responses_store::input_items(req.input.as_ref(), &id);
+        sim.conversations.extend(conversation, &items, prepared.input + ticket.output);
+    }
     let frame = ResponseFrame::new(id, sim.clock().unix_now().as_secs(), &prepared).with_input(req.input.as_ref());
     if prepared.ask.stream {
         let snapshot = ticket.snapshot;
@@ -87,8 +92,12 @@ fn prepare(sim: &Sim, req: &ResponsesRequest<'_>, headers: &HeaderMap) -> Result
             param: Some("previous_response_id"),
         })?,
     };
+    let conversation = match super::conversations::named(req.conversation.as_ref()) {
+        None => 0,
+        Some(id) => sim.conversations.context_of(id).ok_or_else(|| super::conversations::missing(id))?,
+    };
     // The earlier turns count as input, as OpenAI charges them.
-    let input = context + req.input_tokens(&model.tokenizer);
+    let input = context + conversation + req.input_tokens(&model.tokenizer);
     let cap = req.max_output_tokens.unwrap_or(model.config.default_max_tokens);
     #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
     let cost = Cost { tokens: (input + cap) as f64, ..Cost::default() };

@@ -35,6 +35,9 @@ pub struct ResponsesRequest<'a> {
     /// The response this one continues: its context is added to the input.
     #[serde(borrow, default)]
     pub previous_response_id: Option<Cow<'a, str>>,
+    /// The conversation this response belongs to: an id or `{"id": …}`.
+    #[serde(default)]
+    pub conversation: Option<Value>,
     /// Which tool to call, if any must be.
     #[serde(default)]
     pub tool_choice: Option<Value>,
