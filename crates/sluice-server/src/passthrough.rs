@@ -6,6 +6,9 @@
 //! the caller's: see [`crate::metered::run_upstream`].
 
 mod model;
+mod owned;
+
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
@@ -18,6 +21,7 @@ use crate::AppState;
 use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError, shown_path};
 use crate::metered;
+use crate::remembered::{Memo, ResponseKey};
 use crate::request::{auth_headers, pass_through, read_body, upstream_url};
 use crate::scrub;
 use crate::served::allowed;
@@ -25,6 +29,7 @@ use crate::state::{Gateway, Route};
 use crate::trace::Trace;
 use crate::upstream::{self, UpstreamError};
 use model::{model_of, with_model};
+use owned::Named;
 
 /// Largest answer read from such a call (an image or audio answer included).
 const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
@@ -182,6 +187,11 @@ async fn relay(
         let why = "(it is not offered through sluice)".to_owned();
         return Err(GatewayError::EndpointNotServed { path: shown_path(&path), why });
     };
+    let objects = owned::named(family, &parts.method, &path);
+    if objects == Named::Shared {
+        let why = "(it would reach every tenant's objects under the deployment's provider key)".to_owned();
+        return Err(GatewayError::EndpointNotServed { path: shown_path(&path), why });
+    }
     let bytes = read_body(body, gateway.max_body_bytes).await?;
     let Some(named) = model_of(&parts.headers, &bytes, parts.uri.query()) else {
         let why = format!("without a model profile: name one in `model` or the {MODEL_HEADER} header");
@@ -193,16 +203,46 @@ async fn relay(
         .filter(|_| caller.may_name(&named))
         .ok_or_else(|| GatewayError::UnknownModel(named.clone()))?;
     let route = allowed(gateway, profile, family, &path)?;
+    if let Named::Object { id, what, .. } = objects {
+        gateway.responses.owned(&ResponseKey { tenant: Arc::clone(&caller.tenant), id: id.to_owned() }, what).await?;
+    }
+    let method = parts.method.clone();
     let call = Call {
         method: parts.method.clone(),
         body: with_model(&parts.headers, bytes, &named, &route.model),
-        endpoint: path,
+        endpoint: path.clone(),
         query: parts.uri.query().map(str::to_owned),
         content_type: parts.headers.get(header::CONTENT_TYPE).cloned(),
     };
     let answer = metered::run_upstream(gateway, caller, route.scope, send(gateway, route, call, trace)).await?;
     crate::request::count(gateway, Some(profile.deployment), answer.status);
+    if answer.status.is_success() {
+        let memo = Memo {
+            responses: Arc::clone(&gateway.responses),
+            tenant: Arc::clone(&caller.tenant),
+            deployment: Arc::clone(&route.name),
+        };
+        learned(&memo, objects, &method, &answer.body).await;
+    }
     Ok(answer.into_response())
+}
+
+/// What a successful call teaches: a created object (and a completed upload's file) is
+/// the caller's tenant's; a deleted one is forgotten.
+async fn learned(memo: &Memo, objects: Named<'_>, method: &Method, body: &[u8]) {
+    match objects {
+        Named::Create => memo.record_body(body, None).await,
+        Named::Object { id, whole: true, .. } if *method == Method::DELETE => {
+            memo.responses.forget(&ResponseKey { tenant: Arc::clone(&memo.tenant), id: id.to_owned() }).await;
+        }
+        Named::Object { .. } => {
+            let file = serde_json::from_slice::<serde_json::Value>(body).ok();
+            if let Some(id) = file.as_ref().and_then(|f| f.get("file")?.get("id")?.as_str()) {
+                memo.record(id, None).await;
+            }
+        }
+        Named::Nothing | Named::Shared => {}
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{KEY, sha, start};
-use serde_json::json;
+use serde_json::{Value, json};
 use sluice_sim::config::{Completion, Limits, ModelConfig, SimConfig};
 
 fn sim() -> SimConfig {
@@ -106,5 +106,70 @@ async fn a_profile_without_completions_refuses_them_and_one_with_images_passes_t
             .any(|l| l.starts_with("llm_requests_total") && l.contains("status=\"404\"") && l.contains("gpt-x")),
         "{metrics}"
     );
+    env.shutdown().await;
+}
+
+const OTHER_KEY: &str = "sk-test-other-tenant";
+
+/// The policy with `passthrough` and a second tenant, `globex` ([`OTHER_KEY`]).
+fn two_tenants(passthrough: &str) -> String {
+    let other = format!(
+        "\n[[tenants]]\nname = \"globex\"\n\n[[keys]]\nid = \"globex-key\"\ntenant = \"globex\"\nsha256 = \"{}\"\n",
+        sha(OTHER_KEY)
+    );
+    policy(passthrough) + &other
+}
+
+/// `method` on `path` with `key`, naming profile `fast` in the header: status and JSON body.
+async fn call(env: &common::Env, method: reqwest::Method, path: &str, key: &str, body: Option<Value>) -> (u16, Value) {
+    let url = format!("{}{path}", env.gateway.url());
+    let mut request = env.http.request(method, url).bearer_auth(key).header("x-sluice-model", "fast");
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_conversations_are_its_own_and_shared_lists_are_refused() {
+    use reqwest::Method;
+    let env = start(sim(), &two_tenants("passthrough = [\"conversations\", \"vector_stores\"]")).await;
+    let items = json!({"items": [{"type": "message", "role": "user", "content": "my secret plan"}]});
+    let (status, created) = call(&env, Method::POST, "/v1/conversations", KEY, Some(items)).await;
+    assert_eq!((status, &created["object"]), (200, &json!("conversation")), "{created}");
+    let id = created["id"].as_str().unwrap();
+    let path = format!("/v1/conversations/{id}/items");
+    let (status, listed) = call(&env, Method::GET, &path, KEY, None).await;
+    assert_eq!((status, &listed["data"][0]["role"]), (200, &json!("user")), "{listed}");
+    // globex reads, deletes or continues acme's conversation: answered as a missing one.
+    let missing = call(&env, Method::GET, "/v1/conversations/conv_nope/items", OTHER_KEY, None).await;
+    assert_eq!((missing.0, &missing.1["error"]["code"]), (404, &json!("conversation_not_found")), "{missing:?}");
+    for (method, path) in [(Method::GET, path.clone()), (Method::DELETE, format!("/v1/conversations/{id}"))] {
+        let (status, theirs) = call(&env, method, &path, OTHER_KEY, None).await;
+        assert_eq!((status, &theirs["error"]["code"]), (404, &json!("conversation_not_found")), "{theirs}");
+        assert_eq!(theirs["error"]["message"], missing.1["error"]["message"]);
+    }
+    let requests = env.sim.stats().requests;
+    let turn = json!({"model": "fast", "input": "and then?", "conversation": id, "max_output_tokens": 20});
+    let (status, _, theirs) = env.post("/v1/responses", OTHER_KEY, &turn).await;
+    assert_eq!((status, &theirs["error"]["code"]), (404, &json!("conversation_not_found")), "{theirs}");
+    assert_eq!(env.sim.stats().requests, requests, "nothing was sent upstream");
+    let ours = json!({"model": "fast", "input": "and then?", "conversation": {"id": id}, "max_output_tokens": 20});
+    let (status, _, ours) = env.post("/v1/responses", KEY, &ours).await;
+    assert_eq!(status, 200, "{ours}");
+    // Listing every tenant's vector stores is refused, before any upstream call; an id
+    // the tenant never created is missing.
+    let (status, refused) = call(&env, Method::GET, "/v1/vector_stores", OTHER_KEY, None).await;
+    assert_eq!((status, &refused["error"]["code"]), (404, &json!("endpoint_not_served")), "{refused}");
+    let (status, unknown) = call(&env, Method::GET, "/v1/vector_stores/vs_abc", OTHER_KEY, None).await;
+    assert_eq!((status, &unknown["error"]["code"]), (404, &json!("object_not_found")), "{unknown}");
+    // acme's conversation survived globex's delete; acme's own delete forgets it.
+    let (status, _) = call(&env, Method::GET, &path, KEY, None).await;
+    assert_eq!(status, 200);
+    let (status, deleted) = call(&env, Method::DELETE, &format!("/v1/conversations/{id}"), KEY, None).await;
+    assert_eq!((status, &deleted["deleted"]), (200, &json!(true)), "{deleted}");
+    let (status, gone) = call(&env, Method::GET, &path, KEY, None).await;
+    assert_eq!((status, &gone["error"]["code"]), (404, &json!("conversation_not_found")), "{gone}");
     env.shutdown().await;
 }
