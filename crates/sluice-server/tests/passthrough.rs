@@ -164,6 +164,16 @@ async fn a_tenants_conversations_are_its_own_and_shared_lists_are_refused() {
     assert_eq!((status, &refused["error"]["code"]), (404, &json!("endpoint_not_served")), "{refused}");
     let (status, unknown) = call(&env, Method::GET, "/v1/vector_stores/vs_abc", OTHER_KEY, None).await;
     assert_eq!((status, &unknown["error"]["code"]), (404, &json!("object_not_found")), "{unknown}");
+    // Nor may a response search a vector store the tenant never created.
+    let search = json!({"model": "fast", "input": "find it", "tools": [{"type": "file_search", "vector_store_ids": ["vs_abc"]}]});
+    let requests = env.sim.stats().requests;
+    let (status, _, refused) = env.post("/v1/responses", OTHER_KEY, &search).await;
+    assert_eq!((status, &refused["error"]["code"]), (404, &json!("object_not_found")), "{refused}");
+    let many: Vec<String> = (0..17).map(|i| format!("vs_{i}")).collect();
+    let search = json!({"model": "fast", "input": "x", "tools": [{"type": "file_search", "vector_store_ids": many}]});
+    let (status, _, refused) = env.post("/v1/responses", OTHER_KEY, &search).await;
+    assert_eq!((status, &refused["error"]["param"]), (400, &json!("tools")), "{refused}");
+    assert_eq!(env.sim.stats().requests, requests, "nothing was sent upstream");
     // acme's conversation survived globex's delete; acme's own delete forgets it.
     let (status, _) = call(&env, Method::GET, &path, KEY, None).await;
     assert_eq!(status, 200);

@@ -222,12 +222,14 @@ fn replay(stored: Stored) -> Response<Body> {
 
 /// The context remembered of what a Responses `request` continues, once the caller's
 /// tenant is found to own it: the response it names (`previous_response_id`) and the
-/// conversation (`conversation`, an id or `{"id": …}`). `None` when it continues none,
+/// conversation (`conversation`, an id or `{"id": …}`); the vector stores its
+/// `file_search` tools name must be the tenant's too. `None` when it continues none,
 /// or its context is not known yet (the profile's conservative figure is reserved).
 ///
 /// # Errors
-/// 404 `response_not_found` or `conversation_not_found` when the tenant has no such id
-/// (another tenant's id is answered alike, before any upstream call); 503 when the store
+/// 404 `response_not_found`, `conversation_not_found` or `object_not_found` when the
+/// tenant has no such id (another tenant's id is answered alike, before any upstream
+/// call); 400 for more than [`MAX_VECTOR_STORES`] vector stores; 503 when the store
 /// cannot answer.
 pub(crate) async fn hidden_context(
     gateway: &Gateway,
@@ -238,6 +240,19 @@ pub(crate) async fn hidden_context(
         return Ok(None);
     }
     let key = |id: &str| ResponseKey { tenant: Arc::clone(&caller.tenant), id: id.to_owned() };
+    let stores: Vec<&str> = vector_stores_of(&request.body).take(MAX_VECTOR_STORES + 1).collect();
+    if stores.len() > MAX_VECTOR_STORES {
+        let message = format!("file_search tools may name at most {MAX_VECTOR_STORES} vector_store_ids");
+        let code = sluice_provider::RequestErrorCode::InvalidValue;
+        return Err(GatewayError::BadRequest(sluice_provider::RequestError {
+            param: Some("tools".into()),
+            message,
+            code,
+        }));
+    }
+    for id in stores {
+        gateway.responses.owned(&key(id), error::Stored::Object).await?;
+    }
     if let Some(id) = conversation_of(&request.body) {
         gateway.responses.owned(&key(id), error::Stored::Conversation).await?;
     }
@@ -245,6 +260,17 @@ pub(crate) async fn hidden_context(
         Some(id) => Ok(gateway.responses.owned(&key(id), error::Stored::Response).await?.context),
         None => Ok(None),
     }
+}
+
+/// Most vector stores a Responses request's `file_search` tools may name (each is looked
+/// up before the request is sent).
+const MAX_VECTOR_STORES: usize = 16;
+
+/// The vector stores a Responses body's `file_search` tools search (`vector_store_ids`).
+fn vector_stores_of(body: &serde_json::Map<String, serde_json::Value>) -> impl Iterator<Item = &str> {
+    let tools = body.get("tools").and_then(serde_json::Value::as_array).into_iter().flatten();
+    let ids = tools.filter_map(|tool| tool.get("vector_store_ids")?.as_array()).flatten();
+    ids.map(|id| id.as_str().unwrap_or_default())
 }
 
 /// The conversation a Responses body names: `"conversation": "conv_…"` or `{"id": "conv_…"}`.
