@@ -35,3 +35,14 @@ impl Doc {
         DocKey { kind: &self.kind, owner: &self.owner, id: &self.id }
     }
 }
+
+/// The records of a kind written after a version (see
+/// [`JobStore::records_since`](crate::JobStore::records_since)).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Changes {
+    /// The kind's version now.
+    pub version: u64,
+    /// Each record written since, once, with its body now (`None`: gone); `None` when the
+    /// store cannot tell which (the reader lists every record instead).
+    pub docs: Option<Vec<(String, Option<Vec<u8>>)>>,
+}

@@ -27,7 +27,7 @@ pub mod redis_store;
 pub mod store;
 pub mod usage;
 
-pub use doc::{Doc, DocKey};
+pub use doc::{Changes, Doc, DocKey};
 pub use embedded::EmbeddedJobStore;
 pub use job::{
     Counts, Endpoint, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, Leased, NewJob, Retry, Submitted,

@@ -25,7 +25,7 @@ use redis::Script;
 use sluice_redis::conn::Connector;
 use sluice_redis::{Tls, Topology};
 
-use crate::doc::{Doc, DocKey};
+use crate::doc::{Changes, Doc, DocKey};
 use crate::job::Submitted;
 use crate::job::{Counts, Endpoint, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, Leased, NewJob, Retry};
 use crate::store::{JobFuture, JobStore, JobStoreError, millis};
@@ -54,6 +54,7 @@ struct Scripts {
     put_doc: Script,
     put_record: Script,
     swap_record: Script,
+    records_since: Script,
 }
 
 impl Scripts {
@@ -69,6 +70,7 @@ impl Scripts {
             put_doc: build(include_str!("lua/put_doc.lua")),
             put_record: build(include_str!("lua/put_record.lua")),
             swap_record: build(include_str!("lua/swap_record.lua")),
+            records_since: build(include_str!("lua/records_since.lua")),
         }
     }
 }
@@ -362,6 +364,10 @@ impl JobStore for RedisJobStore {
 
     fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64> {
         Box::pin(self.version(kind))
+    }
+
+    fn records_since<'a>(&'a self, kind: &'a str, owner: &'a str, since: u64) -> JobFuture<'a, Changes> {
+        Box::pin(self.changes(kind, owner, since))
     }
 
     fn add_usage(&self, rows: Vec<(UsageKey, UsageCounts)>, keep: Retention) -> JobFuture<'_, ()> {

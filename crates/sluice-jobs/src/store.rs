@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::doc::{Doc, DocKey};
+use crate::doc::{Changes, Doc, DocKey};
 use crate::job::{Counts, Failure, Job, JobId, JobResult, JobState, LeaseOutcome, NewJob, Submitted};
 use crate::usage::{Day, Retention, UsageCounts, UsageKey};
 
@@ -99,6 +99,15 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
 
     /// The version of `kind`'s records: 0 before the first [`put_record`](Self::put_record).
     fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64>;
+
+    /// The records of `kind` written after version `since` (as [`doc_version`](Self::doc_version)
+    /// counts), each once with its body now, and the version they bring the reader to, read
+    /// at one instant. `docs` is `None` when the store cannot tell which changed (it keeps
+    /// no log of them, or not that far back): the reader lists them all.
+    fn records_since<'a>(&'a self, kind: &'a str, owner: &'a str, since: u64) -> JobFuture<'a, Changes> {
+        let _ = (owner, since);
+        Box::pin(async move { Ok(Changes { version: self.doc_version(kind).await?, docs: None }) })
+    }
 
     /// Adds `rows` to their daily usage rollups (in one commit or one atomic pipeline) and
     /// forgets the days `keep` no longer covers.

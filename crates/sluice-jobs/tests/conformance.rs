@@ -270,6 +270,26 @@ async fn a_record_is_swapped_only_from_the_body_expected(b: Backend) {
     assert_eq!(s.list_docs("key", "runtime").await.unwrap().len(), 1);
 }
 
+async fn a_reader_gets_the_records_written_since_its_version(b: Backend) {
+    let s = &b.store;
+    s.put_record(doc("key", "runtime", "k1", b"v1")).await.unwrap();
+    s.put_record(doc("key", "runtime", "k2", b"w1")).await.unwrap();
+    assert_eq!(s.swap_record(doc("key", "runtime", "k1", b"v2"), Some(b"v1".to_vec())).await.unwrap(), Some(3));
+    let since = |v| s.records_since("key", "runtime", v);
+    let all = since(0).await.unwrap();
+    assert_eq!(all.version, 3);
+    if !b.redis {
+        assert_eq!(all.docs, None, "the embedded store keeps no log: its reader lists every record");
+        return;
+    }
+    let body = |id: &str, b: &[u8]| (id.to_owned(), Some(b.to_vec()));
+    assert_eq!(all.docs, Some(vec![body("k1", b"v2"), body("k2", b"w1")]), "each once, at its latest");
+    assert_eq!(since(2).await.unwrap().docs, Some(vec![body("k1", b"v2")]));
+    assert_eq!(since(3).await.unwrap().docs, Some(vec![]));
+    let ahead = since(9).await.unwrap();
+    assert_eq!((ahead.version, ahead.docs), (3, None), "a reader ahead of the store (reset) lists everything");
+}
+
 async fn cancel_stops_only_jobs_not_started(b: Backend) {
     let s = &b.store;
     let running = s.submit(new_job("t", None, 0, 5)).await.unwrap().job.id;
@@ -388,6 +408,7 @@ conformance!(embedded:
     documents_are_owner_scoped_listed_newest_first_and_deleted,
     records_bump_their_kind_version_and_list_like_documents,
     a_record_is_swapped_only_from_the_body_expected,
+    a_reader_gets_the_records_written_since_its_version,
     cancel_stops_only_jobs_not_started,
     leases_by_priority_then_age,
     completion_is_recorded_once,
@@ -403,6 +424,7 @@ conformance!(standalone:
     documents_are_owner_scoped_listed_newest_first_and_deleted,
     records_bump_their_kind_version_and_list_like_documents,
     a_record_is_swapped_only_from_the_body_expected,
+    a_reader_gets_the_records_written_since_its_version,
     cancel_stops_only_jobs_not_started,
     leases_by_priority_then_age,
     completion_is_recorded_once,
@@ -457,7 +479,7 @@ async fn queued_jobs_survive_a_sentinel_failover() {
 }
 
 /// The whole life cycle on a cluster: every key of a transition (and of a document
-/// listing) is in one slot.
+/// listing, and of the records written since a version) is in one slot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_runs_the_life_cycle_in_one_slot() {
     let b = cluster();
@@ -478,6 +500,12 @@ async fn cluster_runs_the_life_cycle_in_one_slot() {
     .await;
     usage_rollups_add_up_per_day_and_group(Backend { store: Arc::clone(&b.store), _keep: Box::new(()), redis: true })
         .await;
+    a_reader_gets_the_records_written_since_its_version(Backend {
+        store: Arc::clone(&b.store),
+        _keep: Box::new(()),
+        redis: true,
+    })
+    .await;
     an_expired_lease_is_run_again_and_the_old_holder_cannot_record(b).await;
 }
 

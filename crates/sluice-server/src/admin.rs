@@ -27,6 +27,7 @@ mod counters;
 mod inventory;
 mod keys;
 mod keys_input;
+mod page;
 mod routes;
 mod tenants;
 mod throttle;

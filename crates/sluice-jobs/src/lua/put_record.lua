@@ -1,5 +1,5 @@
--- KEYS: document, its owner's index, document counter, the kind's version
--- ARGV: id, body
+-- KEYS: document, its owner's index, document counter, the kind's version, the kind's change log
+-- ARGV: id, body, change log length
 -- A record: the document and its index never expire; the kind's version grows by one in
 -- the same script, so a reader that sees the new version also sees the document.
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
@@ -7,4 +7,8 @@ if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
 end
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('PERSIST', KEYS[2])
-return redis.call('INCR', KEYS[4])
+local version = redis.call('INCR', KEYS[4])
+-- The change log: one entry per version, `<version>:<id>`, the newest ARGV[3] kept.
+redis.call('ZADD', KEYS[5], version, version .. ':' .. ARGV[1])
+redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -(tonumber(ARGV[3]) + 1))
+return version

@@ -1,5 +1,6 @@
--- KEYS: document, its owner's index, document counter, the kind's version
--- ARGV: id, body, '1' when a document is expected (else '0': none may exist), its body
+-- KEYS: document, its owner's index, document counter, the kind's version, the kind's change log
+-- ARGV: id, body, '1' when a document is expected (else '0': none may exist), its body,
+-- change log length
 -- put_record.lua, only when the document is the one expected: a writer that read it
 -- before another writer's change loses (-1) instead of undoing that change.
 local current = redis.call('GET', KEYS[1])
@@ -13,4 +14,8 @@ if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
 end
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('PERSIST', KEYS[2])
-return redis.call('INCR', KEYS[4])
+local version = redis.call('INCR', KEYS[4])
+-- The change log: one entry per version, `<version>:<id>`, the newest ARGV[5] kept.
+redis.call('ZADD', KEYS[5], version, version .. ':' .. ARGV[1])
+redis.call('ZREMRANGEBYRANK', KEYS[5], 0, -(tonumber(ARGV[5]) + 1))
+return version

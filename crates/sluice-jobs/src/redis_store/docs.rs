@@ -5,6 +5,7 @@
 //! {P:jobs}:docs:<kind>:<n>:<owner>       ZSET    id by first-write number (the listing), same expiry
 //! {P:jobs}:doc_seq                        STRING  first-write counter
 //! {P:jobs}:version:<kind>                 STRING  grows with each record of the kind
+//! {P:jobs}:changes:<kind>                 ZSET    `<version>:<id>` by version: the kind's last CHANGE_LOG record writes
 //! ```
 //!
 //! A record is a document and index without expiry.
@@ -14,10 +15,13 @@
 use redis::FromRedisValue;
 
 use super::{RETENTION, RedisJobStore};
-use crate::doc::{Doc, DocKey};
+use crate::doc::{Changes, Doc, DocKey};
 use crate::job::{JobId, JobState};
 use crate::machine::CANCELLED;
 use crate::store::{JobStoreError, millis};
+
+/// Record writes each kind's change log keeps: a reader further behind lists every record.
+pub const CHANGE_LOG: u64 = 10_000;
 
 /// Documents fetched per `MGET` while listing.
 const LIST_CHUNK: usize = 100;
@@ -59,7 +63,8 @@ impl RedisJobStore {
         let mut invocation = self.scripts.put_record.prepare_invoke();
         invocation.key(self.doc_key(doc.key())).key(self.owner_key(&doc.kind, &doc.owner)).key(self.key("doc_seq"));
         invocation.key(self.key(&format!("version:{}", doc.kind)));
-        invocation.arg(&doc.id).arg(doc.body);
+        invocation.key(self.key(&format!("changes:{}", doc.kind)));
+        invocation.arg(&doc.id).arg(doc.body).arg(CHANGE_LOG);
         let version: i64 = self.call(invocation).await?;
         Ok(u64::try_from(version).unwrap_or(0))
     }
@@ -69,7 +74,8 @@ impl RedisJobStore {
         invocation.key(self.doc_key(doc.key())).key(self.owner_key(&doc.kind, &doc.owner)).key(self.key("doc_seq"));
         invocation.key(self.key(&format!("version:{}", doc.kind)));
         let present = if expected.is_some() { "1" } else { "0" };
-        invocation.arg(&doc.id).arg(doc.body).arg(present).arg(expected.unwrap_or_default());
+        invocation.key(self.key(&format!("changes:{}", doc.kind)));
+        invocation.arg(&doc.id).arg(doc.body).arg(present).arg(expected.unwrap_or_default()).arg(CHANGE_LOG);
         let version: i64 = self.call(invocation).await?;
         Ok(u64::try_from(version).ok())
     }
@@ -79,6 +85,23 @@ impl RedisJobStore {
         command.arg(self.key(&format!("version:{kind}")));
         let version: Option<u64> = self.query(command).await?;
         Ok(version.unwrap_or(0))
+    }
+
+    pub(super) async fn changes(&self, kind: &str, owner: &str, since: u64) -> Result<Changes, JobStoreError> {
+        let mut invocation = self.scripts.records_since.prepare_invoke();
+        invocation.key(self.key(&format!("version:{kind}"))).key(self.key(&format!("changes:{kind}")));
+        invocation.arg(since).arg(self.doc_key(DocKey { kind, owner, id: "" }));
+        let reply: Vec<Vec<u8>> = self.call(invocation).await?;
+        let number = |bytes: Option<&Vec<u8>>| bytes.and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok());
+        let version = number(reply.first()).ok_or_else(|| JobStoreError("records_since: no version".into()))?;
+        if number(reply.get(1)) != Some(1) {
+            return Ok(Changes { version, docs: None });
+        }
+        let docs = reply.get(2..).unwrap_or_default().chunks_exact(2).map(|pair| match pair {
+            [id, body] => (String::from_utf8_lossy(id).into_owned(), (!body.is_empty()).then(|| body.clone())),
+            _ => (String::new(), None),
+        });
+        Ok(Changes { version, docs: Some(docs.collect()) })
     }
 
     pub(super) async fn get_body(&self, key: DocKey<'_>) -> Result<Option<Vec<u8>>, JobStoreError> {

@@ -1,7 +1,7 @@
 //! The audit log of admin changes: who (`root` or a tenant admin key's id), what (the
 //! action, the key, the names of the fields changed — never a secret) and when, kept as
 //! records in the job store (never retired) and read newest first through
-//! `GET /admin/audit?limit=N&before=ID`. A tenant admin reads its own tenant's entries.
+//! `GET /admin/audit?limit=N&cursor=C`. A tenant admin reads its own tenant's entries.
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -65,9 +65,11 @@ pub(super) async fn write(
 pub(super) struct Page {
     limit: Option<usize>,
     before: Option<String>,
+    cursor: Option<String>,
 }
 
-/// `GET /admin/audit`: the newest entries first; `next` is the `before` of the next page.
+/// `GET /admin/audit`: the newest entries first; `next_cursor` is the `cursor` of the next
+/// page (`next`, the same as an entry id, the `before` of the next page).
 pub(super) async fn list(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -78,7 +80,12 @@ pub(super) async fn list(
         Err(response) => return *response,
     };
     let Ok(Query(page)) = page else {
-        return bad(&ctx.headers, "query", "the query takes `limit` (1 to 500) and `before` (an entry id)".into());
+        return bad(&ctx.headers, "query", "the query takes `limit` (1 to 500) and `cursor` (or `before`)".into());
+    };
+    let before = match page.cursor.as_deref().map(super::page::decode) {
+        Some(None) => return bad(&ctx.headers, "cursor", "cursor is not a next_cursor of this list".into()),
+        Some(Some(id)) => Some(id),
+        None => page.before,
     };
     let limit = page.limit.unwrap_or(DEFAULT_PAGE);
     if !(1..=MAX_PAGE).contains(&limit) {
@@ -90,10 +97,12 @@ pub(super) async fn list(
     };
     let entries = docs.iter().filter_map(|d| serde_json::from_slice::<AuditEntry>(&d.body).ok());
     let visible = entries.filter(|e| ctx.actor.sees(&e.tenant));
-    let after_cursor = visible.skip_while(|e| page.before.as_ref().is_some_and(|b| e.id >= *b));
+    let after_cursor = visible.skip_while(|e| before.as_ref().is_some_and(|b| e.id >= *b));
     let mut data: Vec<AuditEntry> = after_cursor.take(limit.saturating_add(1)).collect();
     let more = data.len() > limit;
     data.truncate(limit);
     let next = if more { data.last().map(|e| e.id.clone()) } else { None };
-    axum::Json(json!({"object": "list", "data": data, "next": next})).into_response()
+    let next_cursor = next.as_deref().map(|id| hex(id.as_bytes()));
+    axum::Json(json!({"object": "list", "data": data, "next": next, "has_more": more, "next_cursor": next_cursor}))
+        .into_response()
 }

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -21,7 +22,8 @@ use sluice_provider::{RequestError, RequestErrorCode};
 
 use super::actor::{Actor, actor};
 use super::keys_input::{self as input, Create, Rotate, Update};
-use super::routes::fail;
+use super::page::{self, PageQuery};
+use super::routes::{bad, fail};
 use crate::AppState;
 use crate::error::{AdminStatus, GatewayError};
 use crate::keys::{self, KEY_KIND, KEY_OWNER, KeyRecord, Role, SecretHash, hex};
@@ -206,21 +208,39 @@ async fn create_key(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> {
     Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
 
-async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response {
+async fn list(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<PageQuery>, QueryRejection>,
+) -> Response {
     let ctx = match begin(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,
     };
-    let mut data: Vec<Value> =
-        ctx.gateway.directory.config_keys.values().filter(|c| ctx.actor.sees(&c.tenant)).map(config_view).collect();
-    data.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    let page = match query.map_err(|_| ("query", QUERY.to_owned())).and_then(|Query(q)| q.page()) {
+        Ok(page) => page,
+        Err((param, message)) => return bad(&ctx.headers, param, message),
+    };
+    let configured = ctx.gateway.directory.config_keys.values().filter(|c| ctx.actor.sees(&c.tenant));
+    let mut items: Vec<(String, Value)> =
+        configured.map(|c| (sort_key(0, &c.key_id, &c.tenant), config_view(c))).collect();
     let docs = match ctx.store.list_docs(KEY_KIND, KEY_OWNER).await {
         Ok(docs) => docs,
         Err(e) => return fail(&ctx.headers, unavailable(e)),
     };
     let records = docs.iter().filter_map(|d| serde_json::from_slice::<KeyRecord>(&d.body).ok());
-    data.extend(records.filter(|r| ctx.actor.sees(&r.tenant)).map(|r| r.view(ctx.now_ms)));
-    axum::Json(json!({"object": "list", "data": data})).into_response()
+    let visible = records.filter(|r| ctx.actor.sees(&r.tenant));
+    items.extend(visible.map(|r| (sort_key(1, &r.id, &r.tenant), r.view(ctx.now_ms))));
+    axum::Json(page::answer(items, &page)).into_response()
+}
+
+/// What `GET /admin/keys` takes.
+const QUERY: &str = "the query takes `limit` and `cursor`";
+
+/// A key's place in the listing: file keys first, then by id (and tenant: ids are unique
+/// per tenant).
+fn sort_key(source: u8, id: &str, tenant: &str) -> String {
+    format!("{source}\u{0}{id}\u{0}{tenant}")
 }
 
 /// A configured key as the admin API shows it.

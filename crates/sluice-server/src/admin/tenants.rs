@@ -5,7 +5,8 @@
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch};
@@ -17,9 +18,12 @@ use super::actor::Actor;
 use super::audit::Target;
 use super::keys::{Ctx, answer, begin, body_of, invalid, refuse, unavailable};
 use super::keys_input::check_id;
+use super::page::{self, Items, PageQuery};
+use super::routes::bad;
 use crate::AppState;
 use crate::error::{AdminStatus, GatewayError};
 use crate::keys::{self, KEY_OWNER, TENANT_KIND, TenantRecord};
+use crate::state::Gateway;
 
 /// The largest weight a tenant may have.
 const MAX_WEIGHT: u32 = 1000;
@@ -28,7 +32,10 @@ const MAX_TEAMS: usize = 256;
 
 /// The tenants routes.
 pub(super) fn router() -> Router<AppState> {
-    Router::new().route("/admin/tenants", get(list).post(create)).route("/admin/tenants/{name}", patch(update))
+    Router::new()
+        .route("/admin/tenants", get(list).post(create))
+        .route("/admin/tenants/{name}", patch(update))
+        .route("/admin/teams", get(teams))
 }
 
 /// `POST /admin/tenants` and `PATCH /admin/tenants/{name}` (which takes no `name`).
@@ -113,30 +120,75 @@ async fn create_tenant(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> 
     save(ctx, &record, "tenant.create", vec!["name".into(), "weight".into(), "limits".into(), "teams".into()]).await
 }
 
-async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response {
+async fn list(state: State<AppState>, headers: HeaderMap, query: Result<Query<PageQuery>, QueryRejection>) -> Response {
+    listing(state, headers, query, tenant_items).await
+}
+
+async fn teams(
+    state: State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<PageQuery>, QueryRejection>,
+) -> Response {
+    listing(state, headers, query, team_items).await
+}
+
+/// A page of what `items` makes of the file's tenants and the stored ones.
+async fn listing(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<PageQuery>, QueryRejection>,
+    items: fn(&Gateway, Vec<TenantRecord>) -> Items,
+) -> Response {
     let ctx = match root(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,
     };
-    let mut data: Vec<Value> = ctx
-        .gateway
-        .directory
-        .tenants
-        .iter()
-        .map(|(name, t)| {
-            let teams: Vec<&str> = t.teams.keys().map(|n| &**n).collect();
-            json!({"name": &**name, "source": "config", "weight": t.weight.get(), "teams": teams})
-        })
-        .collect();
-    data.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    let page = match query
+        .map_err(|_| ("query", "the query takes `limit` and `cursor`".to_owned()))
+        .and_then(|Query(q)| q.page())
+    {
+        Ok(page) => page,
+        Err((param, message)) => return bad(&ctx.headers, param, message),
+    };
     match ctx.store.list_docs(TENANT_KIND, KEY_OWNER).await {
         Ok(docs) => {
-            let records = docs.iter().filter_map(|d| serde_json::from_slice::<TenantRecord>(&d.body).ok());
-            data.extend(records.map(|r| r.view()));
-            axum::Json(json!({"object": "list", "data": data})).into_response()
+            let records = docs.iter().filter_map(|d| serde_json::from_slice::<TenantRecord>(&d.body).ok()).collect();
+            axum::Json(page::answer(items(&ctx.gateway, records), &page)).into_response()
         }
         Err(e) => answer(&ctx, Err(unavailable(e))),
     }
+}
+
+/// The tenants, the file's first, then by name.
+fn tenant_items(gateway: &Gateway, records: Vec<TenantRecord>) -> Vec<(String, Value)> {
+    let configured = gateway.directory.tenants.iter().map(|(name, t)| {
+        let teams: Vec<&str> = t.teams.keys().map(|n| &**n).collect();
+        (
+            format!("0\u{0}{name}"),
+            json!({"name": &**name, "source": "config", "weight": t.weight.get(), "teams": teams}),
+        )
+    });
+    let mut items: Vec<(String, Value)> = configured.collect();
+    items.extend(records.iter().map(|r| (format!("1\u{0}{}", r.name), r.view())));
+    items
+}
+
+/// The teams of every tenant, by tenant and name.
+fn team_items(gateway: &Gateway, records: Vec<TenantRecord>) -> Vec<(String, Value)> {
+    let mut items = Vec::new();
+    for (tenant, t) in &gateway.directory.tenants {
+        items.extend(t.teams.keys().map(|name| {
+            let view = json!({"tenant": &**tenant, "name": &**name, "source": "config"});
+            (format!("{tenant}\u{0}{name}"), view)
+        }));
+    }
+    for record in records {
+        items.extend(record.teams.into_iter().map(|(name, limits)| {
+            let key = format!("{}\u{0}{name}", record.name);
+            (key, json!({"tenant": record.name, "name": name, "source": "runtime", "limits": limits}))
+        }));
+    }
+    items
 }
 
 async fn update(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body) -> Response {

@@ -3,11 +3,17 @@
 //! read-only).
 //!
 //! Hot path: authentication reads [`RuntimeKeys::lookup`], one lock-free load of an
-//! `ArcSwap`ped map keyed by the secret's SHA-256 — no store read per request. The map is
-//! rebuilt from the store by [`refresh`] whenever the keys' version (a counter the store
-//! bumps with every write) changes: at once on the instance that made the change, and
-//! within [`POLL`] on every other one sharing the store (Redis). Expiry and a rotated
-//! secret's grace are checked at lookup, against the wall clock.
+//! `ArcSwap`ped map keyed by the secret's SHA-256 — no store read per request. [`refresh`]
+//! brings the map up to the store whenever the keys' version (a counter the store bumps
+//! with every write) changes: at once on the instance that made the change, and within
+//! [`POLL`] on every other one sharing the store (Redis). It reads only the keys written
+//! since the version it holds, each at its latest, with that version, at one instant
+//! ([`JobStore::records_since`]), and patches them in; it reads every key only at start,
+//! when the tenants changed (keys resolve against them), or when the store cannot say what
+//! changed (the embedded store; a Redis reader further behind than the change log).
+//! Installs are serialized and never go back to an older version, so every instance ends
+//! with the store's keys and a revoke is never undone by an older change. Expiry and a
+//! rotated secret's grace are checked at lookup, against the wall clock.
 
 mod record;
 mod resolve;
@@ -51,10 +57,21 @@ pub struct RuntimeKeys {
     resolved: ArcSwap<HashMap<[u8; 32], Resolved>>,
     tenant_records: ArcSwap<Vec<TenantRecord>>,
     tenants: ArcSwap<HashMap<Arc<str>, TenantEntry>>,
-    /// The keys' version plus the tenants' (both only grow).
-    version: AtomicU64,
-    /// Serializes installs: a refresh that read an older version never replaces a newer one.
-    installing: parking_lot::Mutex<()>,
+    /// Serializes installs, and holds the keys' and the tenants' versions in force: a
+    /// refresh that read an older version never replaces a newer one.
+    installing: parking_lot::Mutex<Versions>,
+    /// Key records read from the store, and how many of those reads were of every key.
+    loaded: AtomicU64,
+    full_loads: AtomicU64,
+}
+
+/// The store versions the keys in force were read at.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Versions {
+    /// The keys' version.
+    pub keys: u64,
+    /// The tenants' version.
+    pub tenants: u64,
 }
 
 impl RuntimeKeys {
@@ -92,17 +109,62 @@ impl RuntimeKeys {
         self.tenant_records.load_full()
     }
 
+    /// Key records read from the store since start, and how many refreshes read every key.
+    #[must_use]
+    pub fn loaded(&self) -> (u64, u64) {
+        (self.loaded.load(Ordering::Relaxed), self.full_loads.load(Ordering::Relaxed))
+    }
+
+    /// The versions in force.
+    #[must_use]
+    pub fn versions(&self) -> Versions {
+        *self.installing.lock()
+    }
+
     /// Installs `stored` (the store's at `version`), resolved against `gateway`, unless a
     /// newer version is in force already.
-    pub fn install(&self, stored: Stored, version: u64, gateway: &Gateway) {
-        let _one_at_a_time = self.installing.lock();
-        if version < self.version.load(Ordering::Acquire) {
+    pub fn install(&self, stored: Stored, version: Versions, gateway: &Gateway) {
+        let mut in_force = self.installing.lock();
+        self.loaded.fetch_add(stored.keys.len() as u64, Ordering::Relaxed);
+        self.full_loads.fetch_add(1, Ordering::Relaxed);
+        if version.keys < in_force.keys || version.tenants < in_force.tenants {
             return;
         }
         self.tenant_records.store(Arc::new(stored.tenants));
         self.records.store(Arc::new(stored.keys));
         self.resolve(gateway);
-        self.version.store(version, Ordering::Release);
+        *in_force = version;
+    }
+
+    /// Patches in `changed` (each key written after `since`, at its latest as of the keys'
+    /// version `version`), unless that version is in force already. Keys not in `changed`
+    /// are neither read nor resolved again.
+    pub fn apply(&self, changed: Vec<KeyRecord>, since: u64, version: u64, gateway: &Gateway) {
+        let mut in_force = self.installing.lock();
+        self.loaded.fetch_add(changed.len() as u64, Ordering::Relaxed);
+        // Over any version from `since` on, the keys as of `version` are the keys written
+        // since `since`, at their latest, over the rest.
+        if version <= in_force.keys || in_force.keys < since {
+            return;
+        }
+        let mut records = Vec::clone(&self.records.load());
+        let mut resolved = HashMap::clone(&self.resolved.load());
+        let tenants = self.tenants.load();
+        for record in changed {
+            let at = records.iter().position(|r| r.id == record.id);
+            let index = at.unwrap_or(records.len());
+            if let Some(old) = at.and_then(|i| records.get(i)) {
+                resolve::forget(old, &mut resolved);
+            }
+            resolve::one(&record, (gateway, &tenants), index, &mut resolved);
+            match records.get_mut(index) {
+                Some(slot) => *slot = record,
+                None => records.push(record),
+            }
+        }
+        self.records.store(Arc::new(records));
+        self.resolved.store(Arc::new(resolved));
+        in_force.keys = version;
     }
 
     /// Resolves the loaded tenants and keys again against `gateway` (after a reload).
@@ -118,16 +180,28 @@ impl RuntimeKeys {
     }
 }
 
-/// Loads the keys from `store` into `gateway` when their version changed (or `force`).
+/// Brings the keys in `gateway` up to `store`: the keys changed since the version in force,
+/// or every key (and tenant) at `force`, when the tenants changed, or when the store cannot
+/// say which keys changed.
 ///
 /// # Errors
 /// When the store cannot answer; the keys in force stay.
 pub async fn refresh(store: &dyn JobStore, gateway: &Gateway, force: bool) -> Result<(), sluice_jobs::JobStoreError> {
     let keys = &gateway.runtime_keys;
-    let version = store.doc_version(KEY_KIND).await?.saturating_add(store.doc_version(TENANT_KIND).await?);
-    if !force && version == keys.version.load(Ordering::Acquire) {
-        return Ok(());
+    let in_force = keys.versions();
+    let tenants = store.doc_version(TENANT_KIND).await?;
+    if !force && tenants == in_force.tenants {
+        let changes = store.records_since(KEY_KIND, KEY_OWNER, in_force.keys).await?;
+        if changes.version == in_force.keys {
+            return Ok(());
+        }
+        if let Some(docs) = changes.docs {
+            let bodies = docs.into_iter().filter_map(|(id, body)| Some((id, body?)));
+            keys.apply(parse(bodies, KEY_KIND), in_force.keys, changes.version, gateway);
+            return Ok(());
+        }
     }
+    let version = Versions { keys: store.doc_version(KEY_KIND).await?, tenants };
     let stored = Stored { keys: load(store, KEY_KIND).await?, tenants: load(store, TENANT_KIND).await? };
     keys.install(stored, version, gateway);
     Ok(())
@@ -147,14 +221,19 @@ async fn load<T: serde::de::DeserializeOwned>(
     kind: &str,
 ) -> Result<Vec<T>, sluice_jobs::JobStoreError> {
     let docs = store.list_docs(kind, KEY_OWNER).await?;
-    let mut records = Vec::with_capacity(docs.len());
-    for doc in docs {
-        match serde_json::from_slice::<T>(&doc.body) {
+    Ok(parse(docs.into_iter().map(|doc| (doc.id, doc.body)), kind))
+}
+
+/// The readable records of `bodies` (id, body); an unreadable one is logged and skipped.
+fn parse<T: serde::de::DeserializeOwned>(bodies: impl Iterator<Item = (String, Vec<u8>)>, kind: &str) -> Vec<T> {
+    let mut records = Vec::new();
+    for (id, body) in bodies {
+        match serde_json::from_slice::<T>(&body) {
             Ok(record) => records.push(record),
-            Err(e) => tracing::warn!(kind, id = %doc.id, error = %e, "runtime record unreadable; skipped"),
+            Err(e) => tracing::warn!(kind, %id, error = %e, "runtime record unreadable; skipped"),
         }
     }
-    Ok(records)
+    records
 }
 
 /// Polls the store every [`POLL`] until the gateway drains, so that a change made on

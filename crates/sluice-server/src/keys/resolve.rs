@@ -52,33 +52,54 @@ pub(super) fn all(
     tenants: &HashMap<Arc<str>, TenantEntry>,
 ) -> HashMap<[u8; 32], Resolved> {
     let mut map = HashMap::new();
-    let first_index = gateway.callers.len();
-    for (i, record) in records.iter().enumerate().filter(|(_, r)| r.revoked_at.is_none()) {
-        let caller = match record.role {
-            Role::TenantAdmin => None,
-            Role::Client => match caller(record, gateway, tenants, first_index.saturating_add(i)) {
-                Ok(caller) => Some(caller),
-                Err(why) => {
-                    tracing::warn!(key = %record.id, why, "runtime key not in force");
-                    continue;
-                }
-            },
-        };
-        let expires = record.expires_at.map(|s| s.saturating_mul(1000));
-        for secret in &record.secrets {
-            let Some(hash) = unhex(&secret.sha256) else { continue };
-            let until_ms = match (expires, secret.until) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let key_id = Arc::from(record.id.as_str());
-            map.insert(
-                hash,
-                Resolved { key_id, tenant: Arc::from(record.tenant.as_str()), caller: caller.clone(), until_ms },
-            );
-        }
+    for (i, record) in records.iter().enumerate() {
+        one(record, (gateway, tenants), i, &mut map);
     }
     map
+}
+
+/// Adds the live secrets of `record` (the `index`th runtime key) to `map`.
+pub(super) fn one(
+    record: &KeyRecord,
+    (gateway, tenants): (&Gateway, &HashMap<Arc<str>, TenantEntry>),
+    index: usize,
+    map: &mut HashMap<[u8; 32], Resolved>,
+) {
+    if record.revoked_at.is_some() {
+        return;
+    }
+    let caller = match record.role {
+        Role::TenantAdmin => None,
+        Role::Client => match caller(record, gateway, tenants, gateway.callers.len().saturating_add(index)) {
+            Ok(caller) => Some(caller),
+            Err(why) => {
+                tracing::warn!(key = %record.id, why, "runtime key not in force");
+                return;
+            }
+        },
+    };
+    let expires = record.expires_at.map(|s| s.saturating_mul(1000));
+    for secret in &record.secrets {
+        let Some(hash) = unhex(&secret.sha256) else { continue };
+        let until_ms = match (expires, secret.until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let key_id = Arc::from(record.id.as_str());
+        map.insert(
+            hash,
+            Resolved { key_id, tenant: Arc::from(record.tenant.as_str()), caller: caller.clone(), until_ms },
+        );
+    }
+}
+
+/// Removes the secrets of `record` from `map` (before its next version is added).
+pub(super) fn forget(record: &KeyRecord, map: &mut HashMap<[u8; 32], Resolved>) {
+    for hash in record.secrets.iter().filter_map(|s| unhex(&s.sha256)) {
+        if map.get(&hash).is_some_and(|r| *r.key_id == *record.id) {
+            map.remove(&hash);
+        }
+    }
 }
 
 /// The caller of a client key.

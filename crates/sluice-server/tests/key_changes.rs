@@ -1,0 +1,184 @@
+//! Key changes reach every instance incrementally and in order, over HTTP: three gateways
+//! share one Redis; a key created, rotated or revoked on one is in force on the others
+//! without any of them reading every key again (counted by each instance's refresh), and a
+//! revoke after a rotate ends revoked everywhere.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Deadline, sha};
+use serde_json::{Value, json};
+use sluice_jobs::{JobStore, RedisJobConfig, RedisJobStore};
+use sluice_quota::{MemoryStore, SystemClock};
+use sluice_redis::Topology;
+use sluice_redis::local::LocalRedis;
+use sluice_sim::config::{ModelConfig, SimConfig};
+
+const ROOT: &str = "sk-admin-changes-test";
+/// Keys made before the changes watched: a full reload would read at least this many.
+const KEYS: usize = 12;
+
+fn policy() -> String {
+    format!(
+        r#"
+[admin]
+key_sha256 = "{root}"
+
+[[deployments]]
+name = "mini"
+provider = "sim"
+model = "gpt-4o-mini"
+limits = {{ rpm = 100000, tpm = 100000000 }}
+
+[[models]]
+name = "fast"
+deployment = "mini"
+
+[[tenants]]
+name = "acme"
+
+[jobs]
+workers = 0
+"#,
+        root = sha(ROOT),
+    )
+}
+
+struct Instance {
+    url: String,
+    state: sluice_server::AppState,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn instance(sim: &sluice_sim::SimHandle, jobs: Arc<dyn JobStore>) -> Instance {
+    let config = common::config(sim, "", &policy());
+    let store = Arc::new(MemoryStore::new(Arc::new(SystemClock::new())));
+    let state = sluice_server::AppState::build(&config, store).unwrap().with_jobs(jobs.clone(), &config);
+    sluice_server::keys::refresh(jobs.as_ref(), &state.current(), true).await.unwrap();
+    let tasks = sluice_server::keys::spawn_refresh(&state).into_iter().collect();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(sluice_server::serve(listener, state.clone(), std::future::pending()));
+    Instance { url, state, tasks, server }
+}
+
+async fn call(http: &reqwest::Client, url: &str, method: &str, path: &str, key: &str) -> (u16, Value) {
+    let response = http.request(method.parse().unwrap(), format!("{url}{path}")).bearer_auth(key).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn post(http: &reqwest::Client, url: &str, path: &str, body: Value) -> Value {
+    let response = http.post(format!("{url}{path}")).bearer_auth(ROOT).json(&body).send().await.unwrap();
+    let status = response.status().as_u16();
+    let value: Value = response.json().await.unwrap();
+    assert!(status == 200 || status == 201, "{path}: {status} {value}");
+    value
+}
+
+/// Waits (at most 10 s) until `secret` answers `want` on `GET /v1/models` of every instance.
+async fn until_everywhere(http: &reqwest::Client, instances: &[Instance], secret: &str, want: u16) {
+    let deadline = Deadline::after(Duration::from_secs(10));
+    for instance in instances {
+        loop {
+            let (status, _) = call(http, &instance.url, "GET", "/v1/models", secret).await;
+            if status == want {
+                break;
+            }
+            assert!(deadline.sleep(Duration::from_millis(20)).await, "{} answers {status}, not {want}", instance.url);
+        }
+    }
+}
+
+/// Each instance's (key records read, full reads) since start.
+fn loaded(instances: &[Instance]) -> Vec<(u64, u64)> {
+    instances.iter().map(|i| i.state.current().runtime_keys.loaded()).collect()
+}
+
+/// Asserts that no instance read every key since `before`, and each read at most `most`.
+fn incremental(instances: &[Instance], before: &[(u64, u64)], most: u64, what: &str) {
+    for (i, (now, then)) in loaded(instances).iter().zip(before).enumerate() {
+        assert_eq!(now.1, then.1, "instance {i} read every key for {what}");
+        assert!(now.0 - then.0 <= most, "instance {i} read {} keys for {what}", now.0 - then.0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_changes_reach_three_gateways_one_key_at_a_time_and_in_order() {
+    let redis = LocalRedis::start().expect("redis-server (scripts/test installs it)");
+    let sim = sluice_sim::SimProvider::start(SimConfig {
+        models: vec![ModelConfig::openai("gpt-4o-mini")],
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let jobs: Arc<dyn JobStore> = Arc::new(RedisJobStore::new(RedisJobConfig {
+        topology: Topology::Standalone(redis.url()),
+        prefix: "key-changes".into(),
+        timeout: Duration::from_secs(2),
+        tls: sluice_redis::Tls::default(),
+    }));
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    let mut instances = Vec::new();
+    for _ in 0..3 {
+        instances.push(instance(&sim, Arc::clone(&jobs)).await);
+    }
+    let mut last = String::new();
+    for i in 0..KEYS {
+        let created =
+            post(&http, &instances[0].url, "/admin/keys", json!({"id": format!("base-{i}"), "tenant": "acme"})).await;
+        last = created["secret"].as_str().unwrap().to_owned();
+    }
+    until_everywhere(&http, &instances, &last, 200).await;
+
+    // Created on one: in force on the others, each having read that key alone.
+    let before = loaded(&instances);
+    let created = post(&http, &instances[0].url, "/admin/keys", json!({"id": "watched", "tenant": "acme"})).await;
+    let first = created["secret"].as_str().unwrap().to_owned();
+    until_everywhere(&http, &instances, &first, 200).await;
+    incremental(&instances, &before, 2, "a create");
+
+    // Rotated on another: the new secret everywhere, the old within its grace.
+    let before = loaded(&instances);
+    let rotated = post(&http, &instances[1].url, "/admin/keys/watched/rotate", json!({"grace_seconds": 600})).await;
+    let second = rotated["secret"].as_str().unwrap().to_owned();
+    until_everywhere(&http, &instances, &second, 200).await;
+    until_everywhere(&http, &instances, &first, 200).await;
+    incremental(&instances, &before, 2, "a rotate");
+
+    // A rotate then a revoke, from two instances: revoked on every one, and stays so.
+    let before = loaded(&instances);
+    let third = post(&http, &instances[2].url, "/admin/keys/watched/rotate", json!({"grace_seconds": 600})).await;
+    let third = third["secret"].as_str().unwrap().to_owned();
+    post(&http, &instances[0].url, "/admin/keys/watched/revoke", json!({})).await;
+    for secret in [&first, &second, &third] {
+        until_everywhere(&http, &instances, secret, 401).await;
+    }
+    let version = jobs.doc_version("key").await.unwrap();
+    let deadline = Deadline::after(Duration::from_secs(10));
+    while instances.iter().any(|i| i.state.current().runtime_keys.versions().keys < version) {
+        assert!(deadline.sleep(Duration::from_millis(20)).await, "an instance never reached version {version}");
+    }
+    for (i, instance) in instances.iter().enumerate() {
+        for secret in [&first, &second, &third] {
+            assert_eq!(call(&http, &instance.url, "GET", "/v1/models", secret).await.0, 401, "instance {i}");
+        }
+        let (status, key) = call(&http, &instance.url, "GET", "/admin/keys/watched", ROOT).await;
+        assert_eq!((status, key["status"].as_str()), (200, Some("revoked")), "instance {i}: {key}");
+        let records = instance.state.current().runtime_keys.records();
+        let watched = records.iter().find(|r| r.id == "watched").unwrap();
+        assert!(watched.revoked_at.is_some() && watched.secrets.is_empty(), "instance {i} holds {watched:?}");
+        assert_eq!(records.len(), KEYS + 1, "instance {i}");
+    }
+    incremental(&instances, &before, 4, "a rotate and a revoke");
+
+    for instance in instances {
+        instance.tasks.iter().for_each(tokio::task::JoinHandle::abort);
+        instance.server.abort();
+    }
+    sim.shutdown().await;
+}
