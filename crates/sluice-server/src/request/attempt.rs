@@ -218,7 +218,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
 }
 
 /// The refusal of a request the deployment's protocol cannot carry (translation failed).
-fn untranslatable(route: &Route, e: &sluice_provider::TranslateError) -> GatewayError {
+pub(super) fn untranslatable(route: &Route, e: &sluice_provider::TranslateError) -> GatewayError {
     let message = format!("this request cannot be served by deployment `{}`: {e}", route.name);
     let code = sluice_provider::RequestErrorCode::InvalidValue;
     GatewayError::BadRequest(sluice_provider::RequestError { param: e.field().map(str::to_owned), message, code })

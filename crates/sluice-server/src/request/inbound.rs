@@ -132,6 +132,20 @@ pub async fn forward(
     // One deadline for every wait of the request, from its arrival here.
     let client_wait = crate::deadline::client_wait(headers);
     let deadline = gateway.clock.now().after(crate::deadline::effective(caller.class.max_wait, client_wait));
+    // A Responses request its deployment must translate cannot carry OpenAI's kept state
+    // (`previous_response_id`, `conversation`): refused for the field, as its translation
+    // would be, before any id it names is looked up.
+    let primary = &gateway.deployments[profile.deployment];
+    if crate::crossing::Crossing::of(protocol, primary.kind) == crate::crossing::Crossing::ResponsesToAnthropic
+        && let Err(e) = crate::crossing::Crossing::ResponsesToAnthropic.request_body(
+            &request,
+            &primary.model,
+            profile.default_max_tokens,
+            false,
+        )
+    {
+        return Served::refused(super::attempt::untranslatable(primary, &e)).logged(access);
+    }
     let hidden_context = match hidden_context(gateway, caller, &request).await {
         Ok(context) => context,
         Err(error) => return Served::refused(error).logged(access),
