@@ -42,7 +42,7 @@ use std::time::Duration;
 use redb::{Database, ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _, TableDefinition};
 use sluice_quota::Clock;
 
-use crate::doc::{Doc, DocKey};
+use crate::doc::{Changes, Doc, DocKey};
 use crate::embedded_docs;
 use crate::embedded_tables::{
     DEAD, DELAYED, FINISHED, IDEMPOTENCY, JOBS, LEASES, META, READY, Txn, apply_lease_change, load, open_tables,
@@ -402,6 +402,11 @@ impl JobStore for EmbeddedJobStore {
     fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64> {
         let kind = kind.to_owned();
         Box::pin(self.run(move |inner| inner.read(|txn| embedded_docs::version(txn, &kind))))
+    }
+
+    fn records_since<'a>(&'a self, kind: &'a str, owner: &'a str, since: u64) -> JobFuture<'a, Changes> {
+        let (kind, owner) = (kind.to_owned(), owner.to_owned());
+        Box::pin(self.run(move |inner| inner.read(|txn| embedded_docs::since(txn, &kind, &owner, since))))
     }
 
     fn add_usage(&self, rows: Vec<(UsageKey, UsageCounts)>, keep: Retention) -> JobFuture<'_, ()> {

@@ -5,14 +5,15 @@
 //! doc_order   (kind, owner, seq)  -> id                        listing order (first write)
 //! doc_ages    (written_at, seq)   -> (kind, owner, id)         retired RETENTION after the last write
 //! meta        "version:<kind>"    -> u64                       grows with each record of the kind
+//! doc_changes (kind, version)     -> id                        the kind's last CHANGE_LOG record writes
 //! ```
 //!
 //! A record is a document without a `doc_ages` entry: never retired.
 
 use redb::{ReadableTable as _, TableDefinition};
 
-use crate::doc::{Doc, DocKey};
-use crate::redis_store::RETENTION;
+use crate::doc::{Changes, Doc, DocKey};
+use crate::redis_store::{CHANGE_LOG, RETENTION};
 use crate::store::millis;
 
 type Txn = redb::WriteTransaction;
@@ -21,6 +22,7 @@ const DOCS: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("d
 const ORDER: TableDefinition<(&str, &str, u64), &str> = TableDefinition::new("doc_order");
 const AGES: TableDefinition<(u64, u64), (&str, &str, &str)> = TableDefinition::new("doc_ages");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const CHANGES: TableDefinition<(&str, u64), &str> = TableDefinition::new("doc_changes");
 
 /// Documents retired per write (so retirement keeps pace without a timer).
 const RETIRE_BATCH: usize = 4;
@@ -65,7 +67,48 @@ pub(crate) fn put_record(txn: &Txn, now: u64, doc: &Doc) -> Result<u64, redb::Er
     let name = format!("version:{}", doc.kind);
     let version = meta.get(name.as_str())?.map_or(0, |v| v.value()).saturating_add(1);
     meta.insert(name.as_str(), version)?;
+    // The change log, as Redis keeps it: one entry per version, the newest CHANGE_LOG kept.
+    let mut changes = txn.open_table(CHANGES)?;
+    changes.insert((doc.kind.as_str(), version), doc.id.as_str())?;
+    if let Some(dropped) = version.checked_sub(CHANGE_LOG) {
+        changes.remove((doc.kind.as_str(), dropped))?;
+    }
     Ok(version)
+}
+
+/// The records of `kind` written after version `since`, each once (in the order first
+/// written), with its body now, read in one snapshot; `docs` is `None` when the log lacks
+/// one of those versions (trimmed, or written before the file kept a log) or the reader is
+/// ahead of the store.
+pub(crate) fn since(txn: &redb::ReadTransaction, kind: &str, owner: &str, since: u64) -> Result<Changes, redb::Error> {
+    let version = version(txn, kind)?;
+    if version <= since {
+        return Ok(Changes { version, docs: (version == since).then(Vec::new) });
+    }
+    let changes = match txn.open_table(CHANGES) {
+        Ok(changes) => changes,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Changes { version, docs: None }),
+        Err(e) => return Err(e.into()),
+    };
+    let mut ids: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut logged = 0;
+    for entry in changes.range((kind, since + 1)..=(kind, version))? {
+        let (_, id) = entry?;
+        logged += 1;
+        if seen.insert(id.value().to_owned()) {
+            ids.push(id.value().to_owned());
+        }
+    }
+    if logged != version - since {
+        return Ok(Changes { version, docs: None });
+    }
+    let mut docs = Vec::with_capacity(ids.len());
+    for id in ids {
+        let body = get(txn, DocKey { kind, owner, id: &id })?;
+        docs.push((id, body));
+    }
+    Ok(Changes { version, docs: Some(docs) })
 }
 
 /// [`put_record`], only when the stored body is `expected` (`None`: no document); `None`

@@ -41,6 +41,8 @@ const MOVE_BATCH: u32 = 256;
 mod docs;
 mod usage;
 
+pub use docs::CHANGE_LOG;
+
 const COMMON: &str = include_str!("lua/common.lua");
 
 #[derive(Debug)]

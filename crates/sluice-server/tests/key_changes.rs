@@ -1,7 +1,8 @@
 //! Key changes reach every instance incrementally and in order, over HTTP: three gateways
 //! share one Redis; a key created, rotated or revoked on one is in force on the others
 //! without any of them reading every key again (counted by each instance's refresh), and a
-//! revoke after a rotate ends revoked everywhere.
+//! revoke after a rotate ends revoked everywhere. On the embedded store (one gateway) a
+//! change reads only the changed key too.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;
@@ -169,13 +170,51 @@ async fn key_changes_reach_three_gateways_one_key_at_a_time_and_in_order() {
         }
         let (status, key) = call(&http, &instance.url, "GET", "/admin/keys/watched", ROOT).await;
         assert_eq!((status, key["status"].as_str()), (200, Some("revoked")), "instance {i}: {key}");
-        let records = instance.state.current().runtime_keys.records();
-        let watched = records.iter().find(|r| r.id == "watched").unwrap();
+        let keys = &instance.state.current().runtime_keys;
+        let watched = keys.record("watched").unwrap();
         assert!(watched.revoked_at.is_some() && watched.secrets.is_empty(), "instance {i} holds {watched:?}");
-        assert_eq!(records.len(), KEYS + 1, "instance {i}");
+        assert_eq!(keys.count(), KEYS + 1, "instance {i}");
     }
     incremental(&instances, &before, 4, "a rotate and a revoke");
 
+    for instance in instances {
+        instance.tasks.iter().for_each(tokio::task::JoinHandle::abort);
+        instance.server.abort();
+    }
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_embedded_store_a_key_change_reads_only_that_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(SystemClock::new());
+    let jobs: Arc<dyn JobStore> =
+        Arc::new(sluice_jobs::EmbeddedJobStore::open(&dir.path().join("jobs.redb"), clock).unwrap());
+    let sim = sluice_sim::SimProvider::start(SimConfig {
+        models: vec![ModelConfig::openai("gpt-4o-mini")],
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    let instances = vec![instance(&sim, jobs).await];
+    for i in 0..KEYS {
+        post(&http, &instances[0].url, "/admin/keys", json!({"id": format!("base-{i}"), "tenant": "acme"})).await;
+    }
+    let before = loaded(&instances);
+    let created = post(&http, &instances[0].url, "/admin/keys", json!({"id": "watched", "tenant": "acme"})).await;
+    let first = created["secret"].as_str().unwrap().to_owned();
+    until_everywhere(&http, &instances, &first, 200).await;
+    let rotated = post(&http, &instances[0].url, "/admin/keys/watched/rotate", json!({"grace_seconds": 0})).await;
+    let second = rotated["secret"].as_str().unwrap().to_owned();
+    until_everywhere(&http, &instances, &second, 200).await;
+    until_everywhere(&http, &instances, &first, 401).await;
+    post(&http, &instances[0].url, "/admin/keys/watched/revoke", json!({})).await;
+    until_everywhere(&http, &instances, &second, 401).await;
+    incremental(&instances, &before, 3, "a create, a rotate and a revoke");
+    let keys = &instances[0].state.current().runtime_keys;
+    assert_eq!(keys.count(), KEYS + 1);
+    assert!(keys.record("watched").unwrap().revoked_at.is_some());
     for instance in instances {
         instance.tasks.iter().for_each(tokio::task::JoinHandle::abort);
         instance.server.abort();

@@ -10,13 +10,14 @@
 //! since the version it holds, each at its latest, with that version, at one instant
 //! ([`JobStore::records_since`]), and patches them in; it reads every key only at start,
 //! when the tenants changed (keys resolve against them), or when the store cannot say what
-//! changed (the embedded store; a Redis reader further behind than the change log).
+//! changed (a reader further behind than the store's change log).
 //! Installs are serialized and never go back to an older version, so every instance ends
 //! with the store's keys and a revoke is never undone by an older change. Expiry and a
 //! rotated secret's grace are checked at lookup, against the wall clock.
 
 mod record;
 mod resolve;
+mod sharded;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ pub use record::{
     AUDIT_KIND, AUDIT_OWNER, AuditEntry, KEY_KIND, KEY_OWNER, KeyRecord, Role, SecretHash, TENANT_KIND, TenantRecord,
     hex, unhex,
 };
+pub use sharded::Sharded;
 
 use crate::state::{Caller, Gateway, TenantEntry};
 
@@ -50,19 +52,38 @@ pub struct Resolved {
     pub until_ms: Option<u64>,
 }
 
-/// The runtime keys: as stored, and resolved against the configuration in force.
+/// A stored key and its index among the runtime keys (its caller's queue lane).
+#[derive(Debug, Clone)]
+pub struct Indexed {
+    /// The key's index: its place in the last full load, or the next free one for a key
+    /// first seen in a change.
+    pub index: usize,
+    /// The key as stored.
+    pub record: Arc<KeyRecord>,
+}
+
+/// The runtime keys: as stored, and resolved against the configuration in force. Both maps
+/// are [`Sharded`], so a change copies only the shards it touches.
 #[derive(Debug, Default)]
 pub struct RuntimeKeys {
-    records: ArcSwap<Vec<KeyRecord>>,
-    resolved: ArcSwap<HashMap<[u8; 32], Resolved>>,
+    records: ArcSwap<Sharded<Arc<str>, Indexed>>,
+    resolved: ArcSwap<Sharded<[u8; 32], Arc<Resolved>>>,
     tenant_records: ArcSwap<Vec<TenantRecord>>,
     tenants: ArcSwap<HashMap<Arc<str>, TenantEntry>>,
-    /// Serializes installs, and holds the keys' and the tenants' versions in force: a
-    /// refresh that read an older version never replaces a newer one.
-    installing: parking_lot::Mutex<Versions>,
+    /// Serializes installs, and holds the keys' and the tenants' versions in force (a
+    /// refresh that read an older version never replaces a newer one) and the next free
+    /// key index.
+    installing: parking_lot::Mutex<InForce>,
     /// Key records read from the store, and how many of those reads were of every key.
     loaded: AtomicU64,
     full_loads: AtomicU64,
+}
+
+/// What the installs so far left: the versions read and the next free key index.
+#[derive(Debug, Default)]
+struct InForce {
+    versions: Versions,
+    next_index: usize,
 }
 
 /// The store versions the keys in force were read at.
@@ -80,21 +101,30 @@ impl RuntimeKeys {
     pub fn lookup(&self, sha256: &[u8; 32], now_ms: u64) -> Option<Resolved> {
         let map = self.resolved.load();
         let found = map.get(sha256)?;
-        found.until_ms.is_none_or(|until| now_ms < until).then(|| found.clone())
+        found.until_ms.is_none_or(|until| now_ms < until).then(|| Resolved::clone(found))
     }
 
-    /// The caller of the live client key `key_id` (an async job's key).
+    /// The caller of the live client key `key_id` (an async job's key): through its
+    /// record's secrets, without a scan.
     #[must_use]
     pub fn caller_by_id(&self, key_id: &str, now_ms: u64) -> Option<Caller> {
+        let record = self.record(key_id)?;
         let map = self.resolved.load();
-        let live = map.values().filter(|r| r.until_ms.is_none_or(|until| now_ms < until));
-        live.filter(|r| *r.key_id == *key_id).find_map(|r| r.caller.clone())
+        let resolved = record.secrets.iter().filter_map(|s| map.get(&unhex(&s.sha256)?));
+        let mut live = resolved.filter(|r| *r.key_id == *key_id && r.until_ms.is_none_or(|until| now_ms < until));
+        live.find_map(|r| r.caller.clone())
     }
 
-    /// The stored keys as last loaded.
+    /// The stored key `id` as last loaded.
     #[must_use]
-    pub fn records(&self) -> Arc<Vec<KeyRecord>> {
-        self.records.load_full()
+    pub fn record(&self, id: &str) -> Option<Arc<KeyRecord>> {
+        self.records.load().get(id).map(|k| Arc::clone(&k.record))
+    }
+
+    /// How many stored keys are loaded (revoked ones included).
+    #[must_use]
+    pub fn count(&self) -> usize {
+        self.records.load().len()
     }
 
     /// The runtime tenants, as keys resolve against them.
@@ -118,7 +148,7 @@ impl RuntimeKeys {
     /// The versions in force.
     #[must_use]
     pub fn versions(&self) -> Versions {
-        *self.installing.lock()
+        self.installing.lock().versions
     }
 
     /// Installs `stored` (the store's at `version`), resolved against `gateway`, unless a
@@ -127,13 +157,17 @@ impl RuntimeKeys {
         let mut in_force = self.installing.lock();
         self.loaded.fetch_add(stored.keys.len() as u64, Ordering::Relaxed);
         self.full_loads.fetch_add(1, Ordering::Relaxed);
-        if version.keys < in_force.keys || version.tenants < in_force.tenants {
+        if version.keys < in_force.versions.keys || version.tenants < in_force.versions.tenants {
             return;
         }
+        let count = stored.keys.len();
+        let records = stored.keys.into_iter().enumerate();
+        let records =
+            records.map(|(index, record)| (Arc::from(record.id.as_str()), Indexed { index, record: Arc::new(record) }));
         self.tenant_records.store(Arc::new(stored.tenants));
-        self.records.store(Arc::new(stored.keys));
+        self.records.store(Arc::new(records.collect()));
         self.resolve(gateway);
-        *in_force = version;
+        *in_force = InForce { versions: version, next_index: count };
     }
 
     /// Patches in `changed` (each key written after `since`, at its latest as of the keys'
@@ -144,27 +178,29 @@ impl RuntimeKeys {
         self.loaded.fetch_add(changed.len() as u64, Ordering::Relaxed);
         // Over any version from `since` on, the keys as of `version` are the keys written
         // since `since`, at their latest, over the rest.
-        if version <= in_force.keys || in_force.keys < since {
+        if version <= in_force.versions.keys || in_force.versions.keys < since {
             return;
         }
-        let mut records = Vec::clone(&self.records.load());
-        let mut resolved = HashMap::clone(&self.resolved.load());
+        let mut records = Sharded::clone(&self.records.load());
+        let mut resolved = Sharded::clone(&self.resolved.load());
         let tenants = self.tenants.load();
         for record in changed {
-            let at = records.iter().position(|r| r.id == record.id);
-            let index = at.unwrap_or(records.len());
-            if let Some(old) = at.and_then(|i| records.get(i)) {
-                resolve::forget(old, &mut resolved);
-            }
+            let index = match records.get(record.id.as_str()) {
+                Some(old) => {
+                    resolve::forget(&old.record, &mut resolved);
+                    old.index
+                }
+                None => {
+                    in_force.next_index += 1;
+                    in_force.next_index - 1
+                }
+            };
             resolve::one(&record, (gateway, &tenants), index, &mut resolved);
-            match records.get_mut(index) {
-                Some(slot) => *slot = record,
-                None => records.push(record),
-            }
+            records.insert(Arc::from(record.id.as_str()), Indexed { index, record: Arc::new(record) });
         }
         self.records.store(Arc::new(records));
         self.resolved.store(Arc::new(resolved));
-        in_force.keys = version;
+        in_force.versions.keys = version;
     }
 
     /// Resolves the loaded tenants and keys again against `gateway` (after a reload).
@@ -273,7 +309,8 @@ mod tests {
     fn a_secret_authenticates_until_its_expiry_or_grace_and_not_at_it() {
         let keys = RuntimeKeys::default();
         let (forever, expiring) = (sluice_config::hash_key("a"), sluice_config::hash_key("b"));
-        keys.resolved.store(Arc::new(HashMap::from([(forever, entry(None)), (expiring, entry(Some(5_000)))])));
+        let entries = [(forever, Arc::new(entry(None))), (expiring, Arc::new(entry(Some(5_000))))];
+        keys.resolved.store(Arc::new(entries.into_iter().collect()));
         assert!(keys.lookup(&forever, u64::MAX).is_some());
         assert!(keys.lookup(&expiring, 4_999).is_some());
         assert!(keys.lookup(&expiring, 5_000).is_none(), "expired at its instant");

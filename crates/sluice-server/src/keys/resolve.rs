@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sluice_quota::{ScopeKey, ScopeKind};
 
-use super::{KeyRecord, Resolved, Role, TenantRecord, unhex};
+use super::{Indexed, KeyRecord, Resolved, Role, Sharded, TenantRecord, unhex};
 use crate::state::{Caller, Gateway, TenantEntry};
 
 /// The runtime tenants, their scopes registered with their limits. One whose name the file
@@ -47,13 +47,13 @@ fn tenant(record: &TenantRecord, gateway: &Gateway, index: usize) -> Result<Tena
 /// Every live secret of `records`, by hash. A key whose tenant, team, class or limits the
 /// configuration no longer accepts is left out (and logged): it cannot authenticate.
 pub(super) fn all(
-    records: &[KeyRecord],
+    records: &Sharded<Arc<str>, Indexed>,
     gateway: &Gateway,
     tenants: &HashMap<Arc<str>, TenantEntry>,
-) -> HashMap<[u8; 32], Resolved> {
-    let mut map = HashMap::new();
-    for (i, record) in records.iter().enumerate() {
-        one(record, (gateway, tenants), i, &mut map);
+) -> Sharded<[u8; 32], Arc<Resolved>> {
+    let mut map = Sharded::default();
+    for key in records.values() {
+        one(&key.record, (gateway, tenants), key.index, &mut map);
     }
     map
 }
@@ -63,7 +63,7 @@ pub(super) fn one(
     record: &KeyRecord,
     (gateway, tenants): (&Gateway, &HashMap<Arc<str>, TenantEntry>),
     index: usize,
-    map: &mut HashMap<[u8; 32], Resolved>,
+    map: &mut Sharded<[u8; 32], Arc<Resolved>>,
 ) {
     if record.revoked_at.is_some() {
         return;
@@ -88,13 +88,13 @@ pub(super) fn one(
         let key_id = Arc::from(record.id.as_str());
         map.insert(
             hash,
-            Resolved { key_id, tenant: Arc::from(record.tenant.as_str()), caller: caller.clone(), until_ms },
+            Arc::new(Resolved { key_id, tenant: Arc::from(record.tenant.as_str()), caller: caller.clone(), until_ms }),
         );
     }
 }
 
 /// Removes the secrets of `record` from `map` (before its next version is added).
-pub(super) fn forget(record: &KeyRecord, map: &mut HashMap<[u8; 32], Resolved>) {
+pub(super) fn forget(record: &KeyRecord, map: &mut Sharded<[u8; 32], Arc<Resolved>>) {
     for hash in record.secrets.iter().filter_map(|s| unhex(&s.sha256)) {
         if map.get(&hash).is_some_and(|r| *r.key_id == *record.id) {
             map.remove(&hash);
