@@ -53,6 +53,16 @@ impl HttpClient {
         Self { inner }
     }
 
+    /// A client that opens a new connection for every request (none is kept idle), as a
+    /// client without keep-alive would.
+    #[must_use]
+    pub fn one_connection_per_request() -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let inner = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(0).build(connector);
+        Self { inner }
+    }
+
     /// Posts `body` as JSON to `uri` with an optional bearer token.
     ///
     /// # Errors

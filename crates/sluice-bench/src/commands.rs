@@ -7,13 +7,17 @@
 //! `bedrock` a
 //! TPM-bound Bedrock workload with and without the output weight ([`crate::bedrock`]);
 //! `deadlines` clients stating their deadlines against a saturated deployment
-//! ([`crate::deadlines`]).
+//! ([`crate::deadlines`]); `listener` what unauthenticated connections cost and whether
+//! clients are served beside them ([`crate::listener`]); `keys` runtime keys at scale on
+//! three instances sharing Redis ([`crate::keys`]).
 
 use crate::bedrock::BedrockArgs;
 use crate::bench::BenchArgs;
 use crate::chained::ChainedArgs;
 use crate::chaos::ChaosArgs;
 use crate::deadlines::DeadlinesArgs;
+use crate::keys::KeysArgs;
+use crate::listener::ListenerArgs;
 use crate::sizes::SizesArgs;
 use crate::soak::SoakArgs;
 use crate::windows::WindowsArgs;
@@ -56,6 +60,13 @@ pub enum Sub {
     /// saturated deployment: served within the deadline or refused at once, and the
     /// predicted waits against the actual ones.
     Deadlines(DeadlinesArgs),
+    /// Idle unauthenticated connections (HTTP/1.1, HTTP/2, a partial head) against one
+    /// `sluice serve` on its defaults: RSS per connection, and clients served while idle
+    /// HTTP/2 connections and partial prefaces are held open.
+    Listener(ListenerArgs),
+    /// 100,000 runtime keys created, rotated and revoked on three instances sharing Redis:
+    /// admin latency, how fast a revoke is seen everywhere, RSS per key, request latency.
+    Keys(KeysArgs),
 }
 
 /// Runs the chosen benchmark.
@@ -72,5 +83,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         Some(Sub::Responses(args)) => crate::chained::run(args).await,
         Some(Sub::Bedrock(args)) => crate::bedrock::run(args).await,
         Some(Sub::Deadlines(args)) => crate::deadlines::run(args).await,
+        Some(Sub::Listener(args)) => crate::listener::run(args).await,
+        Some(Sub::Keys(args)) => crate::keys::run(args).await,
     }
 }

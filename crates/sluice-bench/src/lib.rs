@@ -16,7 +16,8 @@
 //! ([`attempts`]); [`windows`] runs three workloads against providers enforcing short
 //! windows; [`sizes`] runs mixed request sizes with closed-loop clients on the gateway's
 //! defaults; [`deadlines`] runs clients stating their deadlines against a saturated
-//! deployment; [`commands`] is `sluice bench`'s command line.
+//! deployment; [`listener`] holds unauthenticated connections against one `sluice serve`
+//! and [`keys`] creates, rotates and revokes runtime keys at scale; [`commands`] is `sluice bench`'s command line.
 //!
 //! Everything binds 127.0.0.1, every load loop is bounded in count and time, and every
 //! server started is shut down before a command returns.
@@ -38,6 +39,8 @@ pub mod deploy;
 pub mod drive;
 pub mod fleet;
 pub mod harness;
+pub mod keys;
+pub mod listener;
 pub mod loadgen;
 pub mod mix;
 pub mod naive;
