@@ -278,6 +278,27 @@ async fn a_spent_money_budget_is_named_with_its_figures() {
     gate.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_money_budget_set_through_the_admin_api_binds_like_the_files() {
+    const ADMIN: &str = "sk-test-binding-admin";
+    let price = "price = { input = 0.0, output = 10000.0 }\n";
+    let head = format!("[admin]\nkey_sha256 = \"{}\"\n", sha(ADMIN));
+    let gate = gate(&policy("", "", &head, price)).await;
+    let put = |body: Value| {
+        let request = gate.http.put(format!("{}/admin/limits/tenant/acme", gate.url)).bearer_auth(ADMIN);
+        async move { request.json(&body).send().await.unwrap() }
+    };
+    let refused = put(json!({"budget": {"week": 1.5}})).await;
+    assert_eq!(refused.status(), 400);
+    let refused: Value = refused.json().await.unwrap();
+    assert!(refused["error"]["param"].as_str().unwrap().ends_with("week"), "{refused}");
+    let set = put(json!({"budget": {"day": 1.5}})).await;
+    assert_eq!(set.status(), 200, "{}", set.text().await.unwrap());
+    let refusal = gate.until_refused().await;
+    assert_named(&gate, &refusal, ["tenant", "acme", "budget", "money"], "1.50 per day, 1.00 spent, resets in ").await;
+    gate.shutdown().await;
+}
+
 /// A team allowing one request a second, and a class that waits up to 1.5 s: the first
 /// request passes, the next two wait; the clock moves 400 ms (not enough), and both waits
 /// run out. Both refusals name the team — also the one that waited behind the other and

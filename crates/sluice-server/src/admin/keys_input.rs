@@ -178,8 +178,9 @@ pub fn key_id(asked: Option<&str>, tenant: &str, namespaced: bool) -> Result<Str
 /// # Errors
 /// What is wrong, naming the limit.
 pub fn within_root(limits: &Map<String, Value>, root: &Map<String, Value>) -> Result<(), String> {
-    for (name, set) in root {
-        let (Some(set), asked) = (set.as_f64(), limits.get(name).and_then(Value::as_f64)) else { continue };
+    let asked = amounts(limits);
+    for (name, set) in amounts(root) {
+        let asked = asked.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
         if asked.is_none_or(|asked| asked > set) {
             return Err(format!(
                 "limits.{name} was set to {set} by the root admin: a tenant admin may lower it, not clear or raise it"
@@ -187,6 +188,20 @@ pub fn within_root(limits: &Map<String, Value>, root: &Map<String, Value>) -> Re
         }
     }
     Ok(())
+}
+
+/// Every amount of a limits object by its name, a table's as `budget.day`.
+fn amounts(limits: &Map<String, Value>) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    for (name, value) in limits {
+        match value {
+            Value::Object(table) => {
+                out.extend(table.iter().filter_map(|(inner, v)| Some((format!("{name}.{inner}"), v.as_f64()?))));
+            }
+            value => out.extend(value.as_f64().map(|v| (name.clone(), v))),
+        }
+    }
+    out
 }
 
 /// Whether `record` is a key the configuration in force can serve, at `now_s`.
@@ -280,5 +295,11 @@ mod tests {
         assert!(!ok(json!({"rpm": 101, "burst_seconds": 1.5})), "raised");
         assert!(!ok(json!({"rpm": 100, "burst_seconds": 2})), "a longer burst is looser");
         assert!(within_root(&Map::new(), &Map::new()).is_ok());
+        let root = json!({"budget": {"day": 5.0}});
+        let root = root.as_object().unwrap();
+        let ok = |limits: serde_json::Value| within_root(limits.as_object().unwrap(), root).is_ok();
+        assert!(ok(json!({"budget": {"day": 1, "month": 20}})));
+        assert!(!ok(json!({"budget": {"month": 20}})), "a root budget cleared");
+        assert!(!ok(json!({"budget": {"day": 5.5}})), "a root budget raised");
     }
 }

@@ -241,17 +241,41 @@ pub fn limits_of(map: &serde_json::Map<String, Value>) -> Result<sluice_quota::L
     sluice_config::parse_limits(ScopeKind::Tenant, "limits", &text).map_err(|e| (e.field, e.message))
 }
 
+/// The limits object as the file's TOML: numbers, and tables of numbers (`budget`:
+/// `{"day": 25.0, "month": 500}`); the vocabulary itself is checked by the config's parser.
 fn map_toml(map: &serde_json::Map<String, Value>) -> Result<String, (String, String)> {
     let mut text = String::new();
     for (name, value) in map {
         let field = format!("limits.{name}");
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
-            return Err((field, "unknown limit".into()));
-        }
-        let Value::Number(n) = value else { return Err((field, "must be a number".into())) };
-        text.push_str(&format!("{name} = {n}\n"));
+        let value = match value {
+            Value::Object(table) => {
+                let mut entries = Vec::with_capacity(table.len());
+                for (inner, value) in table {
+                    let field = format!("{field}.{inner}");
+                    entries.push(format!("{} = {}", toml_name(inner, &field)?, number(value, &field)?));
+                }
+                format!("{{ {} }}", entries.join(", "))
+            }
+            value => number(value, &field)?,
+        };
+        text.push_str(&format!("{} = {value}\n", toml_name(name, &field)?));
     }
     Ok(text)
+}
+
+/// `name` when it can be a limit's name (lowercase letters and `_`), else the refusal.
+fn toml_name<'a>(name: &'a str, field: &str) -> Result<&'a str, (String, String)> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+        return Err((field.to_owned(), "unknown limit".into()));
+    }
+    Ok(name)
+}
+
+fn number(value: &Value, field: &str) -> Result<String, (String, String)> {
+    match value {
+        Value::Number(n) => Ok(n.to_string()),
+        _ => Err((field.to_owned(), "must be a number".into())),
+    }
 }
 
 async fn ticket(State(state): State<AppState>, headers: HeaderMap) -> Response {
@@ -275,5 +299,10 @@ mod tests {
         assert_eq!(limits_toml(br#"{"r\npm = 1\ntpm": 5}"#).unwrap_err().0, "limits.r\npm = 1\ntpm");
         assert_eq!(limits_toml(b"[1]").unwrap_err().0, "limits");
         assert_eq!(limits_toml(b"{").unwrap_err().0, "limits");
+        let budget = limits_toml(br#"{"budget": {"day": 0.01, "month": 5}, "rpm": 60}"#).unwrap();
+        assert_eq!(budget, "budget = { day = 0.01, month = 5 }\nrpm = 60\n");
+        assert_eq!(limits_toml(br#"{"budget": {"day": "1"}}"#).unwrap_err().0, "limits.budget.day");
+        assert_eq!(limits_toml(br#"{"budget": {"d = 1, x": 1}}"#).unwrap_err().0, "limits.budget.d = 1, x");
+        assert_eq!(limits_toml(br#"{"budget": {"day": {"x": 1}}}"#).unwrap_err().0, "limits.budget.day");
     }
 }
