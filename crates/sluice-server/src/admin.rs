@@ -43,11 +43,12 @@ use sluice_config::Config;
 use crate::metrics::{BucketLabels, ScopeLabels};
 use crate::state::Gateway;
 
+pub use crate::limits_json::limits_of;
 pub use actor::Actor;
 pub use auth::AdminKey;
 pub use counters::{Sample, parse_samples};
 pub use inventory::{Entry, Inventory};
-pub use routes::{limits_of, router};
+pub use routes::router;
 pub use throttle::{LoginThrottle, peer};
 
 /// A traffic class, as the admin API names it.

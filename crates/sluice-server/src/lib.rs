@@ -29,6 +29,7 @@ pub mod idle;
 pub mod jobs;
 pub mod keys;
 mod labels;
+mod limits_json;
 mod metered;
 pub mod metrics;
 mod oplog;

@@ -102,8 +102,8 @@ impl hyper::body::Body for Wired {
 }
 
 /// A pooled client for all providers: a pool per thread that sends, so that a pooled
-/// connection's task runs where its requests do (one thread per core serving, see
-/// [`crate::per_core`]) and an answer wakes no other thread. A provider host with a CA
+/// connection's task runs where its requests do (the listener serves with one thread per
+/// core) and an answer wakes no other thread. A provider host with a CA
 /// file of its own has its own connector, and so its own pools.
 #[derive(Debug, Clone)]
 pub struct Upstream {

@@ -31,7 +31,7 @@ pub use record::{
     AUDIT_KIND, AUDIT_OWNER, AuditEntry, KEY_KIND, KEY_OWNER, KeyRecord, Role, SecretHash, TENANT_KIND, TenantRecord,
     hex, unhex,
 };
-pub use sharded::Sharded;
+use sharded::Sharded;
 
 use crate::state::{Caller, Gateway, TenantEntry};
 
@@ -54,12 +54,12 @@ pub struct Resolved {
 
 /// A stored key and its index among the runtime keys (its caller's queue lane).
 #[derive(Debug, Clone)]
-pub struct Indexed {
+struct Indexed {
     /// The key's index: its place in the last full load, or the next free one for a key
     /// first seen in a change.
-    pub index: usize,
+    index: usize,
     /// The key as stored.
-    pub record: Arc<KeyRecord>,
+    record: Arc<KeyRecord>,
 }
 
 /// The runtime keys: as stored, and resolved against the configuration in force. Both maps
@@ -191,8 +191,9 @@ impl RuntimeKeys {
                     old.index
                 }
                 None => {
+                    let index = in_force.next_index;
                     in_force.next_index += 1;
-                    in_force.next_index - 1
+                    index
                 }
             };
             resolve::one(&record, (gateway, &tenants), index, &mut resolved);

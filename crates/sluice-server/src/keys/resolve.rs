@@ -31,11 +31,11 @@ fn tenant(record: &TenantRecord, gateway: &Gateway, index: usize) -> Result<Tena
     }
     let weight = std::num::NonZeroU32::new(record.weight).ok_or("weight 0")?;
     let store = &gateway.store;
-    let limits = crate::admin::limits_of(&record.limits).map_err(|_| "its limits are not valid")?;
+    let limits = crate::limits_json::limits_of(&record.limits).map_err(|_| "its limits are not valid")?;
     let scope = store.register(ScopeKey::new(ScopeKind::Tenant, Arc::from(record.name.as_str())), limits);
     let mut teams = HashMap::new();
     for (name, limits) in &record.teams {
-        let limits = crate::admin::limits_of(limits).map_err(|_| "a team's limits are not valid")?;
+        let limits = crate::limits_json::limits_of(limits).map_err(|_| "a team's limits are not valid")?;
         let key = ScopeKey::new(ScopeKind::Team, format!("{}/{name}", record.name));
         let team = store.register(key, limits);
         store.keep_with(team, scope);
@@ -127,7 +127,7 @@ fn caller(
     let class_index = directory.classes.iter().position(|c| *c.name == *class_name);
     let class_index = class_index.or(record.class.is_none().then_some(0)).ok_or("its class is not configured")?;
     let class = directory.classes.get(class_index).ok_or("no class")?.clone();
-    let limits = crate::admin::limits_of(&record.limits).map_err(|_| "its limits are not valid")?;
+    let limits = crate::limits_json::limits_of(&record.limits).map_err(|_| "its limits are not valid")?;
     let key_id: Arc<str> = Arc::from(record.id.as_str());
     let key = gateway.store.register(ScopeKey::new(ScopeKind::ApiKey, Arc::clone(&key_id)), limits);
     gateway.store.keep_with(key, tenant.scope);

@@ -71,12 +71,6 @@ impl<K: Hash + Eq + Clone, V: Clone> Sharded<K, V> {
     pub fn len(&self) -> usize {
         self.shards.iter().map(|shard| shard.len()).sum()
     }
-
-    /// Whether it holds nothing.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.shards.iter().all(|shard| shard.is_empty())
-    }
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> FromIterator<(K, V)> for Sharded<K, V> {
