@@ -70,6 +70,13 @@ pub const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Longest silence between two pieces of a streamed answer before it counts as stalled.
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a stream whose client left is read on for the provider's final usage.
+pub const STREAM_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest `stream_drain_timeout` accepted: a drained stream holds its concurrency
+/// slot and an upstream connection.
+pub const MAX_STREAM_DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
 /// Consecutive failures that open a deployment's breaker.
 pub const BREAKER_FAILURES: u32 = 5;
 /// How long an open breaker holds a deployment back.

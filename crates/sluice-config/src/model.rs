@@ -179,6 +179,9 @@ pub struct Deployment {
     /// Longest silence between two pieces of a streamed answer (before the first one too):
     /// past it the stream ends with the protocol's error event.
     pub stream_idle_timeout: Duration,
+    /// How long a stream whose client left is still read from the provider, so that its
+    /// final usage settles the request (zero: closed at once, settled on what was counted).
+    pub stream_drain_timeout: Duration,
     /// Consecutive failures that open the breaker.
     pub breaker_failures: u32,
     /// How long an open breaker holds the deployment back (at least; provider hints win).

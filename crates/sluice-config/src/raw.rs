@@ -197,6 +197,7 @@ pub struct RawDeployment {
     pub output_counting: Option<Spanned<String>>,
     pub attempt_timeout: Option<Spanned<String>>,
     pub stream_idle_timeout: Option<Spanned<String>>,
+    pub stream_drain_timeout: Option<Spanned<String>>,
     pub breaker_failures: Option<Spanned<u64>>,
     pub breaker_cooldown: Option<Spanned<String>>,
     pub preset: Option<Spanned<String>>,

@@ -93,6 +93,19 @@ impl Validator<'_> {
         Ok(d)
     }
 
+    /// A deployment's `stream_drain_timeout`: a duration up to
+    /// [`defaults::MAX_STREAM_DRAIN_TIMEOUT`], where zero turns draining off.
+    pub(crate) fn drain_timeout(&self, field: &str, raw: &Option<Spanned<String>>) -> Result<Duration> {
+        let Some(s) = raw else { return Ok(defaults::STREAM_DRAIN_TIMEOUT) };
+        let d = humantime::parse_duration(s.get_ref()).map_err(|e| {
+            self.err(field, s.span(), format!("`{}` is not a duration like 0s or 30s: {e}", s.get_ref()))
+        })?;
+        if d > defaults::MAX_STREAM_DRAIN_TIMEOUT {
+            return Err(self.err(field, s.span(), "must be at most 10m"));
+        }
+        Ok(d)
+    }
+
     /// A scope's limits of `kind`: provider-facing scopes (deployments, accounts) default to
     /// the short [`defaults::PROVIDER_BURST`] and keep a send guard, caller scopes to the
     /// whole window ([`defaults::CALLER_BURST`]); `burst_seconds` overrides either.

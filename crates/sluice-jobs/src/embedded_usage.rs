@@ -1,8 +1,11 @@
 //! Usage rollups in the embedded store's `redb` file.
 //!
 //! ```text
-//! usage   (day, group)   -> 6 × u64 big-endian   (requests, input, cached, output, reasoning, cost)
+//! usage   (day, group)   -> 8 × u64 big-endian   (requests, input, cached, output, reasoning, cost,
+//!                                                   counted requests, estimated requests)
 //! ```
+//!
+//! A row written before the last two counters existed reads them as 0.
 
 use redb::{ReadableTable as _, TableDefinition};
 

@@ -52,7 +52,7 @@ impl UsageKey {
 /// A rollup row's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UsageCounts {
-    /// Requests settled with the provider's usage.
+    /// Requests the provider was sent and that were settled.
     pub requests: u64,
     /// Input tokens, cached ones included.
     pub input_tokens: u64,
@@ -64,15 +64,27 @@ pub struct UsageCounts {
     pub reasoning_tokens: u64,
     /// The cost in nano-units of the price tables' currency.
     pub cost_nanos: u64,
+    /// Of the requests, those whose output sluice counted itself: streams that ended
+    /// without the provider's final usage (the client left, the provider broke off).
+    #[serde(default)]
+    pub counted_requests: u64,
+    /// Of the requests, those whose figures are sluice's estimates: sent, and nothing
+    /// came back to count.
+    #[serde(default)]
+    pub estimated_requests: u64,
 }
+
+/// The number of counters in a row.
+pub const COUNTERS: usize = 8;
 
 impl UsageCounts {
     /// The counters' names, in [`values`](Self::values) order (Redis hash fields).
-    pub const NAMES: [&'static str; 6] = ["req", "in", "cached", "out", "reasoning", "cost"];
+    pub const NAMES: [&'static str; COUNTERS] =
+        ["req", "in", "cached", "out", "reasoning", "cost", "counted", "estimated"];
 
     /// The counters in [`NAMES`](Self::NAMES) order.
     #[must_use]
-    pub const fn values(&self) -> [u64; 6] {
+    pub const fn values(&self) -> [u64; COUNTERS] {
         [
             self.requests,
             self.input_tokens,
@@ -80,12 +92,14 @@ impl UsageCounts {
             self.output_tokens,
             self.reasoning_tokens,
             self.cost_nanos,
+            self.counted_requests,
+            self.estimated_requests,
         ]
     }
 
     /// The counters from [`values`](Self::values) order.
     #[must_use]
-    pub const fn from_values(v: [u64; 6]) -> Self {
+    pub const fn from_values(v: [u64; COUNTERS]) -> Self {
         Self {
             requests: v[0],
             input_tokens: v[1],
@@ -93,6 +107,8 @@ impl UsageCounts {
             output_tokens: v[3],
             reasoning_tokens: v[4],
             cost_nanos: v[5],
+            counted_requests: v[6],
+            estimated_requests: v[7],
         }
     }
 

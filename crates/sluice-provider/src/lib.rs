@@ -24,6 +24,7 @@
 //! tap forwards what it cannot parse unchanged.
 
 mod classify;
+mod delivered;
 mod error;
 mod estimate;
 mod hints;
@@ -38,6 +39,7 @@ mod usage;
 pub use classify::{
     ErrorClass, Phase, ProviderFlavor, TransportFailure, classify, classify_transport, classify_with_hints,
 };
+pub use delivered::DeliveredCount;
 pub use error::{EstimatorError, RequestError, RequestErrorCode};
 pub use estimate::{Estimator, MediaPricing, TokenizerKind, tokenizer_for_model};
 pub use hints::{

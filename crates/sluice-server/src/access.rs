@@ -56,6 +56,8 @@ struct Fields {
     ttft_ms: Option<u64>,
     tokens_estimated: u64,
     tokens_used: Option<u64>,
+    /// Where the settled figures came from: `reported`, `counted` or `estimated`.
+    usage_source: &'static str,
     retries: u32,
     /// The steps, for the trace (empty when traces are not exported).
     steps: Vec<Step>,
@@ -188,6 +190,12 @@ impl Line {
         }
     }
 
+    /// The settled figures came from `source` (`reported`, `counted`, `estimated`: the
+    /// last settlement's, after retries).
+    pub fn usage_source(&self, source: &'static str) {
+        self.fields.lock().usage_source = source;
+    }
+
     /// A reservation was settled with `input` and `output` tokens used.
     pub fn used(&self, input: u64, output: u64) {
         let tokens = input.saturating_add(output);
@@ -279,6 +287,7 @@ impl Drop for Line {
             ttft_ms = f.ttft_ms,
             tokens_estimated = f.tokens_estimated,
             tokens_used = f.tokens_used,
+            usage_source = f.usage_source,
             retries = f.retries,
             total_ms,
             "request"

@@ -214,18 +214,43 @@ impl Pipe {
         }
     }
 
-    /// The usage seen, in the upstream's terms, and (same protocol only) the content events.
+    /// The usage seen, in the upstream's terms.
     #[must_use]
-    pub fn usage(&self) -> (Option<sluice_provider::Usage>, Option<u64>) {
+    pub fn usage(&self) -> Option<sluice_provider::Usage> {
+        match self {
+            Self::Tap(tap) => tap.outcome().usage,
+            Self::ToOpenAi(t) => t.usage(),
+            Self::ToAnthropic(t) => t.usage(),
+            Self::Decoded(_, inner) => inner.usage(),
+            Self::ToResponses(t) => t.usage(),
+        }
+    }
+
+    /// The usage seen is the provider's final count (a translated stream: the upstream
+    /// reached its terminal event, which comes after its last usage).
+    #[must_use]
+    pub fn usage_final(&self) -> bool {
+        match self {
+            Self::Tap(tap) => tap.outcome().usage_final,
+            Self::ToOpenAi(t) => t.completed(),
+            Self::ToAnthropic(t) => t.completed(),
+            Self::Decoded(_, inner) => inner.usage_final(),
+            Self::ToResponses(t) => t.completed(),
+        }
+    }
+
+    /// The upstream reached its terminal event (or an error event): nothing more comes.
+    #[must_use]
+    pub fn ended(&self) -> bool {
         match self {
             Self::Tap(tap) => {
                 let outcome = tap.outcome();
-                (outcome.usage, Some(outcome.content_deltas))
+                outcome.completed || outcome.error_event
             }
-            Self::ToOpenAi(t) => (t.usage(), None),
-            Self::ToAnthropic(t) => (t.usage(), None),
-            Self::Decoded(_, inner) => inner.usage(),
-            Self::ToResponses(t) => (t.usage(), None),
+            Self::ToOpenAi(t) => t.completed(),
+            Self::ToAnthropic(t) => t.completed(),
+            Self::Decoded(_, inner) => inner.ended(),
+            Self::ToResponses(t) => t.completed(),
         }
     }
 }

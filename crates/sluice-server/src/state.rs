@@ -145,6 +145,8 @@ pub struct Route {
     pub attempt_timeout: Duration,
     /// Longest silence between two pieces of a stream.
     pub stream_idle_timeout: Duration,
+    /// How long a stream whose client left is read on for its final usage.
+    pub stream_drain_timeout: Duration,
     /// Consecutive-failure breaker.
     pub breaker: Breaker,
     /// Retries this deployment may still take.
@@ -159,7 +161,7 @@ pub struct Gateway {
     /// The quota store.
     pub store: Arc<dyn QuotaStore>,
     /// Input token estimation.
-    pub estimator: Estimator,
+    pub estimator: Arc<Estimator>,
     /// The upstream HTTP client.
     pub upstream: Upstream,
     /// Callers by SHA-256 of their key.
@@ -236,7 +238,7 @@ impl Gateway {
         clock: Arc<dyn Clock>,
         metrics: Arc<Metrics>,
     ) -> Result<Self, BuildError> {
-        let estimator = Estimator::new().map_err(|e| BuildError::Estimator(e.to_string()))?;
+        let estimator = Arc::new(Estimator::new().map_err(|e| BuildError::Estimator(e.to_string()))?);
         let deployments = routes(config, &store, &clock, &metrics)?;
         let profiles = config
             .models
@@ -373,6 +375,7 @@ fn routes(
                 adaptive: Arc::new(adaptive),
                 attempt_timeout: d.attempt_timeout,
                 stream_idle_timeout: d.stream_idle_timeout,
+                stream_drain_timeout: d.stream_drain_timeout,
                 breaker: Breaker::new(d.breaker_failures, d.breaker_cooldown),
                 retry_budget: RetryBudget::default(),
                 fair_slack,

@@ -68,6 +68,10 @@ pub struct FaultConfig {
     /// Chunks sent before a stream drop.
     #[serde(default = "default_stream_drop_after")]
     pub stream_drop_after_chunks: u32,
+    /// A dropped stream is cut after a random number of its content chunks (from none to
+    /// all of them, before its final events) instead of `stream_drop_after_chunks`.
+    #[serde(default)]
+    pub stream_drop_anywhere: bool,
     /// Bound of a stall, real milliseconds.
     #[serde(default = "default_stall_ms")]
     pub stall_ms: u64,
@@ -123,6 +127,7 @@ impl Default for FaultConfig {
             hang_ms: DEFAULT_HANG_MS,
             slow_headers_ms: DEFAULT_SLOW_HEADERS_MS,
             stream_drop_after_chunks: DEFAULT_STREAM_DROP_AFTER,
+            stream_drop_anywhere: false,
             stall_ms: DEFAULT_STALL_MS,
             stall_after_chunks: DEFAULT_STALL_AFTER,
             oversize_bytes: DEFAULT_OVERSIZE_BYTES,

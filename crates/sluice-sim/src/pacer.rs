@@ -67,12 +67,12 @@ struct Stream<R> {
 }
 
 /// A streaming body for an admitted request; a `stream_drop` fault cuts it after
-/// `stream_drop_after_chunks` content chunks by closing the connection mid-body; a `stall`
+/// the ticket's `drop_after` content chunks by closing the connection mid-body; a `stall`
 /// fault sends nothing after `stall_after_chunks` of them, for `stall_ms`, then cuts it.
 pub fn body<R: Render>(sim: Arc<Sim>, prepared: Prepared, ticket: Ticket, render: R) -> Body {
     let model = Arc::clone(&prepared.model);
     let faults = &model.faults;
-    let drop_after = (ticket.fault == Some(FaultKind::StreamDrop)).then_some(faults.stream_drop_after_chunks);
+    let drop_after = (ticket.fault == Some(FaultKind::StreamDrop)).then_some(ticket.drop_after);
     let stall = (ticket.fault == Some(FaultKind::Stall))
         .then_some((faults.stall_after_chunks, std::time::Duration::from_millis(faults.stall_ms)));
     let stream = Stream {

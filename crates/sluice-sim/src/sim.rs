@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use rand::SeedableRng;
 use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng};
 
 use crate::admission::{Cost, Dim, LimitKind, ModelLimiter, Rejection};
 use crate::clock::Clock;
@@ -66,6 +66,8 @@ pub struct Ticket {
     pub fault: Option<FaultKind>,
     /// Output tokens to generate.
     pub output: u64,
+    /// A `stream_drop` fault: the content chunks sent before the cut.
+    pub drop_after: u32,
     /// Delays to apply.
     pub delays: Delays,
     /// Rate-limit status after admission.
@@ -243,11 +245,17 @@ impl Sim {
         let fault = model.faults.draw(&mut inner.rng, ask.stream);
         let output = model.config.completion.draw(&mut inner.rng, ask.cap);
         let delays = model.latency.draw(&mut inner.rng);
+        let drop_after = if model.faults.stream_drop_anywhere {
+            let chunks = output.div_ceil(u64::from(model.latency.chunk_tokens.max(1)));
+            u32::try_from(inner.rng.random_range(0..=chunks)).unwrap_or(u32::MAX)
+        } else {
+            model.faults.stream_drop_after_chunks
+        };
         let snapshot = snapshot(&mut inner.limiter, now);
         drop(guard);
         let cost = ask.cost;
         self.stats.lock().on_admitted(name, self.real_second(), round(cost.tokens + cost.input + cost.output), fault);
-        Ok(Ticket { fault, output, delays, snapshot, reserved_output: round(cost.output), _slot: slot })
+        Ok(Ticket { fault, output, drop_after, delays, snapshot, reserved_output: round(cost.output), _slot: slot })
     }
 
     fn real_second(&self) -> u64 {

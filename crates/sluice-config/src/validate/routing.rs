@@ -155,6 +155,7 @@ impl Validator<'_> {
                 &d.stream_idle_timeout,
                 defaults::STREAM_IDLE_TIMEOUT,
             )?,
+            stream_drain_timeout: self.drain_timeout(&field("stream_drain_timeout"), &d.stream_drain_timeout)?,
             breaker_failures: match &d.breaker_failures {
                 None => defaults::BREAKER_FAILURES,
                 Some(n) => u32::try_from(*n.get_ref())

@@ -59,7 +59,7 @@ impl RedisJobStore {
                 else {
                     continue;
                 };
-                let mut values = [0; 6];
+                let mut values = [0; crate::usage::COUNTERS];
                 values[index] = value;
                 rows.entry(key).or_default().add(&UsageCounts::from_values(values));
             }

@@ -45,6 +45,7 @@ pub(super) fn event(text: &str, outcome: &mut StreamOutcome) {
                 && let Some(raw) = delta.usage
             {
                 raw.merge_anthropic(outcome.usage.get_or_insert_with(Default::default));
+                outcome.usage_final = true;
             }
         }
         Some("content_block_delta") => outcome.saw_content(),

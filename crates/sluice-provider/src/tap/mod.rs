@@ -31,6 +31,10 @@ pub struct StreamOutcome {
     /// `message_start.usage` (input and cache) updated by the last `message_delta.usage`
     /// (cumulative `output_tokens`). `None` if no usage was seen.
     pub usage: Option<Usage>,
+    /// The usage seen is the provider's final count: OpenAI chat's usage chunk, the
+    /// Responses API's final event, Anthropic's `message_delta` (not `message_start`'s
+    /// opening figures).
+    pub usage_final: bool,
     /// Saw `data: [DONE]` (OpenAI chat) / `response.completed` or `response.incomplete`
     /// (OpenAI Responses) / `message_stop` (Anthropic).
     pub completed: bool,

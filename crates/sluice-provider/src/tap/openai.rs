@@ -67,6 +67,7 @@ fn analyse_chunk(data: &str, outcome: &mut StreamOutcome) -> Chunk {
         && let Some(raw) = chunk.usage
     {
         outcome.usage = Some(raw.into_usage(Protocol::OpenAiChat));
+        outcome.usage_final = true;
         if chunk.choices.as_ref().is_some_and(Vec::is_empty) {
             kind = Chunk::UsageOnly;
         }

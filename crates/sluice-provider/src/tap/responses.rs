@@ -64,6 +64,7 @@ fn read_usage(data: &str, outcome: &mut StreamOutcome) -> Option<String> {
     let response = read_final(data)?;
     if let Some(raw) = response.usage {
         outcome.usage = Some(raw.into_usage(Protocol::OpenAiResponses));
+        outcome.usage_final = true;
     }
     response.id
 }

@@ -58,6 +58,7 @@ fn openai_stream_passes_through_and_reports_usage() {
         outcome,
         StreamOutcome {
             usage: Some(Usage { input_tokens: 19, output_tokens: 3, ..Usage::default() }),
+            usage_final: true,
             completed: true,
             error_event: false,
             content_deltas: 2,
@@ -146,6 +147,7 @@ fn anthropic_stream_usage_and_completion() {
                 cache_creation_input_tokens: 0,
                 reasoning_tokens: 0,
             }),
+            usage_final: true,
             completed: true,
             error_event: false,
             content_deltas: 2,
@@ -168,6 +170,7 @@ fn anthropic_error_event_mid_stream() {
     assert!(outcome.error_event);
     assert!(!outcome.completed);
     assert_eq!(outcome.usage, Some(Usage { input_tokens: 10, output_tokens: 1, ..Usage::default() }));
+    assert!(!outcome.usage_final, "message_start's figures are the opening ones, not the final count");
     assert_eq!(outcome.content_deltas, 1);
 }
 

@@ -19,7 +19,7 @@ use super::google;
 use super::outbound::{self, Sent};
 use super::relay::{self, pass_through};
 use super::routing::{self, Next, Plan, RetryLimits};
-use super::settle::{SettleGuard, Terms};
+use super::settle::{SettleGuard, Terms, UsageSource};
 use crate::access::Line;
 use crate::crossing::{Crossing, Pipe};
 use crate::error::{GatewayError, RateLimitInfo};
@@ -160,7 +160,8 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         Arc::clone(&route.queue),
         gateway.background.clone(),
     )
-    .reporting_to(Arc::clone(req.access));
+    .reporting_to(Arc::clone(req.access))
+    .counting_unanswered(terms.unanswered_usage());
     let body = crossing
         .request_body(request, &route.model, req.profile.default_max_tokens, force_usage)
         .and_then(|body| super::providers::wire_body(route, upstream_protocol, body));
@@ -207,7 +208,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         if let Some(decoder) = google::stream_decoder(route, &request.model, created) {
             pipe = Pipe::Decoded(Box::new(decoder), Box::new(pipe));
         }
-        let watch = relay::Watch::new(route, &gateway.streams);
+        let watch = relay::Watch::new(route, gateway, request.protocol);
         let wire = super::providers::wire_stream(route, response.headers(), &request.model);
         return Attempt::Done(relay::stream(response, guard, terms, (wire, pipe), watch));
     }
@@ -312,11 +313,14 @@ async fn buffered(
     let terms = call.terms;
     let upstream_protocol = call.crossing.upstream(terms.protocol);
     let usage = usage_from_response(upstream_protocol, &bytes);
-    let settlement = match usage {
-        Some(usage) => terms.settlement(usage),
-        None => terms.sent_unanswered(),
+    let (settlement, source) = match usage {
+        Some(usage) => (terms.settlement(usage), UsageSource::Reported),
+        None => {
+            terms.unanswered_usage().record();
+            (terms.sent_unanswered(), UsageSource::Estimated)
+        }
     };
-    guard.settle(settlement);
+    guard.settle_as(settlement, source);
     if let Some(memo) = &terms.memo {
         // Before the client has the id, so its continuation finds the record.
         memo.record_body(&bytes, usage.as_ref()).await;

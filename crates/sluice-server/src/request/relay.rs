@@ -1,11 +1,18 @@
 //! The provider's answer on its way to the client: [`pass_through`] keeps the head a
 //! client may read (status, content type, request id). Streams: passed through chunk by chunk (backpressure comes from the client's reads),
-//! watched by a tap for usage, settled when they end, break, or the client leaves.
+//! watched by a tap for usage and by a [`DeliveredCount`] for the output that passed,
+//! settled when they end, break, or the client leaves.
 //!
 //! A stream never hangs: a provider silent for the deployment's `stream_idle_timeout`
 //! (before the first piece too) and a stream still running when the shutdown grace is
 //! over both end with the protocol's explicit error event; neither is retried (bytes went
 //! to the client).
+//!
+//! A client that leaves mid-stream does not end the provider's answer at once: the rest is
+//! read (and dropped) for up to the deployment's `stream_drain_timeout`, so the provider's
+//! final usage settles the request rather than a count of what passed. Draining runs on
+//! the gateway's background tracker, which shutdown waits for, and stops at the shutdown
+//! cut.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,38 +23,62 @@ use axum::http::{HeaderMap, Response, StatusCode, header};
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
-use sluice_provider::{ConverseToAnthropicStream, Protocol};
+use sluice_provider::{ConverseToAnthropicStream, DeliveredCount, Protocol};
 use tokio::sync::watch;
+use tokio_util::task::TaskTracker;
 
-use super::settle::{SettleGuard, Terms};
+use super::settle::{SettleGuard, Streamed, Terms};
 use crate::crossing::Pipe;
 use crate::error::{self, Envelope};
-use crate::state::Route;
-use crate::streams::StreamCut;
+use crate::state::{Gateway, Route};
 
-/// What a stream is watched for: its deployment's silence bound and the shutdown cut.
+/// What a stream is watched for: its deployment's silence and drain bounds, the shutdown
+/// cut, and the output it delivers.
 pub struct Watch {
+    bounds: Bounds,
+    delivered: DeliveredCount,
+}
+
+/// A stream's time bounds and where its drain runs.
+struct Bounds {
     deployment: Arc<str>,
     idle: Duration,
+    drain: Duration,
     cut: watch::Receiver<bool>,
+    background: TaskTracker,
 }
 
 impl Watch {
-    /// The watch of a stream from `route`.
+    /// The watch of a `protocol` (the client's) stream from `route`.
     #[must_use]
-    pub fn new(route: &Route, cut: &StreamCut) -> Self {
-        Self { deployment: Arc::clone(&route.name), idle: route.stream_idle_timeout, cut: cut.subscribe() }
+    pub fn new(route: &Route, gateway: &Gateway, protocol: Protocol) -> Self {
+        let bounds = Bounds {
+            deployment: Arc::clone(&route.name),
+            idle: route.stream_idle_timeout,
+            drain: route.stream_drain_timeout,
+            cut: gateway.streams.subscribe(),
+            background: gateway.background.clone(),
+        };
+        Self { bounds, delivered: DeliveredCount::new(protocol, Arc::clone(&gateway.estimator), route.tokenizer) }
     }
 }
 
-struct Relay {
+/// A stream not yet settled: what it reads, how it is piped, what settles it.
+struct Flow {
     body: Incoming,
     /// Reads the provider's own stream framing into the pipe's (Bedrock's event stream).
     wire: Option<ConverseToAnthropicStream>,
     pipe: Pipe,
-    guard: Option<SettleGuard>,
+    guard: SettleGuard,
     terms: Terms,
-    watch: Watch,
+    /// The output that passed to the client (or, draining, was read).
+    delivered: DeliveredCount,
+}
+
+struct Relay {
+    /// Taken when the stream is settled, or handed to a drain when the client leaves.
+    flow: Option<Flow>,
+    bounds: Bounds,
 }
 
 /// Why a stream ends before its provider ended it.
@@ -71,7 +102,8 @@ pub fn stream(
     watch: Watch,
 ) -> Response<Body> {
     let (parts, body) = response.into_parts();
-    let relay = Relay { body, wire, pipe, guard: Some(guard), terms, watch };
+    let Watch { bounds, delivered } = watch;
+    let relay = Relay { flow: Some(Flow { body, wire, pipe, guard, terms, delivered }), bounds };
     let chunks = futures_util::stream::unfold(relay, next_chunk);
     let mut response = pass_through(parts.status, &parts.headers, Body::from_stream(chunks));
     response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/event-stream"));
@@ -96,24 +128,21 @@ pub fn pass_through(status: StatusCode, upstream: &HeaderMap, body: Body) -> Res
 }
 
 async fn next_chunk(mut relay: Relay) -> Option<(Result<Bytes, Infallible>, Relay)> {
-    relay.guard.as_ref()?;
     loop {
+        let flow = relay.flow.as_mut()?;
         let frame = tokio::select! {
             biased;
-            () = cut(&mut relay.watch.cut) => Err(End::ShuttingDown),
-            frame = tokio::time::timeout(relay.watch.idle, relay.body.frame()) => frame.map_err(|_| End::Stalled),
+            () = cut(&mut relay.bounds.cut) => Err(End::ShuttingDown),
+            frame = tokio::time::timeout(relay.bounds.idle, flow.body.frame()) => frame.map_err(|_| End::Stalled),
         };
         let end = match frame {
             Ok(Some(Ok(frame))) => {
                 let Ok(data) = frame.into_data() else { continue };
-                let data = match relay.wire.as_mut() {
-                    Some(wire) => wire.push(&data),
-                    None => data,
-                };
-                let out = relay.pipe.push(&data);
-                relay.remember().await;
+                let out = flow.push(&data);
+                flow.remember().await;
                 if !out.is_empty() {
-                    if let Some(line) = relay.guard.as_ref().and_then(SettleGuard::access) {
+                    flow.delivered.observe(&out);
+                    if let Some(line) = flow.guard.access() {
                         line.first_piece();
                     }
                     return Some((Ok(out), relay));
@@ -124,16 +153,12 @@ async fn next_chunk(mut relay: Relay) -> Option<(Result<Bytes, Infallible>, Rela
             Err(end) => end,
         };
         if end == End::Stalled {
-            let (deployment, idle) = (&relay.watch.deployment, relay.watch.idle);
+            let (deployment, idle) = (&relay.bounds.deployment, relay.bounds.idle);
             tracing::warn!(%deployment, ?idle, "provider stream stalled; ended with an error event");
         }
-        let mut tail = bytes::BytesMut::new();
-        if let Some(wire) = relay.wire.as_mut() {
-            tail.extend_from_slice(&relay.pipe.push(&wire.finish()));
-        }
-        tail.extend_from_slice(&relay.pipe.end(&interruption(relay.terms.protocol, end)));
-        let tail = tail.freeze();
-        relay.finish();
+        let mut flow = relay.flow.take()?;
+        let tail = flow.end(&interruption(flow.terms.protocol, end));
+        flow.settle();
         return (!tail.is_empty()).then_some((Ok(tail), relay));
     }
 }
@@ -145,30 +170,91 @@ async fn cut(rx: &mut watch::Receiver<bool>) {
     }
 }
 
-impl Relay {
+impl Flow {
+    /// Bytes for the client from an upstream chunk.
+    fn push(&mut self, data: &Bytes) -> Bytes {
+        match self.wire.as_mut() {
+            Some(wire) => {
+                let data = wire.push(data);
+                self.pipe.push(&data)
+            }
+            None => self.pipe.push(data),
+        }
+    }
+
+    /// The last bytes (counted as passed): what the wire and the pipe still hold, and
+    /// `interruption` when the provider's stream ended without its terminal event.
+    fn end(&mut self, interruption: &[u8]) -> Bytes {
+        let mut tail = bytes::BytesMut::new();
+        if let Some(wire) = self.wire.as_mut() {
+            tail.extend_from_slice(&self.pipe.push(&wire.finish()));
+        }
+        tail.extend_from_slice(&self.pipe.end(interruption));
+        let tail = tail.freeze();
+        self.delivered.observe(&tail);
+        tail
+    }
+
     /// Once a Responses stream's usage is in, remembers what it left behind, before the
     /// client has the final event (its continuation then finds the record).
     async fn remember(&mut self) {
-        let (Some(usage), Some(id)) = (self.pipe.usage().0, self.pipe.response_id()) else { return };
+        let (Some(usage), Some(id)) = (self.pipe.usage(), self.pipe.response_id()) else { return };
         let Some(memo) = self.terms.memo.take() else { return };
         memo.record(id, Some(&usage)).await;
     }
 
-    fn finish(&mut self) {
-        let Some(guard) = self.guard.take() else { return };
-        let settlement = match self.pipe.usage() {
-            (Some(usage), _) => self.terms.settlement(usage),
-            (None, Some(deltas)) => self.terms.partial(deltas),
-            (None, None) => self.terms.sent_unanswered(),
+    /// Settles on the provider's final usage, or on the output counted passing.
+    fn settle(self) {
+        let counted = self.delivered.tokens();
+        let seen = Streamed { usage: self.pipe.usage(), usage_final: self.pipe.usage_final(), counted };
+        let (settlement, source) = self.terms.streamed(seen);
+        self.guard.settle_as(settlement, source);
+    }
+
+    /// The client left: reads the rest of the provider's answer (dropping it) until it
+    /// ends, for at most `limit`, a silence of `idle`, or the shutdown `cut`; then settles.
+    /// What is read counts as output too: the provider generated it.
+    async fn drain(mut self, limit: Duration, idle: Duration, mut cut: watch::Receiver<bool>) {
+        let read = async {
+            while !self.pipe.ended() {
+                match tokio::time::timeout(idle, self.body.frame()).await {
+                    Ok(Some(Ok(frame))) => {
+                        if let Ok(data) = frame.into_data() {
+                            let out = self.push(&data);
+                            self.delivered.observe(&out);
+                            self.remember().await;
+                        }
+                    }
+                    Ok(Some(Err(_)) | None) | Err(_) => break,
+                }
+            }
         };
-        guard.settle(settlement);
+        tokio::select! {
+            biased;
+            () = self::cut(&mut cut) => {}
+            _ = tokio::time::timeout(limit, read) => {}
+        }
+        self.end(b"");
+        self.settle();
     }
 }
 
 impl Drop for Relay {
     fn drop(&mut self) {
-        // The client went away mid-stream: settle what the tap saw.
-        self.finish();
+        let Some(flow) = self.flow.take() else { return };
+        // The client went away mid-stream: drain the provider's answer for its usage, or
+        // settle on what passed.
+        let bounds = &self.bounds;
+        let shutting_down = *bounds.cut.borrow();
+        if bounds.drain.is_zero()
+            || shutting_down
+            || flow.pipe.ended()
+            || tokio::runtime::Handle::try_current().is_err()
+        {
+            flow.settle();
+            return;
+        }
+        bounds.background.spawn(flow.drain(bounds.drain, bounds.idle, bounds.cut.clone()));
     }
 }
 

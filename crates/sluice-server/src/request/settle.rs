@@ -47,13 +47,66 @@ pub struct Terms {
     pub usage: (Arc<UsageBook>, UsageTag),
 }
 
+/// Where a settled request's figures came from (the access log's `usage_source`, and the
+/// usage rollups' `counted_requests` / `estimated_requests`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageSource {
+    /// The provider's own usage.
+    Reported,
+    /// The output sluice counted passing (a stream that ended without its final usage);
+    /// input as far as the provider reported it, else the estimate.
+    Counted,
+    /// sluice's estimate: the provider was sent the request and nothing came back to count.
+    Estimated,
+}
+
+impl UsageSource {
+    /// The name logged.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Reported => "reported",
+            Self::Counted => "counted",
+            Self::Estimated => "estimated",
+        }
+    }
+}
+
+/// What a stream showed by the time it was settled.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Streamed {
+    /// The usage it carried, in the upstream's terms.
+    pub usage: Option<Usage>,
+    /// That usage is the provider's final count.
+    pub usage_final: bool,
+    /// Output tokens counted in what passed (see [`sluice_provider::DeliveredCount`]).
+    pub counted: u64,
+}
+
 impl Terms {
-    /// Settlement when the provider was called but its answer never arrived or carried no
-    /// usage: the estimate stands for input, the reservation for output.
+    /// Settlement when the provider was called but its answer never came or carried no
+    /// usage: the estimate stands for input, the reservation for output (the usage book
+    /// counts it through [`unanswered_usage`](Self::unanswered_usage)).
     #[must_use]
     pub fn sent_unanswered(&self) -> Settlement {
         let used = Cost::request(self.input, self.output).with_money(self.money);
         Settlement { used, upstream: used.with_output_weight(self.output_weight) }
+    }
+
+    /// What the usage book counts for a request settled with [`sent_unanswered`](Self::sent_unanswered):
+    /// the same figures, marked estimated.
+    #[must_use]
+    pub fn unanswered_usage(&self) -> Unanswered {
+        let counts = UsageCounts {
+            requests: 1,
+            input_tokens: self.input,
+            output_tokens: self.output,
+            cost_nanos: self.money.saturating_mul(1_000),
+            estimated_requests: 1,
+            ..UsageCounts::default()
+        };
+        let (book, tag) = &self.usage;
+        Unanswered { book: Arc::clone(book), tag: tag.clone(), counts }
     }
 
     /// Settlement from the provider's reported usage (which also teaches the route's
@@ -61,8 +114,31 @@ impl Terms {
     #[must_use]
     pub fn settlement(&self, usage: Usage) -> Settlement {
         self.adaptive.observe(&usage);
-        self.count(&usage);
-        let money = self.spend.as_ref().map_or(0, |(price, _)| crate::budgets::usage_micros(price, self.kind, &usage));
+        self.charge(&usage, UsageSource::Reported)
+    }
+
+    /// Settlement of a stream, however it ended: the provider's final usage when it came;
+    /// otherwise output at least what was counted passing (and at least what the provider
+    /// reported so far), input as reported so far or else the estimate. A cut stream
+    /// teaches the estimators nothing.
+    #[must_use]
+    pub fn streamed(&self, seen: Streamed) -> (Settlement, UsageSource) {
+        match seen.usage {
+            Some(usage) if seen.usage_final => (self.settlement(usage), UsageSource::Reported),
+            opening => {
+                let mut usage = opening.unwrap_or(Usage { input_tokens: self.input, ..Usage::default() });
+                usage.output_tokens = usage.output_tokens.max(seen.counted);
+                let source =
+                    if opening.is_none() && seen.counted == 0 { UsageSource::Estimated } else { UsageSource::Counted };
+                (self.charge(&usage, source), source)
+            }
+        }
+    }
+
+    /// The settlement of `usage`, counted in the spend counter and the usage book.
+    fn charge(&self, usage: &Usage, source: UsageSource) -> Settlement {
+        self.count(usage, source);
+        let money = self.spend.as_ref().map_or(0, |(price, _)| crate::budgets::usage_micros(price, self.kind, usage));
         let input = match self.kind {
             // Anthropic's input_tokens excludes cache reads, which do not count toward ITPM.
             ProviderKind::Anthropic => usage.input_tokens + usage.cache_creation_input_tokens,
@@ -76,8 +152,8 @@ impl Terms {
         Settlement { used, upstream: upstream.with_output_weight(self.output_weight) }
     }
 
-    /// Counts the provider's `usage` and its cost in the spend counter and the usage book.
-    fn count(&self, usage: &Usage) {
+    /// Counts `usage` and its cost in the spend counter and the usage book.
+    fn count(&self, usage: &Usage, source: UsageSource) {
         let cost = self.spend.as_ref().map_or(0.0, |(price, spent)| {
             let cost = crate::spend::cost(price, self.kind, usage);
             spent.inc_by(cost);
@@ -98,23 +174,27 @@ impl Terms {
             output_tokens: usage.output_tokens,
             reasoning_tokens: usage.reasoning_tokens,
             cost_nanos: crate::spend::nanos(cost),
+            counted_requests: u64::from(source == UsageSource::Counted),
+            estimated_requests: u64::from(source == UsageSource::Estimated),
         };
         let (book, tag) = &self.usage;
         book.record(tag, &counts);
     }
+}
 
-    /// Settlement of a stream that ended without usage, after `generated` content events.
-    #[must_use]
-    pub fn partial(&self, generated: u64) -> Settlement {
-        let generated = generated.min(self.output);
-        let money =
-            crate::budgets::micros(self.spend.as_ref().map(|(price, _)| price), self.kind, self.input, generated);
-        let used = Cost::request(self.input, generated).with_money(money);
-        let upstream = match self.output_counting {
-            OutputCounting::Reserved => Cost::request(self.input, self.output).with_money(money),
-            OutputCounting::Actual => used,
-        };
-        Settlement { used, upstream: upstream.with_output_weight(self.output_weight) }
+/// The usage a request settled on its guard's fallback counts (see
+/// [`Terms::unanswered_usage`]).
+#[derive(Debug)]
+pub struct Unanswered {
+    book: Arc<UsageBook>,
+    tag: UsageTag,
+    counts: UsageCounts,
+}
+
+impl Unanswered {
+    /// Counts it in the usage book.
+    pub fn record(self) {
+        self.book.record(&self.tag, &self.counts);
     }
 }
 
@@ -131,6 +211,11 @@ pub struct SettleGuard {
     /// The request's access-log line: told the tokens used, and written (when it is the
     /// last holder) once the guard goes, which for a stream is when the stream ends.
     access: Option<Arc<Line>>,
+    /// Counted in the usage book when the guard settles on its fallback (the request was
+    /// sent and its answer never came).
+    unanswered: Option<Unanswered>,
+    /// Where the settled figures came from, once known.
+    source: Option<UsageSource>,
 }
 
 impl SettleGuard {
@@ -147,7 +232,14 @@ impl SettleGuard {
         queue: Arc<DeploymentQueue>,
         background: TaskTracker,
     ) -> Self {
-        Self { store, id: Some(id), fallback, used, queue, background, access: None }
+        Self { store, id: Some(id), fallback, used, queue, background, access: None, unanswered: None, source: None }
+    }
+
+    /// Counts `usage` in the usage book if the guard settles on its fallback.
+    #[must_use]
+    pub fn counting_unanswered(mut self, usage: Unanswered) -> Self {
+        self.unanswered = Some(usage);
+        self
     }
 
     /// Reports the settled usage to the request's access-log `line`.
@@ -163,14 +255,28 @@ impl SettleGuard {
         self.access.as_deref()
     }
 
-    /// Settles now with `settlement`.
+    /// Settles now with `settlement` (its usage is counted by whoever computed it).
     pub fn settle(mut self, settlement: Settlement) {
         self.fallback = settlement;
+        self.unanswered = None;
         self.finish();
+    }
+
+    /// Settles now with `settlement`, whose figures came from `source`.
+    pub fn settle_as(mut self, settlement: Settlement, source: UsageSource) {
+        self.source = Some(source);
+        self.settle(settlement);
     }
 
     fn finish(&mut self) {
         let Some(id) = self.id.take() else { return };
+        if let Some(unanswered) = self.unanswered.take() {
+            unanswered.record();
+            self.source = Some(UsageSource::Estimated);
+        }
+        if let (Some(line), Some(source)) = (&self.access, self.source) {
+            line.usage_source(source.as_str());
+        }
         let store = Arc::clone(&self.store);
         let settlement = self.fallback;
         let used = settlement.used.input_tokens.saturating_add(settlement.used.output_tokens);

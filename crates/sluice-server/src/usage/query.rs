@@ -203,6 +203,9 @@ fn counts_json(counts: &UsageCounts, into: &mut Map<String, Value>) {
     // A JSON number for tools, and the exact decimal for books that must add up.
     into.insert("cost".into(), json!(counts.cost_nanos as f64 / 1e9));
     into.insert("cost_decimal".into(), decimal(counts.cost_nanos).into());
+    // Where the figures came from: the rest of the requests were the provider's reports.
+    into.insert("counted_requests".into(), counts.counted_requests.into());
+    into.insert("estimated_requests".into(), counts.estimated_requests.into());
 }
 
 /// The answer as JSON: the range (`to` exclusive), the grouping, each row and the total.
@@ -248,12 +251,15 @@ pub fn to_csv(rows: &[Row], query: &Query, currency: &str) -> String {
         "reasoning_tokens",
         "cost",
         "currency",
+        "counted_requests",
+        "estimated_requests",
     ]);
     line(&mut out, header.iter().map(|h| cell(h)));
     for (group, c) in rows {
         let numbers = [c.requests, c.input_tokens, c.cached_input_tokens, c.output_tokens, c.reasoning_tokens];
         let cells = group.iter().map(|v| cell(v)).chain(numbers.iter().map(u64::to_string));
-        line(&mut out, cells.chain([decimal(c.cost_nanos), cell(currency)]));
+        let sources = [c.counted_requests, c.estimated_requests].map(|n| n.to_string());
+        line(&mut out, cells.chain([decimal(c.cost_nanos), cell(currency)]).chain(sources));
     }
     out
 }

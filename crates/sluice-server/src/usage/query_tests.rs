@@ -129,10 +129,10 @@ fn csv_has_a_header_and_one_row_per_group_in_exact_decimals() {
     let q = parse(&params(&[("from", "2026-11-01"), ("to", "2026-11-02"), ("group_by", "tenant")]), d, true).unwrap();
     let csv = to_csv(&aggregate(rollups, &q).unwrap(), &q, "USD");
     assert!(csv.starts_with(
-        "\u{feff}tenant,requests,input_tokens,cached_input_tokens,output_tokens,reasoning_tokens,cost,currency\r\n"
+        "\u{feff}tenant,requests,input_tokens,cached_input_tokens,output_tokens,reasoning_tokens,cost,currency,counted_requests,estimated_requests\r\n"
     ));
-    let expected = "\"'=cmd|' /C calc'!A0,\"\"x\"\"\nnext\",1,5,0,1,0,1.500000001,USD\r\n";
+    let expected = "\"'=cmd|' /C calc'!A0,\"\"x\"\"\nnext\",1,5,0,1,0,1.500000001,USD,0,0\r\n";
     assert!(csv.contains(expected), "{csv:?}");
-    assert!(csv.ends_with("b,2,6,0,1,0,0.000000007,USD\r\n"), "{csv:?}");
+    assert!(csv.ends_with("b,2,6,0,1,0,0.000000007,USD,0,0\r\n"), "{csv:?}");
     assert_eq!(csv.matches("\r\n").count(), 3, "a header and two rows");
 }

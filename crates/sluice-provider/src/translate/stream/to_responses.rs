@@ -47,6 +47,12 @@ impl AnthropicToResponsesStream {
     pub fn usage(&self) -> Option<Usage> {
         self.chat.usage()
     }
+
+    /// Whether the upstream's `message_stop` arrived.
+    #[must_use]
+    pub fn completed(&self) -> bool {
+        self.chat.completed()
+    }
 }
 
 /// A function call being streamed.
