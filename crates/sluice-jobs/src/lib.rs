@@ -34,4 +34,4 @@ pub use job::{
 };
 pub use redis_store::{RedisJobConfig, RedisJobStore};
 pub use store::{JobFuture, JobStore, JobStoreError};
-pub use usage::{Day, Retention, UsageCounts, UsageKey};
+pub use usage::{Day, Retention, USAGE_BATCH_TTL, UsageCounts, UsageKey};

@@ -122,8 +122,10 @@ pub async fn flush(book: &UsageBook, store: &dyn JobStore, retention_days: u32) 
         return Ok(());
     }
     let keep = Retention { today: book.today(), days: retention_days };
-    match store.add_usage(rows(&taken), keep).await {
-        Ok(()) => Ok(()),
+    // Each write its own batch (a failed one's counts go back into the next).
+    let batch = format!("{:032x}", rand::Rng::random::<u128>(&mut rand::rng()));
+    match store.add_usage(&batch, rows(&taken), keep).await {
+        Ok(_) => Ok(()),
         Err(e) => {
             book.restore(taken);
             Err(e)
