@@ -16,7 +16,7 @@
 //! ```
 //!
 //! Documents (see [`crate::doc`]) live in three more tables, described in `embedded_docs`,
-//! and the daily usage rollups (see [`crate::usage`]) in one, described in `embedded_usage`;
+//! and the daily usage rollups (see [`crate::usage`]) in three, described in `embedded_usage`;
 //! the job tables and the changes that keep them in step are in `embedded_tables`.
 //!
 //! Time: the store's clock is the process's monotonic clock plus the high-water mark of
@@ -409,8 +409,14 @@ impl JobStore for EmbeddedJobStore {
         Box::pin(self.run(move |inner| inner.read(|txn| embedded_docs::since(txn, &kind, &owner, since))))
     }
 
-    fn add_usage(&self, rows: Vec<(UsageKey, UsageCounts)>, keep: Retention) -> JobFuture<'_, ()> {
-        Box::pin(self.run(move |inner| inner.write(|txn, _| embedded_usage::add(txn, &rows, keep))))
+    fn add_usage<'a>(
+        &'a self,
+        batch: &'a str,
+        rows: Vec<(UsageKey, UsageCounts)>,
+        keep: Retention,
+    ) -> JobFuture<'a, bool> {
+        let batch = batch.to_owned();
+        Box::pin(self.run(move |inner| inner.write(|txn, now| embedded_usage::add(txn, now, &batch, &rows, keep))))
     }
 
     fn usage_between(&self, first: Day, last: Day) -> JobFuture<'_, Vec<(UsageKey, UsageCounts)>> {

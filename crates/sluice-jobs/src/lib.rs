@@ -34,4 +34,4 @@ pub use job::{
 };
 pub use redis_store::{RedisJobConfig, RedisJobStore};
 pub use store::{JobFuture, JobStore, JobStoreError};
-pub use usage::{COUNTERS, Day, Retention, UsageCounts, UsageKey};
+pub use usage::{COUNTERS, Day, Retention, USAGE_BATCH_TTL, UsageCounts, UsageKey};

@@ -13,7 +13,8 @@
 //! {P:jobs}:idem:<n>:<tenant>:<key>  STRING  id submitted under that idempotency key (n = tenant length)
 //! ```
 //!
-//! Documents (see [`crate::doc`]) have keys of their own under the same tag (`docs`).
+//! Documents (see [`crate::doc`]) have keys of their own under the same tag (`docs`), and so
+//! have the usage rollups (`usage`).
 //!
 //! Completed and failed jobs (and their idempotency keys) expire after [`RETENTION`];
 //! dead-lettered jobs stay until an operator removes them.
@@ -57,6 +58,7 @@ struct Scripts {
     put_record: Script,
     swap_record: Script,
     records_since: Script,
+    add_usage: Script,
 }
 
 impl Scripts {
@@ -73,6 +75,7 @@ impl Scripts {
             put_record: build(include_str!("lua/put_record.lua")),
             swap_record: build(include_str!("lua/swap_record.lua")),
             records_since: build(include_str!("lua/records_since.lua")),
+            add_usage: build(include_str!("lua/add_usage.lua")),
         }
     }
 }
@@ -372,8 +375,13 @@ impl JobStore for RedisJobStore {
         Box::pin(self.changes(kind, owner, since))
     }
 
-    fn add_usage(&self, rows: Vec<(UsageKey, UsageCounts)>, keep: Retention) -> JobFuture<'_, ()> {
-        Box::pin(self.add_rollups(rows, keep))
+    fn add_usage<'a>(
+        &'a self,
+        batch: &'a str,
+        rows: Vec<(UsageKey, UsageCounts)>,
+        keep: Retention,
+    ) -> JobFuture<'a, bool> {
+        Box::pin(self.add_rollups(batch, rows, keep))
     }
 
     fn usage_between(&self, first: Day, last: Day) -> JobFuture<'_, Vec<(UsageKey, UsageCounts)>> {

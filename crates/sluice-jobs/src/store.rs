@@ -109,9 +109,18 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
         Box::pin(async move { Ok(Changes { version: self.doc_version(kind).await?, docs: None }) })
     }
 
-    /// Adds `rows` to their daily usage rollups (in one commit or one atomic pipeline) and
-    /// forgets the days `keep` no longer covers.
-    fn add_usage(&self, rows: Vec<(UsageKey, UsageCounts)>, keep: Retention) -> JobFuture<'_, ()>;
+    /// Adds `rows` to their daily usage rollups, as batch `batch`, at most once: in one
+    /// commit or one atomic script that first records the batch's id, and does nothing when
+    /// the id is already recorded (a retry of a write that was applied though its caller saw
+    /// an error). Ids are remembered for [`USAGE_BATCH_TTL`](crate::usage::USAGE_BATCH_TTL).
+    /// Forgets the days `keep` no longer covers. True when the rows were added now, false
+    /// when the batch had been applied before.
+    fn add_usage<'a>(
+        &'a self,
+        batch: &'a str,
+        rows: Vec<(UsageKey, UsageCounts)>,
+        keep: Retention,
+    ) -> JobFuture<'a, bool>;
 
     /// The usage rollups of the days from `first` to `last`, both included.
     fn usage_between(&self, first: Day, last: Day) -> JobFuture<'_, Vec<(UsageKey, UsageCounts)>>;

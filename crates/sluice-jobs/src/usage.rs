@@ -135,3 +135,10 @@ impl Retention {
         self.today.saturating_sub(self.days)
     }
 }
+
+/// How long a store remembers that a usage batch was applied (two days), so that a retry
+/// of it is recognised and not added again. A batch is retried every flush interval (at most
+/// a minute) until a write of it is acknowledged, so the window that matters runs from a
+/// write that landed unacknowledged to the retry that is acknowledged: about an interval
+/// when the store comes back, as long as the instance stays cut off from a store that is up.
+pub const USAGE_BATCH_TTL: std::time::Duration = std::time::Duration::from_secs(2 * DAY_SECS);

@@ -337,13 +337,13 @@ async fn usage_rollups_add_up_per_day_and_group(b: Backend) {
     let hostile = "a\",\"b|c\n=1";
     let rows =
         vec![(usage_key(30_000, "t", "k"), counts(1, 10, 5)), (usage_key(30_000, hostile, "k"), counts(2, 7, 1))];
-    s.add_usage(rows, keep).await.unwrap();
+    assert!(s.add_usage("first", rows, keep).await.unwrap());
     // A second instance adds to the same row; another day is its own row.
     let rows = vec![
         (usage_key(30_000, "t", "k"), counts(3, 5, 1_000_000_000_000)),
         (usage_key(29_999, "t", "k"), counts(1, 1, 1)),
     ];
-    s.add_usage(rows, keep).await.unwrap();
+    assert!(s.add_usage("second", rows, keep).await.unwrap());
     let mut got = s.usage_between(30_000, 30_000).await.unwrap();
     got.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(
@@ -364,10 +364,10 @@ async fn usage_rollups_add_up_per_day_and_group(b: Backend) {
 async fn usage_rollups_older_than_the_retention_are_pruned(b: Backend) {
     let s = &b.store;
     let old = vec![(usage_key(30_100, "t", "k"), counts(1, 1, 1)), (usage_key(30_105, "t", "k"), counts(1, 1, 1))];
-    s.add_usage(old, Retention { today: 30_105, days: 10 }).await.unwrap();
+    s.add_usage("old", old, Retention { today: 30_105, days: 10 }).await.unwrap();
     assert_eq!(s.usage_between(30_090, 30_120).await.unwrap().len(), 2);
     // Today moved on: day 100 is now past a 10-day retention, day 105 is not.
-    s.add_usage(vec![(usage_key(30_111, "t", "k"), counts(1, 1, 1))], Retention { today: 30_111, days: 10 })
+    s.add_usage("today", vec![(usage_key(30_111, "t", "k"), counts(1, 1, 1))], Retention { today: 30_111, days: 10 })
         .await
         .unwrap();
     let days = |rows: Vec<(UsageKey, UsageCounts)>| rows.into_iter().map(|(k, _)| k.day).collect::<Vec<_>>();
@@ -379,10 +379,38 @@ async fn usage_rollups_older_than_the_retention_are_pruned(b: Backend) {
         assert!(b.redis, "the embedded store keeps day 30_100: {kept:?}");
     }
     // A row already outside the retention is not written at all.
-    s.add_usage(vec![(usage_key(30_050, "t", "k"), counts(1, 1, 1))], Retention { today: 30_111, days: 10 })
+    s.add_usage("outside", vec![(usage_key(30_050, "t", "k"), counts(1, 1, 1))], Retention { today: 30_111, days: 10 })
         .await
         .unwrap();
     assert!(s.usage_between(30_050, 30_050).await.unwrap().is_empty());
+}
+
+/// A batch written again (its first write landed though the caller saw an error) counts
+/// once; another batch with the same rows counts too.
+async fn a_usage_batch_is_applied_once_however_often_it_is_written(b: Backend) {
+    let s = &b.store;
+    let keep = Retention { today: 30_000, days: 400 };
+    // Its own tenant: on a cluster this runs after other usage tests on the same store.
+    let rows =
+        vec![(usage_key(29_999, "once", "k"), counts(1, 3, 1)), (usage_key(30_000, "once", "k"), counts(2, 10, 5))];
+    let stored = || async {
+        let all = s.usage_between(29_999, 30_000).await.unwrap();
+        let mut mine: Vec<_> = all.into_iter().filter(|(k, _)| k.tenant == "once").collect();
+        mine.sort_by(|a, b| a.0.cmp(&b.0));
+        mine
+    };
+    assert!(s.add_usage("node-a-1", rows.clone(), keep).await.unwrap(), "a new batch is added");
+    for _ in 0..3 {
+        assert!(!s.add_usage("node-a-1", rows.clone(), keep).await.unwrap(), "a batch applied before is not");
+    }
+    assert_eq!(stored().await, rows, "the same batch applied four times counts once");
+    // Another batch (another flush, another instance) with the same rows adds them again.
+    assert!(s.add_usage("node-a-2", rows.clone(), keep).await.unwrap());
+    assert!(s.add_usage("node-b-1", rows[1..].to_vec(), keep).await.unwrap());
+    let got = stored().await;
+    let (older, today) = (got[0].1, got[1].1);
+    assert_eq!((older.requests, older.input_tokens, older.cost_nanos), (2, 6, 2));
+    assert_eq!((today.requests, today.input_tokens, today.cost_nanos), (6, 30, 15));
 }
 
 macro_rules! conformance {
@@ -413,6 +441,7 @@ conformance!(embedded:
     an_expired_lease_is_run_again_and_the_old_holder_cannot_record,
     usage_rollups_add_up_per_day_and_group,
     usage_rollups_older_than_the_retention_are_pruned,
+    a_usage_batch_is_applied_once_however_often_it_is_written,
 );
 conformance!(standalone:
     submission_is_idempotent_per_tenant,
@@ -429,6 +458,7 @@ conformance!(standalone:
     an_expired_lease_is_run_again_and_the_old_holder_cannot_record,
     usage_rollups_add_up_per_day_and_group,
     usage_rollups_older_than_the_retention_are_pruned,
+    a_usage_batch_is_applied_once_however_often_it_is_written,
 );
 
 conformance!(sentinel:
@@ -496,6 +526,12 @@ async fn cluster_runs_the_life_cycle_in_one_slot() {
     .await;
     usage_rollups_add_up_per_day_and_group(Backend { store: Arc::clone(&b.store), _keep: Box::new(()), redis: true })
         .await;
+    a_usage_batch_is_applied_once_however_often_it_is_written(Backend {
+        store: Arc::clone(&b.store),
+        _keep: Box::new(()),
+        redis: true,
+    })
+    .await;
     a_reader_gets_the_records_written_since_its_version(Backend {
         store: Arc::clone(&b.store),
         _keep: Box::new(()),
@@ -630,4 +666,29 @@ async fn embedded_documents_survive_reopen_and_retire_after_the_retention() {
     assert_eq!(s.get_doc(key("file", "acme", "f2")).await.unwrap(), Some(b"rewritten".to_vec()));
     let ids: Vec<String> = s.list_docs("file", "acme").await.unwrap().into_iter().map(|d| d.id).collect();
     assert_eq!(ids, ["f2"]);
+}
+
+/// Embedded only: a usage batch's id is remembered through a reopen and for
+/// `USAGE_BATCH_TTL` of store time, then forgotten (as Redis lets its marker expire).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_remembers_usage_batches_for_their_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.redb");
+    let clock = Arc::new(sluice_quota::FakeClock::default());
+    let keep = Retention { today: 30_000, days: 400 };
+    let rows = || vec![(usage_key(30_000, "t", "k"), counts(1, 1, 1))];
+    let s = EmbeddedJobStore::open(&path, clock.clone()).unwrap();
+    assert!(s.add_usage("a-1", rows(), keep).await.unwrap());
+    drop(s);
+    let s = EmbeddedJobStore::open(&path, clock.clone()).unwrap();
+    assert!(!s.add_usage("a-1", rows(), keep).await.unwrap(), "remembered through a reopen");
+    clock.advance(sluice_jobs::USAGE_BATCH_TTL - Duration::from_secs(60));
+    assert!(s.add_usage("a-2", rows(), keep).await.unwrap());
+    assert!(!s.add_usage("a-1", rows(), keep).await.unwrap(), "remembered within the ttl");
+    clock.advance(Duration::from_secs(120));
+    // The next write forgets a-1 (older than the ttl), not a-2.
+    assert!(s.add_usage("a-3", rows(), keep).await.unwrap());
+    assert!(!s.add_usage("a-2", rows(), keep).await.unwrap(), "a younger id is kept");
+    assert!(s.add_usage("a-1", rows(), keep).await.unwrap(), "forgotten after the ttl");
+    assert_eq!(s.usage_between(30_000, 30_000).await.unwrap()[0].1.requests, 4);
 }

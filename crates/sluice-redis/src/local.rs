@@ -155,6 +155,28 @@ impl LocalRedis {
         let _ = self.child.wait();
     }
 
+    /// Freezes the server (`SIGSTOP`), as a stalled host or a long pause would: connections
+    /// stay open and what clients send waits in the socket, to be run at [`thaw`](Self::thaw).
+    ///
+    /// # Errors
+    /// When the signal cannot be sent.
+    pub fn freeze(&self) -> std::io::Result<()> {
+        self.signal("-STOP")
+    }
+
+    /// Resumes a frozen server (`SIGCONT`).
+    ///
+    /// # Errors
+    /// When the signal cannot be sent.
+    pub fn thaw(&self) -> std::io::Result<()> {
+        self.signal("-CONT")
+    }
+
+    fn signal(&self, which: &str) -> std::io::Result<()> {
+        let status = Command::new("kill").arg(which).arg(self.child.id().to_string()).status()?;
+        if status.success() { Ok(()) } else { Err(std::io::Error::other(format!("kill {which} failed: {status}"))) }
+    }
+
     /// Starts a killed server again on the same port.
     ///
     /// # Errors

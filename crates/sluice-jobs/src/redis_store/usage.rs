@@ -1,17 +1,21 @@
 //! Usage rollups in Redis: one hash per day, under the store's hash tag.
 //!
 //! ```text
-//! {P:jobs}:usage:<day>   HASH   "<counter>|<group>" -> count   expires when the retention ends
+//! {P:jobs}:usage:<day>         HASH    "<counter>|<group>" -> count   expires when the retention ends
+//! {P:jobs}:usage-batch:<id>    STRING  "1": batch <id> was added      expires after USAGE_BATCH_TTL
 //! ```
 //!
-//! Instances add with `HINCRBY` (atomic, so several may add to one row), the lot of one
-//! flush in one `MULTI`; each day's hash expires `retention` days after the day ends.
+//! Instances add with `HINCRBY` (so several may add to one row), the lot of one flush in one
+//! script (`add_usage.lua`) that first sets the batch's marker with `SET NX EX` and adds
+//! nothing when it was already set: a batch written again (its first write landed though
+//! the caller timed out) counts once. Each day's hash expires `retention` days after the
+//! day ends.
 
 use std::collections::BTreeMap;
 
 use super::RedisJobStore;
 use crate::store::JobStoreError;
-use crate::usage::{DAY_SECS, Day, Retention, UsageCounts, UsageKey};
+use crate::usage::{DAY_SECS, Day, Retention, USAGE_BATCH_TTL, UsageCounts, UsageKey};
 
 impl RedisJobStore {
     fn usage_key(&self, day: Day) -> String {
@@ -20,28 +24,37 @@ impl RedisJobStore {
 
     pub(super) async fn add_rollups(
         &self,
+        batch: &str,
         rows: Vec<(UsageKey, UsageCounts)>,
         keep: Retention,
-    ) -> Result<(), JobStoreError> {
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        let mut days = Vec::new();
-        for (key, counts) in rows.iter().filter(|(k, _)| k.day >= keep.first_kept()) {
-            let (hash, group) = (self.usage_key(key.day), key.group());
-            for (name, value) in UsageCounts::NAMES.iter().zip(counts.values()) {
-                if value > 0 {
-                    pipe.cmd("HINCRBY").arg(&hash).arg(format!("{name}|{group}")).arg(value).ignore();
-                }
-            }
-            days.push(key.day);
-        }
+    ) -> Result<bool, JobStoreError> {
+        let rows: Vec<_> = rows.into_iter().filter(|(k, _)| k.day >= keep.first_kept()).collect();
+        let mut days: Vec<Day> = rows.iter().map(|(k, _)| k.day).collect();
         days.sort_unstable();
         days.dedup();
-        for day in days {
-            let until = u64::from(day).saturating_add(u64::from(keep.days)).saturating_add(1).saturating_mul(DAY_SECS);
-            pipe.cmd("EXPIREAT").arg(self.usage_key(day)).arg(until).ignore();
+        let mut invocation = self.scripts.add_usage.prepare_invoke();
+        invocation.key(self.key(&format!("usage-batch:{batch}")));
+        for day in &days {
+            invocation.key(self.usage_key(*day));
         }
-        self.query::<()>(pipe).await
+        invocation.arg(USAGE_BATCH_TTL.as_secs()).arg(UsageCounts::NAMES.len());
+        for name in UsageCounts::NAMES {
+            invocation.arg(name);
+        }
+        for day in &days {
+            let until = u64::from(*day).saturating_add(u64::from(keep.days)).saturating_add(1).saturating_mul(DAY_SECS);
+            invocation.arg(until);
+        }
+        for (key, counts) in &rows {
+            // 1-based, as the script's day hashes follow the marker in KEYS.
+            let index = days.binary_search(&key.day).unwrap_or_default() + 1;
+            invocation.arg(index).arg(key.group());
+            for value in counts.values() {
+                invocation.arg(value);
+            }
+        }
+        let added: i64 = self.call(invocation).await?;
+        Ok(added == 1)
     }
 
     pub(super) async fn rollups(&self, first: Day, last: Day) -> Result<Vec<(UsageKey, UsageCounts)>, JobStoreError> {
@@ -59,7 +72,7 @@ impl RedisJobStore {
                 else {
                     continue;
                 };
-                let mut values = [0; crate::usage::COUNTERS];
+                let mut values = UsageCounts::default().values();
                 values[index] = value;
                 rows.entry(key).or_default().add(&UsageCounts::from_values(values));
             }

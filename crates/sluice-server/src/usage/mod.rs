@@ -6,9 +6,13 @@
 //! Layout: [`book`] (the in-process counts and the flush), [`dates`] (UTC days and the
 //! query's timestamps), [`query`] (grouping, JSON and CSV for `GET /admin/usage`).
 //!
-//! Failure semantics: a flush that fails puts its counts back and is tried again at the
-//! next interval; a crash (or `kill -9`) loses what was counted since the last flush (at
-//! most one interval's usage); a graceful shutdown flushes. The pending counts are bounded
+//! Failure semantics: each flush is a batch with an id of its own (a random nonce of the
+//! process and a number), which the store applies at most once. A batch whose write fails
+//! is held aside as it was and written again, unchanged, first thing at the next interval
+//! (what is counted meanwhile waits in the pending counts): a write that timed out but
+//! landed is then not counted twice. A crash (or `kill -9`) loses what was counted since the
+//! last flush (at most one interval's usage, and a held batch); a graceful shutdown flushes,
+//! the held batch first. The pending counts and the held batch together are bounded
 //! ([`book::MAX_PENDING`] groups); beyond it a new group is dropped and counted in
 //! `sluice_usage_dropped_total`.
 
