@@ -263,7 +263,7 @@ impl Metrics {
         let tokens = [
             (
                 "sluice_tokens_reserved",
-                "Tokens reserved at admission (input estimate + output reservation)",
+                "Tokens reserved at admission (input estimate + output reservation) by requests that used any, counted when they settle",
                 &self.tokens_reserved,
             ),
             ("sluice_tokens_used", "Tokens the provider reported used", &self.tokens_used),
@@ -288,7 +288,7 @@ impl Metrics {
         registry.register("llm_requests", "Requests by provider, model and status returned", metrics.requests.clone());
         registry.register(
             "llm_tokens_reserved",
-            "Tokens reserved at admission (input estimate + output reservation)",
+            "Tokens reserved at admission (input estimate + output reservation) by requests that used any, counted when they settle",
             metrics.tokens_reserved.clone(),
         );
         registry.register(

@@ -5,7 +5,8 @@
 //! For every stream, the output tokens `/admin/usage` charges are at least the tokens the
 //! client received. A tenant with a money budget receives no more than the budget plus one
 //! request's reservation of answers. A stream whose client left is drained for the
-//! provider's own final count.
+//! provider's own final count. A request refused after admission reserves nothing in the
+//! reserved-vs-used counters.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
 
 mod common;
@@ -365,4 +366,33 @@ async fn a_stream_whose_client_left_is_drained_for_the_providers_own_count() {
         assert!(output >= 12 && output > got.tokens, "{client:?}: the provider's whole answer, {output} tokens");
         assert_eq!(row["counted_requests"], 0, "{client:?}: settled on the provider's own usage: {row}");
     }
+}
+
+fn counter(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_refused_after_admission_reserves_nothing_in_the_counters() {
+    let gate = gate(sim(0.0), "0s", "", "", 1).await;
+    let metrics =
+        || async { gate.http.get(format!("{}/metrics", gate.url)).send().await.unwrap().text().await.unwrap() };
+    let body = json!({"model": "oa", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]});
+    let answer = gate.http.post(format!("{}/v1/chat/completions", gate.url)).bearer_auth(key(0)).json(&body);
+    assert_eq!(answer.send().await.unwrap().status(), 200);
+    let before = metrics().await;
+    let (reserved, used) = (counter(&before, "llm_tokens_reserved_total"), counter(&before, "llm_tokens_used_total"));
+    assert!(reserved >= used && used > 0.0, "reserved {reserved}, used {used}");
+    // Admitted for the Anthropic deployment, then refused: logit_bias does not cross.
+    let body = json!({"model": "an", "max_tokens": 4000, "logit_bias": {"50256": -100},
+                      "messages": [{"role": "user", "content": "hi"}]});
+    let refused = gate.http.post(format!("{}/v1/chat/completions", gate.url)).bearer_auth(key(0)).json(&body);
+    assert_eq!(refused.send().await.unwrap().status(), 400);
+    let after = metrics().await;
+    assert_eq!(counter(&after, "llm_tokens_reserved_total"), reserved, "the refused request's 4,000 are not counted");
+    assert_eq!(counter(&after, "llm_tokens_used_total"), used);
 }

@@ -132,7 +132,6 @@ fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant, at: Nan
         metrics.shares.admitted(&route.name, &caller.tenant, split);
     }
     route.adaptive.on_admitted(quote.cost());
-    route.counters.reserved.inc_by(quote.input.saturating_add(quote.output));
     let terms = Terms {
         id: grant.id,
         protocol: req.request.protocol,

@@ -161,6 +161,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
         gateway.background.clone(),
     )
     .reporting_to(Arc::clone(req.access))
+    .reserving(route.counters.reserved.clone(), terms.input.saturating_add(terms.output))
     .counting_unanswered(terms.unanswered_usage());
     let body = crossing
         .request_body(request, &route.model, req.profile.default_max_tokens, force_usage)

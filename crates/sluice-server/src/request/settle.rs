@@ -216,6 +216,10 @@ pub struct SettleGuard {
     unanswered: Option<Unanswered>,
     /// Where the settled figures came from, once known.
     source: Option<UsageSource>,
+    /// `llm_tokens_reserved_total` and what admission reserved: counted when the
+    /// settlement used anything (the request reached the provider), so that reserved and
+    /// used compare like for like.
+    reserved: Option<(Counter, u64)>,
 }
 
 impl SettleGuard {
@@ -232,7 +236,25 @@ impl SettleGuard {
         queue: Arc<DeploymentQueue>,
         background: TaskTracker,
     ) -> Self {
-        Self { store, id: Some(id), fallback, used, queue, background, access: None, unanswered: None, source: None }
+        Self {
+            store,
+            id: Some(id),
+            fallback,
+            used,
+            queue,
+            background,
+            access: None,
+            unanswered: None,
+            source: None,
+            reserved: None,
+        }
+    }
+
+    /// Counts `tokens` reserved in `counter` when the settlement uses anything.
+    #[must_use]
+    pub fn reserving(mut self, counter: Counter, tokens: u64) -> Self {
+        self.reserved = Some((counter, tokens));
+        self
     }
 
     /// Counts `usage` in the usage book if the guard settles on its fallback.
@@ -281,6 +303,11 @@ impl SettleGuard {
         let settlement = self.fallback;
         let used = settlement.used.input_tokens.saturating_add(settlement.used.output_tokens);
         self.used.inc_by(used);
+        if let Some((reserved, tokens)) = self.reserved.take()
+            && used > 0
+        {
+            reserved.inc_by(tokens);
+        }
         if let Some(line) = &self.access {
             line.used(settlement.used.input_tokens, settlement.used.output_tokens);
         }
