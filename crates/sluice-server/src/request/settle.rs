@@ -3,6 +3,7 @@
 //! forgotten.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use prometheus_client::metrics::counter::Counter;
@@ -198,6 +199,14 @@ impl Unanswered {
     }
 }
 
+/// Tries of a settlement the store did not confirm. Settling is idempotent (a second
+/// settle of the same reservation changes nothing), so a try that timed out but was applied
+/// is harmless to repeat; the lease is the last resort.
+const SETTLE_TRIES: u32 = 5;
+
+/// The wait before the second try; doubled before each next one (4 waits: 3.75 s in all).
+const SETTLE_BACKOFF: Duration = Duration::from_millis(250);
+
 /// Owns a reservation until it is settled. Dropped unsettled (the client went away, the
 /// handler failed), it settles with the fallback figure it holds.
 #[derive(Debug)]
@@ -313,9 +322,7 @@ impl SettleGuard {
         }
         let queue = Arc::clone(&self.queue);
         let mut settling = Box::pin(async move {
-            if let Err(e) = store.settle(id, settlement).await {
-                tracing::warn!(error = %e, "settlement failed; the lease will expire instead");
-            }
+            settle_patiently(store.as_ref(), id, settlement).await;
             queue.capacity_returned();
         });
         // The memory store settles synchronously; a remote store's call goes on in a task
@@ -326,8 +333,126 @@ impl SettleGuard {
     }
 }
 
+/// Settles `id`, trying again with backoff while the store fails: a settlement lost to a
+/// store's stall would otherwise leave the reservation charged until its lease expires.
+async fn settle_patiently(store: &dyn QuotaStore, id: ReservationId, settlement: Settlement) {
+    let mut wait = SETTLE_BACKOFF;
+    for attempt in 1..=SETTLE_TRIES {
+        match store.settle(id, settlement).await {
+            Ok(()) => return,
+            Err(e) if attempt == SETTLE_TRIES => {
+                tracing::warn!(error = %e, tries = SETTLE_TRIES, "settlement failed; the lease will expire instead");
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, attempt, "settlement failed; trying again");
+                tokio::time::sleep(wait).await;
+                wait = wait.saturating_mul(2);
+            }
+        }
+    }
+}
+
 impl Drop for SettleGuard {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use sluice_quota::{
+        Demand, Dimension, Grant, Limits, MemoryStore, ReserveError, ScopeId, ScopeKey, ScopeKind, ScopeSnapshot,
+        StoreError, StoreFuture, SystemClock,
+    };
+
+    use super::*;
+
+    /// A memory store whose first `failing` settlements fail after being applied (a reply
+    /// lost to a stall).
+    #[derive(Debug)]
+    struct Stalling {
+        inner: MemoryStore,
+        failing: AtomicU32,
+        settles: AtomicU32,
+    }
+
+    impl QuotaStore for Stalling {
+        fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId {
+            self.inner.register(key, limits)
+        }
+        fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>> {
+            self.inner.admit(demand)
+        }
+        fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {
+            Box::pin(async move {
+                self.settles.fetch_add(1, Ordering::Relaxed);
+                self.inner.settle(id, settlement).await?;
+                let failing = self.failing.load(Ordering::Relaxed);
+                if failing > 0 {
+                    self.failing.store(failing - 1, Ordering::Relaxed);
+                    return Err(StoreError("timed out".into()));
+                }
+                Ok(())
+            })
+        }
+        fn pause(&self, scope: ScopeId, wait: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
+            self.inner.pause(scope, wait)
+        }
+        fn tighten(
+            &self,
+            scope: ScopeId,
+            dimension: Dimension,
+            remaining: u64,
+            reset: Option<Duration>,
+        ) -> StoreFuture<'_, Result<(), StoreError>> {
+            self.inner.tighten(scope, dimension, remaining, reset)
+        }
+        fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {
+            self.inner.snapshot(id)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settlement_the_store_did_not_confirm_is_tried_again_and_counts_once() {
+        let clock = Arc::new(SystemClock::new());
+        let store = Arc::new(Stalling {
+            inner: MemoryStore::new(clock.clone()),
+            failing: AtomicU32::new(3),
+            settles: AtomicU32::new(0),
+        });
+        let limits = Limits { concurrency: std::num::NonZeroU64::new(1), ..Limits::default() };
+        let scope = store.register(ScopeKey::new(ScopeKind::Deployment, "d"), limits);
+        let grant = store.reserve(&[scope], Cost::request(10, 10), Duration::from_secs(600)).await.unwrap();
+        let background = TaskTracker::new();
+        let queue = DeploymentQueue::new(store.clone(), clock);
+        let guard = SettleGuard::new(
+            store.clone(),
+            grant.id,
+            Settlement::default(),
+            Counter::default(),
+            queue,
+            background.clone(),
+        );
+        guard.settle(Settlement::default());
+        background.close();
+        background.wait().await;
+        assert_eq!(store.settles.load(Ordering::Relaxed), 4, "three failed tries, then one confirmed");
+        let snapshot = store.snapshot(scope).await.unwrap().unwrap();
+        assert_eq!(snapshot.in_flight.0, 0, "the slot came back once");
+        store.failing.store(SETTLE_TRIES, Ordering::Relaxed);
+        let grant = store.reserve(&[scope], Cost::request(10, 10), Duration::from_secs(600)).await.unwrap();
+        let queue = DeploymentQueue::new(store.clone(), Arc::new(SystemClock::new()));
+        let background = TaskTracker::new();
+        SettleGuard::new(store.clone(), grant.id, Settlement::default(), Counter::default(), queue, background.clone())
+            .settle(Settlement::default());
+        background.close();
+        background.wait().await;
+        assert_eq!(
+            store.settles.load(Ordering::Relaxed),
+            4 + SETTLE_TRIES,
+            "a store that never confirms gets five tries"
+        );
     }
 }
