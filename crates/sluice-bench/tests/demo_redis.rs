@@ -14,5 +14,5 @@ async fn three_instances_on_one_redis_meet_the_seed_000_criteria() {
     eprintln!("{}", report.table(&args.gateway_title(), 12));
 
     assert_eq!(report.scenario["store"], "redis");
-    common::assert_seed_000_criteria(&report, 90);
+    common::assert_seed_000_criteria(&report, 90, common::DISTRIBUTED);
 }

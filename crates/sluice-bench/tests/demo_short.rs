@@ -12,7 +12,7 @@ async fn gateway_side_keeps_the_provider_free_of_429s_and_busy() {
     let report = demo::scenario(&args).await.unwrap();
     eprintln!("{}", report.table(&args.gateway_title(), 12));
 
-    common::assert_seed_000_criteria(&report, 90);
+    common::assert_seed_000_criteria(&report, 90, common::SEED_000);
     let naive = report.naive.as_ref().expect("the naive side ran");
     assert!(naive.provider_429s > 0, "the naive workers never hit the provider's limit");
 }
