@@ -11,6 +11,7 @@
 //! {P:jobs}:seq           STRING submission counter
 //! {P:jobs}:job:<id>      HASH   the job: owner, request, state, attempts, lease token, result, error
 //! {P:jobs}:idem:<n>:<tenant>:<key>  STRING  id submitted under that idempotency key (n = tenant length)
+//! {P:jobs}:epoch         STRING the id of the data held, set once (see `JobStore::epoch`)
 //! ```
 //!
 //! Documents (see [`crate::doc`]) have keys of their own under the same tag (`docs`), and so
@@ -369,6 +370,10 @@ impl JobStore for RedisJobStore {
 
     fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64> {
         Box::pin(self.version(kind))
+    }
+
+    fn epoch(&self) -> JobFuture<'_, Option<String>> {
+        Box::pin(self.epoch())
     }
 
     fn records_since<'a>(&'a self, kind: &'a str, owner: &'a str, since: u64) -> JobFuture<'a, Changes> {

@@ -100,6 +100,15 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
     /// The version of `kind`'s records: 0 before the first [`put_record`](Self::put_record).
     fn doc_version<'a>(&'a self, kind: &'a str) -> JobFuture<'a, u64>;
 
+    /// The id of the data the store holds: set once when the store is first written, and
+    /// different after the store lost everything (a Redis restarted without persistence or
+    /// flushed), so that a reader can tell a fresh store from the one it read before and
+    /// read everything again rather than trust version counters that started over. `None`
+    /// for a store that cannot lose its data under a running instance (the embedded file).
+    fn epoch(&self) -> JobFuture<'_, Option<String>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
     /// The records of `kind` written after version `since` (as [`doc_version`](Self::doc_version)
     /// counts), each once with its body now, and the version they bring the reader to, read
     /// at one instant. `docs` is `None` when the store cannot tell which changed (it keeps

@@ -323,7 +323,13 @@ async fn ready(State(state): State<AppState>) -> Response {
         let why = "quota store unreachable: admission is refused (fail_closed) until it is back";
         return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
     }
-    "ready".into_response()
+    match state.current().runtime_keys.store_reset_at_ms() {
+        // Still ready: the keys were read again. The operator should know the store forgot.
+        Some(at) => {
+            format!("ready\njob store lost its data at unix ms {at}: runtime keys were read again").into_response()
+        }
+        None => "ready".into_response(),
+    }
 }
 
 /// Whether the quota store answers a read now (bounded by `[store] timeout`). Asked on

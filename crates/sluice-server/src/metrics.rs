@@ -189,6 +189,8 @@ pub struct Metrics {
     pub shares: crate::shares::ShareMetrics,
     /// `sluice_spend_total{tenant}`.
     pub spend: crate::spend::SpendMetrics,
+    /// `sluice_store_resets_total`: times the job store was found to have lost its data.
+    pub store_resets: Counter,
     /// `llm_retries_total{provider,model,error_type}`.
     pub retries: Family<Retry, Counter>,
     /// `llm_fallbacks_total{from_provider,to_provider,reason}`.
@@ -239,6 +241,7 @@ impl Default for Metrics {
             eta_error: Family::new_with_constructor(wait_histogram),
             shares: crate::shares::ShareMetrics::default(),
             spend: crate::spend::SpendMetrics::default(),
+            store_resets: Counter::default(),
             retries: Family::default(),
             fallbacks: Family::default(),
             upstream_failures: Family::default(),
@@ -344,6 +347,11 @@ impl Metrics {
         );
         metrics.shares.register(registry);
         metrics.spend.register(registry);
+        registry.register(
+            "sluice_store_resets",
+            "Times the job store was found to have lost its data (a new epoch): runtime keys were read again",
+            metrics.store_resets.clone(),
+        );
         metrics.jobs.register(registry);
         metrics.buckets.register(registry);
         metrics.budgets.register(registry);

@@ -108,8 +108,17 @@ fn incremental(instances: &[Instance], before: &[(u64, u64)], most: u64, what: &
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn key_changes_reach_three_gateways_one_key_at_a_time_and_in_order() {
+/// A real Redis, the simulated provider, and three gateways sharing the Redis as their job
+/// store.
+struct Fleet {
+    redis: LocalRedis,
+    sim: sluice_sim::SimHandle,
+    jobs: Arc<dyn JobStore>,
+    http: reqwest::Client,
+    instances: Vec<Instance>,
+}
+
+async fn fleet() -> Fleet {
     let redis = LocalRedis::start().expect("redis-server (scripts/test installs it)");
     let sim = sluice_sim::SimProvider::start(SimConfig {
         models: vec![ModelConfig::openai("gpt-4o-mini")],
@@ -128,6 +137,12 @@ async fn key_changes_reach_three_gateways_one_key_at_a_time_and_in_order() {
     for _ in 0..3 {
         instances.push(instance(&sim, Arc::clone(&jobs)).await);
     }
+    Fleet { redis, sim, jobs, http, instances }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_changes_reach_three_gateways_one_key_at_a_time_and_in_order() {
+    let Fleet { redis: _redis, sim, jobs, http, instances } = fleet().await;
     let mut last = String::new();
     for i in 0..KEYS {
         let created =
@@ -176,6 +191,55 @@ async fn key_changes_reach_three_gateways_one_key_at_a_time_and_in_order() {
         assert_eq!(keys.count(), KEYS + 1, "instance {i}");
     }
     incremental(&instances, &before, 4, "a rotate and a revoke");
+
+    for instance in instances {
+        instance.tasks.iter().for_each(tokio::task::JoinHandle::abort);
+        instance.server.abort();
+    }
+    sim.shutdown().await;
+}
+
+/// Redis restarted empty under three gateways (its key versions start over): a key made
+/// after it works on every gateway, a key revoked after it is refused on every gateway
+/// within a second, and each gateway reports that the store lost its data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_redis_restarts_empty_keys_made_and_revoked_since_hold_on_every_gateway() {
+    let Fleet { mut redis, sim, jobs, http, instances } = fleet().await;
+    for i in 0..KEYS {
+        post(&http, &instances[0].url, "/admin/keys", json!({"id": format!("old-{i}"), "tenant": "acme"})).await;
+    }
+    let old = post(&http, &instances[0].url, "/admin/keys", json!({"id": "old", "tenant": "acme"})).await;
+    let old = old["secret"].as_str().unwrap().to_owned();
+    until_everywhere(&http, &instances, &old, 200).await;
+
+    redis.restart().unwrap();
+    // The first call on a connection the restart cut may fail; the client reconnects.
+    let deadline = Deadline::after(Duration::from_secs(10));
+    let version = loop {
+        match jobs.doc_version("key").await {
+            Ok(version) => break version,
+            Err(e) => assert!(deadline.sleep(Duration::from_millis(50)).await, "the store never came back: {e}"),
+        }
+    };
+    assert_eq!(version, 0, "the store starts over");
+    let made = post(&http, &instances[1].url, "/admin/keys", json!({"id": "made", "tenant": "acme"})).await;
+    let made = made["secret"].as_str().unwrap().to_owned();
+    let doomed = post(&http, &instances[2].url, "/admin/keys", json!({"id": "doomed", "tenant": "acme"})).await;
+    let doomed = doomed["secret"].as_str().unwrap().to_owned();
+    until_everywhere(&http, &instances, &doomed, 200).await;
+    post(&http, &instances[0].url, "/admin/keys/doomed/revoke", json!({})).await;
+    let revoked_at = tokio::time::Instant::now();
+    until_everywhere(&http, &instances, &doomed, 401).await;
+    let took = revoked_at.elapsed();
+    assert!(took <= Duration::from_secs(1), "the revoke took {took:?} to reach every gateway");
+    until_everywhere(&http, &instances, &made, 200).await;
+    until_everywhere(&http, &instances, &old, 401).await;
+    for (i, instance) in instances.iter().enumerate() {
+        let ready = http.get(format!("{}/readyz", instance.url)).send().await.unwrap().text().await.unwrap();
+        assert!(ready.starts_with("ready\njob store lost its data"), "instance {i}: {ready}");
+        let metrics = http.get(format!("{}/metrics", instance.url)).send().await.unwrap().text().await.unwrap();
+        assert!(metrics.contains("sluice_store_resets_total 1"), "instance {i}");
+    }
 
     for instance in instances {
         instance.tasks.iter().for_each(tokio::task::JoinHandle::abort);

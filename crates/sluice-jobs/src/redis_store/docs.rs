@@ -80,6 +80,18 @@ impl RedisJobStore {
         Ok(u64::try_from(version).ok())
     }
 
+    /// The store's epoch: `{P:jobs}:epoch`, set to a random id by the first reader that
+    /// finds it missing (`SET NX`, then `GET`, in one transaction).
+    pub(super) async fn epoch(&self) -> Result<Option<String>, JobStoreError> {
+        let key = self.key("epoch");
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        pipe.cmd("SET").arg(&key).arg(format!("{:032x}", rand::random::<u128>())).arg("NX").ignore();
+        pipe.cmd("GET").arg(&key);
+        let (epoch,): (Option<String>,) = self.query(pipe).await?;
+        Ok(epoch)
+    }
+
     pub(super) async fn version(&self, kind: &str) -> Result<u64, JobStoreError> {
         let mut command = redis::cmd("GET");
         command.arg(self.key(&format!("version:{kind}")));

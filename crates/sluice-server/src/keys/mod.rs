@@ -77,6 +77,8 @@ pub struct RuntimeKeys {
     /// Key records read from the store, and how many of those reads were of every key.
     loaded: AtomicU64,
     full_loads: AtomicU64,
+    /// When (unix milliseconds) the store was last found to have lost its data; 0: never.
+    reset_at_ms: AtomicU64,
 }
 
 /// What the installs so far left: the versions read and the next free key index.
@@ -84,6 +86,8 @@ pub struct RuntimeKeys {
 struct InForce {
     versions: Versions,
     next_index: usize,
+    /// The store's epoch the keys in force were read under (see `JobStore::epoch`).
+    epoch: Option<String>,
 }
 
 /// The store versions the keys in force were read at.
@@ -151,14 +155,31 @@ impl RuntimeKeys {
         self.installing.lock().versions
     }
 
-    /// Installs `stored` (the store's at `version`), resolved against `gateway`, unless a
-    /// newer version is in force already.
-    pub fn install(&self, stored: Stored, version: Versions, gateway: &Gateway) {
+    /// Installs `stored` (the store's at `version`, under `epoch`), resolved against
+    /// `gateway`, unless a newer version is in force already. Under another epoch than the
+    /// keys in force (the store lost its data and started its versions over) it installs
+    /// whatever the version, and a key revoked in force stays revoked: a store that lost
+    /// or rolled back a revocation never makes the key valid again on this instance.
+    /// Returns whether the epoch changed.
+    pub fn install(&self, mut stored: Stored, version: Versions, epoch: Option<String>, gateway: &Gateway) -> bool {
         let mut in_force = self.installing.lock();
         self.loaded.fetch_add(stored.keys.len() as u64, Ordering::Relaxed);
         self.full_loads.fetch_add(1, Ordering::Relaxed);
-        if version.keys < in_force.versions.keys || version.tenants < in_force.versions.tenants {
-            return;
+        let reset = in_force.epoch.is_some() && epoch.is_some() && in_force.epoch != epoch;
+        if !reset && (version.keys < in_force.versions.keys || version.tenants < in_force.versions.tenants) {
+            return false;
+        }
+        if reset {
+            let revoked = self.records.load();
+            for record in &mut stored.keys {
+                if record.revoked_at.is_none()
+                    && let Some(old) = revoked.get(record.id.as_str())
+                    && old.record.revoked_at.is_some()
+                {
+                    record.revoked_at = old.record.revoked_at;
+                    record.secrets.clear();
+                }
+            }
         }
         let count = stored.keys.len();
         let records = stored.keys.into_iter().enumerate();
@@ -167,7 +188,20 @@ impl RuntimeKeys {
         self.tenant_records.store(Arc::new(stored.tenants));
         self.records.store(Arc::new(records.collect()));
         self.resolve(gateway);
-        *in_force = InForce { versions: version, next_index: count };
+        *in_force = InForce { versions: version, next_index: count, epoch: epoch.or(in_force.epoch.take()) };
+        reset
+    }
+
+    /// Whether `epoch` is another than the keys in force were read under.
+    fn epoch_changed(&self, epoch: Option<&str>) -> bool {
+        let in_force = self.installing.lock();
+        matches!((in_force.epoch.as_deref(), epoch), (Some(known), Some(now)) if known != now)
+    }
+
+    /// When the store was last found to have lost its data (unix milliseconds), if ever.
+    #[must_use]
+    pub fn store_reset_at_ms(&self) -> Option<u64> {
+        Some(self.reset_at_ms.load(Ordering::Relaxed)).filter(|at| *at > 0)
     }
 
     /// Patches in `changed` (each key written after `since`, at its latest as of the keys'
@@ -218,16 +252,20 @@ impl RuntimeKeys {
 }
 
 /// Brings the keys in `gateway` up to `store`: the keys changed since the version in force,
-/// or every key (and tenant) at `force`, when the tenants changed, or when the store cannot
-/// say which keys changed.
+/// or every key (and tenant) at `force`, when the tenants changed, when the store cannot
+/// say which keys changed, or when the store's epoch changed (it lost its data: its
+/// versions started over, so no version in force can be trusted; logged, counted in
+/// `sluice_store_resets_total` and shown by `/readyz`).
 ///
 /// # Errors
 /// When the store cannot answer; the keys in force stay.
 pub async fn refresh(store: &dyn JobStore, gateway: &Gateway, force: bool) -> Result<(), sluice_jobs::JobStoreError> {
     let keys = &gateway.runtime_keys;
+    let epoch = store.epoch().await?;
     let in_force = keys.versions();
     let tenants = store.doc_version(TENANT_KIND).await?;
-    if !force && tenants == in_force.tenants {
+    let epoch_changed = keys.epoch_changed(epoch.as_deref());
+    if !force && !epoch_changed && tenants == in_force.tenants {
         let changes = store.records_since(KEY_KIND, KEY_OWNER, in_force.keys).await?;
         if changes.version == in_force.keys {
             return Ok(());
@@ -240,7 +278,14 @@ pub async fn refresh(store: &dyn JobStore, gateway: &Gateway, force: bool) -> Re
     }
     let version = Versions { keys: store.doc_version(KEY_KIND).await?, tenants };
     let stored = Stored { keys: load(store, KEY_KIND).await?, tenants: load(store, TENANT_KIND).await? };
-    keys.install(stored, version, gateway);
+    if keys.install(stored, version, epoch, gateway) {
+        keys.reset_at_ms.store(gateway.clock.unix_millis().max(1), Ordering::Relaxed);
+        gateway.metrics.store_resets.inc();
+        tracing::error!(
+            "the job store lost its data (its epoch changed): runtime keys and tenants were read again, \
+             keys revoked here stay revoked; usage, audit and jobs it held are gone"
+        );
+    }
     Ok(())
 }
 
