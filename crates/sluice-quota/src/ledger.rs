@@ -253,18 +253,24 @@ impl Ledger {
         if money == 0 {
             return Ok(());
         }
+        // A budget held by reservations in flight answers only when none is spent for good:
+        // waiting for them to settle would be in vain.
+        let mut held = None;
         for scope in path.iter().filter_map(|id| self.scopes.get(id.0 as usize)) {
             for (limit, spent) in scope.limits.budgets.iter().zip(&scope.spent) {
                 let kind = match budget::check(limit, *spent, calendar.period(limit.period), money) {
                     Ok(()) => continue,
                     Err(Over::Never) => RejectionKind::NeverFits { cost: money, capacity: limit.amount.get() },
                     Err(Over::Until(wait)) => RejectionKind::RetryAfter(wait),
-                    Err(Over::Held) => RejectionKind::InFlight(IN_FLIGHT_RETRY),
+                    Err(Over::Held) => {
+                        held = held.or(Some(scope));
+                        continue;
+                    }
                 };
                 return Err(scope.rejection(LimiterName::Budget, kind));
             }
         }
-        Ok(())
+        held.map_or(Ok(()), |scope| Err(scope.rejection(LimiterName::Budget, RejectionKind::InFlight(IN_FLIGHT_RETRY))))
     }
 
     fn deployment_of(&self, path: &[ScopeId]) -> Option<ScopeId> {

@@ -188,3 +188,21 @@ fn holds_of_an_earlier_period_do_not_hold_the_next() {
     let refused = admit(&mut ledger, &[tenant], priced(600_000), MIDNIGHT, 0).unwrap_err();
     assert_eq!(refused.kind, RejectionKind::RetryAfter(Duration::from_secs(86_400)));
 }
+
+#[test]
+fn a_budget_spent_for_good_answers_before_one_only_held() {
+    let mut ledger = Ledger::new();
+    let tenant = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Tenant, "acme"), daily(1_000_000));
+    let team = ledger.register(Nanos(0), ScopeKey::new(ScopeKind::Team, "acme/search"), daily(600_000));
+    // The tenant is held by a reservation elsewhere; the team spent its day for good.
+    let _elsewhere = admit(&mut ledger, &[tenant], priced(900_000), T, 0).unwrap();
+    let id = admit(&mut ledger, &[team], priced(450_000), T, 0).unwrap();
+    ledger.settle(Nanos(0), id, Settlement::exact(priced(450_000)));
+    let refused = admit(&mut ledger, &[tenant, team], priced(200_000), T, 0).unwrap_err();
+    assert_eq!(refused.scope, ScopeKey::new(ScopeKind::Team, "acme/search"));
+    assert_eq!(refused.kind, RejectionKind::RetryAfter(Duration::from_secs(MIDNIGHT - T)));
+    // With room on the team, the tenant's hold answers.
+    let refused = admit(&mut ledger, &[tenant, team], priced(120_000), T, 0).unwrap_err();
+    assert_eq!(refused.scope, ScopeKey::new(ScopeKind::Tenant, "acme"));
+    assert_eq!(refused.kind, RejectionKind::InFlight(IN_FLIGHT_RETRY));
+}
