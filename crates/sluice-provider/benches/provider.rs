@@ -1,4 +1,5 @@
-//! Hot-path costs of the protocol layer: estimating a request and tapping a stream.
+//! Hot-path costs of the protocol layer: estimating a request, tapping a stream and
+//! counting what it delivered.
 //!
 //! Run with `cargo bench -p sluice-provider`.
 
@@ -6,7 +7,9 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
-use sluice_provider::{Estimator, MediaPricing, Protocol, StreamTap, TokenizerKind, parse_request, upstream_body};
+use sluice_provider::{
+    DeliveredCount, Estimator, MediaPricing, Protocol, StreamTap, TokenizerKind, parse_request, upstream_body,
+};
 
 const PROSE: &str = "The gateway decides before anything leaves the building whether a request may go now, \
 must wait, should be routed elsewhere, or must be refused. Limits are multi-dimensional: requests per \
@@ -128,5 +131,37 @@ fn bench_tap(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_estimate, bench_parse_rewrite, bench_tap);
+/// The output count a stream settles on when it ends without usage, per event the client
+/// was sent, beside the tap's push of the same event (what every stream pays already).
+fn bench_delivered(c: &mut Criterion) {
+    let estimator = std::sync::Arc::new(Estimator::new().unwrap());
+    let mut group = c.benchmark_group("delivered_count_observe");
+    let cases: [(&str, Protocol, &[u8]); 3] = [
+        ("openai_delta", Protocol::OpenAiChat, OPENAI_CHUNK),
+        ("openai_usage_chunk", Protocol::OpenAiChat, OPENAI_USAGE),
+        ("anthropic_delta", Protocol::AnthropicMessages, ANTHROPIC_DELTA),
+    ];
+    for (name, protocol, chunk) in cases {
+        group.throughput(Throughput::Bytes(chunk.len() as u64));
+        group.bench_function(name, |b| {
+            let mut count = DeliveredCount::new(protocol, std::sync::Arc::clone(&estimator), TokenizerKind::O200k);
+            b.iter(|| count.observe(black_box(chunk)));
+        });
+    }
+    // 300 deltas then the count read at the end (what a cut stream's settlement pays).
+    group.throughput(Throughput::Elements(300));
+    group.bench_function("openai_300_deltas_and_tokens", |b| {
+        b.iter(|| {
+            let mut count =
+                DeliveredCount::new(Protocol::OpenAiChat, std::sync::Arc::clone(&estimator), TokenizerKind::O200k);
+            for _ in 0..300 {
+                count.observe(black_box(OPENAI_CHUNK));
+            }
+            count.tokens()
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_estimate, bench_parse_rewrite, bench_tap, bench_delivered);
 criterion_main!(benches);

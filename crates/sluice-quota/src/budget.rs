@@ -90,13 +90,17 @@ impl Calendar {
     }
 }
 
-/// What a scope spent in one period (its start, [`Period::id`]).
+/// What a scope spent in one period (its start, [`Period::id`]), and how much of it is held
+/// by reservations still in flight (charged at what they reserved, not yet settled).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Spent {
-    /// The period the amount belongs to.
+    /// The period the amounts belong to.
     pub period: u64,
-    /// Micro-units spent in it.
+    /// Micro-units spent in it, reservations in flight counted at what they reserved.
     pub used: u64,
+    /// The part of `used` that reservations in flight hold: it comes back, in part or in
+    /// whole, when they settle below what they reserved. At most `used`.
+    pub held: u64,
 }
 
 impl Spent {
@@ -106,20 +110,34 @@ impl Spent {
         if self.period == period { self.used } else { 0 }
     }
 
-    /// This record after charging `amount` in `period` (a new period starts from zero).
+    /// What reservations in flight hold of the spend in `period`: nothing if the record is
+    /// of another one.
+    #[must_use]
+    pub fn held_in(self, period: u64) -> u64 {
+        if self.period == period { self.held.min(self.used) } else { 0 }
+    }
+
+    /// This record after a reservation of `amount` in `period`: spent and held both grow by
+    /// it (a new period starts from zero).
     #[must_use]
     pub fn charged(self, period: u64, amount: u64) -> Self {
-        Self { period, used: self.in_period(period).saturating_add(amount) }
+        Self {
+            period,
+            used: self.in_period(period).saturating_add(amount),
+            held: self.held_in(period).saturating_add(amount),
+        }
     }
 
     /// This record after a settlement of a reservation made in `period`: `reserved`
-    /// replaced by `used`. A reservation of a past period changes nothing.
+    /// replaced by `used` in the spend, and no longer held. A reservation of a past period
+    /// changes nothing.
     #[must_use]
     pub fn settled(self, period: u64, reserved: u64, used: u64) -> Self {
         if self.period != period {
             return self;
         }
-        Self { period, used: self.used.saturating_sub(reserved).saturating_add(used) }
+        let spent = self.used.saturating_sub(reserved).saturating_add(used);
+        Self { period, used: spent, held: self.held.saturating_sub(reserved).min(spent) }
     }
 }
 
@@ -130,18 +148,25 @@ pub enum Over {
     Never,
     /// Not in this period; the next starts after the wait.
     Until(Duration),
+    /// Not now, but what reservations in flight hold would take it: it may pass as soon as
+    /// they settle below what they reserved.
+    Held,
 }
 
 /// Whether `budget`, having `spent`, takes `amount` in `period`.
 ///
 /// # Errors
-/// [`Over`] when it does not.
+/// [`Over`] when it does not: [`Over::Held`] when the amount would fit without what
+/// reservations in flight hold, [`Over::Until`] the next period when it would not.
 pub fn check(budget: &Budget, spent: Spent, period: Period, amount: u64) -> Result<(), Over> {
-    if amount > budget.amount.get() {
+    let cap = budget.amount.get();
+    if amount > cap {
         return Err(Over::Never);
     }
-    if spent.in_period(period.id).saturating_add(amount) > budget.amount.get() {
-        return Err(Over::Until(period.reset));
+    let used = spent.in_period(period.id);
+    if used.saturating_add(amount) > cap {
+        let settled = used - spent.held_in(period.id);
+        return Err(if settled.saturating_add(amount) > cap { Over::Until(period.reset) } else { Over::Held });
     }
     Ok(())
 }
@@ -216,15 +241,49 @@ mod tests {
     fn a_budget_counts_per_period_and_never_fits_above_its_amount() {
         let budget = Budget { period: BudgetPeriod::Day, amount: NonZeroU64::new(100).unwrap() };
         let today = Period { id: 10, reset: Duration::from_secs(5) };
-        let spent = Spent::default().charged(10, 70);
+        // 70 reserved and settled at 70: spent, nothing held.
+        let spent = Spent::default().charged(10, 70).settled(10, 70, 70);
         assert_eq!(check(&budget, spent, today, 30), Ok(()));
         assert_eq!(check(&budget, spent, today, 31), Err(Over::Until(Duration::from_secs(5))));
         assert_eq!(check(&budget, spent, today, 101), Err(Over::Never));
         let tomorrow = Period { id: 20, reset: Duration::from_secs(86_400) };
         assert_eq!(check(&budget, spent, tomorrow, 100), Ok(()), "a new period starts from zero");
-        assert_eq!(spent.charged(20, 5), Spent { period: 20, used: 5 });
-        assert_eq!(spent.settled(10, 70, 90), Spent { period: 10, used: 90 });
-        assert_eq!(spent.settled(10, 70, 10), Spent { period: 10, used: 10 });
+        assert_eq!(spent.charged(20, 5), Spent { period: 20, used: 5, held: 5 });
+        assert_eq!(spent.settled(10, 70, 90), Spent { period: 10, used: 90, held: 0 });
+        assert_eq!(spent.settled(10, 70, 10), Spent { period: 10, used: 10, held: 0 });
         assert_eq!(spent.settled(9, 70, 0), spent, "a past period's settlement changes nothing");
+    }
+
+    #[test]
+    fn a_budget_held_by_reservations_in_flight_refuses_for_a_moment_not_a_period() {
+        let budget = Budget { period: BudgetPeriod::Day, amount: NonZeroU64::new(100).unwrap() };
+        let today = Period { id: 10, reset: Duration::from_secs(40_000) };
+        // 20 settled, then two reservations of 35 in flight: 90 spent, 70 of it held.
+        let settled = Spent::default().charged(10, 20).settled(10, 20, 20);
+        assert_eq!(settled, Spent { period: 10, used: 20, held: 0 });
+        let spent = settled.charged(10, 35).charged(10, 35);
+        assert_eq!(spent, Spent { period: 10, used: 90, held: 70 });
+        assert_eq!(check(&budget, spent, today, 10), Ok(()));
+        // 35 more fits once the holds settle (20 + 35 <= 100), not now.
+        assert_eq!(check(&budget, spent, today, 35), Err(Over::Held));
+        // 81 would not fit even then: the period's end.
+        assert_eq!(check(&budget, spent, today, 81), Err(Over::Until(today.reset)));
+        assert_eq!(check(&budget, spent, today, 80), Err(Over::Held));
+        // One settles at 5 of its 35: 60 spent, 35 held.
+        let one = spent.settled(10, 35, 5);
+        assert_eq!(one, Spent { period: 10, used: 60, held: 35 });
+        assert_eq!(check(&budget, one, today, 35), Ok(()));
+        // The other one's lease runs out: its money stays spent but is no longer held.
+        let both = one.settled(10, 35, 35);
+        assert_eq!(both, Spent { period: 10, used: 60, held: 0 });
+        assert_eq!(check(&budget, both, today, 41), Err(Over::Until(today.reset)));
+        // Another period's holds are not this one's.
+        let tomorrow = Period { id: 20, reset: Duration::from_secs(86_400) };
+        assert_eq!(spent.held_in(20), 0);
+        assert_eq!(spent.charged(20, 30), Spent { period: 20, used: 30, held: 30 });
+        assert_eq!(check(&budget, spent, tomorrow, 100), Ok(()));
+        // A record read from a store without holds holds nothing.
+        let old = Spent { period: 10, used: 90, held: 0 };
+        assert_eq!(check(&budget, old, today, 35), Err(Over::Until(today.reset)));
     }
 }

@@ -114,6 +114,10 @@ pub enum RejectionKind {
     RetryAfter(Duration),
     /// Every concurrency slot is taken; it may pass as soon as one is released.
     SlotsBusy,
+    /// A money budget would take it but for what reservations in flight hold of it: it may
+    /// pass as soon as they settle below what they reserved. The wait is a hint for a
+    /// retry ([`crate::IN_FLIGHT_RETRY`]), not the budget's next period.
+    InFlight(Duration),
     /// The cost exceeds what the limiter allows in a whole period.
     NeverFits {
         /// The amount the request needs.
@@ -128,7 +132,7 @@ impl Rejection {
     #[must_use]
     pub fn retry_after(&self) -> Option<Duration> {
         match self.kind {
-            RejectionKind::RetryAfter(d) => Some(d),
+            RejectionKind::RetryAfter(d) | RejectionKind::InFlight(d) => Some(d),
             RejectionKind::SlotsBusy | RejectionKind::NeverFits { .. } => None,
         }
     }

@@ -56,6 +56,12 @@ pub enum Settled {
 /// (a release on this instance wakes waiters at once; on another instance, within this).
 pub const HOLD_RETRY: Duration = Duration::from_millis(100);
 
+/// The retry hint of a refusal by a money budget that reservations in flight hold
+/// ([`RejectionKind::InFlight`]): they may settle below what they reserved at any moment
+/// (a settlement on this instance wakes its deployment's waiters at once; on another
+/// instance, or on another deployment, the next try comes within this).
+pub const IN_FLIGHT_RETRY: Duration = Duration::from_secs(1);
+
 /// A scope's live state, for headers, the admin API and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopeSnapshot {
@@ -71,15 +77,16 @@ pub struct ScopeSnapshot {
     pub budgets: Vec<BudgetSnapshot>,
 }
 
-/// One money budget's state: what was spent in the period it last counted.
+/// One money budget's state: what was spent in the period it last counted, and how much of
+/// it reservations in flight hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BudgetSnapshot {
     /// Day or month.
     pub period: BudgetPeriod,
     /// Its amount per period, micro-units.
     pub limit: u64,
-    /// What was spent, and in which period (compare with the current one: an older
-    /// period's figure means nothing is spent yet in this one).
+    /// What was spent and is held, and in which period (compare with the current one: an
+    /// older period's figure means nothing is spent yet in this one).
     pub spent: Spent,
 }
 
@@ -240,22 +247,30 @@ impl Ledger {
     }
 
     /// Refuses a cost no money budget on the path takes in its current period: at once,
-    /// whatever the rates say (a spent budget waits for the next period, not for capacity).
+    /// whatever the rates say (a spent budget waits for the next period, not for capacity;
+    /// one held by reservations in flight waits for them to settle).
     fn check_budgets(&self, path: &[ScopeId], money: u64, calendar: Calendar) -> Result<(), Rejection> {
         if money == 0 {
             return Ok(());
         }
+        // A budget held by reservations in flight answers only when none is spent for good:
+        // waiting for them to settle would be in vain.
+        let mut held = None;
         for scope in path.iter().filter_map(|id| self.scopes.get(id.0 as usize)) {
             for (limit, spent) in scope.limits.budgets.iter().zip(&scope.spent) {
                 let kind = match budget::check(limit, *spent, calendar.period(limit.period), money) {
                     Ok(()) => continue,
                     Err(Over::Never) => RejectionKind::NeverFits { cost: money, capacity: limit.amount.get() },
                     Err(Over::Until(wait)) => RejectionKind::RetryAfter(wait),
+                    Err(Over::Held) => {
+                        held = held.or(Some(scope));
+                        continue;
+                    }
                 };
                 return Err(scope.rejection(LimiterName::Budget, kind));
             }
         }
-        Ok(())
+        held.map_or(Ok(()), |scope| Err(scope.rejection(LimiterName::Budget, RejectionKind::InFlight(IN_FLIGHT_RETRY))))
     }
 
     fn deployment_of(&self, path: &[ScopeId]) -> Option<ScopeId> {
@@ -581,7 +596,8 @@ impl ScopeState {
         }
     }
 
-    /// Charges `money` to every budget in its current period (a new period starts from 0).
+    /// Charges a reservation of `money` to every budget in its current period, spent and held
+    /// (a new period starts from 0).
     fn charge(&mut self, calendar: Calendar, money: u64) {
         if money == 0 {
             return;

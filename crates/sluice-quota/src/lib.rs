@@ -79,7 +79,7 @@ pub use bucket::{Claimer, Share};
 pub use budget::{Budget, BudgetPeriod, Calendar, Period, Spent};
 pub use clock::{Clock, FakeClock, Nanos, SystemClock};
 pub use decision::{Demand, FairShare, Grant, Outcome, Rejection, RejectionKind};
-pub use ledger::{BudgetSnapshot, HOLD_RETRY, Ledger, RateSnapshot, ScopeSnapshot, Settled};
+pub use ledger::{BudgetSnapshot, HOLD_RETRY, IN_FLIGHT_RETRY, Ledger, RateSnapshot, ScopeSnapshot, Settled};
 pub use limit::{Cost, Dimension, LimiterName, Limits, RateLimit, Settlement};
 pub use memory::MemoryStore;
 pub use scope::{ReservationId, ScopeId, ScopeKey, ScopeKind};

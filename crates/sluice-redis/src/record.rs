@@ -124,8 +124,10 @@ pub fn scope_id(key: &ScopeKey) -> String {
 }
 
 /// The field of a scope's money budgets in its group's state hash: `<sid>$b`, a
-/// MessagePack array {day's period, spent that day, month's period, spent that month}
-/// (periods as their start, Unix seconds; amounts in micro-units).
+/// MessagePack array {day's period, spent that day, month's period, spent that month,
+/// held that day, held that month} (periods as their start, Unix seconds; amounts in
+/// micro-units; held: the part of the spend that reservations in flight hold). A field
+/// written before holds were kept has the first four: it holds nothing.
 #[must_use]
 pub fn budget_field(sid: &str) -> String {
     format!("{sid}$b")
@@ -188,8 +190,9 @@ pub fn budget_reserve<S: Borrow<ScopeSpec>>(
 
 /// The budgets' part of a settlement of `reserved` money by what was `used` (the caller's
 /// scopes) and counted `upstream` (deployment scopes), charged in `calendar`'s periods: one
-/// flat array with per budget that moves its field, slot, the period it was charged to and
-/// the amount to add (negative: give back). A past period is left alone by the script.
+/// flat array with per budget that moves its field, slot, the period it was charged to,
+/// the amount to add to the spend (negative: give back) and the amount no longer held
+/// (the reservation). A past period is left alone by the script.
 #[must_use]
 pub fn budget_settle<S: Borrow<ScopeSpec>>(
     reserved: u64,
@@ -202,17 +205,18 @@ pub fn budget_settle<S: Borrow<ScopeSpec>>(
     for scope in scopes.iter().map(Borrow::borrow) {
         let used = if scope.deployment { upstream.money } else { used.money };
         let delta = i64::try_from(used).unwrap_or(i64::MAX).saturating_sub(i64::try_from(reserved).unwrap_or(i64::MAX));
-        if delta != 0 {
+        if delta != 0 || reserved > 0 {
             entries.extend(scope.budgets.iter().map(|b| (budget_field(&scope.sid), b.period, delta)));
         }
     }
-    let mut out = Vec::with_capacity(8 + entries.len() * 32);
-    push_array(&mut out, 4 * entries.len());
+    let mut out = Vec::with_capacity(8 + entries.len() * 40);
+    push_array(&mut out, 5 * entries.len());
     for (field, period, delta) in entries {
         push_str(&mut out, &field);
         push_uint(&mut out, budget_slot(period));
         push_uint(&mut out, calendar.period(period).id);
         push_sint(&mut out, delta);
+        push_uint(&mut out, reserved);
     }
     out
 }
@@ -450,23 +454,29 @@ pub fn settle_spec<S: Borrow<ScopeSpec>>(reserved: Cost, used: Cost, upstream: C
     SettleSpec { sids, spec }
 }
 
-/// The lease-set member of reservation `id` of `cost` on `scopes`: an array of the id, the
-/// fields of the scopes expiry touches and the settlement it applies (the caller's scopes
-/// keep request and input but get output back; deployment scopes keep everything, the
-/// provider counted it). The member is the record: expiry needs nothing else.
+/// The lease-set member of reservation `id` of `cost` on `scopes`, charged to `calendar`'s
+/// periods: an array of the id, the fields of the scopes expiry touches and the settlement
+/// it applies (the caller's scopes keep request and input but get output back; deployment
+/// scopes keep everything, the provider counted it), then, when it reserved money on a
+/// budget, that budgets' settlement ([`budget_settle`]: its money stays spent but is no
+/// longer held). The member is the record: expiry needs nothing else.
 #[must_use]
-pub fn lease_member<S: Borrow<ScopeSpec>>(id: u64, cost: Cost, scopes: &[S]) -> Vec<u8> {
+pub fn lease_member<S: Borrow<ScopeSpec>>(id: u64, cost: Cost, calendar: Calendar, scopes: &[S]) -> Vec<u8> {
     let kept = Cost { output_tokens: 0, ..cost };
     let settle = settle_spec(cost, kept, cost, scopes);
-    let mut member =
-        Vec::with_capacity(16 + settle.spec.len() + settle.sids.iter().map(|s| s.len() + 2).sum::<usize>());
-    push_array(&mut member, 3);
+    let holds = scopes.iter().any(|s| !s.borrow().budgets.is_empty()) && cost.money > 0;
+    let budgets = if holds { budget_settle(cost.money, kept, cost, calendar, scopes) } else { Vec::new() };
+    let mut member = Vec::with_capacity(
+        16 + settle.spec.len() + budgets.len() + settle.sids.iter().map(|s| s.len() + 2).sum::<usize>(),
+    );
+    push_array(&mut member, if holds { 4 } else { 3 });
     let _ = rmp::encode::write_uint(&mut member, id);
     push_array(&mut member, settle.sids.len());
     for sid in &settle.sids {
         push_str(&mut member, sid);
     }
     member.extend_from_slice(&settle.spec);
+    member.extend_from_slice(&budgets);
     member
 }
 
@@ -607,7 +617,7 @@ mod tests {
         assert_eq!(settle.spec, expected);
         // Expiry: output comes back to the caller's scopes; the deployment keeps it all
         // (only its slot comes back).
-        let member = lease_member(7, Cost::request(10, 20), &scopes);
+        let member = lease_member(7, Cost::request(10, 20), Calendar::default(), &scopes);
         let mut expected = vec![0x93, 0x07, 0x92];
         expected.extend(fixstr("tenant:acme"));
         expected.extend(fixstr("deployment:east"));
@@ -618,6 +628,35 @@ mod tests {
         expected.extend(&layout);
         expected.push(0x00);
         assert_eq!(member, expected);
+    }
+
+    #[test]
+    fn a_budgets_settlement_and_expiry_release_what_the_reservation_holds() {
+        let budget =
+            Budget { period: BudgetPeriod::Day, amount: NonZeroU64::new(1_000_000).unwrap_or(NonZeroU64::MIN) };
+        let limits = Limits::unlimited().with_budget(budget);
+        let scopes = vec![ScopeSpec::new(&ScopeKey::new(ScopeKind::Tenant, "acme"), &limits)];
+        let calendar = Calendar::at(1_796_160_600, 0);
+        let cost = Cost::request(10, 20).with_money(300_000);
+        // Settled at 0.05: 0.25 back, and the 0.30 reserved no longer held.
+        let settle = budget_settle(300_000, cost.with_money(50_000), cost, calendar, &scopes);
+        let mut expected = vec![0x95];
+        expected.extend(fixstr("tenant:acme$b"));
+        expected.push(0x01);
+        expected.extend(uint_mp(calendar.day.id));
+        expected.extend([0xd2, 0xff, 0xfc, 0x2f, 0x70]); // -250,000
+        expected.extend(uint_mp(300_000));
+        assert_eq!(settle, expected);
+        // Settled at what it reserved: the spend stays, the hold goes.
+        let exact = budget_settle(300_000, cost, cost, calendar, &scopes);
+        assert_eq!(exact[exact.len() - 5 - 1..exact.len() - 5], [0x00], "nothing to add to the spend");
+        // The lease member carries the expiry's: the money stays spent, no longer held.
+        let member = lease_member(7, cost, calendar, &scopes);
+        assert_eq!(member[0], 0x94, "id, fields, buckets' settlement, budgets' settlement");
+        assert!(member.ends_with(&exact), "expiry releases the hold");
+        // Without money or without budgets, the member is as it always was.
+        assert_eq!(lease_member(7, cost.with_money(0), calendar, &scopes)[0], 0x93);
+        assert_eq!(lease_member(7, cost, calendar, &super::tests::scopes())[0], 0x93);
     }
 
     #[test]

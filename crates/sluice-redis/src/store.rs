@@ -163,7 +163,7 @@ impl RedisStore {
             let kind = RejectionKind::NeverFits { cost: cost.money, capacity: over.capacity };
             ReserveError::Rejected(Rejection { scope, limiter: LimiterName::Budget, kind })
         })?;
-        let member = record::lease_member(id.0, cost, &specs);
+        let member = record::lease_member(id.0, cost, demand.calendar, &specs);
         let lease_us = u64::try_from(lease.as_micros()).unwrap_or(u64::MAX);
         let deployment = scopes.iter().find(|s| s.key.kind == sluice_quota::ScopeKind::Deployment);
         let fair = match (&demand.fair, deployment) {
@@ -420,18 +420,20 @@ fn rejection(scopes: &[Arc<Scope>], wait_us: i64, scope: i64, limit: i64, kind: 
         5 => (LimiterName::FairShare, RejectionKind::RetryAfter(wait)),
         6 => (LimiterName::Paused, RejectionKind::RetryAfter(sluice_quota::HOLD_RETRY)),
         7 => (LimiterName::Budget, RejectionKind::RetryAfter(wait)),
+        8 => (LimiterName::Budget, RejectionKind::InFlight(sluice_quota::IN_FLIGHT_RETRY)),
         _ => (rate.map_or(LimiterName::Concurrency, sluice_quota::RateLimit::name), RejectionKind::RetryAfter(wait)),
     };
     Rejection { scope: scope.key.clone(), limiter, kind }
 }
 
 /// A scope's budgets from its budget field as `peek.lua` returns it (day's period, spent
-/// that day, month's period, spent that month; empty when the scope has none).
+/// that day, month's period, spent that month, held that day, held that month; empty when
+/// the scope has none).
 fn budgets(scope: &Scope, field: &[i64]) -> Vec<BudgetSnapshot> {
     let at = |i: usize| field.get(i).and_then(|&v| u64::try_from(v).ok()).unwrap_or(0);
     let spent = |period| match period {
-        BudgetPeriod::Day => Spent { period: at(0), used: at(1) },
-        BudgetPeriod::Month => Spent { period: at(2), used: at(3) },
+        BudgetPeriod::Day => Spent { period: at(0), used: at(1), held: at(4) },
+        BudgetPeriod::Month => Spent { period: at(2), used: at(3), held: at(5) },
     };
     let of = |b: &Budget| BudgetSnapshot { period: b.period, limit: b.amount.get(), spent: spent(b.period) };
     scope.limits.budgets.iter().map(of).collect()

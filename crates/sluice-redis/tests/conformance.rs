@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_quota::{
-    Budget, BudgetPeriod, Calendar, Cost, Demand, Dimension, FairShare, LimiterName, Limits, MemoryStore, QuotaStore,
-    RateLimit, RejectionKind, ReserveError, ScopeId, ScopeKey, ScopeKind, ScopeSnapshot, Settlement, Share,
-    SystemClock,
+    Budget, BudgetPeriod, Calendar, Cost, Demand, Dimension, FairShare, IN_FLIGHT_RETRY, LimiterName, Limits,
+    MemoryStore, QuotaStore, RateLimit, RejectionKind, ReserveError, ScopeId, ScopeKey, ScopeKind, ScopeSnapshot,
+    Settlement, Share, SystemClock,
 };
 use sluice_redis::local::{LocalCluster, LocalRedis, LocalSentinel};
 
@@ -733,9 +733,9 @@ mod cases {
     }
 
     /// A tenant's daily money budget, with a deployment of its own group on a cluster: of
-    /// a crowd at once exactly what the budget holds passes, the rest is refused until the
-    /// next day; settlements refund and over-charge; above the whole budget never fits; a
-    /// refusal by the deployment gives the budget back; the next day starts from zero.
+    /// a crowd at once exactly what the budget holds passes, the rest is refused while those
+    /// are in flight; settlements refund and over-charge; above the whole budget never fits;
+    /// a refusal by the deployment gives the budget back; the next day starts from zero.
     pub async fn a_daily_budget_admits_exactly_what_it_holds(store: &dyn QuotaStore) {
         let budget = Budget { period: BudgetPeriod::Day, amount: nz(1_000_000) };
         let tenant =
@@ -752,7 +752,7 @@ mod cases {
         for refusal in refused {
             let r = rejected(refusal);
             assert_eq!((r.limiter, r.scope.kind), (LimiterName::Budget, ScopeKind::Tenant));
-            assert_eq!(r.kind, RejectionKind::RetryAfter(today.day.reset));
+            assert_eq!(r.kind, RejectionKind::InFlight(IN_FLIGHT_RETRY), "held by the three in flight");
         }
         let grants: Vec<_> = granted.into_iter().map(Result::unwrap).collect();
         // The first cost nothing in the end: 0.30 back; the second 0.40: 0.10 more. 0.70
@@ -784,6 +784,50 @@ mod cases {
         for grant in [fourth, free, filler, next_day] {
             store.settle(grant.id, Settlement::exact(grant.reserved)).await.unwrap();
         }
+    }
+
+    /// A budget that reservations in flight hold refuses for a moment, not until the next
+    /// period: every store shows what is held, a settlement below its reservation gives
+    /// back the difference and the hold, and an expired lease leaves its money spent but
+    /// no longer held. Only a budget spent for good waits for the next day.
+    pub async fn a_budget_held_by_reservations_in_flight_refuses_for_a_moment(store: &dyn QuotaStore) {
+        let budget = Budget { period: BudgetPeriod::Day, amount: nz(1_000_000) };
+        let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "held"), Limits::unlimited().with_budget(budget));
+        let d = store.register(ScopeKey::new(ScopeKind::Deployment, "held"), rpm(6_000, 1_000));
+        let path = [tenant, d];
+        let today = Calendar::at(BUDGET_NOW, 0);
+        let priced = |micros| Cost::request(10, 10).with_money(micros);
+        let demand = |micros, lease| Demand { calendar: today, ..Demand::new(&path, priced(micros), lease) };
+        let shown = || async {
+            let spent = store.snapshot(tenant).await.unwrap().unwrap().budgets[0].spent;
+            (spent.in_period(today.day.id), spent.held_in(today.day.id))
+        };
+        // Two streams reserve 0.40 each; the second is lost (its lease is short).
+        let stream = store.admit(demand(400_000, LEASE)).await.unwrap();
+        let _lost = store.admit(demand(400_000, Duration::from_secs(1))).await.unwrap();
+        assert_eq!(shown().await, (800_000, 800_000));
+        let held = rejected(store.admit(demand(300_000, LEASE)).await);
+        assert_eq!((held.limiter, held.scope.kind), (LimiterName::Budget, ScopeKind::Tenant));
+        assert_eq!(held.kind, RejectionKind::InFlight(IN_FLIGHT_RETRY));
+        assert_eq!(held.retry_after(), Some(Duration::from_secs(1)), "a moment, not the day's end");
+        // The stream used 0.05 of its 0.40: 0.45 spent, 0.40 held, and 0.30 more fits.
+        store.settle(stream.id, Settlement::exact(priced(50_000))).await.unwrap();
+        assert_eq!(shown().await, (450_000, 400_000));
+        let third = store.admit(demand(300_000, LEASE)).await.unwrap();
+        assert_eq!(shown().await, (750_000, 700_000));
+        let held = rejected(store.admit(demand(300_000, LEASE)).await);
+        assert_eq!(held.kind, RejectionKind::InFlight(IN_FLIGHT_RETRY));
+        // The lost one's lease runs out: its 0.40 stays spent (it may have reached the
+        // provider) but is no longer held. The third uses all it reserved: 0.75 spent,
+        // nothing held, and 0.30 more waits for the next day.
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        store.settle(third.id, Settlement::exact(priced(300_000))).await.unwrap();
+        let spent = rejected(store.admit(demand(300_000, LEASE)).await);
+        assert_eq!((spent.limiter, spent.scope.kind), (LimiterName::Budget, ScopeKind::Tenant));
+        assert_eq!(spent.kind, RejectionKind::RetryAfter(today.day.reset));
+        assert_eq!(shown().await, (750_000, 0));
+        let rest = store.admit(demand(250_000, LEASE)).await.unwrap();
+        store.settle(rest.id, Settlement::exact(rest.reserved)).await.unwrap();
     }
 }
 
@@ -911,6 +955,11 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_daily_budget_admits_exactly_what_it_holds() {
                 run(|s| async move { cases::a_daily_budget_admits_exactly_what_it_holds(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_budget_held_by_reservations_in_flight_refuses_for_a_moment() {
+                run(|s| async move { cases::a_budget_held_by_reservations_in_flight_refuses_for_a_moment(&*s).await })
+                    .await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn tighten_holds_a_bucket_to_the_providers_count() {

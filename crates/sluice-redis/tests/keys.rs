@@ -1,7 +1,7 @@
 //! What a decision leaves in Redis: one state hash per group that expires when the group
 //! is idle, no record or lease after settlement, and an operator's hold that keeps the
 //! state until it is released. Real `redis-server` on 127.0.0.1.
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
 
 use std::num::NonZeroU64;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use sluice_redis::local::LocalRedis;
 use sluice_redis::{RedisConfig, RedisStore, Tls, Topology};
 
 const STATE: &str = "{keys:c}:state";
+const LEASE: Duration = Duration::from_secs(30);
 
 fn limits() -> Limits {
     Limits::unlimited()
@@ -255,4 +256,45 @@ async fn spent_budgets_keep_the_state_until_their_period_is_over_even_after_a_ho
     store.hold(tenant, true).await.unwrap();
     store.hold(tenant, false).await.unwrap();
     assert!(pttl(&mut conn, STATE) >= month, "after a release: {} ms", pttl(&mut conn, STATE));
+}
+
+/// A budget field written before holds were kept (four numbers: each period and what was
+/// spent in it) reads as holding nothing: what it says is spent is spent for good. The
+/// first reservation after it keeps its hold beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_field_without_holds_holds_nothing() {
+    use sluice_quota::{Budget, BudgetPeriod, Calendar, Demand, IN_FLIGHT_RETRY, LimiterName, RejectionKind};
+
+    let (server, store) = started("keys", 2);
+    let budget = Budget { period: BudgetPeriod::Day, amount: NonZeroU64::new(1_000_000).unwrap() };
+    let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "acme"), Limits::unlimited().with_budget(budget));
+    let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+    let today = Calendar::at(1_796_160_600, 0);
+    let mut old = Vec::new();
+    rmp::encode::write_array_len(&mut old, 4).unwrap();
+    for n in [today.day.id, 900_000, 0, 0] {
+        rmp::encode::write_uint(&mut old, n).unwrap();
+    }
+    let () = redis::cmd("HSET").arg(STATE).arg("tenant:acme$b").arg(old).query(&mut conn).unwrap();
+    let shown = store.snapshot(tenant).await.unwrap().unwrap().budgets[0].spent;
+    assert_eq!((shown.in_period(today.day.id), shown.held_in(today.day.id)), (900_000, 0));
+
+    let path = [tenant];
+    let demand = |money| Demand { calendar: today, ..Demand::new(&path, Cost::request(1, 1).with_money(money), LEASE) };
+    let spent = match store.admit(demand(300_000)).await {
+        Err(sluice_quota::ReserveError::Rejected(r)) => r,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    assert_eq!((spent.limiter, spent.kind), (LimiterName::Budget, RejectionKind::RetryAfter(today.day.reset)));
+    let grant = store.admit(demand(100_000)).await.unwrap();
+    let shown = store.snapshot(tenant).await.unwrap().unwrap().budgets[0].spent;
+    assert_eq!((shown.in_period(today.day.id), shown.held_in(today.day.id)), (1_000_000, 100_000));
+    let held = match store.admit(demand(50_000)).await {
+        Err(sluice_quota::ReserveError::Rejected(r)) => r,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    assert_eq!(held.kind, RejectionKind::InFlight(IN_FLIGHT_RETRY));
+    store.settle(grant.id, Settlement::exact(Cost::request(1, 1).with_money(20_000))).await.unwrap();
+    let shown = store.snapshot(tenant).await.unwrap().unwrap().budgets[0].spent;
+    assert_eq!((shown.in_period(today.day.id), shown.held_in(today.day.id)), (920_000, 0));
 }

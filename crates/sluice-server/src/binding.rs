@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use sluice_quota::{Calendar, LimiterName, Rejection, ScopeId, ScopeSnapshot};
+use sluice_quota::{Calendar, LimiterName, Rejection, RejectionKind, ScopeId, ScopeSnapshot};
 
 use crate::state::Gateway;
 
@@ -72,6 +72,15 @@ fn figures(rejection: &Rejection, snapshot: &ScopeSnapshot, calendar: Calendar) 
                 snapshot.budgets.iter().max_by(|a, b| ratio(spent(a), a.limit).total_cmp(&ratio(spent(b), b.limit)))?;
             let (amount, used) = (crate::budgets::units(budget.limit), crate::budgets::units(spent(budget)));
             let period = budget.period.as_str();
+            if let RejectionKind::InFlight(wait) = rejection.kind {
+                // Not spent: held by requests in flight until they settle.
+                let held = crate::budgets::units(budget.spent.held_in(calendar.period(budget.period).id));
+                let wait = spoken(wait);
+                return Some(format!(
+                    "{amount:.2} per {period}, {used:.2} spent, {held:.2} of it held by requests in flight, \
+                     passes in {wait} or when they settle"
+                ));
+            }
             let reset = spoken(calendar.period(budget.period).reset);
             Some(format!("{amount:.2} per {period}, {used:.2} spent, resets in {reset}"))
         }
@@ -165,6 +174,30 @@ mod tests {
         assert_eq!(said, "team acme/search: 20,000 TPM, 19,334 used, resets in 58 s");
         assert_eq!(describe(&rejection, None, Calendar::default()), "team acme/search: `tpm` reached, passes in 2 s");
         assert_eq!(dimension(rejection.limiter), "tokens");
+    }
+
+    #[test]
+    fn a_budget_refusal_says_whether_it_is_spent_or_held_by_requests_in_flight() {
+        let calendar = Calendar::at(1_796_160_600, 0);
+        let spent = sluice_quota::Spent { period: calendar.day.id, used: 900_000, held: 850_000 };
+        let budget = sluice_quota::BudgetSnapshot { period: sluice_quota::BudgetPeriod::Day, limit: 1_000_000, spent };
+        let key = ScopeKey::new(ScopeKind::Tenant, "acme");
+        let snapshot = ScopeSnapshot {
+            key: key.clone(),
+            rates: Vec::new(),
+            in_flight: (3, None),
+            held: false,
+            budgets: vec![budget],
+        };
+        let refusal = |kind| Rejection { scope: key.clone(), limiter: LimiterName::Budget, kind };
+        let held = refusal(RejectionKind::InFlight(sluice_quota::IN_FLIGHT_RETRY));
+        assert_eq!(
+            describe(&held, Some(&snapshot), calendar),
+            "tenant acme: 1.00 per day, 0.90 spent, 0.85 of it held by requests in flight, passes in 1 s or when \
+             they settle"
+        );
+        let spent = refusal(RejectionKind::RetryAfter(calendar.day.reset));
+        assert_eq!(describe(&spent, Some(&snapshot), calendar), "tenant acme: 1.00 per day, 0.90 spent, resets in 3 h");
     }
 
     #[test]

@@ -165,9 +165,9 @@ mod tests {
         let day = BudgetSnapshot {
             period: BudgetPeriod::Day,
             limit: 2_000_000,
-            spent: sluice_quota::Spent { period: calendar.day.id, used: 1_500_000 },
+            spent: sluice_quota::Spent { period: calendar.day.id, used: 1_500_000, held: 0 },
         };
-        let stale = BudgetSnapshot { spent: sluice_quota::Spent { period: 1, used: 1_500_000 }, ..day };
+        let stale = BudgetSnapshot { spent: sluice_quota::Spent { period: 1, used: 1_500_000, held: 0 }, ..day };
         let now = standing(&[day, stale], calendar);
         assert!((now[0].ratio() - 0.75).abs() < 1e-9);
         assert!(now[1].ratio().abs() < 1e-9, "yesterday's spending is not today's");

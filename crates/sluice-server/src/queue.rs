@@ -463,10 +463,13 @@ impl DeploymentQueue {
             Err(ReserveError::Rejected(rejection)) => {
                 let own = !rejection.scope.kind.is_shared() || rejection.limiter == LimiterName::FairShare;
                 let block = if own { Block::Lane } else { Block::Shared };
-                // A spent budget waits for the next day or month, not for capacity: refused at once.
+                // A spent budget waits for the next day or month, not for capacity: refused at
+                // once. One that reservations in flight hold waits for them to settle (a
+                // settlement here wakes the queue; elsewhere, the next try is the hint's).
                 let budget = rejection.limiter == LimiterName::Budget;
                 match rejection.kind {
                     RejectionKind::RetryAfter(wait) if !budget => state.fair.refused(id, block, now.after(wait)),
+                    RejectionKind::InFlight(wait) => state.fair.refused(id, block, now.after(wait)),
                     RejectionKind::SlotsBusy => state.fair.refused(id, block, now.after(SLOT_POLL)),
                     RejectionKind::NeverFits { .. } | RejectionKind::RetryAfter(_) => {
                         if let Some(pending) = self.forget(&mut state, id) {

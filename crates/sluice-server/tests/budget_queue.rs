@@ -1,5 +1,6 @@
 //! A request already waiting in a deployment's queue that a spent budget refuses leaves the
-//! queue at once: waiting for the next day or month is not waiting for capacity.
+//! queue at once: waiting for the next day or month is not waiting for capacity. One that
+//! reservations in flight hold the budget from waits for them to settle.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
 use std::num::{NonZeroU32, NonZeroU64};
@@ -7,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_quota::{
-    Budget, BudgetPeriod, Calendar, Cost, Demand, LimiterName, Limits, MemoryStore, QuotaStore, ReserveError, ScopeKey,
-    ScopeKind, Share, SystemClock,
+    Budget, BudgetPeriod, Calendar, Cost, Demand, IN_FLIGHT_RETRY, LimiterName, Limits, MemoryStore, QuotaStore,
+    RejectionKind, ReserveError, ScopeKey, ScopeKind, Share, SystemClock,
 };
 use sluice_server::queue::{Ask, DeploymentQueue, WaitError};
 
@@ -22,7 +23,9 @@ async fn a_waiting_request_refused_by_a_spent_budget_leaves_the_queue_at_once() 
     let lease = Duration::from_secs(30);
     let path = [tenant];
     let spent = Demand { calendar, ..Demand::new(&path, Cost::request(1, 1).with_money(10), lease) };
-    let _grant = store.admit(spent).await.unwrap();
+    // Spent and settled: nothing in flight holds it, so it waits for the next day.
+    let grant = store.admit(spent).await.unwrap();
+    store.settle(grant.id, sluice_quota::Settlement::exact(Cost::request(1, 1).with_money(10))).await.unwrap();
     let queue = DeploymentQueue::new(Arc::clone(&store), clock);
     let ask = Ask {
         path: path.to_vec(),
@@ -48,4 +51,49 @@ async fn a_waiting_request_refused_by_a_spent_budget_leaves_the_queue_at_once() 
         }
         other => panic!("expected the budget's refusal, got {other:?}"),
     }
+}
+
+/// A budget that a reservation in flight holds: the waiting request stays in the queue,
+/// and the settlement that frees the budget (and wakes the queue) admits it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_request_held_by_a_reservation_in_flight_is_admitted_when_it_settles() {
+    let clock = Arc::new(SystemClock::new());
+    let store: Arc<dyn QuotaStore> = Arc::new(MemoryStore::new(clock.clone()));
+    let budget = Budget { period: BudgetPeriod::Day, amount: NonZeroU64::new(10).unwrap() };
+    let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "acme"), Limits::unlimited().with_budget(budget));
+    let calendar = Calendar::at(1_796_160_600, 0);
+    let lease = Duration::from_secs(30);
+    let path = [tenant];
+    let held = Demand { calendar, ..Demand::new(&path, Cost::request(1, 1).with_money(8), lease) };
+    let grant = store.admit(held).await.unwrap();
+    let queue = DeploymentQueue::new(Arc::clone(&store), clock);
+    let ask = Ask {
+        path: path.to_vec(),
+        cost: Cost::request(1, 1).with_money(5),
+        share: Share::FULL,
+        lease,
+        tenant: 0,
+        lane: 0,
+        weight: NonZeroU32::new(1).unwrap(),
+        priority: 0,
+        fair: None,
+        calendar,
+        deadline: None,
+        claimer: sluice_quota::Claimer::NOBODY,
+    };
+    let waiting = tokio::spawn({
+        let queue = Arc::clone(&queue);
+        async move { queue.wait(ask, Duration::from_secs(60), 10, None).await }
+    });
+    // Still waiting while the reservation is in flight.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "held by the reservation in flight, it waits");
+    // The reservation settles at 2 of its 8: 5 more fit.
+    store.settle(grant.id, sluice_quota::Settlement::exact(Cost::request(1, 1).with_money(2))).await.unwrap();
+    queue.capacity_returned();
+    let (result, report) = tokio::time::timeout(Duration::from_secs(20), waiting).await.expect("admitted").unwrap();
+    let admitted = result.unwrap_or_else(|e| panic!("expected a grant, got {e:?}"));
+    assert_eq!(admitted.reserved.money, 5);
+    let bound = report.bound_by.expect("the budget held it");
+    assert_eq!((bound.limiter, bound.kind), (LimiterName::Budget, RejectionKind::InFlight(IN_FLIGHT_RETRY)));
 }

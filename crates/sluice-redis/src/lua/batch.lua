@@ -30,8 +30,10 @@
 -- headers, without another read; a run granted at once shares the state after the whole
 -- run; a reservation granted before answers just {1}); or refused, {0, wait_us, scope
 -- index, limit index, kind} with kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair
--- share, 6 = held by an operator, 7 = a money budget spent until the next period (3, never fits, the gateway finds before asking; for 5 it
--- names the scope).
+-- share, 6 = held by an operator, 7 = a money budget spent until the next period, 8 = a
+-- money budget that reservations in flight hold (it fits once they settle) (3, never fits,
+-- the gateway finds before asking; for 5 it names the scope; for 7 and 8 the limit index
+-- is the budget's slot).
 -- Settle: {1}, or {0} when the reservation is unknown (settled before, or expired).
 local A = ARGV
 local leases, state = KEYS[1], KEYS[2]
@@ -117,13 +119,30 @@ local function settle(list, first, n, spec, by)
   end
 end
 
+-- Settles budgets (record.rs `budget_settle`: field, slot, period, amount to add to the
+-- spend, amount no longer held) charged in a period still current; a past period's are
+-- left alone. Never below zero; what is held never above what is spent. A field written
+-- before holds were kept (four numbers) holds nothing.
+local function settle_budgets(budgets)
+  for i = 1, #budgets, 5 do
+    local bs, slot = get(budgets[i]), budgets[i + 1]
+    if bs and bs[2 * slot - 1] == budgets[i + 2] then
+      local spent = max(0, bs[2 * slot] + budgets[i + 3])
+      bs[5], bs[6] = bs[5] or 0, bs[6] or 0
+      bs[2 * slot], bs[4 + slot] = spent, math.min(spent, max(0, bs[4 + slot] - budgets[i + 4]))
+      put(budgets[i], bs)
+    end
+  end
+end
+
 -- Reservations whose lease ran out are settled first, by the settlement each lease member
--- carries for that case (id, fields, spec).
+-- carries for that case (id, fields, spec, and the budgets it no longer holds).
 local expired = call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, tonumber(A[1]))
 if #expired > 0 then
   for _, member in ipairs(expired) do
     local m = unpack_mp(member)
     settle(m[2], 1, #m[2], m[3])
+    settle_budgets(m[4] or {})
   end
   call('ZREM', leases, unpack(expired))
 end
@@ -195,43 +214,42 @@ end
 
 -- Money budgets (record.rs `budget_reserve`): per budget its field, slot (1 the day, 2
 -- the month), current period, amount, this cost, the time to the next period (µs) and the
--- scope's index. The refusal of the first that cannot take the cost in its period, or nil.
+-- scope's index. The refusal of the first that cannot take the cost in its period even
+-- once what reservations in flight hold is settled (kind 7), else of the first that takes
+-- it only then (kind 8), or nil.
 local function over_budget(budgets)
+  local held_by
   for i = 1, #budgets, 7 do
     local bs, slot = get(budgets[i]), budgets[i + 1]
-    local spent = 0
-    if bs and bs[2 * slot - 1] == budgets[i + 2] then spent = bs[2 * slot] end
+    local spent, held = 0, 0
+    if bs and bs[2 * slot - 1] == budgets[i + 2] then
+      spent = bs[2 * slot]
+      held = math.min(spent, bs[4 + slot] or 0)
+    end
     if spent + budgets[i + 4] > budgets[i + 3] then
-      return {0, budgets[i + 5], budgets[i + 6], slot, 7}
+      if spent - held + budgets[i + 4] > budgets[i + 3] then
+        return {0, budgets[i + 5], budgets[i + 6], slot, 7}
+      end
+      held_by = held_by or {0, 0, budgets[i + 6], slot, 8}
     end
   end
-  return nil
+  return held_by
 end
 
--- Charges each budget its cost in its current period (a new period starts from zero); the
--- state lives until the period ends.
+-- Charges each budget its cost in its current period, spent and held until it settles (a
+-- new period starts from zero); the state lives until the period ends.
 local function charge_budgets(budgets)
   for i = 1, #budgets, 7 do
     local f, slot, period = budgets[i], budgets[i + 1], budgets[i + 2]
     local bs = get(f) or {0, 0, 0, 0}
+    bs[5], bs[6] = bs[5] or 0, bs[6] or 0
     if bs[2 * slot - 1] ~= period then
-      bs[2 * slot - 1], bs[2 * slot] = period, 0
+      bs[2 * slot - 1], bs[2 * slot], bs[4 + slot] = period, 0, 0
     end
     bs[2 * slot] = bs[2 * slot] + budgets[i + 4]
+    bs[4 + slot] = bs[4 + slot] + budgets[i + 4]
     if budgets[i + 5] > needed then needed = budgets[i + 5] end
     put(f, bs)
-  end
-end
-
--- Settles budgets (record.rs `budget_settle`: field, slot, period, amount to add) charged in
--- a period still current; a past period's are left alone. Never below zero.
-local function settle_budgets(budgets)
-  for i = 1, #budgets, 4 do
-    local bs, slot = get(budgets[i]), budgets[i + 1]
-    if bs and bs[2 * slot - 1] == budgets[i + 2] then
-      bs[2 * slot] = max(0, bs[2 * slot] + budgets[i + 3])
-      put(budgets[i], bs)
-    end
   end
 end
 
@@ -260,7 +278,8 @@ local function reserve(o, n)
     c = c + 3 + 2 * spec[c + 2]
   end
 
-  -- A spent budget refuses at once: its wait is the next period, not capacity.
+  -- A spent budget refuses at once: its wait is the next period, not capacity (or, held by
+  -- reservations in flight, their settlement).
   local spent = over_budget(budgets)
   if spent then return spent end
 

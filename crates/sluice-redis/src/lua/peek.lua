@@ -3,7 +3,8 @@
 -- its layout, its number of limits and whether it has money budgets (1 or 0).
 -- Returns one array per scope: {now (µs), requests in flight, held (1 or 0), then each
 -- bucket's full-again instant (µs, 0 for full), then, with budgets, its budget field
--- (batch.lua: day's period, spent that day, month's period, spent that month)}.
+-- (batch.lua: day's period, spent that day, month's period, spent that month, held that
+-- day, held that month; a field written before holds were kept holds nothing)}.
 local now = now_us()
 local replies = {}
 for i = 1, tonumber(ARGV[1]) do
@@ -16,8 +17,8 @@ for i = 1, tonumber(ARGV[1]) do
   end
   if ARGV[p + 3] == '1' then
     local raw = call('HGET', KEYS[1], ARGV[p] .. '$b')
-    local b = raw and unpack_mp(raw) or {0, 0, 0, 0}
-    for k = 1, 4 do
+    local b = raw and unpack_mp(raw) or {0, 0, 0, 0, 0, 0}
+    for k = 1, 6 do
       reply[3 + nl + k] = b[k] or 0
     end
   end

@@ -260,7 +260,7 @@ fn rejected(
         RejectionKind::NeverFits { cost, capacity } => {
             GatewayError::NeverFits { info: Box::new(info), needed: cost, capacity }
         }
-        RejectionKind::RetryAfter(_) => GatewayError::RateLimited(Box::new(info)),
+        RejectionKind::RetryAfter(_) | RejectionKind::InFlight(_) => GatewayError::RateLimited(Box::new(info)),
         RejectionKind::SlotsBusy => {
             GatewayError::RateLimited(Box::new(RateLimitInfo { retry_after: Some(wait.unwrap_or(SLOT_RETRY)), ..info }))
         }
@@ -497,11 +497,12 @@ const TASK_TYPE: &str = "default";
 /// Whether waiting can help: not for a request that never fits or whose own wait is
 /// longer than what is left of its deadline.
 fn may_wait(rejection: &Rejection, max_wait: Duration) -> bool {
-    // A spent budget waits for the next day or month, never in a queue.
     !max_wait.is_zero()
-        && rejection.limiter != LimiterName::Budget
         && match rejection.kind {
-            RejectionKind::RetryAfter(wait) => wait <= max_wait,
+            // A spent budget waits for the next day or month, never in a queue.
+            RejectionKind::RetryAfter(_) if rejection.limiter == LimiterName::Budget => false,
+            // One that reservations in flight hold waits for them to settle, like a rate.
+            RejectionKind::RetryAfter(wait) | RejectionKind::InFlight(wait) => wait <= max_wait,
             RejectionKind::SlotsBusy => true,
             RejectionKind::NeverFits { .. } => false,
         }
@@ -554,5 +555,16 @@ mod tests {
         let max_wait = Duration::from_secs(30);
         assert!(may_wait(&refusal(LimiterName::Concurrency), max_wait), "a short wait is worth queueing");
         assert!(!may_wait(&refusal(LimiterName::Budget), max_wait), "not for a budget, however short");
+    }
+
+    #[test]
+    fn a_budget_held_by_reservations_in_flight_waits_like_a_rate() {
+        let held = Rejection {
+            scope: ScopeKey::new(ScopeKind::Tenant, "acme"),
+            limiter: LimiterName::Budget,
+            kind: RejectionKind::InFlight(sluice_quota::IN_FLIGHT_RETRY),
+        };
+        assert!(may_wait(&held, Duration::from_secs(30)), "the holds settle within the wait");
+        assert!(!may_wait(&held, Duration::from_millis(1)), "a class that does not wait is refused");
     }
 }
