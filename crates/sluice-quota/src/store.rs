@@ -111,6 +111,26 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Ok(learned)))
     }
 
+    /// How long a reservation stays held in shared state without a renewal
+    /// ([`QuotaStore::renew`]), when that is shorter than its lease: `None` (the default)
+    /// for a store whose reservations live as long as their lease asks, such as the
+    /// in-process one, whose holds go with the process. A store that answers `Some` keeps
+    /// each reservation for at most this long past its grant or last renewal, so the holds
+    /// of a process that died come back within it, and its user must renew what it still
+    /// holds well within it, until the reservation's own lease is over.
+    fn heartbeat(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Extends each reservation of `ids` that is still held for another
+    /// [`QuotaStore::heartbeat`] from now. A reservation already settled, or expired and
+    /// refunded, stays gone: a renewal never takes capacity again. Unknown ids are skipped.
+    /// A no-op (the default) for stores without a heartbeat.
+    fn renew<'a>(&'a self, ids: &'a [ReservationId]) -> StoreFuture<'a, Result<(), StoreError>> {
+        let _ = ids;
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     /// Reservations this instance made that are not yet settled or expired, if known.
     fn open_reservations(&self) -> Option<u64> {
         None

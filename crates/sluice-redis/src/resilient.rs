@@ -278,6 +278,32 @@ impl QuotaStore for ResilientStore {
         self.remote.share_window(scope, learned, hold)
     }
 
+    fn heartbeat(&self) -> Option<Duration> {
+        self.remote.heartbeat()
+    }
+
+    /// Renews the reservations Redis holds; the local fallback's (made while Redis was
+    /// away) live their whole lease in this process. While Redis is away a renewal is sent
+    /// only as the next probe, like an admission: the leases there run out after their
+    /// heartbeat and this instance's holds are refunded, as a crashed one's would be.
+    fn renew<'a>(&'a self, ids: &'a [ReservationId]) -> StoreFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let remote: Vec<ReservationId> = ids.iter().copied().filter(|id| id.0 & LOCAL == 0).collect();
+            if remote.is_empty() {
+                return Ok(());
+            }
+            if !self.should_try_remote() {
+                return Err(StoreError("redis unavailable (waiting for the next probe)".into()));
+            }
+            let result = self.remote.renew(&remote).await;
+            match &result {
+                Ok(()) => self.recovered().await,
+                Err(e) => self.failed(e),
+            }
+            result
+        })
+    }
+
     fn open_reservations(&self) -> Option<u64> {
         let local = self.local.as_ref().map_or(0, MemoryStore::open_reservations);
         let remote = self.remote.open_reservations().unwrap_or(0);

@@ -8,12 +8,14 @@ pub const VERSION: &str = "sluice-quota-v7";
 
 const COMMON: &str = include_str!("lua/common.lua");
 
-/// The batch (reservations and settlements), pause, hold, tighten, sent, withdraw, peek and
-/// window scripts.
+/// The batch (reservations and settlements), renew, pause, hold, tighten, sent, withdraw,
+/// peek and window scripts.
 #[derive(Debug)]
 pub struct Scripts {
     /// Reservations (each all or nothing) and settlements (idempotent) of one group.
     pub batch: Script,
+    /// Renewal of the leases of reservations still held.
+    pub renew: Script,
     /// Coordinated pause.
     pub pause: Script,
     /// An operator's hold (or its release).
@@ -37,6 +39,7 @@ impl Scripts {
         let build = |body: &str| Script::new(&format!("-- {VERSION}\n{COMMON}\n{body}"));
         Self {
             batch: build(include_str!("lua/batch.lua")),
+            renew: build(include_str!("lua/renew.lua")),
             pause: build(include_str!("lua/pause.lua")),
             tighten: build(include_str!("lua/tighten.lua")),
             hold: build(include_str!("lua/hold.lua")),

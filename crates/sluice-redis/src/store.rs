@@ -96,7 +96,14 @@ pub struct RedisStore {
     /// a new registration of their limits.
     placed: Mutex<HashMap<ScopeKey, Group>>,
     open: Mutex<HashMap<ReservationId, Vec<Part>>>,
+    /// The lease a reservation is kept on in Redis when shorter than its own
+    /// ([`RedisStore::with_heartbeat`]); `None`: its own lease.
+    heartbeat: Option<Duration>,
 }
+
+/// Most lease members one renewal script carries: a renewal of many thousands of
+/// reservations is this many per call, so no call holds Redis for long.
+pub const RENEW_CHUNK: usize = 256;
 
 impl RedisStore {
     /// A store for `config`. Connects on first use.
@@ -114,7 +121,19 @@ impl RedisStore {
             scopes: RwLock::new((Vec::new(), HashMap::new())),
             placed: Mutex::new(HashMap::new()),
             open: Mutex::new(HashMap::new()),
+            heartbeat: None,
         }
+    }
+
+    /// Keeps every reservation in Redis on a lease of `heartbeat` (or its own lease, if
+    /// shorter) rather than its whole lease: the holder renews what it still holds
+    /// ([`QuotaStore::renew`]) well within `heartbeat`, and the reservations of a holder
+    /// that died are refunded by the next batch of their group once it has passed. Without
+    /// it (the default) a reservation lives its whole lease unless settled.
+    #[must_use]
+    pub fn with_heartbeat(mut self, heartbeat: Duration) -> Self {
+        self.heartbeat = Some(heartbeat.max(Duration::from_millis(1)));
+        self
     }
 
     async fn call<T: redis::FromRedisValue>(&self, invocation: redis::ScriptInvocation<'_>) -> Result<T, StoreError> {
@@ -164,7 +183,9 @@ impl RedisStore {
             ReserveError::Rejected(Rejection { scope, limiter: LimiterName::Budget, kind })
         })?;
         let member = record::lease_member(id.0, cost, demand.calendar, &specs);
-        let lease_us = u64::try_from(lease.as_micros()).unwrap_or(u64::MAX);
+        // In Redis a reservation lives a heartbeat at a time, renewed by its holder.
+        let kept = self.heartbeat.map_or(lease, |heartbeat| heartbeat.min(lease));
+        let lease_us = u64::try_from(kept.as_micros()).unwrap_or(u64::MAX);
         let deployment = scopes.iter().find(|s| s.key.kind == sluice_quota::ScopeKind::Deployment);
         let fair = match (&demand.fair, deployment) {
             (Some(share), Some(scope)) => {
@@ -247,6 +268,39 @@ impl RedisStore {
             self.settle_part(part, settlement).await?;
         }
         Ok(())
+    }
+
+    /// Renews the leases of `ids` still open here: one script per group and per
+    /// [`RENEW_CHUNK`] of its members.
+    async fn renew_open(&self, ids: &[ReservationId]) -> Result<(), StoreError> {
+        let Some(heartbeat) = self.heartbeat else { return Ok(()) };
+        let mut groups: Vec<(Group, Vec<Vec<u8>>)> = Vec::new();
+        {
+            let open = self.open.lock();
+            for part in ids.iter().filter_map(|id| open.get(id)).flatten() {
+                match groups.iter_mut().find(|(g, _)| *g == part.group) {
+                    Some((_, members)) => members.push(part.member.clone()),
+                    None => groups.push((part.group.clone(), vec![part.member.clone()])),
+                }
+            }
+        }
+        let lease_us = u64::try_from(heartbeat.as_micros()).unwrap_or(u64::MAX);
+        let mut error = None;
+        for (group, members) in &groups {
+            for chunk in members.chunks(RENEW_CHUNK) {
+                let mut invocation = self.scripts().renew.prepare_invoke();
+                invocation.key(group.leases()).key(group.state()).arg(lease_us);
+                for member in chunk {
+                    invocation.arg(member.as_slice());
+                }
+                // One group unreachable (a cluster master away) does not hold the others'
+                // renewals back.
+                if let Err(e) = self.call::<i64>(invocation).await {
+                    error = Some(e);
+                }
+            }
+        }
+        error.map_or(Ok(()), Err)
     }
 
     async fn pause_scope(&self, scope: ScopeId, wait: Duration) -> Result<(), StoreError> {
@@ -539,6 +593,14 @@ impl QuotaStore for RedisStore {
 
     fn open_reservations(&self) -> Option<u64> {
         Some(u64::try_from(self.open.lock().len()).unwrap_or(u64::MAX))
+    }
+
+    fn heartbeat(&self) -> Option<Duration> {
+        self.heartbeat
+    }
+
+    fn renew<'a>(&'a self, ids: &'a [ReservationId]) -> StoreFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.renew_open(ids))
     }
 
     fn share_window(

@@ -23,7 +23,20 @@ struct Backend {
     _server: Option<Box<dyn std::any::Any + Send>>,
 }
 
-fn memory() -> Backend {
+/// The heartbeat lease the Redis stores keep reservations on in the heartbeat cases.
+const HEARTBEAT: Duration = Duration::from_secs(2);
+
+/// A Redis store on `config`, keeping reservations a heartbeat at a time when given one.
+fn redis_store(config: RedisConfig, heartbeat: Option<Duration>) -> RedisStore {
+    let store = RedisStore::new(config);
+    match heartbeat {
+        Some(heartbeat) => store.with_heartbeat(heartbeat),
+        None => store,
+    }
+}
+
+/// The in-process store: it has no heartbeat (its holds go with the process).
+fn memory(_heartbeat: Option<Duration>) -> Backend {
     Backend { store: Arc::new(MemoryStore::new(Arc::new(SystemClock::new()))), _server: None }
 }
 
@@ -31,32 +44,32 @@ fn redis_config(topology: Topology) -> RedisConfig {
     RedisConfig { topology, prefix: "conformance".into(), timeout: Duration::from_secs(2), tls: Tls::default() }
 }
 
-fn standalone() -> Backend {
+fn standalone(heartbeat: Option<Duration>) -> Backend {
     let server = LocalRedis::start().expect("redis-server (scripts/test installs it)");
-    let store = RedisStore::new(redis_config(Topology::Standalone(server.url())));
+    let store = redis_store(redis_config(Topology::Standalone(server.url())), heartbeat);
     Backend { store: Arc::new(store), _server: Some(Box::new(server)) }
 }
 
 /// Standalone behind TLS only: a CA and server certificate made for the test, the store
 /// verifying the server against that CA.
-fn standalone_tls() -> Backend {
+fn standalone_tls(heartbeat: Option<Duration>) -> Backend {
     let certs = certs::Certs::generate();
     let server = LocalRedis::start_tls(&certs.server).expect("redis-server built with TLS");
     let tls = Tls { ca_file: Some(certs.server.ca_file.clone()), client: None };
-    let store = RedisStore::new(RedisConfig { tls, ..redis_config(Topology::Standalone(server.url())) });
+    let store = redis_store(RedisConfig { tls, ..redis_config(Topology::Standalone(server.url())) }, heartbeat);
     Backend { store: Arc::new(store), _server: Some(Box::new((server, certs))) }
 }
 
 /// A master, its replica and a sentinel: the store finds the master through the sentinel.
-fn sentinel() -> Backend {
+fn sentinel(heartbeat: Option<Duration>) -> Backend {
     let group = LocalSentinel::start(1).expect("a master, a replica and a sentinel");
-    let store = RedisStore::new(redis_config(Topology::Sentinel(group.target())));
+    let store = redis_store(redis_config(Topology::Sentinel(group.target())), heartbeat);
     Backend { store: Arc::new(store), _server: Some(Box::new(group)) }
 }
 
-fn cluster() -> Backend {
+fn cluster(heartbeat: Option<Duration>) -> Backend {
     let cluster = LocalCluster::start(3).expect("a local 3-master cluster");
-    let store = RedisStore::new(redis_config(Topology::Cluster(cluster.urls())));
+    let store = redis_store(redis_config(Topology::Cluster(cluster.urls())), heartbeat);
     Backend { store: Arc::new(store), _server: Some(Box::new(cluster)) }
 }
 
@@ -412,6 +425,83 @@ mod cases {
         let other = caller_path(store, org, "hooli", rpm(60, 50), d);
         for _ in 0..org_before {
             let _grant = store.reserve(&other, Cost::request(1, 0), LEASE).await.unwrap();
+        }
+    }
+
+    /// Renews `ids` every quarter of [`HEARTBEAT`] for `span`.
+    async fn renewing(store: &dyn QuotaStore, ids: &[sluice_quota::ReservationId], span: Duration) {
+        let end = tokio::time::Instant::now() + span;
+        while tokio::time::Instant::now() < end {
+            store.renew(ids).await.unwrap();
+            tokio::time::sleep(HEARTBEAT / 4).await;
+        }
+    }
+
+    fn one_slot(store: &dyn QuotaStore, name: &str, slots: u64) -> ScopeId {
+        store.register(ScopeKey::new(ScopeKind::Deployment, name), Limits::unlimited().with_concurrency(nz(slots)))
+    }
+
+    /// A reservation whose holder renews it keeps its slot past the heartbeat, for as long
+    /// as it is renewed (within its lease), and gives it back when settled.
+    pub async fn a_renewed_reservation_outlives_its_heartbeat(store: &dyn QuotaStore) {
+        let d = one_slot(store, "renewed", 1);
+        let held = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+        renewing(store, &[held.id], HEARTBEAT * 5 / 2).await;
+        // This reservation's batch settles every expired lease first: the renewed one is not.
+        let refusal = rejected(store.reserve(&[d], Cost::request(1, 1), LEASE).await);
+        assert_eq!(refusal.kind, RejectionKind::SlotsBusy, "the renewed reservation lost its slot");
+        assert_eq!(store.snapshot(d).await.unwrap().unwrap().in_flight.0, 1);
+        store.settle(held.id, Settlement::exact(Cost::request(1, 1))).await.unwrap();
+        let _grant = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+    }
+
+    /// A reservation nobody renews (its holder died) is refunded once its heartbeat is
+    /// over, long before its lease; a store without a heartbeat holds it its whole lease.
+    pub async fn an_unrenewed_reservation_is_refunded_after_its_heartbeat(store: &dyn QuotaStore) {
+        let d = one_slot(store, "unrenewed", 1);
+        let _orphan = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+        let heartbeat = store.heartbeat();
+        tokio::time::sleep(heartbeat.unwrap_or(HEARTBEAT) + Duration::from_millis(500)).await;
+        let next = store.reserve(&[d], Cost::request(1, 1), LEASE).await;
+        if heartbeat.is_some() {
+            let _grant = next.unwrap();
+            assert_eq!(store.snapshot(d).await.unwrap().unwrap().in_flight.0, 1, "the orphan's slot is free");
+        } else {
+            assert_eq!(rejected(next).kind, RejectionKind::SlotsBusy, "without a heartbeat the lease runs whole");
+        }
+    }
+
+    /// A renewal finds settled reservations gone and leaves them gone: neither one its
+    /// holder settled nor one whose heartbeat ran out and a batch refunded; and the late
+    /// settlement of the latter gives nothing back twice.
+    pub async fn a_renewal_never_revives_a_settled_reservation(store: &dyn QuotaStore) {
+        let d = one_slot(store, "revive", 2);
+        let settled = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+        store.settle(settled.id, Settlement::exact(Cost::request(1, 1))).await.unwrap();
+        let lapsed = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+        store.renew(&[settled.id]).await.unwrap();
+        let Some(heartbeat) = store.heartbeat() else {
+            // No heartbeat: the second reservation holds its slot; one more fits.
+            let a = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+            assert_eq!(rejected(store.reserve(&[d], Cost::request(1, 1), LEASE).await).kind, RejectionKind::SlotsBusy);
+            for id in [lapsed.id, a.id] {
+                store.settle(id, Settlement::exact(Cost::request(1, 1))).await.unwrap();
+            }
+            return;
+        };
+        tokio::time::sleep(heartbeat + Duration::from_millis(500)).await;
+        // Its batch refunds the lapsed reservation first.
+        let a = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+        store.renew(&[settled.id, lapsed.id]).await.unwrap();
+        let b = store.reserve(&[d], Cost::request(1, 1), LEASE).await.unwrap();
+        assert_eq!(rejected(store.reserve(&[d], Cost::request(1, 1), LEASE).await).kind, RejectionKind::SlotsBusy);
+        // Settled late, the lapsed reservation gives back nothing: both slots stay taken.
+        store.settle(lapsed.id, Settlement::exact(Cost::request(1, 1))).await.unwrap();
+        let refusal = rejected(store.reserve(&[d], Cost::request(1, 1), LEASE).await);
+        assert_eq!(refusal.kind, RejectionKind::SlotsBusy, "a renewal revived a refunded reservation");
+        assert_eq!(store.snapshot(d).await.unwrap().unwrap().in_flight.0, 2);
+        for id in [a.id, b.id] {
+            store.settle(id, Settlement::exact(Cost::request(1, 1))).await.unwrap();
         }
     }
 
@@ -837,8 +927,33 @@ macro_rules! conformance {
             use super::*;
 
             async fn run<F: std::future::Future<Output = ()>>(case: impl FnOnce(Arc<dyn QuotaStore>) -> F) {
-                let backend = $make;
+                let backend = $make(None);
                 case(Arc::clone(&backend.store)).await;
+            }
+
+            /// A case on the store kept a heartbeat at a time (where the store has one).
+            async fn run_heartbeat<F: std::future::Future<Output = ()>>(
+                case: impl FnOnce(Arc<dyn QuotaStore>) -> F,
+            ) {
+                let backend = $make(Some(HEARTBEAT));
+                case(Arc::clone(&backend.store)).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_renewed_reservation_outlives_its_heartbeat() {
+                run_heartbeat(|s| async move { cases::a_renewed_reservation_outlives_its_heartbeat(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn an_unrenewed_reservation_is_refunded_after_its_heartbeat() {
+                run_heartbeat(|s| async move {
+                    cases::an_unrenewed_reservation_is_refunded_after_its_heartbeat(&*s).await;
+                })
+                .await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_renewal_never_revives_a_settled_reservation() {
+                run_heartbeat(|s| async move { cases::a_renewal_never_revives_a_settled_reservation(&*s).await })
+                    .await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -969,8 +1084,8 @@ macro_rules! conformance {
     };
 }
 
-conformance!(memory_store, memory());
-conformance!(redis_standalone, standalone());
-conformance!(redis_cluster, cluster());
-conformance!(redis_tls, standalone_tls());
-conformance!(redis_sentinel, sentinel());
+conformance!(memory_store, memory);
+conformance!(redis_standalone, standalone);
+conformance!(redis_cluster, cluster);
+conformance!(redis_tls, standalone_tls);
+conformance!(redis_sentinel, sentinel);

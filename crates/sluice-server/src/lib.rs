@@ -24,6 +24,7 @@ mod crossing;
 mod dashboard;
 mod deadline;
 pub mod error;
+pub mod heartbeat;
 pub mod http_version;
 pub mod idle;
 pub mod jobs;

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::heartbeat::{Renewing, heartbeat_lease, renew_every};
 use sluice_config::{SentinelStore, Store, StoreKind, Unavailable};
 use sluice_quota::{Clock, MemoryStore, QuotaStore};
 use sluice_redis::{OnUnavailable, RedisConfig, RedisStore, ResilientStore, SentinelTarget, Tls, Topology};
@@ -45,10 +46,14 @@ fn sentinel_target(sentinel: &SentinelStore) -> SentinelTarget {
 pub fn from_config(settings: &Store, clock: Arc<dyn Clock>) -> Arc<dyn QuotaStore> {
     let Some((topology, tls)) = redis_target(settings) else { return Arc::new(MemoryStore::new(clock)) };
     let config = RedisConfig { topology, prefix: settings.prefix.clone(), timeout: settings.timeout, tls };
-    let remote = RedisStore::new(config);
+    // Reservations live a heartbeat at a time in Redis, renewed while their requests run: a
+    // crashed instance's come back within one (`heartbeat`).
+    let heartbeat = heartbeat_lease(settings.timeout);
+    let remote = RedisStore::new(config).with_heartbeat(heartbeat);
     let mode = match settings.on_unavailable {
         Unavailable::FailClosed => OnUnavailable::FailClosed,
         Unavailable::FailOpenLocal => OnUnavailable::FailOpenLocal { instances: settings.instances },
     };
-    Arc::new(ResilientStore::new(remote, mode, clock))
+    let resilient = Arc::new(ResilientStore::new(remote, mode, Arc::clone(&clock)));
+    Arc::new(Renewing::new(resilient, clock, renew_every(heartbeat)))
 }
