@@ -57,6 +57,9 @@ pub struct Calendar {
     pub day: Period,
     /// This month.
     pub month: Period,
+    /// The zone's offset east of UTC, seconds: what placed the periods (a store that keeps
+    /// its own clock places them again, in the same zone, at its time).
+    pub zone: i32,
 }
 
 impl Calendar {
@@ -77,7 +80,11 @@ impl Calendar {
                 reset: Duration::from_secs(u64::try_from(next - now).unwrap_or(0)),
             }
         };
-        Self { day: period(days, days + 1), month: period(days_from_civil(y, m, 1), days_from_civil(ny, nm, 1)) }
+        Self {
+            day: period(days, days + 1),
+            month: period(days_from_civil(y, m, 1), days_from_civil(ny, nm, 1)),
+            zone: offset_seconds,
+        }
     }
 
     /// The current period of `kind`.
@@ -104,23 +111,27 @@ pub struct Spent {
 }
 
 impl Spent {
-    /// What was spent in `period`: nothing if the record is of another one.
+    /// What was spent in `period`: nothing if the record is of an earlier one. A record of
+    /// a later period is the current one: a caller whose clock is behind never sees the
+    /// period it is still in, and never starts it again.
     #[must_use]
     pub fn in_period(self, period: u64) -> u64 {
-        if self.period == period { self.used } else { 0 }
+        if self.period >= period { self.used } else { 0 }
     }
 
-    /// What reservations in flight hold of the spend in `period`: nothing if the record is
-    /// of another one.
+    /// What reservations in flight hold of the spend in `period` (as [`in_period`](Self::in_period)
+    /// reads it).
     #[must_use]
     pub fn held_in(self, period: u64) -> u64 {
-        if self.period == period { self.held.min(self.used) } else { 0 }
+        if self.period >= period { self.held.min(self.used) } else { 0 }
     }
 
     /// This record after a reservation of `amount` in `period`: spent and held both grow by
-    /// it (a new period starts from zero).
+    /// it. A later period starts from zero; an earlier one (a caller whose clock is behind)
+    /// is charged to the record's own, which never goes back.
     #[must_use]
     pub fn charged(self, period: u64, amount: u64) -> Self {
+        let period = period.max(self.period);
         Self {
             period,
             used: self.in_period(period).saturating_add(amount),
@@ -226,6 +237,20 @@ mod tests {
         let c = Calendar::at(feb29, -5 * 3_600);
         assert_eq!(c.month.id, 1_706_763_600, "2024-02-01T00:00-05:00");
         assert_eq!(c.month.reset, Duration::from_secs(1_709_269_200 - feb29));
+    }
+
+    #[test]
+    fn a_period_never_goes_back_for_a_caller_whose_clock_is_behind() {
+        let budget = Budget { period: BudgetPeriod::Day, amount: NonZeroU64::new(100).unwrap() };
+        let today = Spent::default().charged(20, 60);
+        // A caller still in yesterday (10) sees today's spend and charges today.
+        let yesterday = Period { id: 10, reset: Duration::from_secs(60) };
+        assert_eq!(check(&budget, today, yesterday, 41), Err(Over::Held));
+        assert_eq!(today.charged(10, 30), Spent { period: 20, used: 90, held: 90 });
+        // A caller already in tomorrow (30) starts it, once.
+        let tomorrow = today.charged(30, 5);
+        assert_eq!(tomorrow, Spent { period: 30, used: 5, held: 5 });
+        assert_eq!(tomorrow.charged(20, 5), Spent { period: 30, used: 10, held: 10 });
     }
 
     #[test]

@@ -16,14 +16,15 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use rand::Rng as _;
 use sluice_quota::bucket::{self, Share, Tat};
 use sluice_quota::{
-    Budget, BudgetPeriod, BudgetSnapshot, Calendar, Claimer, Cost, Demand, Dimension, Grant, LimiterName, Limits,
-    Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId, ReserveError, ScopeId, ScopeKey,
+    Budget, BudgetPeriod, BudgetSnapshot, Calendar, Claimer, Clock, Cost, Demand, Dimension, Grant, LimiterName,
+    Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId, ReserveError, ScopeId, ScopeKey,
     ScopeKind, ScopeSnapshot, Settlement, Spent, StoreError, StoreFuture,
 };
 
@@ -99,6 +100,41 @@ pub struct RedisStore {
     /// The lease a reservation is kept on in Redis when shorter than its own
     /// ([`RedisStore::with_heartbeat`]); `None`: its own lease.
     heartbeat: Option<Duration>,
+    /// Redis's clock, for the periods money budgets count in
+    /// ([`RedisStore::with_store_periods`]); `None`: the caller's calendar.
+    store_clock: Option<Arc<StoreClock>>,
+}
+
+/// How often the store's clock is read again (its offset from the local clock).
+const STORE_CLOCK_EVERY_MS: u64 = 10_000;
+
+/// Redis's clock as seen from this instance: its offset from the local clock, read with
+/// `TIME` at the first admission and then at most every [`STORE_CLOCK_EVERY_MS`], off the
+/// request path.
+#[derive(Debug)]
+struct StoreClock {
+    local: Arc<dyn Clock>,
+    /// Redis's time less the local clock's, milliseconds (0 until first read).
+    offset_ms: AtomicI64,
+    /// When (local unix milliseconds) the offset was last asked for; 0: never.
+    asked_at_ms: AtomicU64,
+    /// The offset was read at least once.
+    known: AtomicBool,
+}
+
+/// Reads Redis's `TIME` and keeps its offset from `clock.local` (half the round trip taken
+/// off); a failed read keeps the offset it had, and is tried again when next due.
+async fn read_offset(clock: &StoreClock, link: &Link) {
+    let before = clock.local.unix_millis();
+    let Ok(Ok(mut conn)) = tokio::time::timeout(link.timeout, link.connector.get()).await else { return };
+    let reply = tokio::time::timeout(link.timeout, redis::cmd("TIME").query_async::<(u64, u64)>(&mut conn)).await;
+    let Ok(Ok((seconds, micros))) = reply else { return };
+    let after = clock.local.unix_millis();
+    let redis_ms = seconds.saturating_mul(1_000).saturating_add(micros / 1_000);
+    let local_ms = before / 2 + after / 2;
+    let offset = i64::try_from(redis_ms).unwrap_or(i64::MAX) - i64::try_from(local_ms).unwrap_or(i64::MAX);
+    clock.offset_ms.store(offset, Ordering::Relaxed);
+    clock.known.store(true, Ordering::Relaxed);
 }
 
 /// Most lease members one renewal script carries: a renewal of many thousands of
@@ -122,7 +158,51 @@ impl RedisStore {
             placed: Mutex::new(HashMap::new()),
             open: Mutex::new(HashMap::new()),
             heartbeat: None,
+            store_clock: None,
         }
+    }
+
+    /// Places the day and month that money budgets count in by Redis's clock rather than
+    /// the caller's (in the caller's time zone): every instance then starts a period at the
+    /// same instant, whatever its own clock's skew, and one whose clock is minutes off
+    /// neither starts a period early nor late. `local` is the clock the offset to Redis's
+    /// is measured from. Without it (the default) the caller's calendar stands.
+    #[must_use]
+    pub fn with_store_periods(mut self, local: Arc<dyn Clock>) -> Self {
+        let clock = StoreClock {
+            local,
+            offset_ms: AtomicI64::new(0),
+            asked_at_ms: AtomicU64::new(0),
+            known: AtomicBool::new(false),
+        };
+        self.store_clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// The periods of `asked` (the caller's calendar) as Redis's clock places them, in the
+    /// same zone. The clock's offset is read at the first admission (waited for), then again
+    /// in the background when due.
+    async fn store_calendar(&self, asked: Calendar) -> Calendar {
+        let Some(clock) = &self.store_clock else { return asked };
+        let now = clock.local.unix_millis();
+        let asked_at = clock.asked_at_ms.load(Ordering::Relaxed);
+        let due = asked_at == 0 || now.saturating_sub(asked_at) >= STORE_CLOCK_EVERY_MS;
+        if due && clock.asked_at_ms.compare_exchange(asked_at, now.max(1), Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        {
+            if asked_at == 0 {
+                read_offset(clock, self.batches.link()).await;
+            } else if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let (clock, batches) = (Arc::clone(clock), Arc::clone(&self.batches));
+                runtime.spawn(async move { read_offset(&clock, batches.link()).await });
+            }
+        }
+        if !clock.known.load(Ordering::Relaxed) {
+            // Never read (Redis did not answer): the caller's calendar until it is.
+            return asked;
+        }
+        let local = i64::try_from(clock.local.unix_millis()).unwrap_or(i64::MAX);
+        let at_ms = local.saturating_add(clock.offset_ms.load(Ordering::Relaxed));
+        Calendar::at(u64::try_from(at_ms / 1_000).unwrap_or(0), asked.zone)
     }
 
     /// Keeps every reservation in Redis on a lease of `heartbeat` (or its own lease, if
@@ -236,7 +316,8 @@ impl RedisStore {
         Ok(())
     }
 
-    async fn reserve_path(&self, demand: Demand<'_>) -> Result<Grant, ReserveError> {
+    async fn reserve_path(&self, mut demand: Demand<'_>) -> Result<Grant, ReserveError> {
+        demand.calendar = self.store_calendar(demand.calendar).await;
         let id = ReservationId(rand::rng().random::<u64>() >> 1);
         let mut done: Vec<Part> = Vec::new();
         let mut after = Vec::new();

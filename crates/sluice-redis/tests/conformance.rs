@@ -876,7 +876,34 @@ mod cases {
         }
     }
 
-    /// A budget that reservations in flight hold refuses for a moment, not until the next
+    /// A caller whose clock is a day behind (its calendar names yesterday) is charged to the
+    /// period the store already counts, and never starts its own again: what today spent
+    /// stays spent.
+    pub async fn a_caller_whose_clock_is_behind_never_starts_its_period_again(store: &dyn QuotaStore) {
+        let budget = Budget { period: BudgetPeriod::Day, amount: nz(1_000_000) };
+        let tenant =
+            store.register(ScopeKey::new(ScopeKind::Tenant, "behind"), Limits::unlimited().with_budget(budget));
+        let path = [tenant];
+        let (today, yesterday) = (Calendar::at(BUDGET_NOW, 0), Calendar::at(BUDGET_NOW - 86_400, 0));
+        let priced = |micros| Cost::request(10, 10).with_money(micros);
+        let demand = |micros, calendar| Demand { calendar, ..Demand::new(&path, priced(micros), LEASE) };
+        let first = store.admit(demand(600_000, today)).await.unwrap();
+        store.settle(first.id, Settlement::exact(priced(600_000))).await.unwrap();
+        // Yesterday's caller sees today's 0.60: 0.50 more does not fit, 0.40 does.
+        assert_eq!(rejected(store.admit(demand(500_000, yesterday)).await).limiter, LimiterName::Budget);
+        let behind = store.admit(demand(400_000, yesterday)).await.unwrap();
+        let shown = store.snapshot(tenant).await.unwrap().unwrap().budgets;
+        assert_eq!(shown[0].spent.period, today.day.id, "the period kept did not go back");
+        assert_eq!(shown[0].spent.in_period(today.day.id), 1_000_000, "charged to today");
+        assert_eq!(rejected(store.admit(demand(1, today)).await).limiter, LimiterName::Budget);
+        store.settle(behind.id, Settlement::exact(behind.reserved)).await.unwrap();
+        // Tomorrow's caller starts tomorrow, once; yesterday's then counts in it.
+        let tomorrow = Calendar::at(BUDGET_NOW + 86_400, 0);
+        let next = store.admit(demand(700_000, tomorrow)).await.unwrap();
+        assert_eq!(rejected(store.admit(demand(400_000, yesterday)).await).limiter, LimiterName::Budget);
+        store.settle(next.id, Settlement::exact(next.reserved)).await.unwrap();
+    }
+
     /// period: every store shows what is held, a settlement below its reservation gives
     /// back the difference and the hold, and an expired lease leaves its money spent but
     /// no longer held. Only a budget spent for good waits for the next day.
@@ -1070,6 +1097,11 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_daily_budget_admits_exactly_what_it_holds() {
                 run(|s| async move { cases::a_daily_budget_admits_exactly_what_it_holds(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_caller_whose_clock_is_behind_never_starts_its_period_again() {
+                run(|s| async move { cases::a_caller_whose_clock_is_behind_never_starts_its_period_again(&*s).await })
+                    .await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_budget_held_by_reservations_in_flight_refuses_for_a_moment() {

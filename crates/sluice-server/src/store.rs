@@ -49,7 +49,9 @@ pub fn from_config(settings: &Store, clock: Arc<dyn Clock>) -> Arc<dyn QuotaStor
     // Reservations live a heartbeat at a time in Redis, renewed while their requests run: a
     // crashed instance's come back within one (`heartbeat`).
     let heartbeat = heartbeat_lease(settings.timeout);
-    let remote = RedisStore::new(config).with_heartbeat(heartbeat);
+    // Days and months of money budgets by Redis's clock: the fleet starts a period at one
+    // instant, whatever each instance's clock says.
+    let remote = RedisStore::new(config).with_heartbeat(heartbeat).with_store_periods(Arc::clone(&clock));
     let mode = match settings.on_unavailable {
         Unavailable::FailClosed => OnUnavailable::FailClosed,
         Unavailable::FailOpenLocal => OnUnavailable::FailOpenLocal { instances: settings.instances },

@@ -222,7 +222,9 @@ local function over_budget(budgets)
   for i = 1, #budgets, 7 do
     local bs, slot = get(budgets[i]), budgets[i + 1]
     local spent, held = 0, 0
-    if bs and bs[2 * slot - 1] == budgets[i + 2] then
+    -- A record of a later period than the caller's is the current one: a caller whose
+    -- clock is behind never starts its period again.
+    if bs and bs[2 * slot - 1] >= budgets[i + 2] then
       spent = bs[2 * slot]
       held = math.min(spent, bs[4 + slot] or 0)
     end
@@ -237,13 +239,15 @@ local function over_budget(budgets)
 end
 
 -- Charges each budget its cost in its current period, spent and held until it settles (a
--- new period starts from zero); the state lives until the period ends.
+-- later period starts from zero, an earlier one is charged to the period kept); the state
+-- lives until the period ends.
 local function charge_budgets(budgets)
   for i = 1, #budgets, 7 do
     local f, slot, period = budgets[i], budgets[i + 1], budgets[i + 2]
     local bs = get(f) or {0, 0, 0, 0}
     bs[5], bs[6] = bs[5] or 0, bs[6] or 0
-    if bs[2 * slot - 1] ~= period then
+    -- Only a later period starts from zero; the period kept never goes back.
+    if bs[2 * slot - 1] < period then
       bs[2 * slot - 1], bs[2 * slot], bs[4 + slot] = period, 0, 0
     end
     bs[2 * slot] = bs[2 * slot] + budgets[i + 4]
