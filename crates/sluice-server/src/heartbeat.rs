@@ -5,8 +5,8 @@
 //! A store with a heartbeat ([`QuotaStore::heartbeat`], Redis) keeps every reservation for
 //! that long past its grant or last renewal. [`Renewing`] wraps it: it records each
 //! reservation it grants with the end of its whole lease, forgets it when it is settled
-//! ([`crate::request::settle`]'s guard settles every reservation exactly once, through
-//! here), and renews those still held every [`renew_every`] of the heartbeat, all of them in
+//! (the request road's settle guard, above this floor, settles every reservation exactly
+//! once, through here), and renews those still held every [`renew_every`] of the heartbeat, all of them in
 //! one [`QuotaStore::renew`] (the store splits it per group and in bounded chunks). A
 //! reservation is renewed until its whole lease is over, so a request stuck for longer
 //! still gives its hold back, at most one heartbeat after its lease.
