@@ -106,11 +106,6 @@ pub(crate) fn value_of<'j>(json: &'j str, quoted_key: &str) -> Option<&'j str> {
     find_key(json, quoted_key).and_then(|(_, value)| json.get(value..))
 }
 
-/// Whether `quoted_key` holds a non-empty string.
-pub(crate) fn has_nonempty_string(json: &str, quoted_key: &str) -> bool {
-    value_of(json, quoted_key).is_some_and(|v| v.starts_with('"') && !v.starts_with("\"\""))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,8 +142,8 @@ mod tests {
         let json = r#"{"x":"say \"usage","content":"the \"usage\" word","usage" : {"a":1}}"#;
         let (_, value) = find_key(json, "\"usage\"").unwrap();
         assert!(json[value..].starts_with("{\"a\""));
-        assert!(has_nonempty_string(json, "\"content\""));
-        assert!(!has_nonempty_string(r#"{"content":""}"#, "\"content\""));
+        assert!(value_of(json, "\"content\"").is_some_and(|v| v.starts_with("\"the \\\"usage")));
+        assert_eq!(value_of(r#"{"content":""}"#, "\"content\""), Some("\"\"}"));
         assert_eq!(find_key(r#"{"a":"usage"}"#, "\"usage\""), None);
     }
 }

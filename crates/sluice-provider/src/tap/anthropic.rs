@@ -48,7 +48,6 @@ pub(super) fn event(text: &str, outcome: &mut StreamOutcome) {
                 outcome.usage_final = true;
             }
         }
-        Some("content_block_delta") => outcome.saw_content(),
         Some("message_stop") => outcome.completed = true,
         Some("error") => outcome.error_event = true,
         _ => {}

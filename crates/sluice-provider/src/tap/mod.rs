@@ -40,19 +40,6 @@ pub struct StreamOutcome {
     pub completed: bool,
     /// Saw an error event (`event: error`) or an OpenAI chunk with a top-level `error`.
     pub error_event: bool,
-    /// Content delta events seen (text, tool-call arguments, refusal or reasoning deltas),
-    /// about one token each: the output estimate for a stream that broke off.
-    pub content_deltas: u64,
-    /// At least one content delta reached the client: from here on a retry would splice
-    /// two answers together.
-    pub first_content_seen: bool,
-}
-
-impl StreamOutcome {
-    fn saw_content(&mut self) {
-        self.content_deltas = self.content_deltas.saturating_add(1);
-        self.first_content_seen = true;
-    }
 }
 
 /// Watches one SSE response stream passing through the gateway.

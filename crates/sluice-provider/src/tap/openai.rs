@@ -1,7 +1,7 @@
 //! OpenAI chat-completions stream events.
 //!
 //! Chunks are `data: {json}` events, closed by `data: [DONE]`. The pre-scan looks for the
-//! keys that matter (`"usage"` with an object value, `"error"`, content-bearing delta keys)
+//! keys that matter (`"usage"` with an object value, `"error"`)
 //! by substring; serde_json runs only on the rare chunk that holds usage or an error.
 
 use serde::Deserialize;
@@ -14,10 +14,6 @@ use crate::usage::RawUsage;
 
 const USAGE: &str = "\"usage\"";
 const ERROR: &str = "\"error\"";
-/// Delta keys whose presence with a value means the chunk carries generated output.
-/// Chat's delta strings, and legacy completions' `text`.
-const CONTENT_STRINGS: [&str; 5] = ["\"content\"", "\"refusal\"", "\"reasoning_content\"", "\"reasoning\"", "\"text\""];
-const TOOL_CALLS: &str = "\"tool_calls\"";
 
 /// A chunk that holds usage: its usage and whether `choices` is empty.
 #[derive(Deserialize)]
@@ -76,15 +72,7 @@ fn analyse_chunk(data: &str, outcome: &mut StreamOutcome) -> Chunk {
     {
         outcome.error_event = true;
     }
-    if kind == Chunk::Other && carries_content(data) {
-        outcome.saw_content();
-    }
     kind
-}
-
-fn carries_content(data: &str) -> bool {
-    CONTENT_STRINGS.iter().any(|key| sse::has_nonempty_string(data, key))
-        || sse::value_of(data, TOOL_CALLS).is_some_and(|v| v.starts_with('['))
 }
 
 /// Copies `text` to `out` without its `"usage":null` member (and the comma joining it to

@@ -1,7 +1,7 @@
 //! OpenAI Responses stream events.
 //!
 //! Each event has an `event:` line naming its type (repeated as `type` in the data).
-//! Output deltas count as content; `response.completed` and `response.incomplete` end the
+//! `response.completed` and `response.incomplete` end the
 //! stream and carry the usage in `response.usage`; `response.failed` and `error` are the
 //! protocol's error events. serde_json runs only on those final events and on
 //! `response.created`, whose `response.id` names the response.
@@ -49,7 +49,6 @@ pub(super) fn event(text: &str, outcome: &mut StreamOutcome) -> Option<String> {
             return read_usage(data, outcome);
         }
         "error" => outcome.error_event = true,
-        delta if delta.ends_with(".delta") && delta != "response.audio.delta" => outcome.saw_content(),
         _ => {}
     }
     None

@@ -63,7 +63,7 @@ struct Indexed {
 }
 
 /// The runtime keys: as stored, and resolved against the configuration in force. Both maps
-/// are [`Sharded`], so a change copies only the shards it touches.
+/// are sharded (`sharded.rs`), so a change copies only the shards it touches.
 #[derive(Debug, Default)]
 pub struct RuntimeKeys {
     records: ArcSwap<Sharded<Arc<str>, Indexed>>,
