@@ -9,25 +9,30 @@ use std::time::Duration;
 
 use sluice_quota::{
     Budget, BudgetPeriod, Calendar, Cost, Demand, IN_FLIGHT_RETRY, LimiterName, Limits, MemoryStore, QuotaStore,
-    RejectionKind, ReserveError, ScopeKey, ScopeKind, Share, SystemClock,
+    RejectionKind, ReserveError, ScopeId, ScopeKey, ScopeKind, Share, SystemClock,
 };
 use sluice_server::queue::{Ask, DeploymentQueue, WaitError};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiting_request_refused_by_a_spent_budget_leaves_the_queue_at_once() {
+/// A memory store with one tenant whose day's budget is 10, and its path.
+struct Budgeted {
+    clock: Arc<SystemClock>,
+    store: Arc<dyn QuotaStore>,
+    path: [ScopeId; 1],
+    calendar: Calendar,
+    lease: Duration,
+}
+
+fn budgeted() -> Budgeted {
     let clock = Arc::new(SystemClock::new());
     let store: Arc<dyn QuotaStore> = Arc::new(MemoryStore::new(clock.clone()));
     let budget = Budget { period: BudgetPeriod::Day, amount: NonZeroU64::new(10).unwrap() };
     let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "acme"), Limits::unlimited().with_budget(budget));
-    let calendar = Calendar::at(1_796_160_600, 0);
-    let lease = Duration::from_secs(30);
-    let path = [tenant];
-    let spent = Demand { calendar, ..Demand::new(&path, Cost::request(1, 1).with_money(10), lease) };
-    // Spent and settled: nothing in flight holds it, so it waits for the next day.
-    let grant = store.admit(spent).await.unwrap();
-    store.settle(grant.id, sluice_quota::Settlement::exact(Cost::request(1, 1).with_money(10))).await.unwrap();
-    let queue = DeploymentQueue::new(Arc::clone(&store), clock);
-    let ask = Ask {
+    Budgeted { clock, store, path: [tenant], calendar: Calendar::at(1_796_160_600, 0), lease: Duration::from_secs(30) }
+}
+
+/// A request costing 5 through `path`, waiting in the queue.
+fn ask(path: &[ScopeId], calendar: Calendar, lease: Duration) -> Ask {
+    Ask {
         path: path.to_vec(),
         cost: Cost::request(1, 1).with_money(5),
         share: Share::FULL,
@@ -40,7 +45,18 @@ async fn a_waiting_request_refused_by_a_spent_budget_leaves_the_queue_at_once() 
         calendar,
         deadline: None,
         claimer: sluice_quota::Claimer::NOBODY,
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_request_refused_by_a_spent_budget_leaves_the_queue_at_once() {
+    let Budgeted { clock, store, path, calendar, lease } = budgeted();
+    let spent = Demand { calendar, ..Demand::new(&path, Cost::request(1, 1).with_money(10), lease) };
+    // Spent and settled: nothing in flight holds it, so it waits for the next day.
+    let grant = store.admit(spent).await.unwrap();
+    store.settle(grant.id, sluice_quota::Settlement::exact(Cost::request(1, 1).with_money(10))).await.unwrap();
+    let queue = DeploymentQueue::new(Arc::clone(&store), clock);
+    let ask = ask(&path, calendar, lease);
     // A class that would wait a minute: the answer comes long before.
     let waiting = queue.wait(ask, Duration::from_secs(60), 10, None);
     let (result, _) = tokio::time::timeout(Duration::from_secs(20), waiting).await.expect("answered at once");
@@ -57,30 +73,11 @@ async fn a_waiting_request_refused_by_a_spent_budget_leaves_the_queue_at_once() 
 /// and the settlement that frees the budget (and wakes the queue) admits it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_request_held_by_a_reservation_in_flight_is_admitted_when_it_settles() {
-    let clock = Arc::new(SystemClock::new());
-    let store: Arc<dyn QuotaStore> = Arc::new(MemoryStore::new(clock.clone()));
-    let budget = Budget { period: BudgetPeriod::Day, amount: NonZeroU64::new(10).unwrap() };
-    let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "acme"), Limits::unlimited().with_budget(budget));
-    let calendar = Calendar::at(1_796_160_600, 0);
-    let lease = Duration::from_secs(30);
-    let path = [tenant];
+    let Budgeted { clock, store, path, calendar, lease } = budgeted();
     let held = Demand { calendar, ..Demand::new(&path, Cost::request(1, 1).with_money(8), lease) };
     let grant = store.admit(held).await.unwrap();
     let queue = DeploymentQueue::new(Arc::clone(&store), clock);
-    let ask = Ask {
-        path: path.to_vec(),
-        cost: Cost::request(1, 1).with_money(5),
-        share: Share::FULL,
-        lease,
-        tenant: 0,
-        lane: 0,
-        weight: NonZeroU32::new(1).unwrap(),
-        priority: 0,
-        fair: None,
-        calendar,
-        deadline: None,
-        claimer: sluice_quota::Claimer::NOBODY,
-    };
+    let ask = ask(&path, calendar, lease);
     let waiting = tokio::spawn({
         let queue = Arc::clone(&queue);
         async move { queue.wait(ask, Duration::from_secs(60), 10, None).await }
