@@ -234,44 +234,19 @@ mod tests {
     use sluice_quota::{FakeClock, MemoryStore, ScopeKind};
 
     use super::*;
+    use crate::store::watched::{Hooks, Watched};
 
-    /// A memory store that records every renewal it is asked for.
-    #[derive(Debug)]
+    /// Every renewal asked for, each sorted.
+    #[derive(Debug, Default)]
     struct Recording {
-        inner: MemoryStore,
         renewals: Mutex<Vec<Vec<ReservationId>>>,
     }
 
-    impl QuotaStore for Recording {
-        fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId {
-            self.inner.register(key, limits)
-        }
-        fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>> {
-            self.inner.admit(demand)
-        }
-        fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {
-            self.inner.settle(id, settlement)
-        }
-        fn pause(&self, scope: ScopeId, wait: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
-            self.inner.pause(scope, wait)
-        }
-        fn renew<'a>(&'a self, ids: &'a [ReservationId]) -> StoreFuture<'a, Result<(), StoreError>> {
+    impl Hooks for Recording {
+        fn renewed(&self, ids: &[ReservationId]) {
             let mut ids = ids.to_vec();
             ids.sort_unstable_by_key(|id| id.0);
             self.renewals.lock().push(ids);
-            Box::pin(std::future::ready(Ok(())))
-        }
-        fn tighten(
-            &self,
-            scope: ScopeId,
-            dimension: Dimension,
-            remaining: u64,
-            reset: Option<Duration>,
-        ) -> StoreFuture<'_, Result<(), StoreError>> {
-            self.inner.tighten(scope, dimension, remaining, reset)
-        }
-        fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {
-            self.inner.snapshot(id)
         }
     }
 
@@ -287,7 +262,7 @@ mod tests {
     async fn held_reservations_are_renewed_until_settled_or_past_their_lease() {
         let clock = FakeClock::default();
         let recording =
-            Arc::new(Recording { inner: MemoryStore::new(Arc::new(clock.clone())), renewals: Mutex::default() });
+            Arc::new(Watched { inner: MemoryStore::new(Arc::new(clock.clone())), hooks: Recording::default() });
         let store = Renewing::new(Arc::clone(&recording) as Arc<dyn QuotaStore>, Arc::new(clock.clone()), EVERY);
         let d = store.register(ScopeKey::new(ScopeKind::Deployment, "d"), Limits::unlimited());
         let short = store.reserve(&[d], Cost::request(1, 1), Duration::from_secs(5)).await.unwrap();
@@ -298,23 +273,23 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(100)).await;
         step(&clock, EVERY).await;
         step(&clock, EVERY).await;
-        assert_eq!(*recording.renewals.lock(), [both.clone(), both.clone()]);
+        assert_eq!(*recording.hooks.renewals.lock(), [both.clone(), both.clone()]);
         // At 6 s the short one's lease is over: it is left to lapse.
         step(&clock, EVERY).await;
-        assert_eq!(recording.renewals.lock().last(), Some(&vec![long.id]));
+        assert_eq!(recording.hooks.renewals.lock().last(), Some(&vec![long.id]));
         // Settled, the long one is renewed no more, and the task ends.
         store.settle(long.id, Settlement::exact(Cost::request(1, 1))).await.unwrap();
-        let before = recording.renewals.lock().len();
+        let before = recording.hooks.renewals.lock().len();
         step(&clock, EVERY).await;
         step(&clock, EVERY).await;
-        assert_eq!(recording.renewals.lock().len(), before, "a settled reservation was renewed");
+        assert_eq!(recording.hooks.renewals.lock().len(), before, "a settled reservation was renewed");
         assert_eq!(store.renewed(), 0);
         assert!(!store.shared.held.lock().renewing, "the task still runs with nothing held");
         // The next grant starts it again.
         let next = store.reserve(&[d], Cost::request(1, 1), Duration::from_secs(60)).await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         step(&clock, EVERY).await;
-        assert_eq!(recording.renewals.lock().last(), Some(&vec![next.id]));
-        assert_eq!(recording.renewals.lock().len(), before + 1);
+        assert_eq!(recording.hooks.renewals.lock().last(), Some(&vec![next.id]));
+        assert_eq!(recording.hooks.renewals.lock().len(), before + 1);
     }
 }

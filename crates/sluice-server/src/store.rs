@@ -3,6 +3,9 @@
 
 use std::sync::Arc;
 
+#[cfg(test)]
+pub(crate) mod watched;
+
 use crate::heartbeat::{Renewing, heartbeat_lease, renew_every};
 use sluice_config::{SentinelStore, Store, StoreKind, Unavailable};
 use sluice_quota::{Clock, MemoryStore, QuotaStore};

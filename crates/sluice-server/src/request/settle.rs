@@ -362,66 +362,36 @@ impl Drop for SettleGuard {
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    use sluice_quota::{
-        Demand, Dimension, Grant, Limits, MemoryStore, ReserveError, ScopeId, ScopeKey, ScopeKind, ScopeSnapshot,
-        StoreError, StoreFuture, SystemClock,
-    };
+    use sluice_quota::{Limits, MemoryStore, ScopeKey, ScopeKind, StoreError, SystemClock};
 
     use super::*;
+    use crate::store::watched::{Hooks, Watched};
 
-    /// A memory store whose first `failing` settlements fail after being applied (a reply
+    /// Settlements applied, the first `failing` of them answered with an error (a reply
     /// lost to a stall).
     #[derive(Debug)]
     struct Stalling {
-        inner: MemoryStore,
         failing: AtomicU32,
         settles: AtomicU32,
     }
 
-    impl QuotaStore for Stalling {
-        fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId {
-            self.inner.register(key, limits)
-        }
-        fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>> {
-            self.inner.admit(demand)
-        }
-        fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {
-            Box::pin(async move {
-                self.settles.fetch_add(1, Ordering::Relaxed);
-                self.inner.settle(id, settlement).await?;
-                let failing = self.failing.load(Ordering::Relaxed);
-                if failing > 0 {
-                    self.failing.store(failing - 1, Ordering::Relaxed);
-                    return Err(StoreError("timed out".into()));
-                }
-                Ok(())
-            })
-        }
-        fn pause(&self, scope: ScopeId, wait: Duration) -> StoreFuture<'_, Result<(), StoreError>> {
-            self.inner.pause(scope, wait)
-        }
-        fn tighten(
-            &self,
-            scope: ScopeId,
-            dimension: Dimension,
-            remaining: u64,
-            reset: Option<Duration>,
-        ) -> StoreFuture<'_, Result<(), StoreError>> {
-            self.inner.tighten(scope, dimension, remaining, reset)
-        }
-        fn snapshot(&self, id: ScopeId) -> StoreFuture<'_, Result<Option<ScopeSnapshot>, StoreError>> {
-            self.inner.snapshot(id)
+    impl Hooks for Stalling {
+        fn settled(&self) -> Result<(), StoreError> {
+            self.settles.fetch_add(1, Ordering::Relaxed);
+            let failing = self.failing.load(Ordering::Relaxed);
+            if failing > 0 {
+                self.failing.store(failing - 1, Ordering::Relaxed);
+                return Err(StoreError("timed out".into()));
+            }
+            Ok(())
         }
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_settlement_the_store_did_not_confirm_is_tried_again_and_counts_once() {
         let clock = Arc::new(SystemClock::new());
-        let store = Arc::new(Stalling {
-            inner: MemoryStore::new(clock.clone()),
-            failing: AtomicU32::new(3),
-            settles: AtomicU32::new(0),
-        });
+        let hooks = Stalling { failing: AtomicU32::new(3), settles: AtomicU32::new(0) };
+        let store = Arc::new(Watched { inner: MemoryStore::new(clock.clone()), hooks });
         let limits = Limits { concurrency: std::num::NonZeroU64::new(1), ..Limits::default() };
         let scope = store.register(ScopeKey::new(ScopeKind::Deployment, "d"), limits);
         let grant = store.reserve(&[scope], Cost::request(10, 10), Duration::from_secs(600)).await.unwrap();
@@ -438,10 +408,10 @@ mod tests {
         guard.settle(Settlement::default());
         background.close();
         background.wait().await;
-        assert_eq!(store.settles.load(Ordering::Relaxed), 4, "three failed tries, then one confirmed");
+        assert_eq!(store.hooks.settles.load(Ordering::Relaxed), 4, "three failed tries, then one confirmed");
         let snapshot = store.snapshot(scope).await.unwrap().unwrap();
         assert_eq!(snapshot.in_flight.0, 0, "the slot came back once");
-        store.failing.store(SETTLE_TRIES, Ordering::Relaxed);
+        store.hooks.failing.store(SETTLE_TRIES, Ordering::Relaxed);
         let grant = store.reserve(&[scope], Cost::request(10, 10), Duration::from_secs(600)).await.unwrap();
         let queue = DeploymentQueue::new(store.clone(), Arc::new(SystemClock::new()));
         let background = TaskTracker::new();
@@ -450,7 +420,7 @@ mod tests {
         background.close();
         background.wait().await;
         assert_eq!(
-            store.settles.load(Ordering::Relaxed),
+            store.hooks.settles.load(Ordering::Relaxed),
             4 + SETTLE_TRIES,
             "a store that never confirms gets five tries"
         );
