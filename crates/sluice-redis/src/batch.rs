@@ -122,9 +122,16 @@ pub enum Op {
 
 type Reply = Result<Vec<i64>, StoreError>;
 
+/// How to give back a reservation nobody will hear of: the settlement that releases it.
+pub type Release = Box<dyn FnOnce() -> Op + Send>;
+
 struct Waiting {
     op: Op,
     reply: oneshot::Sender<Reply>,
+    /// For a reservation: its release, sent when its caller gave up (timed out, or went)
+    /// after the batch left, or when the batch failed in a way that leaves unknown whether
+    /// it was made. A release of a reservation never made changes nothing.
+    release: Option<Release>,
 }
 
 #[derive(Default)]
@@ -333,11 +340,26 @@ impl Batches {
     /// When the script failed (every operation of that batch gets the error), or the call,
     /// lane included, took longer than the store's timeout.
     pub async fn run(self: &Arc<Self>, group: &Group, op: Op) -> Reply {
+        self.enqueue(group, op, None).await
+    }
+
+    /// Runs the reservation `op` as [`Self::run`] does; when its caller never learns the
+    /// answer (it timed out or went after the batch left), or the batch failed without
+    /// saying whether it was made, `release` is sent after it, so no capacity stays held
+    /// by a reservation nobody will settle.
+    ///
+    /// # Errors
+    /// As [`Self::run`].
+    pub async fn reserve(self: &Arc<Self>, group: &Group, op: Op, release: Release) -> Reply {
+        self.enqueue(group, op, Some(release)).await
+    }
+
+    async fn enqueue(self: &Arc<Self>, group: &Group, op: Op, release: Option<Release>) -> Reply {
         let (reply, answer) = oneshot::channel();
         let batch = {
             let mut lanes = self.lanes.lock();
             let lane = lanes.entry(group.clone()).or_default();
-            lane.pending.push(Waiting { op, reply });
+            lane.pending.push(Waiting { op, reply, release });
             if lane.in_flight < MAX_IN_FLIGHT {
                 lane.in_flight += 1;
                 Some(lane.take())
@@ -456,26 +478,54 @@ impl Batches {
             };
         }
         let replies: Result<Vec<Vec<i64>>, StoreError> = self.link.call(invocation).await;
+        let mut orphans = Vec::new();
         match replies {
             Ok(replies) if replies.len() == batch.len() => {
                 let mut slots: Vec<Option<Waiting>> = batch.into_iter().map(Some).collect();
                 for (i, reply) in plan.order().zip(replies) {
                     if let Some(waiting) = slots.get_mut(i).and_then(Option::take) {
-                        let _ = waiting.reply.send(Ok(reply));
+                        let granted = reply.first() == Some(&1);
+                        if let (Err(_), true, Some(release)) = (waiting.reply.send(Ok(reply)), granted, waiting.release)
+                        {
+                            orphans.push(release());
+                        }
                     }
                 }
             }
             Ok(replies) => {
                 let e = store_error(format!("batch of {} answered {} replies", batch.len(), replies.len()));
-                for waiting in batch {
-                    let _ = waiting.reply.send(Err(e.clone()));
-                }
+                orphans = fail(batch, &e);
             }
-            Err(e) => {
-                for waiting in batch {
-                    let _ = waiting.reply.send(Err(e.clone()));
-                }
-            }
+            Err(e) => orphans = fail(batch, &e),
+        }
+        if !orphans.is_empty() {
+            tracing::warn!(
+                reservations = orphans.len(),
+                "releasing reservations whose callers never learned of them (timed out, gone, or the batch failed)"
+            );
+            self.release(group, orphans);
         }
     }
+
+    /// Queues `releases` on `group`'s lane, behind what was sent: the lane's flush sends them
+    /// next (settlements always go, nobody waits for their answer).
+    fn release(&self, group: &Group, releases: Vec<Op>) {
+        let mut lanes = self.lanes.lock();
+        let lane = lanes.entry(group.clone()).or_default();
+        for op in releases {
+            let (reply, _) = oneshot::channel();
+            lane.pending.push(Waiting { op, reply, release: None });
+        }
+    }
+}
+
+/// Answers every operation of a failed batch with `e`; the releases of its reservations,
+/// since whether they were made is unknown.
+fn fail(batch: Vec<Waiting>, e: &StoreError) -> Vec<Op> {
+    let mut releases = Vec::new();
+    for waiting in batch {
+        let _ = waiting.reply.send(Err(e.clone()));
+        releases.extend(waiting.release.map(|release| release()));
+    }
+    releases
 }

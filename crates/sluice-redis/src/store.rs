@@ -72,6 +72,17 @@ struct Part {
     calendar: Calendar,
 }
 
+impl Part {
+    /// The batch operation that settles this part by `settlement`.
+    fn settle_op(&self, settlement: Settlement) -> Op {
+        let specs: Vec<&ScopeSpec> = self.scopes.iter().map(|s| &s.spec).collect();
+        let settle = record::settle_spec(self.cost, settlement.used, settlement.upstream, &specs);
+        let budgets =
+            record::budget_settle(self.cost.money, settlement.used, settlement.upstream, self.calendar, &specs);
+        Op::Settle { member: self.member.clone(), spec: settle.spec, sids: settle.sids, budgets }
+    }
+}
+
 /// Settings of a [`RedisStore`].
 #[derive(Debug, Clone)]
 pub struct RedisConfig {
@@ -291,28 +302,27 @@ impl RedisStore {
             patience_us,
             claimer: demand.claimer.get(),
         };
-        let reply = self.batches.run(group, op).await?;
+        let part = Part { group: group.clone(), member, cost, scopes, calendar: demand.calendar };
+        // Should the caller never hear the answer, the batch gives the reservation back.
+        let unheard = Part { scopes: part.scopes.clone(), member: part.member.clone(), group: group.clone(), ..part };
+        let release = Box::new(move || unheard.settle_op(Settlement::exact(Cost::default())));
+        let reply = self.batches.reserve(group, op, release).await?;
+        let scopes = &part.scopes;
         match reply.as_slice() {
             [1, rest @ ..] => {
                 let reported: Vec<&Arc<Scope>> = scopes.iter().filter(|s| own(s)).collect();
                 let after = granted_state(&reported, rest);
-                let part = Part { group: group.clone(), member, cost, scopes, calendar: demand.calendar };
                 Ok(Reserved { part, after })
             }
             [0, wait, scope, limit, kind] => {
-                Err(ReserveError::Rejected(rejection(&scopes, *wait, *scope, *limit, *kind)))
+                Err(ReserveError::Rejected(rejection(scopes, *wait, *scope, *limit, *kind)))
             }
             _ => Err(ReserveError::Store(store_error(format!("unexpected reply from reserve: {reply:?}")))),
         }
     }
 
     async fn settle_part(&self, part: &Part, settlement: Settlement) -> Result<(), StoreError> {
-        let specs: Vec<&ScopeSpec> = part.scopes.iter().map(|s| &s.spec).collect();
-        let settle = record::settle_spec(part.cost, settlement.used, settlement.upstream, &specs);
-        let budgets =
-            record::budget_settle(part.cost.money, settlement.used, settlement.upstream, part.calendar, &specs);
-        let op = Op::Settle { member: part.member.clone(), spec: settle.spec, sids: settle.sids, budgets };
-        self.batches.run(&part.group, op).await?;
+        self.batches.run(&part.group, part.settle_op(settlement)).await?;
         Ok(())
     }
 
