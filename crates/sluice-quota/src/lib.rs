@@ -83,4 +83,4 @@ pub use ledger::{BudgetSnapshot, HOLD_RETRY, IN_FLIGHT_RETRY, Ledger, RateSnapsh
 pub use limit::{Cost, Dimension, LimiterName, Limits, RateLimit, Settlement};
 pub use memory::MemoryStore;
 pub use scope::{ReservationId, ScopeId, ScopeKey, ScopeKind};
-pub use store::{QuotaStore, ReserveError, StoreError, StoreFuture, StoreHealth};
+pub use store::{QuotaStore, ReserveError, SpendRecord, SpentInPeriods, StoreError, StoreFuture, StoreHealth};

@@ -5,6 +5,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::bucket::{Claimer, Share};
+use crate::budget::BudgetPeriod;
 use crate::decision::{Demand, Grant, Rejection};
 use crate::ledger::ScopeSnapshot;
 use crate::limit::{Cost, Dimension, Limits, Settlement};
@@ -192,4 +193,35 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
             Ok(snapshots)
         })
     }
+}
+
+/// Money spent on one scope in a day and a month, in micro-units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SpentInPeriods {
+    /// Spent in the day asked about.
+    pub day: u64,
+    /// Spent in the month asked about.
+    pub month: u64,
+}
+
+/// The fleet's durable record of money spent per budget scope and period: written as
+/// reservations settle, read when a shared store lost (or never had) what it keeps, so a
+/// budget is restored before anything is admitted against it. Scopes are named by their
+/// store field (`<kind>:<name>`), periods by their start (Unix seconds).
+pub trait SpendRecord: Send + Sync + std::fmt::Debug {
+    /// Adds `micros` spent on `scope` in the period of `kind` starting at `period`. Never
+    /// waits: the record writes in batches, each applied once.
+    fn record(&self, scope: &str, kind: BudgetPeriod, period: u64, micros: u64);
+
+    /// What the record holds spent on each of `scopes` in the day starting at `day` and the
+    /// month starting at `month`, after writing out what this instance still holds back.
+    ///
+    /// # Errors
+    /// When the record cannot be read.
+    fn spent<'a>(
+        &'a self,
+        scopes: &'a [String],
+        day: u64,
+        month: u64,
+    ) -> StoreFuture<'a, Result<Vec<SpentInPeriods>, StoreError>>;
 }
