@@ -81,7 +81,7 @@ pub struct Fair {
 }
 
 /// One operation of a batch.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Op {
     /// A reservation of the group's part of a path.
     Reserve {
@@ -106,6 +106,9 @@ pub enum Op {
         patience_us: Option<u64>,
         /// Who asks (its claims carry it; 0: nobody), at most 2^52 - 1.
         claimer: u64,
+        /// The gateway keeps a store of record: a budget not yet restored from it refuses
+        /// (kind 9) rather than admit against what Redis may have forgotten.
+        recorded: bool,
     },
     /// A settlement (or a release) of a reservation.
     Settle {
@@ -219,7 +222,7 @@ impl Plan {
 }
 
 /// Whether an encoded budget array (record.rs) names any budget: not the empty array.
-fn has_budgets(budgets: &[u8]) -> bool {
+pub(crate) fn has_budgets(budgets: &[u8]) -> bool {
     budgets.len() > 1
 }
 
@@ -239,13 +242,22 @@ const NO_END_US: u64 = 1 << 52;
 /// A reservation's array for the script (see `batch.lua`), with `spec` in place of its own
 /// when given (a run's combined spec).
 fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, homes: &mut Vec<&'a Group>) -> Vec<u8> {
-    let Op::Reserve { lease_us, fair, spec: own, sids, report, share, budgets, patience_us, claimer, .. } = op else {
+    let Op::Reserve { lease_us, fair, spec: own, sids, report, share, budgets, patience_us, claimer, recorded, .. } =
+        op
+    else {
         return Vec::new();
     };
     let spec = spec.unwrap_or_else(|| own.encode());
     let mut blob = Vec::with_capacity(48 + spec.len());
-    // The patience is written when known or when a claimer follows it (then as "no end").
-    let tail = if *claimer > 0 { 2 } else { usize::from(patience_us.is_some()) };
+    // The patience is written when known or when a claimer or the record flag follows it
+    // (then as "no end"); the claimer when known or when the record flag follows (0).
+    let tail = if *recorded {
+        3
+    } else if *claimer > 0 {
+        2
+    } else {
+        usize::from(patience_us.is_some())
+    };
     record::push_array(&mut blob, 13 + tail + sids.len());
     record::push_uint(&mut blob, *lease_us);
     match fair {
@@ -282,8 +294,11 @@ fn reserve_blob<'a>(op: &'a Op, spec: Option<Vec<u8>>, fields: &mut Fields<'a>, 
     if tail > 0 {
         record::push_uint(&mut blob, patience_us.unwrap_or(NO_END_US));
     }
-    if *claimer > 0 {
+    if tail > 1 {
         record::push_uint(&mut blob, *claimer);
+    }
+    if *recorded {
+        record::push_uint(&mut blob, 1);
     }
     blob
 }
@@ -331,6 +346,12 @@ impl Batches {
     #[must_use]
     pub fn link(&self) -> &Link {
         &self.link
+    }
+
+    /// The link, to keep beyond a borrow (work in the background).
+    #[must_use]
+    pub fn shared_link(&self) -> Arc<Link> {
+        Arc::clone(&self.link)
     }
 
     /// Runs `op` on `group`'s state, in a batch with whatever else is waiting; the script's

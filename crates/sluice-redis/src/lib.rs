@@ -22,6 +22,7 @@ pub mod local;
 pub mod oplog;
 pub mod record;
 pub mod resilient;
+pub mod restore;
 pub mod scripts;
 pub mod sentinel;
 pub mod store;

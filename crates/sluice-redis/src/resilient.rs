@@ -12,14 +12,15 @@
 //!   instance's local remainder times the instance count (the smallest report wins), each
 //!   admission must pass the local limiter too.
 
+use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sluice_quota::{
-    Budget, Claimer, Clock, Cost, Demand, Dimension, Grant, Limits, MemoryStore, QuotaStore, RateLimit, ReservationId,
-    ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture, StoreHealth,
+    Budget, Calendar, Claimer, Clock, Cost, Demand, Dimension, Grant, Limits, MemoryStore, QuotaStore, RateLimit,
+    ReservationId, ReserveError, ScopeId, ScopeKey, ScopeSnapshot, Settlement, StoreError, StoreFuture, StoreHealth,
 };
 
 use crate::store::RedisStore;
@@ -53,6 +54,12 @@ pub struct ResilientStore {
     guarded: AtomicBool,
     next_probe: AtomicU64,
     errors: AtomicU64,
+    /// Reservations the local limiter granted, by id: their path and periods, so what they
+    /// spend is recorded for the shared budgets ([`RedisStore::record_spent`]).
+    local_grants: parking_lot::Mutex<HashMap<u64, (Vec<ScopeId>, Calendar)>>,
+    /// The time zone of the last admission's calendar (seconds east of UTC): the zone the
+    /// budgets are brought up to the record in after an outage.
+    zone: AtomicI32,
 }
 
 impl ResilientStore {
@@ -72,6 +79,8 @@ impl ResilientStore {
             guarded: AtomicBool::new(false),
             next_probe: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            local_grants: parking_lot::Mutex::new(HashMap::new()),
+            zone: AtomicI32::new(0),
         }
     }
 
@@ -114,7 +123,9 @@ impl ResilientStore {
 
     /// Redis answered. After an outage this call brings the shared buckets down to what
     /// the local limiter says is left (times the instance count) before the local gate
-    /// lifts; a failure there leaves the gate on for the next recovery to try again.
+    /// lifts, and the shared money budgets up to the store of record (what every instance
+    /// spent admitting locally included); a failure there leaves the gate on for the next
+    /// recovery to try again.
     async fn recovered(&self) {
         if !self.down.swap(false, Ordering::AcqRel) {
             return;
@@ -122,6 +133,12 @@ impl ResilientStore {
         tracing::warn!("redis reachable again: shared limits restored");
         let (Some(local), OnUnavailable::FailOpenLocal { instances }) = (&self.local, self.mode) else { return };
         self.guarded.store(true, Ordering::Release);
+        let calendar = Calendar::at(self.clock.unix_millis() / 1_000, self.zone.load(Ordering::Relaxed));
+        if let Err(e) = self.remote.reconcile(calendar).await {
+            tracing::warn!(error = %e, "bringing the shared budgets up to the ledger after an outage failed");
+            self.failed(&e);
+            return;
+        }
         for scope in local.scope_ids() {
             let Ok(Some(snapshot)) = local.snapshot(scope).await else { continue };
             let dimensions = local.rate_dimensions(scope);
@@ -172,6 +189,7 @@ impl ResilientStore {
     }
 
     async fn reserve_resilient(&self, demand: Demand<'_>) -> Result<Grant, ReserveError> {
+        self.zone.store(demand.calendar.zone, Ordering::Relaxed);
         let error = if self.should_try_remote() {
             let gated = self.guarded.load(Ordering::Acquire);
             self.local_gate(&demand)?;
@@ -193,6 +211,7 @@ impl ResilientStore {
         }
         let Some(local) = &self.local else { return Err(ReserveError::Store(error)) };
         let grant = local.admit_now(&demand)?;
+        self.local_grants.lock().insert(grant.id.0, (demand.path.to_vec(), demand.calendar));
         Ok(Grant { id: ReservationId(grant.id.0 | LOCAL), ..grant })
     }
 
@@ -206,6 +225,9 @@ impl ResilientStore {
         if id.0 & LOCAL != 0 {
             if let Some(local) = &self.local {
                 local.settle_now(ReservationId(id.0 & !LOCAL), settlement);
+            }
+            if let Some((path, calendar)) = self.local_grants.lock().remove(&(id.0 & !LOCAL)) {
+                self.remote.record_spent(&path, calendar, settlement);
             }
             return Ok(());
         }

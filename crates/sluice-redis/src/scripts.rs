@@ -4,7 +4,7 @@ use redis::Script;
 
 /// Version of the script set; part of every script's text, so a change of the scripts
 /// never meets an old cached SHA.
-pub const VERSION: &str = "sluice-quota-v7";
+pub const VERSION: &str = "sluice-quota-v8";
 
 const COMMON: &str = include_str!("lua/common.lua");
 
@@ -30,6 +30,8 @@ pub struct Scripts {
     pub peek: Script,
     /// A deployment's learned short window, shared by every instance.
     pub window: Script,
+    /// Money budgets brought up to the store of record.
+    pub restore: Script,
 }
 
 impl Scripts {
@@ -47,6 +49,7 @@ impl Scripts {
             withdraw: build(include_str!("lua/withdraw.lua")),
             peek: build(include_str!("lua/peek.lua")),
             window: build(include_str!("lua/window.lua")),
+            restore: build(include_str!("lua/restore.lua")),
         }
     }
 }

@@ -25,13 +25,14 @@ use sluice_quota::bucket::{self, Share, Tat};
 use sluice_quota::{
     Budget, BudgetPeriod, BudgetSnapshot, Calendar, Claimer, Clock, Cost, Demand, Dimension, Grant, LimiterName,
     Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId, ReserveError, ScopeId, ScopeKey,
-    ScopeKind, ScopeSnapshot, Settlement, Spent, StoreError, StoreFuture,
+    ScopeKind, ScopeSnapshot, Settlement, SpendRecord, Spent, StoreError, StoreFuture,
 };
 
 use crate::batch::{Batches, Fair, Link, Op, store_error};
 use crate::conn::{Connector, Topology};
 use crate::keys::{Group, TenantGroups};
 use crate::record::{self, ScopeSpec};
+use crate::restore;
 use crate::scripts::Scripts;
 use crate::tls::Tls;
 
@@ -114,6 +115,8 @@ pub struct RedisStore {
     /// Redis's clock, for the periods money budgets count in
     /// ([`RedisStore::with_store_periods`]); `None`: the caller's calendar.
     store_clock: Option<Arc<StoreClock>>,
+    /// The store of record for money ([`RedisStore::with_record`]).
+    record: Option<Arc<dyn SpendRecord>>,
 }
 
 /// How often the store's clock is read again (its offset from the local clock).
@@ -170,7 +173,61 @@ impl RedisStore {
             open: Mutex::new(HashMap::new()),
             heartbeat: None,
             store_clock: None,
+            record: None,
         }
+    }
+
+    /// Keeps what every settlement spends on money budgets in `record`, and admits against
+    /// a budget only once Redis holds it restored from there: after Redis lost its memory
+    /// (restarted empty, failed over to a replica behind), the first reservation on each
+    /// budget restores it, and a second pass [`restore::CATCH_UP`] later brings in what
+    /// other instances had not yet written.
+    #[must_use]
+    pub fn with_record(mut self, record: Arc<dyn SpendRecord>) -> Self {
+        self.record = Some(record);
+        self
+    }
+
+    /// Records what a reservation admitted elsewhere (a local fallback while Redis was
+    /// unreachable) spent on the budgets of `path`, so the shared budgets take it in when
+    /// they are next restored ([`Self::reconcile`]).
+    pub fn record_spent(&self, path: &[ScopeId], calendar: Calendar, settlement: Settlement) {
+        let Some(record) = &self.record else { return };
+        for scope in path.iter().filter_map(|&id| self.scope(id)) {
+            restore::record_settled(&**record, &scope.spec, calendar, settlement);
+        }
+    }
+
+    /// Brings every registered budget up to the store of record (what instances spent
+    /// while they admitted locally included).
+    ///
+    /// # Errors
+    /// When the record cannot be read or Redis does not answer.
+    pub async fn reconcile(&self, calendar: Calendar) -> Result<(), StoreError> {
+        let Some(record) = &self.record else { return Ok(()) };
+        let calendar = self.store_calendar(calendar).await;
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for scope in self.scopes.read().0.iter().filter(|s| !s.spec.budgets.is_empty()) {
+            match groups.iter_mut().find(|(state, _)| *state == scope.state) {
+                Some((_, sids)) => sids.push(scope.spec.sid.clone()),
+                None => groups.push((scope.state.clone(), vec![scope.spec.sid.clone()])),
+            }
+        }
+        for (state, sids) in &groups {
+            restore::restore(self.batches.link(), &**record, state, sids, calendar).await?;
+        }
+        Ok(())
+    }
+
+    /// Restores the budgets of `scopes` (of `group`), and once more in a moment.
+    async fn restore_part(&self, group: &Group, scopes: &[Arc<Scope>], calendar: Calendar) -> Result<(), StoreError> {
+        let Some(record) = &self.record else { return Ok(()) };
+        let sids: Vec<String> =
+            scopes.iter().filter(|s| !s.spec.budgets.is_empty()).map(|s| s.spec.sid.clone()).collect();
+        let state = group.state();
+        restore::restore(self.batches.link(), &**record, &state, &sids, calendar).await?;
+        restore::catch_up(self.batches.shared_link(), Arc::clone(record), state, sids, calendar);
+        Ok(())
     }
 
     /// Places the day and month that money budgets count in by Redis's clock rather than
@@ -301,14 +358,24 @@ impl RedisStore {
             budgets,
             patience_us,
             claimer: demand.claimer.get(),
+            recorded: self.record.is_some(),
         };
         let part = Part { group: group.clone(), member, cost, scopes, calendar: demand.calendar };
-        // Should the caller never hear the answer, the batch gives the reservation back.
-        let unheard = Part { scopes: part.scopes.clone(), member: part.member.clone(), group: group.clone(), ..part };
-        let release = Box::new(move || unheard.settle_op(Settlement::exact(Cost::default())));
-        let reply = self.batches.reserve(group, op, release).await?;
+        // Only a reservation on a budget, with a record kept, can be asked again.
+        let again = match &op {
+            Op::Reserve { recorded: true, budgets, .. } if crate::batch::has_budgets(budgets) => Some(op.clone()),
+            _ => None,
+        };
+        let mut reply = self.send_reserve(&part, op).await?;
+        if let ([0, _, _, _, 9], Some(op)) = (reply.as_slice(), again) {
+            // A budget Redis does not hold as restored from the record: restored, then asked
+            // again (once: a second refusal of this kind is the store failing).
+            self.restore_part(group, &part.scopes, part.calendar).await?;
+            reply = self.send_reserve(&part, op).await?;
+        }
         let scopes = &part.scopes;
         match reply.as_slice() {
+            [0, _, _, _, 9] => Err(ReserveError::Store(store_error("a budget was not restored from the ledger"))),
             [1, rest @ ..] => {
                 let reported: Vec<&Arc<Scope>> = scopes.iter().filter(|s| own(s)).collect();
                 let after = granted_state(&reported, rest);
@@ -319,6 +386,15 @@ impl RedisStore {
             }
             _ => Err(ReserveError::Store(store_error(format!("unexpected reply from reserve: {reply:?}")))),
         }
+    }
+
+    /// Sends the reservation `op` of `part`; should its caller never hear the answer, the
+    /// batch gives it back.
+    async fn send_reserve(&self, part: &Part, op: Op) -> Result<Vec<i64>, StoreError> {
+        let unheard =
+            Part { scopes: part.scopes.clone(), member: part.member.clone(), group: part.group.clone(), ..*part };
+        let release = Box::new(move || unheard.settle_op(Settlement::exact(Cost::default())));
+        self.batches.reserve(&part.group, op, release).await
     }
 
     async fn settle_part(&self, part: &Part, settlement: Settlement) -> Result<(), StoreError> {
@@ -357,6 +433,11 @@ impl RedisStore {
         let Some(parts) = self.open.lock().remove(&id) else { return Ok(()) };
         for part in &parts {
             self.settle_part(part, settlement).await?;
+            if let Some(record) = &self.record {
+                for scope in &part.scopes {
+                    restore::record_settled(&**record, &scope.spec, part.calendar, settlement);
+                }
+            }
         }
         Ok(())
     }

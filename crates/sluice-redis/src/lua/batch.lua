@@ -31,9 +31,10 @@
 -- run; a reservation granted before answers just {1}); or refused, {0, wait_us, scope
 -- index, limit index, kind} with kind 1 = not yet, 2 = slots busy, 4 = paused, 5 = fair
 -- share, 6 = held by an operator, 7 = a money budget spent until the next period, 8 = a
--- money budget that reservations in flight hold (it fits once they settle) (3, never fits,
--- the gateway finds before asking; for 5 it names the scope; for 7 and 8 the limit index
--- is the budget's slot).
+-- money budget that reservations in flight hold (it fits once they settle), 9 = a money
+-- budget not yet restored from the store of record (3, never fits, the gateway finds
+-- before asking; for 5 it names the scope; for 7, 8 and 9 the limit index is the budget's
+-- slot).
 -- Settle: {1}, or {0} when the reservation is unknown (settled before, or expired).
 local A = ARGV
 local leases, state = KEYS[1], KEYS[2]
@@ -216,11 +217,16 @@ end
 -- the month), current period, amount, this cost, the time to the next period (µs) and the
 -- scope's index. The refusal of the first that cannot take the cost in its period even
 -- once what reservations in flight hold is settled (kind 7), else of the first that takes
--- it only then (kind 8), or nil.
-local function over_budget(budgets)
+-- it only then (kind 8), or nil. When the gateway keeps a store of record (`recorded`), a
+-- budget not yet restored from it refuses first (kind 9: the gateway restores it and asks
+-- again).
+local function over_budget(budgets, recorded)
   local held_by
   for i = 1, #budgets, 7 do
     local bs, slot = get(budgets[i]), budgets[i + 1]
+    if recorded and not (bs and bs[7] == 1) then
+      return {0, 0, budgets[i + 6], slot, 9}
+    end
     local spent, held = 0, 0
     -- A record of a later period than the caller's is the current one: a caller whose
     -- clock is behind never starts its period again.
@@ -264,6 +270,7 @@ local function reserve(o, n)
   local spec, report, share = o[10 + S], o[11 + S], o[12 + S] or 1000
   local budgets = o[13 + S] or {}
   local patience = o[14 + S]
+  local recorded = o[16 + S] == 1
 
   -- Held scopes refuse first, before the fair-share check: a held tenant must not count as
   -- asking (it would hold every other tenant back to its own virtual time).
@@ -284,7 +291,7 @@ local function reserve(o, n)
 
   -- A spent budget refuses at once: its wait is the next period, not capacity (or, held by
   -- reservations in flight, their settlement).
-  local spent = over_budget(budgets)
+  local spent = over_budget(budgets, recorded)
   if spent then return spent end
 
   -- Fair share: a tenant too far ahead of the slowest tenant asking is held back briefly.

@@ -7,9 +7,10 @@
 -- the instant that bucket is full again (a GCRA; 0 or missing means full), optionally
 -- followed by a claim on one bucket {bucket, step, until, share, claimer} (batch.lua; 0 for none,
 -- dropped when the layout changes); per scope with money budgets a field `<scope>$b`, a
--- MessagePack array {day's period, spent that day, month's period, spent that month}
--- (periods by their start, Unix seconds; amounts in micro-units: a new period starts from
--- zero); and `@x`, the
+-- MessagePack array {day's period, spent that day, month's period, spent that month,
+-- held that day, held that month, restored} (periods by their start, Unix seconds; amounts
+-- in micro-units: a new period starts from zero; held: by reservations in flight; restored:
+-- 1 once brought up to the store of record, restore.lua); and `@x`, the
 -- instant the hash's expiry was last pushed to, so the hot path never asks Redis for a TTL.
 -- A batch of decisions (batch.lua) reads the fields it touches with one HMGET and writes
 -- the ones it changed with one HSET.
