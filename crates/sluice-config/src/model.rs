@@ -645,6 +645,33 @@ pub struct Config {
     pub pricing: Pricing,
     /// Usage rollups.
     pub usage: UsageSettings,
+    /// The fleet's store of record for money (`[ledger]`), if kept.
+    pub ledger: Option<Ledger>,
+}
+
+/// The store of record for money (`[ledger]`): Postgres, which the Redis budgets are
+/// restored from after Redis lost its memory.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Ledger {
+    /// `postgres://user@host:port/database`.
+    pub url: String,
+    /// The variable holding the password, if any (never the password itself).
+    pub password_env: Option<String>,
+    /// Bound on each call to Postgres.
+    pub timeout: Duration,
+    /// How often each instance writes what it spent.
+    pub flush_every: Duration,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry a password.
+        f.debug_struct("Ledger")
+            .field("password_env", &self.password_env)
+            .field("timeout", &self.timeout)
+            .field("flush_every", &self.flush_every)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Settings of every money budget (`[budgets]`).

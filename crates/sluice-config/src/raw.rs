@@ -39,6 +39,17 @@ pub struct RawConfig {
     pub pricing: RawPricing,
     #[serde(default)]
     pub usage: RawUsageSettings,
+    pub ledger: Option<RawLedger>,
+}
+
+/// `[ledger]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLedger {
+    pub url: Option<Spanned<String>>,
+    pub password_env: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<String>>,
+    pub flush_every: Option<Spanned<String>>,
 }
 
 /// `[pricing]`.

@@ -62,6 +62,7 @@ impl Validator<'_> {
         let pricing = self.pricing(&raw.pricing)?;
         self.prices(&raw.deployments, &pricing, &mut deployments)?;
         let usage = self.usage(&raw.usage)?;
+        let ledger = raw.ledger.as_ref().map(|l| self.ledger(l, &store)).transpose()?;
         Ok(Config {
             budgets,
             server,
@@ -79,6 +80,7 @@ impl Validator<'_> {
             telemetry,
             pricing,
             usage,
+            ledger,
         })
     }
 

@@ -467,6 +467,36 @@ fn store_settings_are_validated() {
 }
 
 #[test]
+fn a_ledger_is_a_postgres_url_beside_a_redis_store() {
+    let redis = "[store]\nkind = \"redis\"\nurl = \"redis://r:6379\"\n";
+    let text =
+        format!("{redis}[ledger]\nurl = \"postgres://sluice@db:5432/sluice\"\npassword_env = \"PGPASS\"\n{BASE}");
+    let ledger = parse(&text).unwrap().ledger.unwrap();
+    assert_eq!(
+        (ledger.url.as_str(), ledger.password_env.as_deref()),
+        ("postgres://sluice@db:5432/sluice", Some("PGPASS"))
+    );
+    assert_eq!((ledger.timeout, ledger.flush_every), (Duration::from_secs(5), Duration::from_millis(250)));
+    assert!(!format!("{ledger:?}").contains("db:5432"), "the URL (it may hold a password) is not shown");
+    assert!(parse(BASE).unwrap().ledger.is_none());
+    let cases = [
+        ("[ledger]\nurl = \"postgres://db/s\"\n", "ledger.url", 2, "[store] kind = \"redis\""),
+        (&*format!("{redis}[ledger]\nurl = \"mysql://db/s\"\n"), "ledger.url", 5, "postgres://"),
+        (
+            &*format!("{redis}[ledger]\nurl = \"postgres://db/s\"\nflush_every = \"5s\"\n"),
+            "ledger.flush_every",
+            6,
+            "at most 1s",
+        ),
+        (&*format!("{redis}[ledger]\nurl = \"postgres://db/s\"\nhost = \"db\"\n"), "ledger.host", 6, "unknown field"),
+    ];
+    for (text, field, line, words) in cases {
+        let err = parse(&format!("{text}{BASE}")).unwrap_err();
+        assert_eq!((err.line, err.message.contains(words)), (Some(line), true), "{field}: {err}");
+    }
+}
+
+#[test]
 fn a_providers_ca_file_is_read_at_load() {
     let dir = std::env::temp_dir().join(format!("sluice-config-ca-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

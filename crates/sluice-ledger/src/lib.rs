@@ -26,6 +26,10 @@ const BATCH_IDS_KEPT: &str = "2 days";
 /// Flushes between two sweeps of old batch ids.
 const SWEEP_EVERY: u32 = 3_000;
 
+/// Beyond one write interval, how long a restore waits for other instances' writes to
+/// land before it reads (a write is one small transaction).
+const WRITE_MARGIN: Duration = Duration::from_millis(250);
+
 /// The tables, created when missing (under an advisory lock: instances starting together).
 const SCHEMA: &str = "
     SELECT pg_advisory_xact_lock(7405632017);
@@ -90,6 +94,8 @@ struct Batch {
 pub struct PostgresLedger {
     config: tokio_postgres::Config,
     timeout: Duration,
+    /// How often every instance writes what it recorded.
+    flush_every: Duration,
     client: tokio::sync::Mutex<Option<Client>>,
     /// Recorded and not yet in a batch.
     pending: parking_lot::Mutex<HashMap<Key, u64>>,
@@ -137,6 +143,7 @@ impl PostgresLedger {
         let ledger = Arc::new(Self {
             config,
             timeout: settings.timeout,
+            flush_every: settings.flush_every,
             client: tokio::sync::Mutex::new(None),
             pending: parking_lot::Mutex::new(HashMap::new()),
             aside: tokio::sync::Mutex::new(None),
@@ -358,6 +365,10 @@ impl SpendRecord for PostgresLedger {
         Box::pin(async move {
             // What this instance holds back goes first; if it cannot, it is counted in below.
             let written = self.flush().await.is_ok();
+            // Every other instance writes what it recorded at least this often: waiting one
+            // interval takes in everything recorded anywhere before the restore began (a
+            // restore is rare: after Redis lost a budget).
+            tokio::time::sleep(self.flush_every + WRITE_MARGIN).await;
             let mut spent = self.read(scopes, day, month).await?;
             if !written {
                 self.unwritten(scopes, day, month, &mut spent).await;

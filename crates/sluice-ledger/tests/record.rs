@@ -16,8 +16,8 @@ fn settings(server: &LocalPostgres) -> LedgerConfig {
         url: server.url(),
         password: None,
         timeout: Duration::from_secs(5),
-        // Written out only when asked: the test decides when.
-        flush_every: Duration::from_secs(3_600),
+        // A restore's read waits one interval: kept short.
+        flush_every: Duration::from_millis(100),
     }
 }
 

@@ -214,7 +214,8 @@ pub trait SpendRecord: Send + Sync + std::fmt::Debug {
     fn record(&self, scope: &str, kind: BudgetPeriod, period: u64, micros: u64);
 
     /// What the record holds spent on each of `scopes` in the day starting at `day` and the
-    /// month starting at `month`, after writing out what this instance still holds back.
+    /// month starting at `month`, after writing out what this instance still holds back and
+    /// waiting until what any instance recorded before the call is written.
     ///
     /// # Errors
     /// When the record cannot be read.

@@ -8,7 +8,7 @@ pub(crate) mod watched;
 
 use crate::heartbeat::{Renewing, heartbeat_lease, renew_every};
 use sluice_config::{SentinelStore, Store, StoreKind, Unavailable};
-use sluice_quota::{Clock, MemoryStore, QuotaStore};
+use sluice_quota::{Clock, MemoryStore, QuotaStore, SpendRecord};
 use sluice_redis::{OnUnavailable, RedisConfig, RedisStore, ResilientStore, SentinelTarget, Tls, Topology};
 
 /// Where the Redis of `settings` is and how to reach it over TLS; `None` for the memory
@@ -44,9 +44,14 @@ fn sentinel_target(sentinel: &SentinelStore) -> SentinelTarget {
     }
 }
 
-/// The store `settings` describe, reading time from `clock`.
+/// The store `settings` describe, reading time from `clock`; with `record` (the
+/// `[ledger]`), Redis's money budgets are kept in it and restored from it.
 #[must_use]
-pub fn from_config(settings: &Store, clock: Arc<dyn Clock>) -> Arc<dyn QuotaStore> {
+pub fn from_config(
+    settings: &Store,
+    clock: Arc<dyn Clock>,
+    record: Option<Arc<dyn SpendRecord>>,
+) -> Arc<dyn QuotaStore> {
     let Some((topology, tls)) = redis_target(settings) else { return Arc::new(MemoryStore::new(clock)) };
     let config = RedisConfig { topology, prefix: settings.prefix.clone(), timeout: settings.timeout, tls };
     // Reservations live a heartbeat at a time in Redis, renewed while their requests run: a
@@ -54,7 +59,10 @@ pub fn from_config(settings: &Store, clock: Arc<dyn Clock>) -> Arc<dyn QuotaStor
     let heartbeat = heartbeat_lease(settings.timeout);
     // Days and months of money budgets by Redis's clock: the fleet starts a period at one
     // instant, whatever each instance's clock says.
-    let remote = RedisStore::new(config).with_heartbeat(heartbeat).with_store_periods(Arc::clone(&clock));
+    let mut remote = RedisStore::new(config).with_heartbeat(heartbeat).with_store_periods(Arc::clone(&clock));
+    if let Some(record) = record {
+        remote = remote.with_record(record);
+    }
     let mode = match settings.on_unavailable {
         Unavailable::FailClosed => OnUnavailable::FailClosed,
         Unavailable::FailOpenLocal => OnUnavailable::FailOpenLocal { instances: settings.instances },

@@ -11,8 +11,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Deadline, KEY, sha};
-use serde_json::json;
+use common::Deadline;
 use sluice_quota::{Clock, Nanos, SystemClock};
 use sluice_redis::local::LocalRedis;
 use sluice_sim::config::{ModelConfig, SimConfig};
@@ -53,43 +52,6 @@ fn zone_ending_a_day_soon(now_s: u64) -> (String, u64) {
     (format!("{sign}{:02}:{:02}", minutes / 60, minutes % 60), midnight)
 }
 
-fn policy(zone: &str) -> String {
-    // 10 output tokens at 10,000 per million: 0.10 a request, 0.40 a day.
-    format!(
-        r#"
-[budgets]
-time_zone = "{zone}"
-
-[[deployments]]
-name = "d"
-provider = "sim"
-model = "gpt-4o-mini"
-limits = {{ rpm = 100000 }}
-price = {{ input = 0.0, output = 10000.0 }}
-
-[[models]]
-name = "fast"
-deployment = "d"
-
-[[tenants]]
-name = "acme"
-limits = {{ budget = {{ day = 0.4 }} }}
-
-[[keys]]
-id = "k"
-tenant = "acme"
-sha256 = "{sha}"
-"#,
-        sha = sha(KEY)
-    )
-}
-
-async fn ask(http: &reqwest::Client, url: &str) -> u16 {
-    let body = json!({"model": "fast", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
-    let request = http.post(format!("{url}/v1/chat/completions")).bearer_auth(KEY).json(&body);
-    request.send().await.unwrap().status().as_u16()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_gateways_minutes_apart_start_the_day_once_at_the_stores_midnight() {
     let redis = LocalRedis::start().expect("redis-server (scripts/test installs it)");
@@ -97,11 +59,12 @@ async fn three_gateways_minutes_apart_start_the_day_once_at_the_stores_midnight(
     let sim = sluice_sim::SimProvider::start(SimConfig { models: vec![model], ..SimConfig::default() }).await.unwrap();
     let (zone, midnight) = zone_ending_a_day_soon(SystemClock::new().unix_millis() / 1_000);
     let process = format!("[store]\nkind = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"\n", redis.url());
-    let config = common::config(&sim, &process, &policy(&zone));
+    let config =
+        common::config(&sim, &process, &common::priced_policy(&format!("[budgets]\ntime_zone = \"{zone}\"\n"), 0.4));
     let mut gateways = Vec::new();
     for offset_ms in [0, 180_000, -180_000] {
         let clock: Arc<dyn Clock> = Arc::new(Skewed { real: SystemClock::new(), offset_ms });
-        let store = sluice_server::store::from_config(&config.store, Arc::clone(&clock));
+        let store = sluice_server::store::from_config(&config.store, Arc::clone(&clock), None);
         let listen = "127.0.0.1:0".parse().unwrap();
         gateways.push(sluice_server::Running::start_with_clock(&config, store, clock, listen).await.unwrap());
     }
@@ -111,7 +74,7 @@ async fn three_gateways_minutes_apart_start_the_day_once_at_the_stores_midnight(
     // Before midnight: the day's budget is spent on every gateway, the one ahead included.
     let mut spent = 0;
     for n in 0..HOLDS * 3 {
-        if ask(&http, &urls[n % 3]).await == 200 {
+        if common::ask_fast(&http, &urls[n % 3]).await == 200 {
             spent += 1;
         }
     }
@@ -119,7 +82,7 @@ async fn three_gateways_minutes_apart_start_the_day_once_at_the_stores_midnight(
     let now_s = || SystemClock::new().unix_millis() / 1_000;
     assert!(now_s() < midnight, "the test took too long to reach midnight first");
     for url in &urls {
-        assert_eq!(ask(&http, url).await, 429, "{url} admits before the store's midnight");
+        assert_eq!(common::ask_fast(&http, url).await, 429, "{url} admits before the store's midnight");
     }
 
     // After Redis's midnight: exactly the day's budget, across all three, then refusals.
@@ -131,13 +94,13 @@ async fn three_gateways_minutes_apart_start_the_day_once_at_the_stores_midnight(
     while settle.sleep(Duration::from_millis(100)).await {}
     let mut admitted = Vec::new();
     for n in 0..HOLDS * 3 {
-        admitted.push(ask(&http, &urls[n % 3]).await);
+        admitted.push(common::ask_fast(&http, &urls[n % 3]).await);
     }
     let served = admitted.iter().filter(|s| **s == 200).count();
     assert_eq!(served, HOLDS, "the new day admitted {admitted:?}");
     assert!(admitted.iter().all(|s| *s == 200 || *s == 429), "{admitted:?}");
     for url in &urls {
-        assert_eq!(ask(&http, url).await, 429, "{url}: the day was started again");
+        assert_eq!(common::ask_fast(&http, url).await, 429, "{url}: the day was started again");
     }
     for gateway in gateways {
         gateway.shutdown().await;

@@ -66,6 +66,32 @@ fn init_logs(json: bool) {
     }
 }
 
+/// The store of record for money (`[ledger]`), connected and checked: without it the
+/// gateway does not start, since budgets Redis forgot could not be restored.
+async fn open_ledger(
+    ledger: Option<&sluice_config::Ledger>,
+) -> anyhow::Result<Option<Arc<dyn sluice_quota::SpendRecord>>> {
+    let Some(ledger) = ledger else { return Ok(None) };
+    let password = match &ledger.password_env {
+        Some(name) => Some(
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .with_context(|| format!("ledger.password_env names {name}, which is not set"))?,
+        ),
+        None => None,
+    };
+    let settings = sluice_ledger::LedgerConfig {
+        url: ledger.url.clone(),
+        password,
+        timeout: ledger.timeout,
+        flush_every: ledger.flush_every,
+    };
+    let record = sluice_ledger::PostgresLedger::connect(settings).await.context("opening the ledger ([ledger] url)")?;
+    tracing::info!("ledger open: budgets are recorded in Postgres and restored from it");
+    Ok(Some(record))
+}
+
 /// Runs the gateway until SIGINT or SIGTERM.
 ///
 /// # Errors
@@ -73,7 +99,8 @@ fn init_logs(json: bool) {
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logs(args.log_json);
     let config = load(&args.config)?;
-    let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
+    let record = open_ledger(config.ledger.as_ref()).await?;
+    let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()), record);
     let state = AppState::build(&config, store)?.with_tls(&config)?.with_jobs(job_store(&config)?, &config);
     let workers = sluice_server::jobs::worker::spawn(&state);
     // Runtime keys: loaded now, then kept within a second of every change in the store.

@@ -104,6 +104,34 @@ impl Validator<'_> {
         NonZeroU64::new(*value.get_ref()).ok_or_else(|| self.err(field, value.span(), "must be at least 1"))
     }
 
+    /// `[ledger]`: a `postgres://` URL, beside a Redis store (one instance in memory has
+    /// nothing to restore); writes at least every second (the restore's catch-up pass
+    /// comes 2 s after it).
+    pub(super) fn ledger(&self, raw: &RawLedger, store: &Store) -> Result<Ledger> {
+        let Some(url) = &raw.url else {
+            return Err(self.err(
+                "ledger.url",
+                0..0,
+                "the ledger needs `url = \"postgres://user@host:port/database\"`",
+            ));
+        };
+        if !(url.get_ref().starts_with("postgres://") || url.get_ref().starts_with("postgresql://")) {
+            return Err(self.err("ledger.url", url.span(), "a postgres:// connection URL"));
+        }
+        if matches!(store.kind, StoreKind::Memory) {
+            let message = "a ledger restores the fleet's budgets in Redis: it needs `[store] kind = \"redis\"`";
+            return Err(self.err("ledger.url", url.span(), message));
+        }
+        let timeout = self.duration("ledger.timeout", &raw.timeout, Duration::from_secs(5))?;
+        let flush_every = self.duration("ledger.flush_every", &raw.flush_every, Duration::from_millis(250))?;
+        if flush_every > Duration::from_secs(1) {
+            let span = raw.flush_every.as_ref().map_or(0..0, Spanned::span);
+            return Err(self.err("ledger.flush_every", span, "at most 1s"));
+        }
+        let password_env = raw.password_env.as_ref().map(|p| p.get_ref().clone());
+        Ok(Ledger { url: url.get_ref().clone(), password_env, timeout, flush_every })
+    }
+
     pub(super) fn store(&self, raw: &RawStore) -> Result<Store> {
         let kind = match (raw.kind.as_ref().map(|k| (k.get_ref().as_str(), k.span())), &raw.url, &raw.cluster) {
             (None | Some(("memory", _)), None, None) => match &raw.sentinel {

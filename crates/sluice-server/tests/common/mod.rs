@@ -65,7 +65,7 @@ pub async fn start(sim: SimConfig, policy: &str) -> Env {
 pub async fn start_with(sim: SimConfig, process: &str, policy: &str) -> Env {
     let sim = sluice_sim::SimProvider::start(sim).await.unwrap();
     let config = config(&sim, process, policy);
-    let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()));
+    let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()), None);
     let gateway = Running::start(&config, store, "127.0.0.1:0".parse().unwrap()).await.unwrap();
     Env { sim, gateway, http: reqwest::Client::new() }
 }
@@ -303,4 +303,41 @@ impl JobsEnv {
         self.server.abort();
         self.sim.shutdown().await;
     }
+}
+
+/// A tenant `acme` (key [`KEY`]) with a daily money budget of `day` on model `fast`, whose
+/// requests cost 0.10 each (10 output tokens at 10,000 per million), after `before` (more
+/// settings, e.g. `[budgets]`).
+pub fn priced_policy(before: &str, day: f64) -> String {
+    format!(
+        r#"{before}
+[[deployments]]
+name = "d"
+provider = "sim"
+model = "gpt-4o-mini"
+limits = {{ rpm = 100000 }}
+price = {{ input = 0.0, output = 10000.0 }}
+
+[[models]]
+name = "fast"
+deployment = "d"
+
+[[tenants]]
+name = "acme"
+limits = {{ budget = {{ day = {day:?} }} }}
+
+[[keys]]
+id = "k"
+tenant = "acme"
+sha256 = "{sha}"
+"#,
+        sha = sha(KEY)
+    )
+}
+
+/// One request of 10 output tokens to `fast` on `url` under [`KEY`]; its status.
+pub async fn ask_fast(http: &reqwest::Client, url: &str) -> u16 {
+    let body = serde_json::json!({"model": "fast", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+    let request = http.post(format!("{url}/v1/chat/completions")).bearer_auth(KEY).json(&body);
+    request.send().await.unwrap().status().as_u16()
 }
