@@ -8,6 +8,8 @@
 //! transaction with that id, however often a write that did not answer is tried again.
 
 pub mod local;
+mod pg;
+mod records;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -15,10 +17,10 @@ use std::time::Duration;
 
 use rand::Rng as _;
 use sluice_quota::{BudgetPeriod, SpendRecord, SpentInPeriods, StoreError, StoreFuture};
-use tokio_postgres::{Client, NoTls};
 
-/// The oldest PostgreSQL sluice runs on (`server_version_num`).
-pub const MIN_SERVER_VERSION: u32 = 130_000;
+use crate::pg::Pg;
+pub use crate::pg::{MIN_SERVER_VERSION, PgError};
+pub use crate::records::LedgerJobStore;
 
 /// How long batch ids are kept: a batch tried again later than this could count twice.
 const BATCH_IDS_KEPT: &str = "2 days";
@@ -60,6 +62,13 @@ pub struct LedgerConfig {
     pub flush_every: Duration,
 }
 
+impl LedgerConfig {
+    /// The connection these settings describe.
+    fn open(&self) -> Result<Pg, LedgerError> {
+        Pg::new(&self.url, self.password.as_deref(), self.timeout).map_err(LedgerError::Url)
+    }
+}
+
 impl std::fmt::Debug for LedgerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LedgerConfig")
@@ -92,11 +101,9 @@ struct Batch {
 
 /// The Postgres store of record.
 pub struct PostgresLedger {
-    config: tokio_postgres::Config,
-    timeout: Duration,
+    pg: Pg,
     /// How often every instance writes what it recorded.
     flush_every: Duration,
-    client: tokio::sync::Mutex<Option<Client>>,
     /// Recorded and not yet in a batch.
     pending: parking_lot::Mutex<HashMap<Key, u64>>,
     /// The batch being written (held while a write is tried, kept when it failed: it is
@@ -106,7 +113,7 @@ pub struct PostgresLedger {
 
 impl std::fmt::Debug for PostgresLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresLedger").field("hosts", &self.config.get_hosts()).finish_non_exhaustive()
+        f.debug_struct("PostgresLedger").field("pg", &self.pg).finish_non_exhaustive()
     }
 }
 
@@ -121,8 +128,8 @@ fn as_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn failed(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError(format!("ledger {what}: {e}"))
+fn store_error(e: PgError) -> StoreError {
+    StoreError(e.to_string())
 }
 
 impl PostgresLedger {
@@ -133,82 +140,16 @@ impl PostgresLedger {
     /// When the URL is not one, Postgres does not answer within the timeout, is older than
     /// [`MIN_SERVER_VERSION`], or the tables cannot be created.
     pub async fn connect(settings: LedgerConfig) -> Result<Arc<Self>, LedgerError> {
-        // The parser's message never repeats the URL (it may hold a password).
-        let mut config: tokio_postgres::Config =
-            settings.url.parse().map_err(|e: tokio_postgres::Error| LedgerError::Url(e.to_string()))?;
-        if let Some(password) = &settings.password {
-            config.password(password);
-        }
-        config.connect_timeout(settings.timeout).application_name("sluice");
+        let pg = settings.open()?;
         let ledger = Arc::new(Self {
-            config,
-            timeout: settings.timeout,
+            pg,
             flush_every: settings.flush_every,
-            client: tokio::sync::Mutex::new(None),
             pending: parking_lot::Mutex::new(HashMap::new()),
             aside: tokio::sync::Mutex::new(None),
         });
-        ledger.prepare().await.map_err(|e| LedgerError::Postgres(e.0))?;
+        ledger.pg.prepare(SCHEMA).await.map_err(|e| LedgerError::Postgres(e.to_string()))?;
         tokio::spawn(flush_loop(Arc::downgrade(&ledger), settings.flush_every));
         Ok(ledger)
-    }
-
-    /// Checks the server's version and creates the tables.
-    async fn prepare(&self) -> Result<(), StoreError> {
-        let mut slot = self.client.lock().await;
-        let client = self.connected(&mut slot).await?;
-        let run = async {
-            let row = client.query_one("SHOW server_version_num", &[]).await?;
-            let version: String = row.get(0);
-            let tx = client.transaction().await?;
-            tx.batch_execute(SCHEMA).await?;
-            tx.commit().await?;
-            Ok::<_, tokio_postgres::Error>(version)
-        };
-        let version = self.bounded("setup", run).await;
-        let version = self.keep_if_alive(&mut slot, version)?;
-        let number: u32 = version.trim().parse().unwrap_or(0);
-        if number < MIN_SERVER_VERSION {
-            return Err(StoreError(format!("PostgreSQL {version} is older than 13, the oldest sluice runs on")));
-        }
-        Ok(())
-    }
-
-    /// The open connection in `slot`, connecting when there is none (or it closed).
-    async fn connected<'s>(&self, slot: &'s mut Option<Client>) -> Result<&'s mut Client, StoreError> {
-        if slot.as_ref().is_none_or(Client::is_closed) {
-            let (client, connection) = tokio::time::timeout(self.timeout, self.config.connect(NoTls))
-                .await
-                .map_err(|_| failed("connect", "timed out"))?
-                .map_err(|e| failed("connect", e))?;
-            tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    tracing::warn!(error = %e, "ledger connection closed");
-                }
-            });
-            *slot = Some(client);
-        }
-        slot.as_mut().ok_or_else(|| failed("connect", "no connection"))
-    }
-
-    async fn bounded<T>(
-        &self,
-        what: &str,
-        call: impl Future<Output = Result<T, tokio_postgres::Error>>,
-    ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(failed(what, e)),
-            Err(_) => Err(failed(what, "timed out")),
-        }
-    }
-
-    /// `result`; after a failure the connection is dropped, so the next call connects anew.
-    fn keep_if_alive<T>(&self, slot: &mut Option<Client>, result: Result<T, StoreError>) -> Result<T, StoreError> {
-        if result.is_err() {
-            *slot = None;
-        }
-        result
     }
 
     /// Writes out what was recorded: the batch kept aside first, else a new one of
@@ -245,50 +186,52 @@ impl PostgresLedger {
             periods.push(*period);
             amounts.push(as_i64(*amount));
         }
-        let mut slot = self.client.lock().await;
-        let client = self.connected(&mut slot).await?;
-        let run = async {
-            let tx = client.transaction().await?;
-            let fresh = tx
-                .execute("INSERT INTO sluice_spend_batches (id) VALUES ($1) ON CONFLICT DO NOTHING", &[&batch.id])
-                .await?;
-            if fresh == 1 {
-                tx.execute(
-                    "INSERT INTO sluice_spend (scope, kind, period, spent)
-                     SELECT * FROM UNNEST($1::text[], $2::int2[], $3::int8[], $4::int8[])
-                     ON CONFLICT (scope, kind, period) DO UPDATE SET spent = sluice_spend.spent + EXCLUDED.spent",
-                    &[&scopes, &kinds, &periods, &amounts],
-                )
-                .await?;
-            }
-            tx.commit().await
-        };
-        let result = self.bounded("write", run).await;
-        self.keep_if_alive(&mut slot, result)
+        let id = batch.id.as_str();
+        let (scopes, kinds, periods, amounts) = (&scopes, &kinds, &periods, &amounts);
+        self.pg
+            .run("write", async |client| {
+                let tx = client.transaction().await?;
+                let fresh = tx
+                    .execute("INSERT INTO sluice_spend_batches (id) VALUES ($1) ON CONFLICT DO NOTHING", &[&id])
+                    .await?;
+                if fresh == 1 {
+                    tx.execute(
+                        "INSERT INTO sluice_spend (scope, kind, period, spent)
+                         SELECT * FROM UNNEST($1::text[], $2::int2[], $3::int8[], $4::int8[])
+                         ON CONFLICT (scope, kind, period) DO UPDATE SET spent = sluice_spend.spent + EXCLUDED.spent",
+                        &[scopes, kinds, periods, amounts],
+                    )
+                    .await?;
+                }
+                tx.commit().await
+            })
+            .await
+            .map_err(store_error)
     }
 
     /// Forgets batch ids older than [`BATCH_IDS_KEPT`].
     async fn sweep(&self) -> Result<(), StoreError> {
-        let mut slot = self.client.lock().await;
-        let client = self.connected(&mut slot).await?;
         let sql = format!("DELETE FROM sluice_spend_batches WHERE at < now() - interval '{BATCH_IDS_KEPT}'");
-        let result = self.bounded("sweep", client.execute(sql.as_str(), &[])).await.map(drop);
-        self.keep_if_alive(&mut slot, result)
+        let sql = sql.as_str();
+        self.pg.run("sweep", async |client| client.execute(sql, &[]).await).await.map(drop).map_err(store_error)
     }
 
     /// What Postgres holds for `scopes` in the periods `day` and `month`.
     async fn read(&self, scopes: &[String], day: u64, month: u64) -> Result<Vec<SpentInPeriods>, StoreError> {
-        let mut slot = self.client.lock().await;
-        let client = self.connected(&mut slot).await?;
         let (day, month) = (as_i64(day), as_i64(month));
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&scopes, &day, &month];
-        let query = client.query(
-            "SELECT scope, kind, spent FROM sluice_spend
-             WHERE scope = ANY($1) AND ((kind = 0 AND period = $2) OR (kind = 1 AND period = $3))",
-            &params,
-        );
-        let rows = self.bounded("read", query).await;
-        let rows = self.keep_if_alive(&mut slot, rows)?;
+        let rows = self
+            .pg
+            .run("read", async |client| {
+                client
+                    .query(
+                        "SELECT scope, kind, spent FROM sluice_spend
+                         WHERE scope = ANY($1) AND ((kind = 0 AND period = $2) OR (kind = 1 AND period = $3))",
+                        &[&scopes, &day, &month],
+                    )
+                    .await
+            })
+            .await
+            .map_err(store_error)?;
         let mut spent = vec![SpentInPeriods::default(); scopes.len()];
         for row in rows {
             let (scope, kind, amount): (String, i16, i64) = (row.get(0), row.get(1), row.get(2));

@@ -67,6 +67,14 @@ async fn instance(sim: &sluice_sim::SimHandle, jobs: Arc<dyn JobStore>) -> Insta
     Instance { url, state, tasks, server }
 }
 
+/// Stops the instances' servers and background tasks.
+fn stop(instances: Vec<Instance>) {
+    for instance in instances {
+        instance.tasks.iter().for_each(tokio::task::JoinHandle::abort);
+        instance.server.abort();
+    }
+}
+
 async fn call(http: &reqwest::Client, url: &str, method: &str, path: &str, key: &str) -> (u16, Value) {
     let response = http.request(method.parse().unwrap(), format!("{url}{path}")).bearer_auth(key).send().await.unwrap();
     let status = response.status().as_u16();
@@ -192,10 +200,7 @@ async fn key_changes_reach_three_gateways_one_key_at_a_time_and_in_order() {
     }
     incremental(&instances, &before, 4, "a rotate and a revoke");
 
-    for instance in instances {
-        instance.tasks.iter().for_each(tokio::task::JoinHandle::abort);
-        instance.server.abort();
-    }
+    stop(instances);
     sim.shutdown().await;
 }
 
@@ -241,10 +246,79 @@ async fn after_redis_restarts_empty_keys_made_and_revoked_since_hold_on_every_ga
         assert!(metrics.contains("sluice_store_resets_total 1"), "instance {i}");
     }
 
-    for instance in instances {
-        instance.tasks.iter().for_each(tokio::task::JoinHandle::abort);
-        instance.server.abort();
+    stop(instances);
+    sim.shutdown().await;
+}
+
+/// With a ledger, each gateway's records and usage are in Postgres: a Redis restarted empty
+/// takes no key, tenant, audit entry or usage with it, and no gateway reports a loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_ledger_keys_tenants_audit_and_usage_outlive_redis_restarting_empty() {
+    let postgres = sluice_ledger::local::LocalPostgres::start().expect("postgres (scripts/test installs it)");
+    let Fleet { mut redis, sim, jobs: hot, http, instances: plain } = fleet().await;
+    stop(plain);
+    let settings = sluice_ledger::LedgerConfig {
+        url: postgres.url(),
+        password: None,
+        timeout: Duration::from_secs(5),
+        flush_every: Duration::from_millis(250),
+    };
+    let today = sluice_server::usage::dates::day_of_millis(sluice_quota::Clock::unix_millis(&SystemClock::new()));
+    let keep = sluice_jobs::Retention { today, days: 30 };
+    let records = sluice_server::keys::RECORDS;
+    let mut stores: Vec<Arc<dyn JobStore>> = Vec::new();
+    let mut instances = Vec::new();
+    for _ in 0..3 {
+        let store = sluice_ledger::LedgerJobStore::connect(&settings, Arc::clone(&hot), &records, keep).await.unwrap();
+        let store: Arc<dyn JobStore> = Arc::new(store);
+        instances.push(instance(&sim, Arc::clone(&store)).await);
+        stores.push(store);
     }
+    let old = post(&http, &instances[0].url, "/admin/keys", json!({"id": "old", "tenant": "acme"})).await;
+    let old = old["secret"].as_str().unwrap().to_owned();
+    let gone = post(&http, &instances[1].url, "/admin/keys", json!({"id": "gone", "tenant": "acme"})).await;
+    let gone = gone["secret"].as_str().unwrap().to_owned();
+    post(&http, &instances[2].url, "/admin/keys/gone/revoke", json!({})).await;
+    post(&http, &instances[0].url, "/admin/tenants", json!({"name": "globex", "weight": 2})).await;
+    until_everywhere(&http, &instances, &old, 200).await;
+    until_everywhere(&http, &instances, &gone, 401).await;
+    let ask = json!({"model": "fast", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]});
+    for n in 0..6 {
+        let url = &instances[n % 3].url;
+        let response = http.post(format!("{url}/v1/chat/completions")).bearer_auth(&old).json(&ask).send().await;
+        assert_eq!(response.unwrap().status().as_u16(), 200, "request {n}");
+    }
+    for (instance, store) in instances.iter().zip(&stores) {
+        sluice_server::usage::flush(&instance.state.current().usage, store.as_ref(), keep.days).await.unwrap();
+    }
+
+    redis.restart().unwrap();
+    // Keys made and revoked after the restart are in force everywhere within a second, and
+    // those of before are as they were.
+    let made = post(&http, &instances[1].url, "/admin/keys", json!({"id": "made", "tenant": "acme"})).await;
+    let made = made["secret"].as_str().unwrap().to_owned();
+    until_everywhere(&http, &instances, &made, 200).await;
+    post(&http, &instances[0].url, "/admin/keys/made/revoke", json!({})).await;
+    let revoked_at = tokio::time::Instant::now();
+    until_everywhere(&http, &instances, &made, 401).await;
+    let took = revoked_at.elapsed();
+    assert!(took <= Duration::from_secs(1), "the revoke took {took:?} to reach every gateway");
+    until_everywhere(&http, &instances, &old, 200).await;
+    until_everywhere(&http, &instances, &gone, 401).await;
+    for (i, instance) in instances.iter().enumerate() {
+        let (status, tenants) = call(&http, &instance.url, "GET", "/admin/tenants", ROOT).await;
+        assert_eq!(status, 200);
+        assert!(tenants.to_string().contains("globex"), "instance {i}: {tenants}");
+        let (_, audit) = call(&http, &instance.url, "GET", "/admin/audit?limit=100", ROOT).await;
+        let actions: Vec<&str> =
+            audit["data"].as_array().unwrap().iter().filter_map(|e| e["action"].as_str()).collect();
+        assert!(actions.contains(&"tenant.create") && actions.contains(&"key.revoke"), "instance {i}: {actions:?}");
+        let (_, usage) = call(&http, &instance.url, "GET", "/admin/usage", ROOT).await;
+        assert_eq!(usage["total"]["requests"], 6, "instance {i}: {usage}");
+        let ready = http.get(format!("{}/readyz", instance.url)).send().await.unwrap().text().await.unwrap();
+        assert!(!ready.contains("lost"), "instance {i}: {ready}");
+    }
+    stop(instances);
     sim.shutdown().await;
 }
 
@@ -279,9 +353,6 @@ async fn on_the_embedded_store_a_key_change_reads_only_that_key() {
     let keys = &instances[0].state.current().runtime_keys;
     assert_eq!(keys.count(), KEYS + 1);
     assert!(keys.record("watched").unwrap().revoked_at.is_some());
-    for instance in instances {
-        instance.tasks.iter().for_each(tokio::task::JoinHandle::abort);
-        instance.server.abort();
-    }
+    stop(instances);
     sim.shutdown().await;
 }

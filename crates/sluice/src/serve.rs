@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use sluice_quota::SystemClock;
+use sluice_quota::{Clock as _, SystemClock};
 use sluice_server::AppState;
 
 /// Options of `sluice serve`.
@@ -66,12 +66,8 @@ fn init_logs(json: bool) {
     }
 }
 
-/// The store of record for money (`[ledger]`), connected and checked: without it the
-/// gateway does not start, since budgets Redis forgot could not be restored.
-async fn open_ledger(
-    ledger: Option<&sluice_config::Ledger>,
-) -> anyhow::Result<Option<Arc<dyn sluice_quota::SpendRecord>>> {
-    let Some(ledger) = ledger else { return Ok(None) };
+/// The ledger's connection settings, its password read from the environment.
+fn ledger_settings(ledger: &sluice_config::Ledger) -> anyhow::Result<sluice_ledger::LedgerConfig> {
     let password = match &ledger.password_env {
         Some(name) => Some(
             std::env::var(name)
@@ -81,12 +77,21 @@ async fn open_ledger(
         ),
         None => None,
     };
-    let settings = sluice_ledger::LedgerConfig {
+    Ok(sluice_ledger::LedgerConfig {
         url: ledger.url.clone(),
         password,
         timeout: ledger.timeout,
         flush_every: ledger.flush_every,
-    };
+    })
+}
+
+/// The store of record for money (`[ledger]`), connected and checked: without it the
+/// gateway does not start, since budgets Redis forgot could not be restored.
+async fn open_ledger(
+    ledger: Option<&sluice_config::Ledger>,
+) -> anyhow::Result<Option<Arc<dyn sluice_quota::SpendRecord>>> {
+    let Some(ledger) = ledger else { return Ok(None) };
+    let settings = ledger_settings(ledger)?;
     let record = sluice_ledger::PostgresLedger::connect(settings).await.context("opening the ledger ([ledger] url)")?;
     tracing::info!("ledger open: budgets are recorded in Postgres and restored from it");
     Ok(Some(record))
@@ -101,7 +106,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = load(&args.config)?;
     let record = open_ledger(config.ledger.as_ref()).await?;
     let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()), record);
-    let state = AppState::build(&config, store)?.with_tls(&config)?.with_jobs(job_store(&config)?, &config);
+    let state = AppState::build(&config, store)?.with_tls(&config)?.with_jobs(job_store(&config).await?, &config);
     let workers = sluice_server::jobs::worker::spawn(&state);
     // Runtime keys: loaded now, then kept within a second of every change in the store.
     if let Some(jobs) = &state.jobs
@@ -238,8 +243,9 @@ fn reload(file: &Path, last: &sluice_config::Config, state: &AppState) -> Option
     }
 }
 
-/// The job store: the embedded redb file, or Redis when the quota store is Redis.
-fn job_store(config: &sluice_config::Config) -> anyhow::Result<Arc<dyn sluice_jobs::JobStore>> {
+/// The job store: the embedded redb file, or Redis when the quota store is Redis; with a
+/// `[ledger]`, the records (runtime keys, tenants, audit) and usage rollups in Postgres.
+async fn job_store(config: &sluice_config::Config) -> anyhow::Result<Arc<dyn sluice_jobs::JobStore>> {
     let Some((topology, tls)) = sluice_server::store::redis_target(&config.store) else {
         let path = &config.jobs.path;
         let store = sluice_jobs::EmbeddedJobStore::open(path, Arc::new(SystemClock::new()))
@@ -249,7 +255,16 @@ fn job_store(config: &sluice_config::Config) -> anyhow::Result<Arc<dyn sluice_jo
     // Job scripts may move a batch of jobs: allow them more than an admission's budget.
     let timeout = config.store.timeout.max(JOB_STORE_TIMEOUT);
     let settings = sluice_jobs::RedisJobConfig { topology, prefix: config.store.prefix.clone(), timeout, tls };
-    Ok(Arc::new(sluice_jobs::RedisJobStore::new(settings)))
+    let redis: Arc<dyn sluice_jobs::JobStore> = Arc::new(sluice_jobs::RedisJobStore::new(settings));
+    let Some(ledger) = &config.ledger else { return Ok(redis) };
+    // What a fleet kept in Redis before it had a ledger is copied in once, usage as far back as it is kept.
+    let today = sluice_server::usage::dates::day_of_millis(SystemClock::new().unix_millis());
+    let usage = sluice_jobs::Retention { today, days: config.usage.retention_days };
+    let records = sluice_server::keys::RECORDS;
+    let store = sluice_ledger::LedgerJobStore::connect(&ledger_settings(ledger)?, redis, &records, usage)
+        .await
+        .context("opening the ledger's records ([ledger] url)")?;
+    Ok(Arc::new(store))
 }
 
 /// The least time a Redis job-store call is allowed.

@@ -28,8 +28,8 @@ use arc_swap::ArcSwap;
 use sluice_jobs::JobStore;
 
 pub use record::{
-    AUDIT_KIND, AUDIT_OWNER, AuditEntry, KEY_KIND, KEY_OWNER, KeyRecord, Role, SecretHash, TENANT_KIND, TenantRecord,
-    hex, unhex,
+    AUDIT_KIND, AUDIT_OWNER, AuditEntry, KEY_KIND, KEY_OWNER, KeyRecord, RECORDS, Role, SecretHash, TENANT_KIND,
+    TenantRecord, hex, unhex,
 };
 use sharded::Sharded;
 

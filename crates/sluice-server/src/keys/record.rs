@@ -15,6 +15,8 @@ pub const TENANT_KIND: &str = "tenant";
 pub const AUDIT_KIND: &str = "audit";
 /// The one owner audit entries are stored under.
 pub const AUDIT_OWNER: &str = "admin";
+/// Every kind of record the gateway writes, with its owner: what a ledger keeps in Postgres.
+pub const RECORDS: [(&str, &str); 3] = [(KEY_KIND, KEY_OWNER), (TENANT_KIND, KEY_OWNER), (AUDIT_KIND, AUDIT_OWNER)];
 
 /// What a runtime key is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
