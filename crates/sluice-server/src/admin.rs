@@ -144,7 +144,7 @@ impl Admin {
             buckets.reservations_open.set(i64::try_from(open).unwrap_or(i64::MAX));
         }
         let policy = self.policy();
-        let calendar = crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds);
+        let calendar = gateway.calendar();
         for entry in &policy.inventory.entries {
             let Ok(Some(snapshot)) = gateway.store.snapshot(entry.id).await else { continue };
             let scope = ScopeLabels { scope_kind: entry.kind.as_str(), scope: entry.name.to_string() };

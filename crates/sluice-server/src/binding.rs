@@ -9,9 +9,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use sluice_quota::{Calendar, LimiterName, Rejection, RejectionKind, ScopeId, ScopeSnapshot};
-
-use crate::state::Gateway;
+use sluice_quota::{Calendar, LimiterName, QuotaStore, Rejection, RejectionKind, ScopeId, ScopeSnapshot};
 
 /// The `scope_kind` and `dimension` label values when no limit refusal is on record (a
 /// full queue, a wait that ran out before any limit was tried).
@@ -42,13 +40,17 @@ pub fn describe(rejection: &Rejection, snapshot: Option<&ScopeSnapshot>, calenda
 
 /// [`describe`] with the figures of the refusing scope, read in one snapshot of `path`
 /// (which holds it); without figures when the store cannot be read. A refusal's cost only.
-pub async fn read_and_describe(gateway: &Gateway, path: &[ScopeId], rejection: &Rejection) -> String {
-    let calendar = crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds);
+pub async fn read_and_describe(
+    store: &dyn QuotaStore,
+    calendar: Calendar,
+    path: &[ScopeId],
+    rejection: &Rejection,
+) -> String {
     if matches!(rejection.limiter, LimiterName::ProviderCooldown | LimiterName::FairShare | LimiterName::Paused) {
         // No figures to read: a provider's cooldown, fair sharing and a pause have none.
         return describe(rejection, None, calendar);
     }
-    let snapshots = gateway.store.snapshots(path).await.unwrap_or_default();
+    let snapshots = store.snapshots(path).await.unwrap_or_default();
     let snapshot = snapshots.iter().flatten().find(|s| s.key == rejection.scope);
     describe(rejection, snapshot, calendar)
 }

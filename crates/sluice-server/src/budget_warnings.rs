@@ -55,7 +55,7 @@ async fn check(state: &AppState, gateway: &Gateway, warned: &mut HashSet<Crossin
     if warn_at.is_empty() {
         return;
     }
-    let calendar = crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds);
+    let calendar = gateway.calendar();
     // A crossing of a past day or month cannot come again.
     warned.retain(|(_, _, period, start, _)| calendar.period(*period).id == *start);
     let policy = state.admin.policy();

@@ -6,10 +6,14 @@
 
 use std::time::Duration;
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_provider::RequestError;
+
+/// `x-sluice-ratelimit-scope`: the kind of the caller's binding scope (`tenant`, `team`,
+/// `api_key`; on a refusal, whichever scope refused).
+pub const SCOPE: HeaderName = HeaderName::from_static("x-sluice-ratelimit-scope");
 
 /// Who was refused and why, for the structured 429 body.
 #[derive(Debug, Clone)]
@@ -522,7 +526,7 @@ impl IntoResponse for ErrorResponse {
         | GatewayError::NeverFits { info, .. }
         | GatewayError::OverBudget { info, .. } = &self.error
         {
-            headers.insert(crate::ratelimit_headers::SCOPE, HeaderValue::from_static(info.scope));
+            headers.insert(SCOPE, HeaderValue::from_static(info.scope));
         }
         let retry = match &self.error {
             GatewayError::RateLimited(info) => info.retry_after,

@@ -52,6 +52,7 @@ pub mod state;
 pub mod store;
 mod streams;
 pub mod telemetry;
+pub mod tenancy;
 pub mod timing;
 pub mod tls;
 mod trace;
@@ -175,7 +176,7 @@ impl AppState {
         self.admin.reconfigure(config, &new);
         new.keep_learned(&old, config);
         // Runtime keys name tenants, teams and classes: resolved again against the new ones.
-        new.runtime_keys.reresolve(&new);
+        new.runtime_keys.reresolve(new.tenancy());
         let new = Arc::new(new);
         self.live.store(Arc::clone(&new));
         if let Some(jobs) = &self.jobs {

@@ -69,7 +69,8 @@ async fn run_on<T>(
                 RejectionKind::SlotsBusy => Some(SLOT_RETRY),
                 _ => rejection.retry_after(),
             };
-            let binding = crate::binding::read_and_describe(gateway, path, &rejection).await;
+            let binding =
+                crate::binding::read_and_describe(gateway.store.as_ref(), gateway.calendar(), path, &rejection).await;
             let info = RateLimitInfo { binding, ..refusal(caller, limiter, &rejection, retry_after) };
             return Err(GatewayError::RateLimited(Box::new(info)));
         }

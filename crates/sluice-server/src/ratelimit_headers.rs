@@ -33,9 +33,7 @@ use tokio::task::JoinHandle;
 use crate::AppState;
 use crate::auth::Authenticated;
 
-/// `x-sluice-ratelimit-scope`: the kind of the caller's binding scope (`tenant`, `team`,
-/// `api_key`; on a refusal, whichever scope refused).
-pub const SCOPE: HeaderName = HeaderName::from_static("x-sluice-ratelimit-scope");
+pub use crate::error::SCOPE;
 
 /// Whose header names a route's rate-limit headers use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -45,18 +45,6 @@ impl SpendMetrics {
     }
 }
 
-/// The dashboard's spend panel: `sluice_spend_total` per tenant from the process's metric
-/// `samples` (this instance, since it started), most spent first, in `currency`.
-#[must_use]
-pub fn per_tenant(samples: &[crate::admin::Sample], currency: &str) -> serde_json::Value {
-    let mut tenants: Vec<(&str, f64)> =
-        samples.iter().filter(|s| s.name == "sluice_spend_total").map(|s| (s.label("tenant"), s.value)).collect();
-    tenants.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
-    let rows: Vec<serde_json::Value> =
-        tenants.into_iter().map(|(tenant, spend)| serde_json::json!({"tenant": tenant, "spend": spend})).collect();
-    serde_json::json!({"currency": currency, "tenants": rows})
-}
-
 /// What `usage` costs at `price` on a `kind` provider: uncached input, cached input,
 /// output and reasoning each at their own price. OpenAI's input count includes the cached
 /// part and its output count the reasoning part; Anthropic's input count includes
@@ -118,22 +106,6 @@ mod tests {
         // A report claiming more reasoning than output counts no more than the output.
         let odd = Usage { output_tokens: 10, reasoning_tokens: 20, ..Usage::default() };
         assert!((cost(&price, ProviderKind::OpenAi, &odd) - 10.0 * 10.0 / PER).abs() < 1e-12);
-    }
-
-    #[test]
-    fn the_spend_panel_lists_tenants_most_spent_first() {
-        let metrics = SpendMetrics::default();
-        let mut registry = Registry::default();
-        metrics.register(&mut registry);
-        metrics.of("small").inc_by(0.5);
-        metrics.of("big").inc_by(2.25);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        let panel = per_tenant(&crate::admin::parse_samples(&text), "EUR");
-        assert_eq!(panel["currency"], "EUR");
-        assert_eq!(panel["tenants"][0]["tenant"], "big");
-        assert_eq!(panel["tenants"][0]["spend"], 2.25);
-        assert_eq!(panel["tenants"][1]["tenant"], "small");
     }
 
     #[test]

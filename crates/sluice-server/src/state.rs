@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_config::{Config, OutputCounting, ProviderApi, ProviderKind, Tokenizer, TrafficClass};
+use sluice_config::{Config, OutputCounting, ProviderApi, ProviderKind, Tokenizer};
 use sluice_provider::{Estimator, TokenizerKind, tokenizer_for_model};
 use sluice_quota::{Clock, QuotaStore, ScopeId, ScopeKey, ScopeKind};
 
@@ -15,66 +15,7 @@ use crate::retry::{Breaker, RetryBudget};
 use crate::secret::{self, SecretError};
 use crate::upstream::Upstream;
 
-/// A caller, as identified by its gateway key.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// The key's public id.
-    pub key_id: Arc<str>,
-    /// The tenant's name.
-    pub tenant: Arc<str>,
-    /// The team's name, when the key belongs to one.
-    pub team: Option<Arc<str>>,
-    /// The tenant's index (fair-queuing identity).
-    pub tenant_index: u32,
-    /// The tenant's weight.
-    pub weight: std::num::NonZeroU32,
-    /// The key's index (its lane in the queues).
-    pub key_index: u32,
-    /// The traffic class.
-    pub class: TrafficClass,
-    /// Its index in the configuration's classes.
-    pub class_index: usize,
-    /// Scopes from the org down to the key.
-    pub scopes: Arc<[ScopeId]>,
-    /// The model profiles the key may name (`None`: every one). Runtime keys may be
-    /// restricted; configured keys are not.
-    pub models: Option<Arc<[Arc<str>]>>,
-}
-
-impl Caller {
-    /// Whether the key may name the model profile `profile`.
-    #[must_use]
-    pub fn may_name(&self, profile: &str) -> bool {
-        self.models.as_ref().is_none_or(|models| models.iter().any(|m| **m == *profile))
-    }
-}
-
-/// The configured tenants, teams and classes, by name: what a runtime key is resolved
-/// against (its tenant, team and class must exist in the configuration in force).
-#[derive(Debug, Default)]
-pub struct Directory {
-    /// The org's scope.
-    pub org: Option<ScopeId>,
-    /// Tenants by name.
-    pub tenants: HashMap<Arc<str>, TenantEntry>,
-    /// Traffic classes, in configuration order.
-    pub classes: Vec<TrafficClass>,
-    /// Ids of the configured keys (read-only through the admin API).
-    pub config_keys: HashMap<Arc<str>, Caller>,
-}
-
-/// A configured tenant as runtime keys see it.
-#[derive(Debug)]
-pub struct TenantEntry {
-    /// Its index in the configuration (fair-queuing identity).
-    pub index: u32,
-    /// Its weight.
-    pub weight: std::num::NonZeroU32,
-    /// Its scope.
-    pub scope: ScopeId,
-    /// Its teams' scopes by name.
-    pub teams: HashMap<Arc<str>, ScopeId>,
-}
+pub use crate::tenancy::{Caller, Directory, TenantEntry};
 
 /// A model profile clients can name.
 #[derive(Debug)]
@@ -291,6 +232,22 @@ impl Gateway {
 }
 
 impl Gateway {
+    /// What runtime keys are resolved against: the configured tenancy and the quota store.
+    #[must_use]
+    pub fn tenancy(&self) -> crate::tenancy::Tenancy<'_> {
+        crate::tenancy::Tenancy {
+            directory: &self.directory,
+            store: self.store.as_ref(),
+            configured_keys: self.callers.len(),
+        }
+    }
+
+    /// Today's budget periods, by this instance's clock in `[budgets] time_zone`.
+    #[must_use]
+    pub fn calendar(&self) -> sluice_quota::Calendar {
+        crate::budgets::calendar(self.clock.as_ref(), self.budgets.utc_offset_seconds)
+    }
+
     /// The `task_type` label of a request declaring `task`: a task the configuration names,
     /// `default` for none, `other` for any other, so clients cannot create series at will.
     #[must_use]

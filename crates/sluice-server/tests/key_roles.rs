@@ -297,7 +297,7 @@ async fn instance(sim: &sluice_sim::SimHandle, jobs: Arc<dyn JobStore>) -> Insta
     let config = common::config(sim, "", &policy());
     let store = Arc::new(MemoryStore::new(Arc::new(SystemClock::new())));
     let state = sluice_server::AppState::build(&config, store).unwrap().with_jobs(jobs, &config);
-    let tasks = sluice_server::keys::spawn_refresh(&state).into_iter().collect();
+    let tasks = sluice_server::keys::poll::spawn(&state).into_iter().collect();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let server = tokio::spawn(sluice_server::serve(listener, state, std::future::pending()));

@@ -110,11 +110,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let workers = sluice_server::jobs::worker::spawn(&state);
     // Runtime keys: loaded now, then kept within a second of every change in the store.
     if let Some(jobs) = &state.jobs
-        && let Err(e) = sluice_server::keys::refresh(jobs.store.as_ref(), &state.current(), true).await
+        && let Err(e) = sluice_server::keys::poll::refresh(jobs.store.as_ref(), &state.current(), true).await
     {
         tracing::warn!(error = %e, "runtime keys could not be loaded at start; retrying in the background");
     }
-    let key_refresh = sluice_server::keys::spawn_refresh(&state);
+    let key_refresh = sluice_server::keys::poll::spawn(&state);
     // Usage: counted in-process, written to the store every `[usage] flush_interval`.
     let usage_flush = sluice_server::usage::spawn_flush(&state);
     // Soft budgets: thresholds of `[budgets] warn_at` crossed warn (a counter, a webhook).

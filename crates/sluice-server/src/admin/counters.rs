@@ -119,6 +119,18 @@ pub fn summarize(samples: &[Sample]) -> Value {
     })
 }
 
+/// The dashboard's spend panel: `sluice_spend_total` per tenant from the process's metric
+/// `samples` (this instance, since it started), most spent first, in `currency`.
+#[must_use]
+pub fn per_tenant(samples: &[Sample], currency: &str) -> Value {
+    let mut tenants: Vec<(&str, f64)> =
+        samples.iter().filter(|s| s.name == "sluice_spend_total").map(|s| (s.label("tenant"), s.value)).collect();
+    tenants.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    let rows: Vec<Value> =
+        tenants.into_iter().map(|(tenant, spend)| json!({"tenant": tenant, "spend": spend})).collect();
+    json!({"currency": currency, "tenants": rows})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +155,21 @@ mod tests {
         assert_eq!(summary["provider_429"], 1.0);
         assert_eq!(summary["gateway_refusals"], 4.0);
         assert_eq!(summary["queue_wait_buckets"], json!([[0.5, 2.0], ["+Inf", 3.0]]));
+    }
+
+    #[test]
+    fn the_spend_panel_lists_tenants_most_spent_first() {
+        let metrics = crate::spend::SpendMetrics::default();
+        let mut registry = prometheus_client::registry::Registry::default();
+        metrics.register(&mut registry);
+        metrics.of("small").inc_by(0.5);
+        metrics.of("big").inc_by(2.25);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let panel = per_tenant(&parse_samples(&text), "EUR");
+        assert_eq!(panel["currency"], "EUR");
+        assert_eq!(panel["tenants"][0]["tenant"], "big");
+        assert_eq!(panel["tenants"][0]["spend"], 2.25);
+        assert_eq!(panel["tenants"][1]["tenant"], "small");
     }
 }

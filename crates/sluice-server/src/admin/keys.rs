@@ -131,7 +131,7 @@ async fn write(ctx: &Ctx, record: &mut KeyRecord, over: Option<Vec<u8>>) -> Resu
 async fn written(ctx: &Ctx, record: &KeyRecord, action: &str, fields: Vec<String>) -> Result<(), GatewayError> {
     tracing::info!(actor = %ctx.actor.name(), action, key = %record.id, version = record.version, "admin: key changed");
     super::audit::write(ctx, action, record.into(), fields).await?;
-    keys::refresh(ctx.store.as_ref(), &ctx.gateway, false).await.map_err(unavailable)
+    keys::poll::refresh(ctx.store.as_ref(), &ctx.gateway, false).await.map_err(unavailable)
 }
 
 /// The 409 of a change that lost to a concurrent one: the key's version now.

@@ -87,7 +87,7 @@ async fn save(ctx: &Ctx, record: &TenantRecord, action: &str, fields: Vec<String
     ctx.store.put_record(doc).await.map_err(unavailable)?;
     tracing::info!(action, tenant = %record.name, "admin: tenant changed");
     super::audit::write(ctx, action, Target { key_id: None, tenant: &record.name }, fields).await?;
-    keys::refresh(ctx.store.as_ref(), &ctx.gateway, false).await.map_err(unavailable)?;
+    keys::poll::refresh(ctx.store.as_ref(), &ctx.gateway, false).await.map_err(unavailable)?;
     Ok(axum::Json(record.view()).into_response())
 }
 

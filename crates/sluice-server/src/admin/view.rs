@@ -12,7 +12,7 @@ use crate::AppState;
 pub async fn render(state: &AppState) -> Value {
     let (gateway, admin) = (state.current(), state.admin.policy());
     let mut scopes = Vec::with_capacity(admin.inventory.entries.len());
-    let calendar = crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds);
+    let calendar = gateway.calendar();
     for entry in &admin.inventory.entries {
         scopes.push(scope(entry, gateway.store.snapshot(entry.id).await, calendar));
     }
@@ -48,7 +48,7 @@ pub async fn render(state: &AppState) -> Value {
         "queues": queues,
         "classes": classes,
         "counters": super::counters::summarize(&samples),
-        "spend": crate::spend::per_tenant(&samples, &gateway.currency),
+        "spend": super::counters::per_tenant(&samples, &gateway.currency),
     })
 }
 

@@ -15,6 +15,7 @@
 //! with the store's keys and a revoke is never undone by an older change. Expiry and a
 //! rotated secret's grace are checked at lookup, against the wall clock.
 
+pub mod poll;
 mod record;
 mod resolve;
 mod sharded;
@@ -33,7 +34,7 @@ pub use record::{
 };
 use sharded::Sharded;
 
-use crate::state::{Caller, Gateway, TenantEntry};
+use crate::tenancy::{Caller, Tenancy, TenantEntry};
 
 /// How often an instance asks the store whether the keys changed. A change made on one
 /// instance is in force on every other within this plus one store round trip (under 1 s).
@@ -161,7 +162,7 @@ impl RuntimeKeys {
     /// whatever the version, and a key revoked in force stays revoked: a store that lost
     /// or rolled back a revocation never makes the key valid again on this instance.
     /// Returns whether the epoch changed.
-    pub fn install(&self, mut stored: Stored, version: Versions, epoch: Option<String>, gateway: &Gateway) -> bool {
+    pub fn install(&self, mut stored: Stored, version: Versions, epoch: Option<String>, tenancy: Tenancy<'_>) -> bool {
         let mut in_force = self.installing.lock();
         self.loaded.fetch_add(stored.keys.len() as u64, Ordering::Relaxed);
         self.full_loads.fetch_add(1, Ordering::Relaxed);
@@ -187,7 +188,7 @@ impl RuntimeKeys {
             records.map(|(index, record)| (Arc::from(record.id.as_str()), Indexed { index, record: Arc::new(record) }));
         self.tenant_records.store(Arc::new(stored.tenants));
         self.records.store(Arc::new(records.collect()));
-        self.resolve(gateway);
+        self.resolve(tenancy);
         *in_force = InForce { versions: version, next_index: count, epoch: epoch.or(in_force.epoch.take()) };
         reset
     }
@@ -207,7 +208,7 @@ impl RuntimeKeys {
     /// Patches in `changed` (each key written after `since`, at its latest as of the keys'
     /// version `version`), unless that version is in force already. Keys not in `changed`
     /// are neither read nor resolved again.
-    pub fn apply(&self, changed: Vec<KeyRecord>, since: u64, version: u64, gateway: &Gateway) {
+    pub fn apply(&self, changed: Vec<KeyRecord>, since: u64, version: u64, tenancy: Tenancy<'_>) {
         let mut in_force = self.installing.lock();
         self.loaded.fetch_add(changed.len() as u64, Ordering::Relaxed);
         // Over any version from `since` on, the keys as of `version` are the keys written
@@ -230,7 +231,7 @@ impl RuntimeKeys {
                     index
                 }
             };
-            resolve::one(&record, (gateway, &tenants), index, &mut resolved);
+            resolve::one(&record, (tenancy, &tenants), index, &mut resolved);
             records.insert(Arc::from(record.id.as_str()), Indexed { index, record: Arc::new(record) });
         }
         self.records.store(Arc::new(records));
@@ -238,55 +239,17 @@ impl RuntimeKeys {
         in_force.versions.keys = version;
     }
 
-    /// Resolves the loaded tenants and keys again against `gateway` (after a reload).
-    pub fn reresolve(&self, gateway: &Gateway) {
+    /// Resolves the loaded tenants and keys again against `tenancy` (after a reload).
+    pub fn reresolve(&self, tenancy: Tenancy<'_>) {
         let _one_at_a_time = self.installing.lock();
-        self.resolve(gateway);
+        self.resolve(tenancy);
     }
 
-    fn resolve(&self, gateway: &Gateway) {
-        let tenants = resolve::tenants(&self.tenant_records.load(), gateway);
-        self.resolved.store(Arc::new(resolve::all(&self.records.load(), gateway, &tenants)));
+    fn resolve(&self, tenancy: Tenancy<'_>) {
+        let tenants = resolve::tenants(&self.tenant_records.load(), tenancy);
+        self.resolved.store(Arc::new(resolve::all(&self.records.load(), tenancy, &tenants)));
         self.tenants.store(Arc::new(tenants));
     }
-}
-
-/// Brings the keys in `gateway` up to `store`: the keys changed since the version in force,
-/// or every key (and tenant) at `force`, when the tenants changed, when the store cannot
-/// say which keys changed, or when the store's epoch changed (it lost its data: its
-/// versions started over, so no version in force can be trusted; logged, counted in
-/// `sluice_store_resets_total` and shown by `/readyz`).
-///
-/// # Errors
-/// When the store cannot answer; the keys in force stay.
-pub async fn refresh(store: &dyn JobStore, gateway: &Gateway, force: bool) -> Result<(), sluice_jobs::JobStoreError> {
-    let keys = &gateway.runtime_keys;
-    let epoch = store.epoch().await?;
-    let in_force = keys.versions();
-    let tenants = store.doc_version(TENANT_KIND).await?;
-    let epoch_changed = keys.epoch_changed(epoch.as_deref());
-    if !force && !epoch_changed && tenants == in_force.tenants {
-        let changes = store.records_since(KEY_KIND, KEY_OWNER, in_force.keys).await?;
-        if changes.version == in_force.keys {
-            return Ok(());
-        }
-        if let Some(docs) = changes.docs {
-            let bodies = docs.into_iter().filter_map(|(id, body)| Some((id, body?)));
-            keys.apply(parse(bodies, KEY_KIND), in_force.keys, changes.version, gateway);
-            return Ok(());
-        }
-    }
-    let version = Versions { keys: store.doc_version(KEY_KIND).await?, tenants };
-    let stored = Stored { keys: load(store, KEY_KIND).await?, tenants: load(store, TENANT_KIND).await? };
-    if keys.install(stored, version, epoch, gateway) {
-        keys.reset_at_ms.store(gateway.clock.unix_millis().max(1), Ordering::Relaxed);
-        gateway.metrics.store_resets.inc();
-        tracing::error!(
-            "the job store lost its data (its epoch changed): runtime keys and tenants were read again, \
-             keys revoked here stay revoked; usage, audit and jobs it held are gone"
-        );
-    }
-    Ok(())
 }
 
 /// The runtime tenants and keys, as stored.
@@ -316,31 +279,6 @@ fn parse<T: serde::de::DeserializeOwned>(bodies: impl Iterator<Item = (String, V
         }
     }
     records
-}
-
-/// Polls the store every [`POLL`] until the gateway drains, so that a change made on
-/// another instance is in force here within a second. Without a job store there are no
-/// runtime keys and nothing is spawned.
-pub fn spawn_refresh(state: &crate::AppState) -> Option<tokio::task::JoinHandle<()>> {
-    let jobs = state.jobs.clone()?;
-    let state = state.clone();
-    Some(tokio::spawn(async move {
-        let mut failing = false;
-        loop {
-            let result = refresh(jobs.store.as_ref(), &state.current(), false).await;
-            if result.is_err() != failing {
-                failing = result.is_err();
-                match result {
-                    Err(e) => tracing::warn!(error = %e, "runtime keys cannot be refreshed; the last loaded stay"),
-                    Ok(()) => tracing::info!("runtime keys refreshed again"),
-                }
-            }
-            if state.draining.load(Ordering::Relaxed) {
-                return;
-            }
-            tokio::time::sleep(POLL).await;
-        }
-    }))
 }
 
 #[cfg(test)]

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use sluice_quota::{ScopeKey, ScopeKind};
 
 use super::{Indexed, KeyRecord, Resolved, Role, Sharded, TenantRecord, unhex};
-use crate::state::{Caller, Gateway, TenantEntry};
+use crate::tenancy::{Caller, Tenancy, TenantEntry};
 
 /// The runtime tenants, their scopes registered with their limits. One whose name the file
 /// took since, or whose limits no longer pass, is left out (and logged).
-pub(super) fn tenants(records: &[TenantRecord], gateway: &Gateway) -> HashMap<Arc<str>, TenantEntry> {
-    let first_index = gateway.directory.tenants.len();
+pub(super) fn tenants(records: &[TenantRecord], tenancy: Tenancy<'_>) -> HashMap<Arc<str>, TenantEntry> {
+    let first_index = tenancy.directory.tenants.len();
     let mut out = HashMap::new();
     for (i, record) in records.iter().enumerate() {
-        match tenant(record, gateway, first_index.saturating_add(i)) {
+        match tenant(record, tenancy, first_index.saturating_add(i)) {
             Ok(entry) => {
                 out.insert(Arc::from(record.name.as_str()), entry);
             }
@@ -25,12 +25,12 @@ pub(super) fn tenants(records: &[TenantRecord], gateway: &Gateway) -> HashMap<Ar
     out
 }
 
-fn tenant(record: &TenantRecord, gateway: &Gateway, index: usize) -> Result<TenantEntry, &'static str> {
-    if gateway.directory.tenants.contains_key(record.name.as_str()) {
+fn tenant(record: &TenantRecord, tenancy: Tenancy<'_>, index: usize) -> Result<TenantEntry, &'static str> {
+    if tenancy.directory.tenants.contains_key(record.name.as_str()) {
         return Err("the configuration file has a tenant of that name");
     }
     let weight = std::num::NonZeroU32::new(record.weight).ok_or("weight 0")?;
-    let store = &gateway.store;
+    let store = tenancy.store;
     let limits = crate::limits_json::limits_of(&record.limits).map_err(|_| "its limits are not valid")?;
     let scope = store.register(ScopeKey::new(ScopeKind::Tenant, Arc::from(record.name.as_str())), limits);
     let mut teams = HashMap::new();
@@ -48,12 +48,12 @@ fn tenant(record: &TenantRecord, gateway: &Gateway, index: usize) -> Result<Tena
 /// configuration no longer accepts is left out (and logged): it cannot authenticate.
 pub(super) fn all(
     records: &Sharded<Arc<str>, Indexed>,
-    gateway: &Gateway,
+    tenancy: Tenancy<'_>,
     tenants: &HashMap<Arc<str>, TenantEntry>,
 ) -> Sharded<[u8; 32], Arc<Resolved>> {
     let mut map = Sharded::default();
     for key in records.values() {
-        one(&key.record, (gateway, tenants), key.index, &mut map);
+        one(&key.record, (tenancy, tenants), key.index, &mut map);
     }
     map
 }
@@ -61,7 +61,7 @@ pub(super) fn all(
 /// Adds the live secrets of `record` (the `index`th runtime key) to `map`.
 pub(super) fn one(
     record: &KeyRecord,
-    (gateway, tenants): (&Gateway, &HashMap<Arc<str>, TenantEntry>),
+    (tenancy, tenants): (Tenancy<'_>, &HashMap<Arc<str>, TenantEntry>),
     index: usize,
     map: &mut Sharded<[u8; 32], Arc<Resolved>>,
 ) {
@@ -70,7 +70,7 @@ pub(super) fn one(
     }
     let caller = match record.role {
         Role::TenantAdmin => None,
-        Role::Client => match caller(record, gateway, tenants, gateway.callers.len().saturating_add(index)) {
+        Role::Client => match caller(record, tenancy, tenants, tenancy.configured_keys.saturating_add(index)) {
             Ok(caller) => Some(caller),
             Err(why) => {
                 tracing::warn!(key = %record.id, why, "runtime key not in force");
@@ -105,11 +105,11 @@ pub(super) fn forget(record: &KeyRecord, map: &mut Sharded<[u8; 32], Arc<Resolve
 /// The caller of a client key.
 fn caller(
     record: &KeyRecord,
-    gateway: &Gateway,
+    tenancy: Tenancy<'_>,
     tenants: &HashMap<Arc<str>, TenantEntry>,
     index: usize,
 ) -> Result<Caller, &'static str> {
-    let directory = &gateway.directory;
+    let directory = &tenancy.directory;
     let name = record.tenant.as_str();
     let found = directory.tenants.get_key_value(name).or_else(|| tenants.get_key_value(name));
     let (tenant_name, tenant) = found.ok_or("its tenant is not configured")?;
@@ -129,8 +129,8 @@ fn caller(
     let class = directory.classes.get(class_index).ok_or("no class")?.clone();
     let limits = crate::limits_json::limits_of(&record.limits).map_err(|_| "its limits are not valid")?;
     let key_id: Arc<str> = Arc::from(record.id.as_str());
-    let key = gateway.store.register(ScopeKey::new(ScopeKind::ApiKey, Arc::clone(&key_id)), limits);
-    gateway.store.keep_with(key, tenant.scope);
+    let key = tenancy.store.register(ScopeKey::new(ScopeKind::ApiKey, Arc::clone(&key_id)), limits);
+    tenancy.store.keep_with(key, tenant.scope);
     scopes.push(key);
     Ok(Caller {
         key_id,

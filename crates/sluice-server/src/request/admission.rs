@@ -110,7 +110,7 @@ fn ask(gateway: &Gateway, caller: &Caller, profile: &Profile, route: &Route, quo
         lane: caller.key_index,
         weight: caller.weight,
         priority: caller.class.priority,
-        calendar: crate::budgets::calendar(gateway.clock.as_ref(), gateway.budgets.utc_offset_seconds),
+        calendar: gateway.calendar(),
         deadline: None,
         claimer: Claimer::new(rand::random()),
     }
@@ -206,7 +206,7 @@ async fn refused(req: &Request<'_>, route: &Route, quote: Quote, refusal: Refusa
 /// refusing scope is on it).
 async fn describe(req: &Request<'_>, route: &Route, rejection: &Rejection) -> String {
     let path: Vec<ScopeId> = req.caller.scopes.iter().copied().chain(upstream_path(req.profile, route)).collect();
-    crate::binding::read_and_describe(req.gateway, &path, rejection).await
+    crate::binding::read_and_describe(req.gateway.store.as_ref(), req.gateway.calendar(), &path, rejection).await
 }
 
 /// The error a limit's refusal answers: the breaker's hold is an outage (503), a request
