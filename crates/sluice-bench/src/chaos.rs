@@ -12,7 +12,8 @@
 //! command fails when any invariant broke. Everything binds 127.0.0.1 and stops by itself.
 
 use std::path::PathBuf;
-use std::time::Duration;
+
+pub use crate::chaos_check::{Check, ms};
 
 /// Arguments of `sluice bench chaos`.
 #[derive(Debug, Clone, clap::Args)]
@@ -40,29 +41,6 @@ pub enum Scenario {
     RedisRestart,
     /// `kill -9` of one of 3 instances with async jobs queued, then a restart.
     KillInstance,
-}
-
-/// One invariant of one round.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Check {
-    /// Scenario (and variant) name.
-    pub scenario: String,
-    /// Round, from 1.
-    pub round: u32,
-    /// What must hold.
-    pub invariant: &'static str,
-    /// Whether it held.
-    pub pass: bool,
-    /// The figures it was judged on.
-    pub figures: String,
-}
-
-impl Check {
-    /// A check of `invariant` in `scenario`'s `round`.
-    #[must_use]
-    pub fn new(scenario: &str, round: u32, invariant: &'static str, pass: bool, figures: String) -> Self {
-        Self { scenario: scenario.to_owned(), round, invariant, pass, figures }
-    }
 }
 
 /// Runs the scenarios and prints the table.
@@ -110,12 +88,6 @@ pub fn table(checks: &[Check]) -> String {
         out.push_str(&format!("| {} | {} | {} | {result} | {} |\n", c.scenario, c.round, c.invariant, c.figures));
     }
     out
-}
-
-/// Milliseconds of a duration, for the figures.
-#[must_use]
-pub fn ms(d: Duration) -> u128 {
-    d.as_millis()
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use sluice_sim::{FaultConfig, LatencyConfig, Limits, ModelConfig, SimConfig, Sim
 use tokio::time::Instant;
 
 use crate::attempts::{self, Load};
-use crate::chaos::{Check, ms};
+use crate::chaos_check::{Check, ms};
 use crate::fleet::{self, KEY, Parts};
 
 const NAME: &str = "provider-faults";

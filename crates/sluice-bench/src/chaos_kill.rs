@@ -22,7 +22,7 @@ use sluice_sim::{LatencyConfig, Limits, ModelConfig, SimConfig, SimHandle, SimPr
 use tokio::time::Instant;
 
 use crate::attempts::{self, Attempt, Load};
-use crate::chaos::{Check, ms};
+use crate::chaos_check::{Check, ms};
 use crate::client::HttpClient;
 use crate::fleet::{self, KEY, Parts};
 use crate::process::{GatewayProcess, temp_path};

@@ -18,7 +18,7 @@ use sluice_sim::{Limits, ModelConfig, SimConfig, SimProvider};
 use tokio::time::Instant;
 
 use crate::attempts::{self, Attempt, Load};
-use crate::chaos::{Check, ms};
+use crate::chaos_check::{Check, ms};
 use crate::fleet::{self, KEY};
 use crate::process::GatewayProcess;
 

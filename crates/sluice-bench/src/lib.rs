@@ -28,6 +28,7 @@ pub mod bedrock;
 pub mod bench;
 pub mod chained;
 pub mod chaos;
+pub mod chaos_check;
 pub mod chaos_faults;
 pub mod chaos_kill;
 pub mod chaos_redis;

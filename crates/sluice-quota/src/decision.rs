@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use crate::bucket::{Claimer, Share};
 use crate::budget::Calendar;
-use crate::ledger::ScopeSnapshot;
 use crate::limit::{Cost, LimiterName};
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
+use crate::snapshot::ScopeSnapshot;
 
 /// What one admission asks of a store.
 #[derive(Debug, Clone)]

@@ -10,13 +10,14 @@ use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
 
 use crate::bucket::{self, Claim, Claimer, Refusal, Share, Tat};
-use crate::budget::{self, BudgetPeriod, Calendar, Over, Spent};
+use crate::budget::{self, Calendar, Over, Spent};
 use crate::clock::Nanos;
 use crate::decision::{Demand, Grant, Rejection, RejectionKind};
 use crate::limit::{Cost, Dimension, LimiterName, Limits, Settlement};
 use crate::scope::ScopeKind;
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
 use crate::shares::{FairState, FairVerdict};
+pub use crate::snapshot::{BudgetSnapshot, RateSnapshot, ScopeSnapshot};
 
 /// Providers report per-minute windows; longer buckets (per day) are never tightened by them.
 pub const TIGHTEN_MAX_PERIOD: Duration = Duration::from_secs(60);
@@ -61,49 +62,6 @@ pub const HOLD_RETRY: Duration = Duration::from_millis(100);
 /// (a settlement on this instance wakes its deployment's waiters at once; on another
 /// instance, or on another deployment, the next try comes within this).
 pub const IN_FLIGHT_RETRY: Duration = Duration::from_secs(1);
-
-/// A scope's live state, for headers, the admin API and metrics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScopeSnapshot {
-    /// The scope.
-    pub key: ScopeKey,
-    /// Per rate limit: the limiter, its amount, what could be taken now, time until full.
-    pub rates: Vec<RateSnapshot>,
-    /// Requests in flight and the cap, if any.
-    pub in_flight: (u64, Option<u64>),
-    /// Whether an operator holds the scope (see [`Ledger::hold`]).
-    pub held: bool,
-    /// Per money budget: what was spent in its latest period.
-    pub budgets: Vec<BudgetSnapshot>,
-}
-
-/// One money budget's state: what was spent in the period it last counted, and how much of
-/// it reservations in flight hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BudgetSnapshot {
-    /// Day or month.
-    pub period: BudgetPeriod,
-    /// Its amount per period, micro-units.
-    pub limit: u64,
-    /// What was spent and is held, and in which period (compare with the current one: an
-    /// older period's figure means nothing is spent yet in this one).
-    pub spent: Spent,
-}
-
-/// One bucket's live state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateSnapshot {
-    /// Which limiter.
-    pub limiter: LimiterName,
-    /// Its amount per period.
-    pub limit: u64,
-    /// Its burst.
-    pub burst: u64,
-    /// Units available right now.
-    pub remaining: u64,
-    /// Time until the bucket is full.
-    pub reset: Duration,
-}
 
 /// Quota state for many scopes. See the module docs.
 #[derive(Debug, Default)]

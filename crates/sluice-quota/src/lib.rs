@@ -72,6 +72,7 @@ pub mod limit;
 pub mod memory;
 pub mod scope;
 pub mod shares;
+pub mod snapshot;
 pub mod store;
 pub mod waiting;
 
@@ -79,8 +80,9 @@ pub use bucket::{Claimer, Share};
 pub use budget::{Budget, BudgetPeriod, Calendar, Period, Spent};
 pub use clock::{Clock, FakeClock, Nanos, SystemClock};
 pub use decision::{Demand, FairShare, Grant, Outcome, Rejection, RejectionKind};
-pub use ledger::{BudgetSnapshot, HOLD_RETRY, IN_FLIGHT_RETRY, Ledger, RateSnapshot, ScopeSnapshot, Settled};
+pub use ledger::{HOLD_RETRY, IN_FLIGHT_RETRY, Ledger, Settled};
 pub use limit::{Cost, Dimension, LimiterName, Limits, RateLimit, Settlement};
 pub use memory::MemoryStore;
 pub use scope::{ReservationId, ScopeId, ScopeKey, ScopeKind};
+pub use snapshot::{BudgetSnapshot, RateSnapshot, ScopeSnapshot};
 pub use store::{QuotaStore, ReserveError, SpendRecord, SpentInPeriods, StoreError, StoreFuture, StoreHealth};
