@@ -4,7 +4,7 @@
 //! SDK never notices.
 
 use serde_json::Value;
-use sluice_config::ProviderKind;
+use sluice_config::{ProviderApi, ProviderKind};
 use sluice_provider::{
     AnthropicToOpenAiStream, AnthropicToResponsesStream, OpenAiToAnthropicStream, ParsedRequest, Protocol, StreamTap,
     TranslateError, anthropic_to_openai_request, anthropic_to_openai_response, anthropic_to_responses_response,
@@ -255,11 +255,33 @@ impl Pipe {
     }
 }
 
+/// A Google-addressed provider's error body in the shape the rest of the gateway reads: OpenAI's for a
+/// Gemini route; Anthropic's for Vertex's own refusals (quota, credentials: Google's
+/// envelope) on a Claude route; unchanged otherwise.
+#[must_use]
+pub fn google_error_body(api: &ProviderApi, kind: ProviderKind, status: u16, body: bytes::Bytes) -> bytes::Bytes {
+    if sluice_upstream::google::gemini_wire(api, kind) {
+        return bytes::Bytes::from(sluice_provider::gemini_error_to_openai(status, &body));
+    }
+    if matches!(api, ProviderApi::Vertex(_)) && is_google_error(&body) {
+        let openai = sluice_provider::gemini_error_to_openai(status, &body);
+        return Crossing::AnthropicToOpenAi.error_body(status, &openai).map_or(body, bytes::Bytes::from);
+    }
+    body
+}
+
+/// Google's envelope: `error.status` a canonical code name.
+fn is_google_error(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body).is_ok_and(|v| v.pointer("/error/status").is_some_and(Value::is_string))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
 
-    use super::Crossing;
+    use sluice_config::{ProviderApi, ProviderKind, VertexLocation};
+
+    use super::{Crossing, google_error_body};
 
     fn parsed(body: Option<Vec<u8>>) -> Value {
         serde_json::from_slice(&body.unwrap_or_default()).unwrap_or(Value::Null)
@@ -294,5 +316,27 @@ mod tests {
         assert_eq!(empty["error"]["message"], "the provider answered 500");
         assert_eq!(empty["error"]["type"], "api_error");
         assert_eq!(Crossing::Same.error_body(400, b"{}"), None);
+    }
+
+    fn shaped(api: &ProviderApi, kind: ProviderKind, status: u16, body: &Value) -> Value {
+        let bytes = bytes::Bytes::from(body.to_string());
+        serde_json::from_slice(&google_error_body(api, kind, status, bytes)).unwrap_or(Value::Null)
+    }
+
+    #[test]
+    fn google_errors_are_read_in_the_shape_of_the_routes_protocol() {
+        let quota = json!({"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}});
+        let vertex = ProviderApi::Vertex(VertexLocation { project: "p".into(), region: "r".into() });
+        let gemini = shaped(&ProviderApi::GeminiNative, ProviderKind::OpenAi, 429, &quota);
+        assert_eq!(gemini["error"]["message"], "Quota exceeded");
+        assert_eq!(gemini["error"]["type"], "rate_limit_error");
+        let claude = shaped(&vertex, ProviderKind::Anthropic, 429, &quota);
+        assert_eq!(
+            claude,
+            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "Quota exceeded"}})
+        );
+        let anthropic = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+        assert_eq!(shaped(&vertex, ProviderKind::Anthropic, 529, &anthropic), anthropic, "Claude's own errors pass");
+        assert_eq!(shaped(&ProviderApi::Plain, ProviderKind::OpenAi, 429, &quota), quota);
     }
 }

@@ -42,8 +42,6 @@ mod remembered;
 mod request;
 mod responses_api;
 mod retry;
-mod scrub;
-mod secret;
 mod served;
 pub mod shares;
 mod spans;
@@ -56,8 +54,6 @@ pub mod tenancy;
 pub mod timing;
 pub mod tls;
 mod trace;
-pub mod upstream;
-mod upstream_proxy;
 pub mod usage;
 
 use std::future::Future;
@@ -74,7 +70,7 @@ use http_version::Version;
 use sluice_provider::Protocol;
 use tokio::sync::watch::Receiver;
 
-pub use secret::SecretError;
+pub use sluice_upstream::SecretError;
 pub use state::{BuildError, Gateway};
 pub use streams::StreamCut;
 

@@ -22,14 +22,15 @@ use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError, shown_path};
 use crate::metered;
 use crate::remembered::{Memo, ResponseKey};
-use crate::request::{auth_headers, pass_through, read_body, upstream_url};
-use crate::scrub;
+use crate::request::{pass_through, read_body};
 use crate::served::allowed;
 use crate::state::{Gateway, Route};
 use crate::trace::Trace;
-use crate::upstream::{self, UpstreamError};
 use model::{model_of, with_model};
 use owned::Named;
+use sluice_upstream::client::{self as upstream, UpstreamError};
+use sluice_upstream::providers::{auth_headers, upstream_url};
+use sluice_upstream::scrub;
 
 /// Largest answer read from such a call (an image or audio answer included).
 const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
@@ -73,7 +74,7 @@ impl Answer {
 /// # Errors
 /// The provider could not be reached, did not answer in time, or sent too much.
 pub async fn send(gateway: &Gateway, route: &Route, call: Call, trace: &Trace) -> Result<Answer, GatewayError> {
-    let mut uri = upstream_url(route, &call.endpoint, false);
+    let mut uri = upstream_url(&route.target, &call.endpoint, false);
     if let Some(query) = call.query.as_deref().filter(|q| !q.is_empty()) {
         uri.push(if uri.contains('?') { '&' } else { '?' });
         uri.push_str(query);
@@ -86,7 +87,7 @@ pub async fn send(gateway: &Gateway, route: &Route, call: Call, trace: &Trace) -
     if let Some(content_type) = call.content_type {
         builder = builder.header(header::CONTENT_TYPE, content_type);
     }
-    for (name, value) in auth_headers(route, &HeaderMap::new()) {
+    for (name, value) in auth_headers(&route.target, &HeaderMap::new()) {
         builder = builder.header(name, value);
     }
     let provider = || route.provider.to_string();
@@ -110,7 +111,7 @@ pub async fn send(gateway: &Gateway, route: &Route, call: Call, trace: &Trace) -
     let body = if parts.status.is_success() {
         bytes
     } else {
-        let key = route.key.current();
+        let key = route.target.key.current();
         scrub::scrub_bytes(&bytes, key.as_ref().and_then(|k| k.secret()))
     };
     Ok(Answer { status: parts.status, headers: parts.headers, body })
@@ -209,7 +210,7 @@ async fn relay(
     let method = parts.method.clone();
     let call = Call {
         method: parts.method.clone(),
-        body: with_model(&parts.headers, bytes, &named, &route.model),
+        body: with_model(&parts.headers, bytes, &named, &route.target.model),
         endpoint: path.clone(),
         query: parts.uri.query().map(str::to_owned),
         content_type: parts.headers.get(header::CONTENT_TYPE).cloned(),

@@ -21,8 +21,8 @@ pub fn allowed<'g>(
     let route = &gateway.deployments[profile.deployment];
     let why = if !profile.passthrough.contains(&family) {
         format!("for model `{}`: its profile does not list \"{}\" in passthrough", profile.name, family.name())
-    } else if route.kind != ProviderKind::OpenAi
-        || matches!(route.api, ProviderApi::GeminiNative | ProviderApi::Vertex(_))
+    } else if route.target.kind != ProviderKind::OpenAi
+        || matches!(route.target.api, ProviderApi::GeminiNative | ProviderApi::Vertex(_))
     {
         // Gemini's native API and Vertex speak OpenAI's chat alone, through a translation.
         format!("for model `{}`: its deployment `{}` is not an OpenAI one", profile.name, route.name)

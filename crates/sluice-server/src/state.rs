@@ -12,8 +12,8 @@ use sluice_quota::{Clock, QuotaStore, ScopeId, ScopeKey, ScopeKind};
 use crate::metrics::{Metrics, RouteCounters};
 use crate::queue::DeploymentQueue;
 use crate::retry::{Breaker, RetryBudget};
-use crate::secret::{self, SecretError};
-use crate::upstream::Upstream;
+use sluice_upstream::Upstream;
+use sluice_upstream::secret::{self, SecretError};
 
 pub use crate::tenancy::{Caller, Directory, TenantEntry};
 
@@ -47,20 +47,10 @@ pub struct Route {
     pub scope: ScopeId,
     /// Provider account name.
     pub provider: Arc<str>,
-    /// Its protocol.
-    pub kind: ProviderKind,
-    /// Base URL.
-    pub base_url: String,
-    /// Model name sent upstream.
-    pub model: String,
-    /// The key or token, if the provider needs one.
-    pub key: crate::secret::Credential,
-    /// How its upstream URLs are built and its key presented (the provider seam's input).
-    pub api: sluice_config::ProviderApi,
+    /// Where and how it is reached: the provider seam's input.
+    pub target: sluice_upstream::Target,
     /// Its prices, when priced.
     pub price: Option<sluice_config::Price>,
-    /// On Azure, the deployment name in the classic URL.
-    pub azure_deployment: Option<String>,
     /// Input estimation.
     pub tokenizer: TokenizerKind,
     /// Input estimate factor.
@@ -341,13 +331,16 @@ fn routes(
                 name: d.name.clone(),
                 scope,
                 provider: provider.name.clone(),
-                kind: provider.kind,
-                base_url: provider.base_url.clone(),
-                model: d.model.clone(),
-                key,
-                api: provider.api.clone(),
+                target: sluice_upstream::Target {
+                    name: d.name.clone(),
+                    kind: provider.kind,
+                    base_url: provider.base_url.clone(),
+                    model: d.model.clone(),
+                    key,
+                    api: provider.api.clone(),
+                    azure_deployment: d.azure_deployment.clone(),
+                },
                 price: d.price,
-                azure_deployment: d.azure_deployment.clone(),
                 tokenizer,
                 input_safety_factor: d.input_safety_factor,
                 output_counting: d.output_counting,
@@ -424,7 +417,7 @@ fn team_scope(
 /// How providers are reached: `[server] upstream_ca_file` beside the webpki roots (and a
 /// provider's own `ca_file` for its host), and `[server] upstream_proxy` or else the
 /// `HTTPS_PROXY` variable, minus `NO_PROXY`'s hosts.
-fn reach(config: &Config) -> Result<crate::upstream::Reach, BuildError> {
+fn reach(config: &Config) -> Result<sluice_upstream::Reach, BuildError> {
     let server = &config.server;
     let env = |names: [&str; 2]| names.iter().find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()));
     let roots = server.upstream_ca_file.as_deref().map(pem_certificates).transpose()?.unwrap_or_default();
@@ -441,10 +434,10 @@ fn reach(config: &Config) -> Result<crate::upstream::Reach, BuildError> {
             let uri = url.parse().map_err(|_| BuildError::Upstream(format!("proxy `{url}` is not a URL")))?;
             let no_proxy = env(["NO_PROXY", "no_proxy"]).unwrap_or_default();
             let no_proxy = no_proxy.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_owned).collect();
-            Some(crate::upstream::Proxy { uri, no_proxy })
+            Some(sluice_upstream::Proxy { uri, no_proxy })
         }
     };
-    Ok(crate::upstream::Reach { roots, host_roots, proxy })
+    Ok(sluice_upstream::Reach { roots, host_roots, proxy })
 }
 
 /// The certificates of a PEM CA file; a file without one is an error.

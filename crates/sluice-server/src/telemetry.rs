@@ -121,7 +121,7 @@ pub fn otlp(
     endpoint: Option<&str>,
 ) -> Result<opentelemetry_otlp::SpanExporter, opentelemetry_otlp::ExporterBuildError> {
     use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
-    let client = Collector(crate::upstream::Upstream::new(EXPORT_TIMEOUT));
+    let client = Collector(sluice_upstream::Upstream::new(EXPORT_TIMEOUT));
     let mut builder = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
@@ -143,7 +143,7 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The OTLP exporter's HTTP client: the gateway's own upstream client (HTTP/1.1, rustls).
 #[derive(Debug)]
-struct Collector(crate::upstream::Upstream);
+struct Collector(sluice_upstream::Upstream);
 
 impl opentelemetry_http::HttpClient for Collector {
     fn send_bytes<'a, 'f>(

@@ -12,7 +12,7 @@ use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls_pki_types::CertificateDer;
-use sluice_server::upstream::{Proxy, Reach, Upstream, UpstreamError};
+use sluice_upstream::{Proxy, Reach, Upstream, UpstreamError};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 

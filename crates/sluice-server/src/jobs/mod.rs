@@ -346,7 +346,7 @@ pub(crate) async fn prepare(
         .get(parsed.model.as_str())
         .filter(|_| caller.may_name(&parsed.model))
         .ok_or(GatewayError::UnknownModel(parsed.model.clone()))?;
-    let anthropic = gateway.deployments[profile.deployment].kind == ProviderKind::Anthropic;
+    let anthropic = gateway.deployments[profile.deployment].target.kind == ProviderKind::Anthropic;
     if anthropic != (ask.endpoint == Endpoint::Messages) {
         let endpoint = if anthropic { "/v1/messages" } else { "/v1/chat/completions" };
         return Err(GatewayError::WrongEndpoint { model: parsed.model.clone(), endpoint });

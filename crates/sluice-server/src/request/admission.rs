@@ -139,7 +139,7 @@ fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant, at: Nan
         output: quote.output,
         output_weight: quote.output_weight,
         adaptive: Arc::clone(&route.adaptive),
-        kind: route.kind,
+        kind: route.target.kind,
         output_counting: route.output_counting,
         memo: memo(req, route),
         money: quote.money,
@@ -164,7 +164,7 @@ fn usage_tag(req: &Request<'_>, route: &Route) -> UsageTag {
 /// What remembers a Responses API answer served by `route` (its own protocol: Responses
 /// translated for another provider have no id the provider keeps).
 fn memo(req: &Request<'_>, route: &Route) -> Option<Memo> {
-    let served = req.request.protocol == Protocol::OpenAiResponses && route.kind != ProviderKind::Anthropic;
+    let served = req.request.protocol == Protocol::OpenAiResponses && route.target.kind != ProviderKind::Anthropic;
     served.then(|| Memo {
         responses: Arc::clone(&req.gateway.responses),
         tenant: Arc::clone(&req.caller.tenant),
@@ -279,7 +279,7 @@ pub fn refusal_info(caller: &Caller, profile: &Profile, route: &Route, quote: Qu
         binding: String::new(),
         provider: route.provider.to_string(),
         model_profile: profile.name.to_string(),
-        provider_model: route.model.clone(),
+        provider_model: route.target.model.clone(),
         retry_after: None,
         tenant_id: caller.tenant.to_string(),
         api_key_id: caller.key_id.to_string(),
@@ -308,14 +308,14 @@ fn quote(gateway: &Gateway, request: &ParsedRequest, profile: &Profile, route: &
             route.adaptive.output_reservation(allowed.saturating_mul(u64::from(request.choices)))
         }
     };
-    let money = crate::budgets::micros(route.price.as_ref(), route.kind, input, output);
+    let money = crate::budgets::micros(route.price.as_ref(), route.target.kind, input, output);
     Quote { input, output, output_weight: route.output_weight, money }
 }
 
 /// The input estimate of `request` on `route`: its tokenizer and safety factor for text,
 /// its provider's rules for images, documents and audio.
 pub(crate) fn estimate_input(gateway: &Gateway, request: &ParsedRequest, route: &Route) -> u64 {
-    let media = match route.kind {
+    let media = match route.target.kind {
         ProviderKind::Anthropic => MediaPricing::Anthropic,
         ProviderKind::OpenAi | ProviderKind::Ollama => MediaPricing::OpenAi,
     };
@@ -528,7 +528,7 @@ const SLOT_RETRY: Duration = Duration::from_secs(1);
 /// (translated; what cannot be is refused by the translation, naming the field);
 /// embeddings and legacy completions have no Anthropic counterpart.
 fn check_endpoint(request: &ParsedRequest, route: &Route) -> Result<(), GatewayError> {
-    if route.kind != ProviderKind::Anthropic {
+    if route.target.kind != ProviderKind::Anthropic {
         return Ok(());
     }
     match request.protocol {

@@ -15,7 +15,6 @@ use sluice_quota::{Cost, Settlement};
 
 use super::admission::{self, Admitted, Mode};
 use super::context::Request;
-use super::google;
 use super::outbound::{self, Sent};
 use super::relay::{self, pass_through};
 use super::routing::{self, Next, Plan, RetryLimits};
@@ -24,9 +23,9 @@ use crate::access::Line;
 use crate::crossing::{Crossing, Pipe};
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::{Bound, Hit};
-use crate::scrub;
 use crate::state::{Gateway, Route};
-use crate::upstream::{self, BodyError, UpstreamError};
+use sluice_upstream::client::{self as upstream, BodyError, UpstreamError};
+use sluice_upstream::scrub;
 
 /// How long a deployment is paused after a provider 429 that gave no hint.
 const PROVIDER_429_PAUSE: Duration = Duration::from_secs(1);
@@ -149,7 +148,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     if let Some(early) = req.early {
         early.admitted(after);
     }
-    let crossing = Crossing::of(request.protocol, route.kind);
+    let crossing = Crossing::of(request.protocol, route.target.kind);
     let upstream_protocol = crossing.upstream(request.protocol);
     let force_usage = request.stream && upstream_protocol.is_openai_chunks() && !request.client_wants_stream_usage;
     let guard = SettleGuard::new(
@@ -164,8 +163,8 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     .reserving(route.counters.reserved.clone(), terms.input.saturating_add(terms.output))
     .counting_unanswered(terms.unanswered_usage());
     let body = crossing
-        .request_body(request, &route.model, req.profile.default_max_tokens, force_usage)
-        .and_then(|body| super::providers::wire_body(route, upstream_protocol, body));
+        .request_body(request, &route.target.model, req.profile.default_max_tokens, force_usage)
+        .and_then(|body| sluice_upstream::providers::wire_body(&route.target, upstream_protocol, body));
     let body = match body {
         Ok(body) => body,
         Err(e) => {
@@ -173,7 +172,7 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
             return Attempt::Refused(untranslatable(route, &e));
         }
     };
-    if let Err(e) = route.key.refresh(&gateway.upstream, gateway.clock.unix_seconds()).await {
+    if let Err(e) = route.target.key.refresh(&gateway.upstream, gateway.clock.unix_seconds()).await {
         // Never reached the provider: everything comes back.
         guard.settle(Settlement::default());
         tracing::warn!(deployment = %route.name, error = %e, "no access token for the provider");
@@ -206,11 +205,11 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     if request.stream {
         let include_usage = request.client_wants_stream_usage;
         let mut pipe = crossing.pipe(request.protocol, &request.model, force_usage, include_usage, created);
-        if let Some(decoder) = google::stream_decoder(route, &request.model, created) {
+        if let Some(decoder) = sluice_upstream::google::stream_decoder(&route.target, &request.model, created) {
             pipe = Pipe::Decoded(Box::new(decoder), Box::new(pipe));
         }
         let watch = relay::Watch::new(route, gateway, request.protocol);
-        let wire = super::providers::wire_stream(route, response.headers(), &request.model);
+        let wire = sluice_upstream::providers::wire_stream(&route.target, response.headers(), &request.model);
         return Attempt::Done(relay::stream(response, guard, terms, (wire, pipe), watch));
     }
     match buffered(response, guard, &call, &request.model, created).await {
@@ -309,8 +308,9 @@ async fn buffered(
     let bytes = upstream::read_body(body, MAX_RESPONSE_BYTES, call.deadline)
         .await
         .map_err(|e| body_failure(call, e, "a response", MAX_RESPONSE_BYTES))?;
-    let bytes = super::providers::wire_response(call.route, &parts.headers, bytes, client_model, created)
-        .map_err(|e| bad_response(call, &e))?;
+    let bytes =
+        sluice_upstream::providers::wire_response(&call.route.target, &parts.headers, bytes, client_model, created)
+            .map_err(|e| bad_response(call, &e))?;
     let terms = call.terms;
     let upstream_protocol = call.crossing.upstream(terms.protocol);
     let usage = usage_from_response(upstream_protocol, &bytes);
@@ -360,7 +360,8 @@ async fn provider_error(
     let (parts, body) = response.into_parts();
     let read = upstream::read_body(body, MAX_ERROR_BYTES, call.deadline).await;
     let bytes = read.clone().unwrap_or_default();
-    let bytes = super::providers::wire_error(route, parts.status.as_u16(), &parts.headers, bytes.to_vec());
+    let bytes =
+        sluice_upstream::providers::wire_error(&route.target, parts.status.as_u16(), &parts.headers, bytes.to_vec());
     // The provider's hints are read once: for classification, the pause and the adaptive state.
     let now_ms = gateway.clock.unix_millis();
     let hints = sluice_provider::parse_hints(&parts.headers, Some(&bytes), Some(now_ms));
@@ -368,7 +369,7 @@ async fn provider_error(
         parts.status.as_u16(),
         &hints,
         &bytes,
-        super::providers::error_flavor(route.kind, &route.api),
+        sluice_upstream::providers::error_flavor(route.target.kind, &route.target.api),
     );
     if parts.status == StatusCode::TOO_MANY_REQUESTS {
         let error = provider_429(call, &hints, class).await;
@@ -388,7 +389,8 @@ async fn provider_error(
         gateway.metrics.upstream_failure(&route.counters.labels, "auth");
         return Attempt::Failed { class, error: GatewayError::UpstreamAuthFailed(route.name.to_string()) };
     }
-    let bytes = google::error_body(&route.api, route.kind, parts.status.as_u16(), bytes.into());
+    let bytes =
+        crate::crossing::google_error_body(&route.target.api, route.target.kind, parts.status.as_u16(), bytes.into());
     let passed = passed_error(parts.status, &parts.headers, &bytes, call);
     if class.retryable() || class == ErrorClass::ContextLength {
         return Attempt::Failed { class, error: GatewayError::Upstream(Box::new(passed)) };
@@ -399,7 +401,7 @@ async fn provider_error(
 /// The provider's error for the client, anything that looks like a key scrubbed; served by
 /// the other protocol, in the client's own shape, so its SDK reads the provider's message.
 fn passed_error(status: StatusCode, headers: &http::HeaderMap, bytes: &[u8], call: &Call<'_>) -> Response<Body> {
-    let key = call.route.key.current();
+    let key = call.route.target.key.current();
     let bytes = scrub::scrub_bytes(bytes, key.as_ref().and_then(|k| k.secret()));
     let mut passed = match call.crossing.error_body(status.as_u16(), &bytes) {
         Some(body) => pass_through(status, headers, Body::from(body)),

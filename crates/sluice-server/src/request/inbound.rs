@@ -136,10 +136,10 @@ pub async fn forward(
     // (`previous_response_id`, `conversation`): refused for the field, as its translation
     // would be, before any id it names is looked up.
     let primary = &gateway.deployments[profile.deployment];
-    if crate::crossing::Crossing::of(protocol, primary.kind) == crate::crossing::Crossing::ResponsesToAnthropic
+    if crate::crossing::Crossing::of(protocol, primary.target.kind) == crate::crossing::Crossing::ResponsesToAnthropic
         && let Err(e) = crate::crossing::Crossing::ResponsesToAnthropic.request_body(
             &request,
-            &primary.model,
+            &primary.target.model,
             profile.default_max_tokens,
             false,
         )

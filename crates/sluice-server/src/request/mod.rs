@@ -9,8 +9,8 @@
 //!    retry decision.
 //! 4. [`admission`]: price ([`admission::Quote`]), reserve or wait, or the refusal.
 //! 5. [`outbound`]: the proxied paths, the upstream request, the bounded send; the
-//!    upstream URL and authentication come from [`providers`], the provider seam
-//!    ([`google`]: Gemini's native wire shape and Vertex AI).
+//!    upstream URL and authentication come from the provider seam
+//!    (`sluice_upstream::providers`).
 //! 6. [`relay`]: the provider's answer to the client, streams chunk by chunk.
 //! 7. [`settle`]: the terms a reservation is settled on, and the guard that settles it.
 //!
@@ -21,10 +21,8 @@
 mod admission;
 mod attempt;
 mod context;
-mod google;
 mod inbound;
 mod outbound;
-mod providers;
 mod relay;
 mod routing;
 mod settle;
@@ -34,5 +32,4 @@ pub(crate) use admission::estimate_input;
 pub(crate) use inbound::hidden_context;
 pub use inbound::{ModelFromPath, count, finished, forward, handle, named_by_path, read_body};
 pub use outbound::endpoint_path;
-pub(crate) use providers::{auth_headers, upstream_url};
 pub(crate) use relay::pass_through;

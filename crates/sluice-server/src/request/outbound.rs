@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use crate::state::{Gateway, Route};
 use crate::trace::Trace;
-use crate::upstream::{UpstreamError, Wired};
+use sluice_upstream::{UpstreamError, Wired};
 
 use super::settle::Terms;
 
@@ -45,7 +45,7 @@ pub fn build_upstream(
     let mut request = http::Request::new(Full::new(body.clone()));
     *request.method_mut() = http::Method::POST;
     // A URL that does not parse goes nowhere: the send fails as unreachable.
-    *request.uri_mut() = super::providers::upstream_url(route, endpoint_path(protocol), stream)
+    *request.uri_mut() = sluice_upstream::providers::upstream_url(&route.target, endpoint_path(protocol), stream)
         .parse()
         .unwrap_or_else(|_| http::Uri::from_static("/"));
     let headers = request.headers_mut();
@@ -54,10 +54,10 @@ pub fn build_upstream(
     if let Ok(traceparent) = HeaderValue::from_str(&trace.traceparent) {
         headers.insert(TRACEPARENT, traceparent);
     }
-    for (name, value) in super::providers::auth_headers(route, client_headers) {
+    for (name, value) in sluice_upstream::providers::auth_headers(&route.target, client_headers) {
         headers.append(name, value);
     }
-    super::providers::sign(route, &mut request, &body, unix_millis);
+    sluice_upstream::providers::sign(&route.target, &mut request, &body, unix_millis);
     request
 }
 

@@ -62,7 +62,7 @@ impl Credential {
     /// When a token was due and could not be minted.
     pub async fn refresh(
         &self,
-        upstream: &crate::upstream::Upstream,
+        upstream: &crate::client::Upstream,
         now_unix: u64,
     ) -> Result<(), super::google::MintError> {
         match self {

@@ -10,7 +10,7 @@ mod token_file;
 pub use aws::AwsKeys;
 pub use token_file::Credential;
 
-use axum::http::HeaderValue;
+use http::HeaderValue;
 use sluice_config::SecretSource;
 
 /// A provider credential, ready to put on an upstream request.

@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use axum::http::HeaderValue;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
+use http::HeaderValue;
 use http_body_util::Full;
 use ring::rand::SystemRandom;
 use ring::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{ProviderKey, SecretError};
-use crate::upstream::{self, Upstream};
+use crate::client::{self, Upstream};
 
 /// The scope Vertex AI calls need.
 const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
@@ -141,7 +141,7 @@ impl ServiceAccount {
         let response = upstream.send(request, TOKEN_TIMEOUT).await.map_err(|_| MintError::Unreachable)?;
         let status = response.status();
         let deadline = tokio::time::Instant::now() + TOKEN_TIMEOUT;
-        let body = upstream::read_body(response.into_body(), MAX_TOKEN_ANSWER, deadline)
+        let body = client::read_body(response.into_body(), MAX_TOKEN_ANSWER, deadline)
             .await
             .map_err(|_| MintError::Unreachable)?;
         if !status.is_success() {

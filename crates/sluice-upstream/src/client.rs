@@ -12,8 +12,8 @@ use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::TokioExecutor;
 use tokio_rustls::rustls;
 
-pub use crate::upstream_proxy::Proxy;
-use crate::upstream_proxy::Tunnel;
+pub use crate::proxy::Proxy;
+use crate::proxy::Tunnel;
 
 /// Why an upstream call failed before a response arrived.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@
 //! | Gemini (OpenAI-compatible) | `{base_url}/v1beta/openai/chat/completions` | `Authorization: Bearer` |
 //! | Azure classic | `{base_url}/openai/deployments/{azure_deployment}/chat/completions?api-version=…` | `api-key` or Bearer token file |
 //! | Azure v1 | `{base_url}/openai/v1/chat/completions` | `api-key` or Bearer token file |
-//! | Gemini native, Vertex AI | see [`google`](super::google) | `x-goog-api-key`; OAuth Bearer |
+//! | Gemini native, Vertex AI | see [`google`](crate::google) | `x-goog-api-key`; OAuth Bearer |
 //! | Bedrock (Converse) | `{base_url}/model/{model}/converse` (`converse-stream`) | SigV4 (`AWS_*` or a credentials file) |
 //! | Bedrock (InvokeModel, Anthropic models) | `{base_url}/model/{model}/invoke` (`invoke-with-response-stream`) | SigV4 |
 //!
@@ -19,48 +19,48 @@
 
 pub mod bedrock;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body_util::Full;
 use sluice_config::{AzureSurface, BedrockSurface, ProviderApi, ProviderKind};
 use sluice_provider::{ConverseToAnthropicStream, Protocol, ProviderFlavor, TranslateError};
 
 use crate::secret::Credential;
-use crate::state::Route;
+use crate::target::Target;
 
 /// The upstream URL of `endpoint` (a proxied path such as `/v1/chat/completions`) on
-/// `route`; `stream` picks the streaming verb of Google and Bedrock.
-pub fn upstream_url(route: &Route, endpoint: &str, stream: bool) -> String {
-    let base = &route.base_url;
+/// `target`; `stream` picks the streaming verb of Google and Bedrock.
+pub fn upstream_url(target: &Target, endpoint: &str, stream: bool) -> String {
+    let base = &target.base_url;
     // Every proxied path starts with `/v1`; the cloud surfaces put their own prefix there.
     let rest = endpoint.strip_prefix("/v1").unwrap_or(endpoint);
-    match &route.api {
+    match &target.api {
         ProviderApi::Plain => format!("{base}{endpoint}"),
         ProviderApi::GeminiOpenAi => format!("{base}/v1beta/openai{rest}"),
         ProviderApi::Azure(AzureSurface::V1) => format!("{base}/openai{endpoint}"),
         ProviderApi::Azure(AzureSurface::Classic { api_version }) => {
-            let deployment = route.azure_deployment.as_deref().unwrap_or(&route.model);
+            let deployment = target.azure_deployment.as_deref().unwrap_or(&target.model);
             format!("{base}/openai/deployments/{deployment}{rest}?api-version={api_version}")
         }
-        ProviderApi::GeminiNative | ProviderApi::Vertex(_) => super::google::url(route, stream).unwrap_or_default(),
-        ProviderApi::Bedrock { surface, .. } => bedrock::url(base, &route.model, *surface, stream),
+        ProviderApi::GeminiNative | ProviderApi::Vertex(_) => crate::google::url(target, stream).unwrap_or_default(),
+        ProviderApi::Bedrock { surface, .. } => bedrock::url(base, &target.model, *surface, stream),
     }
 }
 
-/// The body as `route`'s wire takes it: Converse for Bedrock (InvokeModel: Anthropic's
+/// The body as `target`'s wire takes it: Converse for Bedrock (InvokeModel: Anthropic's
 /// own with Bedrock's `anthropic_version`), Gemini's `generateContent` shape for Gemini's
 /// native API and Vertex (Claude on Vertex: the messages body without `model`), else as
 /// it is. `protocol` is the road's upstream protocol.
 ///
 /// # Errors
 /// A request Converse cannot carry (the field is named).
-pub fn wire_body(route: &Route, protocol: Protocol, body: Vec<u8>) -> Result<Vec<u8>, TranslateError> {
-    match &route.api {
+pub fn wire_body(target: &Target, protocol: Protocol, body: Vec<u8>) -> Result<Vec<u8>, TranslateError> {
+    match &target.api {
         ProviderApi::Bedrock { surface: BedrockSurface::InvokeModel, .. } => {
             sluice_provider::anthropic_to_invoke_request(&body)
         }
         ProviderApi::Bedrock { .. } => sluice_provider::anthropic_to_converse_request(&body),
-        _ => super::google::request_body(route, protocol, body),
+        _ => crate::google::request_body(target, protocol, body),
     }
 }
 
@@ -70,26 +70,26 @@ pub fn wire_body(route: &Route, protocol: Protocol, body: Vec<u8>) -> Result<Vec
 /// # Errors
 /// An answer that is not Converse's.
 pub fn wire_response(
-    route: &Route,
+    target: &Target,
     headers: &HeaderMap,
     bytes: Bytes,
     model: &str,
     created: u64,
 ) -> Result<Bytes, TranslateError> {
-    match &route.api {
+    match &target.api {
         ProviderApi::Bedrock { surface: BedrockSurface::Converse, .. } => {
             let id = format!("msg_bdrk_{}", header_text(headers, "x-amzn-requestid").unwrap_or_default());
             sluice_provider::converse_to_anthropic_response(&bytes, model, &id).map(Bytes::from)
         }
-        _ => super::google::response_body(route, bytes, model, created),
+        _ => crate::google::response_body(target, bytes, model, created),
     }
 }
 
 /// An error body back in the road's shape: Bedrock's `{"message"}` and its
 /// `x-amzn-ErrorType` as Anthropic's error.
 #[must_use]
-pub fn wire_error(route: &Route, status: u16, headers: &HeaderMap, bytes: Vec<u8>) -> Vec<u8> {
-    match &route.api {
+pub fn wire_error(target: &Target, status: u16, headers: &HeaderMap, bytes: Vec<u8>) -> Vec<u8> {
+    match &target.api {
         ProviderApi::Bedrock { .. } => {
             sluice_provider::converse_error_to_anthropic(status, header_text(headers, "x-amzn-errortype"), &bytes)
         }
@@ -97,10 +97,10 @@ pub fn wire_error(route: &Route, status: u16, headers: &HeaderMap, bytes: Vec<u8
     }
 }
 
-/// What reads `route`'s stream into the road's shape: Bedrock's event stream as Anthropic SSE.
+/// What reads `target`'s stream into the road's shape: Bedrock's event stream as Anthropic SSE.
 #[must_use]
-pub fn wire_stream(route: &Route, headers: &HeaderMap, model: &str) -> Option<ConverseToAnthropicStream> {
-    match &route.api {
+pub fn wire_stream(target: &Target, headers: &HeaderMap, model: &str) -> Option<ConverseToAnthropicStream> {
+    match &target.api {
         ProviderApi::Bedrock { surface: BedrockSurface::Converse, .. } => {
             let id = format!("msg_bdrk_{}", header_text(headers, "x-amzn-requestid").unwrap_or_default());
             Some(ConverseToAnthropicStream::new(model, &id))
@@ -116,30 +116,30 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Signs `request` (its `body` as sent) when `route` needs a signature (Bedrock's SigV4,
+/// Signs `request` (its `body` as sent) when `target` needs a signature (Bedrock's SigV4,
 /// at `unix_millis`). A request that cannot be signed goes unsigned: the provider's 403
 /// then says so, and the operator's log names the deployment (never the keys).
-pub fn sign(route: &Route, request: &mut http::Request<Full<Bytes>>, body: &[u8], unix_millis: u64) {
-    if let (ProviderApi::Bedrock { region, .. }, Credential::Aws(source)) = (&route.api, &route.key) {
+pub fn sign(target: &Target, request: &mut http::Request<Full<Bytes>>, body: &[u8], unix_millis: u64) {
+    if let (ProviderApi::Bedrock { region, .. }, Credential::Aws(source)) = (&target.api, &target.key) {
         let keys = source.current();
         if let Err(reason) = bedrock::sign_request(request, body, &keys, region, unix_millis) {
-            tracing::warn!(deployment = %route.name, reason, "could not sign the Bedrock request");
+            tracing::warn!(deployment = %target.name, reason, "could not sign the Bedrock request");
         }
     }
 }
 
-/// The headers that authenticate a request to `route` and carry its protocol's version:
+/// The headers that authenticate a request to `target` and carry its protocol's version:
 /// the key (Bearer; Anthropic's `x-api-key`; Azure's `api-key` unless it is a token file's
 /// Bearer token), and for Anthropic the client's `anthropic-version` (a default when
 /// absent) and `anthropic-beta`.
-pub fn auth_headers(route: &Route, client_headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
+pub fn auth_headers(target: &Target, client_headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
     let mut headers = Vec::with_capacity(3);
-    if let Some(key) = route.key.current() {
-        headers.push((key_header(route), key.header().clone()));
+    if let Some(key) = target.key.current() {
+        headers.push((key_header(target), key.header().clone()));
     }
-    if route.kind == ProviderKind::Anthropic {
+    if target.kind == ProviderKind::Anthropic {
         // Vertex takes Claude's version in the body, Bedrock in the body or not at all.
-        if !matches!(route.api, ProviderApi::Vertex(_) | ProviderApi::Bedrock { .. }) {
+        if !matches!(target.api, ProviderApi::Vertex(_) | ProviderApi::Bedrock { .. }) {
             let version = client_headers.get(&ANTHROPIC_VERSION).cloned();
             headers.push((ANTHROPIC_VERSION, version.unwrap_or(HeaderValue::from_static("2023-06-01"))));
         }
@@ -156,12 +156,12 @@ const API_KEY: HeaderName = HeaderName::from_static("api-key");
 const X_GOOG_API_KEY: HeaderName = HeaderName::from_static("x-goog-api-key");
 const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 
-fn key_header(route: &Route) -> HeaderName {
-    match (&route.api, &route.key) {
+fn key_header(target: &Target) -> HeaderName {
+    match (&target.api, &target.key) {
         (_, Credential::Refreshed(_) | Credential::Minted(_)) => http::header::AUTHORIZATION,
         (ProviderApi::Azure(_), _) => API_KEY,
         (ProviderApi::GeminiNative, _) => X_GOOG_API_KEY,
-        _ if route.kind == ProviderKind::Anthropic => X_API_KEY,
+        _ if target.kind == ProviderKind::Anthropic => X_API_KEY,
         _ => http::header::AUTHORIZATION,
     }
 }
