@@ -12,8 +12,8 @@
 //! - Gemini reports context overflow and a bad API key as `INVALID_ARGUMENT` with messages
 //!   "... exceeds the maximum number of tokens allowed ..." and "API key not valid".
 
+use super::class::{ErrorClass, ProviderFlavor};
 use super::fields::ErrorFields;
-use super::{ErrorClass, ProviderFlavor};
 
 const RATE_LIMITED: ErrorClass = ErrorClass::RateLimited { retry_after: None, daily: false };
 

@@ -12,30 +12,7 @@
 //!   repeat would bill twice and could splice two answers. Never retried transparently:
 //!   the client gets an interruption event and usage is settled from what was seen.
 
-use super::ErrorClass;
-
-/// How far the request had got when the connection failed or timed out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Phase {
-    /// Connecting (DNS, TCP, TLS): nothing was sent.
-    Connect,
-    /// Sent, waiting for the response head.
-    BeforeHeaders,
-    /// Response head received; the body or stream was under way.
-    Streaming,
-}
-
-impl Phase {
-    /// A stable lower-case name, fit for metric labels.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Connect => "connect",
-            Self::BeforeHeaders => "before_headers",
-            Self::Streaming => "streaming",
-        }
-    }
-}
+use super::class::{ErrorClass, Phase};
 
 /// A transport failure as the HTTP client reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -8,7 +8,7 @@ use http::header::{AsHeaderName, HeaderName};
 
 use super::duration::{parse_go_duration, parse_millis, parse_seconds};
 use super::rfc3339::parse_rfc3339_unix_ms;
-use super::{MAX_HINT_DURATION, Window};
+use super::window::{MAX_HINT_DURATION, Window};
 
 /// Anthropic rounds remaining token counts to the nearest thousand.
 const ANTHROPIC_TOKEN_ROUNDING_ERROR: u64 = 500;

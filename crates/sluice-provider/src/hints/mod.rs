@@ -25,6 +25,7 @@ mod duration;
 mod gemini;
 mod headers;
 mod rfc3339;
+mod window;
 
 use std::time::Duration;
 
@@ -34,27 +35,10 @@ use serde_json::Value;
 pub use duration::parse_go_duration;
 pub(crate) use gemini::{GeminiDetails, details as gemini_details};
 pub use rfc3339::parse_rfc3339_unix_ms;
-
-/// The longest reset or delay taken from a provider; longer values are dropped as garbage.
-pub const MAX_HINT_DURATION: Duration = Duration::from_secs(86_400);
+pub use window::{MAX_HINT_DURATION, Window};
 
 /// Error bodies larger than this are not parsed (real ones are well under 4 KiB).
 pub const MAX_HINT_BODY_BYTES: usize = 64 * 1024;
-
-/// One rate-limit dimension as the provider reports it after a response.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Window {
-    /// The provider's limit for this dimension (per minute for OpenAI and Anthropic).
-    pub limit: Option<u64>,
-    /// What the provider says is left, never above `limit`.
-    pub remaining: Option<u64>,
-    /// How far the truth may be from `remaining`: 0 when exact, 500 for Anthropic token
-    /// counts (rounded to the nearest thousand). Tighten local state to
-    /// `remaining + remaining_error` to never undercut the provider by rounding alone.
-    pub remaining_error: u64,
-    /// Time from the response until the window is fully replenished.
-    pub reset: Option<Duration>,
-}
 
 /// Everything a response says about the provider's limits; all fields optional.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::TranslateError;
+use super::error::TranslateError;
 use super::json::{self, Object, object};
 use crate::protocol::Protocol;
 

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::TranslateError;
+use super::error::TranslateError;
 
 /// A JSON object.
 pub(crate) type Object = Map<String, Value>;

@@ -3,8 +3,9 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::error::TranslateError;
 use super::json::{self, Object, object};
-use super::{TranslateError, mapping, tools};
+use super::{mapping, tools};
 use crate::protocol::Protocol;
 use crate::usage::{RawUsage, Usage};
 

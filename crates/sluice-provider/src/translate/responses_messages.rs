@@ -12,7 +12,8 @@
 use serde_json::{Map, Value, json};
 
 use super::error::TranslateError;
-use super::{anthropic_to_openai_response, openai_to_anthropic_request};
+use super::request::openai_to_anthropic_request;
+use super::response::anthropic_to_openai_response;
 use crate::protocol::Protocol;
 use crate::request::{ParsedRequest, parse_request};
 

@@ -16,6 +16,7 @@
 //! - Errors: [`converse_error_to_anthropic`] turns Bedrock's `{"message": …}` and its
 //!   `x-amzn-ErrorType` into an Anthropic error body.
 
+mod names;
 mod request;
 mod response;
 mod stream;
@@ -26,35 +27,3 @@ pub use request::{
 };
 pub use response::{anthropic_to_converse_response, converse_error_to_anthropic, converse_to_anthropic_response};
 pub use stream::{ConverseToAnthropicStream, anthropic_event_to_converse, anthropic_event_to_invoke, converse_frame};
-
-/// An image's media type as Converse names its format (`png`, `jpeg`, `gif`, `webp`).
-fn image_format(media_type: &str) -> Option<&'static str> {
-    match media_type {
-        "image/png" => Some("png"),
-        "image/jpeg" | "image/jpg" => Some("jpeg"),
-        "image/gif" => Some("gif"),
-        "image/webp" => Some("webp"),
-        _ => None,
-    }
-}
-
-/// Converse's stop reason for an Anthropic one, and back.
-fn stop_to_converse(reason: &str) -> &'static str {
-    match reason {
-        "max_tokens" => "max_tokens",
-        "stop_sequence" => "stop_sequence",
-        "tool_use" => "tool_use",
-        "refusal" => "content_filtered",
-        _ => "end_turn",
-    }
-}
-
-fn stop_to_anthropic(reason: &str) -> &'static str {
-    match reason {
-        "max_tokens" => "max_tokens",
-        "stop_sequence" => "stop_sequence",
-        "tool_use" => "tool_use",
-        "guardrail_intervened" | "content_filtered" => "refusal",
-        _ => "end_turn",
-    }
-}

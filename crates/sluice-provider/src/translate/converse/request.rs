@@ -2,9 +2,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::super::TranslateError;
-use super::super::json::{Object, as_object, opt_array, present};
-use super::image_format;
+use super::names::image_format;
+use crate::translate::error::TranslateError;
+use crate::translate::json::{Object, as_object, opt_array, present};
 
 /// The Converse body (`POST /model/{modelId}/converse`) for an Anthropic Messages `body`.
 /// The model goes in the URL and streaming in the path (`converse-stream`), so `model` and

@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use super::super::TranslateError;
-use super::{stop_to_anthropic, stop_to_converse};
+use super::names::{stop_to_anthropic, stop_to_converse};
+use crate::translate::error::TranslateError;
 
 /// Anthropic's `usage` from Converse's (`inputTokens` excludes cache reads and writes, as
 /// Anthropic's `input_tokens` does).

@@ -7,8 +7,8 @@ use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
 use bytes::{Bytes, BytesMut};
 use serde_json::{Value, json};
 
+use super::names::{stop_to_anthropic, stop_to_converse};
 use super::response::{usage_to_anthropic, usage_to_converse};
-use super::{stop_to_anthropic, stop_to_converse};
 
 /// One event-stream frame: an `event` of `event_type` with a JSON payload, or (when
 /// `exception` is set) an exception of that type.

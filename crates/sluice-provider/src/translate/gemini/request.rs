@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use super::super::TranslateError;
-use super::super::json::{self, Object};
+use crate::translate::error::TranslateError;
+use crate::translate::json::{self, Object};
 
 /// Fields whose absence would change the answer, with why Gemini cannot carry them.
 const REFUSED: [(&str, &str); 5] = [

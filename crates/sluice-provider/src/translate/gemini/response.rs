@@ -3,8 +3,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::super::TranslateError;
-use super::super::json::{self, Object};
+use crate::translate::error::TranslateError;
+use crate::translate::json::{self, Object};
 
 /// Translates a Gemini `GenerateContentResponse` into an OpenAI chat completion answering
 /// as `model` (the name the client asked for), created at `created` (Unix seconds).

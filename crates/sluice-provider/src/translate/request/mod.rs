@@ -15,7 +15,7 @@ mod to_openai;
 
 use serde_json::{Map, Value};
 
-use super::TranslateError;
+use super::error::TranslateError;
 use super::json::{self, Object, object};
 use super::tools;
 use crate::protocol::Protocol;

@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 
-use super::super::TranslateError;
-use super::super::json::{self, Object};
 use crate::protocol::Protocol;
+use crate::translate::error::TranslateError;
+use crate::translate::json::{self, Object};
 
 /// A request field that blocks translation when `active` holds for its (non-null) value.
 pub(super) struct Refusal {

@@ -2,10 +2,11 @@
 
 use serde_json::Value;
 
-use super::super::TranslateError;
-use super::super::json::{self, Object, object, text_block};
-use super::super::{image, tools};
 use crate::protocol::Protocol;
+use crate::translate::error::TranslateError;
+use crate::translate::image;
+use crate::translate::json::{self, Object, object, text_block};
+use crate::translate::tools;
 
 /// The translated conversation.
 pub(super) struct Converted {

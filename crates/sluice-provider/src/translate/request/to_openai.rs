@@ -2,10 +2,11 @@
 
 use serde_json::Value;
 
-use super::super::TranslateError;
-use super::super::json::{self, Object, object};
-use super::super::{image, tools};
 use crate::protocol::Protocol;
+use crate::translate::error::TranslateError;
+use crate::translate::image;
+use crate::translate::json::{self, Object, object};
+use crate::translate::tools;
 
 /// The top-level `system` as a leading system message (string, or text parts).
 pub(super) fn system(body: &Object) -> Result<Option<Value>, TranslateError> {

@@ -4,10 +4,10 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::super::gemini::{finish_reason, is_thought, openai_usage_of, tool_call};
+use super::pipe::{Pipe, Translator, data_object, write_event};
 use super::to_openai::INTERRUPTION;
-use super::{Pipe, Translator, data_object, write_event};
 use crate::sse::Event;
+use crate::translate::gemini::{finish_reason, is_thought, openai_usage_of, tool_call};
 
 /// Translates a Gemini SSE stream (each event a whole `GenerateContentResponse`) into OpenAI
 /// chat-completion chunks.

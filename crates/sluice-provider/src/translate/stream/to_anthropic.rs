@@ -4,11 +4,11 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::super::json::{Object, object};
-use super::super::mapping;
-use super::{Pipe, Translator, data_object, write_event};
+use super::pipe::{Pipe, Translator, data_object, write_event};
 use crate::protocol::Protocol;
 use crate::sse::Event;
+use crate::translate::json::{Object, object};
+use crate::translate::mapping;
 use crate::usage::{RawUsage, Usage};
 
 /// What a client gets when the upstream stream breaks off (the gateway relay's wording).

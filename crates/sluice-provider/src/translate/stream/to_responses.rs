@@ -6,7 +6,8 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::{AnthropicToOpenAiStream, Pipe, Translator, data_object, write_event};
+use super::pipe::{Pipe, Translator, data_object, write_event};
+use super::to_openai::AnthropicToOpenAiStream;
 use crate::sse::Event;
 use crate::translate::responses_messages::{ResponseObject, item_id};
 use crate::usage::Usage;
