@@ -39,7 +39,7 @@ pub fn router() -> Router<AppState> {
 }
 
 async fn page(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let Some(key) = &state.admin.key else { return StatusCode::NOT_FOUND.into_response() };
+    let Some(key) = &state.admin.key else { return crate::error::absent() };
     if !key.cookie_ok(&headers) {
         return html(StatusCode::OK, LOGIN.replace("{{message}}", ""), None);
     }
@@ -48,7 +48,7 @@ async fn page(State(state): State<AppState>, headers: HeaderMap) -> Response {
 }
 
 async fn login(State(state): State<AppState>, request: Request) -> Response {
-    let Some(key) = &state.admin.key else { return StatusCode::NOT_FOUND.into_response() };
+    let Some(key) = &state.admin.key else { return crate::error::absent() };
     let (parts, body) = request.into_parts();
     let fail =
         |error| ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: Trace::from_headers(&parts.headers).id };
@@ -68,17 +68,17 @@ async fn login(State(state): State<AppState>, request: Request) -> Response {
         let lockout = logins.failed(peer, gateway.clock.now());
         tracing::info!(%peer, ?lockout, "dashboard: login refused");
         let page = LOGIN.replace("{{message}}", "<p class=\"error\">That is not the admin key.</p>");
-        return html(StatusCode::UNAUTHORIZED, page, None);
+        return html(crate::error::LOGIN_REFUSED, page, None);
     }
     logins.succeeded(peer);
     to_dashboard(&key.set_cookie())
 }
 
 async fn redeem(State(state): State<AppState>, Path(ticket): Path<String>) -> Response {
-    let Some(key) = &state.admin.key else { return StatusCode::NOT_FOUND.into_response() };
+    let Some(key) = &state.admin.key else { return crate::error::absent() };
     if !key.redeem_ticket(&ticket, state.current().clock.now()) {
         let page = LOGIN.replace("{{message}}", "<p class=\"error\">That ticket is used or expired.</p>");
-        return html(StatusCode::UNAUTHORIZED, page, None);
+        return html(crate::error::LOGIN_REFUSED, page, None);
     }
     to_dashboard(&key.set_cookie())
 }

@@ -487,6 +487,29 @@ fn extend_with_limit(error: &mut Value, info: &RateLimitInfo) {
     }
 }
 
+/// An operator surface that is not configured (no admin key), or a route a tenant admin
+/// may not know of: a bare `404`, as if it did not exist.
+#[must_use]
+pub fn absent() -> Response {
+    StatusCode::NOT_FOUND.into_response()
+}
+
+/// `/readyz` refusing: plain text for probes (`draining`, or why admission is refused).
+#[must_use]
+pub fn not_ready(why: &'static str) -> Response {
+    (StatusCode::SERVICE_UNAVAILABLE, why).into_response()
+}
+
+/// `/metrics` when the registry could not be written out.
+#[must_use]
+pub fn metrics_unwritable() -> Response {
+    StatusCode::INTERNAL_SERVER_ERROR.into_response()
+}
+
+/// The status of the dashboard's login page when a key or a ticket was refused (the page
+/// says which).
+pub const LOGIN_REFUSED: StatusCode = StatusCode::UNAUTHORIZED;
+
 /// Which envelope the client's API expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Envelope {

@@ -63,7 +63,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http_version::Version;
@@ -308,18 +307,18 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
     state.admin.observe(&gateway).await;
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        return error::metrics_unwritable();
     }
     ([(http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text).into_response()
 }
 
 async fn ready(State(state): State<AppState>) -> Response {
     if state.draining.load(Ordering::Relaxed) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response();
+        return error::not_ready("draining");
     }
     if state.ready_needs_store && !store_answers(&state).await {
         let why = "quota store unreachable: admission is refused (fail_closed) until it is back";
-        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+        return error::not_ready(why);
     }
     match state.current().runtime_keys.store_reset_at_ms() {
         // Still ready: the keys were read again. The operator should know the store forgot.

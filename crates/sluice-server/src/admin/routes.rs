@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use serde_json::{Value, json};
@@ -58,7 +58,7 @@ impl Refused {
     #[must_use]
     pub fn respond(self, headers: &HeaderMap) -> Response {
         match self {
-            Self::NoAdmin => StatusCode::NOT_FOUND.into_response(),
+            Self::NoAdmin => crate::error::absent(),
             Self::BadKey => {
                 fail(headers, GatewayError::Unauthorized("admin key required: send `Authorization: Bearer ADMIN_KEY`"))
             }

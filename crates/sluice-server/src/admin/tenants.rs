@@ -52,7 +52,7 @@ struct Ask {
 fn root(state: &AppState, headers: HeaderMap) -> Result<Ctx, Box<Response>> {
     let ctx = begin(state, headers)?;
     if ctx.actor != Actor::Root {
-        return Err(Box::new(StatusCode::NOT_FOUND.into_response()));
+        return Err(Box::new(crate::error::absent()));
     }
     Ok(ctx)
 }
