@@ -3,7 +3,7 @@
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::validate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// Default bound on a hang before the connection is cut, real milliseconds.
 pub const DEFAULT_HANG_MS: u64 = 300_000;

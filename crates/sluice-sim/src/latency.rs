@@ -5,7 +5,7 @@ use std::time::Duration;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::validate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// Default tokens per streamed chunk.
 pub const DEFAULT_CHUNK_TOKENS: u32 = 3;

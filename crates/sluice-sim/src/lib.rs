@@ -37,12 +37,14 @@
 
 pub mod admission;
 pub mod anthropic;
+mod api_error;
 mod app;
 pub mod bedrock;
 pub mod cli;
 pub mod clock;
 mod cloud;
 pub mod config;
+mod config_error;
 mod conn;
 pub mod errors;
 pub mod faults;

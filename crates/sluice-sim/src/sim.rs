@@ -124,11 +124,11 @@ pub struct Sim {
     seq: AtomicU64,
     seed: u64,
     /// The Responses API responses kept (their objects, input items and contexts).
-    pub responses: crate::openai::responses_store::StoredResponses,
+    pub responses: crate::openai::responses_kept::StoredResponses,
     /// The conversations it keeps.
-    pub conversations: crate::openai::conversations::StoredConversations,
+    pub conversations: crate::openai::conversations_kept::StoredConversations,
     /// Google's API keys, issued access tokens and Vertex project quotas.
-    google: crate::google::Google,
+    google: crate::google::state::Google,
 }
 
 impl Sim {
@@ -147,9 +147,9 @@ impl Sim {
             epoch: Mutex::new(std::time::Duration::ZERO),
             seq: AtomicU64::new(0),
             seed,
-            responses: crate::openai::responses_store::StoredResponses::default(),
-            conversations: crate::openai::conversations::StoredConversations::default(),
-            google: crate::google::Google::new(&config.google),
+            responses: crate::openai::responses_kept::StoredResponses::default(),
+            conversations: crate::openai::conversations_kept::StoredConversations::default(),
+            google: crate::google::state::Google::new(&config.google),
         };
         *sim.epoch.lock() = sim.clock.elapsed();
         let now = sim.sim_now();
@@ -209,7 +209,7 @@ impl Sim {
 
     /// Google's credential checks and project quotas.
     #[must_use]
-    pub fn google(&self) -> &crate::google::Google {
+    pub fn google(&self) -> &crate::google::state::Google {
         &self.google
     }
 

@@ -3,11 +3,7 @@
 use std::collections::HashSet;
 
 use crate::config::{Limits, ModelConfig, Shape, SimConfig};
-
-/// A configuration the simulator refuses, with the reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid simulator config: {0}")]
-pub struct ConfigError(pub String);
+pub use crate::config_error::ConfigError;
 
 fn fail<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError(msg.into()))

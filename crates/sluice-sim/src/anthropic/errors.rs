@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::errors::{ApiError, dim_words};
+use crate::api_error::{ApiError, dim_words};
 
 /// The body of `err`.
 #[must_use]

@@ -9,6 +9,7 @@
 pub mod auth;
 mod gemini;
 pub mod quota;
+pub(crate) mod state;
 
 use std::sync::Arc;
 
@@ -22,23 +23,7 @@ use serde_json::{Value, json};
 use crate::config::Flavor;
 use crate::conn::ConnCtl;
 use crate::sim::Sim;
-
-/// Google's state in the simulator: credentials and the Vertex project quotas.
-#[derive(Debug, Default)]
-pub struct Google {
-    /// API keys and issued tokens.
-    pub auth: auth::Auth,
-    /// Requests per minute per Vertex project and region.
-    pub quotas: quota::ProjectQuotas,
-}
-
-impl Google {
-    /// The state `config` describes.
-    #[must_use]
-    pub fn new(config: &auth::GoogleConfig) -> Self {
-        Self { auth: auth::Auth::new(config.clone()), quotas: quota::ProjectQuotas::new(config.vertex_rpm) }
-    }
-}
+pub use state::Google;
 
 /// An error in Google's envelope: `{"error": {"code", "message", "status"}}`.
 pub fn error(sim: &Sim, code: u16, message: &str, status: &str) -> Response {

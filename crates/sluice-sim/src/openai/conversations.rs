@@ -2,63 +2,21 @@
 //! `POST /v1/conversations`, `GET` and `DELETE /v1/conversations/{id}`, and
 //! `GET /v1/conversations/{id}/items`. A response created with `conversation` reads the
 //! conversation's context as input and adds its own input items and tokens to it.
-//! OpenAI has no endpoint listing conversations; neither does the simulator.
+//! OpenAI has no endpoint listing conversations; neither does the simulator. The kept
+//! conversations themselves are in `conversations_kept`, below the shared state.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
 use axum::response::Response;
 use bytes::Bytes;
 use http::StatusCode;
-use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+pub use super::conversations_kept::StoredConversations;
 use crate::config::Flavor;
 use crate::errors::ApiError;
 use crate::sim::Sim;
-
-/// Most conversations kept; beyond, all are forgotten at once.
-const MAX_KEPT: usize = 100_000;
-
-/// One kept conversation.
-#[derive(Debug, Clone)]
-struct Kept {
-    object: Value,
-    items: Vec<Value>,
-    /// Tokens its items add to a response's input.
-    context: u64,
-}
-
-/// The kept conversations, by id.
-#[derive(Debug, Default)]
-pub struct StoredConversations {
-    kept: Mutex<HashMap<String, Kept>>,
-}
-
-impl StoredConversations {
-    /// The context conversation `id` adds to a response's input, if it exists.
-    #[must_use]
-    pub fn context_of(&self, id: &str) -> Option<u64> {
-        self.kept.lock().get(id).map(|k| k.context)
-    }
-
-    /// Adds a response's input `items` and the `tokens` it read and wrote to conversation `id`.
-    pub fn extend(&self, id: &str, items: &[Value], tokens: u64) {
-        if let Some(kept) = self.kept.lock().get_mut(id) {
-            kept.items.extend_from_slice(items);
-            kept.context = kept.context.saturating_add(tokens);
-        }
-    }
-
-    fn create(&self, id: &str, object: Value, items: Vec<Value>) {
-        let mut all = self.kept.lock();
-        if all.len() >= MAX_KEPT {
-            all.clear();
-        }
-        all.insert(id.to_owned(), Kept { object, items, context: 0 });
-    }
-}
 
 /// The conversation a Responses request names: `"conv_…"` or `{"id": "conv_…"}`.
 #[must_use]

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::errors::{ApiError, dim_words};
+use crate::api_error::{ApiError, dim_words};
 use crate::wire_time::go_duration;
 
 /// `{"error": {"message", "type", "param", "code"}}`.

@@ -3,12 +3,14 @@
 
 pub mod completions;
 pub mod conversations;
+pub(crate) mod conversations_kept;
 pub mod embeddings;
 pub mod errors;
 pub mod request;
 pub mod response;
 pub mod responses;
 pub mod responses_body;
+pub(crate) mod responses_kept;
 pub mod responses_request;
 pub mod responses_store;
 pub mod stream;
