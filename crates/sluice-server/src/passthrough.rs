@@ -99,15 +99,16 @@ pub async fn send(gateway: &Gateway, route: &Route, call: Call, trace: &Trace) -
         UpstreamError::Connect | UpstreamError::NoResponse => GatewayError::UpstreamUnreachable(provider()),
     })?;
     let (parts, body) = response.into_parts();
-    let bytes = upstream::read_body(body, MAX_ANSWER_BYTES, deadline).await.map_err(|e| match e {
-        upstream::BodyError::Stalled => GatewayError::UpstreamStalled(route.name.to_string()),
-        upstream::BodyError::TooLarge => GatewayError::UpstreamTooLarge {
-            deployment: route.name.to_string(),
-            what: "an answer",
-            limit: MAX_ANSWER_BYTES,
-        },
-        upstream::BodyError::Broken => GatewayError::UpstreamUnreachable(provider()),
-    })?;
+    let bytes =
+        upstream::read_body(body, MAX_ANSWER_BYTES, tokio::time::sleep_until(deadline)).await.map_err(|e| match e {
+            upstream::BodyError::Stalled => GatewayError::UpstreamStalled(route.name.to_string()),
+            upstream::BodyError::TooLarge => GatewayError::UpstreamTooLarge {
+                deployment: route.name.to_string(),
+                what: "an answer",
+                limit: MAX_ANSWER_BYTES,
+            },
+            upstream::BodyError::Broken => GatewayError::UpstreamUnreachable(provider()),
+        })?;
     let body = if parts.status.is_success() {
         bytes
     } else {

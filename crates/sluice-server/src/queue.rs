@@ -13,6 +13,7 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use sluice_quota::clock::within;
 use sluice_quota::waiting::{Block, FairQueue, PassedOver, Waiter, WaiterId};
 use sluice_quota::{
     Calendar, Claimer, Clock, Cost, Demand, FairShare, Grant, LimiterName, Nanos, QuotaStore, Rejection, RejectionKind,
@@ -224,6 +225,12 @@ impl DeploymentQueue {
         Arc::new(Self { state: Mutex::new(State::default()), wake: Notify::new(), store, clock })
     }
 
+    /// The clock its waits and its deployment's settlements go by.
+    #[must_use]
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -337,16 +344,16 @@ impl DeploymentQueue {
         };
         self.wake.notify_one();
         let mut ticket = Ticket { queue: self, id: Some(id) };
-        let result = match tokio::time::timeout(max_wait, reply).await {
-            Ok(Ok((result, held, at, bound_by))) => {
+        let result = match within(self.clock.as_ref(), max_wait, reply).await {
+            Some(Ok((result, held, at, bound_by))) => {
                 ticket.id = None;
                 waited.held = held;
                 waited.bound_by = bound_by;
                 waited.granted = result.is_ok().then_some(at);
                 result.map_err(WaitError::Store)
             }
-            Ok(Err(_)) => Err(WaitError::Store(ReserveError::Store(sluice_quota::StoreError("queue closed".into())))),
-            Err(_) => {
+            Some(Err(_)) => Err(WaitError::Store(ReserveError::Store(sluice_quota::StoreError("queue closed".into())))),
+            None => {
                 let (rejection, eta, held) = ticket.give_up();
                 waited.held = held;
                 waited.bound_by.clone_from(&rejection);
@@ -427,7 +434,7 @@ impl DeploymentQueue {
         let wait = wake.map_or(Duration::from_secs(1), |at| at.since(now));
         tokio::select! {
             () = self.wake.notified() => {}
-            () = tokio::time::sleep(wait) => {}
+            () = self.clock.sleep(wait) => {}
         }
     }
 

@@ -35,6 +35,10 @@ impl Clock for Skewed {
     fn unix_millis(&self) -> u64 {
         self.real.unix_millis().saturating_add_signed(self.offset_ms)
     }
+
+    fn sleep_until(&self, deadline: Nanos) -> sluice_quota::clock::Wait {
+        self.real.sleep_until(deadline)
+    }
 }
 
 /// A fixed offset east of UTC, whole minutes, in which the next midnight falls 5 to 65 s

@@ -44,16 +44,20 @@ pub enum BodyError {
     Stalled,
 }
 
-/// Reads `body` whole: at most `limit` bytes, by `deadline`.
+/// Reads `body` whole: at most `limit` bytes, before `deadline` ends (a wait on the
+/// caller's clock; a body whole by then wins).
 ///
 /// # Errors
 /// [`BodyError`]: too large, broken off, or not done by the deadline.
-pub async fn read_body(body: Incoming, limit: usize, deadline: tokio::time::Instant) -> Result<Bytes, BodyError> {
-    match tokio::time::timeout_at(deadline, Limited::new(body, limit).collect()).await {
-        Err(_) => Err(BodyError::Stalled),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge),
-        Ok(Err(_)) => Err(BodyError::Broken),
+pub async fn read_body(body: Incoming, limit: usize, deadline: impl Future<Output = ()>) -> Result<Bytes, BodyError> {
+    tokio::select! {
+        biased;
+        read = Limited::new(body, limit).collect() => match read {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge),
+            Err(_) => Err(BodyError::Broken),
+        },
+        () = deadline => Err(BodyError::Stalled),
     }
 }
 

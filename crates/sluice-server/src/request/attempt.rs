@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Response, StatusCode};
 use sluice_provider::{ErrorClass, Phase, classify_with_hints, usage_from_response};
-use sluice_quota::{Cost, Settlement};
+use sluice_quota::{Cost, Nanos, Settlement};
 
 use super::admission::{self, Admitted, Mode};
 use super::context::Request;
@@ -120,7 +120,7 @@ pub async fn run(req: &Request<'_>) -> Served {
         match next {
             Next::Retry { wait, class } => {
                 gateway.metrics.retry(&route.counters.labels, class.as_str());
-                tokio::time::sleep(wait).await;
+                gateway.clock.sleep(wait).await;
             }
             Next::Fallback => gateway.deployments[plan.target()].retry_budget.deposit(),
             Next::Degrade => {}
@@ -232,7 +232,7 @@ struct Call<'a> {
     terms: &'a Terms,
     crossing: Crossing,
     /// When the whole answer (non-stream) must be in.
-    deadline: tokio::time::Instant,
+    deadline: Nanos,
 }
 
 fn transport_failure(failure: UpstreamError, guard: SettleGuard, route: &Route, gateway: &Gateway) -> Attempt {
@@ -305,7 +305,7 @@ async fn buffered(
     let (parts, body) = response.into_parts();
     // Unread or cut: the estimate stands (the provider may have done the work); the drop
     // guard settles with it.
-    let bytes = upstream::read_body(body, MAX_RESPONSE_BYTES, call.deadline)
+    let bytes = upstream::read_body(body, MAX_RESPONSE_BYTES, call.req.gateway.clock.sleep_until(call.deadline))
         .await
         .map_err(|e| body_failure(call, e, "a response", MAX_RESPONSE_BYTES))?;
     let bytes =
@@ -358,7 +358,7 @@ async fn provider_error(
     // The provider saw the request: its request unit stays spent, tokens come back.
     guard.settle(Settlement { used: Cost::request(0, 0), upstream: Cost::request(0, 0) });
     let (parts, body) = response.into_parts();
-    let read = upstream::read_body(body, MAX_ERROR_BYTES, call.deadline).await;
+    let read = upstream::read_body(body, MAX_ERROR_BYTES, call.req.gateway.clock.sleep_until(call.deadline)).await;
     let bytes = read.clone().unwrap_or_default();
     let bytes =
         sluice_upstream::providers::wire_error(&route.target, parts.status.as_u16(), &parts.headers, bytes.to_vec());

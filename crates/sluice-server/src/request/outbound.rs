@@ -66,8 +66,8 @@ pub fn build_upstream(
 pub struct Sent {
     /// The response head, or the transport failure.
     pub response: Result<http::Response<Incoming>, UpstreamError>,
-    /// When a non-stream body must be in: the same bound as its headers.
-    pub deadline: tokio::time::Instant,
+    /// When a non-stream body must be in, on the gateway's clock: the same bound as its headers.
+    pub deadline: Nanos,
 }
 
 /// Sends `outgoing` to `route`, bounded by its attempt timeout (at most the gateway's).
@@ -81,7 +81,7 @@ pub async fn send(
     (terms, granted): (&Terms, Nanos),
 ) -> Sent {
     let timeout = route.attempt_timeout.min(gateway.upstream_timeout);
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = gateway.clock.now().after(timeout);
     let (stamp, wire) = oneshot::channel();
     let clock = std::sync::Arc::clone(&gateway.clock);
     let outgoing = outgoing.map(|body| {

@@ -24,6 +24,8 @@ use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use sluice_provider::{ConverseToAnthropicStream, DeliveredCount, Protocol};
+use sluice_quota::Clock;
+use sluice_quota::clock::within;
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
@@ -39,8 +41,9 @@ pub struct Watch {
     delivered: DeliveredCount,
 }
 
-/// A stream's time bounds and where its drain runs.
+/// A stream's time bounds (on the gateway's clock) and where its drain runs.
 struct Bounds {
+    clock: Arc<dyn Clock>,
     deployment: Arc<str>,
     idle: Duration,
     drain: Duration,
@@ -53,6 +56,7 @@ impl Watch {
     #[must_use]
     pub fn new(route: &Route, gateway: &Gateway, protocol: Protocol) -> Self {
         let bounds = Bounds {
+            clock: Arc::clone(&gateway.clock),
             deployment: Arc::clone(&route.name),
             idle: route.stream_idle_timeout,
             drain: route.stream_drain_timeout,
@@ -133,7 +137,7 @@ async fn next_chunk(mut relay: Relay) -> Option<(Result<Bytes, Infallible>, Rela
         let frame = tokio::select! {
             biased;
             () = cut(&mut relay.bounds.cut) => Err(End::ShuttingDown),
-            frame = tokio::time::timeout(relay.bounds.idle, flow.body.frame()) => frame.map_err(|_| End::Stalled),
+            frame = within(relay.bounds.clock.as_ref(), relay.bounds.idle, flow.body.frame()) => frame.ok_or(End::Stalled),
         };
         let end = match frame {
             Ok(Some(Ok(frame))) => {
@@ -214,25 +218,25 @@ impl Flow {
     /// The client left: reads the rest of the provider's answer (dropping it) until it
     /// ends, for at most `limit`, a silence of `idle`, or the shutdown `cut`; then settles.
     /// What is read counts as output too: the provider generated it.
-    async fn drain(mut self, limit: Duration, idle: Duration, mut cut: watch::Receiver<bool>) {
+    async fn drain(mut self, clock: Arc<dyn Clock>, limit: Duration, idle: Duration, mut cut: watch::Receiver<bool>) {
         let read = async {
             while !self.pipe.ended() {
-                match tokio::time::timeout(idle, self.body.frame()).await {
-                    Ok(Some(Ok(frame))) => {
+                match within(clock.as_ref(), idle, self.body.frame()).await {
+                    Some(Some(Ok(frame))) => {
                         if let Ok(data) = frame.into_data() {
                             let out = self.push(&data);
                             self.delivered.observe(&out);
                             self.remember().await;
                         }
                     }
-                    Ok(Some(Err(_)) | None) | Err(_) => break,
+                    Some(Some(Err(_)) | None) | None => break,
                 }
             }
         };
         tokio::select! {
             biased;
             () = self::cut(&mut cut) => {}
-            _ = tokio::time::timeout(limit, read) => {}
+            _ = within(clock.as_ref(), limit, read) => {}
         }
         self.end(b"");
         self.settle();
@@ -254,7 +258,8 @@ impl Drop for Relay {
             flow.settle();
             return;
         }
-        bounds.background.spawn(flow.drain(bounds.drain, bounds.idle, bounds.cut.clone()));
+        let clock = Arc::clone(&bounds.clock);
+        bounds.background.spawn(flow.drain(clock, bounds.drain, bounds.idle, bounds.cut.clone()));
     }
 }
 

@@ -10,7 +10,7 @@ use prometheus_client::metrics::counter::Counter;
 use sluice_config::{OutputCounting, ProviderKind};
 use sluice_jobs::UsageCounts;
 use sluice_provider::{Protocol, Usage};
-use sluice_quota::{Cost, QuotaStore, ReservationId, Settlement};
+use sluice_quota::{Clock, Cost, QuotaStore, ReservationId, Settlement};
 use tokio_util::task::TaskTracker;
 
 use crate::access::Line;
@@ -322,7 +322,7 @@ impl SettleGuard {
         }
         let queue = Arc::clone(&self.queue);
         let mut settling = Box::pin(async move {
-            settle_patiently(store.as_ref(), id, settlement).await;
+            settle_patiently(store.as_ref(), queue.clock().as_ref(), id, settlement).await;
             queue.capacity_returned();
         });
         // The memory store settles synchronously; a remote store's call goes on in a task
@@ -335,7 +335,7 @@ impl SettleGuard {
 
 /// Settles `id`, trying again with backoff while the store fails: a settlement lost to a
 /// store's stall would otherwise leave the reservation charged until its lease expires.
-async fn settle_patiently(store: &dyn QuotaStore, id: ReservationId, settlement: Settlement) {
+async fn settle_patiently(store: &dyn QuotaStore, clock: &dyn Clock, id: ReservationId, settlement: Settlement) {
     let mut wait = SETTLE_BACKOFF;
     for attempt in 1..=SETTLE_TRIES {
         match store.settle(id, settlement).await {
@@ -345,7 +345,7 @@ async fn settle_patiently(store: &dyn QuotaStore, id: ReservationId, settlement:
             }
             Err(e) => {
                 tracing::debug!(error = %e, attempt, "settlement failed; trying again");
-                tokio::time::sleep(wait).await;
+                clock.sleep(wait).await;
                 wait = wait.saturating_mul(2);
             }
         }

@@ -103,6 +103,10 @@ impl sluice_quota::Clock for TokioClock {
         let ms = u64::try_from(self.origin.elapsed().as_millis()).unwrap();
         sluice_quota::clock::FAKE_UNIX_ORIGIN_MS + ms
     }
+
+    fn sleep_until(&self, deadline: sluice_quota::Nanos) -> sluice_quota::clock::Wait {
+        Box::pin(tokio::time::sleep_until(self.origin + Duration::from_nanos(deadline.0)))
+    }
 }
 
 /// The configuration [`start_with`] builds: `process` and `policy` under provider sections

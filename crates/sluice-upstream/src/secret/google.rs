@@ -141,7 +141,7 @@ impl ServiceAccount {
         let response = upstream.send(request, TOKEN_TIMEOUT).await.map_err(|_| MintError::Unreachable)?;
         let status = response.status();
         let deadline = tokio::time::Instant::now() + TOKEN_TIMEOUT;
-        let body = client::read_body(response.into_body(), MAX_TOKEN_ANSWER, deadline)
+        let body = client::read_body(response.into_body(), MAX_TOKEN_ANSWER, tokio::time::sleep_until(deadline))
             .await
             .map_err(|_| MintError::Unreachable)?;
         if !status.is_success() {
