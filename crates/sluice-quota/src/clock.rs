@@ -65,31 +65,24 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 /// `work`, unless `limit` passes on `clock` first (`None`). Work that is ready and the limit
 /// that is reached in the same instant: the work wins.
 pub async fn within<F: Future>(clock: &dyn Clock, limit: Duration, work: F) -> Option<F::Output> {
-    Within { work: Box::pin(work), limit: clock.sleep(limit) }.await
+    first(work, clock.sleep(limit)).await
 }
 
 /// `work`, unless `clock` reaches `deadline` first (`None`).
 pub async fn until<F: Future>(clock: &dyn Clock, deadline: Nanos, work: F) -> Option<F::Output> {
-    Within { work: Box::pin(work), limit: clock.sleep_until(deadline) }.await
+    first(work, clock.sleep_until(deadline)).await
 }
 
-struct Within<F: Future> {
-    work: Pin<Box<F>>,
-    limit: Wait,
-}
-
-impl<F: Future> Future for Within<F> {
-    type Output = Option<F::Output>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let Poll::Ready(out) = self.work.as_mut().poll(cx) {
+/// `work`'s output, or `None` when `limit` ends first (polled after the work).
+async fn first<F: Future>(work: F, mut limit: Wait) -> Option<F::Output> {
+    let mut work = std::pin::pin!(work);
+    std::future::poll_fn(|cx: &mut Context<'_>| {
+        if let Poll::Ready(out) = work.as_mut().poll(cx) {
             return Poll::Ready(Some(out));
         }
-        match self.limit.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
-    }
+        limit.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
 
 /// The process's monotonic clock. The one place in sluice that reads real time.
