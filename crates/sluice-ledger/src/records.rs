@@ -30,7 +30,7 @@ use sluice_jobs::{
 use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 
-use crate::pg::{Pg, PgError};
+use crate::pg::Pg;
 use crate::{LedgerConfig, LedgerError};
 
 /// The tables, created when missing, and this database's epoch, set once.
@@ -113,10 +113,6 @@ fn as_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
-fn job_error(e: PgError) -> JobStoreError {
-    JobStoreError(e.to_string())
-}
-
 /// Bumps `kind`'s version and returns it; the row stays locked until the transaction ends.
 async fn bump(tx: &tokio_postgres::Transaction<'_>, kind: &str) -> Result<i64, tokio_postgres::Error> {
     let row = tx
@@ -183,16 +179,19 @@ impl LedgerJobStore {
         self.kinds.iter().any(|k| k == kind)
     }
 
-    fn not_a_record(kind: &str) -> JobStoreError {
-        JobStoreError(format!("records of kind `{kind}` are not kept in the ledger"))
+    /// `Ok` when `kind`'s records are kept here.
+    fn kept(&self, kind: &str) -> Result<(), JobStoreError> {
+        if self.is_record(kind) {
+            return Ok(());
+        }
+        Err(JobStoreError(format!("records of kind `{kind}` are not kept in the ledger")))
     }
 
     async fn imported(&self) -> Result<bool, JobStoreError> {
-        self.pg
+        let row = self
             .run("read", async |c| c.query_opt("SELECT 1 FROM sluice_meta WHERE name = 'imported'", &[]).await)
-            .await
-            .map(|row| row.is_some())
-            .map_err(job_error)
+            .await?;
+        Ok(row.is_some())
     }
 
     /// Copies the hot store's records and usage in, once for the fleet.
@@ -207,11 +206,10 @@ impl LedgerJobStore {
         }
         let rows = self.hot.usage_between(usage.first_kept(), usage.today).await?;
         let (count, days) = (docs.len(), rows.len());
-        let batch = self.usage_params(&rows);
+        let batch = UsageArrays::of(&rows);
         let add_rows = self.add_rows.as_str();
         let (docs, batch) = (&docs, &batch);
         let copied = self
-            .pg
             .run("import", async |c| {
                 let tx = c.transaction().await?;
                 tx.execute("SELECT pg_advisory_xact_lock(7405632018)", &[]).await?;
@@ -232,29 +230,11 @@ impl LedgerJobStore {
                 tx.commit().await?;
                 Ok(true)
             })
-            .await
-            .map_err(job_error)?;
+            .await?;
         if copied {
             tracing::info!(records = count, usage_rows = days, "copied runtime keys and usage into the ledger");
         }
         Ok(())
-    }
-
-    /// `rows` as the arrays of [`Self::add_rows`], one row per key.
-    fn usage_params(&self, rows: &[(UsageKey, UsageCounts)]) -> UsageArrays {
-        let mut merged: BTreeMap<(Day, String), UsageCounts> = BTreeMap::new();
-        for (key, counts) in rows {
-            merged.entry((key.day, key.group())).or_default().add(counts);
-        }
-        let mut arrays = UsageArrays::default();
-        for ((day, group), counts) in merged {
-            arrays.days.push(i32::try_from(day).unwrap_or(i32::MAX));
-            arrays.groups.push(group);
-            for (column, value) in arrays.counters.iter_mut().zip(counts.values()) {
-                column.push(as_i64(value));
-            }
-        }
-        arrays
     }
 
     async fn run<T>(
@@ -262,13 +242,11 @@ impl LedgerJobStore {
         what: &'static str,
         call: impl AsyncFnOnce(&mut Client) -> Result<T, tokio_postgres::Error>,
     ) -> Result<T, JobStoreError> {
-        self.pg.run(what, call).await.map_err(job_error)
+        self.pg.run(what, call).await.map_err(JobStoreError::from_display)
     }
 
     async fn write_record(&self, doc: Doc, expected: Option<Option<Vec<u8>>>) -> Result<Option<u64>, JobStoreError> {
-        if !self.is_record(&doc.kind) {
-            return Err(Self::not_a_record(&doc.kind));
-        }
+        self.kept(&doc.kind)?;
         let doc = &doc;
         let expected = expected.as_ref();
         let version = self
@@ -297,9 +275,7 @@ impl LedgerJobStore {
     }
 
     async fn version(&self, kind: &str) -> Result<u64, JobStoreError> {
-        if !self.is_record(kind) {
-            return Err(Self::not_a_record(kind));
-        }
+        self.kept(kind)?;
         let row = self
             .run("read", async |c| {
                 c.query_opt("SELECT version FROM sluice_record_versions WHERE kind = $1", &[&kind]).await
@@ -309,9 +285,7 @@ impl LedgerJobStore {
     }
 
     async fn changes(&self, kind: &str, owner: &str, since: u64) -> Result<Changes, JobStoreError> {
-        if !self.is_record(kind) {
-            return Err(Self::not_a_record(kind));
-        }
+        self.kept(kind)?;
         let since = as_i64(since);
         let (version, docs) = self
             .run("read", async |c| {
@@ -404,7 +378,7 @@ impl LedgerJobStore {
     ) -> Result<bool, JobStoreError> {
         let first = keep.first_kept();
         let kept: Vec<_> = rows.into_iter().filter(|(k, _)| k.day >= first).collect();
-        let arrays = self.usage_params(&kept);
+        let arrays = UsageArrays::of(&kept);
         let (arrays, add_rows) = (&arrays, self.add_rows.as_str());
         let first = i32::try_from(first).unwrap_or(i32::MAX);
         let sweep = rand::rng().random_ratio(1, SWEEP_ONE_IN);
@@ -455,6 +429,24 @@ struct UsageArrays {
 }
 
 impl UsageArrays {
+    /// `rows` as the arrays of the usage upsert, one row per key (a key twice in `rows`
+    /// is added up first: one statement may not change a row twice).
+    fn of(rows: &[(UsageKey, UsageCounts)]) -> Self {
+        let mut merged: BTreeMap<(Day, String), UsageCounts> = BTreeMap::new();
+        for (key, counts) in rows {
+            merged.entry((key.day, key.group())).or_default().add(counts);
+        }
+        let mut arrays = Self::default();
+        for ((day, group), counts) in merged {
+            arrays.days.push(i32::try_from(day).unwrap_or(i32::MAX));
+            arrays.groups.push(group);
+            for (column, value) in arrays.counters.iter_mut().zip(counts.values()) {
+                column.push(as_i64(value));
+            }
+        }
+        arrays
+    }
+
     fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
         let mut refs: Vec<&(dyn ToSql + Sync)> = vec![&self.days, &self.groups];
         refs.extend(self.counters.iter().map(|c| c as &(dyn ToSql + Sync)));

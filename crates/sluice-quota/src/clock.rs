@@ -185,7 +185,14 @@ impl Future for FakeWait {
         if self.clock.now.load(Ordering::SeqCst) >= self.deadline {
             return Poll::Ready(());
         }
-        self.clock.waiting.lock().push((self.deadline, cx.waker().clone()));
+        {
+            // Polled again by the same task (beside other work): registered once.
+            let mut waiting = self.clock.waiting.lock();
+            let known = waiting.iter().any(|(at, waker)| *at == self.deadline && waker.will_wake(cx.waker()));
+            if !known {
+                waiting.push((self.deadline, cx.waker().clone()));
+            }
+        }
         // Moved between the check and the registration: the registration may be missed.
         if self.clock.now.load(Ordering::SeqCst) >= self.deadline {
             return Poll::Ready(());
