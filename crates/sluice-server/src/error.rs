@@ -10,6 +10,8 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sluice_provider::RequestError;
+use sluice_recall::oplog::BeginError;
+use sluice_recall::remembered::Unowned;
 
 /// `x-sluice-ratelimit-scope`: the kind of the caller's binding scope (`tenant`, `team`,
 /// `api_key`; on a refusal, whichever scope refused).
@@ -317,6 +319,28 @@ impl Stored {
             Self::Response => "response_not_found",
             Self::Conversation => "conversation_not_found",
             Self::Object => "object_not_found",
+        }
+    }
+}
+
+/// The operation log's refusals: 422 for a reused key, 409 in flight or streamed, 503.
+impl From<BeginError> for GatewayError {
+    fn from(e: BeginError) -> Self {
+        match e {
+            BeginError::KeyReused => Self::IdempotencyKeyReused,
+            BeginError::InFlight => Self::IdempotencyInFlight,
+            BeginError::StreamCompleted => Self::IdempotencyStreamCompleted,
+            BeginError::StoreUnavailable => Self::StoreUnavailable,
+        }
+    }
+}
+
+/// An id the caller's tenant does not own: 404 (`what` not found), or 503.
+impl From<Unowned<Stored>> for GatewayError {
+    fn from(e: Unowned<Stored>) -> Self {
+        match e {
+            Unowned::NotFound(what) => Self::NotFound(what),
+            Unowned::StoreUnavailable => Self::StoreUnavailable,
         }
     }
 }

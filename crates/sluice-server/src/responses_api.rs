@@ -3,7 +3,7 @@
 //! `GET /v1/responses/{id}/input_items`, and `POST /v1/responses/input_tokens`.
 //!
 //! A stored response is the provider's: each call goes to the deployment that created it
-//! (remembered with its id, see [`crate::remembered`]) and costs one request on the
+//! (remembered with its id, see [`sluice_recall::remembered`]) and costs one request on the
 //! caller's path and that deployment (their request limits and concurrency), no tokens:
 //! polling a `background: true` response is admitted this way. Only the tenant whose
 //! request created a response may reach it; for anyone else, and for ids sluice never
@@ -24,11 +24,11 @@ use crate::auth::authenticate;
 use crate::catalog::COUNT_TOKENS_MAX_BODY;
 use crate::error::{Envelope, ErrorResponse, GatewayError, Stored};
 use crate::passthrough::{self, Call};
-use crate::remembered::{Memo, ResponseKey};
 use crate::request::{estimate_input, hidden_context, read_body};
 use crate::state::{Gateway, Route};
 use crate::trace::{self, Trace};
 use crate::{metered, request};
+use sluice_recall::remembered::{Memo, ResponseKey};
 
 /// What is asked of a stored response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,6 +12,7 @@ use sluice_quota::{Clock, QuotaStore, ScopeId, ScopeKey, ScopeKind};
 use crate::metrics::{Metrics, RouteCounters};
 use crate::queue::DeploymentQueue;
 use crate::retry::{Breaker, RetryBudget};
+use crate::store::redis_target;
 use sluice_upstream::Upstream;
 use sluice_upstream::secret::{self, SecretError};
 
@@ -125,9 +126,9 @@ pub struct Gateway {
     /// ones a metric label repeats.
     pub tasks: std::collections::HashSet<String>,
     /// The operation log (idempotency): process state, kept across reloads.
-    pub oplog: Arc<crate::oplog::OpLog>,
+    pub oplog: Arc<sluice_recall::oplog::OpLog>,
     /// The Responses API's remembered responses: process state, kept across reloads.
-    pub responses: Arc<crate::remembered::Responses>,
+    pub responses: Arc<sluice_recall::remembered::Responses>,
     /// Ends the streams still running when the shutdown grace is over.
     pub streams: crate::streams::StreamCut,
     /// Work a request leaves behind (a remote settlement, the breaker's pause): tracked
@@ -206,8 +207,12 @@ impl Gateway {
             budgets: config.budgets.clone(),
             upstream_timeout: config.server.upstream_timeout,
             metrics,
-            oplog: Arc::new(crate::oplog::from_config(config, Arc::clone(&clock))),
-            responses: Arc::new(crate::remembered::from_config(config, Arc::clone(&clock))),
+            oplog: Arc::new(sluice_recall::oplog::from_config(config, redis_target(&config.store), Arc::clone(&clock))),
+            responses: Arc::new(sluice_recall::remembered::from_config(
+                config,
+                redis_target(&config.store),
+                Arc::clone(&clock),
+            )),
             tasks: config.models.iter().filter_map(|m| m.degrade_to.as_ref()).flat_map(|d| d.tasks.clone()).collect(),
             clock,
             store,

@@ -297,7 +297,7 @@ async fn enqueue(
     headers: &HeaderMap,
 ) -> Result<Response, GatewayError> {
     let (mut new, deployment) = prepare(gateway, jobs, caller, ask).await?;
-    new.idempotency_key = crate::oplog::idempotency_key(headers)?;
+    new.idempotency_key = sluice_recall::oplog::idempotency_key(headers).map_err(GatewayError::BadRequest)?;
     let (endpoint, body) = (new.endpoint, new.body.clone());
     let submitted = jobs.store.submit(new).await.map_err(store_failed("submit"))?;
     let job = submitted.job;

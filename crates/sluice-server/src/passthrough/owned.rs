@@ -1,6 +1,6 @@
 //! Whose provider-side object a passed-through call names. Every deployment may answer
 //! under one provider key, so the provider cannot tell tenants apart: sluice remembers the
-//! tenant of each object created through it (see [`crate::remembered`]) and lets only that
+//! tenant of each object created through it (see [`sluice_recall::remembered`]) and lets only that
 //! tenant reach it. Per family:
 //!
 //! - `conversations`, `vector_stores`, `uploads`, `fine_tuning/jobs`: isolated. Creating

@@ -17,10 +17,10 @@ use super::settle::Terms;
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::{Bound, Hit, QueueLabels, WaitLabels};
 use crate::queue::{Ask, WaitError, Withdrawal};
-use crate::remembered::Memo;
 use crate::shares::HeldBack;
 use crate::state::{Caller, Gateway, Profile, Route};
 use crate::usage::UsageTag;
+use sluice_recall::remembered::Memo;
 
 /// What a request costs on one deployment, as admission reserves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

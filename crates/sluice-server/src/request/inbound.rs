@@ -10,6 +10,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, Limited};
 use sluice_config::Passthrough;
 use sluice_provider::{ParsedRequest, Protocol, parse_request};
+use sluice_recall::oplog::{self, Begin, Fingerprint, OpId, OpLog, Stored};
+use sluice_recall::remembered::ResponseKey;
 
 use super::attempt::{self, Served};
 use super::context::Request;
@@ -18,9 +20,7 @@ use crate::access::Line;
 use crate::auth::Authenticated;
 use crate::error::{self, Envelope, ErrorResponse, GatewayError};
 use crate::metrics::Outcome;
-use crate::oplog::{self, Begin, Fingerprint, OpId, OpLog, Stored};
 use crate::ratelimit_headers::Early;
-use crate::remembered::ResponseKey;
 use crate::state::{Caller, Gateway};
 use crate::trace::{self, Trace};
 
@@ -174,7 +174,9 @@ pub async fn forward(
 /// # Errors
 /// A malformed key, a key in use by a different request or still in flight.
 async fn once_only(req: &Request<'_>, protocol: Protocol) -> Result<Served, GatewayError> {
-    let Some(key) = oplog::idempotency_key(req.headers)? else { return Ok(attempt::run(req).await) };
+    let Some(key) = oplog::idempotency_key(req.headers).map_err(GatewayError::BadRequest)? else {
+        return Ok(attempt::run(req).await);
+    };
     let gateway = req.gateway;
     let op = OpId { tenant: Arc::clone(&req.caller.tenant), key };
     let fingerprint = oplog::fingerprint(endpoint_path(protocol), &req.request.body);

@@ -16,8 +16,8 @@ use tokio_util::task::TaskTracker;
 use crate::access::Line;
 use crate::adaptive::Adaptive;
 use crate::queue::DeploymentQueue;
-use crate::remembered::Memo;
 use crate::usage::{UsageBook, UsageTag};
+use sluice_recall::remembered::Memo;
 
 /// A reservation admission made, and the terms it is settled on.
 #[derive(Debug)]

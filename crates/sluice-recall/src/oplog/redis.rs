@@ -16,6 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use sluice_config::{Store, Unavailable};
 use sluice_redis::oplog::{Fields, OpRecords};
+use sluice_redis::{Tls, Topology};
 
 use super::memory::MemoryOps;
 use super::{Fingerprint, OpFuture, OpId, OpState, OpStore, OpStoreError, Record, Stored};
@@ -29,19 +30,21 @@ pub struct RedisOps {
     local: Option<MemoryOps>,
 }
 
-/// The Redis records `settings` call for, and whether they fail open to this process;
-/// `None` when the quota store is not Redis.
+/// The Redis records `settings` call for at `target` (where its Redis is and how to reach
+/// it), and whether they fail open to this process; `None` when the quota store is not
+/// Redis.
 #[must_use]
-pub fn records(settings: &Store) -> Option<(OpRecords, bool)> {
-    let (topology, tls) = crate::store::redis_target(settings)?;
+pub fn records(settings: &Store, target: Option<(Topology, Tls)>) -> Option<(OpRecords, bool)> {
+    let (topology, tls) = target?;
     let fail_open = settings.on_unavailable == Unavailable::FailOpenLocal;
     Some((OpRecords::new(topology, settings.timeout).with_tls(tls), fail_open))
 }
 
-/// The store `settings` call for: Redis when the quota store is Redis, else `local`.
+/// The store `settings` call for: Redis (at `target`) when the quota store is Redis, else
+/// `local`.
 #[must_use]
-pub fn from_config(settings: &Store, local: MemoryOps) -> Arc<dyn OpStore> {
-    let Some((records, fail_open)) = records(settings) else { return Arc::new(local) };
+pub fn from_config(settings: &Store, target: Option<(Topology, Tls)>, local: MemoryOps) -> Arc<dyn OpStore> {
+    let Some((records, fail_open)) = records(settings, target) else { return Arc::new(local) };
     Arc::new(RedisOps { records, prefix: settings.prefix.clone(), local: fail_open.then_some(local) })
 }
 

@@ -29,8 +29,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_provider::Usage;
+use sluice_redis::{Tls, Topology};
 
-use crate::error::{GatewayError, Stored};
 use crate::oplog::OpFuture;
 
 /// How long a response or object is remembered: OpenAI keeps stored responses for 30 days.
@@ -56,6 +56,27 @@ pub struct Remembered {
     /// Its input plus output tokens; `None` until its usage is known (a background
     /// response still running).
     pub context: Option<u64>,
+}
+
+/// The store of remembered responses could not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the remembered responses are unavailable")]
+pub struct Unavailable;
+
+/// Why [`Responses::owned`] has nothing for the caller; `W` names what was looked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unowned<W> {
+    /// `W` was not found: the id is malformed or not remembered for the caller's tenant
+    /// (another tenant's id included, answered alike).
+    NotFound(W),
+    /// The store could not answer.
+    StoreUnavailable,
+}
+
+impl<W> From<Unavailable> for Unowned<W> {
+    fn from(_: Unavailable) -> Self {
+        Self::StoreUnavailable
+    }
 }
 
 /// Where remembered responses live. Each call is atomic on its record.
@@ -92,25 +113,26 @@ impl Responses {
     /// What is remembered of `key`.
     ///
     /// # Errors
-    /// 503 when the store cannot answer.
-    pub async fn recall(&self, key: &ResponseKey) -> Result<Option<Remembered>, GatewayError> {
+    /// [`Unavailable`] when the store cannot answer.
+    pub async fn recall(&self, key: &ResponseKey) -> Result<Option<Remembered>, Unavailable> {
         self.store.recall(key).await.map_err(|e| {
             tracing::warn!(error = %e, "could not read a remembered response");
-            GatewayError::StoreUnavailable
+            Unavailable
         })
     }
 
     /// What is remembered of `key`, which names `what`: the caller's tenant's own.
     ///
     /// # Errors
-    /// 404 (`what` not found) when the id is malformed or not remembered for the tenant
-    /// (another tenant's id included, answered alike), 503 when the store cannot answer.
-    pub async fn owned(&self, key: &ResponseKey, what: Stored) -> Result<Remembered, GatewayError> {
+    /// [`Unowned::NotFound`] (`what`; the gateway answers 404) when the id is malformed or
+    /// not remembered for the tenant (another tenant's id included, answered alike),
+    /// [`Unowned::StoreUnavailable`] when the store cannot answer.
+    pub async fn owned<W>(&self, key: &ResponseKey, what: W) -> Result<Remembered, Unowned<W>> {
         let remembered = match well_formed(&key.id) {
             true => self.recall(key).await?,
             false => None,
         };
-        remembered.ok_or(GatewayError::NotFound(what))
+        remembered.ok_or(Unowned::NotFound(what))
     }
 
     /// Forgets `key` (the provider deleted it).
@@ -169,10 +191,15 @@ pub fn response_id(body: &[u8]) -> Option<String> {
 }
 
 /// The remembered responses `config` calls for: in Redis when the quota store is Redis,
-/// else in this process.
+/// else in this process. `target` is where that Redis is and how to reach it (`None` for the
+/// memory store).
 #[must_use]
-pub fn from_config(config: &sluice_config::Config, clock: Arc<dyn sluice_quota::Clock>) -> Responses {
-    Responses::new(redis::from_config(&config.store, memory::MemoryResponses::new(clock)))
+pub fn from_config(
+    config: &sluice_config::Config,
+    target: Option<(Topology, Tls)>,
+    clock: Arc<dyn sluice_quota::Clock>,
+) -> Responses {
+    Responses::new(redis::from_config(&config.store, target, memory::MemoryResponses::new(clock)))
 }
 
 #[cfg(test)]

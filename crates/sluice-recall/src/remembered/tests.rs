@@ -60,7 +60,9 @@ async fn the_redis_store_conforms_and_is_shared_by_instances() {
     let redis = sluice_redis::local::LocalRedis::start().expect("redis-server (scripts/test installs it)");
     let settings = redis_settings(redis.url(), sluice_config::Unavailable::FailClosed);
     let local = || memory::MemoryResponses::new(Arc::new(FakeClock::default()));
-    let (one, two) = (redis::from_config(&settings, local()), redis::from_config(&settings, local()));
+    let target = || Some((Topology::Standalone(redis.url()), Tls::default()));
+    let (one, two) =
+        (redis::from_config(&settings, target(), local()), redis::from_config(&settings, target(), local()));
     conformance(one.as_ref()).await;
     let k = key("acme", "resp_shared");
     one.remember(&k, &what("sim-mini", Some(77)), Duration::from_secs(60)).await.unwrap();
@@ -71,8 +73,11 @@ async fn the_redis_store_conforms_and_is_shared_by_instances() {
 async fn an_unreachable_redis_fails_closed_or_remembers_here() {
     let url = "redis://127.0.0.1:1".to_owned();
     let local = || memory::MemoryResponses::new(Arc::new(FakeClock::default()));
-    let closed = redis::from_config(&redis_settings(url.clone(), sluice_config::Unavailable::FailClosed), local());
+    let target = || Some((Topology::Standalone(url.clone()), Tls::default()));
+    let closed =
+        redis::from_config(&redis_settings(url.clone(), sluice_config::Unavailable::FailClosed), target(), local());
     assert!(closed.recall(&key("acme", "r")).await.is_err());
-    let open = redis::from_config(&redis_settings(url, sluice_config::Unavailable::FailOpenLocal), local());
+    let open =
+        redis::from_config(&redis_settings(url.clone(), sluice_config::Unavailable::FailOpenLocal), target(), local());
     conformance(open.as_ref()).await;
 }

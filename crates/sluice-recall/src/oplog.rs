@@ -23,14 +23,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::HeaderMap;
 use bytes::Bytes;
+use http::HeaderMap;
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 use sluice_provider::{RequestError, RequestErrorCode};
+use sluice_redis::{Tls, Topology};
 use tokio::sync::Notify;
-
-use crate::error::GatewayError;
 
 /// Longest idempotency key accepted (the same bound as `/v1/jobs`).
 pub const MAX_KEY_CHARS: usize = 255;
@@ -100,6 +99,25 @@ pub trait OpStore: Send + Sync + Debug {
     fn abandon<'a>(&'a self, id: &'a OpId, fingerprint: &'a Fingerprint) -> OpFuture<'a, ()>;
 }
 
+/// Why a request under an idempotency key may not go ahead; the gateway answers each with
+/// its own error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BeginError {
+    /// The key was used for another request (another fingerprint).
+    #[error("the idempotency key was used for another request")]
+    KeyReused,
+    /// The first request under the key is still in flight after the wait.
+    #[error("the first request under the idempotency key is still in flight")]
+    InFlight,
+    /// The first request under the key was a stream: the provider was called, its body
+    /// is not kept.
+    #[error("the stream sent under the idempotency key cannot be replayed")]
+    StreamCompleted,
+    /// The store could not answer.
+    #[error("the operation log is unavailable")]
+    StoreUnavailable,
+}
+
 /// What the log says about a new request.
 #[derive(Debug)]
 pub enum Begin {
@@ -140,32 +158,34 @@ impl OpLog {
     /// Looks `id` up for a request with `fingerprint`; records it in flight when new.
     ///
     /// # Errors
-    /// 422 when the key was used for another request, 409 when the first is still in flight
-    /// after the wait or was a stream, 503 when the store cannot answer.
-    pub async fn begin(&self, id: &OpId, fingerprint: &Fingerprint) -> Result<Begin, GatewayError> {
+    /// [`BeginError::KeyReused`] when the key was used for another request,
+    /// [`BeginError::InFlight`] when the first is still in flight after the wait,
+    /// [`BeginError::StreamCompleted`] when it was a stream, [`BeginError::StoreUnavailable`]
+    /// when the store cannot answer.
+    pub async fn begin(&self, id: &OpId, fingerprint: &Fingerprint) -> Result<Begin, BeginError> {
         let first = tokio::time::timeout(self.timing.wait, async {
             loop {
                 let notified = self.done.notified();
                 match self.store.begin(id, fingerprint, self.timing.lease).await {
                     Ok(None) => return Ok(Begin::Proceed),
                     Ok(Some(record)) if record.fingerprint != *fingerprint => {
-                        return Err(GatewayError::IdempotencyKeyReused);
+                        return Err(BeginError::KeyReused);
                     }
                     Ok(Some(Record { state: OpState::Completed(stored), .. })) => return Ok(Begin::Replay(stored)),
                     Ok(Some(Record { state: OpState::Streamed, .. })) => {
-                        return Err(GatewayError::IdempotencyStreamCompleted);
+                        return Err(BeginError::StreamCompleted);
                     }
                     Ok(Some(Record { state: OpState::InFlight, .. })) => {}
                     Err(e) => {
                         tracing::warn!(error = %e, "operation log unavailable");
-                        return Err(GatewayError::StoreUnavailable);
+                        return Err(BeginError::StoreUnavailable);
                     }
                 }
                 // Woken by a finish here; another instance's finish is seen at the next poll.
                 let _ = tokio::time::timeout(POLL, notified).await;
             }
         });
-        first.await.unwrap_or(Err(GatewayError::IdempotencyInFlight))
+        first.await.unwrap_or(Err(BeginError::InFlight))
     }
 
     /// Records the operation's response.
@@ -198,16 +218,17 @@ impl OpLog {
 /// The client's `Idempotency-Key`, if it sent one.
 ///
 /// # Errors
-/// 400 when it is empty, longer than [`MAX_KEY_CHARS`] or not visible ASCII.
-pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, GatewayError> {
+/// The request error (a 400) when it is empty, longer than [`MAX_KEY_CHARS`] or not visible
+/// ASCII.
+pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, RequestError> {
     let Some(value) = headers.get("idempotency-key") else { return Ok(None) };
     match value.to_str().map(str::trim) {
         Ok(key) if !key.is_empty() && key.len() <= MAX_KEY_CHARS => Ok(Some(key.to_owned())),
-        _ => Err(GatewayError::BadRequest(RequestError {
+        _ => Err(RequestError {
             param: Some("Idempotency-Key".to_owned()),
             message: format!("1 to {MAX_KEY_CHARS} visible ASCII characters"),
             code: RequestErrorCode::InvalidValue,
-        })),
+        }),
     }
 }
 
@@ -252,8 +273,13 @@ fn canonical(value: &Value, hasher: &mut Sha256) {
 }
 
 /// The log `config` calls for: in Redis when the quota store is Redis, else in this process.
+/// `target` is where that Redis is and how to reach it (`None` for the memory store).
 #[must_use]
-pub fn from_config(config: &sluice_config::Config, clock: Arc<dyn sluice_quota::Clock>) -> OpLog {
+pub fn from_config(
+    config: &sluice_config::Config,
+    target: Option<(Topology, Tls)>,
+    clock: Arc<dyn sluice_quota::Clock>,
+) -> OpLog {
     let longest_wait = config.classes.iter().map(|c| c.max_wait).max().unwrap_or_default();
     let timing = Timing {
         ttl: config.server.idempotency_ttl,
@@ -262,7 +288,7 @@ pub fn from_config(config: &sluice_config::Config, clock: Arc<dyn sluice_quota::
         lease: config.server.lease.saturating_add(longest_wait),
     };
     let local = memory::MemoryOps::new(clock);
-    OpLog::new(redis::from_config(&config.store, local), timing)
+    OpLog::new(redis::from_config(&config.store, target, local), timing)
 }
 
 #[cfg(test)]

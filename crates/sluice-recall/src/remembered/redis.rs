@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use sluice_config::Store;
 use sluice_redis::oplog::OpRecords;
+use sluice_redis::{Tls, Topology};
 
 use super::memory::MemoryResponses;
 use super::{Remembered, ResponseKey, ResponseStore};
@@ -25,10 +26,15 @@ pub struct RedisResponses {
     local: Option<MemoryResponses>,
 }
 
-/// The store `settings` call for: Redis when the quota store is Redis, else `local`.
+/// The store `settings` call for: Redis (at `target`) when the quota store is Redis, else
+/// `local`.
 #[must_use]
-pub fn from_config(settings: &Store, local: MemoryResponses) -> Arc<dyn ResponseStore> {
-    let Some((records, fail_open)) = crate::oplog::redis::records(settings) else { return Arc::new(local) };
+pub fn from_config(
+    settings: &Store,
+    target: Option<(Topology, Tls)>,
+    local: MemoryResponses,
+) -> Arc<dyn ResponseStore> {
+    let Some((records, fail_open)) = crate::oplog::redis::records(settings, target) else { return Arc::new(local) };
     Arc::new(RedisResponses { records, prefix: settings.prefix.clone(), local: fail_open.then_some(local) })
 }
 
