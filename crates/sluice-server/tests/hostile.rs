@@ -260,7 +260,7 @@ async fn idle_h2_sockets_holding_every_slot_are_closed_and_others_served_again()
     for socket in &mut idle {
         assert!(closed_within(socket, Duration::from_secs(600)).await, "an idle h2 socket is never closed");
     }
-    let bound = sluice_server::idle::IDLE_TIMEOUT + sluice_server::idle::GOAWAY_GRACE;
+    let bound = sluice_listener::idle::IDLE_TIMEOUT + sluice_listener::idle::GOAWAY_GRACE;
     assert!(held.elapsed() <= bound, "held for {:?}", held.elapsed());
     let mut next = TcpStream::connect(addr).await.unwrap();
     next.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
@@ -273,9 +273,9 @@ async fn idle_h2_sockets_holding_every_slot_are_closed_and_others_served_again()
 /// an error naming it, and succeeds once it is free.
 #[tokio::test]
 async fn a_second_server_on_a_served_address_is_refused_naming_it() {
-    let first = sluice_server::per_core::listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+    let first = sluice_listener::per_core::listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
     let addr = first[0].local_addr().unwrap();
-    let second = sluice_server::per_core::listeners(addr, 2).unwrap_err();
+    let second = sluice_listener::per_core::listeners(addr, 2).unwrap_err();
     assert_eq!(second.kind(), std::io::ErrorKind::AddrInUse, "{second}");
     assert!(second.to_string().contains(&addr.to_string()), "the error names the address: {second}");
     // The first still takes connections.
@@ -283,11 +283,11 @@ async fn a_second_server_on_a_served_address_is_refused_naming_it() {
 
     let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = other.local_addr().unwrap();
-    let refused = sluice_server::per_core::listeners(taken, 1).unwrap_err();
+    let refused = sluice_listener::per_core::listeners(taken, 1).unwrap_err();
     assert!(refused.to_string().contains(&taken.to_string()), "{refused}");
 
     drop(first);
-    assert_eq!(sluice_server::per_core::listeners(addr, 2).unwrap().len(), 2, "a freed address is served again");
+    assert_eq!(sluice_listener::per_core::listeners(addr, 2).unwrap().len(), 2, "a freed address is served again");
 }
 
 async fn healthz_status(stream: &mut TcpStream) -> Option<u16> {

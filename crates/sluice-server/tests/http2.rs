@@ -16,7 +16,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::Connect;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
-use sluice_server::idle::{GOAWAY_GRACE, IDLE_TIMEOUT};
+use sluice_listener::idle::{GOAWAY_GRACE, IDLE_TIMEOUT};
 use sluice_sim::config::{Completion, LatencyConfig, ModelConfig, SimConfig};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -112,7 +112,7 @@ async fn a_body_larger_than_the_h2_window_is_read_whole() {
     let env = start_with(sim(), "", &common::one_deployment("")).await;
     let client = Client::builder(TokioExecutor::new()).http2_only(true).build_http();
     let text = "hello ".repeat(40_000);
-    assert!(text.len() > 3 * usize::try_from(sluice_server::H2_WINDOW).unwrap());
+    assert!(text.len() > 3 * usize::try_from(sluice_listener::H2_WINDOW).unwrap());
     let body = json!({"model": "fast", "max_tokens": 8, "messages": [{"role": "user", "content": text}]});
     let request = http::Request::post(format!("{}/v1/chat/completions", env.gateway.url()))
         .header("authorization", format!("Bearer {KEY}"))
@@ -184,7 +184,7 @@ async fn an_h2_connection_takes_in_at_most_64_kib_unread() {
         .chunks(6)
         .map(|p| (u16::from_be_bytes([p[0], p[1]]), u32::from_be_bytes([p[2], p[3], p[4], p[5]])))
         .collect();
-    let window = sluice_server::H2_WINDOW;
+    let window = sluice_listener::H2_WINDOW;
     assert!(values.contains(&(4, window)), "SETTINGS_INITIAL_WINDOW_SIZE: {values:?}");
     assert!(values.contains(&(6, 64 * 1024)), "SETTINGS_MAX_HEADER_LIST_SIZE: {values:?}");
     let raised: u32 = frames

@@ -102,7 +102,7 @@ async fn serving_on_a_runtime_per_thread_answers_and_drains_a_stream() {
     let store =
         sluice_server::store::from_config(&config.store, std::sync::Arc::new(sluice_quota::SystemClock::new()), None);
     let state = sluice_server::AppState::build(&config, store).unwrap();
-    let listeners = sluice_server::per_core::listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+    let listeners = sluice_listener::per_core::listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
     let addr = listeners[0].local_addr().unwrap();
     assert_eq!(listeners[1].local_addr().unwrap(), addr, "one port for every thread");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -110,7 +110,8 @@ async fn serving_on_a_runtime_per_thread_answers_and_drains_a_stream() {
         let _ = stopped.await;
     };
     let grace = std::time::Duration::from_secs(10);
-    let serving = tokio::spawn(sluice_server::per_core::serve(listeners, state, shutdown, grace));
+    let serve_one = move |listener, shutdown| sluice_server::serve_with_grace(listener, state.clone(), shutdown, grace);
+    let serving = tokio::spawn(sluice_listener::per_core::serve(listeners, serve_one, shutdown));
     let url = format!("http://{addr}/v1/chat/completions");
     let fresh = || reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
     for _ in 0..8 {

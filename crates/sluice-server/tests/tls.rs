@@ -56,7 +56,7 @@ async fn serves_https_with_the_configured_certificate() {
 #[test]
 fn unreadable_or_mismatched_files_are_named() {
     let missing = std::path::Path::new("/nonexistent/cert.pem");
-    let err = sluice_server::tls::acceptor(missing, missing).unwrap_err();
+    let err = sluice_listener::tls::acceptor(missing, missing).unwrap_err();
     assert!(err.to_string().contains("/nonexistent/cert.pem"), "{err}");
     let config = "[server]\ntls_cert = \"c.pem\"\n";
     let err = sluice_config::parse(config).unwrap_err();

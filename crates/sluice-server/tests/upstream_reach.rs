@@ -30,7 +30,7 @@ fn certificates(dir: &Path) -> CertificateDer<'static> {
 
 /// An HTTPS server answering every request 200 `through`; its port.
 async fn https_server(dir: &Path) -> u16 {
-    let tls = sluice_server::tls::acceptor(&dir.join("cert.pem"), &dir.join("key.pem")).unwrap();
+    let tls = sluice_listener::tls::acceptor(&dir.join("cert.pem"), &dir.join("key.pem")).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {

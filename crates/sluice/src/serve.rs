@@ -125,7 +125,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let listen = args.listen.unwrap_or(config.server.listen);
     let threads = args.serve_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let listeners =
-        sluice_server::per_core::listeners(listen, threads.max(1)).with_context(|| format!("binding {listen}"))?;
+        sluice_listener::per_core::listeners(listen, threads.max(1)).with_context(|| format!("binding {listen}"))?;
     let addr = listeners.first().map(std::net::TcpListener::local_addr).transpose()?.unwrap_or(listen);
     let scheme = if state.tls.is_some() { "https" } else { "http" };
     crate::write_line(&format!("sluice listening on {scheme}://{addr}"));
@@ -138,7 +138,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let listener = listener.context("no listener")?;
         sluice_server::serve_with_grace(listener, state, shutdown_signal(), grace).await
     } else {
-        sluice_server::per_core::serve(listeners, state, shutdown_signal(), grace).await
+        let serve_one =
+            move |listener, shutdown| sluice_server::serve_with_grace(listener, state.clone(), shutdown, grace);
+        sluice_listener::per_core::serve(listeners, serve_one, shutdown_signal()).await
     };
     served.context("serving")?;
     #[cfg(unix)]

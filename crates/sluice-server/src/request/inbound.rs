@@ -310,7 +310,7 @@ pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, GatewayError> 
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(GatewayError::BodyTooLarge(limit)),
-        Err(e) if crate::body_pace::BodyTimedOut::caused(&*e) => Err(GatewayError::BodyTimedOut),
+        Err(e) if sluice_listener::body_pace::BodyTimedOut::caused(&*e) => Err(GatewayError::BodyTimedOut),
         Err(_) => Err(GatewayError::BadRequest(sluice_provider::RequestError {
             param: None,
             message: "the request body could not be read".into(),

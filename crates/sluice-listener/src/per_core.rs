@@ -1,17 +1,20 @@
 //! Serving on one single-threaded runtime per core: each thread accepts on a listener of
 //! its own (`SO_REUSEPORT` on the same address, so the kernel spreads connections over
 //! them; shared within this process only: an address another process serves is refused) and runs every task of its connections — the request, the admission, the pooled
-//! upstream connection (see [`crate::upstream`]) — without handing work to another thread.
+//! upstream connection (see `sluice-upstream`) — without handing work to another thread.
 //! A request then costs no cross-thread wake-ups, which under load were a third of the
 //! gateway's CPU on a shared multi-threaded runtime.
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::AppState;
+/// What a serving thread's server is handed to know when to stop: resolves once the
+/// shutdown of [`serve`] has begun (or its caller is gone).
+pub type Shutdown = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The pending connections each listener keeps (the kernel caps it at `somaxconn`).
 const BACKLOG: i32 = 1024;
@@ -59,19 +62,23 @@ fn unclaimed(addr: SocketAddr) -> std::io::Result<SocketAddr> {
     }
 }
 
-/// Serves `state` on each of `listeners` from a thread of its own, each a single-threaded
-/// runtime, until `shutdown` resolves; then every thread drains as [`crate::serve_with_grace`]
-/// does, with `grace`. A thread keeps its runtime (and the tasks on it) until all have
-/// drained, since a request on one thread may wait on a task another started.
+/// Serves each of `listeners` from a thread of its own, each a single-threaded runtime,
+/// with the server `serve_one` makes of it (in sluice, the gateway's `serve_with_grace`
+/// on its state), until `shutdown` resolves; then every thread drains as that server does.
+/// A thread keeps its runtime (and the tasks on it) until all have drained, since a
+/// request on one thread may wait on a task another started.
 ///
 /// # Errors
 /// When a thread or runtime cannot be started, or a thread's serving failed.
-pub async fn serve(
+pub async fn serve<F, S>(
     listeners: Vec<std::net::TcpListener>,
-    state: AppState,
+    serve_one: F,
     shutdown: impl Future<Output = ()>,
-    grace: std::time::Duration,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    F: Fn(tokio::net::TcpListener, Shutdown) -> S + Clone + Send + 'static,
+    S: Future<Output = std::io::Result<()>>,
+{
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let drained = Arc::new(tokio::sync::Barrier::new(listeners.len()));
     let mut threads = Vec::with_capacity(listeners.len());
@@ -83,7 +90,7 @@ pub async fn serve(
     for (i, (listener, runtime)) in listeners.into_iter().zip(runtimes).enumerate() {
         let (done, finished) = tokio::sync::oneshot::channel();
         let drained = Arc::clone(&drained);
-        let one = Thread { listener, runtime, state: state.clone(), stopped: stopped.clone(), grace, drained };
+        let one = Thread { listener, runtime, serve_one: serve_one.clone(), stopped: stopped.clone(), drained };
         std::thread::Builder::new().name(format!("sluice-serve-{i}")).spawn(move || {
             let _ = done.send(one.run());
         })?;
@@ -101,25 +108,28 @@ pub async fn serve(
 }
 
 /// One serving thread's share.
-struct Thread {
+struct Thread<F> {
     listener: std::net::TcpListener,
     runtime: tokio::runtime::Runtime,
-    state: AppState,
+    serve_one: F,
     stopped: tokio::sync::watch::Receiver<bool>,
-    grace: std::time::Duration,
     drained: Arc<tokio::sync::Barrier>,
 }
 
-impl Thread {
+impl<F, S> Thread<F>
+where
+    F: Fn(tokio::net::TcpListener, Shutdown) -> S,
+    S: Future<Output = std::io::Result<()>>,
+{
     fn run(self) -> std::io::Result<()> {
-        let Self { listener, runtime, state, mut stopped, grace, drained } = self;
+        let Self { listener, runtime, serve_one, mut stopped, drained } = self;
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
             let shutdown = async move {
                 // An error means the caller is gone: stop as well.
                 let _ = stopped.wait_for(|stopping| *stopping).await;
             };
-            let served = crate::serve_with_grace(listener, state, shutdown, grace).await;
+            let served = serve_one(listener, Box::pin(shutdown)).await;
             drained.wait().await;
             served
         })
