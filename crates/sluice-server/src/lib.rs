@@ -11,7 +11,6 @@
 //! admitted is refused before anything is sent.
 
 mod access;
-pub mod adaptive;
 pub mod admin;
 mod auth;
 pub mod binding;
@@ -29,19 +28,16 @@ pub mod http_version;
 pub mod idle;
 pub mod jobs;
 pub mod keys;
-mod labels;
 mod limits_json;
 mod metered;
 pub mod metrics;
 mod oplog;
 mod passthrough;
 pub mod per_core;
-pub mod queue;
 pub mod ratelimit_headers;
 mod remembered;
 mod request;
 mod responses_api;
-mod retry;
 mod served;
 pub mod shares;
 mod spans;

@@ -14,10 +14,10 @@ use sluice_quota::{Clock, Cost, QuotaStore, ReservationId, Settlement};
 use tokio_util::task::TaskTracker;
 
 use crate::access::Line;
-use crate::adaptive::Adaptive;
-use crate::queue::DeploymentQueue;
 use crate::remembered::Memo;
 use crate::usage::{UsageBook, UsageTag};
+use sluice_adapt::Adaptive;
+use sluice_quota::queue::DeploymentQueue;
 
 /// A reservation admission made, and the terms it is settled on.
 #[derive(Debug)]
