@@ -14,13 +14,24 @@
 //! - [`output`]: output reservations, `strict` (`max_tokens`) or `p95` (learned).
 //! - [`cache`]: the recent cache-hit ratio of a route, for cache-aware input estimates.
 //!
-//! Failure semantics: nothing here fails; the factor stays in `[floor, 1]`, reservations
+//! Beside the pure state machines, their application on the request path:
+//! - [`deployment`]: one deployment's [`Adaptive`] — feeds the controller with the
+//!   provider's answers, registers the limits it decides with the quota store, tightens
+//!   buckets, and counts what it does as metrics. It does no IO of its own: the store is a
+//!   [`sluice_quota::QuotaStore`], the time a [`sluice_quota::Clock`].
+//! - [`labels`]: the label sets the per-deployment metrics share (the gateway's metrics
+//!   registry uses them too).
+//!
+//! Failure semantics: nothing here fails (a store call [`deployment`] makes that fails is
+//! logged and skipped); the factor stays in `[floor, 1]`, reservations
 //! never exceed what the caller asked for, and limits are never loosened beyond
 //! configuration unless the operator asked to adopt the provider's.
 
 pub mod aimd;
 pub mod cache;
 pub mod controller;
+pub mod deployment;
+pub mod labels;
 pub mod output;
 pub mod provider;
 pub mod quantile;
@@ -30,6 +41,7 @@ pub mod window;
 pub use aimd::{Aimd, AimdSettings};
 pub use cache::CacheTracker;
 pub use controller::{Controller, ControllerSettings, Reaction};
+pub use deployment::{Adaptive, AdaptiveMetrics, Wiring};
 pub use output::{OutputEstimate, OutputEstimator};
 pub use provider::{ProviderWindow, TierChange, Tighten};
 pub use quantile::QuantileSketch;

@@ -1,9 +1,9 @@
 //! Durable async jobs for sluice: work that may wait is accepted now, run later through
 //! the same admission path as a live request, and its answer kept for the owner to fetch.
 //!
-//! Layout: [`job`] (the types), [`machine`] (the state machine, pure), [`backoff`] (retry
-//! delays, pure), [`store`] (the [`JobStore`] trait), [`embedded`] (one `redb` file, for
-//! the embedded deployment), [`redis_store`] (Redis or Redis Cluster, for the distributed one),
+//! Layout: [`job`] (the types), [`machine`] (the state machine, pure), [`store`] (the
+//! [`JobStore`] trait), [`embedded`] (one `redb` file, for the embedded deployment),
+//! [`redis_store`] (Redis or Redis Cluster, for the distributed one),
 //! [`doc`] (owner-scoped documents kept beside the jobs, for files and batch records),
 //! [`usage`] (daily usage rollups kept beside them too).
 //!
@@ -15,7 +15,6 @@
 //! Without such a crash every job reaches the provider until it is recorded completed,
 //! and is recorded at most once.
 
-pub mod backoff;
 pub mod doc;
 pub mod embedded;
 mod embedded_docs;

@@ -21,6 +21,12 @@
 //! - [`waiting`]: the waiting order when requests queue for capacity (priority, weighted
 //!   fair queuing between tenants, FIFO within one).
 //! - [`store`] and [`memory`]: the store trait and the in-process store.
+//! - [`queue`]: one deployment's waiting requests, served in the [`waiting`] order by a
+//!   dispatcher task that exists only while requests wait (async over the store, no IO).
+//! - [`guarantee`]: each admission's tokens split into guaranteed and borrowed share, and
+//!   why a request was held back (for metrics).
+//! - [`backoff`] and [`retry`]: backoff with full jitter, the retry budget per deployment
+//!   and the breaker.
 //!
 //! Failure semantics: a refusal debits nothing; settling twice is a no-op; time never
 //! comes from inside the core.
@@ -63,13 +69,17 @@
 //! assert!(store.reserve_now(&path, Cost::request(2_000, 1_000), Duration::from_secs(60)).is_ok());
 //! ```
 
+pub mod backoff;
 pub mod bucket;
 pub mod budget;
 pub mod clock;
 pub mod decision;
+pub mod guarantee;
 pub mod ledger;
 pub mod limit;
 pub mod memory;
+pub mod queue;
+pub mod retry;
 pub mod scope;
 pub mod shares;
 pub mod snapshot;

@@ -11,12 +11,12 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use sluice_quota::{Clock, Nanos};
 
-use crate::labels::{Route, TenantTokens};
 use crate::spans::{Anchor, Step};
 use crate::state::{Caller, Gateway};
 use crate::telemetry::Spans;
 use crate::timing::Timing;
 use crate::trace::Trace;
+use sluice_adapt::labels::{Route, TenantTokens};
 
 /// The target the lines are logged on (`SLUICE_LOG=sluice::access=off` silences them).
 pub const TARGET: &str = "sluice::access";

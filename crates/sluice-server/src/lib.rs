@@ -12,7 +12,6 @@
 //! admitted is refused before anything is sent.
 
 mod access;
-pub mod adaptive;
 pub mod admin;
 mod auth;
 pub mod binding;
@@ -26,16 +25,13 @@ pub mod error;
 pub mod heartbeat;
 pub mod jobs;
 pub mod keys;
-mod labels;
 mod limits_json;
 mod metered;
 pub mod metrics;
 mod passthrough;
-pub mod queue;
 pub mod ratelimit_headers;
 mod request;
 mod responses_api;
-mod retry;
 mod served;
 pub mod shares;
 mod spans;

@@ -15,7 +15,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-pub use crate::labels::Upstream;
+pub use sluice_adapt::labels::Upstream;
 
 /// `provider`, `model`, `status`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -215,7 +215,7 @@ pub struct Metrics {
     /// Money budgets' use, refreshed at each scrape.
     pub budgets: crate::budgets::BudgetMetrics,
     /// Adaptive limits: effective factors, provider limit changes, output reserved vs used.
-    pub adaptive: std::sync::Arc<crate::adaptive::AdaptiveMetrics>,
+    pub adaptive: std::sync::Arc<sluice_adapt::AdaptiveMetrics>,
 }
 
 impl Default for Metrics {

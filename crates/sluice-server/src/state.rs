@@ -10,9 +10,9 @@ use sluice_provider::{Estimator, TokenizerKind, tokenizer_for_model};
 use sluice_quota::{Clock, QuotaStore, ScopeId, ScopeKey, ScopeKind};
 
 use crate::metrics::{Metrics, RouteCounters};
-use crate::queue::DeploymentQueue;
-use crate::retry::{Breaker, RetryBudget};
 use crate::store::redis_target;
+use sluice_quota::queue::DeploymentQueue;
+use sluice_quota::retry::{Breaker, RetryBudget};
 use sluice_upstream::Upstream;
 use sluice_upstream::secret::{self, SecretError};
 
@@ -72,7 +72,7 @@ pub struct Route {
     /// Adaptive limits and estimators: the request path calls
     /// `adaptive.output_reservation`/`input_reservation` when pricing, `on_admitted` after a
     /// grant, `on_response` with each provider answer, `observe` with the usage.
-    pub adaptive: Arc<crate::adaptive::Adaptive>,
+    pub adaptive: Arc<sluice_adapt::Adaptive>,
     /// Longest one attempt may take (headers; non-stream: the whole answer).
     pub attempt_timeout: Duration,
     /// Longest silence between two pieces of a stream.
@@ -84,7 +84,7 @@ pub struct Route {
     /// Retries this deployment may still take.
     pub retry_budget: RetryBudget,
     /// The tenants' guaranteed shares, measuring guaranteed vs borrowed tokens.
-    pub guarantee: crate::shares::Guarantee,
+    pub guarantee: sluice_quota::guarantee::Guarantee,
 }
 
 /// Everything a request handler needs, shared by all requests.
@@ -316,14 +316,14 @@ fn routes(
                 .map(|r| r.burst.get())
                 .max();
             let scope = store.register(ScopeKey::new(ScopeKind::Deployment, d.name.clone()), d.limits.clone());
-            let wiring = crate::adaptive::Wiring {
+            let wiring = sluice_adapt::Wiring {
                 store: Arc::clone(store),
                 clock: Arc::clone(clock),
                 metrics: Arc::clone(&metrics.adaptive),
             };
-            let adaptive = crate::adaptive::Adaptive::new(d, provider.kind, scope, labels.clone(), wiring);
+            let adaptive = sluice_adapt::Adaptive::new(d, provider.kind, scope, labels.clone(), wiring);
             Ok(Route {
-                guarantee: crate::shares::Guarantee::new(&d.limits, total_weight),
+                guarantee: sluice_quota::guarantee::Guarantee::new(&d.limits, total_weight),
                 adaptive: Arc::new(adaptive),
                 attempt_timeout: d.attempt_timeout,
                 stream_idle_timeout: d.stream_idle_timeout,

@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::labels::{Route, TenantTokens};
+use sluice_adapt::labels::{Route, TenantTokens};
 
 /// Bucket bounds of the latency histograms, in seconds: 10 ms to 10 min.
 const LATENCY_BUCKETS: [f64; 14] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 600.0];

@@ -7,11 +7,11 @@ use std::num::{NonZeroU32, NonZeroU64};
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_quota::queue::{Ask, DeploymentQueue, WaitError};
 use sluice_quota::{
     Budget, BudgetPeriod, Calendar, Cost, Demand, IN_FLIGHT_RETRY, LimiterName, Limits, MemoryStore, QuotaStore,
     RejectionKind, ReserveError, ScopeId, ScopeKey, ScopeKind, Share, SystemClock,
 };
-use sluice_server::queue::{Ask, DeploymentQueue, WaitError};
 
 /// A memory store with one tenant whose day's budget is 10, and its path.
 struct Budgeted {

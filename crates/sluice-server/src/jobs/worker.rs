@@ -15,8 +15,8 @@ use std::time::Duration;
 use axum::http::{HeaderMap, StatusCode};
 use http_body_util::{BodyExt as _, Limited};
 use rand::Rng;
-use sluice_jobs::backoff::Backoff;
 use sluice_jobs::{Failure, Job, JobResult, JobState, Leased, Retry, store::millis};
+use sluice_quota::backoff::Backoff;
 use tokio::task::JoinHandle;
 
 use super::Jobs;

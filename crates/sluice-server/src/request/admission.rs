@@ -16,10 +16,10 @@ use super::context::Request;
 use super::settle::Terms;
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::{Bound, Hit, QueueLabels, WaitLabels};
-use crate::queue::{Ask, WaitError, Withdrawal};
-use crate::shares::HeldBack;
 use crate::state::{Caller, Gateway, Profile, Route};
 use crate::usage::UsageTag;
+use sluice_quota::guarantee::HeldBack;
+use sluice_quota::queue::{Ask, WaitError, Withdrawal};
 use sluice_recall::remembered::Memo;
 
 /// What a request costs on one deployment, as admission reserves it.
@@ -458,7 +458,7 @@ async fn reserve_or_wait(
 
 /// Counts a wait in a deployment's queue (admitted or not) by the scope and dimension that held
 /// it, and logs it with them.
-fn waited_for(req: &Request<'_>, report: &crate::queue::Waited, waited: Duration, admitted: bool) {
+fn waited_for(req: &Request<'_>, report: &sluice_quota::queue::Waited, waited: Duration, admitted: bool) {
     let bound = report.bound_by.as_ref().map_or(Bound::NONE, Bound::of);
     let Bound { scope_kind, dimension } = bound;
     let labels =

@@ -16,8 +16,8 @@ use sluice_provider::{ErrorClass, Phase};
 
 use super::admission::Mode;
 use crate::error::GatewayError;
-use crate::retry::backoff;
 use crate::state::Profile;
+use sluice_quota::retry::backoff;
 
 /// How many attempts one deployment gets, and within how long (the caller's class).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,9 +14,9 @@ use sluice_quota::{Clock, Cost, QuotaStore, ReservationId, Settlement};
 use tokio_util::task::TaskTracker;
 
 use crate::access::Line;
-use crate::adaptive::Adaptive;
-use crate::queue::DeploymentQueue;
 use crate::usage::{UsageBook, UsageTag};
+use sluice_adapt::Adaptive;
+use sluice_quota::queue::DeploymentQueue;
 use sluice_recall::remembered::Memo;
 
 /// A reservation admission made, and the terms it is settled on.

@@ -4,10 +4,10 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::backoff::Backoff;
+use crate::clock::Nanos;
 use parking_lot::Mutex;
 use rand::Rng;
-use sluice_jobs::backoff::Backoff;
-use sluice_quota::Nanos;
 
 /// First backoff ceiling.
 pub const BACKOFF_BASE: Duration = Duration::from_millis(200);

@@ -13,15 +13,17 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use sluice_quota::clock::within;
-use sluice_quota::waiting::{Block, FairQueue, PassedOver, Waiter, WaiterId};
-use sluice_quota::{
-    Calendar, Claimer, Clock, Cost, Demand, FairShare, Grant, LimiterName, Nanos, QuotaStore, Rejection, RejectionKind,
-    ReserveError, ScopeId, Settlement, Share,
-};
 use tokio::sync::{Notify, oneshot};
 
-use crate::shares::HeldBack;
+use crate::bucket::{Claimer, Share};
+use crate::budget::Calendar;
+use crate::clock::{Clock, Nanos, within};
+use crate::decision::{Demand, FairShare, Grant, Rejection, RejectionKind};
+use crate::guarantee::HeldBack;
+use crate::limit::{Cost, LimiterName, Settlement};
+use crate::scope::ScopeId;
+use crate::store::{QuotaStore, ReserveError, StoreError};
+use crate::waiting::{Block, FairQueue, PassedOver, Waiter, WaiterId};
 
 /// How long the dispatcher waits before trying again when every slot is busy and no
 /// settlement on this instance signals a free one (another instance may free it).
@@ -53,7 +55,7 @@ pub struct Ask {
     /// The current day and month, for money budgets.
     pub calendar: Calendar,
     /// When the request stops waiting (`None`: no end known): what is left of it at each
-    /// try bounds the claims a refusal records (see [`sluice_quota::bucket::Claim`]).
+    /// try bounds the claims a refusal records (see [`crate::bucket::Claim`]).
     pub deadline: Option<Nanos>,
     /// Who asks: its claims carry it, so they go with it ([`Withdrawal`]).
     pub claimer: Claimer,
@@ -153,7 +155,7 @@ pub struct Waited {
     /// The ETA the queue would have answered when the request joined it (what a refusal
     /// at that moment would have said in `retry_after`).
     pub eta: Duration,
-    /// Whether, and for whom, it was held back at least once (see [`crate::shares`]).
+    /// Whether, and for whom, it was held back at least once (see [`crate::guarantee`]).
     pub held: Option<HeldBack>,
     /// When the dispatcher's grant came, by the queue's clock (the waiting task may resume
     /// later on a busy machine: the request's time from grant to wire counts from here).
@@ -352,7 +354,7 @@ impl DeploymentQueue {
                 waited.granted = result.is_ok().then_some(at);
                 result.map_err(WaitError::Store)
             }
-            Some(Err(_)) => Err(WaitError::Store(ReserveError::Store(sluice_quota::StoreError("queue closed".into())))),
+            Some(Err(_)) => Err(WaitError::Store(ReserveError::Store(StoreError("queue closed".into())))),
             None => {
                 let (rejection, eta, held) = ticket.give_up();
                 waited.held = held;
@@ -453,7 +455,7 @@ impl DeploymentQueue {
                 }
                 state.fair.admitted(id);
                 state.admitted.push_back((now, ask.fairness_cost()));
-                let horizon = Nanos(now.0.saturating_sub(sluice_quota::clock::duration_ns(THROUGHPUT_WINDOW)));
+                let horizon = Nanos(now.0.saturating_sub(crate::clock::duration_ns(THROUGHPUT_WINDOW)));
                 while state.admitted.front().is_some_and(|(t, _)| *t < horizon) {
                     state.admitted.pop_front();
                 }

@@ -1,5 +1,5 @@
 //! Adaptive limits on the request path: each deployment's [`Adaptive`] applies what the
-//! pure controller (`sluice-adapt`) decides — re-registers the deployment's limits with the
+//! pure controller ([`crate::controller`]) decides — re-registers the deployment's limits with the
 //! store, tightens buckets to the provider's counts, logs and counts tier changes — and
 //! holds the route's output and cache-hit estimators.
 //!
@@ -18,15 +18,18 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use sluice_adapt::{
-    AimdSettings, CacheTracker, Controller, ControllerSettings, OutputEstimate, OutputEstimator, ProviderWindow,
-    RampSettings, Reaction, WindowSettings,
-};
 use sluice_config::{Deployment, ProviderKind};
 use sluice_provider::{RateLimitHints, Usage, Window};
 use sluice_quota::{Clock, Cost, Dimension, LimiterName, QuotaStore, ScopeId, ScopeKey, ScopeKind};
 
+use crate::aimd::AimdSettings;
+use crate::cache::CacheTracker;
+use crate::controller::{Controller, ControllerSettings, Reaction};
 use crate::labels::Upstream;
+use crate::output::{OutputEstimate, OutputEstimator};
+use crate::provider::ProviderWindow;
+use crate::ramp::RampSettings;
+use crate::window::WindowSettings;
 
 /// `provider`, `model`, `limit` labels.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
