@@ -190,7 +190,10 @@ impl Gateway {
             })
             .collect();
         let (callers, directory) = callers(config, store.as_ref());
-        let usage = Arc::new(crate::usage::UsageBook::new(Arc::clone(&clock), metrics.spend.usage_dropped.clone()));
+        let dropped = metrics.spend.usage_dropped.clone();
+        let usage = Arc::new(crate::usage::UsageBook::new(Arc::clone(&clock), move || {
+            dropped.inc();
+        }));
         Ok(Self {
             callers,
             directory,

@@ -33,7 +33,7 @@ pub struct RedisOps {
 /// `None` when the quota store is not Redis.
 #[must_use]
 pub fn records(settings: &Store) -> Option<(OpRecords, bool)> {
-    let (topology, tls) = crate::store::redis_target(settings)?;
+    let (topology, tls) = sluice_redis::choose::redis_target(settings)?;
     let fail_open = settings.on_unavailable == Unavailable::FailOpenLocal;
     Some((OpRecords::new(topology, settings.timeout).with_tls(tls), fail_open))
 }
