@@ -34,7 +34,7 @@ pub async fn start_gateways(config: &str, count: usize) -> anyhow::Result<Vec<Ru
     let config = sluice_config::parse(&text).map_err(|e| anyhow::anyhow!("gateway config: {e}"))?;
     let mut started = Vec::with_capacity(count);
     for _ in 0..count.max(1) {
-        let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()), None);
+        let store = sluice_redis::choose::from_config(&config.store, Arc::new(SystemClock::new()), None);
         match Running::start(&config, store, ([127, 0, 0, 1], 0).into()).await {
             Ok(running) => started.push(running),
             Err(e) => {

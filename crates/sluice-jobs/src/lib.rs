@@ -5,7 +5,9 @@
 //! [`JobStore`] trait), [`embedded`] (one `redb` file, for the embedded deployment),
 //! [`redis_store`] (Redis or Redis Cluster, for the distributed one),
 //! [`doc`] (owner-scoped documents kept beside the jobs, for files and batch records),
-//! [`usage`] (daily usage rollups kept beside them too).
+//! [`usage`] (daily usage rollups kept beside them too), [`usage_book`] (the in-process
+//! counts flushed to those rollups in batches applied once), [`batch_lines`] (a batch's
+//! input and output files, line by line, pure).
 //!
 //! Failure semantics: every transition is one atomic commit (a redb write transaction, a
 //! Redis script) on the store's clock. A job is leased with a visibility timeout and a
@@ -15,6 +17,7 @@
 //! Without such a crash every job reaches the provider until it is recorded completed,
 //! and is recorded at most once.
 
+pub mod batch_lines;
 pub mod doc;
 pub mod embedded;
 mod embedded_docs;
@@ -25,6 +28,7 @@ pub mod machine;
 pub mod redis_store;
 pub mod store;
 pub mod usage;
+pub mod usage_book;
 
 pub use doc::{Changes, Doc, DocKey};
 pub use embedded::EmbeddedJobStore;
@@ -33,4 +37,5 @@ pub use job::{
 };
 pub use redis_store::{RedisJobConfig, RedisJobStore};
 pub use store::{JobFuture, JobStore, JobStoreError};
-pub use usage::{COUNTERS, Day, Retention, USAGE_BATCH_TTL, UsageCounts, UsageKey};
+pub use usage::{COUNTERS, Day, Retention, USAGE_BATCH_TTL, UsageCounts, UsageKey, day_of_millis};
+pub use usage_book::{UsageBook, UsageTag};

@@ -15,6 +15,12 @@ pub type Day = u32;
 /// The seconds in a day.
 pub const DAY_SECS: u64 = 86_400;
 
+/// The day of `unix_millis`.
+#[must_use]
+pub fn day_of_millis(unix_millis: u64) -> Day {
+    Day::try_from(unix_millis / 1000 / 86_400).unwrap_or(Day::MAX)
+}
+
 /// The group a rollup row counts, on one day.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct UsageKey {

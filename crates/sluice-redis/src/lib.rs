@@ -9,14 +9,19 @@
 //! Layout: [`keys`] (the key layout and hash tags), [`record`] (what a reservation stores),
 //! [`scripts`] and `lua/` (the scripts), [`batch`] (batching per group), [`conn`] (standalone, cluster or [`sentinel`] connections), [`tls`] (`rediss://` certificates),
 //! [`store`] ([`RedisStore`]), [`resilient`] (what happens when Redis is unreachable),
-//! [`oplog`] (the gateway's idempotency records, shared by its instances).
+//! [`oplog`] (the gateway's idempotency records, shared by its instances), [`heartbeat`]
+//! (renewing this instance's reservations while their requests run), [`choose`] (the quota
+//! store `[store]` describes: in-process, or Redis behind [`ResilientStore`] and
+//! [`heartbeat::Renewing`]).
 //!
 //! Failure semantics: a call that fails or times out is a [`sluice_quota::StoreError`];
 //! [`ResilientStore`] turns that into a refusal (`fail_closed`) or a local limiter at
 //! this instance's share of every limit (`fail_open_local`) until Redis answers again.
 
 pub mod batch;
+pub mod choose;
 pub mod conn;
+pub mod heartbeat;
 pub mod keys;
 pub mod local;
 pub mod oplog;
@@ -27,6 +32,8 @@ pub mod scripts;
 pub mod sentinel;
 pub mod store;
 pub mod tls;
+#[cfg(any(test, feature = "test-util"))]
+pub mod watched;
 
 pub use conn::Topology;
 pub use resilient::{OnUnavailable, ResilientStore};

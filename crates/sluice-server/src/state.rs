@@ -10,9 +10,9 @@ use sluice_provider::{Estimator, TokenizerKind, tokenizer_for_model};
 use sluice_quota::{Clock, QuotaStore, ScopeId, ScopeKey, ScopeKind};
 
 use crate::metrics::{Metrics, RouteCounters};
-use crate::store::redis_target;
 use sluice_quota::queue::DeploymentQueue;
 use sluice_quota::retry::{Breaker, RetryBudget};
+use sluice_redis::choose::redis_target;
 use sluice_upstream::Upstream;
 use sluice_upstream::secret::{self, SecretError};
 
@@ -191,7 +191,10 @@ impl Gateway {
             })
             .collect();
         let (callers, directory) = callers(config, store.as_ref());
-        let usage = Arc::new(crate::usage::UsageBook::new(Arc::clone(&clock), metrics.spend.usage_dropped.clone()));
+        let dropped = metrics.spend.usage_dropped.clone();
+        let usage = Arc::new(crate::usage::UsageBook::new(Arc::clone(&clock), move || {
+            dropped.inc();
+        }));
         Ok(Self {
             callers,
             directory,

@@ -165,7 +165,7 @@ async fn start_signed(api_keys: &[&str], gemini_limits: Limits, sim_time_scale: 
     let sim = sluice_sim::SimProvider::start(config).await.unwrap();
     let account = key_file(dir.path(), &private_pem, &format!("{}/token", sim.url()));
     let config = common::config(&sim, "", &policy(&account));
-    let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()), None);
+    let store = sluice_redis::choose::from_config(&config.store, Arc::new(SystemClock::new()), None);
     let gateway = Running::start(&config, store, "127.0.0.1:0".parse().unwrap()).await.unwrap();
     Google { env: Env { sim, gateway, http: reqwest::Client::new() }, _dir: dir }
 }

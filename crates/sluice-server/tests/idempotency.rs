@@ -97,7 +97,7 @@ async fn a_repeat_sent_to_another_instance_is_answered_from_the_first_ones_recor
     let config = common::config(&sim, &store, &policy());
     let mut gateways = Vec::new();
     for _ in 0..2 {
-        let quota = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()), None);
+        let quota = sluice_redis::choose::from_config(&config.store, Arc::new(SystemClock::new()), None);
         gateways.push(Running::start(&config, quota, "127.0.0.1:0".parse().unwrap()).await.unwrap());
     }
     let http = reqwest::Client::new();

@@ -35,7 +35,7 @@ async fn after_redis_restarts_empty_a_tenant_at_ninety_percent_spends_at_most_th
         };
         let record: Arc<dyn SpendRecord> = PostgresLedger::connect(settings).await.unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-        let store = sluice_server::store::from_config(&config.store, Arc::clone(&clock), Some(record));
+        let store = sluice_redis::choose::from_config(&config.store, Arc::clone(&clock), Some(record));
         let listen = "127.0.0.1:0".parse().unwrap();
         gateways.push(sluice_server::Running::start_with_clock(&config, store, clock, listen).await.unwrap());
     }

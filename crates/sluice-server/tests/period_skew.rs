@@ -68,7 +68,7 @@ async fn three_gateways_minutes_apart_start_the_day_once_at_the_stores_midnight(
     let mut gateways = Vec::new();
     for offset_ms in [0, 180_000, -180_000] {
         let clock: Arc<dyn Clock> = Arc::new(Skewed { real: SystemClock::new(), offset_ms });
-        let store = sluice_server::store::from_config(&config.store, Arc::clone(&clock), None);
+        let store = sluice_redis::choose::from_config(&config.store, Arc::clone(&clock), None);
         let listen = "127.0.0.1:0".parse().unwrap();
         gateways.push(sluice_server::Running::start_with_clock(&config, store, clock, listen).await.unwrap());
     }

@@ -292,7 +292,7 @@ async fn every_instance_on_one_redis_knows_the_context_a_response_left() {
     let config = common::config(&sim, &store, &continuation_policy());
     let mut gateways = Vec::new();
     for _ in 0..2 {
-        let quota = sluice_server::store::from_config(&config.store, Arc::new(sluice_quota::SystemClock::new()), None);
+        let quota = sluice_redis::choose::from_config(&config.store, Arc::new(sluice_quota::SystemClock::new()), None);
         gateways.push(sluice_server::Running::start(&config, quota, "127.0.0.1:0".parse().unwrap()).await.unwrap());
     }
     let http = reqwest::Client::new();

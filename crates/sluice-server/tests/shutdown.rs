@@ -100,7 +100,7 @@ async fn serving_on_a_runtime_per_thread_answers_and_drains_a_stream() {
     let (env, mut stream) = streaming(30, 20.0, "").await;
     let config = common::config(&env.sim, "", &common::one_deployment(""));
     let store =
-        sluice_server::store::from_config(&config.store, std::sync::Arc::new(sluice_quota::SystemClock::new()), None);
+        sluice_redis::choose::from_config(&config.store, std::sync::Arc::new(sluice_quota::SystemClock::new()), None);
     let state = sluice_server::AppState::build(&config, store).unwrap();
     let listeners = sluice_listener::per_core::listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
     let addr = listeners[0].local_addr().unwrap();

@@ -105,7 +105,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logs(args.log_json);
     let config = load(&args.config)?;
     let record = open_ledger(config.ledger.as_ref()).await?;
-    let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()), record);
+    let store = sluice_redis::choose::from_config(&config.store, Arc::new(SystemClock::new()), record);
     let state = AppState::build(&config, store)?.with_tls(&config)?.with_jobs(job_store(&config).await?, &config);
     let workers = sluice_server::jobs::worker::spawn(&state);
     // Runtime keys: loaded now, then kept within a second of every change in the store.
@@ -248,7 +248,7 @@ fn reload(file: &Path, last: &sluice_config::Config, state: &AppState) -> Option
 /// The job store: the embedded redb file, or Redis when the quota store is Redis; with a
 /// `[ledger]`, the records (runtime keys, tenants, audit) and usage rollups in Postgres.
 async fn job_store(config: &sluice_config::Config) -> anyhow::Result<Arc<dyn sluice_jobs::JobStore>> {
-    let Some((topology, tls)) = sluice_server::store::redis_target(&config.store) else {
+    let Some((topology, tls)) = sluice_redis::choose::redis_target(&config.store) else {
         let path = &config.jobs.path;
         let store = sluice_jobs::EmbeddedJobStore::open(path, Arc::new(SystemClock::new()))
             .with_context(|| format!("opening the job store {}", path.display()))?;

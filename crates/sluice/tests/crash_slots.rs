@@ -29,7 +29,7 @@ const LONG_TOKENS: u64 = 320;
 /// Streams that hold a slot for the rest of the test (20 s).
 const HOLD_TOKENS: u64 = 400;
 /// The heartbeat lease of a gateway on this store (`[store] timeout` 250 ms).
-const HEARTBEAT: Duration = sluice_server::heartbeat::HEARTBEAT_LEASE;
+const HEARTBEAT: Duration = sluice_redis::heartbeat::HEARTBEAT_LEASE;
 /// The bar: a dead instance's slots are free again this soon after it died.
 const BACK_WITHIN: Duration = Duration::from_secs(10);
 

@@ -20,7 +20,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sluice_jobs::{Doc, DocKey, Endpoint, Job, JobId, JobStore};
 
-use super::batch_lines::{self, LineError, MAX_ERRORS, RequestCounts};
 use super::files::{self, FileInfo};
 use super::{Ask, Jobs, bad, context, list_limit, list_page, list_skip, may_use, prepare, refuse, store_failed};
 use crate::AppState;
@@ -28,6 +27,7 @@ use crate::error::{GatewayError, Stored};
 use crate::request::read_body;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
+use sluice_jobs::batch_lines::{self, LineError, MAX_ERRORS, RequestCounts};
 
 /// Jobs a batch submits per store call.
 const SUBMIT_CHUNK: usize = 500;

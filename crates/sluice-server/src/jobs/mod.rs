@@ -8,10 +8,9 @@
 //! request is refused (422).
 //!
 //! The folder holds the routes that run later than the request that asked: jobs here,
-//! `files` and `batches` (with the pure line handling in `batch_lines`) over the same
-//! job store, and the `worker`s that run what was queued.
+//! `files` and `batches` (with the pure line handling in [`sluice_jobs::batch_lines`])
+//! over the same job store, and the `worker`s that run what was queued.
 
-mod batch_lines;
 pub mod batches;
 pub mod files;
 pub mod worker;

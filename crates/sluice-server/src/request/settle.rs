@@ -365,7 +365,7 @@ mod tests {
     use sluice_quota::{Limits, MemoryStore, ScopeKey, ScopeKind, StoreError, SystemClock};
 
     use super::*;
-    use crate::store::watched::{Hooks, Watched};
+    use sluice_redis::watched::{Hooks, Watched};
 
     /// Settlements applied, the first `failing` of them answered with an error (a reply
     /// lost to a stall).

@@ -3,12 +3,7 @@
 //! `2026-11-01T12:00:00+02:00`).
 
 use sluice_jobs::Day;
-
-/// The day of `unix_millis`.
-#[must_use]
-pub fn day_of_millis(unix_millis: u64) -> Day {
-    Day::try_from(unix_millis / 1000 / 86_400).unwrap_or(Day::MAX)
-}
+pub use sluice_jobs::day_of_millis;
 
 /// The date of a day number, as `YYYY-MM-DD`.
 #[must_use]

@@ -65,7 +65,7 @@ pub async fn start(sim: SimConfig, policy: &str) -> Env {
 pub async fn start_with(sim: SimConfig, process: &str, policy: &str) -> Env {
     let sim = sluice_sim::SimProvider::start(sim).await.unwrap();
     let config = config(&sim, process, policy);
-    let store = sluice_server::store::from_config(&config.store, Arc::new(SystemClock::new()), None);
+    let store = sluice_redis::choose::from_config(&config.store, Arc::new(SystemClock::new()), None);
     let gateway = Running::start(&config, store, "127.0.0.1:0".parse().unwrap()).await.unwrap();
     Env { sim, gateway, http: reqwest::Client::new() }
 }

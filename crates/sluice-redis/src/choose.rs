@@ -3,13 +3,10 @@
 
 use std::sync::Arc;
 
-#[cfg(test)]
-pub(crate) mod watched;
-
 use crate::heartbeat::{Renewing, heartbeat_lease, renew_every};
+use crate::{OnUnavailable, RedisConfig, RedisStore, ResilientStore, SentinelTarget, Tls, Topology};
 use sluice_config::{SentinelStore, Store, StoreKind, Unavailable};
 use sluice_quota::{Clock, MemoryStore, QuotaStore, SpendRecord};
-use sluice_redis::{OnUnavailable, RedisConfig, RedisStore, ResilientStore, SentinelTarget, Tls, Topology};
 
 /// Where the Redis of `settings` is and how to reach it over TLS; `None` for the memory
 /// store. The quota store, the operation log and the job store all connect through this.

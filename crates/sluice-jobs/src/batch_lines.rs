@@ -8,47 +8,56 @@
 
 use std::collections::HashSet;
 
+use crate::{Job, JobState};
 use serde_json::{Value, json};
-use sluice_jobs::{Job, JobState};
 
 /// Errors reported for one rejected batch (the rest are not listed).
-pub(crate) const MAX_ERRORS: usize = 100;
+pub const MAX_ERRORS: usize = 100;
 /// Longest `custom_id`.
 const MAX_CUSTOM_ID: usize = 512;
 
 /// One request of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Line {
+pub struct Line {
     /// The client's id for it.
-    pub(crate) custom_id: String,
+    pub custom_id: String,
     /// The request body (JSON).
-    pub(crate) body: Vec<u8>,
+    pub body: Vec<u8>,
     /// Its line number in the input file (1-based).
-    pub(crate) number: usize,
+    pub number: usize,
 }
 
 /// Why a batch's input was refused, as OpenAI's `errors.data[]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LineError {
-    pub(crate) code: &'static str,
-    pub(crate) message: String,
-    pub(crate) param: Option<&'static str>,
-    pub(crate) line: Option<usize>,
+pub struct LineError {
+    /// OpenAI's error code (`invalid_json_line`, `duplicate_custom_id`, ...).
+    pub code: &'static str,
+    /// What is wrong, for the client.
+    pub message: String,
+    /// The field at fault, if one is.
+    pub param: Option<&'static str>,
+    /// The line at fault (1-based), if one is.
+    pub line: Option<usize>,
 }
 
 impl LineError {
-    pub(crate) fn at(number: usize, code: &'static str, param: Option<&'static str>, message: String) -> Self {
+    /// An error at line `number`.
+    #[must_use]
+    pub fn at(number: usize, code: &'static str, param: Option<&'static str>, message: String) -> Self {
         Self { code, message, param, line: Some(number) }
     }
 
-    pub(crate) fn view(&self) -> Value {
+    /// The error as an entry of OpenAI's `errors.data[]`.
+    #[must_use]
+    pub fn view(&self) -> Value {
         json!({"code": self.code, "message": self.message, "param": self.param, "line": self.line})
     }
 }
 
 /// The well-formed requests of `input` (each for `url`) and the errors of the others; any
 /// error refuses the batch, the requests are still checked further to report all at once.
-pub(crate) fn parse(input: &[u8], url: &str, max_lines: usize) -> (Vec<Line>, Vec<LineError>) {
+#[must_use]
+pub fn parse(input: &[u8], url: &str, max_lines: usize) -> (Vec<Line>, Vec<LineError>) {
     let Ok(text) = std::str::from_utf8(input) else {
         let error =
             LineError { code: "invalid_file", message: "the file is not UTF-8".into(), param: None, line: None };
@@ -114,15 +123,19 @@ fn line(raw: &str, number: usize, url: &str) -> Result<Line, LineError> {
 
 /// Counts of a batch's requests, as OpenAI's `request_counts`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct RequestCounts {
-    pub(crate) total: usize,
-    pub(crate) completed: usize,
-    pub(crate) failed: usize,
+pub struct RequestCounts {
+    /// Requests in the batch.
+    pub total: usize,
+    /// Requests answered.
+    pub completed: usize,
+    /// Requests failed, cancelled or expired.
+    pub failed: usize,
 }
 
 /// How far the batch's jobs are: `None` while any is still queued or running.
 /// A job that no longer exists (retired) counts as failed.
-pub(crate) fn counts(jobs: &[Option<Job>]) -> (RequestCounts, bool) {
+#[must_use]
+pub fn counts(jobs: &[Option<Job>]) -> (RequestCounts, bool) {
     let mut counts = RequestCounts { total: jobs.len(), ..RequestCounts::default() };
     let mut done = true;
     for job in jobs {
@@ -136,7 +149,8 @@ pub(crate) fn counts(jobs: &[Option<Job>]) -> (RequestCounts, bool) {
 }
 
 /// The output and error files of finished jobs, in input order (JSONL).
-pub(crate) fn outputs(entries: &[(String, String)], jobs: &[Option<Job>]) -> (Vec<u8>, Vec<u8>) {
+#[must_use]
+pub fn outputs(entries: &[(String, String)], jobs: &[Option<Job>]) -> (Vec<u8>, Vec<u8>) {
     let (mut output, mut errors) = (Vec::new(), Vec::new());
     for ((custom_id, job_id), job) in entries.iter().zip(jobs) {
         let request_id = format!("batch_req_{}", job_id.trim_start_matches("job_"));
@@ -160,7 +174,7 @@ pub(crate) fn outputs(entries: &[(String, String)], jobs: &[Option<Job>]) -> (Ve
 fn failure(job: Option<&Job>) -> Value {
     match job {
         None => json!({"code": "expired", "message": "the request's record expired before the batch finished"}),
-        Some(job) if job.error.as_deref() == Some(sluice_jobs::machine::CANCELLED) => {
+        Some(job) if job.error.as_deref() == Some(crate::machine::CANCELLED) => {
             json!({"code": "batch_cancelled", "message": "the batch was cancelled before this request started"})
         }
         Some(job) => json!({"code": "request_failed", "message": job.error.clone().unwrap_or_default()}),

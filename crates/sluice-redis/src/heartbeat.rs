@@ -234,7 +234,7 @@ mod tests {
     use sluice_quota::{FakeClock, MemoryStore, ScopeKind};
 
     use super::*;
-    use crate::store::watched::{Hooks, Watched};
+    use crate::watched::{Hooks, Watched};
 
     /// Every renewal asked for, each sorted.
     #[derive(Debug, Default)]

@@ -1,5 +1,6 @@
 //! A memory store whose settlements and renewals a unit test watches (and may fail): the
-//! one test double of [`QuotaStore`] the crate's unit tests share.
+//! one test double of [`QuotaStore`] the unit tests of this crate and of the gateway share
+//! (built for tests, and with the `test-util` feature).
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use sluice_quota::{
 };
 
 /// What a test does with the calls it watches.
-pub(crate) trait Hooks: Send + Sync + std::fmt::Debug {
+pub trait Hooks: Send + Sync + std::fmt::Debug {
     /// After a settlement was applied: its answer (an error as if the reply were lost).
     fn settled(&self) -> Result<(), StoreError> {
         Ok(())
@@ -23,9 +24,11 @@ pub(crate) trait Hooks: Send + Sync + std::fmt::Debug {
 
 /// [`MemoryStore`] with its settlements and renewals routed through `hooks`.
 #[derive(Debug)]
-pub(crate) struct Watched<H> {
-    pub(crate) inner: MemoryStore,
-    pub(crate) hooks: H,
+pub struct Watched<H> {
+    /// The store every call goes to.
+    pub inner: MemoryStore,
+    /// What the test does with the calls it watches.
+    pub hooks: H,
 }
 
 impl<H: Hooks> QuotaStore for Watched<H> {

@@ -3,15 +3,13 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use parking_lot::Mutex;
-use prometheus_client::metrics::counter::Counter;
 use rand::Rng as _;
-use sluice_jobs::{Day, JobStore, JobStoreError, Retention, UsageCounts, UsageKey};
 use sluice_quota::Clock;
 
-use super::dates::day_of_millis;
+use crate::store::{JobStore, JobStoreError};
+use crate::usage::{Day, Retention, UsageCounts, UsageKey, day_of_millis};
 
 /// The most groups the book holds between two flushes, pending and held aside together: a
 /// bound on memory (a flush empties it; with a failing store it stays full and new groups
@@ -86,7 +84,6 @@ impl Ledger {
 /// counts, which keep growing meanwhile. A write that failed may still have been applied
 /// (a timeout while the store was frozen): the store recognises the id and does not add it
 /// twice.
-#[derive(Debug)]
 pub struct UsageBook {
     ledger: Mutex<Ledger>,
     /// Random per book (per process): part of every batch id.
@@ -94,19 +91,33 @@ pub struct UsageBook {
     /// One flush at a time.
     flushing: tokio::sync::Mutex<()>,
     clock: Arc<dyn Clock>,
-    dropped: Counter,
+    /// Called once for every group dropped when full (the gateway counts them in
+    /// `sluice_usage_dropped_total`).
+    dropped: Box<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for UsageBook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UsageBook")
+            .field("ledger", &self.ledger)
+            .field("nonce", &self.nonce)
+            .field("flushing", &self.flushing)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
 }
 
 impl UsageBook {
-    /// A book reading the day from `clock`; groups dropped when full count in `dropped`.
+    /// A book reading the day from `clock`; `dropped` is called for each group dropped
+    /// when full.
     #[must_use]
-    pub fn new(clock: Arc<dyn Clock>, dropped: Counter) -> Self {
+    pub fn new(clock: Arc<dyn Clock>, dropped: impl Fn() + Send + Sync + 'static) -> Self {
         Self {
             ledger: Mutex::default(),
             nonce: format!("{:032x}", rand::rng().random::<u128>()),
             flushing: tokio::sync::Mutex::new(()),
             clock,
-            dropped,
+            dropped: Box::new(dropped),
         }
     }
 
@@ -122,7 +133,7 @@ impl UsageBook {
         let full = ledger.pending.len() + ledger.held_rows() >= MAX_PENDING;
         match ledger.pending.get_mut(&key) {
             Some(total) => total.add(counts),
-            None if full => drop(self.dropped.inc()),
+            None if full => (self.dropped)(),
             None => drop(ledger.pending.insert(key, *counts)),
         }
     }
@@ -170,7 +181,7 @@ impl UsageBook {
 
     /// Today (UTC) by the book's clock.
     #[must_use]
-    pub fn today(&self) -> sluice_jobs::Day {
+    pub fn today(&self) -> Day {
         day_of_millis(self.clock.unix_millis())
     }
 }
@@ -208,41 +219,33 @@ async fn write(book: &UsageBook, store: &dyn JobStore, batch: &Batch, keep: Rete
     Ok(())
 }
 
-/// Flushes the gateway's usage book every `[usage] flush_interval` until shutdown begins,
-/// then once more. `None` without a job store (usage is then only counted, not kept).
-pub fn spawn_flush(state: &crate::AppState) -> Option<tokio::task::JoinHandle<()>> {
-    let jobs = state.jobs.clone()?;
-    let state = state.clone();
-    Some(tokio::spawn(async move {
-        let mut failing = false;
-        loop {
-            let gateway = state.current();
-            let draining = state.draining.load(Ordering::Relaxed);
-            let result = flush(&gateway.usage, jobs.store.as_ref(), gateway.usage_settings.retention_days).await;
-            if result.is_err() != failing {
-                failing = result.is_err();
-                match result {
-                    Err(e) => tracing::warn!(error = %e, "usage cannot be written to the store; kept to retry"),
-                    Ok(()) => tracing::info!("usage written to the store again"),
-                }
-            }
-            if draining {
-                return;
-            }
-            tokio::time::sleep(gateway.usage_settings.flush_interval).await;
-        }
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_jobs::{
+    use crate::{
         Changes, Counts, Doc, DocKey, EmbeddedJobStore, Failure, Job, JobFuture, JobId, JobResult, JobState,
         LeaseOutcome, NewJob, Submitted,
     };
     use sluice_quota::FakeClock;
-    use std::sync::atomic::AtomicU8;
+    use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+
+    /// A count of dropped groups a book reports to, as the gateway's counter would.
+    #[derive(Debug, Clone, Default)]
+    struct Counter(Arc<AtomicU64>);
+
+    impl Counter {
+        fn get(&self) -> u64 {
+            self.0.load(Ordering::Relaxed)
+        }
+
+        /// What the book calls for each dropped group.
+        fn inc(&self) -> impl Fn() + Send + Sync + 'static {
+            let count = Arc::clone(&self.0);
+            move || {
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
 
     /// How [`Flaky`] answers a usage write.
     const APPLY: u8 = 0;
@@ -389,7 +392,7 @@ mod tests {
         let clock = Arc::new(FakeClock::default());
         let d0 = day_of_millis(clock.unix_millis());
         let dropped = Counter::default();
-        let book = UsageBook::new(clock.clone(), dropped.clone());
+        let book = UsageBook::new(clock.clone(), dropped.inc());
         book.record(&tag("a"), &one(5));
         book.record(&tag("a"), &one(7));
         clock.advance(std::time::Duration::from_secs(86_400));
@@ -415,8 +418,8 @@ mod tests {
     async fn a_flush_writes_the_book_and_days_past_the_retention_are_pruned() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(FakeClock::default());
-        let store = sluice_jobs::EmbeddedJobStore::open(&dir.path().join("jobs.redb"), clock.clone()).unwrap();
-        let book = UsageBook::new(clock.clone(), Counter::default());
+        let store = EmbeddedJobStore::open(&dir.path().join("jobs.redb"), clock.clone()).unwrap();
+        let book = UsageBook::new(clock.clone(), Counter::default().inc());
         let first = book.today();
         book.record(&tag("a"), &one(5));
         flush(&book, &store, 2).await.unwrap();
@@ -440,7 +443,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(FakeClock::default());
         let store = Flaky::open(dir.path(), clock.clone());
-        let book = UsageBook::new(clock.clone(), Counter::default());
+        let book = UsageBook::new(clock.clone(), Counter::default().inc());
         let today = book.today();
         book.record(&tag("a"), &one(5));
         book.record(&tag("b"), &one(7));
@@ -490,7 +493,7 @@ mod tests {
         let clock = Arc::new(FakeClock::default());
         let store = Flaky::open(dir.path(), clock.clone());
         let dropped = Counter::default();
-        let book = UsageBook::new(clock.clone(), dropped.clone());
+        let book = UsageBook::new(clock.clone(), dropped.inc());
         for i in 0..MAX_PENDING - 1 {
             book.record(&tag(&i.to_string()), &one(1));
         }
