@@ -95,6 +95,12 @@ async fn env() -> Env {
     start(sim(), &policy(true)).await
 }
 
+/// [`env`] on tokio's clock: with `#[tokio::test(start_paused = true)]`, a class's max_wait
+/// runs out on paused time, not in real seconds.
+async fn clocked_env() -> Env {
+    common::start_clocked(sim(), &policy(true), common::TokioClock::new()).await
+}
+
 async fn admin(env: &Env, method: &str, path: &str, key: Option<&str>, body: Option<Value>) -> (u16, Value) {
     admin_from(&env.http, env, method, path, key, body).await
 }
@@ -195,9 +201,9 @@ async fn state_shows_live_buckets_queues_and_store_but_no_secrets() {
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_paused_tenant_waits_its_max_wait_then_gets_paused_and_resume_releases_at_once() {
-    let env = std::sync::Arc::new(env().await);
+    let env = std::sync::Arc::new(clocked_env().await);
     let (status, body) = admin(&env, "POST", "/admin/tenants/acme/pause", Some(ADMIN), None).await;
     assert_eq!((status, &body["paused"]), (200, &json!(true)), "{body}");
     let started = tokio::time::Instant::now();
@@ -236,9 +242,9 @@ async fn a_paused_tenant_waits_its_max_wait_then_gets_paused_and_resume_releases
     std::sync::Arc::into_inner(env).unwrap().shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_paused_class_is_held_on_this_instance_and_released_by_resume() {
-    let env = std::sync::Arc::new(env().await);
+    let env = std::sync::Arc::new(clocked_env().await);
     let (status, body) = admin(&env, "POST", "/admin/classes/batch/pause", Some(ADMIN), None).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["scope"], "this instance");

@@ -4,6 +4,8 @@
 //! simulated provider, with the embedded job store in a temp dir and real workers.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -208,6 +210,17 @@ async fn start(workers: usize) -> Env {
     Env { sim, gateway, http: reqwest::Client::new(), dir }
 }
 
+/// [`start`] with the gateway and its embedded job store on tokio's clock: with
+/// `#[tokio::test(start_paused = true)]`, admission's waits run on paused time.
+async fn start_clocked(workers: usize) -> Env {
+    let sim = SimProvider::start(SimConfig::from_toml_str(SIM_MODELS).unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let clock: Arc<dyn Clock> = common::TokioClock::new();
+    let jobs = Arc::new(EmbeddedJobStore::open(&dir.path().join("jobs.redb"), Arc::clone(&clock)).unwrap());
+    let gateway = Gateway::start_with_clock(&sim, dir.path(), workers, jobs, clock).await;
+    Env { sim, gateway, http: reqwest::Client::new(), dir }
+}
+
 fn line(custom_id: &str, model: &str) -> String {
     let content = format!("hello req-id:{custom_id}");
     let body = json!({"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 8});
@@ -359,10 +372,11 @@ async fn a_batch_runs_every_line_once_as_a_batch_job_and_its_output_is_in_input_
 }
 
 /// A batch is paced by admission like any job: 8 requests on a deployment of 60 rpm (a
-/// burst of 1 s worth, then one a second) take at least 4 s, and none is refused.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// burst of 1 s worth, then one a second) take at least 4 s, and none is refused. On
+/// tokio's paused clock, which the gateway follows.
+#[tokio::test(start_paused = true)]
 async fn a_batch_is_paced_by_its_deployments_limit() {
-    let env = start(4).await;
+    let env = start_clocked(4).await;
     let ids: Vec<String> = (0..8).map(|i| format!("slow-{i}")).collect();
     let file_id = env.upload(ACME, &jsonl(&ids.iter().map(|id| line(id, "slow-chat")).collect::<Vec<_>>())).await;
     let started = tokio::time::Instant::now();
@@ -397,9 +411,11 @@ async fn a_request_the_provider_refuses_is_counted_failed_and_goes_to_the_error_
     assert!(errors[0]["response"].is_null());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On tokio's paused clock, which the gateway and its workers follow: the time given to a
+/// (wrong) run of the failed batch is the workers' own, not real time.
+#[tokio::test(start_paused = true)]
 async fn an_invalid_input_file_fails_the_batch_naming_each_line_and_sends_nothing() {
-    let env = start(2).await;
+    let env = start_clocked(2).await;
     let wrong_url = line("c", "chat").replace("/v1/chat/completions", "/v1/messages");
     let lines = [line("a", "chat"), line("a", "chat"), "{not json".into(), wrong_url, line("e", "no-such-model")];
     let file_id = env.upload(ACME, &jsonl(&lines)).await;

@@ -3,6 +3,8 @@
 //! reservations in flight hold the budget from waits for them to settle.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "tests fail loudly")]
 
+mod common;
+
 use std::num::{NonZeroU32, NonZeroU64};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,16 +17,16 @@ use sluice_quota::{
 
 /// A memory store with one tenant whose day's budget is 10, and its path.
 struct Budgeted {
-    clock: Arc<SystemClock>,
+    clock: Arc<dyn sluice_quota::Clock>,
     store: Arc<dyn QuotaStore>,
     path: [ScopeId; 1],
     calendar: Calendar,
     lease: Duration,
 }
 
-fn budgeted() -> Budgeted {
-    let clock = Arc::new(SystemClock::new());
-    let store: Arc<dyn QuotaStore> = Arc::new(MemoryStore::new(clock.clone()));
+/// On `clock`: the queue's retries and waits are timed by it.
+fn budgeted(clock: Arc<dyn sluice_quota::Clock>) -> Budgeted {
+    let store: Arc<dyn QuotaStore> = Arc::new(MemoryStore::new(Arc::clone(&clock)));
     let budget = Budget { period: BudgetPeriod::Day, amount: NonZeroU64::new(10).unwrap() };
     let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "acme"), Limits::unlimited().with_budget(budget));
     Budgeted { clock, store, path: [tenant], calendar: Calendar::at(1_796_160_600, 0), lease: Duration::from_secs(30) }
@@ -50,7 +52,7 @@ fn ask(path: &[ScopeId], calendar: Calendar, lease: Duration) -> Ask {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_request_refused_by_a_spent_budget_leaves_the_queue_at_once() {
-    let Budgeted { clock, store, path, calendar, lease } = budgeted();
+    let Budgeted { clock, store, path, calendar, lease } = budgeted(Arc::new(SystemClock::new()));
     let spent = Demand { calendar, ..Demand::new(&path, Cost::request(1, 1).with_money(10), lease) };
     // Spent and settled: nothing in flight holds it, so it waits for the next day.
     let grant = store.admit(spent).await.unwrap();
@@ -70,10 +72,11 @@ async fn a_waiting_request_refused_by_a_spent_budget_leaves_the_queue_at_once() 
 }
 
 /// A budget that a reservation in flight holds: the waiting request stays in the queue,
-/// and the settlement that frees the budget (and wakes the queue) admits it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// and the settlement that frees the budget (and wakes the queue) admits it. On tokio's
+/// paused clock: the queue's retries while it is held run on the test's time.
+#[tokio::test(start_paused = true)]
 async fn a_waiting_request_held_by_a_reservation_in_flight_is_admitted_when_it_settles() {
-    let Budgeted { clock, store, path, calendar, lease } = budgeted();
+    let Budgeted { clock, store, path, calendar, lease } = budgeted(common::TokioClock::new());
     let held = Demand { calendar, ..Demand::new(&path, Cost::request(1, 1).with_money(8), lease) };
     let grant = store.admit(held).await.unwrap();
     let queue = DeploymentQueue::new(Arc::clone(&store), clock);

@@ -221,8 +221,10 @@ async fn connections_past_the_per_peer_cap_are_closed_at_once() {
     let addr = env.gateway.addr();
     let mut first = TcpStream::connect(addr).await.unwrap();
     let _second = TcpStream::connect(addr).await.unwrap();
-    // Both are counted once the gateway accepted them; the third is closed unread.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Both are counted once the gateway accepted them (looked for a bounded while); the
+    // third is closed unread.
+    let accepted = common::Deadline::after(Duration::from_secs(5));
+    while env.gateway.state().caps.open() < 2 && accepted.sleep(Duration::from_millis(5)).await {}
     let mut third = TcpStream::connect(addr).await.unwrap();
     assert!(closed_within(&mut third, Duration::from_secs(3)).await, "a third connection from one address stays open");
     first.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();

@@ -3,6 +3,8 @@
 //! simulated provider, with the embedded job store in a temp dir and real workers.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "tests fail loudly")]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +34,12 @@ fn sha(key: &str) -> String {
 }
 
 async fn start(sim_models: &str, max_attempts: u32) -> Env {
+    start_on(sim_models, max_attempts, Arc::new(SystemClock::new())).await
+}
+
+/// [`start`] with the gateway and its job store on `clock` (tokio's, for a test on paused
+/// time: a retry's backoff then passes without waiting in real time).
+async fn start_on(sim_models: &str, max_attempts: u32, clock: Arc<dyn sluice_quota::Clock>) -> Env {
     let sim = SimProvider::start(SimConfig::from_toml_str(&format!("seed = 1\n{sim_models}")).unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("provider-key");
@@ -122,9 +130,9 @@ visibility_timeout = "3s"
         globex = sha(GLOBEX),
     );
     let config = sluice_config::parse(&text).unwrap();
-    let clock = Arc::new(SystemClock::new());
-    let jobs = EmbeddedJobStore::open(&dir.path().join("jobs.redb"), clock.clone()).unwrap();
-    let state = AppState::build(&config, Arc::new(MemoryStore::new(clock))).unwrap().with_jobs(Arc::new(jobs), &config);
+    let jobs = EmbeddedJobStore::open(&dir.path().join("jobs.redb"), Arc::clone(&clock)).unwrap();
+    let store = Arc::new(MemoryStore::new(Arc::clone(&clock)));
+    let state = AppState::build_with_clock(&config, store, clock).unwrap().with_jobs(Arc::new(jobs), &config);
     let _workers = sluice_server::jobs::worker::spawn(&state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -379,11 +387,13 @@ async fn a_job_that_can_never_fit_is_refused_at_once_like_the_live_request() {
     env.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On tokio's paused clock, which the gateway and its job store follow: the backoff between
+/// the two attempts passes without a real wait.
+#[tokio::test(start_paused = true)]
 async fn provider_errors_are_retried_then_dead_lettered_and_client_errors_fail_at_once() {
     let failing = "[[models]]\nname = \"gpt-4o-mini\"\nshape = \"openai\"\nfaults = { error_503 = 1.0 }\n\
         [[models]]\nname = \"claude-sonnet-4-5\"\nshape = \"anthropic\"\n";
-    let env = start(failing, 2).await;
+    let env = start_on(failing, 2, common::TokioClock::new()).await;
     let (_, accepted) = env
         .submit(ACME, &json!({"endpoint": "/v1/chat/completions", "body": chat("d1"), "class": "batch"}), None)
         .await;

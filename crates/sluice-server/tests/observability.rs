@@ -153,10 +153,14 @@ async fn traffic(env: &Arc<Env>) {
     // one arrives and goes first when capacity returns: the bulk request is reclaimed.
     assert_eq!(env.post("/v1/chat/completions", KEY, &chat("narrow", 4, 8)).await.0, 200);
     let mut waiting = Vec::new();
-    for key in [BULK, KEY] {
-        let env = Arc::clone(env);
-        waiting.push(tokio::spawn(async move { env.post("/v1/chat/completions", key, &chat("narrow", 4, 8)).await.0 }));
-        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    for (ahead, key) in [BULK, KEY].into_iter().enumerate() {
+        let sent = Arc::clone(env);
+        waiting
+            .push(tokio::spawn(async move { sent.post("/v1/chat/completions", key, &chat("narrow", 4, 8)).await.0 }));
+        // In the queue before the next one comes (looked for a bounded while).
+        let queued = common::Deadline::after(std::time::Duration::from_secs(2));
+        let depth = async || sample(&parse_samples(&env.metrics().await), "sluice_queue_depth", &[]);
+        while depth().await < (ahead + 1) as f64 && queued.sleep(std::time::Duration::from_millis(10)).await {}
     }
     for task in waiting {
         assert_eq!(task.await.unwrap(), 200);

@@ -150,7 +150,9 @@ async fn a_down_primary_falls_back_and_its_breaker_opens() {
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On tokio's paused clock, which the gateway follows: the breaker's cooldown passes
+/// without a real wait.
+#[tokio::test(start_paused = true)]
 async fn the_breaker_half_opens_and_a_recovered_primary_serves_again() {
     // The primary is another simulator we can take down and bring back on the same port.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -164,7 +166,7 @@ async fn the_breaker_half_opens_and_a_recovered_primary_serves_again() {
          [[deployments]]\nname = \"primary-mini\"\nprovider = \"primary\"\nmodel = \"gpt-4o-mini\"\n\
          limits = {{ rpm = 100000 }}\nbreaker_failures = 2\nbreaker_cooldown = \"1s\"\nattempt_timeout = \"1s\"\n"
     );
-    let env = start(backup, &policy(&extra)).await;
+    let env = common::start_clocked(backup, &policy(&extra), common::TokioClock::new()).await;
     // Down: nothing listens on the primary's port; everything is served by the backup.
     for id in 0..6 {
         let (status, _, body) = env.post("/v1/chat/completions", KEY, &with_marker(id)).await;

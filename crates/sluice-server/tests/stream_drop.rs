@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Env, KEY, sha, start};
+use common::{Env, KEY, sha};
 use serde_json::{Value, json};
 use sluice_sim::config::SimConfig;
 
@@ -72,8 +72,10 @@ sha256 = "{}"
     )
 }
 
+/// The gateway on tokio's clock: with `#[tokio::test(start_paused = true)]`, the time given
+/// to a (wrong) late retry or fallback is the gateway's own, not real time.
 async fn env() -> Env {
-    start(SimConfig::from_toml_str(SIM).unwrap(), &policy()).await
+    common::start_clocked(SimConfig::from_toml_str(SIM).unwrap(), &policy(), common::TokioClock::new()).await
 }
 
 /// Streams `body` to `path` and returns its SSE events `(event name, data)`; the body must
@@ -152,7 +154,7 @@ fn body(model: &str) -> Value {
     json!({"model": model, "stream": true, "max_tokens": 100, "messages": [{"role": "user", "content": "tell me"}]})
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn openai_client_same_protocol() {
     let env = env().await;
     assert_openai_interrupted(&stream(&env, "/v1/chat/completions", &body("oa")).await);
@@ -161,7 +163,7 @@ async fn openai_client_same_protocol() {
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn anthropic_client_same_protocol() {
     let env = env().await;
     assert_anthropic_interrupted(&stream(&env, "/v1/messages", &body("an")).await);
@@ -170,7 +172,7 @@ async fn anthropic_client_same_protocol() {
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn openai_client_served_by_anthropic() {
     let env = env().await;
     assert_openai_interrupted(&stream(&env, "/v1/chat/completions", &body("an")).await);
@@ -179,7 +181,7 @@ async fn openai_client_served_by_anthropic() {
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn anthropic_client_served_by_openai() {
     let env = env().await;
     assert_anthropic_interrupted(&stream(&env, "/v1/messages", &body("oa")).await);
@@ -190,7 +192,7 @@ async fn anthropic_client_served_by_openai() {
 
 /// A Responses client's stream: `response.created`, the partial text, then the protocol's
 /// own `error` event, and no `response.completed`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn responses_client_same_protocol() {
     let env = env().await;
     let body = json!({"model": "oa", "stream": true, "max_output_tokens": 100, "input": "tell me"});
