@@ -8,7 +8,6 @@
 )]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -26,15 +25,22 @@ pub struct Env {
     pub http: reqwest::Client,
 }
 
+/// The provider key file every test gateway reads: one file in Cargo's scratch directory
+/// for integration tests (under `target/`), written once and atomically (a gateway of a
+/// concurrent test never reads it half written), so no run leaves files behind in `/tmp`.
 fn key_file() -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let path = std::env::temp_dir().join(format!(
-        "sluice-test-provider-key-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::write(&path, "sk-provider-planted-secret-0000").unwrap();
-    path.display().to_string()
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let path = dir.join("sluice-test-provider-key");
+        if !path.exists() {
+            let staged = dir.join(format!("sluice-test-provider-key.{}", std::process::id()));
+            std::fs::write(&staged, "sk-provider-planted-secret-0000").unwrap();
+            std::fs::rename(&staged, &path).unwrap();
+        }
+        path.display().to_string()
+    })
+    .clone()
 }
 
 pub fn sha(key: &str) -> String {
