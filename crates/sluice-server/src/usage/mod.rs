@@ -4,7 +4,8 @@
 //! waits for a store.
 //!
 //! Layout: [`book`] (the in-process counts and the flush), [`dates`] (UTC days and the
-//! query's timestamps), [`query`] (grouping, JSON and CSV for `GET /admin/usage`).
+//! query's timestamps); the query itself (grouping, JSON and CSV for `GET /admin/usage`) is
+//! the operator surface's (`sluice-admin`).
 //!
 //! Failure semantics: each flush is a batch with an id of its own (a random nonce of the
 //! process and a number), which the store applies at most once. A batch whose write fails
@@ -18,9 +19,5 @@
 
 pub mod book;
 pub mod dates;
-pub mod query;
 
 pub use book::{UsageBook, UsageTag, flush, spawn_flush};
-
-#[cfg(test)]
-mod query_tests;
