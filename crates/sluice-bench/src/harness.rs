@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sluice_quota::SystemClock;
-use sluice_server::Running;
+use sluice_server::{AppState, Running};
 
 /// The provider key the gateway presents to the simulator (which accepts any).
 const SIM_PROVIDER_KEY: &str = "sk-sim-provider";
@@ -35,7 +35,7 @@ pub async fn start_gateways(config: &str, count: usize) -> anyhow::Result<Vec<Ru
     let mut started = Vec::with_capacity(count);
     for _ in 0..count.max(1) {
         let store = sluice_redis::choose::from_config(&config.store, Arc::new(SystemClock::new()), None);
-        match Running::start(&config, store, ([127, 0, 0, 1], 0).into()).await {
+        match start(&config, store).await {
             Ok(running) => started.push(running),
             Err(e) => {
                 for running in started {
@@ -46,6 +46,16 @@ pub async fn start_gateways(config: &str, count: usize) -> anyhow::Result<Vec<Ru
         }
     }
     Ok(started)
+}
+
+/// `config`'s gateway on `store`, serving on a free port of 127.0.0.1 with the operator
+/// surface (admin API, dashboard) mounted, as `sluice serve` mounts it.
+async fn start(
+    config: &sluice_config::Config,
+    store: Arc<dyn sluice_quota::QuotaStore>,
+) -> Result<Running, sluice_server::StartError> {
+    let state = AppState::build(config, store)?.with_tls(config)?.with_surface(sluice_admin::surface(config));
+    Running::start_state(state, ([127, 0, 0, 1], 0).into(), config.server.shutdown_grace).await
 }
 
 /// The hex SHA-256 of a gateway key, as the config's `keys[].sha256` wants it.

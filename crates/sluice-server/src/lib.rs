@@ -12,19 +12,18 @@
 //! admitted is refused before anything is sent.
 
 mod access;
-pub mod admin;
 mod auth;
 pub mod binding;
 pub mod budget_warnings;
 pub mod budgets;
 mod catalog;
 mod crossing;
-mod dashboard;
 mod deadline;
 pub mod error;
+pub mod inventory;
 pub mod jobs;
 pub mod keys;
-mod limits_json;
+pub mod limits_json;
 mod metered;
 pub mod metrics;
 mod passthrough;
@@ -40,7 +39,7 @@ mod streams;
 pub mod telemetry;
 pub mod tenancy;
 pub mod timing;
-mod trace;
+pub mod trace;
 pub mod usage;
 
 use std::future::Future;
@@ -54,6 +53,7 @@ use axum::routing::{get, post};
 use sluice_listener::{connections, tls};
 use sluice_provider::Protocol;
 
+pub use request::read_body;
 pub use sluice_upstream::SecretError;
 pub use state::{BuildError, Gateway};
 pub use streams::StreamCut;
@@ -82,8 +82,11 @@ pub struct Shared {
     pub registry: Arc<prometheus_client::registry::Registry>,
     /// Async jobs, when a job store is configured.
     pub jobs: Option<Arc<jobs::Jobs>>,
-    /// The admin API's and dashboard's view of the configured scopes and classes.
-    pub admin: Arc<admin::Admin>,
+    /// The configured scopes and classes (the gauges', readiness's and the operator
+    /// surface's view of them).
+    pub admin: Arc<inventory::Admin>,
+    /// Routes mounted beside the gateway's own ([`AppState::with_surface`]).
+    pub surfaces: Vec<Arc<dyn Surface>>,
     /// Serves HTTPS when set (`[server] tls_cert` / `tls_key`).
     pub tls: Option<tls::Tls>,
     /// The gateway in force: swapped whole by [`AppState::reload`]. `gateway` is the one
@@ -117,7 +120,7 @@ impl AppState {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = Arc::new(metrics::Metrics::register(&mut registry));
         let gateway = Arc::new(Gateway::build(config, store, clock, metrics)?);
-        let admin = Arc::new(admin::Admin::new(config, &gateway));
+        let admin = Arc::new(inventory::Admin::new(config, &gateway));
         let caps = connections::Caps::from_config(&config.server);
         caps.register(&mut registry);
         Ok(Self(Arc::new(Shared {
@@ -127,6 +130,7 @@ impl AppState {
             draining: Arc::new(AtomicBool::new(false)),
             registry: Arc::new(registry),
             jobs: None,
+            surfaces: Vec::new(),
             tls: None,
             caps,
             ready_needs_store: config.store.kind != sluice_config::StoreKind::Memory
@@ -187,6 +191,13 @@ impl AppState {
         exporting
     }
 
+    /// Mounts `surface`'s routes beside the gateway's own (see [`Surface`]).
+    #[must_use]
+    pub fn with_surface(mut self, surface: Arc<dyn Surface>) -> Self {
+        Arc::make_mut(&mut self.0).surfaces.push(surface);
+        self
+    }
+
     /// Enables async jobs on `store` with the settings and classes of `config`.
     #[must_use]
     pub fn with_jobs(mut self, store: Arc<dyn sluice_jobs::JobStore>, config: &sluice_config::Config) -> Self {
@@ -196,8 +207,19 @@ impl AppState {
     }
 }
 
+/// Routes served beside the gateway's own: the operator surface (the admin API and
+/// dashboard of `sluice-admin`), which sits above this crate and is mounted by whoever
+/// builds the [`AppState`] ([`AppState::with_surface`]). [`app`] merges each one's routes
+/// before the fallback; what a surface keeps for the life of the process (sessions, a
+/// throttle) it keeps itself, as `router` may be called once per serving thread.
+pub trait Surface: std::fmt::Debug + Send + Sync {
+    /// The surface's routes over `state`.
+    fn router(&self, state: &AppState) -> Router<AppState>;
+}
+
 /// The HTTP application.
 pub fn app(state: AppState) -> Router {
+    let surfaces = state.surfaces.iter().fold(Router::new(), |routes, surface| routes.merge(surface.router(&state)));
     // The proxied endpoints authenticate once, before their bodies, in
     // `ratelimit_headers::around`, which also gives them the caller's rate-limit headers.
     let path = request::endpoint_path;
@@ -229,8 +251,7 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics_text))
-        .merge(admin::router(&state))
-        .merge(dashboard::router())
+        .merge(surfaces)
         .fallback(catalog::unknown_route)
         .method_not_allowed_fallback(catalog::method_not_allowed)
         .with_state(state)
@@ -458,13 +479,27 @@ impl Running {
         listen: std::net::SocketAddr,
     ) -> Result<Self, StartError> {
         let state = AppState::build_with_clock(config, store, clock)?.with_tls(config)?;
+        Self::start_state(state, listen, config.server.shutdown_grace).await
+    }
+
+    /// Serves `state` as built by the caller (with its surfaces mounted: see
+    /// [`AppState::with_surface`]) on `listen` (port 0: a free port), with shutdown grace
+    /// `grace`.
+    ///
+    /// # Errors
+    /// When the address cannot be bound.
+    pub async fn start_state(
+        state: AppState,
+        listen: std::net::SocketAddr,
+        grace: std::time::Duration,
+    ) -> Result<Self, StartError> {
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let stopped = async {
             let _ = stopped.await;
         };
-        let task = tokio::spawn(serve_with_grace(listener, state.clone(), stopped, config.server.shutdown_grace));
+        let task = tokio::spawn(serve_with_grace(listener, state.clone(), stopped, grace));
         Ok(Self { addr, stop: Some(stop), task, state })
     }
 

@@ -7,7 +7,10 @@ use sluice_quota::ScopeKind;
 
 /// The JSON limits object as TOML for the config's own validation: numbers only, names
 /// as plain words (anything else is refused naming it).
-pub(crate) fn limits_toml(body: &[u8]) -> Result<String, (String, String)> {
+///
+/// # Errors
+/// The field and what is wrong with it.
+pub fn limits_toml(body: &[u8]) -> Result<String, (String, String)> {
     let value: Value = serde_json::from_slice(body).map_err(|e| ("limits".to_owned(), format!("invalid JSON: {e}")))?;
     let Value::Object(map) = value else {
         return Err(("limits".into(), "send a JSON object like {\"rpm\": 500, \"tpm\": 30000}".into()));

@@ -15,9 +15,9 @@ use std::time::Duration;
 use common::sha;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
+use sluice_admin::{Sample, parse_samples};
 use sluice_quota::{FakeClock, MemoryStore, QuotaStore};
 use sluice_server::AppState;
-use sluice_server::admin::{Sample, parse_samples};
 use sluice_sim::config::{Completion, ModelConfig, SimConfig};
 use sluice_sim::server::SimHandle;
 
@@ -51,7 +51,9 @@ async fn gate(policy: &str) -> Gate {
     let config = common::config(&sim, "", policy);
     let clock = FakeClock::default();
     let store: Arc<dyn QuotaStore> = Arc::new(MemoryStore::new(Arc::new(clock.clone())));
-    let state = AppState::build_with_clock(&config, store, Arc::new(clock.clone())).unwrap();
+    let state = AppState::build_with_clock(&config, store, Arc::new(clock.clone()))
+        .unwrap()
+        .with_surface(sluice_admin::surface(&config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let server = tokio::spawn(sluice_server::serve(listener, state, std::future::pending()));

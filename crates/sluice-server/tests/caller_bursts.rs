@@ -115,8 +115,8 @@ async fn a_team_sends_most_of_its_minute_at_once_while_the_tenant_minute_still_b
 #[test]
 fn runtime_tenants_teams_and_keys_take_the_caller_default_too() {
     // What the admin API validates a runtime tenant's, team's or key's limits with.
-    let limits = sluice_server::admin::limits_of(json!({"tpm": 20000}).as_object().unwrap()).unwrap();
+    let limits = sluice_server::limits_json::limits_of(json!({"tpm": 20000}).as_object().unwrap()).unwrap();
     assert_eq!((limits.rates[0].burst.get(), limits.rates[0].guard), (20_000, false));
-    let paced = sluice_server::admin::limits_of(json!({"tpm": 20000, "burst_seconds": 1}).as_object().unwrap());
+    let paced = sluice_server::limits_json::limits_of(json!({"tpm": 20000, "burst_seconds": 1}).as_object().unwrap());
     assert_eq!(paced.unwrap().rates[0].burst.get(), 333);
 }

@@ -138,7 +138,10 @@ async fn gate(sim_config: SimConfig, drain: &str, price: &str, tenant_limits: &s
     let clock = Arc::new(SystemClock::new());
     let jobs = sluice_jobs::EmbeddedJobStore::open(&dir.path().join("jobs.redb"), clock.clone()).unwrap();
     let store = Arc::new(MemoryStore::new(clock));
-    let state = sluice_server::AppState::build(&config, store).unwrap().with_jobs(Arc::new(jobs), &config);
+    let state = sluice_server::AppState::build(&config, store)
+        .unwrap()
+        .with_jobs(Arc::new(jobs), &config)
+        .with_surface(sluice_admin::surface(&config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let server = tokio::spawn(sluice_server::serve(listener, state, std::future::pending()));

@@ -84,15 +84,15 @@ fn flood(
 }
 
 /// `sluice_fair_tokens_total` and `sluice_fair_reclaims_total` per tenant, from one scrape.
-struct Shares(Vec<sluice_server::admin::Sample>);
+struct Shares(Vec<sluice_admin::Sample>);
 
 impl Shares {
     fn of(text: &str) -> Self {
-        Self(sluice_server::admin::parse_samples(text))
+        Self(sluice_admin::parse_samples(text))
     }
 
     fn sum(&self, name: &str, tenant: &str, kind: Option<&str>) -> f64 {
-        let keep = |s: &&sluice_server::admin::Sample| {
+        let keep = |s: &&sluice_admin::Sample| {
             s.name == name && s.label("tenant") == tenant && kind.is_none_or(|k| s.label("kind") == k)
         };
         self.0.iter().filter(keep).map(|s| s.value).sum()

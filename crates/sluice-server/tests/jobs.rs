@@ -216,9 +216,9 @@ async fn a_submitted_job_runs_and_its_owner_reads_the_answer() {
     assert_eq!((stats.markers, stats.duplicates), (1, 0));
     // How far its first attempt's end was from the ETA it was given: one observation.
     let text = env.http.get(format!("{}/metrics", env.url)).send().await.unwrap().text().await.unwrap();
-    let samples = sluice_server::admin::parse_samples(&text);
+    let samples = sluice_admin::parse_samples(&text);
     let eta = |name: &str| -> f64 {
-        let keep = |s: &&sluice_server::admin::Sample| s.label("source") == "job" && s.label("class") == "batch";
+        let keep = |s: &&sluice_admin::Sample| s.label("source") == "job" && s.label("class") == "batch";
         samples.iter().filter(|s| s.name == name).filter(keep).map(|s| s.value).sum()
     };
     assert_eq!(eta("sluice_queue_eta_error_seconds_count"), 1.0, "{text}");

@@ -296,7 +296,10 @@ struct Instance {
 async fn instance(sim: &sluice_sim::SimHandle, jobs: Arc<dyn JobStore>) -> Instance {
     let config = common::config(sim, "", &policy());
     let store = Arc::new(MemoryStore::new(Arc::new(SystemClock::new())));
-    let state = sluice_server::AppState::build(&config, store).unwrap().with_jobs(jobs, &config);
+    let state = sluice_server::AppState::build(&config, store)
+        .unwrap()
+        .with_jobs(jobs, &config)
+        .with_surface(sluice_admin::surface(&config));
     let tasks = sluice_server::keys::poll::spawn(&state).into_iter().collect();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

@@ -304,7 +304,10 @@ async fn reloadable(sim: &sluice_sim::SimHandle, policy: &str) -> (sluice_server
     let clock = Arc::new(sluice_quota::SystemClock::new());
     let jobs = sluice_jobs::EmbeddedJobStore::open(&dir.path().join("jobs.redb"), clock.clone()).unwrap();
     let store = Arc::new(sluice_quota::MemoryStore::new(clock));
-    let state = sluice_server::AppState::build(&config, store).unwrap().with_jobs(Arc::new(jobs), &config);
+    let state = sluice_server::AppState::build(&config, store)
+        .unwrap()
+        .with_jobs(Arc::new(jobs), &config)
+        .with_surface(sluice_admin::surface(&config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(sluice_server::serve(listener, state.clone(), std::future::pending()));

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::{Env, KEY, chat, sha};
 use serde_json::Value;
-use sluice_server::admin::{Sample, parse_samples};
+use sluice_admin::{Sample, parse_samples};
 use sluice_sim::config::{Completion, Limits, ModelConfig, SimConfig};
 use sluice_sim::faults::FaultConfig;
 

@@ -106,7 +106,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = load(&args.config)?;
     let record = open_ledger(config.ledger.as_ref()).await?;
     let store = sluice_redis::choose::from_config(&config.store, Arc::new(SystemClock::new()), record);
-    let state = AppState::build(&config, store)?.with_tls(&config)?.with_jobs(job_store(&config).await?, &config);
+    // The operator surface (admin API, dashboard) is mounted beside the gateway's routes.
+    let state = AppState::build(&config, store)?
+        .with_tls(&config)?
+        .with_jobs(job_store(&config).await?, &config)
+        .with_surface(sluice_admin::surface(&config));
     let workers = sluice_server::jobs::worker::spawn(&state);
     // Runtime keys: loaded now, then kept within a second of every change in the store.
     if let Some(jobs) = &state.jobs

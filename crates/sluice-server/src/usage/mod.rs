@@ -5,7 +5,8 @@
 //!
 //! Layout: [`sluice_jobs::usage_book`] (the in-process counts and the flush),
 //! [`spawn_flush`] here (the gateway's flushing task), [`dates`] (UTC days and the query's
-//! timestamps), [`query`] (grouping, JSON and CSV for `GET /admin/usage`).
+//! timestamps); the query itself (grouping, JSON and CSV for `GET /admin/usage`) is the
+//! operator surface's (`sluice-admin`).
 //!
 //! Failure semantics: each flush is a batch with an id of its own (a random nonce of the
 //! process and a number), which the store applies at most once. A batch whose write fails
@@ -18,7 +19,6 @@
 //! counted in `sluice_usage_dropped_total`.
 
 pub mod dates;
-pub mod query;
 
 use std::sync::atomic::Ordering;
 

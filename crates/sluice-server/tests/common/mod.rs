@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sluice_quota::SystemClock;
-use sluice_server::Running;
+use sluice_server::{AppState, Running};
 use sluice_sim::config::SimConfig;
 use sluice_sim::server::SimHandle;
 
@@ -72,7 +72,7 @@ pub async fn start_with(sim: SimConfig, process: &str, policy: &str) -> Env {
     let sim = sluice_sim::SimProvider::start(sim).await.unwrap();
     let config = config(&sim, process, policy);
     let store = sluice_redis::choose::from_config(&config.store, Arc::new(SystemClock::new()), None);
-    let gateway = Running::start(&config, store, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let gateway = running(&config, store, Arc::new(SystemClock::new())).await;
     Env { sim, gateway, http: reqwest::Client::new() }
 }
 
@@ -82,8 +82,23 @@ pub async fn start_clocked(sim: SimConfig, policy: &str, clock: Arc<dyn sluice_q
     let sim = sluice_sim::SimProvider::start(sim).await.unwrap();
     let config = config(&sim, "", policy);
     let store = Arc::new(sluice_quota::MemoryStore::new(Arc::clone(&clock)));
-    let gateway = Running::start_with_clock(&config, store, clock, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let gateway = running(&config, store, clock).await;
     Env { sim, gateway, http: reqwest::Client::new() }
+}
+
+/// `config`'s gateway on `store` and `clock`, serving on a free port of 127.0.0.1 with the
+/// operator surface (admin API, dashboard) mounted, as `sluice serve` mounts it.
+pub async fn running(
+    config: &sluice_config::Config,
+    store: Arc<dyn sluice_quota::QuotaStore>,
+    clock: Arc<dyn sluice_quota::Clock>,
+) -> Running {
+    let state = AppState::build_with_clock(config, store, clock)
+        .unwrap()
+        .with_tls(config)
+        .unwrap()
+        .with_surface(sluice_admin::surface(config));
+    Running::start_state(state, "127.0.0.1:0".parse().unwrap(), config.server.shutdown_grace).await.unwrap()
 }
 
 /// The gateway's clock on tokio's timeline: with `#[tokio::test(start_paused = true)]`, time
@@ -271,7 +286,10 @@ pub async fn start_jobs(sim: SimConfig, policy: &str) -> JobsEnv {
     let clock = Arc::new(SystemClock::new());
     let jobs = sluice_jobs::EmbeddedJobStore::open(&dir.path().join("jobs.redb"), clock.clone()).unwrap();
     let store = Arc::new(sluice_quota::MemoryStore::new(clock));
-    let state = sluice_server::AppState::build(&config, store).unwrap().with_jobs(Arc::new(jobs), &config);
+    let state = AppState::build(&config, store)
+        .unwrap()
+        .with_jobs(Arc::new(jobs), &config)
+        .with_surface(sluice_admin::surface(&config));
     let workers = sluice_server::jobs::worker::spawn(&state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

@@ -19,19 +19,19 @@ use rand::Rng as _;
 use serde_json::{Value, json};
 use sluice_jobs::{Doc, DocKey, JobStore};
 use sluice_provider::{RequestError, RequestErrorCode};
+use sluice_server::error::{AdminStatus, GatewayError};
+use sluice_server::keys::{self, KEY_KIND, KEY_OWNER, KeyRecord, Role, SecretHash, hex};
+use sluice_server::read_body;
+use sluice_server::state::{Caller, Gateway};
 
 use super::actor::{Actor, actor};
 use super::keys_input::{self as input, Create, Rotate, Update};
 use super::page::{self, PageQuery};
 use super::routes::{bad, fail};
-use crate::AppState;
-use crate::error::{AdminStatus, GatewayError};
-use crate::keys::{self, KEY_KIND, KEY_OWNER, KeyRecord, Role, SecretHash, hex};
-use crate::request::read_body;
-use crate::state::{Caller, Gateway};
+use crate::AdminState;
 
 /// The keys routes.
-pub(super) fn router() -> Router<AppState> {
+pub(super) fn router() -> Router<AdminState> {
     Router::new()
         .route("/admin/keys", get(list).post(create))
         .route("/admin/keys/{id}", get(read).patch(update))
@@ -51,7 +51,7 @@ pub(super) struct Ctx {
 }
 
 /// The context of an admin request, or the response refusing it.
-pub(super) fn begin(state: &AppState, headers: HeaderMap) -> Result<Ctx, Box<Response>> {
+pub(super) fn begin(state: &AdminState, headers: HeaderMap) -> Result<Ctx, Box<Response>> {
     let actor = actor(state, &headers).map_err(|refused| Box::new(refused.respond(&headers)))?;
     let Some(jobs) = &state.jobs else {
         let message = "runtime keys need the job store (`[jobs]`), which this instance has not opened".to_owned();
@@ -162,7 +162,7 @@ fn authorize(ctx: &Ctx, record: &KeyRecord) -> Result<(), GatewayError> {
     input::check(record, &ctx.gateway, ctx.now_ms / 1000).map_err(invalid)
 }
 
-async fn create(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+async fn create(State(state): State<AdminState>, headers: HeaderMap, body: Body) -> Response {
     let ctx = match begin(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,
@@ -209,7 +209,7 @@ async fn create_key(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> {
 }
 
 async fn list(
-    State(state): State<AppState>,
+    State(state): State<AdminState>,
     headers: HeaderMap,
     query: Result<Query<PageQuery>, QueryRejection>,
 ) -> Response {
@@ -249,7 +249,7 @@ fn config_view(caller: &Caller) -> Value {
         "tenant": &*caller.tenant, "team": caller.team.as_deref(), "class": &*caller.class.name})
 }
 
-async fn read(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+async fn read(State(state): State<AdminState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     let ctx = match begin(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,
@@ -263,7 +263,7 @@ async fn read(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<
     }
 }
 
-async fn update(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>, body: Body) -> Response {
+async fn update(State(state): State<AdminState>, headers: HeaderMap, Path(id): Path<String>, body: Body) -> Response {
     let ctx = match begin(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,
@@ -305,7 +305,7 @@ fn revoked(id: &str) -> GatewayError {
     refuse(AdminStatus::Conflict, "key_revoked", format!("key `{id}` is revoked; create a new key"))
 }
 
-async fn rotate(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>, body: Body) -> Response {
+async fn rotate(State(state): State<AdminState>, headers: HeaderMap, Path(id): Path<String>, body: Body) -> Response {
     let ctx = match begin(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,
@@ -344,7 +344,7 @@ async fn rotate_key(ctx: &Ctx, id: &str, body: Body) -> Result<Response, Gateway
         .into_response())
 }
 
-async fn revoke(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+async fn revoke(State(state): State<AdminState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     let ctx = match begin(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,

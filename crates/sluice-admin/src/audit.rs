@@ -11,12 +11,12 @@ use rand::Rng as _;
 use serde::Deserialize;
 use serde_json::json;
 use sluice_jobs::Doc;
+use sluice_server::error::GatewayError;
+use sluice_server::keys::{AUDIT_KIND, AUDIT_OWNER, AuditEntry, KeyRecord, hex};
 
 use super::keys::{Ctx, begin, unavailable};
 use super::routes::{bad, fail};
-use crate::AppState;
-use crate::error::GatewayError;
-use crate::keys::{AUDIT_KIND, AUDIT_OWNER, AuditEntry, KeyRecord, hex};
+use crate::AdminState;
 
 /// Entries per page when `limit` is not given.
 const DEFAULT_PAGE: usize = 50;
@@ -71,7 +71,7 @@ pub(super) struct Page {
 /// `GET /admin/audit`: the newest entries first; `next_cursor` is the `cursor` of the next
 /// page (`next`, the same as an entry id, the `before` of the next page).
 pub(super) async fn list(
-    State(state): State<AppState>,
+    State(state): State<AdminState>,
     headers: HeaderMap,
     page: Result<Query<Page>, QueryRejection>,
 ) -> Response {

@@ -7,8 +7,7 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-
-use crate::keys::hex;
+use sluice_server::keys::hex;
 
 /// Items per page when `cursor` is given without `limit`.
 pub const DEFAULT_LIMIT: usize = 100;

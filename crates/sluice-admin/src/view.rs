@@ -4,12 +4,12 @@
 
 use serde_json::{Value, json};
 use sluice_quota::{Calendar, QuotaStore, ScopeSnapshot, StoreError};
+use sluice_server::inventory::Entry;
 
-use super::Entry;
-use crate::AppState;
+use crate::AdminState;
 
 /// `GET /admin/state`'s body.
-pub async fn render(state: &AppState) -> Value {
+pub async fn render(state: &AdminState) -> Value {
     let (gateway, admin) = (state.current(), state.admin.policy());
     let mut scopes = Vec::with_capacity(admin.inventory.entries.len());
     let calendar = gateway.calendar();
@@ -74,7 +74,8 @@ fn scope(entry: &Entry, snapshot: Result<Option<ScopeSnapshot>, StoreError>, cal
             map.insert("in_flight".into(), json!(s.in_flight.0));
             map.insert("concurrency".into(), json!(s.in_flight.1));
             map.insert("limits".into(), json!(limits));
-            let budgets: Vec<Value> = crate::budgets::standing(&s.budgets, calendar).iter().map(|b| b.json()).collect();
+            let budgets: Vec<Value> =
+                sluice_server::budgets::standing(&s.budgets, calendar).iter().map(|b| b.json()).collect();
             map.insert("budgets".into(), json!(budgets));
         }
         Ok(None) => {
@@ -88,7 +89,7 @@ fn scope(entry: &Entry, snapshot: Result<Option<ScopeSnapshot>, StoreError>, cal
 }
 
 /// Every sample of the process's metrics (empty if they cannot be encoded).
-fn samples(state: &AppState) -> Vec<super::Sample> {
+fn samples(state: &AdminState) -> Vec<super::counters::Sample> {
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
         return Vec::new();

@@ -8,7 +8,7 @@ use sluice_config::hash_key;
 
 use super::auth::bearer;
 use super::routes::Refused;
-use crate::AppState;
+use crate::AdminState;
 
 /// The author of an admin request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +45,7 @@ impl Actor {
 }
 
 /// The tenant admin behind the request's bearer token, if it is a live one.
-pub(super) fn tenant_admin(state: &AppState, headers: &HeaderMap) -> Option<Actor> {
+pub(super) fn tenant_admin(state: &AdminState, headers: &HeaderMap) -> Option<Actor> {
     let token = bearer(headers)?.trim();
     let gateway = state.current();
     let found = gateway.runtime_keys.lookup(&hash_key(token), gateway.clock.unix_millis())?;
@@ -58,8 +58,8 @@ pub(super) fn tenant_admin(state: &AppState, headers: &HeaderMap) -> Option<Acto
 /// # Errors
 /// [`Refused::NoAdmin`] without an admin key configured, [`Refused::BadKey`] without a
 /// root or tenant admin key.
-pub(super) fn actor(state: &AppState, headers: &HeaderMap) -> Result<Actor, Refused> {
-    let Some(key) = &state.admin.key else { return Err(Refused::NoAdmin) };
+pub(super) fn actor(state: &AdminState, headers: &HeaderMap) -> Result<Actor, Refused> {
+    let Some(key) = &state.sessions.key else { return Err(Refused::NoAdmin) };
     if key.bearer_ok(headers) {
         return Ok(Actor::Root);
     }

@@ -11,17 +11,17 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use serde_json::{Value, json};
 use sluice_provider::{RequestError, RequestErrorCode};
-use sluice_quota::{HOLD_RETRY, LimiterName, Rejection, RejectionKind, ScopeKey, ScopeKind};
+use sluice_quota::{ScopeKey, ScopeKind};
+use sluice_server::error::{Envelope, ErrorResponse, GatewayError};
+use sluice_server::inventory::{class_refusal, kind_of};
+use sluice_server::read_body;
+use sluice_server::trace::Trace;
 
 use super::auth::{AdminKey, TICKET_TTL};
-use super::inventory::kind_of;
-use crate::AppState;
-use crate::error::{Envelope, ErrorResponse, GatewayError};
-use crate::request::read_body;
-use crate::trace::Trace;
+use crate::AdminState;
 
 /// The admin API's routes, behind the failed-authentication throttle.
-pub fn router(app_state: &AppState) -> Router<AppState> {
+pub fn router(app_state: &AdminState) -> Router<AdminState> {
     Router::new()
         .route("/admin/state", get(state))
         .route("/admin/tenants/{name}/pause", post(pause_tenant))
@@ -58,7 +58,7 @@ impl Refused {
     #[must_use]
     pub fn respond(self, headers: &HeaderMap) -> Response {
         match self {
-            Self::NoAdmin => crate::error::absent(),
+            Self::NoAdmin => sluice_server::error::absent(),
             Self::BadKey => {
                 fail(headers, GatewayError::Unauthorized("admin key required: send `Authorization: Bearer ADMIN_KEY`"))
             }
@@ -70,8 +70,8 @@ impl Refused {
 ///
 /// # Errors
 /// [`Refused`] without an admin key configured, or without the right key.
-pub fn guard<'s>(state: &'s AppState, headers: &HeaderMap, access: Access) -> Result<&'s AdminKey, Refused> {
-    let Some(key) = &state.admin.key else { return Err(Refused::NoAdmin) };
+pub fn guard<'s>(state: &'s AdminState, headers: &HeaderMap, access: Access) -> Result<&'s AdminKey, Refused> {
+    let Some(key) = &state.sessions.key else { return Err(Refused::NoAdmin) };
     if key.bearer_ok(headers) || (access == Access::BearerOrCookie && key.cookie_ok(headers)) {
         return Ok(key);
     }
@@ -91,7 +91,7 @@ pub(super) fn bad(headers: &HeaderMap, param: &str, message: String) -> Response
     fail(headers, GatewayError::BadRequest(error))
 }
 
-async fn state(State(state): State<AppState>, headers: HeaderMap) -> Response {
+async fn state(State(state): State<AdminState>, headers: HeaderMap) -> Response {
     if let Err(refused) = guard(&state, &headers, Access::BearerOrCookie) {
         return refused.respond(&headers);
     }
@@ -100,16 +100,16 @@ async fn state(State(state): State<AppState>, headers: HeaderMap) -> Response {
     response
 }
 
-async fn pause_tenant(state: State<AppState>, headers: HeaderMap, name: Path<String>) -> Response {
+async fn pause_tenant(state: State<AdminState>, headers: HeaderMap, name: Path<String>) -> Response {
     hold_tenant(state, headers, name, true).await
 }
 
-async fn resume_tenant(state: State<AppState>, headers: HeaderMap, name: Path<String>) -> Response {
+async fn resume_tenant(state: State<AdminState>, headers: HeaderMap, name: Path<String>) -> Response {
     hold_tenant(state, headers, name, false).await
 }
 
 async fn hold_tenant(
-    State(state): State<AppState>,
+    State(state): State<AdminState>,
     headers: HeaderMap,
     Path(name): Path<String>,
     held: bool,
@@ -134,15 +134,15 @@ async fn hold_tenant(
     axum::Json(json!({"tenant": &*entry.name, "paused": held, "scope": "all instances"})).into_response()
 }
 
-async fn pause_class(state: State<AppState>, headers: HeaderMap, name: Path<String>) -> Response {
+async fn pause_class(state: State<AdminState>, headers: HeaderMap, name: Path<String>) -> Response {
     hold_class(state, headers, name, true)
 }
 
-async fn resume_class(state: State<AppState>, headers: HeaderMap, name: Path<String>) -> Response {
+async fn resume_class(state: State<AdminState>, headers: HeaderMap, name: Path<String>) -> Response {
     hold_class(state, headers, name, false)
 }
 
-fn hold_class(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, held: bool) -> Response {
+fn hold_class(State(state): State<AdminState>, headers: HeaderMap, Path(name): Path<String>, held: bool) -> Response {
     if let Err(refused) = guard(&state, &headers, Access::Bearer) {
         return refused.respond(&headers);
     }
@@ -166,17 +166,8 @@ fn hold_class(State(state): State<AppState>, headers: HeaderMap, Path(name): Pat
         .into_response()
 }
 
-/// What a request of a paused class is told when its wait runs out.
-pub(super) fn class_refusal(route: &crate::state::Route) -> Rejection {
-    Rejection {
-        scope: ScopeKey::new(ScopeKind::Deployment, Arc::clone(&route.name)),
-        limiter: LimiterName::Paused,
-        kind: RejectionKind::RetryAfter(HOLD_RETRY),
-    }
-}
-
 async fn put_limits(
-    State(state): State<AppState>,
+    State(state): State<AdminState>,
     headers: HeaderMap,
     Path((kind, name)): Path<(String, String)>,
     body: Body,
@@ -198,7 +189,7 @@ async fn put_limits(
         let known = inventory.names(scope_kind).join(", ");
         return bad(&headers, "name", format!("no {kind} named `{name}` (known: {known})"));
     };
-    let text = match crate::limits_json::limits_toml(&body) {
+    let text = match sluice_server::limits_json::limits_toml(&body) {
         Ok(text) => text,
         Err((param, message)) => return bad(&headers, &param, message),
     };
@@ -221,7 +212,7 @@ async fn put_limits(
     axum::Json(json!({"kind": kind, "name": &*entry.name, "limits": limits})).into_response()
 }
 
-async fn ticket(State(state): State<AppState>, headers: HeaderMap) -> Response {
+async fn ticket(State(state): State<AdminState>, headers: HeaderMap) -> Response {
     let key = match guard(&state, &headers, Access::Bearer) {
         Ok(key) => key,
         Err(refused) => return refused.respond(&headers),

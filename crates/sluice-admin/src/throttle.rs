@@ -18,9 +18,9 @@ use axum::middleware::Next;
 use axum::response::Response;
 use parking_lot::Mutex;
 use sluice_quota::Nanos;
+use sluice_server::error::GatewayError;
 
-use crate::AppState;
-use crate::error::GatewayError;
+use crate::AdminState;
 
 /// Failures allowed before the first lockout.
 pub const FREE_FAILURES: u32 = 5;
@@ -95,9 +95,9 @@ pub fn peer(extensions: &Extensions) -> IpAddr {
 
 /// The admin API's layer: a locked-out peer is refused before its key is checked; a
 /// request refused 401 counts as a failure of its peer.
-pub(super) async fn admin_api(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(super) async fn admin_api(State(state): State<AdminState>, request: Request, next: Next) -> Response {
     let peer = peer(request.extensions());
-    let logins = &state.admin.logins;
+    let logins = &state.sessions.logins;
     let clock = state.current().clock.clone();
     if let Some(wait) = logins.locked(peer, clock.now()) {
         return super::routes::fail(request.headers(), GatewayError::LoginThrottled(wait));

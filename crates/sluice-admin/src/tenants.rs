@@ -13,6 +13,9 @@ use axum::routing::{get, patch};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sluice_jobs::{Doc, DocKey};
+use sluice_server::error::{AdminStatus, GatewayError};
+use sluice_server::keys::{self, KEY_OWNER, TENANT_KIND, TenantRecord};
+use sluice_server::state::Gateway;
 
 use super::actor::Actor;
 use super::audit::Target;
@@ -20,10 +23,7 @@ use super::keys::{Ctx, answer, begin, body_of, invalid, refuse, unavailable};
 use super::keys_input::check_id;
 use super::page::{self, Items, PageQuery};
 use super::routes::bad;
-use crate::AppState;
-use crate::error::{AdminStatus, GatewayError};
-use crate::keys::{self, KEY_OWNER, TENANT_KIND, TenantRecord};
-use crate::state::Gateway;
+use crate::AdminState;
 
 /// The largest weight a tenant may have.
 const MAX_WEIGHT: u32 = 1000;
@@ -31,7 +31,7 @@ const MAX_WEIGHT: u32 = 1000;
 const MAX_TEAMS: usize = 256;
 
 /// The tenants routes.
-pub(super) fn router() -> Router<AppState> {
+pub(super) fn router() -> Router<AdminState> {
     Router::new()
         .route("/admin/tenants", get(list).post(create))
         .route("/admin/tenants/{name}", patch(update))
@@ -49,10 +49,10 @@ struct Ask {
 }
 
 /// The context of a root-only request (a tenant admin is told the route does not exist).
-fn root(state: &AppState, headers: HeaderMap) -> Result<Ctx, Box<Response>> {
+fn root(state: &AdminState, headers: HeaderMap) -> Result<Ctx, Box<Response>> {
     let ctx = begin(state, headers)?;
     if ctx.actor != Actor::Root {
-        return Err(Box::new(crate::error::absent()));
+        return Err(Box::new(sluice_server::error::absent()));
     }
     Ok(ctx)
 }
@@ -63,14 +63,15 @@ fn check(record: &TenantRecord) -> Result<(), GatewayError> {
     if !(1..=MAX_WEIGHT).contains(&record.weight) {
         return Err(invalid(("weight".into(), format!("weight is 1 to {MAX_WEIGHT}"))));
     }
-    super::limits_of(&record.limits).map_err(invalid)?;
+    sluice_server::limits_json::limits_of(&record.limits).map_err(invalid)?;
     if record.teams.len() > MAX_TEAMS {
         return Err(invalid(("teams".into(), format!("at most {MAX_TEAMS} teams"))));
     }
     for (name, limits) in &record.teams {
         check_id(name)
             .map_err(|(_, message)| invalid((format!("teams.{name}"), message.replace("key id", "team name"))))?;
-        super::limits_of(limits).map_err(|(field, message)| invalid((format!("teams.{name}.{field}"), message)))?;
+        sluice_server::limits_json::limits_of(limits)
+            .map_err(|(field, message)| invalid((format!("teams.{name}.{field}"), message)))?;
     }
     Ok(())
 }
@@ -91,7 +92,7 @@ async fn save(ctx: &Ctx, record: &TenantRecord, action: &str, fields: Vec<String
     Ok(axum::Json(record.view()).into_response())
 }
 
-async fn create(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+async fn create(State(state): State<AdminState>, headers: HeaderMap, body: Body) -> Response {
     let ctx = match root(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,
@@ -120,12 +121,16 @@ async fn create_tenant(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> 
     save(ctx, &record, "tenant.create", vec!["name".into(), "weight".into(), "limits".into(), "teams".into()]).await
 }
 
-async fn list(state: State<AppState>, headers: HeaderMap, query: Result<Query<PageQuery>, QueryRejection>) -> Response {
+async fn list(
+    state: State<AdminState>,
+    headers: HeaderMap,
+    query: Result<Query<PageQuery>, QueryRejection>,
+) -> Response {
     listing(state, headers, query, tenant_items).await
 }
 
 async fn teams(
-    state: State<AppState>,
+    state: State<AdminState>,
     headers: HeaderMap,
     query: Result<Query<PageQuery>, QueryRejection>,
 ) -> Response {
@@ -134,7 +139,7 @@ async fn teams(
 
 /// A page of what `items` makes of the file's tenants and the stored ones.
 async fn listing(
-    State(state): State<AppState>,
+    State(state): State<AdminState>,
     headers: HeaderMap,
     query: Result<Query<PageQuery>, QueryRejection>,
     items: fn(&Gateway, Vec<TenantRecord>) -> Items,
@@ -191,7 +196,7 @@ fn team_items(gateway: &Gateway, records: Vec<TenantRecord>) -> Vec<(String, Val
     items
 }
 
-async fn update(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body) -> Response {
+async fn update(State(state): State<AdminState>, headers: HeaderMap, Path(name): Path<String>, body: Body) -> Response {
     let ctx = match root(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,

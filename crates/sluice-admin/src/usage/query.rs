@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 use sluice_jobs::{Day, UsageCounts, UsageKey};
-
-use super::dates::{civil, parse_instant};
+use sluice_server::usage::dates::{civil, parse_instant};
 
 /// The longest range one query may span.
 pub const MAX_DAYS: i64 = 366;

@@ -3,11 +3,11 @@
 //!
 //! Access needs the admin key, and the key never goes into a URL: `GET /dashboard` shows
 //! a login form that POSTs the key to `/dashboard/login`, which sets an HttpOnly,
-//! SameSite=Strict session cookie (see `admin::AdminKey`). Scripts and headless browsers
+//! SameSite=Strict session cookie (see [`crate::AdminKey`]). Scripts and headless browsers
 //! use a one-time ticket instead: `POST /admin/dashboard/ticket` (bearer admin key)
 //! returns `/dashboard/ticket/T`, good once within a minute.
 //!
-//! Failed logins are throttled per peer address (`admin::LoginThrottle`): a locked-out
+//! Failed logins are throttled per peer address ([`crate::LoginThrottle`]): a locked-out
 //! address gets the structured `429` with `Retry-After` before its body is read.
 
 use axum::Router;
@@ -15,11 +15,11 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use sluice_server::error::{Envelope, ErrorResponse, GatewayError};
+use sluice_server::read_body;
+use sluice_server::trace::Trace;
 
-use crate::AppState;
-use crate::error::{Envelope, ErrorResponse, GatewayError};
-use crate::request::read_body;
-use crate::trace::Trace;
+use crate::AdminState;
 
 const PAGE: &str = include_str!("../assets/dashboard.html");
 const STYLE: &str = include_str!("../assets/dashboard.css");
@@ -31,15 +31,15 @@ const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'un
                    img-src data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// The dashboard's routes.
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<AdminState> {
     Router::new()
         .route("/dashboard", get(page))
         .route("/dashboard/login", post(login))
         .route("/dashboard/ticket/{ticket}", get(redeem))
 }
 
-async fn page(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let Some(key) = &state.admin.key else { return crate::error::absent() };
+async fn page(State(state): State<AdminState>, headers: HeaderMap) -> Response {
+    let Some(key) = &state.sessions.key else { return sluice_server::error::absent() };
     if !key.cookie_ok(&headers) {
         return html(StatusCode::OK, LOGIN.replace("{{message}}", ""), None);
     }
@@ -47,14 +47,14 @@ async fn page(State(state): State<AppState>, headers: HeaderMap) -> Response {
     html(StatusCode::OK, page, None)
 }
 
-async fn login(State(state): State<AppState>, request: Request) -> Response {
-    let Some(key) = &state.admin.key else { return crate::error::absent() };
+async fn login(State(state): State<AdminState>, request: Request) -> Response {
+    let Some(key) = &state.sessions.key else { return sluice_server::error::absent() };
     let (parts, body) = request.into_parts();
     let fail =
         |error| ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: Trace::from_headers(&parts.headers).id };
-    let peer = crate::admin::peer(&parts.extensions);
+    let peer = crate::throttle::peer(&parts.extensions);
     let gateway = state.current();
-    let logins = &state.admin.logins;
+    let logins = &state.sessions.logins;
     if let Some(wait) = logins.locked(peer, gateway.clock.now()) {
         return fail(GatewayError::LoginThrottled(wait)).into_response();
     }
@@ -68,17 +68,17 @@ async fn login(State(state): State<AppState>, request: Request) -> Response {
         let lockout = logins.failed(peer, gateway.clock.now());
         tracing::info!(%peer, ?lockout, "dashboard: login refused");
         let page = LOGIN.replace("{{message}}", "<p class=\"error\">That is not the admin key.</p>");
-        return html(crate::error::LOGIN_REFUSED, page, None);
+        return html(sluice_server::error::LOGIN_REFUSED, page, None);
     }
     logins.succeeded(peer);
     to_dashboard(&key.set_cookie())
 }
 
-async fn redeem(State(state): State<AppState>, Path(ticket): Path<String>) -> Response {
-    let Some(key) = &state.admin.key else { return crate::error::absent() };
+async fn redeem(State(state): State<AdminState>, Path(ticket): Path<String>) -> Response {
+    let Some(key) = &state.sessions.key else { return sluice_server::error::absent() };
     if !key.redeem_ticket(&ticket, state.current().clock.now()) {
         let page = LOGIN.replace("{{message}}", "<p class=\"error\">That ticket is used or expired.</p>");
-        return html(crate::error::LOGIN_REFUSED, page, None);
+        return html(sluice_server::error::LOGIN_REFUSED, page, None);
     }
     to_dashboard(&key.set_cookie())
 }

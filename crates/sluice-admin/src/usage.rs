@@ -7,17 +7,21 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query as Params, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use sluice_server::error::AdminStatus;
 
+use self::query::Query;
 use super::actor::Actor;
 use super::keys::{begin, invalid, refuse, unavailable};
 use super::routes::fail;
-use crate::AppState;
-use crate::error::AdminStatus;
-use crate::usage::query::{self, Query};
+use crate::AdminState;
+
+pub mod query;
+#[cfg(test)]
+mod query_tests;
 
 /// `GET /admin/usage?from=&to=&group_by=&tenant=&format=`.
 pub(super) async fn usage(
-    State(state): State<AppState>,
+    State(state): State<AdminState>,
     headers: HeaderMap,
     params: Result<Params<Vec<(String, String)>>, QueryRejection>,
 ) -> Response {
@@ -51,7 +55,7 @@ pub(super) async fn usage(
         let mut response = query::to_csv(&rows, &query, currency).into_response();
         let type_ = HeaderValue::from_static("text/csv; charset=utf-8; header=present");
         response.headers_mut().insert(header::CONTENT_TYPE, type_);
-        let name = format!("attachment; filename=\"usage-{}.csv\"", crate::usage::dates::civil(query.first));
+        let name = format!("attachment; filename=\"usage-{}.csv\"", sluice_server::usage::dates::civil(query.first));
         if let Ok(value) = HeaderValue::from_str(&name) {
             response.headers_mut().insert(header::CONTENT_DISPOSITION, value);
         }

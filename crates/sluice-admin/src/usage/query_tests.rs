@@ -1,8 +1,8 @@
 //! The usage query: parameters, grouping, ranges and the CSV's safety.
 
 use sluice_jobs::{UsageCounts, UsageKey};
+use sluice_server::usage::dates::parse_instant;
 
-use super::dates::parse_instant;
 use super::query::*;
 
 fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -5,9 +5,8 @@
 use rand::Rng as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
-
-use crate::keys::{KeyRecord, Role};
-use crate::state::Gateway;
+use sluice_server::keys::{KeyRecord, Role};
+use sluice_server::state::Gateway;
 
 /// Most metadata entries on one key.
 pub const MAX_METADATA_ENTRIES: usize = 32;
@@ -157,7 +156,7 @@ pub fn check_id(id: &str) -> Result<(), (String, String)> {
 pub fn key_id(asked: Option<&str>, tenant: &str, namespaced: bool) -> Result<String, (String, String)> {
     let own = |id: &str| id.strip_prefix(tenant).and_then(|rest| rest.strip_prefix(':')).map(str::to_owned);
     let (prefixed, name) = match asked {
-        None => (false, format!("key-{}", crate::keys::hex(&rand::rng().random::<[u8; 6]>()))),
+        None => (false, format!("key-{}", sluice_server::keys::hex(&rand::rng().random::<[u8; 6]>()))),
         Some(id) if !id.contains(':') => (false, id.to_owned()),
         Some(id) => match own(id) {
             Some(name) => (true, name),
@@ -221,7 +220,7 @@ pub fn check(record: &KeyRecord, gateway: &Gateway, now_s: u64) -> Result<(), (S
     if let Some(class) = record.class.as_deref().filter(|c| !directory.classes.iter().any(|k| *k.name == **c)) {
         return Err(("class".into(), format!("no traffic class named `{class}`")));
     }
-    super::limits_of(&record.limits)?;
+    sluice_server::limits_json::limits_of(&record.limits)?;
     check_metadata(&record.metadata)?;
     if let Some(models) = &record.models {
         if models.len() > MAX_MODELS {

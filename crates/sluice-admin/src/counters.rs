@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn the_spend_panel_lists_tenants_most_spent_first() {
-        let metrics = crate::spend::SpendMetrics::default();
+        let metrics = sluice_server::spend::SpendMetrics::default();
         let mut registry = prometheus_client::registry::Registry::default();
         metrics.register(&mut registry);
         metrics.of("small").inc_by(0.5);

@@ -1,55 +1,26 @@
-//! The operator surface: the admin API (`/admin/...`) and what the dashboard and the
-//! bucket gauges read.
+//! The configured scopes and classes ([`Admin`]): what `/metrics` (the bucket gauges),
+//! `/readyz` (a scope to probe the store with) and the operator surface (the `sluice-admin`
+//! crate: admin API and dashboard) read, and which classes are paused on this instance.
 //!
-//! Layout: `auth` checks the admin key (a bearer token, or the dashboard's session
-//! cookie for reads), `inventory` lists every configured scope with its store handle,
-//! `view` renders live state as JSON, `counters` sums the request-path metrics for the
-//! dashboard, `routes` are the handlers; `keys` (with `keys_input`, its validation),
-//! `tenants` and `audit` manage runtime keys and tenants and their audit log, and `usage`
-//! answers what was used and spent, for the root admin key or a tenant admin key (`actor`).
-//!
-//! Semantics: without `[admin] key_sha256` every admin route answers 404; a missing or
-//! wrong key gets the structured 401. A tenant pause is a store hold, so it holds on every
-//! instance sharing the store (Redis); a class pause is per instance (each instance's
-//! queues). Limit changes apply to the store of the instance that receives them: in
-//! Redis mode every instance sends its own limits with each reservation, so change them
-//! on every instance (or in the file, and restart). Responses carry names and numbers
-//! only: never a provider key or a gateway key hash.
+//! Layout: `scopes` lists every configured scope with its store handle; this file holds
+//! the classes, the paused set and the gauges' refresh.
 //!
 //! Reload: the scopes and classes follow the configuration in force ([`Admin::reconfigure`]
-//! on every reload, which also holds the queues of new deployments for paused classes); the
-//! admin key and the dashboard sessions are bound at start.
+//! on every reload, which also holds the queues of new deployments for paused classes).
 
-mod actor;
-mod audit;
-mod auth;
-mod counters;
-mod inventory;
-mod keys;
-mod keys_input;
-mod page;
-mod routes;
-mod tenants;
-mod throttle;
-mod usage;
-mod view;
+mod scopes;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 use sluice_config::Config;
+use sluice_quota::{HOLD_RETRY, LimiterName, Rejection, RejectionKind, ScopeKey, ScopeKind};
 
 use crate::metrics::{BucketLabels, ScopeLabels};
-use crate::state::Gateway;
+use crate::state::{Gateway, Route};
 
-pub use crate::limits_json::limits_of;
-pub use actor::Actor;
-pub use auth::AdminKey;
-pub use counters::{Sample, parse_samples};
-pub use inventory::{Entry, Inventory};
-pub use routes::router;
-pub use throttle::{LoginThrottle, peer};
+pub use scopes::{Entry, Inventory, kind_of};
 
 /// A traffic class, as the admin API names it.
 #[derive(Debug, Clone)]
@@ -77,24 +48,19 @@ impl Policy {
     }
 }
 
-/// Everything the admin API and dashboard need beyond the gateway.
+/// The configured scopes and classes in force, and the classes paused on this instance:
+/// what the gauges, readiness and the operator surface read beyond the gateway.
 #[derive(Debug)]
 pub struct Admin {
-    /// The admin key, if configured; without it the admin surface does not exist.
-    pub key: Option<AdminKey>,
-    /// Failed dashboard logins per peer address.
-    pub logins: LoginThrottle,
     policy: ArcSwap<Policy>,
     paused_classes: Mutex<BTreeSet<Arc<str>>>,
 }
 
 impl Admin {
-    /// The admin surface for `config`, over the scopes `gateway` registered.
+    /// The scopes and classes of `config`, over the scopes `gateway` registered.
     #[must_use]
     pub fn new(config: &Config, gateway: &Gateway) -> Self {
         Self {
-            key: config.admin.key_sha256.map(AdminKey::new),
-            logins: LoginThrottle::default(),
             policy: ArcSwap::from_pointee(Policy::new(config, gateway)),
             paused_classes: Mutex::new(BTreeSet::new()),
         }
@@ -115,7 +81,7 @@ impl Admin {
         paused.retain(|name| policy.classes.iter().any(|c| c.name == *name));
         for class in policy.classes.iter().filter(|c| paused.contains(&c.name)) {
             for route in &gateway.deployments {
-                route.queue.hold_class(class.priority, Some(routes::class_refusal(route)));
+                route.queue.hold_class(class.priority, Some(class_refusal(route)));
             }
         }
         drop(paused);
@@ -128,7 +94,8 @@ impl Admin {
         self.paused_classes.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    fn set_class_paused(&self, name: &Arc<str>, paused: bool) {
+    /// Records that the class `name` is paused (or no longer) on this instance.
+    pub fn set_class_paused(&self, name: &Arc<str>, paused: bool) {
         let mut set = self.paused_classes.lock().unwrap_or_else(PoisonError::into_inner);
         if paused {
             set.insert(Arc::clone(name));
@@ -179,6 +146,16 @@ impl Admin {
             let labels = ScopeLabels { scope_kind: "class", scope: class.name.to_string() };
             buckets.paused.get_or_create(&labels).set(i64::from(paused.contains(&class.name)));
         }
+    }
+}
+
+/// What a request of a paused class is told when its wait runs out.
+#[must_use]
+pub fn class_refusal(route: &Route) -> Rejection {
+    Rejection {
+        scope: ScopeKey::new(ScopeKind::Deployment, Arc::clone(&route.name)),
+        limiter: LimiterName::Paused,
+        kind: RejectionKind::RetryAfter(HOLD_RETRY),
     }
 }
 
