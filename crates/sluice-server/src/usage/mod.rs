@@ -49,6 +49,3 @@ pub fn spawn_flush(state: &crate::AppState) -> Option<tokio::task::JoinHandle<()
         }
     }))
 }
-
-#[cfg(test)]
-mod query_tests;
