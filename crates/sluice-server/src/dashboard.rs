@@ -18,7 +18,7 @@ use axum::routing::{get, post};
 
 use crate::AppState;
 use crate::error::{Envelope, ErrorResponse, GatewayError};
-use crate::request::read_body;
+use crate::road::read_body;
 use crate::trace::Trace;
 
 const PAGE: &str = include_str!("../assets/dashboard.html");

@@ -3,9 +3,10 @@
 //!
 //! Layout: [`app`] builds the router over a shared [`Gateway`] ([`state`]), [`serve`]
 //! (over [`sluice_listener`], which serves the connections)
-//! runs it on a bound listener until shutdown; `request/` is the life of a proxied
-//! request, one file per step (inbound → attempt → routing → admission → outbound →
-//! relay → settle), and `error` is the one place failures become HTTP responses.
+//! runs it on a bound listener until shutdown; `road/` is the life of a proxied
+//! request, a driver (`road/mod.rs`: accept → loop { plan → admit → send → answer } →
+//! settle) over one file per step, none importing another, and `error` is the one place
+//! failures become HTTP responses.
 //!
 //! Failure semantics: every reservation is settled exactly once (by the handler, the
 //! stream relay, or the drop guard) or expires by its lease; a request that cannot be
@@ -29,8 +30,8 @@ mod metered;
 pub mod metrics;
 mod passthrough;
 pub mod ratelimit_headers;
-mod request;
 mod responses_api;
+mod road;
 mod served;
 pub mod shares;
 mod spans;
@@ -200,7 +201,7 @@ impl AppState {
 pub fn app(state: AppState) -> Router {
     // The proxied endpoints authenticate once, before their bodies, in
     // `ratelimit_headers::around`, which also gives them the caller's rate-limit headers.
-    let path = request::endpoint_path;
+    let path = road::endpoint_path;
     Router::new()
         .route(path(Protocol::OpenAiChat), post(chat))
         .route(path(Protocol::OpenAiResponses), post(responses))
@@ -249,7 +250,7 @@ async fn proxied(
         if let Some(endpoint) = job.filter(|_| jobs::prefers_async(request.headers())) {
             return jobs::submit_inline(state.clone(), endpoint, request).await;
         }
-        request::handle(state.current(), protocol, request).await
+        road::handle(state.current(), protocol, request).await
     })
     .await
 }
@@ -278,7 +279,7 @@ async fn azure_chat(
     axum::extract::Path(deployment): axum::extract::Path<String>,
     mut request: Request,
 ) -> Response {
-    request.extensions_mut().insert(request::ModelFromPath(deployment));
+    request.extensions_mut().insert(road::ModelFromPath(deployment));
     chat(State(state), request).await
 }
 

@@ -27,7 +27,7 @@ use super::routes::{bad, fail};
 use crate::AppState;
 use crate::error::{AdminStatus, GatewayError};
 use crate::keys::{self, KEY_KIND, KEY_OWNER, KeyRecord, Role, SecretHash, hex};
-use crate::request::read_body;
+use crate::road::read_body;
 use crate::state::{Caller, Gateway};
 
 /// The keys routes.

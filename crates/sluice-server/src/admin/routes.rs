@@ -17,7 +17,7 @@ use super::auth::{AdminKey, TICKET_TTL};
 use super::inventory::kind_of;
 use crate::AppState;
 use crate::error::{Envelope, ErrorResponse, GatewayError};
-use crate::request::read_body;
+use crate::road::read_body;
 use crate::trace::Trace;
 
 /// The admin API's routes, behind the failed-authentication throttle.
