@@ -14,7 +14,7 @@ use crate::AppState;
 use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError, shown_path};
 use crate::metered;
-use crate::request::read_body;
+use crate::road::read_body;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
 
@@ -129,7 +129,7 @@ async fn tokens(gateway: &Gateway, caller: &Caller, body: Body) -> Result<u64, G
         .filter(|_| caller.may_name(&request.model))
         .ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
     let route = &gateway.deployments[profile.deployment];
-    Ok(crate::request::estimate_input(gateway, &request, route))
+    Ok(crate::road::estimate_input(gateway, &request, route))
 }
 
 /// The body with `max_tokens: 1` added when it has none, so the messages validation (which

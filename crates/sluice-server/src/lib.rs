@@ -3,9 +3,10 @@
 //!
 //! Layout: [`app`] builds the router over a shared [`Gateway`] ([`state`]), [`serve`]
 //! (over [`sluice_listener`], which serves the connections)
-//! runs it on a bound listener until shutdown; `request/` is the life of a proxied
-//! request, one file per step (inbound → attempt → routing → admission → outbound →
-//! relay → settle), and `error` is the one place failures become HTTP responses.
+//! runs it on a bound listener until shutdown; `road/` is the life of a proxied
+//! request, a driver (`road/mod.rs`: accept → loop { plan → admit → send → answer } →
+//! settle) over one file per step, none importing another, and `error` is the one place
+//! failures become HTTP responses.
 //!
 //! Failure semantics: every reservation is settled exactly once (by the handler, the
 //! stream relay, or the drop guard) or expires by its lease; a request that cannot be
@@ -28,8 +29,8 @@ mod metered;
 pub mod metrics;
 mod passthrough;
 pub mod ratelimit_headers;
-mod request;
 mod responses_api;
+mod road;
 mod served;
 pub mod shares;
 mod spans;
@@ -53,7 +54,7 @@ use axum::routing::{get, post};
 use sluice_listener::{connections, tls};
 use sluice_provider::Protocol;
 
-pub use request::read_body;
+pub use road::read_body;
 pub use sluice_upstream::SecretError;
 pub use state::{BuildError, Gateway};
 pub use streams::StreamCut;
@@ -222,7 +223,7 @@ pub fn app(state: AppState) -> Router {
     let surfaces = state.surfaces.iter().fold(Router::new(), |routes, surface| routes.merge(surface.router(&state)));
     // The proxied endpoints authenticate once, before their bodies, in
     // `ratelimit_headers::around`, which also gives them the caller's rate-limit headers.
-    let path = request::endpoint_path;
+    let path = road::endpoint_path;
     Router::new()
         .route(path(Protocol::OpenAiChat), post(chat))
         .route(path(Protocol::OpenAiResponses), post(responses))
@@ -270,7 +271,7 @@ async fn proxied(
         if let Some(endpoint) = job.filter(|_| jobs::prefers_async(request.headers())) {
             return jobs::submit_inline(state.clone(), endpoint, request).await;
         }
-        request::handle(state.current(), protocol, request).await
+        road::handle(state.current(), protocol, request).await
     })
     .await
 }
@@ -299,7 +300,7 @@ async fn azure_chat(
     axum::extract::Path(deployment): axum::extract::Path<String>,
     mut request: Request,
 ) -> Response {
-    request.extensions_mut().insert(request::ModelFromPath(deployment));
+    request.extensions_mut().insert(road::ModelFromPath(deployment));
     chat(State(state), request).await
 }
 

@@ -21,7 +21,7 @@ use crate::AppState;
 use crate::auth::authenticate;
 use crate::error::{Envelope, ErrorResponse, GatewayError, shown_path};
 use crate::metered;
-use crate::request::{pass_through, read_body};
+use crate::road::{pass_through, read_body};
 use crate::served::allowed;
 use crate::state::{Gateway, Route};
 use crate::trace::Trace;
@@ -167,7 +167,7 @@ pub async fn serve(state: &AppState, request: axum::extract::Request, family: Fa
     let trace = Trace::from_headers(request.headers());
     let access = crate::access::beside_the_road(&gateway, &trace, request.headers());
     let result = relay(&gateway, request, family, &trace).await;
-    crate::request::finished(&access, &result);
+    crate::road::finished(&access, &result);
     let mut response = match result {
         Ok(response) => response,
         Err(error) => ErrorResponse { error, envelope: Envelope::OpenAi, trace_id: trace.id.clone() }.into_response(),
@@ -217,7 +217,7 @@ async fn relay(
         content_type: parts.headers.get(header::CONTENT_TYPE).cloned(),
     };
     let answer = metered::run_upstream(gateway, caller, route.scope, send(gateway, route, call, trace)).await?;
-    crate::request::count(gateway, Some(profile.deployment), answer.status);
+    crate::road::count(gateway, Some(profile.deployment), answer.status);
     if answer.status.is_success() {
         let memo = Memo {
             responses: Arc::clone(&gateway.responses),

@@ -24,10 +24,10 @@ use crate::auth::authenticate;
 use crate::catalog::COUNT_TOKENS_MAX_BODY;
 use crate::error::{Envelope, ErrorResponse, GatewayError, Stored};
 use crate::passthrough::{self, Call};
-use crate::request::{estimate_input, hidden_context, read_body};
+use crate::road::{estimate_input, hidden_context, read_body};
 use crate::state::{Gateway, Route};
 use crate::trace::{self, Trace};
-use crate::{metered, request};
+use crate::{metered, road};
 use sluice_recall::remembered::{Memo, ResponseKey};
 
 /// What is asked of a stored response.
@@ -82,7 +82,7 @@ async fn by_id(state: &AppState, op: Op, id: String, request: Request) -> Respon
     let trace = Trace::from_headers(request.headers());
     let access = crate::access::beside_the_road(&gateway, &trace, request.headers());
     let result = relay(&gateway, op, id, request, &trace).await;
-    request::finished(&access, &result);
+    road::finished(&access, &result);
     answer(result, &trace)
 }
 
@@ -124,7 +124,7 @@ async fn relay(
     };
     let sent = passthrough::send(gateway, route, call, trace);
     let answer = metered::run_upstream(gateway, caller, route.scope, sent).await?;
-    request::count(gateway, gateway.deployments.iter().position(|r| r.name == route.name), answer.status);
+    road::count(gateway, gateway.deployments.iter().position(|r| r.name == route.name), answer.status);
     if answer.status.is_success() {
         learned(gateway, op, &key, route, &answer.body).await;
     }

@@ -24,7 +24,7 @@ use super::files::{self, FileInfo};
 use super::{Ask, Jobs, bad, context, list_limit, list_page, list_skip, may_use, prepare, refuse, store_failed};
 use crate::AppState;
 use crate::error::{GatewayError, Stored};
-use crate::request::read_body;
+use crate::road::read_body;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
 use sluice_jobs::batch_lines::{self, LineError, MAX_ERRORS, RequestCounts};

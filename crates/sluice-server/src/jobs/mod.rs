@@ -33,8 +33,8 @@ use tokio::sync::Notify;
 use crate::AppState;
 use crate::auth::{Authenticated, authenticate};
 use crate::error::{Envelope, ErrorResponse, GatewayError, Stored};
-use crate::request::check_fits;
-use crate::request::{ModelFromPath, named_by_path, read_body};
+use crate::road::check_fits;
+use crate::road::{ModelFromPath, named_by_path, read_body};
 use crate::state::{Caller, Gateway, Profile};
 use crate::trace::Trace;
 

@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 use super::Jobs;
 use crate::AppState;
 use crate::error::GatewayError;
-use crate::request;
+use crate::road;
 use crate::state::{Caller, Gateway};
 use crate::trace::Trace;
 
@@ -221,22 +221,22 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
     };
     let headers = HeaderMap::new();
     let trace = Trace::from_headers(&headers);
-    let sent = request::forward(gateway, &caller, protocol, &headers, job.body.as_bytes(), &trace, None).await;
+    let sent = road::forward(gateway, &caller, protocol, &headers, job.body.as_bytes(), &trace, None).await;
     if let Some(access) = &sent.access {
-        request::finished(access, &sent.result);
+        road::finished(access, &sent.result);
     }
     let response = match sent.result {
         Ok(response) => response,
         // The provider's own error answer after the live attempts: judged like any answer.
         Err(crate::error::GatewayError::Upstream(response)) => *response,
         Err(error) => {
-            request::count(gateway, sent.deployment, error.status());
+            road::count(gateway, sent.deployment, error.status());
             let (message, next) = classify_error(&error);
             return failed(job, message, next);
         }
     };
     let status = response.status();
-    request::count(gateway, sent.deployment, status);
+    road::count(gateway, sent.deployment, status);
     let now_ms = gateway.clock.unix_millis();
     let floor = sluice_provider::parse_hints(response.headers(), None, Some(now_ms)).retry_after;
     let Ok(body) = Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect().await.map(|c| c.to_bytes()) else {

@@ -1,64 +1,27 @@
-//! The inbound step of a proxied request: its caller (authenticated once, before the body
-//! is read), its body, the parse, the profile, the idempotency key; then the attempts.
+//! Accepting a proxied request: its body (read whole, within its deadline: [`read_body`];
+//! its `model` named by the path: [`named_by_path`]), the parse, the profile, the task,
+//! its one deadline, the context it continues ([`accept`]); the idempotency key ([`once`],
+//! [`record`]); and what the request came to, for its access line and metrics
+//! ([`finished`], [`count`]). Its caller was authenticated once, before the body, by the
+//! rate-limit header layer. Imports no other step.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
-use axum::response::IntoResponse as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Limited};
 use sluice_config::Passthrough;
 use sluice_provider::{ParsedRequest, Protocol, parse_request};
+use sluice_quota::Nanos;
 use sluice_recall::oplog::{self, Begin, Fingerprint, OpId, OpLog, Stored};
 use sluice_recall::remembered::ResponseKey;
 
-use super::attempt::{self, Served};
-use super::context::Request;
-use super::outbound::endpoint_path;
+use super::context::{Request, Served, endpoint_path, untranslatable};
 use crate::access::Line;
-use crate::auth::Authenticated;
-use crate::error::{self, Envelope, ErrorResponse, GatewayError};
+use crate::error::{self, GatewayError};
 use crate::metrics::Outcome;
-use crate::ratelimit_headers::Early;
-use crate::state::{Caller, Gateway};
-use crate::trace::{self, Trace};
-
-/// Handles one OpenAI- or Anthropic-shaped request end to end, on the gateway its caller
-/// was authenticated in (see [`Authenticated`]; `gateway` when nothing authenticated it).
-pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::extract::Request) -> Response<Body> {
-    let (mut parts, body) = request.into_parts();
-    let trace = Trace::from_headers(&parts.headers);
-    let envelope = if protocol == Protocol::AnthropicMessages { Envelope::Anthropic } else { Envelope::OpenAi };
-    let authenticated = match parts.extensions.remove::<Authenticated>() {
-        Some(authenticated) => authenticated,
-        None => Authenticated::of(gateway, &parts.headers),
-    };
-    let gateway = &authenticated.gateway;
-    let early = parts.extensions.get::<Early>();
-    let served = match authenticated.caller() {
-        Ok(caller) => match read_body(body, gateway.max_body_bytes).await {
-            Ok(bytes) => {
-                let bytes = named_by_path(parts.extensions.get::<ModelFromPath>(), bytes);
-                forward(gateway, caller, protocol, &parts.headers, &bytes, &trace, early).await
-            }
-            Err(error) => Served::refused(error),
-        },
-        Err(error) => Served::refused(error),
-    };
-    let access = served.access.unwrap_or_else(|| {
-        let caller = authenticated.caller().ok();
-        Line::new(gateway, &trace, caller)
-    });
-    finished(&access, &served.result);
-    let mut response = match served.result {
-        Ok(response) => response,
-        Err(error) => ErrorResponse { error, envelope, trace_id: trace.id.clone() }.into_response(),
-    };
-    trace::stamp(response.headers_mut(), &trace.id);
-    count(gateway, served.deployment, response.status());
-    response
-}
+use crate::state::{Caller, Gateway, Profile};
 
 /// Tells the access-log line what the request came to: its status, and for a rate limit
 /// the gateway's decision and the limiter.
@@ -100,33 +63,47 @@ pub fn count(gateway: &Gateway, deployment: Option<usize>, status: StatusCode) {
     gateway.metrics.requests.get_or_create(&outcome).inc();
 }
 
-/// The request path after authentication: parse, then attempts (admission, upstream
-/// call, retries, fallbacks). Async jobs run through here too, with the job's caller and
-/// stored body. `early` learns of each reservation made (a client's rate-limit headers;
-/// jobs have none). The result comes back with the deployment last tried.
-pub async fn forward(
-    gateway: &Gateway,
+/// A request accepted for its attempts: parsed, its profile found (and served on its
+/// endpoint), its task, its one deadline, and the context it continues.
+pub struct Accepted<'g> {
+    /// The parsed request.
+    pub request: ParsedRequest,
+    /// The profile its `model` names.
+    pub profile: &'g Profile,
+    /// The task it declares (`x-sluice-task` or `metadata.task`), if any.
+    pub task: Option<String>,
+    /// When every wait of the request ends, by the gateway's clock.
+    pub deadline: Nanos,
+    /// Whether the client stated its deadline.
+    pub client_deadline: bool,
+    /// The context remembered of the response it continues ([`hidden_context`]).
+    pub hidden_context: Option<u64>,
+}
+
+/// Accepts a `protocol` request of `caller` (its body `bytes`) for its attempts: parses it,
+/// finds its profile (told to `access`), reads its task and sets its one deadline, from its
+/// arrival here. Async jobs come through here too, with the job's caller and stored body.
+///
+/// # Errors
+/// The request's refusal before any deployment is tried: unparsable, an unknown (or
+/// forbidden) model, an endpoint its profile does not serve, kept state its deployment
+/// cannot carry, or a continued id its tenant does not own.
+pub async fn accept<'g>(
+    gateway: &'g Gateway,
     caller: &Caller,
     protocol: Protocol,
     headers: &HeaderMap,
     bytes: &[u8],
-    trace: &Trace,
-    early: Option<&Early>,
-) -> Served {
-    let access = Line::new(gateway, trace, Some(caller));
-    let request = match parse_request(protocol, bytes).map_err(GatewayError::BadRequest) {
-        Ok(request) => request,
-        Err(error) => return Served::refused(error).logged(access),
-    };
+    access: &Line,
+) -> Result<Accepted<'g>, GatewayError> {
+    let request = parse_request(protocol, bytes).map_err(GatewayError::BadRequest)?;
     // A key restricted to some profiles is told the others do not exist.
     let Some(profile) = gateway.profiles.get(request.model.as_str()).filter(|_| caller.may_name(&request.model)) else {
-        return Served::refused(GatewayError::UnknownModel(request.model.clone())).logged(access);
+        return Err(GatewayError::UnknownModel(request.model.clone()));
     };
     access.profile(&profile.name);
-    if protocol == Protocol::OpenAiCompletions
-        && let Err(error) = crate::served::allowed(gateway, profile, Passthrough::Completions, "/v1/completions")
-    {
-        return Served::refused(error).logged(access);
+    if protocol == Protocol::OpenAiCompletions {
+        crate::served::allowed(gateway, profile, Passthrough::Completions, "/v1/completions")?;
     }
     let task = task_of(headers, &request);
     // One deadline for every wait of the request, from its arrival here.
@@ -144,38 +121,31 @@ pub async fn forward(
             false,
         )
     {
-        return Served::refused(super::attempt::untranslatable(primary, &e)).logged(access);
+        return Err(untranslatable(primary, &e));
     }
-    let hidden_context = match hidden_context(gateway, caller, &request).await {
-        Ok(context) => context,
-        Err(error) => return Served::refused(error).logged(access),
-    };
-    let attempt = Request {
-        gateway,
-        caller,
-        request: &request,
-        profile,
-        task: task.as_deref(),
-        headers,
-        trace,
-        early,
-        access: &access,
-        hidden_context,
-        deadline,
-        client_deadline: client_wait.is_some(),
-        queued: Mutex::new(None),
-    };
-    once_only(&attempt, protocol).await.unwrap_or_else(Served::refused).logged(Arc::clone(&access))
+    let hidden_context = hidden_context(gateway, caller, &request).await?;
+    Ok(Accepted { request, profile, task, deadline, client_deadline: client_wait.is_some(), hidden_context })
 }
 
-/// The attempts of `req`, at most once per idempotency key: a repeat gets the stored
-/// answer (a replay, no deployment tried).
+/// What a request's idempotency key makes of its attempts.
+pub enum Once {
+    /// No key: the attempts run.
+    Unkeyed,
+    /// A repeat of a completed operation: its stored answer (a replay, no deployment tried).
+    Replay(Served),
+    /// The first of its key: the attempts run, and what they came to is recorded
+    /// ([`record`]).
+    Keyed(OpId, Fingerprint),
+}
+
+/// What `req`'s idempotency key makes of it: at most one run of its attempts per key; a
+/// repeat gets the stored answer.
 ///
 /// # Errors
 /// A malformed key, a key in use by a different request or still in flight.
-async fn once_only(req: &Request<'_>, protocol: Protocol) -> Result<Served, GatewayError> {
+pub async fn once(req: &Request<'_>, protocol: Protocol) -> Result<Once, GatewayError> {
     let Some(key) = oplog::idempotency_key(req.headers).map_err(GatewayError::BadRequest)? else {
-        return Ok(attempt::run(req).await);
+        return Ok(Once::Unkeyed);
     };
     let gateway = req.gateway;
     let op = OpId { tenant: Arc::clone(&req.caller.tenant), key };
@@ -183,20 +153,16 @@ async fn once_only(req: &Request<'_>, protocol: Protocol) -> Result<Served, Gate
     match gateway.oplog.begin(&op, &fingerprint).await? {
         Begin::Replay(stored) => {
             gateway.metrics.duplicate_suppressed(gateway.task_label(req.task));
-            Ok(Served { deployment: None, result: Ok(replay(stored)), access: None })
+            Ok(Once::Replay(Served { deployment: None, result: Ok(replay(stored)), access: None }))
         }
-        Begin::Proceed => {
-            let served = attempt::run(req).await;
-            let result = record(&gateway.oplog, &op, &fingerprint, req.request.stream, served.result).await;
-            Ok(Served { result, ..served })
-        }
+        Begin::Proceed => Ok(Once::Keyed(op, fingerprint)),
     }
 }
 
 /// Keeps a non-stream success in the operation log, and a stream that started as
 /// streamed (its body is not kept: repeats get a 409, never a second provider call);
 /// anything else is forgotten so the client may try again.
-async fn record(
+pub async fn record(
     log: &OpLog,
     op: &OpId,
     fingerprint: &Fingerprint,

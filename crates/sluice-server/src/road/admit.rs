@@ -1,6 +1,7 @@
 //! Admission: price a parsed request on a deployment ([`Quote`]), build its quota path,
 //! reserve before sending (or wait in the deployment's queue), and turn a refusal into
-//! the error the client gets.
+//! the error the client gets. Returns the [`Admitted`] request and the [`Terms`] its
+//! reservation settles on; imports no other step.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,12 +9,11 @@ use std::time::Duration;
 use sluice_config::ProviderKind;
 use sluice_provider::{MediaPricing, ParsedRequest, Protocol};
 use sluice_quota::{
-    Claimer, Cost, FairShare, Grant, LimiterName, Nanos, Rejection, RejectionKind, ReserveError, ScopeId,
-    ScopeSnapshot, Share, StoreError,
+    Claimer, FairShare, Grant, LimiterName, Nanos, Rejection, RejectionKind, ReserveError, ScopeId, ScopeSnapshot,
+    Share, StoreError,
 };
 
-use super::context::Request;
-use super::settle::Terms;
+use super::context::{Mode, Quote, Request, Terms, hit_labels, refusal_info};
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::{Bound, Hit, QueueLabels, WaitLabels};
 use crate::state::{Caller, Gateway, Profile, Route};
@@ -21,27 +21,6 @@ use crate::usage::UsageTag;
 use sluice_quota::guarantee::HeldBack;
 use sluice_quota::queue::{Ask, WaitError, Withdrawal};
 use sluice_recall::remembered::Memo;
-
-/// What a request costs on one deployment, as admission reserves it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Quote {
-    /// Estimated input tokens (the deployment's tokenizer and cache estimator).
-    pub input: u64,
-    /// Reserved output tokens.
-    pub output: u64,
-    /// How many quota tokens each output token burns on the deployment (1 but on Bedrock's
-    /// recent Claude models).
-    pub output_weight: u64,
-    /// What the input and output cost at the deployment's price, in micro-units (0 without
-    /// one): what money budgets reserve.
-    pub money: u64,
-}
-
-impl Quote {
-    fn cost(self) -> Cost {
-        Cost::request(self.input, self.output).with_output_weight(self.output_weight).with_money(self.money)
-    }
-}
 
 /// A request whose capacity is reserved.
 #[derive(Debug)]
@@ -54,15 +33,6 @@ pub struct Admitted {
     /// When it was granted (by the queue's dispatcher, when it waited), by the gateway's
     /// clock: its time to the wire counts from here.
     pub granted: Nanos,
-}
-
-/// Whether a request may wait in the deployment's queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Up to its class's `max_wait`.
-    Wait,
-    /// Not at all: it has somewhere else to go (degradation).
-    NoWait,
 }
 
 /// Admits `req` on `deployment` (the profile's primary, a fallback or its degradation
@@ -264,29 +234,6 @@ fn rejected(
         RejectionKind::SlotsBusy => {
             GatewayError::RateLimited(Box::new(RateLimitInfo { retry_after: Some(wait.unwrap_or(SLOT_RETRY)), ..info }))
         }
-    }
-}
-
-/// What a rate-limit refusal of `caller`'s request on `route` names, refused before it
-/// was sent by the deployment (its queue, or the provider); the refusing limiter, scope,
-/// figures and wait are set by whoever refused.
-pub fn refusal_info(caller: &Caller, profile: &Profile, route: &Route, quote: Quote) -> RateLimitInfo {
-    RateLimitInfo {
-        limiter: String::new(),
-        scope: "deployment",
-        scope_name: route.name.to_string(),
-        dimension: crate::binding::NONE,
-        binding: String::new(),
-        provider: route.provider.to_string(),
-        model_profile: profile.name.to_string(),
-        provider_model: route.target.model.clone(),
-        retry_after: None,
-        tenant_id: caller.tenant.to_string(),
-        api_key_id: caller.key_id.to_string(),
-        request_class: caller.class.name.to_string(),
-        estimated_input_tokens: quote.input,
-        estimated_output_tokens: quote.output,
-        gateway_decision: "rejected_before_send",
     }
 }
 
@@ -506,19 +453,6 @@ fn may_wait(rejection: &Rejection, max_wait: Duration) -> bool {
             RejectionKind::SlotsBusy => true,
             RejectionKind::NeverFits { .. } => false,
         }
-}
-
-/// `provider`, `model` labels of a route, for a rate-limit hit.
-pub fn hit_labels(route: &Route) -> Hit {
-    let labels = &route.counters.labels;
-    let Bound { scope_kind, dimension } = Bound::NONE;
-    Hit {
-        provider: labels.provider.clone(),
-        model: labels.model.clone(),
-        limit_type: String::new(),
-        scope_kind,
-        dimension,
-    }
 }
 
 /// Suggested wait when every concurrency slot is busy (no bucket can say when one frees).

@@ -6,7 +6,7 @@
 //! reads no clock, calls no store and sleeps nowhere. What it needs of the world comes as
 //! arguments — whether the primary's breaker is open, the time spent so far, the random
 //! source of the backoff's jitter, the deployment's retry budget — so every decision is
-//! tested without HTTP.
+//! tested without HTTP. It imports no other step ([`Mode`] is the road's shared value).
 
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use rand::Rng;
 use sluice_config::When;
 use sluice_provider::{ErrorClass, Phase};
 
-use super::admission::Mode;
+use super::context::Mode;
 use crate::error::GatewayError;
 use crate::state::Profile;
 use sluice_quota::retry::backoff;

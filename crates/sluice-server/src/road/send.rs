@@ -1,31 +1,56 @@
-//! The call to the provider: the proxied endpoints' paths (listed once, here), the
-//! upstream request a deployment is sent (its key, its protocol's headers, the trace),
-//! and the send bounded by the deployment's attempt timeout.
+//! The call to the provider: the upstream request a deployment is sent (its body in the
+//! deployment's protocol, its key, its protocol's headers, the trace; the path from
+//! [`endpoint_path`], the one list of the proxied endpoints), and the send bounded by
+//! the deployment's attempt timeout. Returns the [`Sent`] answer's head; imports no other
+//! step.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use sluice_provider::Protocol;
-use sluice_quota::Nanos;
+use sluice_provider::{ErrorClass, Protocol};
+use sluice_quota::{Cost, Nanos};
 use tokio::sync::oneshot;
 
+use super::context::{Attempt, Request, endpoint_path, untranslatable};
+use crate::crossing::Crossing;
+use crate::error::GatewayError;
 use crate::state::{Gateway, Route};
 use crate::trace::Trace;
 use sluice_upstream::{UpstreamError, Wired};
 
-use super::settle::Terms;
-
-/// The endpoint of `protocol`: where clients send it and where it goes upstream.
-#[must_use]
-pub fn endpoint_path(protocol: Protocol) -> &'static str {
-    match protocol {
-        Protocol::OpenAiChat => "/v1/chat/completions",
-        Protocol::OpenAiResponses => "/v1/responses",
-        Protocol::OpenAiEmbeddings => "/v1/embeddings",
-        Protocol::OpenAiCompletions => "/v1/completions",
-        Protocol::AnthropicMessages => "/v1/messages",
+/// The request `req` sends to `route`: its body as `crossing` carries it to the
+/// deployment (with the usage chunk asked for when `force_usage`), under the deployment's
+/// key, refreshed first when it is minted ([`build_upstream`]).
+///
+/// # Errors
+/// The attempt's end, before anything reached the provider: refused when the deployment's
+/// protocol cannot carry the request, an auth failure when no key could be had.
+pub async fn prepare(
+    req: &Request<'_>,
+    route: &Route,
+    crossing: Crossing,
+    force_usage: bool,
+) -> Result<http::Request<Full<Bytes>>, Attempt> {
+    let (gateway, request) = (req.gateway, req.request);
+    let upstream_protocol = crossing.upstream(request.protocol);
+    let body = crossing
+        .request_body(request, &route.target.model, req.profile.default_max_tokens, force_usage)
+        .and_then(|body| sluice_upstream::providers::wire_body(&route.target, upstream_protocol, body));
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => return Err(Attempt::Refused(untranslatable(route, &e))),
+    };
+    if let Err(e) = route.target.key.refresh(&gateway.upstream, gateway.clock.unix_seconds()).await {
+        tracing::warn!(deployment = %route.name, error = %e, "no access token for the provider");
+        gateway.metrics.upstream_failure(&route.counters.labels, "auth");
+        return Err(Attempt::Failed {
+            class: ErrorClass::Auth,
+            error: GatewayError::UpstreamAuthFailed(route.name.to_string()),
+        });
     }
+    let at = (request.stream, gateway.clock.unix_millis());
+    Ok(build_upstream(route, upstream_protocol, req.headers, body, req.trace, at))
 }
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
@@ -72,13 +97,13 @@ pub struct Sent {
 
 /// Sends `outgoing` to `route`, bounded by its attempt timeout (at most the gateway's).
 /// A request granted at `granted` that reaches the wire later than [`LATE_TO_WIRE`]
-/// re-anchors the deployment's short windows there ([`anchor_at_wire`]), while its answer
-/// is awaited.
+/// re-anchors the deployment's short windows there ([`anchor_at_wire`]) with `cost`, what
+/// its reservation holds upstream, while its answer is awaited.
 pub async fn send(
     gateway: &Gateway,
     route: &Route,
     outgoing: http::Request<Full<Bytes>>,
-    (terms, granted): (&Terms, Nanos),
+    (cost, granted): (Cost, Nanos),
 ) -> Sent {
     let timeout = route.attempt_timeout.min(gateway.upstream_timeout);
     let deadline = gateway.clock.now().after(timeout);
@@ -91,7 +116,7 @@ pub async fn send(
         })
     });
     let sending = gateway.upstream.send(outgoing, timeout);
-    let (response, ()) = tokio::join!(sending, anchor_at_wire(gateway, route, terms, granted, wire));
+    let (response, ()) = tokio::join!(sending, anchor_at_wire(gateway, route, cost, granted, wire));
     Sent { response, deadline }
 }
 
@@ -107,18 +132,11 @@ pub const LATE_TO_WIRE: std::time::Duration = std::time::Duration::from_millis(1
 /// provider anchors its window at a request's arrival; the bucket at its admission: a
 /// request whose task resumed late, or that opened a connection first, would otherwise let
 /// the next one, sent on time, meet a window the provider has not finished.
-async fn anchor_at_wire(
-    gateway: &Gateway,
-    route: &Route,
-    terms: &Terms,
-    granted: Nanos,
-    wire: oneshot::Receiver<Nanos>,
-) {
+async fn anchor_at_wire(gateway: &Gateway, route: &Route, cost: Cost, granted: Nanos, wire: oneshot::Receiver<Nanos>) {
     let Ok(at) = wire.await else { return };
     if at.since(granted) <= LATE_TO_WIRE {
         return;
     }
-    let cost = terms.sent_unanswered().upstream;
     let since = gateway.clock.now().since(at);
     for scope in [route.account, Some(route.scope)].into_iter().flatten() {
         if let Err(e) = gateway.store.sent(scope, cost, since).await {

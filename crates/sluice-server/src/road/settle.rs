@@ -1,6 +1,13 @@
-//! Settlement: the terms a reservation is settled on (what was reserved, how the
-//! provider's usage counts), and a guard that settles on drop so that no reservation is
-//! forgotten.
+//! Settlement: how a reservation's [`Terms`] settle (what was reserved, how the provider's
+//! usage counts), and a guard that settles on drop so that no reservation is forgotten.
+//! The guard is the [`Settle`] the driver hands the answer step.
+//!
+//! Settling also accounts: the usage book and the spend counter ([`Terms`]' `charge`), the
+//! adaptive estimators (`Terms::settlement`), the token counters and the access line
+//! ([`SettleGuard`]'s `finish`). They stay here rather than in the driver because the
+//! guard settles on paths the driver has left: a stream that ends, breaks or is drained
+//! after its response went back, and a guard dropped unsettled; each must account as the
+//! others do, so accounting is done where settling is, once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,44 +16,14 @@ use futures_util::FutureExt as _;
 use prometheus_client::metrics::counter::Counter;
 use sluice_config::{OutputCounting, ProviderKind};
 use sluice_jobs::UsageCounts;
-use sluice_provider::{Protocol, Usage};
+use sluice_provider::Usage;
 use sluice_quota::{Clock, Cost, QuotaStore, ReservationId, Settlement};
 use tokio_util::task::TaskTracker;
 
+use super::context::{Settle, Streamed, Terms};
 use crate::access::Line;
 use crate::usage::{UsageBook, UsageTag};
-use sluice_adapt::Adaptive;
 use sluice_quota::queue::DeploymentQueue;
-use sluice_recall::remembered::Memo;
-
-/// A reservation admission made, and the terms it is settled on.
-#[derive(Debug)]
-pub struct Terms {
-    /// The reservation.
-    pub id: ReservationId,
-    /// The client protocol.
-    pub protocol: Protocol,
-    /// Estimated input tokens.
-    pub input: u64,
-    /// Reserved output tokens.
-    pub output: u64,
-    /// Quota tokens each output token burns on the deployment (see [`Cost::with_output_weight`]).
-    pub output_weight: u64,
-    /// The deployment's adaptive state, taught the usage when it is known.
-    pub adaptive: Arc<Adaptive>,
-    /// The deployment's provider (how its usage reports input).
-    pub kind: ProviderKind,
-    /// How the deployment's provider counts output against its limits.
-    pub output_counting: OutputCounting,
-    /// Responses API: remembers what the answer leaves behind for continuations.
-    pub memo: Option<Memo>,
-    /// The deployment's prices and the tenant's spend counter, when priced.
-    pub spend: Option<(sluice_config::Price, Counter<f64, std::sync::atomic::AtomicU64>)>,
-    /// What admission reserved of money budgets, micro-units (the estimate's price).
-    pub money: u64,
-    /// The usage book the provider's usage is counted in, and under which group.
-    pub usage: (Arc<UsageBook>, UsageTag),
-}
 
 /// Where a settled request's figures came from (the access log's `usage_source`, and the
 /// usage rollups' `counted_requests` / `estimated_requests`).
@@ -71,17 +48,6 @@ impl UsageSource {
             Self::Estimated => "estimated",
         }
     }
-}
-
-/// What a stream showed by the time it was settled.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Streamed {
-    /// The usage it carried, in the upstream's terms.
-    pub usage: Option<Usage>,
-    /// That usage is the provider's final count.
-    pub usage_final: bool,
-    /// Output tokens counted in what passed (see [`sluice_provider::DeliveredCount`]).
-    pub counted: u64,
 }
 
 impl Terms {
@@ -349,6 +315,32 @@ async fn settle_patiently(store: &dyn QuotaStore, clock: &dyn Clock, id: Reserva
                 wait = wait.saturating_mul(2);
             }
         }
+    }
+}
+
+impl Settle for SettleGuard {
+    fn settle(self, settlement: Settlement) {
+        SettleGuard::settle(self, settlement);
+    }
+
+    fn answered(self, terms: &Terms, usage: Option<Usage>) {
+        let (settlement, source) = match usage {
+            Some(usage) => (terms.settlement(usage), UsageSource::Reported),
+            None => {
+                terms.unanswered_usage().record();
+                (terms.sent_unanswered(), UsageSource::Estimated)
+            }
+        };
+        self.settle_as(settlement, source);
+    }
+
+    fn streamed(self, terms: &Terms, seen: Streamed) {
+        let (settlement, source) = terms.streamed(seen);
+        self.settle_as(settlement, source);
+    }
+
+    fn access(&self) -> Option<&Line> {
+        SettleGuard::access(self)
     }
 }
 
