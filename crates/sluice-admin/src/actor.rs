@@ -48,7 +48,7 @@ impl Actor {
 pub(super) fn tenant_admin(state: &AdminState, headers: &HeaderMap) -> Option<Actor> {
     let token = bearer(headers)?.trim();
     let gateway = state.current();
-    let found = gateway.runtime_keys.lookup(&hash_key(token), gateway.clock.unix_millis())?;
+    let found = gateway.services.runtime_keys.lookup(&hash_key(token), gateway.services.clock.unix_millis())?;
     // A client key is no admin key.
     found.caller.is_none().then_some(Actor::Tenant { key_id: found.key_id, tenant: found.tenant })
 }

@@ -55,7 +55,7 @@ async fn login(State(state): State<AdminState>, request: Request) -> Response {
     let peer = crate::throttle::peer(&parts.extensions);
     let gateway = state.current();
     let logins = &state.sessions.logins;
-    if let Some(wait) = logins.locked(peer, gateway.clock.now()) {
+    if let Some(wait) = logins.locked(peer, gateway.services.clock.now()) {
         return fail(GatewayError::LoginThrottled(wait)).into_response();
     }
     // The same cap as every other route: `max_body_bytes`, not the framework's default.
@@ -65,7 +65,7 @@ async fn login(State(state): State<AdminState>, request: Request) -> Response {
     };
     let submitted = form_value(&body, "key").unwrap_or_default();
     if !key.matches(&submitted) {
-        let lockout = logins.failed(peer, gateway.clock.now());
+        let lockout = logins.failed(peer, gateway.services.clock.now());
         tracing::info!(%peer, ?lockout, "dashboard: login refused");
         let page = LOGIN.replace("{{message}}", "<p class=\"error\">That is not the admin key.</p>");
         return html(sluice_server::error::LOGIN_REFUSED, page, None);
@@ -76,7 +76,7 @@ async fn login(State(state): State<AdminState>, request: Request) -> Response {
 
 async fn redeem(State(state): State<AdminState>, Path(ticket): Path<String>) -> Response {
     let Some(key) = &state.sessions.key else { return sluice_server::error::absent() };
-    if !key.redeem_ticket(&ticket, state.current().clock.now()) {
+    if !key.redeem_ticket(&ticket, state.current().services.clock.now()) {
         let page = LOGIN.replace("{{message}}", "<p class=\"error\">That ticket is used or expired.</p>");
         return html(sluice_server::error::LOGIN_REFUSED, page, None);
     }

@@ -58,7 +58,7 @@ pub(super) fn begin(state: &AdminState, headers: HeaderMap) -> Result<Ctx, Box<R
         return Err(Box::new(fail(&headers, refuse(AdminStatus::NotFound, "runtime_keys_disabled", message))));
     };
     let gateway = state.current();
-    let now_ms = gateway.clock.unix_millis();
+    let now_ms = gateway.services.clock.unix_millis();
     Ok(Ctx { headers, actor, store: Arc::clone(&jobs.store), gateway, now_ms })
 }
 

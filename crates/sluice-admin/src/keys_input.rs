@@ -209,7 +209,7 @@ fn amounts(limits: &Map<String, Value>) -> Vec<(String, f64)> {
 /// `(param, message)` naming the first field that is wrong.
 pub fn check(record: &KeyRecord, gateway: &Gateway, now_s: u64) -> Result<(), (String, String)> {
     let directory = &gateway.directory;
-    let runtime = gateway.runtime_keys.tenants();
+    let runtime = gateway.services.runtime_keys.tenants();
     let name = record.tenant.as_str();
     let Some(tenant) = directory.tenants.get(name).or_else(|| runtime.get(name)) else {
         return Err(("tenant".into(), format!("no tenant named `{}` is configured", record.tenant)));

@@ -123,7 +123,7 @@ async fn hold_tenant(
         let known = inventory.names(ScopeKind::Tenant).join(", ");
         return bad(&headers, "name", format!("no tenant named `{name}` (known: {known})"));
     };
-    if gateway.store.hold(entry.id, held).await.is_err() {
+    if gateway.services.store.hold(entry.id, held).await.is_err() {
         return fail(&headers, GatewayError::StoreUnavailable);
     }
     if !held {
@@ -198,7 +198,7 @@ async fn put_limits(
         Ok(limits) => limits,
         Err(e) => return bad(&headers, &e.field, e.message),
     };
-    let store = &state.current().store;
+    let store = &state.current().services.store;
     let id = store.register(ScopeKey::new(scope_kind, Arc::clone(&entry.name)), limits);
     tracing::info!(kind = %kind, name = %entry.name, "admin: limits changed");
     let snapshot = store.snapshot(id).await.ok().flatten();
@@ -217,7 +217,7 @@ async fn ticket(State(state): State<AdminState>, headers: HeaderMap) -> Response
         Ok(key) => key,
         Err(refused) => return refused.respond(&headers),
     };
-    let ticket = key.issue_ticket(state.current().clock.now());
+    let ticket = key.issue_ticket(state.current().services.clock.now());
     let url = format!("/dashboard/ticket/{ticket}");
     axum::Json(json!({"url": url, "expires_in_sec": TICKET_TTL.as_secs()})).into_response()
 }

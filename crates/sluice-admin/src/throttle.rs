@@ -98,7 +98,7 @@ pub fn peer(extensions: &Extensions) -> IpAddr {
 pub(super) async fn admin_api(State(state): State<AdminState>, request: Request, next: Next) -> Response {
     let peer = peer(request.extensions());
     let logins = &state.sessions.logins;
-    let clock = state.current().clock.clone();
+    let clock = state.current().services.clock.clone();
     if let Some(wait) = logins.locked(peer, clock.now()) {
         return super::routes::fail(request.headers(), GatewayError::LoginThrottled(wait));
     }

@@ -33,7 +33,7 @@ pub(super) async fn usage(
     let Ok(Params(params)) = params else {
         return fail(invalid(("query".into(), "not a valid query string".into())));
     };
-    let today = ctx.gateway.usage.today();
+    let today = ctx.gateway.services.usage.today();
     let mut query = match query::parse(&params, today, wants_csv(&ctx.headers)) {
         Ok(query) => query,
         Err(e) => return fail(invalid(e)),
@@ -45,7 +45,7 @@ pub(super) async fn usage(
         Ok(rollups) => rollups,
         Err(e) => return fail(unavailable(e)),
     };
-    rollups.extend(ctx.gateway.usage.pending());
+    rollups.extend(ctx.gateway.services.usage.pending());
     let rows = match query::aggregate(rollups, &query) {
         Ok(rows) => rows,
         Err(e) => return fail(invalid(e)),

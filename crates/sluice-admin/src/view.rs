@@ -14,7 +14,7 @@ pub async fn render(state: &AdminState) -> Value {
     let mut scopes = Vec::with_capacity(admin.inventory.entries.len());
     let calendar = gateway.calendar();
     for entry in &admin.inventory.entries {
-        scopes.push(scope(entry, gateway.store.snapshot(entry.id).await, calendar));
+        scopes.push(scope(entry, gateway.services.store.snapshot(entry.id).await, calendar));
     }
     let paused = state.admin.paused_classes();
     let classes: Vec<Value> = admin
@@ -43,7 +43,7 @@ pub async fn render(state: &AdminState) -> Value {
         .collect();
     let samples = samples(state);
     json!({
-        "store": store(gateway.store.as_ref()),
+        "store": store(gateway.services.store.as_ref()),
         "scopes": scopes,
         "queues": queues,
         "classes": classes,

@@ -62,8 +62,8 @@ async fn windows(gateways: &Gateways) -> Vec<(i64, u64)> {
     for running in &gateways.instances {
         let gateway = running.state().current();
         let route = &gateway.deployments[0];
-        let window = gateway.metrics.adaptive.burst_window.get_or_create(&route.counters.labels).get();
-        let snapshot = gateway.store.snapshot(route.scope).await.unwrap().unwrap();
+        let window = gateway.services.metrics.adaptive.burst_window.get_or_create(&route.counters.labels).get();
+        let snapshot = gateway.services.store.snapshot(route.scope).await.unwrap().unwrap();
         let rpm = snapshot.rates.iter().find(|r| r.limiter.to_string() == "rpm").unwrap();
         out.push((window, rpm.burst));
     }

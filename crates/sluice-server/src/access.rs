@@ -68,10 +68,10 @@ impl Line {
     /// authenticated; its spans go where the gateway exports traces.
     #[must_use]
     pub fn new(gateway: &Gateway, trace: &Trace, caller: Option<&Caller>) -> Arc<Self> {
-        let clock = Arc::clone(&gateway.clock);
+        let clock = Arc::clone(&gateway.services.clock);
         let started = clock.now();
         let anchor = || Anchor { trace: trace.clone(), started, unix_millis: clock.unix_millis() };
-        let spans = gateway.spans.get().map(|spans| (spans.clone(), anchor()));
+        let spans = gateway.services.spans.get().map(|spans| (spans.clone(), anchor()));
         let fields = Fields {
             trace_id: trace.id.clone(),
             tenant: caller.map(|c| Arc::clone(&c.tenant)),
@@ -81,7 +81,7 @@ impl Line {
             decision: "none",
             ..Fields::default()
         };
-        let timing = gateway.metrics.timing.clone();
+        let timing = gateway.services.metrics.timing.clone();
         timing.in_flight.inc();
         Arc::new(Self { started, clock, settings: gateway.access_log, fields: Mutex::new(fields), spans, timing })
     }

@@ -35,7 +35,7 @@ fn caller_of(gateway: &Gateway, headers: &HeaderMap) -> Result<Caller, &'static 
         return Ok(caller.clone());
     }
     // A runtime key: revoked, expired and tenant-admin keys do not call the API.
-    let runtime = gateway.runtime_keys.lookup(&hash, gateway.clock.unix_millis());
+    let runtime = gateway.services.runtime_keys.lookup(&hash, gateway.services.clock.unix_millis());
     runtime.and_then(|r| r.caller).ok_or("invalid API key")
 }
 

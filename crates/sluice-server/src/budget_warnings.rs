@@ -60,7 +60,7 @@ async fn check(state: &AppState, gateway: &Gateway, warned: &mut HashSet<Crossin
     warned.retain(|(_, _, period, start, _)| calendar.period(*period).id == *start);
     let policy = state.admin.policy();
     for entry in &policy.inventory.entries {
-        let Ok(Some(snapshot)) = gateway.store.snapshot(entry.id).await else { continue };
+        let Ok(Some(snapshot)) = gateway.services.store.snapshot(entry.id).await else { continue };
         for standing in crate::budgets::standing(&snapshot.budgets, calendar) {
             for (i, share) in warn_at.iter().enumerate().take_while(|(_, share)| standing.ratio() >= **share) {
                 let crossing = (entry.kind.as_str(), entry.name.to_string(), standing.period, standing.start, i);
@@ -86,13 +86,13 @@ fn warn(
     tracing::warn!(scope_kind = kind, scope, period, threshold = %threshold, used = standing.used,
         limit = standing.limit, "budget threshold crossed");
     let labels = WarningLabels { scope_kind: kind, scope: scope.to_owned(), period, threshold: threshold.clone() };
-    gateway.metrics.budgets.warnings.get_or_create(&labels).inc();
+    gateway.services.metrics.budgets.warnings.get_or_create(&labels).inc();
     if gateway.budgets.webhook_url.is_none() {
         return;
     }
     let warning = payload(kind, scope, standing, share, &gateway.currency);
     if hook.try_send(warning).is_err() {
-        gateway.metrics.budgets.webhook_failures.inc();
+        gateway.services.metrics.budgets.webhook_failures.inc();
     }
 }
 
@@ -143,7 +143,7 @@ async fn deliver(state: AppState, mut queue: mpsc::Receiver<Value>) {
             }
         }
         if !delivered {
-            gateway.metrics.budgets.webhook_failures.inc();
+            gateway.services.metrics.budgets.webhook_failures.inc();
         }
     }
 }

@@ -44,7 +44,7 @@ impl Policy {
     fn new(config: &Config, gateway: &Gateway) -> Self {
         let classes =
             config.classes.iter().map(|c| ClassEntry { name: c.name.clone(), priority: c.priority }).collect();
-        Self { inventory: Inventory::build(config, gateway.store.as_ref()), classes }
+        Self { inventory: Inventory::build(config, gateway.services.store.as_ref()), classes }
     }
 }
 
@@ -106,14 +106,14 @@ impl Admin {
 
     /// Refreshes the bucket gauges from store snapshots (called before each scrape).
     pub async fn observe(&self, gateway: &Gateway) {
-        let buckets = &gateway.metrics.buckets;
-        if let Some(open) = gateway.store.open_reservations() {
+        let buckets = &gateway.services.metrics.buckets;
+        if let Some(open) = gateway.services.store.open_reservations() {
             buckets.reservations_open.set(i64::try_from(open).unwrap_or(i64::MAX));
         }
         let policy = self.policy();
         let calendar = gateway.calendar();
         for entry in &policy.inventory.entries {
-            let Ok(Some(snapshot)) = gateway.store.snapshot(entry.id).await else { continue };
+            let Ok(Some(snapshot)) = gateway.services.store.snapshot(entry.id).await else { continue };
             let scope = ScopeLabels { scope_kind: entry.kind.as_str(), scope: entry.name.to_string() };
             let bucket =
                 |limiter: String| BucketLabels { scope_kind: scope.scope_kind, scope: scope.scope.clone(), limiter };
@@ -136,7 +136,7 @@ impl Admin {
                     scope: scope.scope.clone(),
                     period: standing.period.as_str(),
                 };
-                gateway.metrics.budgets.used_ratio.get_or_create(&labels).set(standing.ratio());
+                gateway.services.metrics.budgets.used_ratio.get_or_create(&labels).set(standing.ratio());
             }
             buckets.in_flight.get_or_create(&scope).set(gauge(in_flight));
             buckets.paused.get_or_create(&scope).set(i64::from(snapshot.held));

@@ -120,7 +120,8 @@ impl AppState {
     ) -> Result<Self, BuildError> {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = Arc::new(metrics::Metrics::register(&mut registry));
-        let gateway = Arc::new(Gateway::build(config, store, clock, metrics)?);
+        let services = Arc::new(state::Services::new(config, store, clock, metrics)?);
+        let gateway = Arc::new(Gateway::build(config, services)?);
         let admin = Arc::new(inventory::Admin::new(config, &gateway));
         let caps = connections::Caps::from_config(&config.server);
         caps.register(&mut registry);
@@ -145,23 +146,24 @@ impl AppState {
         self.live.load_full()
     }
 
-    /// Replaces the policy with `config`'s, atomically: the new gateway is built aside
-    /// (scopes re-registered on the shared store, buckets keep their fill fraction), keeps
-    /// the queues and the learned adaptive state of deployments that kept their name, and
+    /// Replaces the policy with `config`'s, atomically: the new gateway is built aside on
+    /// the old one's services (scopes re-registered on the shared store, buckets keep their
+    /// fill fraction), keeps the queues and the learned adaptive state of deployments that kept their name, and
     /// is swapped in whole. Requests in flight finish on the gateway they started with.
     /// `[server]` and `[store]` are not applied (they need a restart).
     ///
     /// # Errors
-    /// When a provider key is missing or the tokenizers fail; the old gateway stays.
+    /// When a provider key is missing or the upstream CA file or proxy is unusable; the old
+    /// gateway stays.
     pub fn reload(&self, config: &sluice_config::Config) -> Result<(), BuildError> {
         let old = self.current();
-        let mut new = Gateway::build(config, Arc::clone(&old.store), Arc::clone(&old.clock), Arc::clone(&old.metrics))?;
+        let mut new = Gateway::build(config, Arc::clone(&old.services))?;
         // The admin inventory registers every scope with its configured limits; what the
         // adaptive controllers learned is applied on top of that, not overwritten by it.
         self.admin.reconfigure(config, &new);
         new.keep_learned(&old, config);
         // Runtime keys name tenants, teams and classes: resolved again against the new ones.
-        new.runtime_keys.reresolve(new.tenancy());
+        new.services.runtime_keys.reresolve(new.tenancy());
         let new = Arc::new(new);
         self.live.store(Arc::clone(&new));
         if let Some(jobs) = &self.jobs {
@@ -187,8 +189,8 @@ impl AppState {
     where
         E: opentelemetry_sdk::trace::SpanExporter + 'static,
     {
-        let (spans, exporting) = telemetry::spawn(exporter, self.gateway.metrics.spans_dropped.clone());
-        let _ = self.gateway.spans.set(spans);
+        let (spans, exporting) = telemetry::spawn(exporter, self.gateway.services.metrics.spans_dropped.clone());
+        let _ = self.gateway.services.spans.set(spans);
         exporting
     }
 
@@ -202,7 +204,7 @@ impl AppState {
     /// Enables async jobs on `store` with the settings and classes of `config`.
     #[must_use]
     pub fn with_jobs(mut self, store: Arc<dyn sluice_jobs::JobStore>, config: &sluice_config::Config) -> Self {
-        let jobs = Arc::new(jobs::Jobs::new(store, config, Arc::clone(&self.gateway.clock)));
+        let jobs = Arc::new(jobs::Jobs::new(store, config, Arc::clone(&self.gateway.services.clock)));
         Arc::make_mut(&mut self.0).jobs = Some(jobs);
         self
     }
@@ -310,7 +312,7 @@ async fn messages(State(state): State<AppState>, request: Request) -> Response {
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
     let gateway = state.current();
-    gateway.metrics.observe_store(gateway.store.health());
+    gateway.services.metrics.observe_store(gateway.services.store.health());
     state.admin.observe(&gateway).await;
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &state.registry).is_err() {
@@ -327,7 +329,7 @@ async fn ready(State(state): State<AppState>) -> Response {
         let why = "quota store unreachable: admission is refused (fail_closed) until it is back";
         return error::not_ready(why);
     }
-    match state.current().runtime_keys.store_reset_at_ms() {
+    match state.current().services.runtime_keys.store_reset_at_ms() {
         // Still ready: the keys were read again. The operator should know the store forgot.
         Some(at) => {
             format!("ready\njob store lost its data at unix ms {at}: runtime keys were read again").into_response()
@@ -342,7 +344,7 @@ async fn ready(State(state): State<AppState>) -> Response {
 async fn store_answers(state: &AppState) -> bool {
     let policy = state.admin.policy();
     let Some(entry) = policy.inventory.entries.first() else { return true };
-    state.current().store.snapshot(entry.id).await.is_ok()
+    state.current().services.store.snapshot(entry.id).await.is_ok()
 }
 
 /// Lets shrunk limits recover on deployments without traffic (adaptive recovery is
@@ -377,7 +379,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let draining = Arc::clone(&state.draining);
-    let background = state.gateway.background.clone();
+    let background = state.gateway.services.background.clone();
     let tls = state.tls.clone();
     let recovery = tokio::spawn(recover_idle(state.clone()));
     let caps = state.caps.clone();
@@ -416,8 +418,8 @@ pub async fn serve_with_grace(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: std::time::Duration,
 ) -> std::io::Result<()> {
-    // Reloaded gateways share the first one's cut.
-    let streams = state.gateway.streams.clone();
+    // Reloaded gateways share the first one's services, and so its cut.
+    let streams = state.gateway.services.streams.clone();
     let (began, begun) = tokio::sync::oneshot::channel::<()>();
     let shutdown = async move {
         shutdown.await;

@@ -55,8 +55,8 @@ async fn run_on<T>(
     path: &[ScopeId],
     work: impl Future<Output = Result<T, GatewayError>>,
 ) -> Result<T, GatewayError> {
-    let cost = Cost::request(0, 0);
-    let grant = match gateway.store.admit(Demand::new(path, cost, gateway.lease)).await {
+    let (cost, store) = (Cost::request(0, 0), &gateway.services.store);
+    let grant = match store.admit(Demand::new(path, cost, gateway.lease)).await {
         Ok(grant) => grant,
         Err(ReserveError::Store(e)) => {
             tracing::debug!(error = %e, "quota store failed");
@@ -64,19 +64,18 @@ async fn run_on<T>(
         }
         Err(ReserveError::Rejected(rejection)) => {
             let limiter = rejection.limiter.to_string();
-            gateway.metrics.bound_decision("rejected", &limiter, Bound::of(&rejection));
+            gateway.services.metrics.bound_decision("rejected", &limiter, Bound::of(&rejection));
             let retry_after = match rejection.kind {
                 RejectionKind::SlotsBusy => Some(SLOT_RETRY),
                 _ => rejection.retry_after(),
             };
-            let binding =
-                crate::binding::read_and_describe(gateway.store.as_ref(), gateway.calendar(), path, &rejection).await;
+            let binding = crate::binding::read_and_describe(store.as_ref(), gateway.calendar(), path, &rejection).await;
             let info = RateLimitInfo { binding, ..refusal(caller, limiter, &rejection, retry_after) };
             return Err(GatewayError::RateLimited(Box::new(info)));
         }
     };
     let result = work.await;
-    if let Err(e) = gateway.store.settle(grant.id, Settlement::exact(cost)).await {
+    if let Err(e) = store.settle(grant.id, Settlement::exact(cost)).await {
         // The lease ends the reservation instead (refunding the request).
         tracing::debug!(error = %e, "settling a metered request failed");
     }

@@ -206,7 +206,11 @@ async fn relay(
         .ok_or_else(|| GatewayError::UnknownModel(named.clone()))?;
     let route = allowed(gateway, profile, family, &path)?;
     if let Named::Object { id, what, .. } = objects {
-        gateway.responses.owned(&ResponseKey { tenant: Arc::clone(&caller.tenant), id: id.to_owned() }, what).await?;
+        gateway
+            .services
+            .responses
+            .owned(&ResponseKey { tenant: Arc::clone(&caller.tenant), id: id.to_owned() }, what)
+            .await?;
     }
     let method = parts.method.clone();
     let call = Call {
@@ -220,7 +224,7 @@ async fn relay(
     crate::road::count(gateway, Some(profile.deployment), answer.status);
     if answer.status.is_success() {
         let memo = Memo {
-            responses: Arc::clone(&gateway.responses),
+            responses: Arc::clone(&gateway.services.responses),
             tenant: Arc::clone(&caller.tenant),
             deployment: Arc::clone(&route.name),
         };

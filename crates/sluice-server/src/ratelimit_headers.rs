@@ -318,7 +318,7 @@ where
 {
     // The gateway in force: a reload may add, remove or move keys.
     let authenticated = Authenticated::of(state.current(), request.headers());
-    let (store, clock) = (&authenticated.gateway.store, &authenticated.gateway.clock);
+    let (store, clock) = (&authenticated.gateway.services.store, &authenticated.gateway.services.clock);
     let early = authenticated.caller().ok().map(|caller| {
         let own = caller.scopes.iter().skip(1).copied().collect();
         Early::new(Arc::clone(store), Arc::clone(clock), Convention::of(protocol), own)

@@ -100,7 +100,7 @@ fn answer(result: Result<Response<Body>, GatewayError>, trace: &Trace) -> Respon
 /// 404 when the tenant has no such response (or its deployment is gone), 503 when the
 /// store cannot answer.
 async fn owner<'g>(gateway: &'g Gateway, key: &ResponseKey) -> Result<&'g Route, GatewayError> {
-    let deployment = gateway.responses.owned(key, Stored::Response).await?.deployment;
+    let deployment = gateway.services.responses.owned(key, Stored::Response).await?.deployment;
     gateway.deployments.iter().find(|r| r.name == deployment).ok_or(GatewayError::NotFound(Stored::Response))
 }
 
@@ -135,11 +135,11 @@ async fn relay(
 /// one that carries its usage (a background response that finished) leaves its context.
 async fn learned(gateway: &Gateway, op: Op, key: &ResponseKey, route: &Route, body: &[u8]) {
     match op {
-        Op::Delete => gateway.responses.forget(key).await,
+        Op::Delete => gateway.services.responses.forget(key).await,
         Op::Retrieve | Op::Cancel => {
             let Some(usage) = usage_from_response(Protocol::OpenAiResponses, body) else { return };
             let memo = Memo {
-                responses: Arc::clone(&gateway.responses),
+                responses: Arc::clone(&gateway.services.responses),
                 tenant: Arc::clone(&key.tenant),
                 deployment: Arc::clone(&route.name),
             };

@@ -1,5 +1,6 @@
 //! The gateway's resolved view of a configuration: keys, profiles and deployments with
-//! their scope handles in the quota store, ready for the request path.
+//! their scope handles in the quota store, ready for the request path ([`Gateway`], swapped
+//! whole by a reload), over the long-lived [`Services`] every gateway since start shares.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -87,21 +88,19 @@ pub struct Route {
     pub guarantee: sluice_quota::guarantee::Guarantee,
 }
 
-/// Everything a request handler needs, shared by all requests.
+/// Everything a request handler needs, shared by all requests: the policy compiled from a
+/// configuration (the fields here, swapped whole by a reload) over the [`Services`] every
+/// gateway built since start shares.
 #[derive(Debug)]
 pub struct Gateway {
-    /// The quota store.
-    pub store: Arc<dyn QuotaStore>,
-    /// Input token estimation.
-    pub estimator: Arc<Estimator>,
-    /// The upstream HTTP client.
+    /// The services built once at start, kept by every reload.
+    pub services: Arc<Services>,
+    /// The upstream HTTP client (built from the configuration: CA files, proxy).
     pub upstream: Upstream,
     /// Callers by SHA-256 of their key.
     pub callers: HashMap<[u8; 32], Caller>,
     /// The configured tenants, teams and classes runtime keys resolve against.
     pub directory: Directory,
-    /// The keys created through the admin API: process state, kept across reloads.
-    pub runtime_keys: Arc<crate::keys::RuntimeKeys>,
     /// Profiles by name.
     pub profiles: HashMap<Arc<str>, Profile>,
     /// Deployments.
@@ -118,31 +117,79 @@ pub struct Gateway {
     pub budgets: sluice_config::Budgets,
     /// Upstream total timeout.
     pub upstream_timeout: Duration,
-    /// Request-path metrics.
-    pub metrics: Arc<Metrics>,
-    /// The gateway's clock.
-    pub clock: Arc<dyn Clock>,
     /// Task names the configuration knows (every profile's `degrade_to.tasks`): the only
     /// ones a metric label repeats.
     pub tasks: std::collections::HashSet<String>,
-    /// The operation log (idempotency): process state, kept across reloads.
-    pub oplog: Arc<sluice_recall::oplog::OpLog>,
-    /// The Responses API's remembered responses: process state, kept across reloads.
-    pub responses: Arc<sluice_recall::remembered::Responses>,
-    /// Ends the streams still running when the shutdown grace is over.
-    pub streams: crate::streams::StreamCut,
-    /// Work a request leaves behind (a remote settlement, the breaker's pause): tracked
-    /// so that shutdown waits for it. Kept across reloads.
-    pub background: tokio_util::task::TaskTracker,
-    /// Where request spans go once trace export is on ([`crate::AppState::export_traces`]);
-    /// one slot for every gateway built since start.
-    pub spans: Arc<std::sync::OnceLock<crate::telemetry::Spans>>,
-    /// Usage counted and not yet written to the store: process state, kept across reloads.
-    pub usage: Arc<crate::usage::UsageBook>,
     /// `[usage]`: retention and flush interval of the rollups.
     pub usage_settings: sluice_config::UsageSettings,
     /// `[pricing] currency`: what costs are in.
     pub currency: Arc<str>,
+}
+
+/// The process's long-lived services: built once at start ([`Services::new`]) and shared by
+/// every gateway built since, so a reload keeps them.
+#[derive(Debug)]
+pub struct Services {
+    /// The quota store.
+    pub store: Arc<dyn QuotaStore>,
+    /// The gateway's clock.
+    pub clock: Arc<dyn Clock>,
+    /// Request-path metrics.
+    pub metrics: Arc<Metrics>,
+    /// Input token estimation.
+    pub estimator: Arc<Estimator>,
+    /// The keys created through the admin API (they live in the store; a reload resolves
+    /// them again against its tenants and classes).
+    pub runtime_keys: Arc<crate::keys::RuntimeKeys>,
+    /// The operation log (idempotency). `[server]` and `[store]` need a restart.
+    pub oplog: Arc<sluice_recall::oplog::OpLog>,
+    /// The Responses API's remembered responses.
+    pub responses: Arc<sluice_recall::remembered::Responses>,
+    /// Ends the streams still running when the shutdown grace is over.
+    pub streams: crate::streams::StreamCut,
+    /// Work a request leaves behind (a remote settlement, the breaker's pause): tracked
+    /// so that shutdown waits for it.
+    pub background: tokio_util::task::TaskTracker,
+    /// Where request spans go once trace export is on ([`crate::AppState::export_traces`]).
+    pub spans: Arc<std::sync::OnceLock<crate::telemetry::Spans>>,
+    /// Usage counted and not yet written to the store.
+    pub usage: Arc<crate::usage::UsageBook>,
+}
+
+impl Services {
+    /// The services of a process serving `config` on `store`.
+    ///
+    /// # Errors
+    /// When the tokenizers fail to load.
+    pub fn new(
+        config: &Config,
+        store: Arc<dyn QuotaStore>,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, BuildError> {
+        let estimator = Arc::new(Estimator::new().map_err(|e| BuildError::Estimator(e.to_string()))?);
+        let dropped = metrics.spend.usage_dropped.clone();
+        let usage = Arc::new(crate::usage::UsageBook::new(Arc::clone(&clock), move || {
+            dropped.inc();
+        }));
+        Ok(Self {
+            estimator,
+            runtime_keys: Arc::default(),
+            oplog: Arc::new(sluice_recall::oplog::from_config(config, redis_target(&config.store), Arc::clone(&clock))),
+            responses: Arc::new(sluice_recall::remembered::from_config(
+                config,
+                redis_target(&config.store),
+                Arc::clone(&clock),
+            )),
+            streams: crate::streams::StreamCut::default(),
+            background: tokio_util::task::TaskTracker::new(),
+            spans: Arc::default(),
+            usage,
+            metrics,
+            clock,
+            store,
+        })
+    }
 }
 
 /// Why a gateway could not be built from a valid configuration.
@@ -160,18 +207,13 @@ pub enum BuildError {
 }
 
 impl Gateway {
-    /// Registers every scope of `config` in `store` and loads provider keys.
+    /// Registers every scope of `config` in the services' store and loads provider keys.
     ///
     /// # Errors
-    /// When a provider key cannot be loaded or the tokenizers fail.
-    pub fn build(
-        config: &Config,
-        store: Arc<dyn QuotaStore>,
-        clock: Arc<dyn Clock>,
-        metrics: Arc<Metrics>,
-    ) -> Result<Self, BuildError> {
-        let estimator = Arc::new(Estimator::new().map_err(|e| BuildError::Estimator(e.to_string()))?);
-        let deployments = routes(config, &store, &clock, &metrics)?;
+    /// When a provider key cannot be loaded or the upstream CA file or proxy is unusable.
+    pub fn build(config: &Config, services: Arc<Services>) -> Result<Self, BuildError> {
+        let store = &services.store;
+        let deployments = routes(config, store, &services.clock, &services.metrics)?;
         let profiles = config
             .models
             .iter()
@@ -191,17 +233,11 @@ impl Gateway {
             })
             .collect();
         let (callers, directory) = callers(config, store.as_ref());
-        let dropped = metrics.spend.usage_dropped.clone();
-        let usage = Arc::new(crate::usage::UsageBook::new(Arc::clone(&clock), move || {
-            dropped.inc();
-        }));
         Ok(Self {
             callers,
             directory,
-            runtime_keys: Arc::default(),
             profiles,
             deployments,
-            estimator,
             upstream: Upstream::reaching(config.server.connect_timeout, reach(config)?),
             max_body_bytes: config.server.max_body_bytes,
             access_log: config.server.access_log,
@@ -209,22 +245,10 @@ impl Gateway {
             lease: config.server.lease,
             budgets: config.budgets.clone(),
             upstream_timeout: config.server.upstream_timeout,
-            metrics,
-            oplog: Arc::new(sluice_recall::oplog::from_config(config, redis_target(&config.store), Arc::clone(&clock))),
-            responses: Arc::new(sluice_recall::remembered::from_config(
-                config,
-                redis_target(&config.store),
-                Arc::clone(&clock),
-            )),
             tasks: config.models.iter().filter_map(|m| m.degrade_to.as_ref()).flat_map(|d| d.tasks.clone()).collect(),
-            clock,
-            store,
-            streams: crate::streams::StreamCut::default(),
-            background: tokio_util::task::TaskTracker::new(),
-            spans: Arc::default(),
-            usage,
             usage_settings: config.usage.clone(),
             currency: Arc::clone(&config.pricing.currency),
+            services,
         })
     }
 }
@@ -235,7 +259,7 @@ impl Gateway {
     pub fn tenancy(&self) -> crate::tenancy::Tenancy<'_> {
         crate::tenancy::Tenancy {
             directory: &self.directory,
-            store: self.store.as_ref(),
+            store: self.services.store.as_ref(),
             configured_keys: self.callers.len(),
         }
     }
@@ -243,7 +267,7 @@ impl Gateway {
     /// Today's budget periods, by this instance's clock in `[budgets] time_zone`.
     #[must_use]
     pub fn calendar(&self) -> sluice_quota::Calendar {
-        crate::budgets::calendar(self.clock.as_ref(), self.budgets.utc_offset_seconds)
+        crate::budgets::calendar(self.services.clock.as_ref(), self.budgets.utc_offset_seconds)
     }
 
     /// The `task_type` label of a request declaring `task`: a task the configuration names,
@@ -256,24 +280,10 @@ impl Gateway {
         }
     }
 
-    /// After a reload built `self` aside: the operation log, the stream cut and the
-    /// background tasks are kept, and deployments that kept their name keep their queue
-    /// (requests waiting in it stay) and their learned adaptive state (the factor, the
-    /// output sketch), which takes the new limits and settings.
+    /// After a reload built `self` aside (on the old gateway's services): deployments that
+    /// kept their name keep their queue (requests waiting in it stay) and their learned
+    /// adaptive state (the factor, the output sketch), which takes the new limits and settings.
     pub fn keep_learned(&mut self, old: &Gateway, config: &Config) {
-        // `[server]` and `[store]` need a restart: operations in the log stay known.
-        self.oplog = Arc::clone(&old.oplog);
-        self.responses = Arc::clone(&old.responses);
-        // Usage counted since the last flush is flushed with the rest.
-        self.usage = Arc::clone(&old.usage);
-        // Streams started on the old gateway and on this one end together at shutdown.
-        self.streams = old.streams.clone();
-        self.spans = Arc::clone(&old.spans);
-        // Shutdown waits for the background work of every gateway built since start.
-        self.background = old.background.clone();
-        // Runtime keys live in the store; the caller swaps them onto this gateway's
-        // tenants and classes once it is in force.
-        self.runtime_keys = Arc::clone(&old.runtime_keys);
         for (route, d) in self.deployments.iter_mut().zip(&config.deployments) {
             let Some(previous) = old.deployments.iter().find(|o| o.name == route.name) else { continue };
             route.queue = Arc::clone(&previous.queue);

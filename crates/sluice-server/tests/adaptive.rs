@@ -54,7 +54,7 @@ fn state(config: &sluice_config::Config) -> (AppState, FakeClock) {
 async fn tpm_limit(state: &AppState) -> (u64, u64) {
     let gateway = state.current();
     let route = &gateway.deployments[0];
-    let snapshot = gateway.store.snapshot(route.scope).await.unwrap().unwrap();
+    let snapshot = gateway.services.store.snapshot(route.scope).await.unwrap().unwrap();
     let tpm = snapshot.rates.iter().find(|r| r.limiter.to_string() == "tpm").unwrap();
     (tpm.limit, tpm.remaining)
 }
@@ -68,7 +68,7 @@ fn tokens(limit: u64, remaining: u64) -> RateLimitHints {
 async fn spend_the_tokens(state: &AppState) {
     let gateway = state.current();
     let scope = gateway.deployments[0].scope;
-    gateway.store.tighten(scope, sluice_quota::Dimension::TotalTokens, 0, None).await.unwrap();
+    gateway.services.store.tighten(scope, sluice_quota::Dimension::TotalTokens, 0, None).await.unwrap();
 }
 
 #[tokio::test]
@@ -95,7 +95,7 @@ async fn a_provider_429_shrinks_the_limit_and_it_recovers() {
 
 async fn tpm_burst(state: &AppState) -> u64 {
     let gateway = state.current();
-    let snapshot = gateway.store.snapshot(gateway.deployments[0].scope).await.unwrap().unwrap();
+    let snapshot = gateway.services.store.snapshot(gateway.deployments[0].scope).await.unwrap().unwrap();
     snapshot.rates.iter().find(|r| r.limiter.to_string() == "tpm").unwrap().burst
 }
 
@@ -109,9 +109,9 @@ async fn a_429_while_the_minute_has_room_shrinks_the_burst_not_the_rate() {
     assert_eq!(tpm_burst(&state).await, 1_500, "the burst window halves");
     let gateway = state.current();
     let labels = &gateway.deployments[0].counters.labels;
-    assert_eq!(gateway.metrics.adaptive.burst_window.get_or_create(labels).get(), 1_500);
-    assert_eq!(gateway.metrics.adaptive.short_window_429s.get_or_create(labels).get(), 1);
-    assert_eq!(gateway.metrics.adaptive.decreases.get_or_create(labels).get(), 0);
+    assert_eq!(gateway.services.metrics.adaptive.burst_window.get_or_create(labels).get(), 1_500);
+    assert_eq!(gateway.services.metrics.adaptive.short_window_429s.get_or_create(labels).get(), 1);
+    assert_eq!(gateway.services.metrics.adaptive.decreases.get_or_create(labels).get(), 0);
     // Held while 429s may still come, then grown back to the configured window.
     clock.advance(Duration::from_secs(30));
     adaptive.poll().await;
@@ -134,14 +134,14 @@ async fn a_429_without_counts_while_sluices_buckets_have_room_shrinks_the_burst_
     assert_eq!(tpm_burst(&state).await, 500, "the burst window halves");
     let gateway = state.current();
     let labels = &gateway.deployments[0].counters.labels;
-    assert_eq!(gateway.metrics.adaptive.short_window_429s.get_or_create(labels).get(), 1);
-    assert_eq!(gateway.metrics.adaptive.decreases.get_or_create(labels).get(), 0);
+    assert_eq!(gateway.services.metrics.adaptive.short_window_429s.get_or_create(labels).get(), 1);
+    assert_eq!(gateway.services.metrics.adaptive.decreases.get_or_create(labels).get(), 0);
     // With sluice's own token bucket spent, the same answer may be the minute's: the rate
     // comes down, and the pause is the default one.
     spend_the_tokens(&state).await;
     assert_eq!(adaptive.on_response(429, &RateLimitHints::default()).await, None);
     assert_eq!(tpm_limit(&state).await.0, 42_000);
-    assert_eq!(gateway.metrics.adaptive.decreases.get_or_create(labels).get(), 1);
+    assert_eq!(gateway.services.metrics.adaptive.decreases.get_or_create(labels).get(), 1);
 }
 
 #[tokio::test]
@@ -214,7 +214,7 @@ async fn output_counts_as_reserved_only_once_granted() {
     let (state, _clock) = state(&config(60_000, ""));
     let gateway = state.current();
     let route = &gateway.deployments[0];
-    let reserved = || gateway.metrics.adaptive.output_reserved.get_or_create(&route.counters.labels).get();
+    let reserved = || gateway.services.metrics.adaptive.output_reserved.get_or_create(&route.counters.labels).get();
     for _ in 0..3 {
         assert_eq!(route.adaptive.output_reservation(400), 400);
     }

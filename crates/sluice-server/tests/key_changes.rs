@@ -108,7 +108,7 @@ async fn until_everywhere(http: &reqwest::Client, instances: &[Instance], secret
 
 /// Each instance's (key records read, full reads) since start.
 fn loaded(instances: &[Instance]) -> Vec<(u64, u64)> {
-    instances.iter().map(|i| i.state.current().runtime_keys.loaded()).collect()
+    instances.iter().map(|i| i.state.current().services.runtime_keys.loaded()).collect()
 }
 
 /// Asserts that no instance read every key since `before`, and each read at most `most`.
@@ -187,7 +187,7 @@ async fn key_changes_reach_three_gateways_one_key_at_a_time_and_in_order() {
     }
     let version = jobs.doc_version("key").await.unwrap();
     let deadline = Deadline::after(Duration::from_secs(10));
-    while instances.iter().any(|i| i.state.current().runtime_keys.versions().keys < version) {
+    while instances.iter().any(|i| i.state.current().services.runtime_keys.versions().keys < version) {
         assert!(deadline.sleep(Duration::from_millis(20)).await, "an instance never reached version {version}");
     }
     for (i, instance) in instances.iter().enumerate() {
@@ -196,7 +196,7 @@ async fn key_changes_reach_three_gateways_one_key_at_a_time_and_in_order() {
         }
         let (status, key) = call(&http, &instance.url, "GET", "/admin/keys/watched", ROOT).await;
         assert_eq!((status, key["status"].as_str()), (200, Some("revoked")), "instance {i}: {key}");
-        let keys = &instance.state.current().runtime_keys;
+        let keys = &instance.state.current().services.runtime_keys;
         let watched = keys.record("watched").unwrap();
         assert!(watched.revoked_at.is_some() && watched.secrets.is_empty(), "instance {i} holds {watched:?}");
         assert_eq!(keys.count(), KEYS + 1, "instance {i}");
@@ -292,7 +292,7 @@ async fn with_a_ledger_keys_tenants_audit_and_usage_outlive_redis_restarting_emp
         assert_eq!(response.unwrap().status().as_u16(), 200, "request {n}");
     }
     for (instance, store) in instances.iter().zip(&stores) {
-        sluice_server::usage::flush(&instance.state.current().usage, store.as_ref(), keep.days).await.unwrap();
+        sluice_server::usage::flush(&instance.state.current().services.usage, store.as_ref(), keep.days).await.unwrap();
     }
 
     redis.restart().unwrap();
@@ -353,7 +353,7 @@ async fn on_the_embedded_store_a_key_change_reads_only_that_key() {
     post(&http, &instances[0].url, "/admin/keys/watched/revoke", json!({})).await;
     until_everywhere(&http, &instances, &second, 401).await;
     incremental(&instances, &before, 3, "a create, a rotate and a revoke");
-    let keys = &instances[0].state.current().runtime_keys;
+    let keys = &instances[0].state.current().services.runtime_keys;
     assert_eq!(keys.count(), KEYS + 1);
     assert!(keys.record("watched").unwrap().revoked_at.is_some());
     stop(instances);

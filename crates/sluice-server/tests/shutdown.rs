@@ -82,7 +82,7 @@ async fn shutdown_waits_for_the_background_work_requests_left() {
     // store would be.
     let done = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&done);
-    env.gateway.state().gateway.background.spawn(async move {
+    env.gateway.state().gateway.services.background.spawn(async move {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         flag.store(true, Ordering::SeqCst);
     });

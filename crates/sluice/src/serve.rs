@@ -178,7 +178,7 @@ async fn flush_usage(state: &AppState) {
     let Some(jobs) = &state.jobs else { return };
     let gateway = state.current();
     let retention = gateway.usage_settings.retention_days;
-    if let Err(e) = sluice_server::usage::flush(&gateway.usage, jobs.store.as_ref(), retention).await {
+    if let Err(e) = sluice_server::usage::flush(&gateway.services.usage, jobs.store.as_ref(), retention).await {
         tracing::warn!(error = %e, "usage since the last flush could not be written at shutdown");
     }
 }

@@ -279,7 +279,7 @@ async fn start(
         entries.extend(ids.into_iter().zip(submitted.into_iter().map(|s| s.job.id.0)));
         jobs.wake.notify_one();
     }
-    gateway.metrics.jobs.submitted.inc_by(entries.len() as u64);
+    gateway.services.metrics.jobs.submitted.inc_by(entries.len() as u64);
     save_jobs(store, tenant, &batch.id, &entries).await?;
     batch.status = "in_progress".into();
     batch.in_progress_at = Some(jobs.clock.unix_seconds());

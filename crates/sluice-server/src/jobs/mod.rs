@@ -132,7 +132,7 @@ impl Jobs {
         if let Some((submitted, eta)) = given {
             // The stored class was checked at submission, but may have left the configuration.
             let class = self.class(&job.class).map_or_else(|| "other".into(), |c| c.name);
-            gateway.metrics.eta_error(&class, "job", eta, gateway.clock.now().since(submitted));
+            gateway.services.metrics.eta_error(&class, "job", eta, gateway.services.clock.now().since(submitted));
         }
     }
 
@@ -304,7 +304,7 @@ async fn enqueue(
         return Err(GatewayError::IdempotencyKeyReused);
     }
     let status = if submitted.created {
-        gateway.metrics.jobs.submitted.inc();
+        gateway.services.metrics.jobs.submitted.inc();
         jobs.wake.notify_one();
         StatusCode::ACCEPTED
     } else {
@@ -312,7 +312,7 @@ async fn enqueue(
     };
     let eta = jobs.eta_secs(gateway, deployment).await;
     if submitted.created {
-        jobs.gave_eta(&job.id, gateway.clock.now(), Duration::from_secs(eta));
+        jobs.gave_eta(&job.id, gateway.services.clock.now(), Duration::from_secs(eta));
     }
     let body = json!({"status": api_status(job.state), "job_id": job.id.as_str(), "eta_sec": eta});
     let mut response = (status, axum::Json(body)).into_response();

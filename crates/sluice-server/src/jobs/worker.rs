@@ -64,7 +64,7 @@ pub fn spawn(state: &AppState) -> Vec<JoinHandle<()>> {
 }
 
 async fn refresh_gauges(gateway: Arc<Gateway>, jobs: Arc<Jobs>, draining: Arc<AtomicBool>) {
-    let states = &gateway.metrics.jobs.states;
+    let states = &gateway.services.metrics.jobs.states;
     while !draining.load(Ordering::Relaxed) {
         if let Ok(counts) = jobs.store.counts().await {
             let pairs = [
@@ -98,7 +98,7 @@ impl Worker {
             match self.jobs.store.lease_next(&self.name, self.jobs.visibility).await {
                 Ok(outcome) => {
                     let gateway = self.live.load_full();
-                    let metrics = &gateway.metrics.jobs;
+                    let metrics = &gateway.services.metrics.jobs;
                     metrics.uncertain_reruns.inc_by(u64::from(outcome.recovered));
                     metrics.dead_lettered.inc_by(u64::from(outcome.recovered_dead));
                     if outcome.recovered > 0 {
@@ -126,7 +126,7 @@ impl Worker {
 
     async fn run_job(&self, leased: Leased) {
         let gateway = self.live.load_full();
-        let started = gateway.clock.now();
+        let started = gateway.services.clock.now();
         let attempt = tokio::select! {
             attempt = execute(&gateway, &self.jobs, &leased.job) => attempt,
             // The lease is gone: another worker runs the job now. The attempt stops here
@@ -134,7 +134,7 @@ impl Worker {
             // provider that stops work for callers that left counts as never served.
             () = self.heartbeat(&leased) => return,
         };
-        self.jobs.observe_run(gateway.clock.now().since(started));
+        self.jobs.observe_run(gateway.services.clock.now().since(started));
         self.jobs.attempt_ended(&gateway, &leased.job);
         self.record(&gateway, &leased, attempt).await;
     }
@@ -158,7 +158,7 @@ impl Worker {
 
     async fn record(&self, gateway: &Gateway, leased: &Leased, attempt: Attempt) {
         let (store, id, token) = (&self.jobs.store, &leased.job.id, leased.token);
-        let metrics = &gateway.metrics.jobs;
+        let metrics = &gateway.services.metrics.jobs;
         for _ in 0..RECORD_TRIES {
             let recorded = match &attempt {
                 Attempt::Answered(result) => store.complete(id, token, result.clone()).await.inspect(|&done| {
@@ -237,7 +237,7 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
     };
     let status = response.status();
     road::count(gateway, sent.deployment, status);
-    let now_ms = gateway.clock.unix_millis();
+    let now_ms = gateway.services.clock.unix_millis();
     let floor = sluice_provider::parse_hints(response.headers(), None, Some(now_ms)).retry_after;
     let Ok(body) = Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect().await.map(|c| c.to_bytes()) else {
         return failed(job, "the provider's answer broke off".into(), Next::Retry(None));
@@ -255,7 +255,8 @@ async fn execute(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Attempt {
 /// The job's caller: its key's, in the job's class.
 fn caller_for(gateway: &Gateway, jobs: &Jobs, job: &Job) -> Option<Caller> {
     let caller = gateway.callers.values().find(|c| *c.key_id == *job.key_id).cloned();
-    let caller = caller.or_else(|| gateway.runtime_keys.caller_by_id(&job.key_id, gateway.clock.unix_millis()))?;
+    let caller = caller
+        .or_else(|| gateway.services.runtime_keys.caller_by_id(&job.key_id, gateway.services.clock.unix_millis()))?;
     let class = jobs.class(job.class.as_str()).unwrap_or_else(|| caller.class.clone());
     Some(Caller { class, ..caller })
 }

@@ -17,7 +17,7 @@ use crate::state::Gateway;
 /// # Errors
 /// When the store cannot answer; the keys in force stay.
 pub async fn refresh(store: &dyn JobStore, gateway: &Gateway, force: bool) -> Result<(), sluice_jobs::JobStoreError> {
-    let keys = &gateway.runtime_keys;
+    let keys = &gateway.services.runtime_keys;
     let epoch = store.epoch().await?;
     let in_force = keys.versions();
     let tenants = store.doc_version(TENANT_KIND).await?;
@@ -36,8 +36,8 @@ pub async fn refresh(store: &dyn JobStore, gateway: &Gateway, force: bool) -> Re
     let version = Versions { keys: store.doc_version(KEY_KIND).await?, tenants };
     let stored = Stored { keys: load(store, KEY_KIND).await?, tenants: load(store, TENANT_KIND).await? };
     if keys.install(stored, version, epoch, gateway.tenancy()) {
-        keys.reset_at_ms.store(gateway.clock.unix_millis().max(1), Ordering::Relaxed);
-        gateway.metrics.store_resets.inc();
+        keys.reset_at_ms.store(gateway.services.clock.unix_millis().max(1), Ordering::Relaxed);
+        gateway.services.metrics.store_resets.inc();
         tracing::error!(
             "the job store lost its data (its epoch changed): runtime keys and tenants were read again, \
              keys revoked here stay revoked; usage, audit and jobs it held are gone"

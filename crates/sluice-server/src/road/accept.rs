@@ -60,7 +60,7 @@ pub fn count(gateway: &Gateway, deployment: Option<usize>, status: StatusCode) {
     let labels = counters.map(|c| &c.labels);
     let (provider, model) = labels.map_or(("none", "none"), |l| (l.provider.as_str(), l.model.as_str()));
     let outcome = Outcome { provider: provider.to_owned(), model: model.to_owned(), status: status.as_u16() };
-    gateway.metrics.requests.get_or_create(&outcome).inc();
+    gateway.services.metrics.requests.get_or_create(&outcome).inc();
 }
 
 /// A request accepted for its attempts: parsed, its profile found (and served on its
@@ -108,7 +108,7 @@ pub async fn accept<'g>(
     let task = task_of(headers, &request);
     // One deadline for every wait of the request, from its arrival here.
     let client_wait = crate::deadline::client_wait(headers);
-    let deadline = gateway.clock.now().after(crate::deadline::effective(caller.class.max_wait, client_wait));
+    let deadline = gateway.services.clock.now().after(crate::deadline::effective(caller.class.max_wait, client_wait));
     // A Responses request its deployment must translate cannot carry OpenAI's kept state
     // (`previous_response_id`, `conversation`): refused for the field, as its translation
     // would be, before any id it names is looked up.
@@ -150,9 +150,9 @@ pub async fn once(req: &Request<'_>, protocol: Protocol) -> Result<Once, Gateway
     let gateway = req.gateway;
     let op = OpId { tenant: Arc::clone(&req.caller.tenant), key };
     let fingerprint = oplog::fingerprint(endpoint_path(protocol), &req.request.body);
-    match gateway.oplog.begin(&op, &fingerprint).await? {
+    match gateway.services.oplog.begin(&op, &fingerprint).await? {
         Begin::Replay(stored) => {
-            gateway.metrics.duplicate_suppressed(gateway.task_label(req.task));
+            gateway.services.metrics.duplicate_suppressed(gateway.task_label(req.task));
             Ok(Once::Replay(Served { deployment: None, result: Ok(replay(stored)), access: None }))
         }
         Begin::Proceed => Ok(Once::Keyed(op, fingerprint)),
@@ -233,13 +233,13 @@ pub(crate) async fn hidden_context(
         }));
     }
     for id in stores {
-        gateway.responses.owned(&key(id), error::Stored::Object).await?;
+        gateway.services.responses.owned(&key(id), error::Stored::Object).await?;
     }
     if let Some(id) = conversation_of(&request.body) {
-        gateway.responses.owned(&key(id), error::Stored::Conversation).await?;
+        gateway.services.responses.owned(&key(id), error::Stored::Conversation).await?;
     }
     match request.body.get("previous_response_id").and_then(serde_json::Value::as_str) {
-        Some(id) => Ok(gateway.responses.owned(&key(id), error::Stored::Response).await?.context),
+        Some(id) => Ok(gateway.services.responses.owned(&key(id), error::Stored::Response).await?.context),
         None => Ok(None),
     }
 }

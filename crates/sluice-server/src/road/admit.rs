@@ -96,9 +96,11 @@ fn upstream_path(profile: &Profile, route: &Route) -> impl Iterator<Item = Scope
 /// terms its reservation is settled on.
 fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant, at: Nanos) -> Admitted {
     let (gateway, caller) = (req.gateway, req.caller);
-    let metrics = &gateway.metrics;
+    let metrics = &gateway.services.metrics;
     metrics.admitted();
-    if let Some(split) = route.guarantee.split(gateway.clock.now(), caller.tenant_index, caller.weight, quote.cost()) {
+    if let Some(split) =
+        route.guarantee.split(gateway.services.clock.now(), caller.tenant_index, caller.weight, quote.cost())
+    {
         metrics.shares.admitted(&route.name, &caller.tenant, split);
     }
     route.adaptive.on_admitted(quote.cost());
@@ -114,7 +116,7 @@ fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant, at: Nan
         memo: memo(req, route),
         money: quote.money,
         spend: route.price.map(|price| (price, metrics.spend.of(&caller.tenant))),
-        usage: (Arc::clone(&gateway.usage), usage_tag(req, route)),
+        usage: (Arc::clone(&gateway.services.usage), usage_tag(req, route)),
     };
     Admitted { terms, after: grant.after, granted: at }
 }
@@ -136,7 +138,7 @@ fn usage_tag(req: &Request<'_>, route: &Route) -> UsageTag {
 fn memo(req: &Request<'_>, route: &Route) -> Option<Memo> {
     let served = req.request.protocol == Protocol::OpenAiResponses && route.target.kind != ProviderKind::Anthropic;
     served.then(|| Memo {
-        responses: Arc::clone(&req.gateway.responses),
+        responses: Arc::clone(&req.gateway.services.responses),
         tenant: Arc::clone(&req.caller.tenant),
         deployment: Arc::clone(&route.name),
     })
@@ -144,7 +146,7 @@ fn memo(req: &Request<'_>, route: &Route) -> Option<Memo> {
 
 /// The error a refused admission answers, counted.
 async fn refused(req: &Request<'_>, route: &Route, quote: Quote, refusal: Refusal) -> GatewayError {
-    let metrics = &req.gateway.metrics;
+    let metrics = &req.gateway.services.metrics;
     match refusal {
         Refusal::Store(e) => {
             tracing::debug!(error = %e, "quota store failed");
@@ -176,7 +178,8 @@ async fn refused(req: &Request<'_>, route: &Route, quote: Quote, refusal: Refusa
 /// refusing scope is on it).
 async fn describe(req: &Request<'_>, route: &Route, rejection: &Rejection) -> String {
     let path: Vec<ScopeId> = req.caller.scopes.iter().copied().chain(upstream_path(req.profile, route)).collect();
-    crate::binding::read_and_describe(req.gateway.store.as_ref(), req.gateway.calendar(), &path, rejection).await
+    crate::binding::read_and_describe(req.gateway.services.store.as_ref(), req.gateway.calendar(), &path, rejection)
+        .await
 }
 
 /// The error a limit's refusal answers: the breaker's hold is an outage (503), a request
@@ -191,12 +194,12 @@ fn rejected(
     binding: String,
 ) -> GatewayError {
     let gateway = req.gateway;
-    let metrics = &gateway.metrics;
-    if rejection.limiter == LimiterName::ProviderCooldown && route.breaker.is_open(gateway.clock.now()) {
+    let metrics = &gateway.services.metrics;
+    if rejection.limiter == LimiterName::ProviderCooldown && route.breaker.is_open(gateway.services.clock.now()) {
         // The hold is this instance's breaker, not a provider 429: an outage, not a limit.
         metrics.decision("rejected", "breaker_open");
         let retry_after =
-            wait.or(rejection.retry_after()).unwrap_or_else(|| route.breaker.remaining(gateway.clock.now()));
+            wait.or(rejection.retry_after()).unwrap_or_else(|| route.breaker.remaining(gateway.services.clock.now()));
         return GatewayError::ProviderUnavailable { deployment: route.name.to_string(), retry_after };
     }
     let limiter = rejection.limiter.to_string();
@@ -266,7 +269,7 @@ pub(crate) fn estimate_input(gateway: &Gateway, request: &ParsedRequest, route: 
         ProviderKind::Anthropic => MediaPricing::Anthropic,
         ProviderKind::OpenAi | ProviderKind::Ollama => MediaPricing::OpenAi,
     };
-    gateway.estimator.input_tokens(&route.tokenizer, media, request, route.input_safety_factor)
+    gateway.services.estimator.input_tokens(&route.tokenizer, media, request, route.input_safety_factor)
 }
 
 /// Refuses, as admission would, a request that can never fit on `deployment`: its cost
@@ -290,14 +293,14 @@ pub(crate) async fn check_fits(
     let cost = quoted.cost();
     let path: Vec<ScopeId> = caller.scopes.iter().copied().chain(upstream_path(profile, route)).collect();
     // One store read for the whole path; if it fails, admission judges the request later.
-    let reads = gateway.store.snapshots(&path).await.unwrap_or_default();
+    let reads = gateway.services.store.snapshots(&path).await.unwrap_or_default();
     for snapshot in reads.into_iter().flatten() {
         for rate in &snapshot.rates {
             let LimiterName::Rate { dimension, .. } = rate.limiter else { continue };
             let needed = cost.of(dimension);
             if needed > rate.limit {
                 let bound = Bound { scope_kind: snapshot.key.kind.as_str(), dimension: dimension.as_str() };
-                gateway.metrics.bound_decision("never_fits", &rate.limiter.to_string(), bound);
+                gateway.services.metrics.bound_decision("never_fits", &rate.limiter.to_string(), bound);
                 let info = RateLimitInfo {
                     limiter: rate.limiter.to_string(),
                     scope: bound.scope_kind,
@@ -335,7 +338,7 @@ async fn reserve_or_wait(
 ) -> Result<(Grant, Nanos), Refusal> {
     let (gateway, caller) = (req.gateway, req.caller);
     let class = &caller.class;
-    let now = gateway.clock.now();
+    let now = gateway.services.clock.now();
     let left = req.deadline.since(now);
     // How long it may wait bounds the claims its refusals record: one that will not wait
     // claims no idle window.
@@ -343,16 +346,16 @@ async fn reserve_or_wait(
     // A request that may wait may claim an idle window; unless it ends in a grant or waits
     // its deadline out (its claims lapse then), it withdraws them when it goes: refused
     // on a prediction, or its client hung up while it waited.
-    let withdrawal = (mode == Mode::Wait && !left.is_zero()).then(|| Withdrawal::of(&gateway.store, &ask));
+    let withdrawal = (mode == Mode::Wait && !left.is_zero()).then(|| Withdrawal::of(&gateway.services.store, &ask));
     let refusal = if mode == Mode::Wait && route.queue.must_queue(class.priority) {
         None
     } else {
-        match gateway.store.admit(ask.demand(now)).await {
+        match gateway.services.store.admit(ask.demand(now)).await {
             Ok(grant) => {
                 if let Some(withdrawal) = withdrawal {
                     withdrawal.disarm();
                 }
-                return Ok((grant, gateway.clock.now()));
+                return Ok((grant, gateway.services.clock.now()));
             }
             Err(ReserveError::Rejected(r)) => {
                 if r.limiter == LimiterName::FairShare {
@@ -374,19 +377,19 @@ async fn reserve_or_wait(
     }
     let held_before = refusal.as_ref().is_some_and(|r| r.limiter == LimiterName::FairShare);
     let labels = QueueLabels { priority: class.name.to_string(), task_type: TASK_TYPE.into() };
-    let depth = gateway.metrics.queue_depth.get_or_create(&labels).clone();
+    let depth = gateway.services.metrics.queue_depth.get_or_create(&labels).clone();
     depth.inc();
-    let started = gateway.clock.now();
+    let started = gateway.services.clock.now();
     let (result, report) = route.queue.wait(ask, left, class.max_queue, refusal).await;
     depth.dec();
-    let waited = gateway.clock.now().since(started);
+    let waited = gateway.services.clock.now().since(started);
     waited_for(req, &report, waited, result.is_ok());
     req.waited(waited, report.eta);
     if let Some(by) = report.held.filter(|_| !held_before) {
         reclaimed(gateway, route, caller, by);
     }
     if result.is_ok() {
-        gateway.metrics.eta_error(&class.name, "request", report.eta, waited);
+        gateway.services.metrics.eta_error(&class.name, "request", report.eta, waited);
     }
     if matches!(result, Ok(_) | Err(WaitError::TimedOut { .. }))
         && let Some(withdrawal) = withdrawal
@@ -394,7 +397,7 @@ async fn reserve_or_wait(
         withdrawal.disarm();
     }
     match result {
-        Ok(grant) => Ok((grant, report.granted.unwrap_or_else(|| gateway.clock.now()))),
+        Ok(grant) => Ok((grant, report.granted.unwrap_or_else(|| gateway.services.clock.now()))),
         Err(WaitError::QueueFull) => Err(Refusal::Queue { full: true, eta: Duration::from_secs(1) }),
         Err(WaitError::TimedOut { rejection: Some(r), eta }) => Err(Refusal::Rejected(r, Some(eta))),
         Err(WaitError::TimedOut { rejection: None, eta }) => Err(Refusal::Queue { full: false, eta }),
@@ -410,7 +413,7 @@ fn waited_for(req: &Request<'_>, report: &sluice_quota::queue::Waited, waited: D
     let Bound { scope_kind, dimension } = bound;
     let labels =
         WaitLabels { priority: req.caller.class.name.to_string(), task_type: TASK_TYPE.into(), scope_kind, dimension };
-    req.gateway.metrics.queue_wait.get_or_create(&labels).observe(waited.as_secs_f64());
+    req.gateway.services.metrics.queue_wait.get_or_create(&labels).observe(waited.as_secs_f64());
     req.access.waited(waited, admitted);
     req.access.bound(scope_kind, report.bound_by.as_ref().map(|r| &r.scope.name), dimension);
 }
@@ -435,7 +438,7 @@ fn predicted(refusal: Option<Rejection>, eta: Duration) -> Refusal {
 
 /// Counts a request of `caller` held back on `route` so that others could go first.
 fn reclaimed(gateway: &Gateway, route: &Route, caller: &Caller, by: HeldBack) {
-    gateway.metrics.shares.reclaimed(&route.name, &caller.tenant, &caller.class.name, by);
+    gateway.services.metrics.shares.reclaimed(&route.name, &caller.tenant, &caller.class.name, by);
 }
 
 /// The `task_type` label until task rules classify requests.

@@ -74,7 +74,7 @@ pub async fn answer<S: Settle>(
         Err(failure) => return transport_failure(failure, settle, route, gateway),
     };
     if response.status().is_success() {
-        let now_ms = gateway.clock.unix_millis();
+        let now_ms = gateway.services.clock.unix_millis();
         let hints = sluice_provider::parse_hints(response.headers(), None, Some(now_ms));
         route.adaptive.on_response(response.status().as_u16(), &hints).await;
     }
@@ -83,7 +83,7 @@ pub async fn answer<S: Settle>(
         return provider_error(response, settle, &call).await;
     }
     route.breaker.success();
-    let created = gateway.clock.unix_seconds();
+    let created = gateway.services.clock.unix_seconds();
     if request.stream {
         let include_usage = request.client_wants_stream_usage;
         let mut pipe = crossing.pipe(request.protocol, &request.model, force_usage, include_usage, created);
@@ -121,14 +121,17 @@ impl Watch {
     /// The watch of a `protocol` (the client's) stream from `route`.
     fn new(route: &Route, gateway: &Gateway, protocol: Protocol) -> Self {
         let bounds = Bounds {
-            clock: Arc::clone(&gateway.clock),
+            clock: Arc::clone(&gateway.services.clock),
             deployment: Arc::clone(&route.name),
             idle: route.stream_idle_timeout,
             drain: route.stream_drain_timeout,
-            cut: gateway.streams.subscribe(),
-            background: gateway.background.clone(),
+            cut: gateway.services.streams.subscribe(),
+            background: gateway.services.background.clone(),
         };
-        Self { bounds, delivered: DeliveredCount::new(protocol, Arc::clone(&gateway.estimator), route.tokenizer) }
+        Self {
+            bounds,
+            delivered: DeliveredCount::new(protocol, Arc::clone(&gateway.services.estimator), route.tokenizer),
+        }
     }
 }
 
@@ -387,11 +390,11 @@ fn transport_failure<S: Settle>(failure: UpstreamError, settle: S, route: &Route
 /// Counts a failure against the deployment's health; an opened breaker pauses the
 /// deployment in the store, for every instance.
 fn health_failure(route: &Route, gateway: &Gateway, hint: Option<Duration>) {
-    if let Some(cooldown) = route.breaker.failure(gateway.clock.now(), hint) {
+    if let Some(cooldown) = route.breaker.failure(gateway.services.clock.now(), hint) {
         tracing::warn!(deployment = %route.name, ?cooldown, "breaker open: deployment held back");
-        let store = Arc::clone(&gateway.store);
+        let store = Arc::clone(&gateway.services.store);
         let scope = route.scope;
-        gateway.background.spawn(async move {
+        gateway.services.background.spawn(async move {
             if let Err(e) = store.pause(scope, cooldown).await {
                 tracing::warn!(error = %e, "could not record the breaker's pause");
             }
@@ -420,7 +423,7 @@ fn body_failure(call: &Call<'_>, failure: BodyError, what: &'static str, limit: 
             return (class, GatewayError::UpstreamUnreachable(route.provider.to_string()));
         }
     };
-    call.req.gateway.metrics.upstream_failure(&route.counters.labels, reason);
+    call.req.gateway.services.metrics.upstream_failure(&route.counters.labels, reason);
     (class, error)
 }
 
@@ -434,9 +437,10 @@ async fn buffered<S: Settle>(
     let (parts, body) = response.into_parts();
     // Unread or cut: the estimate stands (the provider may have done the work); the drop
     // guard settles with it.
-    let bytes = upstream::read_body(body, MAX_RESPONSE_BYTES, call.req.gateway.clock.sleep_until(call.deadline))
-        .await
-        .map_err(|e| body_failure(call, e, "a response", MAX_RESPONSE_BYTES))?;
+    let bytes =
+        upstream::read_body(body, MAX_RESPONSE_BYTES, call.req.gateway.services.clock.sleep_until(call.deadline))
+            .await
+            .map_err(|e| body_failure(call, e, "a response", MAX_RESPONSE_BYTES))?;
     let bytes =
         sluice_upstream::providers::wire_response(&call.route.target, &parts.headers, bytes, client_model, created)
             .map_err(|e| bad_response(call, &e))?;
@@ -467,7 +471,7 @@ async fn buffered<S: Settle>(
 fn bad_response(call: &Call<'_>, e: &sluice_provider::TranslateError) -> (ErrorClass, GatewayError) {
     let route = call.route;
     tracing::warn!(deployment = %route.name, error = %e, "could not translate a provider response");
-    call.req.gateway.metrics.upstream_failure(&route.counters.labels, "bad_response");
+    call.req.gateway.services.metrics.upstream_failure(&route.counters.labels, "bad_response");
     (ErrorClass::Other, GatewayError::UpstreamBadResponse(route.name.to_string()))
 }
 
@@ -480,12 +484,13 @@ async fn provider_error<S: Settle>(
     // The provider saw the request: its request unit stays spent, tokens come back.
     settle.settle(Settlement { used: Cost::request(0, 0), upstream: Cost::request(0, 0) });
     let (parts, body) = response.into_parts();
-    let read = upstream::read_body(body, MAX_ERROR_BYTES, call.req.gateway.clock.sleep_until(call.deadline)).await;
+    let read =
+        upstream::read_body(body, MAX_ERROR_BYTES, call.req.gateway.services.clock.sleep_until(call.deadline)).await;
     let bytes = read.clone().unwrap_or_default();
     let bytes =
         sluice_upstream::providers::wire_error(&route.target, parts.status.as_u16(), &parts.headers, bytes.to_vec());
     // The provider's hints are read once: for classification, the pause and the adaptive state.
-    let now_ms = gateway.clock.unix_millis();
+    let now_ms = gateway.services.clock.unix_millis();
     let hints = sluice_provider::parse_hints(&parts.headers, Some(&bytes), Some(now_ms));
     let class = classify_with_hints(
         parts.status.as_u16(),
@@ -508,7 +513,7 @@ async fn provider_error<S: Settle>(
         // The gateway's key was refused: the operator's problem; the provider's text (which
         // may quote the key) stays out of the logs and away from the tenant.
         tracing::warn!(deployment = %route.name, status = parts.status.as_u16(), "provider refused the gateway's credentials");
-        gateway.metrics.upstream_failure(&route.counters.labels, "auth");
+        gateway.services.metrics.upstream_failure(&route.counters.labels, "auth");
         return Attempt::Failed { class, error: GatewayError::UpstreamAuthFailed(route.name.to_string()) };
     }
     let bytes =
@@ -544,15 +549,15 @@ async fn provider_429(call: &Call<'_>, hints: &sluice_provider::RateLimitHints, 
     let wait = hints.retry_after.or(class.retry_after());
     // Without a hint, a short window's refusal waits one window; any other, the default.
     let pause = wait.or(short_window).unwrap_or(PROVIDER_429_PAUSE).min(MAX_PROVIDER_PAUSE);
-    if let Err(e) = gateway.store.pause(route.scope, pause).await {
+    if let Err(e) = gateway.services.store.pause(route.scope, pause).await {
         tracing::warn!(error = %e, "could not record the provider's pause");
     }
     // The provider's own quota refused: the deployment is what bound it.
     let bound = Bound { scope_kind: "deployment", dimension: crate::binding::NONE };
-    gateway.metrics.bound_decision("provider_rejected", "provider", bound);
+    gateway.services.metrics.bound_decision("provider_rejected", "provider", bound);
     let hit = Hit { limit_type: "provider".into(), scope_kind: bound.scope_kind, ..hit_labels(route) };
     call.req.access.bound(bound.scope_kind, Some(&route.name), bound.dimension);
-    gateway.metrics.rate_limit_hits.get_or_create(&hit).inc();
+    gateway.services.metrics.rate_limit_hits.get_or_create(&hit).inc();
     let terms = call.terms;
     let quote =
         Quote { input: terms.input, output: terms.output, output_weight: terms.output_weight, money: terms.money };

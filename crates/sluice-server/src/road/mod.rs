@@ -153,7 +153,8 @@ async fn once_only(req: &Request<'_>, protocol: Protocol) -> Result<Served, Gate
         Once::Replay(served) => Ok(served),
         Once::Keyed(op, fingerprint) => {
             let served = run(req).await;
-            let result = accept::record(&req.gateway.oplog, &op, &fingerprint, req.request.stream, served.result).await;
+            let result =
+                accept::record(&req.gateway.services.oplog, &op, &fingerprint, req.request.stream, served.result).await;
             Ok(Served { result, ..served })
         }
     }
@@ -168,7 +169,7 @@ async fn once_only(req: &Request<'_>, protocol: Protocol) -> Result<Served, Gate
 async fn run(req: &Request<'_>) -> Served {
     let gateway = req.gateway;
     let class = &req.caller.class;
-    let started = gateway.clock.now();
+    let started = gateway.services.clock.now();
     let deadline = req.deadline.since(started);
     let limits = RetryLimits { attempts: class.retry_attempts, within: class.retry_within, deadline };
     let degradable = plan::degradable(req.profile, req.caller.class_index, req.task);
@@ -177,7 +178,7 @@ async fn run(req: &Request<'_>) -> Served {
     gateway.deployments[plan.target()].retry_budget.deposit();
     loop {
         let route = &gateway.deployments[plan.target()];
-        let outcome = if plan.skips_primary(route.breaker.is_open(gateway.clock.now())) {
+        let outcome = if plan.skips_primary(route.breaker.is_open(gateway.services.clock.now())) {
             Attempt::Refused(unavailable(route, gateway))
         } else {
             deployment = Some(plan.target());
@@ -187,7 +188,7 @@ async fn run(req: &Request<'_>) -> Served {
             Attempt::Done(mut response) => {
                 if let Some(reason) = plan.rerouted() {
                     let from = &gateway.deployments[req.profile.deployment].counters.labels;
-                    gateway.metrics.fallback(from, &route.counters.labels, reason);
+                    gateway.services.metrics.fallback(from, &route.counters.labels, reason);
                 }
                 if let Some(queued) = req.queued() {
                     let ms = |d: Duration| http::HeaderValue::from(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -199,13 +200,13 @@ async fn run(req: &Request<'_>) -> Served {
             Attempt::Refused(error) => (None, error),
             Attempt::Failed { class, error } => (Some(class), error),
         };
-        let elapsed = gateway.clock.now().since(started);
+        let elapsed = gateway.services.clock.now().since(started);
         // Decided before any wait: the random source is not held across it.
         let next = plan.next(class, &error, elapsed, &mut rand::rng(), || route.retry_budget.withdraw());
         match next {
             Next::Retry { wait, class } => {
-                gateway.metrics.retry(&route.counters.labels, class.as_str());
-                gateway.clock.sleep(wait).await;
+                gateway.services.metrics.retry(&route.counters.labels, class.as_str());
+                gateway.services.clock.sleep(wait).await;
             }
             Next::Fallback => gateway.deployments[plan.target()].retry_budget.deposit(),
             Next::Degrade => {}
@@ -216,7 +217,7 @@ async fn run(req: &Request<'_>) -> Served {
 
 /// The refusal of a deployment whose breaker is open.
 fn unavailable(route: &Route, gateway: &Gateway) -> GatewayError {
-    let retry_after = route.breaker.remaining(gateway.clock.now());
+    let retry_after = route.breaker.remaining(gateway.services.clock.now());
     GatewayError::ProviderUnavailable { deployment: route.name.to_string(), retry_after }
 }
 
@@ -237,12 +238,12 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     let upstream_protocol = crossing.upstream(request.protocol);
     let force_usage = request.stream && upstream_protocol.is_openai_chunks() && !request.client_wants_stream_usage;
     let guard = SettleGuard::new(
-        Arc::clone(&gateway.store),
+        Arc::clone(&gateway.services.store),
         terms.id,
         terms.sent_unanswered(),
         route.counters.used.clone(),
         Arc::clone(&route.queue),
-        gateway.background.clone(),
+        gateway.services.background.clone(),
     )
     .reporting_to(Arc::clone(req.access))
     .reserving(route.counters.reserved.clone(), terms.input.saturating_add(terms.output))
@@ -255,9 +256,9 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
             return end;
         }
     };
-    let sent_at = gateway.clock.now();
+    let sent_at = gateway.services.clock.now();
     let upstream = terms.sent_unanswered().upstream;
     let Sent { response, deadline } = send::send(gateway, route, outgoing, (upstream, granted)).await;
-    req.access.answered(gateway.clock.now().since(sent_at));
+    req.access.answered(gateway.services.clock.now().since(sent_at));
     answer::answer(req, route, (terms, guard), crossing, (response, deadline), force_usage).await
 }

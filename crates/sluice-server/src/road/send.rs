@@ -41,15 +41,15 @@ pub async fn prepare(
         Ok(body) => body,
         Err(e) => return Err(Attempt::Refused(untranslatable(route, &e))),
     };
-    if let Err(e) = route.target.key.refresh(&gateway.upstream, gateway.clock.unix_seconds()).await {
+    if let Err(e) = route.target.key.refresh(&gateway.upstream, gateway.services.clock.unix_seconds()).await {
         tracing::warn!(deployment = %route.name, error = %e, "no access token for the provider");
-        gateway.metrics.upstream_failure(&route.counters.labels, "auth");
+        gateway.services.metrics.upstream_failure(&route.counters.labels, "auth");
         return Err(Attempt::Failed {
             class: ErrorClass::Auth,
             error: GatewayError::UpstreamAuthFailed(route.name.to_string()),
         });
     }
-    let at = (request.stream, gateway.clock.unix_millis());
+    let at = (request.stream, gateway.services.clock.unix_millis());
     Ok(build_upstream(route, upstream_protocol, req.headers, body, req.trace, at))
 }
 
@@ -106,9 +106,9 @@ pub async fn send(
     (cost, granted): (Cost, Nanos),
 ) -> Sent {
     let timeout = route.attempt_timeout.min(gateway.upstream_timeout);
-    let deadline = gateway.clock.now().after(timeout);
+    let deadline = gateway.services.clock.now().after(timeout);
     let (stamp, wire) = oneshot::channel();
-    let clock = std::sync::Arc::clone(&gateway.clock);
+    let clock = std::sync::Arc::clone(&gateway.services.clock);
     let outgoing = outgoing.map(|body| {
         Wired::new(body, move || {
             // Nobody listening any more (the send ended first): nothing to anchor.
@@ -137,9 +137,9 @@ async fn anchor_at_wire(gateway: &Gateway, route: &Route, cost: Cost, granted: N
     if at.since(granted) <= LATE_TO_WIRE {
         return;
     }
-    let since = gateway.clock.now().since(at);
+    let since = gateway.services.clock.now().since(at);
     for scope in [route.account, Some(route.scope)].into_iter().flatten() {
-        if let Err(e) = gateway.store.sent(scope, cost, since).await {
+        if let Err(e) = gateway.services.store.sent(scope, cost, since).await {
             tracing::debug!(error = %e, "re-anchoring a late request's window failed");
         }
     }

@@ -34,7 +34,8 @@ pub fn spawn_flush(state: &crate::AppState) -> Option<tokio::task::JoinHandle<()
         loop {
             let gateway = state.current();
             let draining = state.draining.load(Ordering::Relaxed);
-            let result = flush(&gateway.usage, jobs.store.as_ref(), gateway.usage_settings.retention_days).await;
+            let result =
+                flush(&gateway.services.usage, jobs.store.as_ref(), gateway.usage_settings.retention_days).await;
             if result.is_err() != failing {
                 failing = result.is_err();
                 match result {
