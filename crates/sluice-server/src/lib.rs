@@ -148,9 +148,9 @@ impl AppState {
 
     /// Replaces the policy with `config`'s, atomically: the new gateway is built aside on
     /// the old one's services (scopes re-registered on the shared store, buckets keep their
-    /// fill fraction), keeps the queues and the learned adaptive state of deployments that kept their name, and
-    /// is swapped in whole. Requests in flight finish on the gateway they started with.
-    /// `[server]` and `[store]` are not applied (they need a restart).
+    /// fill fraction), keeps the queues and the learned adaptive state of deployments that
+    /// kept their name, and is swapped in whole. Requests in flight finish on the gateway
+    /// they started with. `[server]` and `[store]` are not applied (they need a restart).
     ///
     /// # Errors
     /// When a provider key is missing or the upstream CA file or proxy is unusable; the old
