@@ -15,6 +15,7 @@ use super::keys::{begin, invalid, refuse, unavailable};
 use super::routes::fail;
 use crate::AdminState;
 
+pub mod dates;
 pub mod query;
 #[cfg(test)]
 mod query_tests;
@@ -55,7 +56,7 @@ pub(super) async fn usage(
         let mut response = query::to_csv(&rows, &query, currency).into_response();
         let type_ = HeaderValue::from_static("text/csv; charset=utf-8; header=present");
         response.headers_mut().insert(header::CONTENT_TYPE, type_);
-        let name = format!("attachment; filename=\"usage-{}.csv\"", sluice_server::usage::dates::civil(query.first));
+        let name = format!("attachment; filename=\"usage-{}.csv\"", dates::civil(query.first));
         if let Ok(value) = HeaderValue::from_str(&name) {
             response.headers_mut().insert(header::CONTENT_DISPOSITION, value);
         }

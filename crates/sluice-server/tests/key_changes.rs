@@ -266,7 +266,7 @@ async fn with_a_ledger_keys_tenants_audit_and_usage_outlive_redis_restarting_emp
         timeout: Duration::from_secs(5),
         flush_every: Duration::from_millis(250),
     };
-    let today = sluice_server::usage::dates::day_of_millis(sluice_quota::Clock::unix_millis(&SystemClock::new()));
+    let today = sluice_jobs::day_of_millis(sluice_quota::Clock::unix_millis(&SystemClock::new()));
     let keep = sluice_jobs::Retention { today, days: 30 };
     let records = sluice_server::keys::RECORDS;
     let mut stores: Vec<Arc<dyn JobStore>> = Vec::new();

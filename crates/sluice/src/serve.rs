@@ -264,7 +264,7 @@ async fn job_store(config: &sluice_config::Config) -> anyhow::Result<Arc<dyn slu
     let redis: Arc<dyn sluice_jobs::JobStore> = Arc::new(sluice_jobs::RedisJobStore::new(settings));
     let Some(ledger) = &config.ledger else { return Ok(redis) };
     // What a fleet kept in Redis before it had a ledger is copied in once, usage as far back as it is kept.
-    let today = sluice_server::usage::dates::day_of_millis(SystemClock::new().unix_millis());
+    let today = sluice_jobs::day_of_millis(SystemClock::new().unix_millis());
     let usage = sluice_jobs::Retention { today, days: config.usage.retention_days };
     let records = sluice_server::keys::RECORDS;
     let store = sluice_ledger::LedgerJobStore::connect(&ledger_settings(ledger)?, redis, &records, usage)

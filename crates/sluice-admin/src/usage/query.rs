@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use super::dates::{civil, parse_instant};
 use serde_json::{Map, Value, json};
 use sluice_jobs::{Day, UsageCounts, UsageKey};
-use sluice_server::usage::dates::{civil, parse_instant};
 
 /// The longest range one query may span.
 pub const MAX_DAYS: i64 = 366;

@@ -1,7 +1,7 @@
 //! The usage query: parameters, grouping, ranges and the CSV's safety.
 
+use super::dates::parse_instant;
 use sluice_jobs::{UsageCounts, UsageKey};
-use sluice_server::usage::dates::parse_instant;
 
 use super::query::*;
 

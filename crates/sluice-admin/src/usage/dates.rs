@@ -3,7 +3,6 @@
 //! `2026-11-01T12:00:00+02:00`).
 
 use sluice_jobs::Day;
-pub use sluice_jobs::day_of_millis;
 
 /// The date of a day number, as `YYYY-MM-DD`.
 #[must_use]

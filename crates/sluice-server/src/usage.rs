@@ -4,9 +4,8 @@
 //! waits for a store.
 //!
 //! Layout: [`sluice_jobs::usage_book`] (the in-process counts and the flush),
-//! [`spawn_flush`] here (the gateway's flushing task), [`dates`] (UTC days and the query's
-//! timestamps); the query itself (grouping, JSON and CSV for `GET /admin/usage`) is the
-//! operator surface's (`sluice-admin`).
+//! [`spawn_flush`] here (the gateway's flushing task); the query (its dates, grouping, JSON
+//! and CSV for `GET /admin/usage`) is the operator surface's (`sluice-admin`).
 //!
 //! Failure semantics: each flush is a batch with an id of its own (a random nonce of the
 //! process and a number), which the store applies at most once. A batch whose write fails
@@ -17,8 +16,6 @@
 //! the held batch first. The pending counts and the held batch together are bounded
 //! ([`sluice_jobs::usage_book::MAX_PENDING`] groups); beyond it a new group is dropped and
 //! counted in `sluice_usage_dropped_total`.
-
-pub mod dates;
 
 use std::sync::atomic::Ordering;
 
