@@ -373,35 +373,9 @@ pub struct Member {
     pub tier: u8,
 }
 
-/// How a request is placed among the members of a pool that can admit it now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Placement {
-    /// The member with the most capacity left relative to the request.
-    #[default]
-    Headroom,
-    /// Members in proportion to their weights.
-    Weighted,
-    /// The member with the shortest learned time to first token and per-token time.
-    Latency,
-    /// The cheapest member (every member must be priced).
-    Cost,
-}
-
-impl Placement {
-    /// Every strategy, in the order the docs list them.
-    pub const ALL: [Self; 4] = [Self::Headroom, Self::Weighted, Self::Latency, Self::Cost];
-
-    /// The strategy's name in the configuration.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Headroom => "headroom",
-            Self::Weighted => "weighted",
-            Self::Latency => "latency",
-            Self::Cost => "cost",
-        }
-    }
-}
+/// How a request is placed among the members of a pool that can admit it now (the
+/// placement core's strategy, `sluice_quota::placement`).
+pub use sluice_quota::placement::Strategy as Placement;
 
 /// An ordered fallback of a model profile.
 #[derive(Debug, Clone)]
