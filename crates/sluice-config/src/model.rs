@@ -188,6 +188,13 @@ pub struct Deployment {
     pub breaker_cooldown: Duration,
     /// Adaptive limits: learning from the provider, estimating output and cache hits.
     pub adaptive: Adaptive,
+    /// Where it runs (`region`), for callers limited to regions.
+    pub region: Option<Arc<str>>,
+    /// Free labels (`labels`), for callers limited to labelled deployments.
+    pub labels: Vec<Arc<str>>,
+    /// The most tokens one request may hold (input plus output), when stated
+    /// (`context_window`): a request that does not fit is never sent here.
+    pub context_window: Option<NonZeroU64>,
 }
 
 /// How output tokens are reserved at admission.
@@ -242,8 +249,14 @@ pub struct WindowLearning {
 pub struct ModelProfile {
     /// The name clients put in `model`.
     pub name: Arc<str>,
-    /// Index into [`Config::deployments`].
+    /// Index into [`Config::deployments`]: the one deployment, or the pool's first member
+    /// of its lowest tier.
     pub deployment: usize,
+    /// The deployments that serve the profile: one (`deployment = "…"`), or a pool
+    /// (`deployments = [...]`), in the order configured.
+    pub pool: Vec<Member>,
+    /// How a request is placed among the pool's members that can admit it now.
+    pub strategy: Placement,
     /// Output reservation when the client sends no `max_tokens`.
     pub default_max_tokens: u64,
     /// Input reserved for the context a Responses request continues from
@@ -346,6 +359,23 @@ impl When {
         }
     }
 }
+
+/// A deployment in a model profile's pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    /// Index into [`Config::deployments`].
+    pub deployment: usize,
+    /// Its share among the members of its tier under [`Placement::Weighted`] (1–1000).
+    pub weight: u32,
+    /// Lower tiers are used first: a member of tier 1 only when every member of tier 0 is
+    /// saturated (provisioned throughput before pay-as-you-go, a cheaper region before a
+    /// dearer one).
+    pub tier: u8,
+}
+
+/// How a request is placed among the members of a pool that can admit it now (the
+/// placement core's strategy, `sluice_quota::placement`).
+pub use sluice_quota::placement::Strategy as Placement;
 
 /// An ordered fallback of a model profile.
 #[derive(Debug, Clone)]

@@ -225,6 +225,9 @@ pub struct RawDeployment {
     pub window_hold: Option<Spanned<String>>,
     pub window_regrow: Option<Spanned<String>>,
     pub price: Option<Spanned<RawPrice>>,
+    pub region: Option<Spanned<String>>,
+    pub labels: Option<Vec<Spanned<String>>>,
+    pub context_window: Option<Spanned<u64>>,
 }
 
 /// A deployment's prices per 1 M tokens.
@@ -250,7 +253,11 @@ pub struct RawAccount {
 #[serde(deny_unknown_fields)]
 pub struct RawModel {
     pub name: Spanned<String>,
-    pub deployment: Spanned<String>,
+    pub deployment: Option<Spanned<String>>,
+    /// A pool: deployment names, or tables `{ deployment, weight, tier }`, read member by
+    /// member in validation (so each error names its member and field).
+    pub deployments: Option<Spanned<Vec<toml::Value>>>,
+    pub strategy: Option<Spanned<String>>,
     pub default_max_tokens: Option<Spanned<u64>>,
     pub context_reserve_tokens: Option<Spanned<u64>>,
     pub passthrough: Option<Vec<Spanned<String>>>,

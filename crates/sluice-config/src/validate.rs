@@ -10,6 +10,7 @@ mod bedrock;
 mod budgets;
 mod cloud;
 mod google;
+mod pools;
 mod pricing;
 mod process;
 mod routing;
@@ -51,6 +52,9 @@ impl Validator<'_> {
         let mut deployments = self.deployments(&raw.deployments, &providers)?;
         self.deployment_accounts(&raw.deployments, &accounts, &mut deployments)?;
         let classes = self.classes(&raw.classes)?;
+        // Prices before the profiles: a pool placed by cost needs every member priced.
+        let pricing = self.pricing(&raw.pricing)?;
+        self.prices(&raw.deployments, &pricing, &mut deployments)?;
         let models = self.models(&raw.models, &deployments, &classes)?;
         let tenants = self.tenants(&raw.tenants)?;
         let keys = self.keys(&raw.keys, &tenants, &classes)?;
@@ -59,8 +63,6 @@ impl Validator<'_> {
         let admin = Admin { key_sha256 };
         let telemetry = self.telemetry(&raw.telemetry)?;
         let budgets = self.budgets(&raw.budgets)?;
-        let pricing = self.pricing(&raw.pricing)?;
-        self.prices(&raw.deployments, &pricing, &mut deployments)?;
         let usage = self.usage(&raw.usage)?;
         let ledger = raw.ledger.as_ref().map(|l| self.ledger(l, &store)).transpose()?;
         Ok(Config {

@@ -78,6 +78,7 @@ pub mod guarantee;
 pub mod ledger;
 pub mod limit;
 pub mod memory;
+pub mod placement;
 pub mod queue;
 pub mod retry;
 pub mod scope;

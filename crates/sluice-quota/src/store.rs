@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::bucket::{Claimer, Share};
 use crate::budget::BudgetPeriod;
-use crate::decision::{Demand, Grant, Rejection};
+use crate::decision::{Demand, Grant, Rejection, RejectionKind};
 use crate::ledger::ScopeSnapshot;
 use crate::limit::{Cost, Dimension, Limits, Settlement};
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
@@ -28,6 +28,24 @@ pub enum ReserveError {
     /// The store could not decide.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Of two refusals, the one a waiting request heeds: a rejection over a store error, the
+/// sooner wait over the later (a busy slot as no wait; a cost that never fits after any
+/// wait); the first on a tie.
+fn sooner(first: Option<ReserveError>, second: ReserveError) -> ReserveError {
+    let rank = |e: &ReserveError| match e {
+        ReserveError::Rejected(r) => match r.kind {
+            RejectionKind::SlotsBusy => (0, Duration::ZERO),
+            RejectionKind::RetryAfter(d) | RejectionKind::InFlight(d) => (0, d),
+            RejectionKind::NeverFits { .. } => (1, Duration::ZERO),
+        },
+        ReserveError::Store(_) => (2, Duration::ZERO),
+    };
+    match first {
+        Some(first) if rank(&first) <= rank(&second) => first,
+        _ => second,
+    }
 }
 
 /// How a store is doing, for metrics.
@@ -80,6 +98,25 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
         lease: Duration,
     ) -> StoreFuture<'a, Result<Grant, ReserveError>> {
         self.reserve_share(path, cost, lease, Share::FULL)
+    }
+
+    /// Admits the first of `demands` that passes, trying them in order (a pool's members in
+    /// the order [`crate::placement::order`] gives): its index and grant. When none passes,
+    /// the refusal a waiting request heeds: the soonest one (a busy slot counts as soonest,
+    /// one that never fits as last), or a store error when no demand got an answer. This
+    /// default asks once per demand; a store that can decide several in one atomic step
+    /// overrides it.
+    fn admit_first<'a>(&'a self, demands: Vec<Demand<'a>>) -> StoreFuture<'a, Result<(usize, Grant), ReserveError>> {
+        Box::pin(async move {
+            let mut refusal: Option<ReserveError> = None;
+            for (i, demand) in demands.into_iter().enumerate() {
+                match self.admit(demand).await {
+                    Ok(grant) => return Ok((i, grant)),
+                    Err(e) => refusal = Some(sooner(refusal, e)),
+                }
+            }
+            Err(refusal.unwrap_or_else(|| ReserveError::Store(StoreError("no demand to admit".to_owned()))))
+        })
     }
 
     /// Replaces the reservation by what was used; unknown ids are a no-op.

@@ -134,7 +134,11 @@ impl Validator<'_> {
             Some(("actual", _)) => OutputCounting::Actual,
             Some((_, span)) => return Err(self.err(&field("output_counting"), span, "reserved or actual")),
         };
+        let (region, labels, context_window) = self.placement(i, d)?;
         Ok(Deployment {
+            region,
+            labels,
+            context_window,
             // Filled in by `prices`, once `[pricing]` says whether presets apply.
             price: None,
             name: Arc::from(d.name.get_ref().as_str()),
@@ -182,8 +186,7 @@ impl Validator<'_> {
         raw.iter()
             .enumerate()
             .map(|(i, m)| {
-                let deployment =
-                    self.reference(&format!("models[{i}].deployment"), &m.deployment, &known, "deployment")?;
+                let (deployment, pool, strategy) = self.pool(i, m, &known, deployments)?;
                 let default_max_tokens = match &m.default_max_tokens {
                     None => defaults::DEFAULT_MAX_TOKENS,
                     Some(v) => self.positive(&format!("models[{i}].default_max_tokens"), v)?.get(),
@@ -206,6 +209,8 @@ impl Validator<'_> {
                 Ok(ModelProfile {
                     name,
                     deployment,
+                    pool,
+                    strategy,
                     default_max_tokens,
                     context_reserve_tokens,
                     passthrough,

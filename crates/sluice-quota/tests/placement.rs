@@ -1,0 +1,67 @@
+//! A pool's request tries its members in order and is admitted on the first that can take
+//! it; when none can, it learns the soonest any could.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_quota::{
+    Cost, Demand, Dimension, FakeClock, Limits, MemoryStore, QuotaStore as _, RateLimit, RejectionKind, ReserveError,
+    ScopeId, ScopeKey, ScopeKind,
+};
+
+const LEASE: Duration = Duration::from_secs(60);
+
+/// A memory store with one deployment per `rpm` (each its whole minute as burst).
+fn pool(rpms: &[u64]) -> (MemoryStore, Vec<ScopeId>) {
+    let store = MemoryStore::new(Arc::new(FakeClock::default()));
+    let members = rpms
+        .iter()
+        .enumerate()
+        .map(|(i, &rpm)| {
+            let rate =
+                RateLimit::per_minute(Dimension::Requests, rpm).unwrap().with_burst(NonZeroU64::new(rpm).unwrap());
+            store.register(ScopeKey::new(ScopeKind::Deployment, format!("d{i}")), Limits::unlimited().with_rate(rate))
+        })
+        .collect();
+    (store, members)
+}
+
+fn demands(members: &[ScopeId]) -> Vec<Demand<'_>> {
+    members.iter().map(|m| Demand::new(std::slice::from_ref(m), Cost::request(0, 0), LEASE)).collect()
+}
+
+#[tokio::test]
+async fn a_request_is_admitted_on_the_first_member_in_order_that_can_take_it() {
+    let (store, members) = pool(&[1, 2]);
+    assert_eq!(store.admit_first(demands(&members)).await.unwrap().0, 0);
+    // The first member's one request a minute is taken: the next goes to the second.
+    assert_eq!(store.admit_first(demands(&members)).await.unwrap().0, 1);
+    assert_eq!(store.admit_first(demands(&members)).await.unwrap().0, 1);
+    // Nothing was reserved on a member that refused: the second holds no third request.
+    let refused = store.admit_first(demands(&members)).await.unwrap_err();
+    assert!(matches!(refused, ReserveError::Rejected(_)), "{refused}");
+}
+
+#[tokio::test]
+async fn when_no_member_can_take_it_the_refusal_is_the_soonest_of_theirs() {
+    // One request a minute on the first, sixty on the second: both used up at once.
+    let (store, members) = pool(&[1, 60]);
+    for _ in 0..61 {
+        let _held = store.admit_first(demands(&members)).await.unwrap();
+    }
+    let ReserveError::Rejected(refusal) = store.admit_first(demands(&members)).await.unwrap_err() else {
+        panic!("a store error")
+    };
+    let RejectionKind::RetryAfter(wait) = refusal.kind else { panic!("{refusal:?}") };
+    // The second member refills a request in a second; the first only in a minute.
+    assert!(wait <= Duration::from_secs(1), "{wait:?}");
+    assert_eq!(refusal.scope, ScopeKey::new(ScopeKind::Deployment, "d1"));
+}
+
+#[tokio::test]
+async fn no_demand_is_a_store_error_not_a_grant() {
+    let (store, _) = pool(&[1]);
+    assert!(matches!(store.admit_first(Vec::new()).await, Err(ReserveError::Store(_))));
+}
