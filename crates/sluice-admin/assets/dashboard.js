@@ -118,6 +118,15 @@ function renderTables(state) {
     for (const c of q.classes) rows.push(el("tr", {}, el("td", {}, q.deployment), el("td", {}, c.class), el("td", {}, fmt(c.depth))));
   }
   $("queues").tBodies[0].replaceChildren(...rows);
+  const pools = [];
+  for (const p of state.pools || []) {
+    for (const m of p.members) {
+      const health = m.breaker_open ? `cooling down ${Math.ceil(m.cooldown_ms / 1000)} s` : m.held ? "held" : "serving";
+      const free = m.free == null ? "–" : `${Math.round(m.free * 100)} %`;
+      pools.push(el("tr", {}, el("td", {}, `${p.model} (${p.strategy}, ${fmt(p.waiting)} waiting)`), el("td", {}, m.deployment), el("td", {}, String(m.tier)), el("td", {}, free), el("td", { className: m.breaker_open ? "paused" : "" }, health)));
+    }
+  }
+  $("pools").tBodies[0].replaceChildren(...(pools.length ? pools : [el("tr", {}, el("td", { colSpan: 5 }, "no pools"))]));
   const fallbacks = Object.entries(state.counters.fallbacks || {});
   $("fallbacks").tBodies[0].replaceChildren(...(fallbacks.length ? fallbacks.map(([r, n]) => el("tr", {}, el("td", {}, r), el("td", {}, fmt(n)))) : [el("tr", {}, el("td", { colSpan: 2 }, "none"))]));
   $("classes").tBodies[0].replaceChildren(...state.classes.map((c) => el("tr", {}, el("td", {}, c.name), el("td", {}, String(c.priority)), el("td", { className: c.paused ? "paused" : "" }, c.paused ? "paused" : "running"))));

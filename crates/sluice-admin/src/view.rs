@@ -42,14 +42,49 @@ pub async fn render(state: &AdminState) -> Value {
         })
         .collect();
     let samples = samples(state);
+    let pools = pools(&gateway).await;
     json!({
         "store": store(gateway.services.store.as_ref()),
         "scopes": scopes,
         "queues": queues,
+        "pools": pools,
         "classes": classes,
         "counters": super::counters::summarize(&samples),
         "spend": super::counters::per_tenant(&samples, &gateway.currency),
     })
+}
+
+/// Each pool: its strategy, the requests waiting in its queue, and per member its tier,
+/// weight, health and how much of its tightest bucket is free now (`free`: 0 spent, 1 full;
+/// read from the shared store, so the whole fleet's use).
+async fn pools(gateway: &sluice_server::state::Gateway) -> Vec<Value> {
+    let now = gateway.services.clock.now();
+    let mut names: Vec<_> =
+        gateway.profiles.iter().filter_map(|(n, p)| p.pool.as_ref().map(|pool| (n, pool))).collect();
+    names.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = Vec::with_capacity(names.len());
+    for (name, pool) in names {
+        let mut members = Vec::with_capacity(pool.members.len());
+        for member in &pool.members {
+            let route = &gateway.deployments[member.deployment];
+            let snapshot = gateway.services.store.snapshot(route.scope).await.ok().flatten();
+            let free = snapshot.as_ref().and_then(|s| {
+                let fractions =
+                    s.rates.iter().filter(|r| r.limit > 0).map(|r| r.remaining as f64 / r.burst.max(1) as f64);
+                fractions.reduce(f64::min)
+            });
+            let open = route.breaker.is_open(now);
+            members.push(json!({
+                "deployment": &*route.name, "tier": member.tier, "weight": member.weight,
+                "breaker_open": open, "cooldown_ms": if open { route.breaker.remaining(now).as_millis() } else { 0 },
+                "held": snapshot.as_ref().is_some_and(|s| s.held),
+                "free": free, "latency_ms": route.latency.mean_ms(),
+            }));
+        }
+        out.push(json!({"model": &**name, "strategy": pool.strategy.name(), "waiting": pool.queue.depth(),
+                        "members": members}));
+    }
+    out
 }
 
 fn store(store: &dyn QuotaStore) -> Value {

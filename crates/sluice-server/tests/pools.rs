@@ -67,7 +67,8 @@ fn served(env: &Env) -> [u64; 3] {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_serves_the_sum_of_its_members_and_never_more_than_each_allows() {
-    let env = start(sim(None), &policy([3, 2, 1], r#"deployments = ["da", "db", "dc"]"#)).await;
+    let admin = format!("[admin]\nkey_sha256 = \"{}\"\n", sha("admin-secret"));
+    let env = start(sim(None), &format!("{admin}{}", policy([3, 2, 1], r#"deployments = ["da", "db", "dc"]"#))).await;
     for i in 0..6 {
         let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("chat", 4, 8)).await;
         assert_eq!(status, 200, "request {i} of the pool's six: {body}");
@@ -79,6 +80,16 @@ async fn a_pool_serves_the_sum_of_its_members_and_never_more_than_each_allows() 
     assert_eq!(env.sim.stats().models.values().map(|u| u.rate_limited).sum::<u64>(), 0, "the provider refused nothing");
     let metrics = env.metrics().await;
     assert!(metrics.contains("sluice_pool_placements_total{pool=\"chat\",deployment=\"da\""), "{metrics}");
+    // The operator sees the pool, its members and that each is spent.
+    let url = format!("{}/admin/state", env.gateway.url());
+    let state: serde_json::Value =
+        env.http.get(url).bearer_auth("admin-secret").send().await.unwrap().json().await.unwrap();
+    let pool = &state["pools"][0];
+    assert_eq!(pool["model"], "chat", "{state}");
+    let members: Vec<&str> =
+        pool["members"].as_array().unwrap().iter().map(|m| m["deployment"].as_str().unwrap()).collect();
+    assert_eq!(members, ["da", "db", "dc"]);
+    assert!(pool["members"].as_array().unwrap().iter().all(|m| m["free"] == 0.0), "{pool}");
     env.shutdown().await;
 }
 
