@@ -257,6 +257,10 @@ pub struct ModelProfile {
     pub pool: Vec<Member>,
     /// How a request is placed among the pool's members that can admit it now.
     pub strategy: Placement,
+    /// A request header naming the session a pool's request belongs to
+    /// (`affinity_header`, lower case), beside `prompt_cache_key` and `user`: requests of
+    /// one session prefer the member that served the last.
+    pub affinity_header: Option<Arc<str>>,
     /// Output reservation when the client sends no `max_tokens`.
     pub default_max_tokens: u64,
     /// Input reserved for the context a Responses request continues from

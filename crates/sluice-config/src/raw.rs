@@ -258,6 +258,7 @@ pub struct RawModel {
     /// member in validation (so each error names its member and field).
     pub deployments: Option<Spanned<Vec<toml::Value>>>,
     pub strategy: Option<Spanned<String>>,
+    pub affinity_header: Option<Spanned<String>>,
     pub default_max_tokens: Option<Spanned<u64>>,
     pub context_reserve_tokens: Option<Spanned<u64>>,
     pub passthrough: Option<Vec<Spanned<String>>>,

@@ -140,7 +140,26 @@ const BAD: &[(&str, &str, usize, &str)] = &[
         "unknown strategy `random` (known: headroom, weighted, latency, cost)",
     ),
     ("name = \"m\"\nstrategy = \"latency\"\ndeployment = \"a\"", "models[0].strategy", 31, "set `deployments`"),
+    (
+        "name = \"m\"\naffinity_header = \"x-session\"\ndeployment = \"a\"",
+        "models[0].affinity_header",
+        31,
+        "set `deployments`",
+    ),
+    (
+        "name = \"m\"\naffinity_header = \"x session\"\ndeployments = [\"a\", \"b\"]",
+        "models[0].affinity_header",
+        31,
+        "not a header name",
+    ),
 ];
+
+#[test]
+fn a_pools_affinity_header_is_kept_in_lower_case() {
+    let parsed =
+        parse(&config("name = \"m\"\naffinity_header = \"X-Session-Id\"\ndeployments = [\"a\", \"b\"]")).unwrap();
+    assert_eq!(parsed.models[0].affinity_header.as_deref(), Some("x-session-id"));
+}
 
 #[test]
 fn a_malformed_pool_is_refused_naming_its_field_and_line() {

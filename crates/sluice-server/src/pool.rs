@@ -40,6 +40,8 @@ pub struct Pool {
     /// Where its requests wait when no member admits them now; every member's returned
     /// capacity wakes it.
     pub queue: Arc<DeploymentQueue>,
+    /// The request header naming a session (`affinity_header`), if configured.
+    pub affinity_header: Option<Arc<str>>,
     view: Mutex<View>,
     sessions: Mutex<Sessions>,
 }
@@ -60,7 +62,14 @@ impl Pool {
     #[must_use]
     pub fn new(members: Vec<Member>, strategy: Strategy, queue: Arc<DeploymentQueue>) -> Self {
         let view = View { taken: vec![Cost::default(); members.len()], ..View::default() };
-        Self { members, strategy, queue, view: Mutex::new(view), sessions: Mutex::new(Sessions::default()) }
+        let sessions = Mutex::new(Sessions::default());
+        Self { members, strategy, queue, affinity_header: None, view: Mutex::new(view), sessions }
+    }
+
+    /// Sessions are also named by the request header `name`.
+    #[must_use]
+    pub fn with_affinity_header(self, name: Option<Arc<str>>) -> Self {
+        Self { affinity_header: name, ..self }
     }
 
     /// Whether the view is due for a read at `now`; if so, the caller reads and calls

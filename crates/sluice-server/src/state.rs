@@ -235,7 +235,8 @@ impl Gateway {
                     degrade: m.degrade_to.clone(),
                     pool: (m.pool.len() > 1).then(|| {
                         let queue = DeploymentQueue::new(Arc::clone(store), Arc::clone(&services.clock));
-                        Arc::new(crate::pool::Pool::new(m.pool.clone(), m.strategy, queue))
+                        let pool = crate::pool::Pool::new(m.pool.clone(), m.strategy, queue);
+                        Arc::new(pool.with_affinity_header(m.affinity_header.clone()))
                     }),
                 };
                 (m.name.clone(), profile)
@@ -318,7 +319,9 @@ impl Gateway {
             else {
                 continue;
             };
-            let same = previous.members == pool.members && previous.strategy == pool.strategy;
+            let same = previous.members == pool.members
+                && previous.strategy == pool.strategy
+                && previous.affinity_header == pool.affinity_header;
             let members_same = same
                 && previous
                     .members
@@ -327,7 +330,8 @@ impl Gateway {
             *pool = if members_same {
                 Arc::clone(previous)
             } else {
-                Arc::new(crate::pool::Pool::new(pool.members.clone(), pool.strategy, Arc::clone(&previous.queue)))
+                let fresh = crate::pool::Pool::new(pool.members.clone(), pool.strategy, Arc::clone(&previous.queue));
+                Arc::new(fresh.with_affinity_header(pool.affinity_header.clone()))
             };
         }
         self.link_pools();

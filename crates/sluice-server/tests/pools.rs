@@ -162,3 +162,22 @@ async fn a_profile_naming_one_deployment_is_served_as_before() {
     assert!(!env.metrics().await.contains("sluice_pool_placements_total{"), "no pool, no placements");
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_header_names_the_session() {
+    let pool = "deployments = [\"da\", \"db\", \"dc\"]\naffinity_header = \"X-Session\"";
+    let env = start(sim(None), &policy([100, 100, 100], pool)).await;
+    let url = format!("{}/v1/chat/completions", env.gateway.url());
+    for session in ["one", "two", "three"] {
+        let before = served(&env);
+        for _ in 0..4 {
+            let request = env.http.post(&url).bearer_auth(KEY).header("x-session", session);
+            let response = request.json(&chat("chat", 4, 8)).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+        }
+        let after = served(&env);
+        let moved = after.iter().zip(before).filter(|(a, b)| **a > *b).count();
+        assert_eq!(moved, 1, "session {session} on one member: {before:?} -> {after:?}");
+    }
+    env.shutdown().await;
+}

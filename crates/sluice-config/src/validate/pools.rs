@@ -128,6 +128,24 @@ impl Validator<'_> {
         Ok(strategy)
     }
 
+    /// `affinity_header`: only for a pool; a header name (letters, digits, `-`, `_`),
+    /// kept in lower case as HTTP/2 sends it.
+    pub(super) fn affinity_header(&self, i: usize, m: &RawModel) -> Result<Option<Arc<str>>> {
+        let Some(raw) = &m.affinity_header else { return Ok(None) };
+        let field = format!("models[{i}].affinity_header");
+        if m.deployments.is_none() {
+            let message = "affinity keeps a session on one of a pool's members: set `deployments`";
+            return Err(self.err(&field, raw.span(), message));
+        }
+        let name = raw.get_ref();
+        let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !valid {
+            let message = format!("`{name}` is not a header name (letters, digits, `-` and `_`)");
+            return Err(self.err(&field, raw.span(), message));
+        }
+        Ok(Some(Arc::from(name.to_ascii_lowercase())))
+    }
+
     /// Where deployment `i` stands: its region, labels and context window.
     pub(super) fn placement(&self, i: usize, d: &RawDeployment) -> Result<Stands> {
         let field = |f: &str| format!("deployments[{i}].{f}");

@@ -187,6 +187,7 @@ impl Validator<'_> {
             .enumerate()
             .map(|(i, m)| {
                 let (deployment, pool, strategy) = self.pool(i, m, &known, deployments)?;
+                let affinity_header = self.affinity_header(i, m)?;
                 let default_max_tokens = match &m.default_max_tokens {
                     None => defaults::DEFAULT_MAX_TOKENS,
                     Some(v) => self.positive(&format!("models[{i}].default_max_tokens"), v)?.get(),
@@ -211,6 +212,7 @@ impl Validator<'_> {
                     deployment,
                     pool,
                     strategy,
+                    affinity_header,
                     default_max_tokens,
                     context_reserve_tokens,
                     passthrough,

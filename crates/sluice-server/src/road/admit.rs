@@ -207,7 +207,7 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
             }
         })
         .collect();
-    let session = session_of(req);
+    let session = session_of(req, pool.affinity_header.as_deref());
     let eligible_deployments: Vec<usize> =
         pool.members.iter().zip(&eligible).filter(|(_, e)| **e).map(|(m, _)| m.deployment).collect();
     let affinity = session.as_deref().and_then(|key| {
@@ -225,13 +225,15 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
 }
 
 /// The session a request names, whose member it prefers: the Responses response it
-/// continues (`previous_response_id`, whose stored state lives on one deployment),
-/// `prompt_cache_key`, `user`, or Anthropic's `metadata.user_id`.
-fn session_of(req: &Request<'_>) -> Option<String> {
+/// continues (`previous_response_id`, whose stored state lives on one deployment), the
+/// pool's affinity `header`, `prompt_cache_key`, `user`, or Anthropic's `metadata.user_id`.
+fn session_of(req: &Request<'_>, header: Option<&str>) -> Option<String> {
     let body = &req.request.body;
     let text = |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_str).map(str::to_owned);
+    let named = header.and_then(|h| req.headers.get(h)).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty());
     text(body.get("previous_response_id"))
         .map(|id| format!("response:{id}"))
+        .or_else(|| named.map(|v| format!("header:{v}")))
         .or_else(|| text(body.get("prompt_cache_key")).map(|k| format!("cache:{k}")))
         .or_else(|| text(body.get("user")).map(|u| format!("user:{u}")))
         .or_else(|| text(body.get("metadata").and_then(|m| m.get("user_id"))).map(|u| format!("user:{u}")))
