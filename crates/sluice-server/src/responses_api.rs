@@ -180,6 +180,7 @@ async fn count(gateway: &Gateway, caller: &crate::state::Caller, body: Body) -> 
     if !request.continues_hidden_context() {
         return Ok(own);
     }
-    let hidden = hidden_context(gateway, caller, &request).await?.unwrap_or(profile.context_reserve_tokens);
+    let hidden = hidden_context(gateway, caller, &request).await?.and_then(|r| r.context);
+    let hidden = hidden.unwrap_or(profile.context_reserve_tokens);
     Ok(own.saturating_add(hidden))
 }

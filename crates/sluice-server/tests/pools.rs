@@ -181,3 +181,35 @@ async fn a_configured_header_names_the_session() {
     }
     env.shutdown().await;
 }
+
+/// Which member served between `before` and now (exactly one must have).
+fn one_member(env: &Env, before: [u64; 3]) -> usize {
+    let after = served(env);
+    let moved: Vec<usize> = (0..3).filter(|&i| after[i] > before[i]).collect();
+    assert_eq!(moved.len(), 1, "{before:?} -> {after:?}");
+    moved[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continued_response_goes_to_the_member_that_holds_it() {
+    let env = start(sim(None), &policy([100, 100, 100], r#"deployments = ["da", "db", "dc"]"#)).await;
+    let mut first_members = std::collections::BTreeSet::new();
+    for _ in 0..6 {
+        let before = served(&env);
+        let first = serde_json::json!({"model": "chat", "input": "hello there", "max_output_tokens": 16});
+        let (status, _, created) = env.post("/v1/responses", KEY, &first).await;
+        assert_eq!(status, 200, "{created}");
+        let member = one_member(&env, before);
+        first_members.insert(member);
+        for _ in 0..2 {
+            let before = served(&env);
+            let next = serde_json::json!({"model": "chat", "input": "and then?", "max_output_tokens": 16,
+                                          "previous_response_id": created["id"]});
+            let (status, _, answer) = env.post("/v1/responses", KEY, &next).await;
+            assert_eq!(status, 200, "{answer}");
+            assert_eq!(one_member(&env, before), member, "the continuation went where its response lives");
+        }
+    }
+    assert!(first_members.len() > 1, "first requests spread over the members: {first_members:?}");
+    env.shutdown().await;
+}

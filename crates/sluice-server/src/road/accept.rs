@@ -78,6 +78,8 @@ pub struct Accepted<'g> {
     pub client_deadline: bool,
     /// The context remembered of the response it continues ([`hidden_context`]).
     pub hidden_context: Option<u64>,
+    /// The deployment that created the response it continues.
+    pub continues_on: Option<Arc<str>>,
 }
 
 /// Accepts a `protocol` request of `caller` (its body `bytes`) for its attempts: parses it,
@@ -123,8 +125,10 @@ pub async fn accept<'g>(
     {
         return Err(untranslatable(primary, &e));
     }
-    let hidden_context = hidden_context(gateway, caller, &request).await?;
-    Ok(Accepted { request, profile, task, deadline, client_deadline: client_wait.is_some(), hidden_context })
+    let continued = hidden_context(gateway, caller, &request).await?;
+    let (hidden_context, continues_on) = continued.map_or((None, None), |r| (r.context, Some(r.deployment)));
+    let client_deadline = client_wait.is_some();
+    Ok(Accepted { request, profile, task, deadline, client_deadline, hidden_context, continues_on })
 }
 
 /// What a request's idempotency key makes of its attempts.
@@ -202,11 +206,12 @@ fn replay(stored: Stored) -> Response<Body> {
     response
 }
 
-/// The context remembered of what a Responses `request` continues, once the caller's
-/// tenant is found to own it: the response it names (`previous_response_id`) and the
-/// conversation (`conversation`, an id or `{"id": …}`); the vector stores its
-/// `file_search` tools name must be the tenant's too. `None` when it continues none,
-/// or its context is not known yet (the profile's conservative figure is reserved).
+/// What is remembered of the response a Responses `request` continues
+/// (`previous_response_id`: its context and the deployment that holds it), once the
+/// caller's tenant is found to own it; the conversation (`conversation`, an id or
+/// `{"id": …}`) and the vector stores its `file_search` tools name must be the tenant's
+/// too. `None` when it continues no response; a context not known yet is `None` inside
+/// (the profile's conservative figure is reserved).
 ///
 /// # Errors
 /// 404 `response_not_found`, `conversation_not_found` or `object_not_found` when the
@@ -217,7 +222,7 @@ pub(crate) async fn hidden_context(
     gateway: &Gateway,
     caller: &Caller,
     request: &ParsedRequest,
-) -> Result<Option<u64>, GatewayError> {
+) -> Result<Option<sluice_recall::remembered::Remembered>, GatewayError> {
     if request.protocol != Protocol::OpenAiResponses {
         return Ok(None);
     }
@@ -239,7 +244,7 @@ pub(crate) async fn hidden_context(
         gateway.services.responses.owned(&key(id), error::Stored::Conversation).await?;
     }
     match request.body.get("previous_response_id").and_then(serde_json::Value::as_str) {
-        Some(id) => Ok(gateway.services.responses.owned(&key(id), error::Stored::Response).await?.context),
+        Some(id) => Ok(Some(gateway.services.responses.owned(&key(id), error::Stored::Response).await?)),
         None => Ok(None),
     }
 }

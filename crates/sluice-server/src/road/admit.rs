@@ -171,7 +171,12 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
     for member in &pool.members {
         let route = &gateway.deployments[member.deployment];
         let quote = quote(gateway, req.request, req.profile, route, req.hidden_context);
-        let allowed = if !members.contains(&member.deployment) {
+        let pinned = req.continues_on.as_ref().is_some_and(|on| *on != route.name)
+            && pool
+                .members
+                .iter()
+                .any(|m| req.continues_on.as_deref() == Some(&*gateway.deployments[m.deployment].name));
+        let allowed = if !members.contains(&member.deployment) || pinned {
             false
         } else if let Err(e) = check_endpoint(req.request, route) {
             refusal.get_or_insert(e);

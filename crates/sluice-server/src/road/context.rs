@@ -49,6 +49,9 @@ pub struct Request<'a> {
     /// the caller's tenant's own: checked before any attempt); `None` when it continues
     /// none, or a response whose usage is not known yet, or a conversation.
     pub hidden_context: Option<u64>,
+    /// The deployment that created the response this one continues: on a pool, the only
+    /// member that holds its stored state.
+    pub continues_on: Option<Arc<str>>,
     /// When every wait of the request ends, by the gateway's clock: its arrival plus its
     /// class's `max_wait`, or the client's own deadline when that is sooner. Queues on the
     /// primary and on fallbacks, and retries waiting for capacity, share it.

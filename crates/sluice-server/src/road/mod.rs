@@ -124,7 +124,7 @@ pub async fn forward(
         Ok(accepted) => accepted,
         Err(error) => return Served::refused(error).logged(access),
     };
-    let Accepted { request, profile, task, deadline, client_deadline, hidden_context } = accepted;
+    let Accepted { request, profile, task, deadline, client_deadline, hidden_context, continues_on } = accepted;
     let attempt = Request {
         gateway,
         caller,
@@ -136,6 +136,7 @@ pub async fn forward(
         early,
         access: &access,
         hidden_context,
+        continues_on,
         deadline,
         client_deadline,
         queued: Mutex::new(None),
