@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::bucket::{self, Claim, Claimer, Refusal, Share, Tat};
 use crate::budget::{self, Calendar, Over, Spent};
 use crate::clock::Nanos;
-use crate::decision::{Demand, Grant, Rejection, RejectionKind};
+use crate::decision::{Demand, FairShare, Grant, Rejection, RejectionKind};
 use crate::limit::{Cost, Dimension, LimiterName, Limits, Settlement};
 use crate::scope::ScopeKind;
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
@@ -75,6 +75,17 @@ pub struct Ledger {
     /// Claims a refusal being decided would record (scope, bucket, claim).
     claims: Vec<(ScopeId, usize, Claim)>,
     fair: HashMap<ScopeId, FairState>,
+    /// While [`Ledger::admit_first`] decides: what its refusals would record, recorded only
+    /// when none of its demands passes.
+    deferred: Option<Deferred>,
+}
+
+/// What the refusals of an [`Ledger::admit_first`] would record: claims (scope, bucket,
+/// claim) and tenants waiting for their fair share of a deployment.
+#[derive(Debug, Default)]
+struct Deferred {
+    claims: Vec<(ScopeId, usize, Claim)>,
+    waiting: Vec<(ScopeId, FairShare)>,
 }
 
 impl Ledger {
@@ -204,6 +215,34 @@ impl Ledger {
         Ok(Grant { id, reserved: cost, lease, after: Vec::new() })
     }
 
+    /// Admits the first of `demands` that passes, in order ([`crate::QuotaStore::admit_first`]):
+    /// its index and grant, or every refusal, in order. What a refusal records for its
+    /// waiting request (claims on idle windows, the tenant waiting for its fair share) is
+    /// recorded only when none passes, after all were decided.
+    ///
+    /// # Errors
+    /// Each demand's refusal, in order, when none passes.
+    pub fn admit_first(&mut self, now: Nanos, demands: &[Demand<'_>]) -> Result<(usize, Grant), Vec<Rejection>> {
+        self.deferred = Some(Deferred::default());
+        let mut refusals = Vec::with_capacity(demands.len());
+        for (i, demand) in demands.iter().enumerate() {
+            match self.admit(now, demand) {
+                Ok(grant) => {
+                    self.deferred = None;
+                    return Ok((i, grant));
+                }
+                Err(refusal) => refusals.push(refusal),
+            }
+        }
+        let deferred = self.deferred.take().unwrap_or_default();
+        self.claims = deferred.claims;
+        self.record_claims(now);
+        for (scope, ask) in deferred.waiting {
+            self.fair.entry(scope).or_default().waiting(now, &ask);
+        }
+        Err(refusals)
+    }
+
     /// Refuses a cost no money budget on the path takes in its current period: at once,
     /// whatever the rates say (a spent budget waits for the next period, not for capacity;
     /// one held by reservations in flight waits for them to settle).
@@ -239,7 +278,10 @@ impl Ledger {
 
     fn fair_waiting(&mut self, now: Nanos, demand: &Demand<'_>) {
         if let (Some(ask), Some(scope)) = (&demand.fair, self.deployment_of(demand.path)) {
-            self.fair.entry(scope).or_default().waiting(now, ask);
+            match &mut self.deferred {
+                Some(deferred) => deferred.waiting.push((scope, ask.clone())),
+                None => self.fair.entry(scope).or_default().waiting(now, ask),
+            }
         }
     }
 
@@ -319,7 +361,10 @@ impl Ledger {
         }
         let Some((wait, scope, limiter)) = worst else { return Ok(()) };
         if idle_only {
-            self.record_claims(now);
+            match &mut self.deferred {
+                Some(deferred) => deferred.claims.append(&mut self.claims),
+                None => self.record_claims(now),
+            }
         }
         Err(Rejection { scope, limiter, kind: RejectionKind::RetryAfter(wait) })
     }

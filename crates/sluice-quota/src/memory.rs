@@ -11,7 +11,7 @@ use crate::decision::{Demand, Grant};
 use crate::ledger::{Ledger, ScopeSnapshot};
 use crate::limit::{Cost, Dimension, Limits, Settlement};
 use crate::scope::{ReservationId, ScopeId, ScopeKey};
-use crate::store::{QuotaStore, ReserveError, StoreError, StoreFuture};
+use crate::store::{QuotaStore, ReserveError, StoreError, StoreFuture, soonest};
 
 /// In-process quota state. Decisions take a few hundred nanoseconds under the lock.
 #[derive(Debug)]
@@ -57,6 +57,17 @@ impl MemoryStore {
     pub fn admit_now(&self, demand: &Demand<'_>) -> Result<Grant, ReserveError> {
         let now = self.clock.now();
         self.ledger.lock().admit(now, demand).map_err(ReserveError::Rejected)
+    }
+
+    /// Admits the first of `demands` that passes, synchronously, under one lock
+    /// ([`Ledger::admit_first`]): its index and grant.
+    ///
+    /// # Errors
+    /// The soonest refusal when none passes ([`crate::store::soonest`]).
+    pub fn admit_first_now(&self, demands: &[Demand<'_>]) -> Result<(usize, Grant), ReserveError> {
+        let now = self.clock.now();
+        let decided = self.ledger.lock().admit_first(now, demands);
+        decided.map_err(|refusals| soonest(refusals.into_iter().map(ReserveError::Rejected)))
     }
 
     /// Settles synchronously.
@@ -108,6 +119,12 @@ impl QuotaStore for MemoryStore {
 
     fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>> {
         let result = self.admit_now(&demand);
+        Box::pin(std::future::ready(result))
+    }
+
+    /// Every demand decided under one lock of the ledger.
+    fn admit_first<'a>(&'a self, demands: Vec<Demand<'a>>) -> StoreFuture<'a, Result<(usize, Grant), ReserveError>> {
+        let result = self.admit_first_now(&demands);
         Box::pin(std::future::ready(result))
     }
 

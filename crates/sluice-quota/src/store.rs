@@ -48,6 +48,36 @@ fn sooner(first: Option<ReserveError>, second: ReserveError) -> ReserveError {
     }
 }
 
+/// Of the refusals of several demands, in the order they were tried, the one a waiting
+/// request heeds (as [`QuotaStore::admit_first`] answers when none passes): the soonest
+/// wait (a busy slot as no wait), over a cost that never fits, over a store error; the
+/// first on a tie. A store error when there is none.
+pub fn soonest(refusals: impl IntoIterator<Item = ReserveError>) -> ReserveError {
+    refusals
+        .into_iter()
+        .fold(None, |kept, refusal| Some(sooner(kept, refusal)))
+        .unwrap_or_else(|| ReserveError::Store(StoreError("no demand to admit".to_owned())))
+}
+
+/// [`QuotaStore::admit_first`] by one [`QuotaStore::admit`] per demand, in order, until
+/// one passes: the default, and what a store uses when it cannot decide several demands
+/// in one step (a Redis Cluster, whose members live on different servers).
+pub fn admit_each<'a, S: QuotaStore + ?Sized>(
+    store: &'a S,
+    demands: Vec<Demand<'a>>,
+) -> StoreFuture<'a, Result<(usize, Grant), ReserveError>> {
+    Box::pin(async move {
+        let mut refusals = Vec::new();
+        for (i, demand) in demands.into_iter().enumerate() {
+            match store.admit(demand).await {
+                Ok(grant) => return Ok((i, grant)),
+                Err(e) => refusals.push(e),
+            }
+        }
+        Err(soonest(refusals))
+    })
+}
+
 /// How a store is doing, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StoreHealth {
@@ -105,18 +135,13 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
     /// the refusal a waiting request heeds: the soonest one (a busy slot counts as soonest,
     /// one that never fits as last), or a store error when no demand got an answer. This
     /// default asks once per demand; a store that can decide several in one atomic step
-    /// overrides it.
+    /// overrides it. Deciding them in one step, a store records what a refused demand
+    /// records for its waiting request (claims on idle windows, its tenant waiting for a
+    /// fair share) only when none passes: a request admitted on one member waits on no
+    /// other, and a demand is never held back by what an earlier one of the same request
+    /// just recorded.
     fn admit_first<'a>(&'a self, demands: Vec<Demand<'a>>) -> StoreFuture<'a, Result<(usize, Grant), ReserveError>> {
-        Box::pin(async move {
-            let mut refusal: Option<ReserveError> = None;
-            for (i, demand) in demands.into_iter().enumerate() {
-                match self.admit(demand).await {
-                    Ok(grant) => return Ok((i, grant)),
-                    Err(e) => refusal = Some(sooner(refusal, e)),
-                }
-            }
-            Err(refusal.unwrap_or_else(|| ReserveError::Store(StoreError("no demand to admit".to_owned()))))
-        })
+        admit_each(self, demands)
     }
 
     /// Replaces the reservation by what was used; unknown ids are a no-op.

@@ -112,3 +112,29 @@ async fn a_waiting_pool_request_is_granted_by_whichever_member_frees_first() {
     assert_eq!(report.member, 1, "the second member freed first");
     assert_eq!(queue.depth(), 0);
 }
+
+#[tokio::test]
+async fn what_a_refusal_records_is_kept_only_when_no_member_passes() {
+    // Two members of 10 tokens a second with a burst of 100 and a 200 ms guard; the first
+    // has 10 tokens taken, so a whole burst needs its window idle, and claims it if refused.
+    let clock = FakeClock::default();
+    let store = MemoryStore::new(Arc::new(clock.clone()));
+    let rate = || RateLimit::per_minute(Dimension::TotalTokens, 600).unwrap().with_burst(NonZeroU64::new(100).unwrap());
+    let members: Vec<[ScopeId; 1]> = (0..2)
+        .map(|i| {
+            let limits = Limits::unlimited().with_rate(rate().guarded());
+            [store.register(ScopeKey::new(ScopeKind::Deployment, format!("g{i}")), limits)]
+        })
+        .collect();
+    let _small = store.reserve_now(&members[0], Cost::request(10, 0), LEASE).unwrap();
+    let whole = || members.iter().map(|m| Demand::new(m, Cost::request(100, 0), LEASE)).collect::<Vec<_>>();
+    let small_passes = |m: &[ScopeId]| store.reserve_now(m, Cost::request(1, 0), LEASE).is_ok();
+    // Admitted on the second: the first holds no claim for it.
+    assert_eq!(store.admit_first(whole()).await.unwrap().0, 1);
+    assert!(small_passes(&members[0]), "held back for a request admitted elsewhere");
+    // Refused on both: the request waits, and its claims hold smaller ones back on both.
+    assert!(store.admit_first(whole()).await.is_err());
+    clock.advance(Duration::from_millis(400));
+    assert!(!small_passes(&members[0]), "the waiting request's claim was not kept");
+    assert!(!small_passes(&members[1]), "the waiting request's claim was not kept");
+}

@@ -12,8 +12,9 @@
 //! is asked for) and runs of reservations on the same scopes together. Each operation is
 //! decided as if its script ran alone at its point of that order; a run is first tried as
 //! one combined reservation ([`ReserveSpec::combined`]), which passes exactly when each of
-//! them would pass in turn, and is otherwise decided one by one. Batching changes
-//! throughput, never a decision.
+//! them would pass in turn, and is otherwise decided one by one. A pool's request on its
+//! members ([`Op::First`]) is one operation: its reservations are tried in order, at its
+//! point of that order, until one passes. Batching changes throughput, never a decision.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -121,12 +122,17 @@ pub enum Op {
         /// The money budgets it moves (record.rs `budget_settle`).
         budgets: Vec<u8>,
     },
+    /// The first of several reservations ([`Op::Reserve`], in order) that passes, the others
+    /// not made: a pool's request on its members ([`sluice_quota::QuotaStore::admit_first`]).
+    First(Vec<Op>),
 }
 
 type Reply = Result<Vec<i64>, StoreError>;
 
-/// How to give back a reservation nobody will hear of: the settlement that releases it.
-pub type Release = Box<dyn FnOnce() -> Op + Send>;
+/// How to give back a reservation nobody will hear of: the settlements that release it,
+/// given its reply when it was granted, or `None` when whether it was made is unknown
+/// (then whatever it may have made: a release of a reservation never made changes nothing).
+pub type Release = Box<dyn FnOnce(Option<&[i64]>) -> Vec<Op> + Send>;
 
 struct Waiting {
     op: Op,
@@ -158,12 +164,13 @@ enum Arg<'a> {
     Count(usize),
 }
 
-/// What a batch sends, in order (indices into the batch): a settlement, or a run of
+/// What a batch sends, in order (indices into the batch): a settlement, a run of
 /// reservations on the same scopes (perhaps of one; a reservation with a fair-share check
-/// is always alone).
+/// is always alone), or the first of several reservations that passes.
 enum Step {
     Settle(usize),
     Reserve(Vec<usize>),
+    First(usize),
 }
 
 struct Plan {
@@ -172,8 +179,8 @@ struct Plan {
 
 impl Plan {
     /// Settlements first, in arrival order; then the reservations, those with a fair-share
-    /// check one by one, the others in runs of the same fields, shape and lease, each run
-    /// where its first member arrived.
+    /// check (and each choice of the first of several) one by one, the others in runs of the
+    /// same fields, shape and lease, each run where its first member arrived.
     fn of(batch: &[Waiting]) -> Self {
         let mut steps: Vec<Step> = Vec::with_capacity(batch.len());
         for (i, waiting) in batch.iter().enumerate() {
@@ -182,6 +189,10 @@ impl Plan {
             }
         }
         for (i, waiting) in batch.iter().enumerate() {
+            if matches!(waiting.op, Op::First(_)) {
+                steps.push(Step::First(i));
+                continue;
+            }
             let Op::Reserve { fair, spec, sids, lease_us, report, budgets, .. } = &waiting.op else { continue };
             // A budget is charged once per reservation: never in a combined run.
             if fair.is_some() || has_budgets(budgets) {
@@ -215,7 +226,7 @@ impl Plan {
     /// The batch indices in the order of the script's replies.
     fn order(&self) -> impl Iterator<Item = usize> + '_ {
         self.steps.iter().flat_map(|step| match step {
-            Step::Settle(i) => std::slice::from_ref(i).iter().copied(),
+            Step::Settle(i) | Step::First(i) => std::slice::from_ref(i).iter().copied(),
             Step::Reserve(run) => run.iter().copied(),
         })
     }
@@ -427,7 +438,7 @@ impl Batches {
     async fn send(&self, group: &Group, mut batch: Vec<Waiting>) {
         // A reservation whose caller gave up while it waited is not made: nobody would
         // settle it, and it would hold capacity until its lease ran out. Settlements always go.
-        batch.retain(|w| !(matches!(w.op, Op::Reserve { .. }) && w.reply.is_closed()));
+        batch.retain(|w| !(matches!(w.op, Op::Reserve { .. } | Op::First(_)) && w.reply.is_closed()));
         if batch.is_empty() {
             return;
         }
@@ -468,7 +479,7 @@ impl Batches {
                         .iter()
                         .filter_map(|&i| match &batch[i].op {
                             Op::Reserve { spec, .. } => Some(spec),
-                            Op::Settle { .. } => None,
+                            Op::Settle { .. } | Op::First(_) => None,
                         })
                         .collect();
                     let combined = ReserveSpec::combined(&specs);
@@ -478,6 +489,17 @@ impl Batches {
                         if let Op::Reserve { member, .. } = &batch[i].op {
                             args.push(Arg::Bytes(member));
                             args.push(Arg::Owned(reserve_blob(&batch[i].op, None, &mut fields, &mut homes)));
+                        }
+                    }
+                }
+                Step::First(i) => {
+                    if let Op::First(ops) = &batch[*i].op {
+                        args.extend([Arg::Str("f"), Arg::Count(ops.len())]);
+                        for op in ops {
+                            if let Op::Reserve { member, .. } = op {
+                                args.push(Arg::Bytes(member));
+                                args.push(Arg::Owned(reserve_blob(op, None, &mut fields, &mut homes)));
+                            }
                         }
                     }
                 }
@@ -506,9 +528,10 @@ impl Batches {
                 for (i, reply) in plan.order().zip(replies) {
                     if let Some(waiting) = slots.get_mut(i).and_then(Option::take) {
                         let granted = reply.first() == Some(&1);
-                        if let (Err(_), true, Some(release)) = (waiting.reply.send(Ok(reply)), granted, waiting.release)
+                        if let (Err(Ok(reply)), true, Some(release)) =
+                            (waiting.reply.send(Ok(reply)), granted, waiting.release)
                         {
-                            orphans.push(release());
+                            orphans.extend(release(Some(&reply)));
                         }
                     }
                 }
@@ -546,7 +569,7 @@ fn fail(batch: Vec<Waiting>, e: &StoreError) -> Vec<Op> {
     let mut releases = Vec::new();
     for waiting in batch {
         let _ = waiting.reply.send(Err(e.clone()));
-        releases.extend(waiting.release.map(|release| release()));
+        releases.extend(waiting.release.into_iter().flat_map(|release| release(None)));
     }
     releases
 }

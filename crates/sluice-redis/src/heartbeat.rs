@@ -158,6 +158,15 @@ impl QuotaStore for Renewing {
         })
     }
 
+    fn admit_first<'a>(&'a self, demands: Vec<Demand<'a>>) -> StoreFuture<'a, Result<(usize, Grant), ReserveError>> {
+        Box::pin(async move {
+            let leases: Vec<Duration> = demands.iter().map(|d| d.lease).collect();
+            let (i, grant) = self.shared.inner.admit_first(demands).await?;
+            self.hold(grant.id, leases.get(i).copied().unwrap_or(grant.lease));
+            Ok((i, grant))
+        })
+    }
+
     fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {
         self.shared.held.lock().until.remove(&id);
         self.shared.inner.settle(id, settlement)

@@ -189,14 +189,50 @@ impl ResilientStore {
     }
 
     async fn reserve_resilient(&self, demand: Demand<'_>) -> Result<Grant, ReserveError> {
-        self.zone.store(demand.calendar.zone, Ordering::Relaxed);
+        let demands = std::slice::from_ref(&demand);
+        let remote = async { self.remote.admit(demand.clone()).await.map(|grant| (0, grant)) };
+        let local = |local: &MemoryStore| local.admit_now(&demand).map(|grant| (0, grant));
+        Ok(self.admit_either(demands, Some(&demand), remote, local).await?.1)
+    }
+
+    /// [`QuotaStore::admit_first`] as [`Self::reserve_resilient`] admits one demand: Redis
+    /// decides while it answers (in one step where it can), the local limiter while it is
+    /// away. While the local gate is on after an outage each demand is admitted on its own,
+    /// through that gate, in order.
+    async fn first_resilient(&self, demands: Vec<Demand<'_>>) -> Result<(usize, Grant), ReserveError> {
+        if self.local.is_some() && self.guarded.load(Ordering::Acquire) {
+            return sluice_quota::store::admit_each(self, demands).await;
+        }
+        let remote = self.remote.admit_first(demands.clone());
+        let local = |local: &MemoryStore| local.admit_first_now(&demands);
+        self.admit_either(&demands, None, remote, local).await
+    }
+
+    /// Admits one of `demands` (the one whose index the answer carries): by Redis (`remote`,
+    /// after the local gate for `gated`, if on) while it answers, its grant charged to the
+    /// shadow account; by the local limiter (`local`) while it is away, its grant's id
+    /// marked local.
+    async fn admit_either(
+        &self,
+        demands: &[Demand<'_>],
+        gated: Option<&Demand<'_>>,
+        remote: impl Future<Output = Result<(usize, Grant), ReserveError>>,
+        local: impl FnOnce(&MemoryStore) -> Result<(usize, Grant), ReserveError>,
+    ) -> Result<(usize, Grant), ReserveError> {
+        if let Some(demand) = demands.first() {
+            self.zone.store(demand.calendar.zone, Ordering::Relaxed);
+        }
         let error = if self.should_try_remote() {
-            let gated = self.guarded.load(Ordering::Acquire);
-            self.local_gate(&demand)?;
-            match self.remote.admit(demand.clone()).await {
+            let guarded = self.guarded.load(Ordering::Acquire);
+            if let Some(demand) = gated {
+                self.local_gate(demand)?;
+            }
+            match remote.await {
                 Err(ReserveError::Store(e)) => e,
                 other => {
-                    if other.is_ok() && !gated {
+                    if let (Ok((i, _)), false) = (&other, guarded)
+                        && let Some(demand) = demands.get(*i)
+                    {
                         self.shadow(demand.path, demand.cost);
                     }
                     self.recovered().await;
@@ -209,10 +245,12 @@ impl ResilientStore {
         if !self.is_degraded() || error.0.contains("waiting for the next probe") {
             self.failed_if_remote_error(&error);
         }
-        let Some(local) = &self.local else { return Err(ReserveError::Store(error)) };
-        let grant = local.admit_now(&demand)?;
-        self.local_grants.lock().insert(grant.id.0, (demand.path.to_vec(), demand.calendar));
-        Ok(Grant { id: ReservationId(grant.id.0 | LOCAL), ..grant })
+        let Some(store) = &self.local else { return Err(ReserveError::Store(error)) };
+        let (i, grant) = local(store)?;
+        if let Some(demand) = demands.get(i) {
+            self.local_grants.lock().insert(grant.id.0, (demand.path.to_vec(), demand.calendar));
+        }
+        Ok((i, Grant { id: ReservationId(grant.id.0 | LOCAL), ..grant }))
     }
 
     fn failed_if_remote_error(&self, error: &StoreError) {
@@ -264,6 +302,10 @@ impl QuotaStore for ResilientStore {
 
     fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>> {
         Box::pin(self.reserve_resilient(demand))
+    }
+
+    fn admit_first<'a>(&'a self, demands: Vec<Demand<'a>>) -> StoreFuture<'a, Result<(usize, Grant), ReserveError>> {
+        Box::pin(self.first_resilient(demands))
     }
 
     fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {

@@ -10,6 +10,12 @@
 //! parts before it are released. A crash in between leaves the earlier parts reserved until
 //! their lease ends: under-admission, never over-admission.
 //!
+//! A pool's request ([`QuotaStore::admit_first`]) offers one path per member. On a
+//! standalone server (or behind Sentinel) they are one group: one operation of its batch
+//! tries them in order and makes the first that passes, in one round trip however many
+//! members refuse. On a cluster each member's deployment has a slot of its own: the members
+//! are asked one after the other, each as above.
+//!
 //! On a cluster an org or model profile without limits is left off the path: it has no
 //! bucket to keep, and reserving on it would send every admission of every tenant through
 //! its one slot. It cannot be held there (give it a limit first).
@@ -22,6 +28,7 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use rand::Rng as _;
 use sluice_quota::bucket::{self, Share, Tat};
+use sluice_quota::store::{admit_each, soonest};
 use sluice_quota::{
     Budget, BudgetPeriod, BudgetSnapshot, Calendar, Claimer, Clock, Cost, Demand, Dimension, Grant, LimiterName,
     Limits, Nanos, QuotaStore, RateSnapshot, Rejection, RejectionKind, ReservationId, ReserveError, ScopeId, ScopeKey,
@@ -57,6 +64,41 @@ type Registry = (Vec<Arc<Scope>>, HashMap<ScopeKey, ScopeId>);
 struct Reserved {
     part: Part,
     after: Vec<ScopeSnapshot>,
+}
+
+/// One group's share of a reservation, ready to send: the part, and whether its grant
+/// reports the caller's own scopes.
+#[derive(Debug)]
+struct Prepared {
+    part: Part,
+    report_own: bool,
+}
+
+impl Prepared {
+    /// The part granted, with its reported scopes from the grant's reply after its leading 1.
+    fn granted(self, state: &[i64]) -> Reserved {
+        let own = |s: &&Arc<Scope>| self.report_own && !s.key.kind.is_shared();
+        let reported: Vec<&Arc<Scope>> = self.part.scopes.iter().filter(own).collect();
+        let after = granted_state(&reported, state);
+        Reserved { part: self.part, after }
+    }
+}
+
+/// Whether a reservation may be asked again once its budgets are restored: it charges a
+/// budget, and the gateway keeps a store of record.
+fn restorable(op: &Op) -> bool {
+    matches!(op, Op::Reserve { recorded: true, budgets, .. } if crate::batch::has_budgets(budgets))
+}
+
+/// The refusal a batch script answered for a part on `scopes`: its wait, scope index,
+/// limit index and kind (kind 9, a budget not restored when asked again, is the store
+/// failing).
+fn refused(scopes: &[Arc<Scope>], quad: &[i64]) -> ReserveError {
+    match *quad {
+        [_, _, _, 9] => ReserveError::Store(store_error("a budget was not restored from the ledger")),
+        [wait, scope, limit, kind] => ReserveError::Rejected(rejection(scopes, wait, scope, limit, kind)),
+        _ => ReserveError::Store(store_error(format!("unexpected refusal: {quad:?}"))),
+    }
 }
 
 /// One group's share of a reservation, for settling it.
@@ -311,13 +353,16 @@ impl RedisStore {
         self.scopes.read().0.get(id.0 as usize).cloned()
     }
 
-    async fn reserve_part(
+    /// The reservation of `demand`'s part on `group` (its `scopes`), and the operation of
+    /// the group's batch that makes it; a cost that can never pass there is refused before
+    /// asking.
+    fn prepare(
         &self,
         id: ReservationId,
         group: &Group,
         scopes: Vec<Arc<Scope>>,
         demand: &Demand<'_>,
-    ) -> Result<Reserved, ReserveError> {
+    ) -> Result<(Prepared, Op), ReserveError> {
         let (cost, lease, share) = (demand.cost, demand.lease, demand.share);
         let specs: Vec<&ScopeSpec> = scopes.iter().map(|s| &s.spec).collect();
         let spec = record::reserve_spec(cost, share, &specs).map_err(|never| {
@@ -361,29 +406,28 @@ impl RedisStore {
             recorded: self.record.is_some(),
         };
         let part = Part { group: group.clone(), member, cost, scopes, calendar: demand.calendar };
-        // Only a reservation on a budget, with a record kept, can be asked again.
-        let again = match &op {
-            Op::Reserve { recorded: true, budgets, .. } if crate::batch::has_budgets(budgets) => Some(op.clone()),
-            _ => None,
-        };
-        let mut reply = self.send_reserve(&part, op).await?;
+        Ok((Prepared { part, report_own: demand.report_own }, op))
+    }
+
+    async fn reserve_part(
+        &self,
+        id: ReservationId,
+        group: &Group,
+        scopes: Vec<Arc<Scope>>,
+        demand: &Demand<'_>,
+    ) -> Result<Reserved, ReserveError> {
+        let (prepared, op) = self.prepare(id, group, scopes, demand)?;
+        let again = restorable(&op).then(|| op.clone());
+        let mut reply = self.send_reserve(&prepared.part, op).await?;
         if let ([0, _, _, _, 9], Some(op)) = (reply.as_slice(), again) {
             // A budget Redis does not hold as restored from the record: restored, then asked
             // again (once: a second refusal of this kind is the store failing).
-            self.restore_part(group, &part.scopes, part.calendar).await?;
-            reply = self.send_reserve(&part, op).await?;
+            self.restore_part(group, &prepared.part.scopes, prepared.part.calendar).await?;
+            reply = self.send_reserve(&prepared.part, op).await?;
         }
-        let scopes = &part.scopes;
         match reply.as_slice() {
-            [0, _, _, _, 9] => Err(ReserveError::Store(store_error("a budget was not restored from the ledger"))),
-            [1, rest @ ..] => {
-                let reported: Vec<&Arc<Scope>> = scopes.iter().filter(|s| own(s)).collect();
-                let after = granted_state(&reported, rest);
-                Ok(Reserved { part, after })
-            }
-            [0, wait, scope, limit, kind] => {
-                Err(ReserveError::Rejected(rejection(scopes, *wait, *scope, *limit, *kind)))
-            }
+            [1, rest @ ..] => Ok(prepared.granted(rest)),
+            [0, refusal @ ..] if refusal.len() == 4 => Err(refused(&prepared.part.scopes, refusal)),
             _ => Err(ReserveError::Store(store_error(format!("unexpected reply from reserve: {reply:?}")))),
         }
     }
@@ -391,10 +435,132 @@ impl RedisStore {
     /// Sends the reservation `op` of `part`; should its caller never hear the answer, the
     /// batch gives it back.
     async fn send_reserve(&self, part: &Part, op: Op) -> Result<Vec<i64>, StoreError> {
-        let unheard =
-            Part { scopes: part.scopes.clone(), member: part.member.clone(), group: part.group.clone(), ..*part };
-        let release = Box::new(move || unheard.settle_op(Settlement::exact(Cost::default())));
+        let unheard = part.clone();
+        let release = Box::new(move |_: Option<&[i64]>| vec![unheard.settle_op(Settlement::exact(Cost::default()))]);
         self.batches.reserve(&part.group, op, release).await
+    }
+
+    /// Sends the choice of the first of `ops` (the reservations of `tried`'s parts, in
+    /// order) that passes; should its caller never hear the answer, the batch gives back the
+    /// one made (or, not knowing which, each).
+    async fn send_first(
+        &self,
+        group: &Group,
+        tried: &[(usize, Prepared)],
+        ops: Vec<Op>,
+    ) -> Result<Vec<i64>, StoreError> {
+        let parts: Vec<Part> = tried.iter().map(|(_, p)| p.part.clone()).collect();
+        let release = Box::new(move |reply: Option<&[i64]>| {
+            let release = |part: &Part| part.settle_op(Settlement::exact(Cost::default()));
+            let made = reply.and_then(|r| r.get(1)).and_then(|&k| usize::try_from(k).ok()?.checked_sub(1));
+            match made {
+                Some(k) => parts.get(k).map(release).into_iter().collect(),
+                None => parts.iter().map(release).collect(),
+            }
+        });
+        self.batches.reserve(group, Op::First(ops), release).await
+    }
+
+    /// [`QuotaStore::admit_first`]: when every demand's path is one group's (always on a
+    /// standalone server or behind Sentinel), one operation of that group's batch tries them
+    /// in order and makes the first that passes: one round trip, atomic, whatever the number
+    /// of demands. On a Redis Cluster each pool member's deployment lives in a slot of its
+    /// own, so the demands are admitted one after the other ([`admit_each`]).
+    async fn first_path(&self, mut demands: Vec<Demand<'_>>) -> Result<(usize, Grant), ReserveError> {
+        let parts: Vec<Vec<(Group, Vec<Arc<Scope>>)>> = demands.iter().map(|d| self.parts(d.path)).collect();
+        let mut groups = parts.iter().flatten().map(|(g, _)| g);
+        let one_group = groups.next().is_none_or(|first| groups.all(|g| g == first));
+        if self.batches.link().connector.is_cluster() || !one_group || parts.iter().any(|p| p.len() > 1) {
+            return admit_each(self, demands).await;
+        }
+        let id = ReservationId(rand::rng().random::<u64>() >> 1);
+        let mut refusals: Vec<(usize, ReserveError)> = Vec::new();
+        let mut tried: Vec<(usize, Prepared)> = Vec::new();
+        let mut ops = Vec::new();
+        // The first demand with nothing to reserve (no scope on its path): granted if reached.
+        let mut bare = None;
+        for (i, (demand, part)) in demands.iter_mut().zip(parts).enumerate() {
+            demand.calendar = self.store_calendar(demand.calendar).await;
+            let Some((group, scopes)) = part.into_iter().next() else {
+                bare = Some(i);
+                break;
+            };
+            match self.prepare(id, &group, scopes, demand) {
+                Ok((prepared, op)) => {
+                    tried.push((i, prepared));
+                    ops.push(op);
+                }
+                Err(e) => refusals.push((i, e)),
+            }
+        }
+        if let Some((_, first)) = tried.first() {
+            let group = first.part.group.clone();
+            let again = ops.iter().any(restorable).then(|| ops.clone());
+            let mut reply = self.send_first(&group, &tried, ops).await?;
+            if let (Some(&9), Some(ops)) = (reply.last().filter(|_| reply.first() == Some(&0)), again) {
+                // A budget Redis does not hold as restored from the record stopped the
+                // choice at its member: every member's budgets are restored, then the
+                // choice is asked again (once).
+                self.restore_budgets(&group, &tried).await?;
+                reply = self.send_first(&group, &tried, ops).await?;
+            }
+            match reply.as_slice() {
+                [1, index, rest @ ..] => {
+                    let made = usize::try_from(*index).ok().and_then(|k| k.checked_sub(1)).filter(|&k| k < tried.len());
+                    let Some(made) = made else {
+                        return Err(ReserveError::Store(store_error(format!(
+                            "unexpected reply from first: {reply:?}"
+                        ))));
+                    };
+                    let (i, prepared) = tried.swap_remove(made);
+                    let reserved = prepared.granted(rest);
+                    self.open.lock().insert(id, vec![reserved.part]);
+                    let demand = &demands[i];
+                    return Ok((i, Grant { id, reserved: demand.cost, lease: demand.lease, after: reserved.after }));
+                }
+                [0, quads @ ..] if quads.len() % 4 == 0 && quads.len() / 4 <= tried.len() => {
+                    // After a budget not restored (a store error) the rest was not tried.
+                    if quads.len() / 4 < tried.len() || quads.last() == Some(&9) {
+                        bare = None;
+                    }
+                    for ((i, prepared), quad) in tried.iter().zip(quads.chunks_exact(4)) {
+                        refusals.push((*i, refused(&prepared.part.scopes, quad)));
+                    }
+                }
+                _ => return Err(ReserveError::Store(store_error(format!("unexpected reply from first: {reply:?}")))),
+            }
+        }
+        if let Some(i) = bare {
+            self.open.lock().insert(id, Vec::new());
+            let demand = &demands[i];
+            return Ok((i, Grant { id, reserved: demand.cost, lease: demand.lease, after: Vec::new() }));
+        }
+        refusals.sort_by_key(|(i, _)| *i);
+        Err(soonest(refusals.into_iter().map(|(_, e)| e)))
+    }
+
+    /// Restores the budgets of every scope of `tried`'s parts (each once), in each part's
+    /// periods.
+    async fn restore_budgets(&self, group: &Group, tried: &[(usize, Prepared)]) -> Result<(), StoreError> {
+        let mut pending: Vec<(Calendar, Vec<Arc<Scope>>)> = Vec::new();
+        let mut seen: Vec<&str> = Vec::new();
+        for (_, prepared) in tried {
+            let part = &prepared.part;
+            for scope in part.scopes.iter().filter(|s| !s.spec.budgets.is_empty()) {
+                if seen.contains(&scope.spec.sid.as_str()) {
+                    continue;
+                }
+                seen.push(&scope.spec.sid);
+                match pending.iter_mut().find(|(calendar, _)| *calendar == part.calendar) {
+                    Some((_, scopes)) => scopes.push(Arc::clone(scope)),
+                    None => pending.push((part.calendar, vec![Arc::clone(scope)])),
+                }
+            }
+        }
+        for (calendar, scopes) in &pending {
+            self.restore_part(group, scopes, *calendar).await?;
+        }
+        Ok(())
     }
 
     async fn settle_part(&self, part: &Part, settlement: Settlement) -> Result<(), StoreError> {
@@ -749,6 +915,12 @@ impl QuotaStore for RedisStore {
 
     fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>> {
         Box::pin(self.reserve_path(demand))
+    }
+
+    /// One round trip on a standalone server or behind Sentinel; one admission per demand
+    /// on a Redis Cluster (see [`RedisStore::first_path`]).
+    fn admit_first<'a>(&'a self, demands: Vec<Demand<'a>>) -> StoreFuture<'a, Result<(usize, Grant), ReserveError>> {
+        Box::pin(self.first_path(demands))
     }
 
     fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {

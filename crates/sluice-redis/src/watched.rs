@@ -38,6 +38,9 @@ impl<H: Hooks> QuotaStore for Watched<H> {
     fn admit<'a>(&'a self, demand: Demand<'a>) -> StoreFuture<'a, Result<Grant, ReserveError>> {
         self.inner.admit(demand)
     }
+    fn admit_first<'a>(&'a self, demands: Vec<Demand<'a>>) -> StoreFuture<'a, Result<(usize, Grant), ReserveError>> {
+        self.inner.admit_first(demands)
+    }
     fn settle(&self, id: ReservationId, settlement: Settlement) -> StoreFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
             self.inner.settle(id, settlement).await?;

@@ -958,6 +958,71 @@ mod cases {
         let rest = store.admit(demand(250_000, LEASE)).await.unwrap();
         store.settle(rest.id, Settlement::exact(rest.reserved)).await.unwrap();
     }
+    /// One request on each of `paths`, a pool's members in order.
+    fn pool_demands(paths: &[[ScopeId; 2]], cost: Cost) -> Vec<Demand<'_>> {
+        paths.iter().map(|path| Demand::new(path, cost, LEASE)).collect()
+    }
+
+    fn first_refusal(result: Result<(usize, sluice_quota::Grant), ReserveError>) -> sluice_quota::Rejection {
+        match result {
+            Err(ReserveError::Rejected(r)) => r,
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+    }
+
+    pub async fn a_pool_admits_on_the_first_member_that_passes(store: &dyn QuotaStore) {
+        let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "pool-t"), per_hour(10));
+        let a = store.register(ScopeKey::new(ScopeKind::Deployment, "pool-a"), per_hour(1));
+        let b = store.register(ScopeKey::new(ScopeKind::Deployment, "pool-b"), per_hour(2));
+        let paths = [[tenant, a], [tenant, b]];
+        let one = Cost::request(1, 1);
+        let (first, grant) = store.admit_first(pool_demands(&paths, one)).await.unwrap();
+        assert_eq!((first, grant.reserved), (0, one));
+        // The first member is full: skipped, with nothing taken from it or given to it.
+        assert_eq!(store.admit_first(pool_demands(&paths, one)).await.unwrap().0, 1);
+        assert_eq!(store.admit_first(pool_demands(&paths, one)).await.unwrap().0, 1);
+        let refusal = first_refusal(store.admit_first(pool_demands(&paths, one)).await);
+        // Two an hour refill one in half an hour, one an hour only in an hour.
+        assert_eq!(refusal.scope, ScopeKey::new(ScopeKind::Deployment, "pool-b"));
+        let wait = refusal.retry_after().unwrap();
+        assert!(wait > Duration::from_secs(1_700) && wait <= Duration::from_secs(1_800), "{wait:?}");
+        // The caller's own scope was charged once per grant, never for a refused member.
+        assert_eq!((remaining(store, a).await, remaining(store, b).await, remaining(store, tenant).await), (0, 0, 7));
+        store.settle(grant.id, Settlement::exact(one)).await.unwrap();
+    }
+
+    pub async fn a_pool_refused_everywhere_answers_the_soonest_refusal(store: &dyn QuotaStore) {
+        let tenant = store.register(ScopeKey::new(ScopeKind::Tenant, "soon-t"), Limits::unlimited());
+        // 4,000 tokens never fit into 1,000 a minute.
+        let never = store.register(ScopeKey::new(ScopeKind::Deployment, "soon-never"), tpm(1_000, 1_000));
+        let late = store.register(ScopeKey::new(ScopeKind::Deployment, "soon-late"), per_hour(1));
+        let soon = store.register(ScopeKey::new(ScopeKind::Deployment, "soon-soon"), rpm(60, 1));
+        let busy = store
+            .register(ScopeKey::new(ScopeKind::Deployment, "soon-busy"), Limits::unlimited().with_concurrency(nz(1)));
+        let cost = Cost::request(10, 3_990);
+        for d in [late, soon, busy] {
+            let _held = store.reserve(&[tenant, d], cost, LEASE).await.unwrap();
+        }
+        let refusal = |members: &[ScopeId]| {
+            let paths: Vec<[ScopeId; 2]> = members.iter().map(|&d| [tenant, d]).collect();
+            async move { first_refusal(store.admit_first(pool_demands(&paths, cost)).await) }
+        };
+        let alone = refusal(&[never]).await;
+        assert!(matches!(alone.kind, RejectionKind::NeverFits { capacity: 1_000, .. }), "{alone:?}");
+        // A member the cost never fits does not hide another's wait, however long.
+        let late_wait = refusal(&[never, late]).await;
+        assert_eq!(late_wait.scope, ScopeKey::new(ScopeKind::Deployment, "soon-late"));
+        assert!(late_wait.retry_after().unwrap() > Duration::from_secs(3_500), "{late_wait:?}");
+        // The sooner wait wins, in any order.
+        for members in [[never, late, soon], [soon, late, never]] {
+            let refused = refusal(&members).await;
+            assert_eq!(refused.scope, ScopeKey::new(ScopeKind::Deployment, "soon-soon"), "{members:?}");
+            assert!(refused.retry_after().unwrap() <= Duration::from_secs(1), "{refused:?}");
+        }
+        // A busy slot may free at any moment: it counts as the soonest.
+        let slot = refusal(&[late, busy, soon]).await;
+        assert_eq!((&*slot.scope.name, slot.kind), ("soon-busy", RejectionKind::SlotsBusy));
+    }
 }
 
 macro_rules! conformance {
@@ -1119,6 +1184,14 @@ macro_rules! conformance {
             async fn a_budget_held_by_reservations_in_flight_refuses_for_a_moment() {
                 run(|s| async move { cases::a_budget_held_by_reservations_in_flight_refuses_for_a_moment(&*s).await })
                     .await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_pool_admits_on_the_first_member_that_passes() {
+                run(|s| async move { cases::a_pool_admits_on_the_first_member_that_passes(&*s).await }).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_pool_refused_everywhere_answers_the_soonest_refusal() {
+                run(|s| async move { cases::a_pool_refused_everywhere_answers_the_soonest_refusal(&*s).await }).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn tighten_holds_a_bucket_to_the_providers_count() {

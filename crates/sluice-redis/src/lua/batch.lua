@@ -23,7 +23,14 @@
 --   a run of k reservations on the same scopes, without fair share: 'g', k, their
 --     combined spec as a reserve's array (record.rs `ReserveSpec::combined`: if it
 --     passes, each of them passes in turn), then each one's member and array. When the
---     combined one does not pass, each is decided on its own, in order.
+--     combined one does not pass, each is decided on its own, in order;
+--   the first of k reservations that passes (a pool's request on its members): 'f', k,
+--     then each one's member and array as for 'r'. They are tried in order, each decided
+--     as a reservation alone, until one is granted; the others are not made. What a
+--     refusal records for the waiting request (its claims on idle windows, its tenant
+--     asking for a fair share) is recorded only when none passes, once all were decided:
+--     a request granted on one member waits on no other, and is never held back by a
+--     claim of its own.
 -- Returns one reply per reservation and settlement. Reserve: granted, {1}, or with scopes to
 -- report {1, now (µs), then per reported scope its requests in flight and each bucket's
 -- full-again instant (µs), as they are right after the grant} (the gateway's rate-limit
@@ -35,6 +42,10 @@
 -- budget not yet restored from the store of record (3, never fits, the gateway finds
 -- before asking; for 5 it names the scope; for 7, 8 and 9 the limit index is the budget's
 -- slot).
+-- First: granted, {1, the index (from 1) of the one granted, then its reply after the 1};
+-- or {0, then each one's refusal as wait_us, scope index, limit index, kind, in order},
+-- stopping after a kind 9 (what follows is not tried; nothing is recorded: the gateway
+-- restores and asks again).
 -- Settle: {1}, or {0} when the reservation is unknown (settled before, or expired).
 local A = ARGV
 local leases, state = KEYS[1], KEYS[2]
@@ -263,9 +274,19 @@ local function charge_budgets(budgets)
   end
 end
 
+-- Runs `effect` now, or, with `later` (a list), appends it there for the caller to run.
+local function now_or_later(later, effect)
+  if later then
+    later[#later + 1] = effect
+  else
+    effect()
+  end
+end
+
 -- Decides the reservation(s) `o` describes, n of them at once: the refusal, or nil and the
--- grant's reply when granted (and taken).
-local function reserve(o, n)
+-- grant's reply when granted (and taken). With `later`, what a refusal records is appended
+-- there rather than recorded (see 'f').
+local function reserve(o, n, later)
   local lease, pair, own, S = o[1], o[2], o[8], o[9]
   local spec, report, share = o[10 + S], o[11 + S], o[12 + S] or 1000
   local budgets = o[13 + S] or {}
@@ -296,6 +317,11 @@ local function reserve(o, n)
 
   -- Fair share: a tenant too far ahead of the slowest tenant asking is held back briefly.
   local tenant, fair, asking, fair_time, fair_slowest, fair_fields, was_asking
+  -- A refusal while asking for a fair share: the tenant counts as asking.
+  local function waits(reply)
+    now_or_later(later, function() asked(asking, tenant, nil) end)
+    return reply
+  end
   if pair > 0 then
     fair, asking = KEYS[2 * pair + 1], KEYS[2 * pair + 2]
     local weight, fcost, slack = o[3], o[4], o[5]
@@ -315,7 +341,7 @@ local function reserve(o, n)
     end
     if mine > slowest + slack / weight then
       -- The gateway names the deployment scope in its refusal.
-      return asked(asking, tenant, {0, 50000, 0, 0, 5})
+      return waits({0, 50000, 0, 0, 5})
     end
     -- The new floor of virtual times: no tenant lags more than the slack behind this one,
     -- whether it is waiting right now or was just admitted between two refusals.
@@ -342,7 +368,7 @@ local function reserve(o, n)
     end
     if cc > 0 and (s and s[1] or 0) + n > cc then
       -- A refusal by a shared scope means the tenant waits for the shared capacity.
-      if pair > 0 and bit.band(own, 2 ^ (k - 1)) == 0 then return asked(asking, tenant, {0, 0, k, 0, 2}) end
+      if pair > 0 and bit.band(own, 2 ^ (k - 1)) == 0 then return waits({0, 0, k, 0, 2}) end
       return {0, 0, k, 0, 2}
     end
     local cj, cstep, cuntil, cshare = claim_of(s, nl, now)
@@ -380,9 +406,11 @@ local function reserve(o, n)
     end
   end
   if worst > 0 then
-    if idle_only and n == 1 then record_claims(o, st, claims, share, o[15 + S] or 0) end
+    if idle_only and n == 1 then
+      now_or_later(later, function() record_claims(o, st, claims, share, o[15 + S] or 0) end)
+    end
     local reply = {0, math.ceil(worst), wscope, wlim, wkind}
-    if pair > 0 and bit.band(own, 2 ^ (wscope - 1)) == 0 then return asked(asking, tenant, reply) end
+    if pair > 0 and bit.band(own, 2 ^ (wscope - 1)) == 0 then return waits(reply) end
     return reply
   end
 
@@ -480,6 +508,40 @@ local function settle_op(at)
   return {1}
 end
 
+-- The first of k reservations ('f' at `at`) that passes.
+local function first_op(at, k)
+  local later, refusals = {}, {0}
+  for i = 1, k do
+    local member = A[at + 2 * i]
+    local granted
+    if known(member) then
+      granted = {1}
+    else
+      local o = unpack_mp(A[at + 2 * i + 1])
+      local refusal
+      refusal, granted = reserve(o, 1, later)
+      if refusal then
+        for j = 2, 5 do
+          refusals[#refusals + 1] = refusal[j]
+        end
+        if refusal[5] == 9 then
+          return refusals
+        end
+      else
+        grant(member, o[1])
+      end
+    end
+    if granted then
+      table.insert(granted, 2, i)
+      return granted
+    end
+  end
+  for _, effect in ipairs(later) do
+    effect()
+  end
+  return refusals
+end
+
 local replies = {}
 local at = 3 + F
 while A[at] do
@@ -490,6 +552,10 @@ while A[at] do
   elseif kind == 's' then
     replies[#replies + 1] = settle_op(at)
     at = at + 3
+  elseif kind == 'f' then
+    local k = tonumber(A[at + 1])
+    replies[#replies + 1] = first_op(at, k)
+    at = at + 2 + 2 * k
   else
     local k = tonumber(A[at + 1])
     local first, fresh = at + 3, true
