@@ -21,12 +21,16 @@ use std::fmt::Write as _;
 use anyhow::Context as _;
 use serde_json::{Map, Value};
 
-/// Conditions of a LiteLLM `fallbacks` entry: any failure that survived the retries.
-const ON_FAILURE: &[&str] = &["provider_5xx", "rate_limit_after_retry_budget", "primary_unavailable"];
+/// Conditions of a LiteLLM `fallbacks` entry: any failure that survived the retries, and
+/// the primary full for the class's whole wait (LiteLLM falls back on a rate limit too).
+const ON_FAILURE: &[&str] =
+    &["provider_5xx", "rate_limit_after_retry_budget", "primary_unavailable", "queue_wait_exceeded"];
 /// Conditions of a `context_window_fallbacks` entry.
 const ON_CONTEXT: &[&str] = &["context_length_needed"];
 /// The Azure `api-version` written when the LiteLLM entry names none.
 const AZURE_API_VERSION: &str = "2024-10-21";
+/// The highest tier a pool member may have.
+const MAX_TIER: u64 = 9;
 /// The placeholder for a value sluice needs and LiteLLM took from elsewhere.
 const CHANGE_ME: &str = "CHANGE-ME";
 
@@ -172,17 +176,16 @@ impl Translator {
             ));
         }
         let empty = Map::new();
+        let top = entry.as_object().unwrap_or(&empty);
         let params = entry.get("litellm_params").and_then(Value::as_object).unwrap_or(&empty);
         let info = entry.get("model_info").and_then(Value::as_object).unwrap_or(&empty);
-        if let Value::Object(other) = entry {
-            let extra: Vec<&str> = other
-                .keys()
-                .map(String::as_str)
-                .filter(|k| !matches!(*k, "model_name" | "litellm_params" | "model_info"))
-                .collect();
-            if !extra.is_empty() {
-                self.note(format!("{at}: {} not translated", extra.join(", ")));
-            }
+        let extra: Vec<&str> = top
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !matches!(*k, "model_name" | "litellm_params" | "model_info" | "rpm" | "tpm"))
+            .collect();
+        if !extra.is_empty() {
+            self.note(format!("{at}: {} not translated", extra.join(", ")));
         }
         let Some(model) = params.get("model").and_then(Value::as_str) else {
             return self.note(format!("{at} (`{group}`): no litellm_params.model, skipped"));
@@ -201,6 +204,15 @@ impl Translator {
         let count = |map: &Map<String, Value>, key: &str| {
             number(map, key).filter(|n| n.is_finite() && *n >= 1.0).map(|n| n.round() as u64)
         };
+        // LiteLLM reads a deployment's rpm and tpm beside litellm_params first, then in it,
+        // then in model_info; its order in litellm_params, then in model_info.
+        let limit = |key: &str| count(top, key).or_else(|| count(params, key)).or_else(|| count(info, key));
+        let order = params
+            .get("order")
+            .or_else(|| info.get("order"))
+            .and_then(Value::as_f64)
+            .filter(|o| o.is_finite() && *o >= 0.0)
+            .map(|o| o.round() as u64);
         let per_million = |key: &str| {
             number(params, key).or_else(|| number(info, key)).filter(|p| p.is_finite() && *p >= 0.0).map(|p| p * 1e6)
         };
@@ -213,23 +225,28 @@ impl Translator {
             account,
             model,
             azure_deployment,
-            rpm: count(params, "rpm"),
-            tpm: count(params, "tpm"),
+            rpm: limit("rpm"),
+            tpm: limit("tpm"),
             concurrency: count(params, "max_parallel_requests"),
             attempt_timeout: number(params, "timeout").and_then(seconds),
             context_window: count(info, "max_input_tokens"),
             region,
             price: (per_million("input_cost_per_token"), per_million("output_cost_per_token")),
             weight: number(params, "weight").filter(|w| w.is_finite() && *w > 0.0),
-            order: count(params, "order"),
+            order,
             qualifier,
+        };
+        let read_in = |key: &str| match key {
+            "rpm" | "tpm" => vec![top, params, info],
+            "order" => vec![params, info],
+            _ => vec![params],
         };
         let unnumbered: Vec<&str> = ["rpm", "tpm", "max_parallel_requests", "timeout", "weight", "order"]
             .into_iter()
-            .filter(|k| params.get(*k).is_some_and(|v| !v.is_number()))
+            .filter(|k| read_in(k).iter().any(|map| map.get(*k).is_some_and(|v| !v.is_number())))
             .collect();
         if !unnumbered.is_empty() {
-            self.note(format!("{at}.litellm_params: {} not numbers, left out", unnumbered.join(", ")));
+            self.note(format!("{at}: {} not numbers, left out", unnumbered.join(", ")));
         }
         self.unread(&at, "litellm_params", params, &PARAMS_READ, "per-deployment request settings sluice does not add");
         self.unread(&at, "model_info", info, &INFO_READ, "metadata sluice does not keep");
@@ -754,10 +771,7 @@ impl Translator {
                 }
                 let weighted = placement == Some("weighted");
                 let weights = weights(members.iter().map(|m| self.deployments[*m].weight.unwrap_or(1.0)));
-                let tiers: Vec<u64> = members
-                    .iter()
-                    .map(|m| self.deployments[*m].order.map_or(0, |o| o.saturating_sub(1).min(9)))
-                    .collect();
+                let tiers = tiers(members.iter().map(|m| self.deployments[*m].order));
                 let tables = (weighted && weights.iter().any(|w| *w != 1)) || tiers.iter().any(|t| *t != 0);
                 let items: Vec<String> = members
                     .iter()
@@ -852,11 +866,9 @@ impl Translator {
             .collect();
         for (to, when) in wanted {
             let Some((_, members)) = self.groups.iter().find(|(g, _)| *g == to) else { continue };
-            let lowest = members.iter().map(|m| self.deployments[*m].order.unwrap_or(1)).min().unwrap_or(1);
-            let Some(first) = members.iter().find(|m| self.deployments[**m].order.unwrap_or(1) == lowest) else {
-                continue;
-            };
-            let name = self.deployments[*first].name.clone();
+            let tiers = tiers(members.iter().map(|m| self.deployments[*m].order));
+            let Some(first) = tiers.iter().position(|t| *t == 0).map(|j| members[j]) else { continue };
+            let name = self.deployments[first].name.clone();
             if members.len() > 1 {
                 let note = format!(
                     "fallbacks `{group}` -> `{to}`: a sluice fallback names one deployment; `{name}` only, of the \
@@ -880,6 +892,24 @@ impl Translator {
         }
         out
     }
+}
+
+/// The tier of each member of a group from LiteLLM's `order`: the distinct orders, lowest
+/// first, are tiers 0, 1, …; a member without one, in a group where others have one, is
+/// in the tier after them (LiteLLM takes it only when no member with an order is healthy).
+fn tiers(orders: impl Iterator<Item = Option<u64>>) -> Vec<u64> {
+    let orders: Vec<Option<u64>> = orders.collect();
+    let distinct: BTreeSet<u64> = orders.iter().flatten().copied().collect();
+    let last = u64::try_from(distinct.len()).unwrap_or(u64::MAX);
+    orders
+        .iter()
+        .map(|order| match order {
+            Some(o) => u64::try_from(distinct.range(..o).count()).unwrap_or(u64::MAX),
+            None if distinct.is_empty() => 0,
+            None => last,
+        })
+        .map(|tier| tier.min(MAX_TIER))
+        .collect()
 }
 
 /// Integer weights between 1 and 1000 in the ratios of `raw`.
@@ -931,8 +961,17 @@ const PARAMS_READ: [&str; 20] = [
     "vertex_credentials",
 ];
 /// `model_info` read (or of no consequence: `mode`, `id`).
-const INFO_READ: [&str; 6] =
-    ["id", "mode", "base_model", "max_input_tokens", "input_cost_per_token", "output_cost_per_token"];
+const INFO_READ: [&str; 9] = [
+    "id",
+    "mode",
+    "base_model",
+    "max_input_tokens",
+    "input_cost_per_token",
+    "output_cost_per_token",
+    "rpm",
+    "tpm",
+    "order",
+];
 /// Provider prefixes of `litellm_params.model` that sluice serves.
 const PREFIXES: [&str; 9] =
     ["openai", "azure", "anthropic", "bedrock", "vertex_ai", "gemini", "ollama", "ollama_chat", "hosted_vllm"];
@@ -1126,7 +1165,9 @@ general_settings:
         // Fallbacks: general conditions to Claude and the mini; the mini's on context length.
         let to: Vec<&str> = pool.fallbacks.iter().map(|f| &*config.deployments[f.deployment].name).collect();
         assert_eq!(to, ["claude-sonnet-anthropic", "gpt-4o-mini-openai"]);
-        assert!(t.toml.contains(r#"when = ["provider_5xx", "rate_limit_after_retry_budget", "primary_unavailable"]"#));
+        assert!(t.toml.contains(
+            r#"when = ["provider_5xx", "rate_limit_after_retry_budget", "primary_unavailable", "queue_wait_exceeded"]"#
+        ));
         assert!(t.toml.contains(r#"{ deployment = "claude-sonnet-anthropic", when = ["context_length_needed"] }"#));
         // Keys from the environment, retries, timeouts, breaker.
         assert!(t.toml.contains(r#"api_key_env = "AZURE_EASTUS_KEY""#));
@@ -1184,7 +1225,7 @@ model_list:
         let pool = |strategy: &str| {
             format!(
                 "model_list:\n\
-                 - model_name: g\n  litellm_params: {{ model: openai/gpt-4o, api_key: os.environ/A }}\n\
+                 - model_name: g\n  litellm_params: {{ model: openai/gpt-4o, api_key: os.environ/A, order: 1 }}\n\
                  - model_name: g\n  litellm_params: {{ model: openai/gpt-4o, api_base: https://proxy.example/v1, api_key: os.environ/B, order: 2 }}\n\
                  router_settings: {{ routing_strategy: {strategy} }}\n"
             )
@@ -1202,6 +1243,41 @@ model_list:
             assert_eq!(config.models[0].pool.iter().map(|m| m.tier).collect::<Vec<_>>(), [0, 1], "{litellm}");
             assert_eq!(config.providers[1].base_url, "https://proxy.example");
         }
+    }
+
+    #[test]
+    fn limits_and_order_are_read_where_litellm_reads_them() {
+        // rpm/tpm beside litellm_params win over those in it, which win over model_info's;
+        // order is read from litellm_params, else model_info.
+        let yaml = r#"
+model_list:
+  - model_name: g
+    rpm: 900
+    litellm_params: { model: openai/gpt-4o, api_key: os.environ/A, rpm: 100, tpm: 5000 }
+    model_info: { order: 2 }
+  - model_name: g
+    tpm: 40000
+    litellm_params: { model: openai/gpt-4o, api_base: https://proxy.example, api_key: os.environ/B }
+    model_info: { rpm: 60, order: 1 }
+  - model_name: g
+    litellm_params: { model: openai/gpt-4o, api_base: https://other.example, api_key: os.environ/C }
+  - model_name: h
+    litellm_params: { model: openai/gpt-4o-mini, api_key: os.environ/A }
+router_settings:
+  fallbacks: [{ h: [g] }]
+"#;
+        let t = translate(yaml, "c.yaml").unwrap();
+        let config = config(&t);
+        assert!(t.toml.contains("limits = { rpm = 900, tpm = 5000 }"), "{}", t.toml);
+        assert!(t.toml.contains("limits = { rpm = 60, tpm = 40000 }"), "{}", t.toml);
+        assert!(!t.untranslated.iter().any(|n| n.contains("not translated")), "{:#?}", t.untranslated);
+        let pool = config.models.iter().find(|m| &*m.name == "g").unwrap();
+        // Order 2, order 1, none: the member without an order comes last, as in LiteLLM.
+        assert_eq!(pool.pool.iter().map(|m| m.tier).collect::<Vec<_>>(), [1, 0, 2], "{}", t.toml);
+        // A fallback to the group goes to its first tier's member.
+        let h = config.models.iter().find(|m| &*m.name == "h").unwrap();
+        assert_eq!(h.fallbacks.len(), 1);
+        assert_eq!(h.fallbacks[0].deployment, pool.pool[1].deployment, "{}", t.toml);
     }
 
     #[test]
@@ -1292,6 +1368,10 @@ model_list:
         );
         assert_eq!(names, ["a-x", "a-x-2", "a-y", "b"]);
         assert_eq!(weights([0.25, 0.75].into_iter()), [333, 1000]);
+        // Distinct orders, lowest first, are tiers; a member without one comes after them.
+        assert_eq!(tiers([Some(2), None, Some(5), Some(2)].into_iter()), [0, 2, 1, 0]);
+        assert_eq!(tiers([None, None].into_iter()), [0, 0]);
+        assert_eq!(tiers((0..12).map(Some)).last(), Some(&MAX_TIER));
         assert_eq!(weights([2.0, 1.0].into_iter()), [2, 1]);
         assert_eq!(seconds(1.5).as_deref(), Some("1500ms"));
         assert_eq!(without_v1("https://api.openai.com/v1/"), "https://api.openai.com");
