@@ -226,6 +226,11 @@ pub struct ModelConfig {
     /// Fraction of Anthropic input reported as `cache_read_input_tokens` (not charged to ITPM).
     #[serde(default)]
     pub cached_input_fraction: f64,
+    /// Keep a real prompt cache per model (deployment), by the provider's rules: reported as
+    /// cached tokens, and Anthropic cache reads not charged to ITPM. Off by default; exclusive
+    /// with `cached_input_fraction`.
+    #[serde(default)]
+    pub prompt_cache: bool,
     /// Embedding vector length.
     #[serde(default = "default_embedding_dims")]
     pub embedding_dims: usize,
@@ -279,6 +284,7 @@ impl ModelConfig {
             completion: Completion::default(),
             default_max_tokens: DEFAULT_MAX_TOKENS,
             cached_input_fraction: 0.0,
+            prompt_cache: false,
             embedding_dims: DEFAULT_EMBEDDING_DIMS,
             encoding: None,
             latency: None,

@@ -58,6 +58,7 @@ fn bad_values_are_rejected_with_a_reason() {
     rejected(&format!("{MODEL}limits = {{ window_ms = 0.0 }}\n"), "window_ms");
     rejected(&format!("{MODEL}flavor = \"anthropic\"\n"), "does not fit shape");
     rejected(&format!("{MODEL}cached_input_fraction = 2.0\n"), "cached_input_fraction");
+    rejected(&format!("{MODEL}cached_input_fraction = 0.5\nprompt_cache = true\n"), "exclude each other");
     rejected(&format!("{MODEL}completion = {{ dist = \"uniform\", min = 5, max = 2 }}\n"), "completion");
     rejected(&format!("[faults]\nerror_500 = 0.7\nreset = 0.7\n{MODEL}"), "sum to");
     rejected(&format!("[faults]\nhang = -0.1\n{MODEL}"), "within 0..=1");

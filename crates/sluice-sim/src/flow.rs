@@ -11,6 +11,7 @@ use http::HeaderMap;
 use crate::conn::{ConnCtl, abort};
 use crate::errors::ApiError;
 use crate::faults::{FaultConfig, FaultKind};
+use crate::prompt_cache::CacheUse;
 use crate::sim::{Ask, ModelState, Sim, Ticket};
 use crate::stats::Served;
 
@@ -29,9 +30,17 @@ pub struct Prepared {
     pub tenant: String,
     /// `req-id:` marker of the last message.
     pub marker: Option<String>,
+    /// Its prompt-cache lookup, when the model keeps a prompt cache.
+    pub prompt_cache: Option<CacheUse>,
 }
 
 impl Prepared {
+    /// Input tokens written to the prompt cache (Anthropic's `cache_creation_input_tokens`).
+    #[must_use]
+    pub fn cache_created(&self) -> u64 {
+        self.prompt_cache.as_ref().map_or(0, |c| c.lookup.created)
+    }
+
     /// The accounting record of this request having produced `output` tokens.
     #[must_use]
     pub fn served(&self, output: u64) -> Served<'_> {
@@ -54,6 +63,9 @@ impl Prepared {
 /// The response that replaces generation.
 pub async fn admit(sim: &Sim, ctl: Option<&ConnCtl>, p: &Prepared, headers: &HeaderMap) -> Result<Ticket, Response> {
     let ticket = sim.admit(&p.model, &p.ask).map_err(|refusal| crate::respond::refusal(sim, &p.model, &refusal))?;
+    if let Some(cache) = &p.prompt_cache {
+        sim.cache_commit(&p.model, cache);
+    }
     let faults = &p.model.faults;
     let Some(kind) = ticket.fault else { return Ok(ticket) };
     if let Some(status) = kind.status() {

@@ -11,7 +11,8 @@
 //! # Layout
 //! - pure core, no IO: [`limits`] (bucket and window math), [`admission`] (all dimensions
 //!   of a model, all-or-nothing), [`wire_time`] (Go durations, RFC 3339), [`tokens`],
-//!   [`latency`], [`faults`], [`stats`], [`clock`] (the one place real time is read);
+//!   [`latency`], [`faults`], [`stats`], [`prompt_cache`] (per-model prompt caches),
+//!   [`clock`] (the one place real time is read);
 //! - configuration: [`config`] (serde, `deny_unknown_fields`) and [`validate`];
 //! - HTTP: [`server`] (accept loop, [`SimHandle`]), `conn` (per-connection hyper service
 //!   that can reset the socket), `app` (routes), `openai`, `anthropic`, `cloud` (the
@@ -54,6 +55,7 @@ pub mod latency;
 pub mod limits;
 pub mod openai;
 mod pacer;
+pub mod prompt_cache;
 mod respond;
 pub mod server;
 pub mod sim;

@@ -13,6 +13,7 @@ use crate::clock::Clock;
 use crate::config::{FaultConfig, Flavor, LatencyConfig, Limits, ModelConfig, Shape, SimConfig};
 use crate::faults::FaultKind;
 use crate::latency::Delays;
+use crate::prompt_cache::{CacheUse, Lookup, Plan, PromptCache};
 use crate::stats::{Served, Stats, StatsSnapshot};
 use crate::tokens::Tokenizer;
 use crate::validate::ConfigError;
@@ -39,6 +40,8 @@ struct ModelInner {
     limits: Limits,
     limiter: ModelLimiter,
     rng: StdRng,
+    /// Its prompt cache, when the model keeps one.
+    cache: Option<PromptCache>,
 }
 
 impl ModelState {
@@ -160,6 +163,7 @@ impl Sim {
                 limiter: ModelLimiter::new(&limits, m.output_accounting, m.count_rejected(), now),
                 limits,
                 rng: StdRng::seed_from_u64(seed.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                cache: m.prompt_cache.then(PromptCache::default),
             };
             let state = ModelState {
                 config: m.clone(),
@@ -262,6 +266,25 @@ impl Sim {
         self.clock.elapsed().saturating_sub(*self.epoch.lock()).as_secs()
     }
 
+    /// Looks a request's prompt up in `model`'s prompt cache, changing nothing; `None` when
+    /// the model keeps no cache.
+    #[must_use]
+    pub fn cache_peek(&self, model: &ModelState, plan: Plan) -> Option<CacheUse> {
+        let now = self.sim_now();
+        let lookup: Lookup = model.inner.lock().cache.as_ref()?.peek(now, &plan);
+        Some(CacheUse { plan, lookup })
+    }
+
+    /// Commits an admitted request's cache use: refreshes what it read, writes its prefixes,
+    /// and counts the hit or miss.
+    pub fn cache_commit(&self, model: &ModelState, cache: &CacheUse) {
+        let now = self.sim_now();
+        if let Some(kept) = model.inner.lock().cache.as_mut() {
+            kept.commit(now, &cache.plan, &cache.lookup);
+        }
+        self.stats.lock().on_prompt_cache(&model.config.name, &cache.lookup);
+    }
+
     /// Records a successful response and settles output tokens.
     pub fn complete(&self, model: &ModelState, reserved_output: u64, served: &Served<'_>) {
         self.settle_output(model, reserved_output, served.output);
@@ -292,13 +315,17 @@ impl Sim {
         self.stats.lock().snapshot()
     }
 
-    /// Clears the stats and refills every bucket (remembered contexts stay).
+    /// Clears the stats, refills every bucket and empties the prompt caches (remembered
+    /// contexts stay).
     pub fn reset(&self) {
         let now = self.sim_now();
         for model in self.models.values() {
             let mut inner = model.inner.lock();
             let c = &model.config;
             inner.limiter = ModelLimiter::new(&inner.limits, c.output_accounting, c.count_rejected(), now);
+            if let Some(cache) = inner.cache.as_mut() {
+                *cache = PromptCache::default();
+            }
         }
         *self.stats.lock() = Stats::default();
         *self.epoch.lock() = self.clock.elapsed();

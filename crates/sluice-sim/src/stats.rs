@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::admission::LimitKind;
 use crate::faults::FaultKind;
+use crate::prompt_cache::{Lookup, Outcome};
 
 /// Longest timeline kept, in seconds (one day).
 const MAX_TIMELINE: usize = 86_400;
@@ -126,6 +127,31 @@ pub struct Usage {
     pub output_tokens: u64,
 }
 
+/// Prompt-cache outcomes of one model (deployment), counted at admission.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptCacheUsage {
+    /// Requests that read a cached prefix.
+    pub hits: u64,
+    /// Cacheable requests that read nothing.
+    pub misses: u64,
+    /// Requests with nothing cacheable (too short, or no breakpoint).
+    pub uncacheable: u64,
+    /// Input tokens read from the cache.
+    pub read_tokens: u64,
+    /// Input tokens written to the cache (Anthropic's cache creation).
+    pub created_tokens: u64,
+}
+
+impl PromptCacheUsage {
+    /// Hits among cacheable requests, 0 when there were none.
+    #[must_use]
+    #[expect(clippy::cast_precision_loss, reason = "request counts are far below 2^52")]
+    pub fn hit_share(&self) -> f64 {
+        let cacheable = self.hits + self.misses;
+        if cacheable == 0 { 0.0 } else { self.hits as f64 / cacheable as f64 }
+    }
+}
+
 /// Admissions during one real second.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Second {
@@ -156,6 +182,9 @@ pub struct StatsSnapshot {
     pub tenants: BTreeMap<String, Usage>,
     /// Usage per model.
     pub models: BTreeMap<String, Usage>,
+    /// Prompt-cache outcomes per model that keeps a prompt cache.
+    #[serde(default)]
+    pub prompt_cache: BTreeMap<String, PromptCacheUsage>,
     /// Admitted requests and tokens per real second.
     pub timeline: Vec<Second>,
     /// Distinct `req-id:` markers served at least once.
@@ -248,6 +277,26 @@ impl Stats {
         }
         timeline[index].requests += 1;
         timeline[index].tokens += tokens;
+    }
+
+    /// An admitted request's prompt-cache outcome on `model`.
+    pub fn on_prompt_cache(&mut self, model: &str, lookup: &Lookup) {
+        let update = |u: &mut PromptCacheUsage| {
+            *match lookup.outcome {
+                Outcome::Hit => &mut u.hits,
+                Outcome::Miss => &mut u.misses,
+                Outcome::Uncacheable => &mut u.uncacheable,
+            } += 1;
+            u.read_tokens += lookup.read;
+            u.created_tokens += lookup.created;
+        };
+        if let Some(usage) = self.snap.prompt_cache.get_mut(model) {
+            update(usage);
+        } else {
+            let mut usage = PromptCacheUsage::default();
+            update(&mut usage);
+            self.snap.prompt_cache.insert(model.to_owned(), usage);
+        }
     }
 
     /// An injected fault.

@@ -69,6 +69,9 @@ impl ModelConfig {
         if !(0.0..=1.0).contains(&self.cached_input_fraction) {
             return fail(format!("{at}: cached_input_fraction must be within 0..=1"));
         }
+        if self.prompt_cache && self.cached_input_fraction > 0.0 {
+            return fail(format!("{at}: prompt_cache and cached_input_fraction exclude each other"));
+        }
         if self.default_max_tokens == 0 || self.embedding_dims == 0 {
             return fail(format!("{at}: default_max_tokens and embedding_dims must be positive"));
         }

@@ -2,6 +2,7 @@
 
 mod fields;
 mod healthcheck;
+mod import;
 mod keys;
 mod logs;
 mod serve;
@@ -38,6 +39,9 @@ enum Command {
     /// Exit 0 when a gateway answers 200 on its readiness URL, 1 otherwise (a container's
     /// HEALTHCHECK).
     Healthcheck(healthcheck::HealthArgs),
+    /// Write a sluice configuration from another gateway's (`import litellm CONFIG.yaml`).
+    #[command(subcommand)]
+    Import(import::ImportCommand),
     /// Create, list and revoke runtime keys through a running gateway's admin API (the
     /// admin key from `SLUICE_ADMIN_KEY`).
     Keys(keys::KeysArgs),
@@ -70,6 +74,7 @@ fn run(command: Command) -> anyhow::Result<std::process::ExitCode> {
             write_line(&hex::encode(sluice_config::hash_key(&key)));
             Ok(std::process::ExitCode::SUCCESS)
         }
+        Command::Import(command) => import::run(command).map(ok),
         Command::Healthcheck(args) => Ok(current_thread()?.block_on(healthcheck::run(args))),
         Command::Keys(args) => current_thread()?.block_on(keys::run(args)).map(ok),
         Command::Serve(args) => runtime()?.block_on(serve::run(args)).map(ok),

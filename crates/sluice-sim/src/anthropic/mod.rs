@@ -31,10 +31,17 @@ fn required(field: &str) -> ApiError {
     ApiError::Invalid { message: format!("{field}: Field required"), param: None }
 }
 
-/// `usage` as Anthropic reports it (`input_tokens` excludes cache reads).
+/// `usage` as Anthropic reports it (`input_tokens` excludes cache reads and writes).
 #[must_use]
-pub fn usage(input: u64, cached: u64, output: u64) -> Value {
-    json!({"input_tokens": input, "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached, "output_tokens": output})
+pub fn usage(input: u64, created: u64, cached: u64, output: u64) -> Value {
+    json!({"input_tokens": input, "cache_creation_input_tokens": created, "cache_read_input_tokens": cached, "output_tokens": output})
+}
+
+/// `usage` of `prepared` having generated `output` tokens.
+#[must_use]
+pub fn usage_of(prepared: &Prepared, output: u64) -> Value {
+    let created = prepared.cache_created();
+    usage(prepared.input - prepared.cached - created, created, prepared.cached, output)
 }
 
 /// `end_turn`, or `max_tokens` when the cap cut the answer.
@@ -63,7 +70,10 @@ fn prepare(sim: &Sim, req: &MessagesRequest<'_>, headers: &HeaderMap) -> Result<
     }
     let Some(cap) = req.max_tokens.filter(|n| *n > 0) else { return Err(required("max_tokens")) };
     let input = req.input_tokens(&model.tokenizer);
-    let cached = cached_part(&model, input);
+    // A model with a prompt cache reads what it holds; else a fixed fraction is reported.
+    let prompt_cache =
+        if model.config.prompt_cache { sim.cache_peek(&model, req.cache_plan(&model.tokenizer)) } else { None };
+    let cached = prompt_cache.as_ref().map_or_else(|| cached_part(&model, input), |c| c.lookup.read);
     let reserve = match (model.flavor, model.config.output_accounting) {
         (Flavor::Bedrock, _) | (_, OutputAccounting::MaxTokens) => cap,
         (_, OutputAccounting::Actual) => 0,
@@ -75,7 +85,8 @@ fn prepare(sim: &Sim, req: &MessagesRequest<'_>, headers: &HeaderMap) -> Result<
     let ask = Ask { cost, stream: req.stream.unwrap_or(false), cap };
     let user = req.metadata.as_ref().and_then(|m| m.user_id.as_deref());
     let tenant = crate::text::tenant(headers, user);
-    Ok(Prepared { model, ask, input, cached, tenant, marker: crate::text::marker(&req.last_text()) })
+    let marker = crate::text::marker(&req.last_text());
+    Ok(Prepared { model, ask, input, cached, tenant, marker, prompt_cache })
 }
 
 /// `POST /v1/messages`.
@@ -128,7 +139,7 @@ pub async fn messages(
         "id": id, "type": "message", "role": "assistant", "model": prepared.model.config.name,
         "content": [content],
         "stop_reason": stop, "stop_sequence": null,
-        "usage": usage(prepared.input - prepared.cached, prepared.cached, ticket.output),
+        "usage": usage_of(&prepared, ticket.output),
     });
     sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(ticket.output));
     let body = serde_json::to_vec(&message).unwrap_or_default();

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sluice_provider::MediaPricing;
 
+use crate::prompt_cache::{Plan, Rule};
 use crate::tokens::{PER_MESSAGE, Tokenizer};
 
 /// `POST /v1/messages`.
@@ -104,6 +105,26 @@ fn block_tokens(tok: &Tokenizer, block: &Value) -> u64 {
     }
 }
 
+/// Whether a block or tool carries a `cache_control` breakpoint.
+fn marked(value: &Value) -> bool {
+    value.get("cache_control").is_some()
+}
+
+/// The JSON of a block, or of a list of tools, without its `cache_control` markers.
+fn unmarked(value: &Value) -> String {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(object) = v.as_object_mut() {
+            object.remove("cache_control");
+        }
+        v
+    };
+    match value {
+        Value::Array(items) => Value::Array(items.iter().map(strip).collect()).to_string(),
+        other => strip(other).to_string(),
+    }
+}
+
 impl MessagesRequest<'_> {
     /// Input tokens: system + each message's content + 3 per message + tool JSON
     /// (cl100k_base stands in for Claude's tokenizer).
@@ -113,6 +134,41 @@ impl MessagesRequest<'_> {
         let messages: u64 = self.messages.iter().flatten().map(|m| PER_MESSAGE + m.content.tokens(tok)).sum();
         let tools = self.tools.as_ref().map_or(0, |t| tok.count(&t.to_string()));
         system + messages + tools
+    }
+
+    /// The prompt as the prompt cache sees it: the tools, each system block, each message
+    /// block (a message's first carries its overhead), in that order; `cache_control` marks
+    /// breakpoints and is left out of the keys, so a moved breakpoint keeps the prefix. Its
+    /// tokens are [`Self::input_tokens`].
+    #[must_use]
+    pub fn cache_plan(&self, tok: &Tokenizer) -> Plan {
+        let mut plan = Plan::new(Rule::Anthropic, None);
+        if let Some(tools) = &self.tools {
+            let marked = tools.as_array().is_some_and(|tools| tools.iter().any(marked));
+            plan.push(&["tools", &unmarked(tools)], tok.count(&tools.to_string()), marked);
+        }
+        match &self.system {
+            None => {}
+            Some(Content::Text(text)) => plan.push(&["system", text], tok.count(text), false),
+            Some(Content::Blocks(blocks)) => {
+                for block in blocks {
+                    plan.push(&["system", &unmarked(block)], block_tokens(tok, block), marked(block));
+                }
+            }
+        }
+        for m in self.messages.iter().flatten() {
+            match &m.content {
+                Content::Text(text) => plan.push(&[&m.role, text], PER_MESSAGE + tok.count(text), false),
+                Content::Blocks(blocks) if blocks.is_empty() => plan.push(&[&m.role], PER_MESSAGE, false),
+                Content::Blocks(blocks) => {
+                    for (i, block) in blocks.iter().enumerate() {
+                        let (role, overhead) = if i == 0 { (m.role.as_ref(), PER_MESSAGE) } else { ("", 0) };
+                        plan.push(&[role, &unmarked(block)], overhead + block_tokens(tok, block), marked(block));
+                    }
+                }
+            }
+        }
+        plan
     }
 
     /// Text of the last message.
@@ -137,6 +193,27 @@ mod tests {
         let marker = t.count("hello world req-id:7");
         assert_eq!(req.input_tokens(&t), 2 + (3 + 2) + (3 + marker));
         assert_eq!(crate::text::marker(&req.last_text()).as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn the_cache_plan_covers_the_input_and_ignores_where_breakpoints_sit() {
+        let marked = br#"{"model":"claude","max_tokens":10,"tools":[{"name":"t","cache_control":{"type":"ephemeral"}}],
+            "system":[{"type":"text","text":"be brief","cache_control":{"type":"ephemeral"}}],
+            "messages":[{"role":"user","content":[{"type":"text","text":"hello"},{"type":"text","text":"world"}]},
+                        {"role":"assistant","content":"hi"}]}"#;
+        let plain = br#"{"model":"claude","max_tokens":10,"tools":[{"name":"t"}],
+            "system":[{"type":"text","text":"be brief"}],
+            "messages":[{"role":"user","content":[{"type":"text","text":"hello"},{"type":"text","text":"world"}]},
+                        {"role":"assistant","content":"hi"}]}"#;
+        let t = Tokenizer::new(Encoding::Cl100kBase);
+        let marked: MessagesRequest = serde_json::from_slice(marked).unwrap();
+        let plain: MessagesRequest = serde_json::from_slice(plain).unwrap();
+        let (a, b) = (marked.cache_plan(&t), plain.cache_plan(&t));
+        assert_eq!(a.tokens(), marked.input_tokens(&t));
+        let keys = |p: &Plan| p.boundaries().iter().map(|b| b.key).collect::<Vec<_>>();
+        assert_eq!(keys(&a), keys(&b));
+        let breakpoints: Vec<bool> = a.boundaries().iter().map(|b| b.breakpoint).collect();
+        assert_eq!(breakpoints, [true, true, false, false, false]);
     }
 
     #[test]

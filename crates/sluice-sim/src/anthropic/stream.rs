@@ -10,8 +10,7 @@ use crate::pacer::{Render, event};
 pub struct MessageStream {
     id: String,
     model: String,
-    input: u64,
-    cached: u64,
+    usage: serde_json::Value,
     cap: u64,
 }
 
@@ -22,8 +21,7 @@ impl MessageStream {
         Self {
             id,
             model: prepared.model.config.name.clone(),
-            input: prepared.input - prepared.cached,
-            cached: prepared.cached,
+            usage: super::usage_of(prepared, 1),
             cap: prepared.ask.cap,
         }
     }
@@ -31,7 +29,7 @@ impl MessageStream {
 
 impl Render for MessageStream {
     fn head(&mut self, out: &mut Vec<u8>) {
-        let usage = super::usage(self.input, self.cached, 1);
+        let usage = &self.usage;
         let message = json!({"id": self.id, "type": "message", "role": "assistant", "model": self.model,
             "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage});
         event(out, "message_start", &json!({"type": "message_start", "message": message}));

@@ -24,8 +24,7 @@ pub fn block(call: &ToolCall, id: &str) -> Value {
 pub struct ToolStream {
     id: String,
     model: String,
-    input: u64,
-    cached: u64,
+    usage: serde_json::Value,
     call: ToolCall,
     fragments: Fragments,
 }
@@ -35,14 +34,7 @@ impl ToolStream {
     #[must_use]
     pub fn new(id: String, prepared: &Prepared, call: ToolCall, output: u64) -> Self {
         let fragments = Fragments::new(&call, output, prepared.model.latency.chunk_tokens);
-        Self {
-            id,
-            model: prepared.model.config.name.clone(),
-            input: prepared.input - prepared.cached,
-            cached: prepared.cached,
-            call,
-            fragments,
-        }
+        Self { id, model: prepared.model.config.name.clone(), usage: super::usage_of(prepared, 1), call, fragments }
     }
 
     fn partial(out: &mut Vec<u8>, part: &str) {
@@ -53,7 +45,7 @@ impl ToolStream {
 
 impl Render for ToolStream {
     fn head(&mut self, out: &mut Vec<u8>) {
-        let usage = super::usage(self.input, self.cached, 1);
+        let usage = &self.usage;
         let message = json!({"id": self.id, "type": "message", "role": "assistant", "model": self.model,
             "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage});
         event(out, "message_start", &json!({"type": "message_start", "message": message}));

@@ -115,7 +115,7 @@ fn prepare(
     let tenant = crate::text::tenant(headers, None);
     let marker = crate::text::marker(&last_text);
     let call = tool_call(&request, &last_text);
-    Ok((Prepared { model, ask, input, cached: 0, tenant, marker }, call))
+    Ok((Prepared { model, ask, input, cached: 0, tenant, marker, prompt_cache: None }, call))
 }
 
 fn parts_of(content: &Value) -> &[Value] {

@@ -56,7 +56,7 @@ fn prepare(sim: &Sim, req: &CompletionRequest, headers: &HeaderMap) -> Result<Pr
     let cost = Cost { tokens: (input + cap) as f64, ..Cost::default() };
     let tenant = crate::text::tenant(headers, req.user.as_deref());
     let ask = Ask { cost, stream: false, cap };
-    Ok(Prepared { model, ask, input, cached: 0, tenant, marker: crate::text::marker(&text) })
+    Ok(Prepared { model, ask, input, cached: 0, tenant, marker: crate::text::marker(&text), prompt_cache: None })
 }
 
 /// `POST /v1/completions`: `choices[].text` with chat's usage.

@@ -72,7 +72,7 @@ pub async fn embeddings(
     #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
     let ask = Ask { cost: Cost { tokens: tokens as f64, ..Cost::default() }, stream: false, cap: 1 };
     let tenant = crate::text::tenant(&headers, req.user.as_deref());
-    let prepared = Prepared { model, ask, input: tokens, cached: 0, tenant, marker: None };
+    let prepared = Prepared { model, ask, input: tokens, cached: 0, tenant, marker: None, prompt_cache: None };
     let ticket = match flow::admit(&sim, ctl.as_ref(), &prepared, &headers).await {
         Ok(ticket) => ticket,
         Err(response) => return response,

@@ -118,12 +118,15 @@ fn prepare(sim: &Sim, req: &ChatRequest<'_>, headers: &HeaderMap) -> Result<Prep
         return Err(ApiError::Invalid { message, param: Some("messages") });
     }
     let prompt = req.prompt_tokens(&model.tokenizer);
+    let prompt_cache =
+        if model.config.prompt_cache { sim.cache_peek(&model, req.cache_plan(&model.tokenizer)) } else { None };
+    let cached = prompt_cache.as_ref().map_or(0, |c| c.lookup.read);
     let cap = req.max_completion_tokens.or(req.max_tokens).unwrap_or(model.config.default_max_tokens);
     let stream = req.stream.unwrap_or(false);
     let ask = Ask { cost: Cost { tokens: tpm_cost(&model, req, prompt, cap), ..Cost::default() }, stream, cap };
     let tenant = crate::text::tenant(headers, req.user.as_deref());
     let marker = crate::text::marker(&req.last_text());
-    Ok(Prepared { model, ask, input: prompt, cached: 0, tenant, marker })
+    Ok(Prepared { model, ask, input: prompt, cached, tenant, marker, prompt_cache })
 }
 
 /// The `chat.completion` body of a non-streamed answer.
@@ -140,7 +143,7 @@ fn completion_body(prepared: &Prepared, ticket: &Ticket, id: &str, created: u64)
             logprobs: None,
             finish_reason: finish_reason(ticket.output, prepared.ask.cap),
         }],
-        usage: ChatUsage::new(prepared.input, ticket.output),
+        usage: ChatUsage::new(prepared.input, ticket.output).with_cached(prepared.cached),
         service_tier: "default",
         system_fingerprint: FINGERPRINT,
     };

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use sluice_provider::MediaPricing;
 
+use crate::prompt_cache::{Plan, Rule};
 use crate::tokens::{REPLY_PRIMING, Tokenizer, estimate_from_chars};
 
 /// `POST /v1/chat/completions`.
@@ -39,6 +40,9 @@ pub struct ChatRequest<'a> {
     /// Which tool to call (`auto`, `none`, `required` or a named function).
     #[serde(default)]
     pub tool_choice: Option<Value>,
+    /// Joins the prompt-cache key: equal prefixes under different keys are cached apart.
+    #[serde(borrow, default)]
+    pub prompt_cache_key: Option<Cow<'a, str>>,
 }
 
 /// `stream_options`.
@@ -116,6 +120,32 @@ impl ChatRequest<'_> {
         total
     }
 
+    /// The prompt as the prompt cache sees it: the tools, then each message, keyed under
+    /// `prompt_cache_key`. Its tokens are [`Self::prompt_tokens`] but the reply priming.
+    #[must_use]
+    pub fn cache_plan(&self, tok: &Tokenizer) -> Plan {
+        let mut plan = Plan::new(Rule::Openai, self.prompt_cache_key.as_deref());
+        if let Some(tools) = &self.tools {
+            let json = tools.to_string();
+            plan.push(&["tools", &json], tok.count(&json), false);
+        }
+        for m in self.messages.as_deref().unwrap_or_default() {
+            let mut tokens = tok.message(&m.role, m.content.iter().flat_map(Content::texts), m.name.as_deref());
+            tokens += m.content.as_ref().map_or(0, Content::media_tokens);
+            let calls = m.tool_calls.as_ref().map(Value::to_string).unwrap_or_default();
+            if m.tool_calls.is_some() {
+                tokens += tok.count(&calls);
+            }
+            let content = match &m.content {
+                None => String::new(),
+                Some(Content::Text(text)) => text.to_string(),
+                Some(Content::Parts(parts)) => Value::Array(parts.clone()).to_string(),
+            };
+            plan.push(&[&m.role, m.name.as_deref().unwrap_or_default(), &content, &calls], tokens, false);
+        }
+        plan
+    }
+
     /// OpenAI's character estimate of the request's text.
     #[must_use]
     pub fn char_estimate(&self) -> u64 {
@@ -152,6 +182,7 @@ mod tests {
         assert_eq!(req.prompt_tokens(&t), 10 + 8 + 1_445 + 3);
         assert_eq!(req.last_text(), "hello world");
         assert_eq!(req.char_estimate(), (28 + 11_u64).div_ceil(4));
+        assert_eq!(req.cache_plan(&t).tokens() + REPLY_PRIMING, req.prompt_tokens(&t));
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub struct ChatUsage {
 /// `usage.prompt_tokens_details`.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct PromptDetails {
-    /// Cached prompt tokens (always 0 here).
+    /// Cached prompt tokens (0 unless the model keeps a prompt cache).
     pub cached_tokens: u64,
     /// Audio tokens (always 0).
     pub audio_tokens: u64,
@@ -50,6 +50,13 @@ impl ChatUsage {
             prompt_tokens_details: PromptDetails::default(),
             completion_tokens_details: CompletionDetails::default(),
         }
+    }
+
+    /// This usage with `cached` of the prompt tokens read from the prompt cache.
+    #[must_use]
+    pub fn with_cached(mut self, cached: u64) -> Self {
+        self.prompt_tokens_details.cached_tokens = cached;
+        self
     }
 }
 

@@ -98,11 +98,24 @@ fn prepare(sim: &Sim, req: &ResponsesRequest<'_>, headers: &HeaderMap) -> Result
     };
     // The earlier turns count as input, as OpenAI charges them.
     let input = context + conversation + req.input_tokens(&model.tokenizer);
+    let prompt_cache = if model.config.prompt_cache {
+        let mut turns = Vec::new();
+        if let Some(id) = req.previous_response_id.as_deref() {
+            turns.push(("previous_response", id, context));
+        }
+        if let Some(id) = super::conversations::named(req.conversation.as_ref()) {
+            turns.push(("conversation", id, conversation));
+        }
+        sim.cache_peek(&model, req.cache_plan(&model.tokenizer, &turns))
+    } else {
+        None
+    };
+    let cached = prompt_cache.as_ref().map_or(0, |c| c.lookup.read);
     let cap = req.max_output_tokens.unwrap_or(model.config.default_max_tokens);
     #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
     let cost = Cost { tokens: (input + cap) as f64, ..Cost::default() };
     let ask = Ask { cost, stream: req.stream.unwrap_or(false), cap };
     let tenant = crate::text::tenant(headers, req.user.as_deref());
     let marker = crate::text::marker(&req.last_text());
-    Ok(Prepared { model, ask, input, cached: 0, tenant, marker })
+    Ok(Prepared { model, ask, input, cached, tenant, marker, prompt_cache })
 }

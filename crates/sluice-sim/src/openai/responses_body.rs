@@ -16,6 +16,7 @@ pub struct ResponseFrame {
     created_at: u64,
     model: String,
     input: u64,
+    cached: u64,
     cap: u64,
     /// The request's input items, kept with the response.
     items: Vec<Value>,
@@ -32,6 +33,7 @@ impl ResponseFrame {
             created_at,
             model: prepared.model.config.name.clone(),
             input: prepared.input,
+            cached: prepared.cached,
             cap: prepared.ask.cap,
             items: Vec::new(),
         }
@@ -81,7 +83,7 @@ impl ResponseFrame {
     fn usage(&self, output: u64) -> Value {
         json!({
             "input_tokens": self.input,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": self.cached},
             "output_tokens": output,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": self.input + output,

@@ -6,6 +6,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use sluice_provider::MediaPricing;
 
+use crate::prompt_cache::{Plan, Rule};
 use crate::tokens::{REPLY_PRIMING, Tokenizer};
 
 /// `POST /v1/responses`.
@@ -44,6 +45,9 @@ pub struct ResponsesRequest<'a> {
     /// Run in the background: answered `queued`, read later.
     #[serde(default)]
     pub background: Option<bool>,
+    /// Joins the prompt-cache key: equal prefixes under different keys are cached apart.
+    #[serde(borrow, default)]
+    pub prompt_cache_key: Option<Cow<'a, str>>,
 }
 
 /// The texts of one item's `content` (a string or typed parts with `text`).
@@ -98,6 +102,35 @@ impl ResponsesRequest<'_> {
         total
     }
 
+    /// The prompt as the prompt cache sees it: the tools, the instructions, the earlier
+    /// turns (`context`: each `(kind, id, tokens)` one segment), then each input item, keyed
+    /// under `prompt_cache_key`. Its tokens are the context's plus [`Self::input_tokens`]
+    /// but the reply priming.
+    #[must_use]
+    pub fn cache_plan(&self, tok: &Tokenizer, context: &[(&str, &str, u64)]) -> Plan {
+        let mut plan = Plan::new(Rule::Openai, self.prompt_cache_key.as_deref());
+        if let Some(tools) = &self.tools {
+            let json = tools.to_string();
+            plan.push(&["tools", &json], tok.count(&json), false);
+        }
+        if let Some(instructions) = &self.instructions {
+            plan.push(&["system", instructions], tok.message("system", [instructions.as_ref()], None), false);
+        }
+        for (kind, id, tokens) in context {
+            plan.push(&[kind, id, &tokens.to_string()], *tokens, false);
+        }
+        match &self.input {
+            Some(Value::String(text)) => plan.push(&["user", text], tok.message("user", [text.as_str()], None), false),
+            Some(Value::Array(items)) => {
+                for item in items {
+                    plan.push(&[&item.to_string()], item_tokens(item, tok), false);
+                }
+            }
+            _ => {}
+        }
+        plan
+    }
+
     /// The text of the last input item (where `req-id:` markers are looked for).
     #[must_use]
     pub fn last_text(&self) -> String {
@@ -130,6 +163,7 @@ mod tests {
         let expected =
             3 + t.message("system", ["Be brief."], None) + (3 + 1 + 2) + t.count(output_item) + t.count(tools);
         assert_eq!(items.input_tokens(&t), expected);
+        assert_eq!(items.cache_plan(&t, &[("previous", "resp_1", 40)]).tokens() + REPLY_PRIMING, 40 + expected);
         assert!(items.has_input());
         // An image part costs what OpenAI charges for it (85 tokens at low detail).
         let image = r#"{"model":"m","input":[{"role":"user","content":[

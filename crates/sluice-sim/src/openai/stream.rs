@@ -13,6 +13,7 @@ pub struct ChatStream {
     created: u64,
     model: String,
     prompt: u64,
+    cached: u64,
     cap: u64,
     include_usage: bool,
 }
@@ -54,6 +55,7 @@ impl ChatStream {
             created,
             model: prepared.model.config.name.clone(),
             prompt: prepared.input,
+            cached: prepared.cached,
             cap: prepared.ask.cap,
             include_usage,
         }
@@ -93,7 +95,7 @@ impl Render for ChatStream {
             None,
         );
         if self.include_usage {
-            self.write(out, &[], Some(ChatUsage::new(self.prompt, output)));
+            self.write(out, &[], Some(ChatUsage::new(self.prompt, output).with_cached(self.cached)));
         }
         out.extend_from_slice(b"data: [DONE]\n\n");
     }

@@ -23,7 +23,7 @@ pub fn completion_body(prepared: &Prepared, call: &ToolCall, id: &str, created: 
     let body = json!({
         "id": id, "object": "chat.completion", "created": created, "model": prepared.model.config.name,
         "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": "tool_calls"}],
-        "usage": ChatUsage::new(prepared.input, output), "service_tier": "default",
+        "usage": ChatUsage::new(prepared.input, output).with_cached(prepared.cached), "service_tier": "default",
         "system_fingerprint": FINGERPRINT,
     });
     serde_json::to_vec(&body).unwrap_or_default()
@@ -36,6 +36,7 @@ pub struct ToolStream {
     created: u64,
     model: String,
     prompt: u64,
+    cached: u64,
     include_usage: bool,
     call: ToolCall,
     fragments: Fragments,
@@ -58,6 +59,7 @@ impl ToolStream {
             created,
             model: prepared.model.config.name.clone(),
             prompt: prepared.input,
+            cached: prepared.cached,
             include_usage,
             call,
             fragments,
@@ -105,7 +107,8 @@ impl Render for ToolStream {
         }
         self.write(out, &json!({}), Some("tool_calls"));
         if self.include_usage {
-            let usage = serde_json::to_value(ChatUsage::new(self.prompt, output)).unwrap_or_default();
+            let usage =
+                serde_json::to_value(ChatUsage::new(self.prompt, output).with_cached(self.cached)).unwrap_or_default();
             self.chunk_with(out, &json!([]), &usage);
         }
         out.extend_from_slice(b"data: [DONE]\n\n");
