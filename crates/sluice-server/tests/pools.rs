@@ -213,3 +213,49 @@ async fn a_continued_response_goes_to_the_member_that_holds_it() {
     assert!(first_members.len() > 1, "first requests spread over the members: {first_members:?}");
     env.shutdown().await;
 }
+
+/// Hits and misses of the simulated deployments' prompt caches, summed.
+fn cache_hits(env: &Env) -> (u64, u64) {
+    let stats = env.sim.stats();
+    stats.prompt_cache.values().fold((0, 0), |(h, m), u| (h + u.hits, m + u.misses))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn affinity_keeps_a_sessions_prompt_cache_warm() {
+    let cached = |name: &str| ModelConfig { prompt_cache: true, ..ModelConfig::openai(name) };
+    let models = vec![cached("gpt-a"), cached("gpt-b"), cached("gpt-c")];
+    let sim = SimConfig { seed: Some(5), models, ..SimConfig::default() };
+    let env = start(sim, &policy([100, 100, 100], r#"deployments = ["da", "db", "dc"]"#)).await;
+    // Four sessions, each a long shared prefix (well over the 1,024 cacheable tokens)
+    // sent five times, interleaved as concurrent users would be.
+    let prefix = |session: usize| format!("session {session} context: ") + &"lorem ipsum dolor sit amet ".repeat(400);
+    let ask = |session: usize, keyed: bool| {
+        let mut body = chat("chat", 4, 8);
+        body["messages"] =
+            serde_json::json!([{"role": "system", "content": prefix(session)}, {"role": "user", "content": "next?"}]);
+        if keyed {
+            body["prompt_cache_key"] = format!("s{session}").into();
+        }
+        body
+    };
+    for keyed in [false, true] {
+        env.sim.reset();
+        for _round in 0..5 {
+            for session in 0..4 {
+                let (status, _, answer) =
+                    env.post("/v1/chat/completions", KEY, &ask(session + usize::from(keyed) * 10, keyed)).await;
+                assert_eq!(status, 200, "{answer}");
+            }
+        }
+        let (hits, misses) = cache_hits(&env);
+        assert_eq!(hits + misses, 20, "every request was cacheable");
+        if keyed {
+            // The first of each session misses; every later one finds its member warm.
+            assert_eq!(hits, 16, "with affinity: {hits} hits, {misses} misses");
+        } else {
+            // Placed by headroom alone, a session's requests spread over the members.
+            assert!(hits < 16, "without a session key: {hits} hits, {misses} misses");
+        }
+    }
+    env.shutdown().await;
+}
