@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_config::ProviderKind;
-use sluice_provider::{MediaPricing, ParsedRequest, Protocol};
+use sluice_provider::{MediaPricing, ParsedRequest, Protocol, TokenizerKind};
 use sluice_quota::{
     Claimer, Cost, FairShare, Grant, LimiterName, Nanos, Rejection, RejectionKind, ReserveError, ScopeId,
     ScopeSnapshot, Share, StoreError,
@@ -168,9 +168,21 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
     let mut refusal = None;
     let mut quotes = Vec::with_capacity(pool.members.len());
     let mut eligible = Vec::with_capacity(pool.members.len());
+    // Members counting input alike share one estimate (tokenizing is the costly part).
+    let mut estimates: Vec<(TokenizerKind, MediaPricing, f64, u64)> = Vec::with_capacity(2);
     for member in &pool.members {
         let route = &gateway.deployments[member.deployment];
-        let quote = quote(gateway, req.request, req.profile, route, req.hidden_context);
+        let media = media_pricing(route);
+        let known = estimates
+            .iter()
+            .find(|(t, m, f, _)| *t == route.tokenizer && *m == media && f.to_bits() == route.input_safety_factor.to_bits())
+            .map(|e| e.3);
+        let estimate = known.unwrap_or_else(|| {
+            let estimate = estimate_input(gateway, req.request, route);
+            estimates.push((route.tokenizer, media, route.input_safety_factor, estimate));
+            estimate
+        });
+        let quote = quote_from(estimate, req.request, req.profile, route, req.hidden_context);
         let pinned = req.continues_on.as_ref().is_some_and(|on| *on != route.name)
             && pool
                 .members
@@ -434,7 +446,11 @@ fn rejected(
 /// tokenizer and cache estimator) and the output reservation. Reserves nothing.
 /// `hidden` is the context remembered of the response the request continues.
 fn quote(gateway: &Gateway, request: &ParsedRequest, profile: &Profile, route: &Route, hidden: Option<u64>) -> Quote {
-    let mut estimate = estimate_input(gateway, request, route);
+    quote_from(estimate_input(gateway, request, route), request, profile, route, hidden)
+}
+
+/// [`quote`] from the input `estimate` already made by `route`'s tokenizer and rules.
+fn quote_from(mut estimate: u64, request: &ParsedRequest, profile: &Profile, route: &Route, hidden: Option<u64>) -> Quote {
     if request.continues_hidden_context() {
         // The earlier turns the provider adds are not in the body: what the continued
         // response left behind, else a conservative figure; settled from usage.
@@ -455,11 +471,16 @@ fn quote(gateway: &Gateway, request: &ParsedRequest, profile: &Profile, route: &
 /// The input estimate of `request` on `route`: its tokenizer and safety factor for text,
 /// its provider's rules for images, documents and audio.
 pub(crate) fn estimate_input(gateway: &Gateway, request: &ParsedRequest, route: &Route) -> u64 {
-    let media = match route.target.kind {
+    let media = media_pricing(route);
+    gateway.services.estimator.input_tokens(&route.tokenizer, media, request, route.input_safety_factor)
+}
+
+/// Whose rules price media parts sent to `route`.
+fn media_pricing(route: &Route) -> MediaPricing {
+    match route.target.kind {
         ProviderKind::Anthropic => MediaPricing::Anthropic,
         ProviderKind::OpenAi | ProviderKind::Ollama => MediaPricing::OpenAi,
-    };
-    gateway.services.estimator.input_tokens(&route.tokenizer, media, request, route.input_safety_factor)
+    }
 }
 
 /// Refuses, as admission would, a request that can never fit on `deployment`: its cost
