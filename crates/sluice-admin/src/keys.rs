@@ -151,6 +151,16 @@ fn may_change(ctx: &Ctx, record: &KeyRecord) -> Result<(), GatewayError> {
     Ok(())
 }
 
+/// Refuses a tenant admin's request that sets a key's `regions` or `labels` (`set`): where
+/// a tenant's data may go is the root admin's to say.
+fn root_constraints(ctx: &Ctx, set: bool) -> Result<(), GatewayError> {
+    if set && ctx.actor != Actor::Root {
+        let message = "only the root admin key sets a key's regions and labels".to_owned();
+        return Err(refuse(AdminStatus::Forbidden, "root_only", message));
+    }
+    Ok(())
+}
+
 /// Refuses a key the actor may not write: another tenant's (as unknown), or an admin key
 /// made by a tenant admin.
 fn authorize(ctx: &Ctx, record: &KeyRecord) -> Result<(), GatewayError> {
@@ -173,6 +183,7 @@ async fn create(State(state): State<AdminState>, headers: HeaderMap, body: Body)
 
 async fn create_key(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> {
     let ask: Create = body_of(ctx, body).await?;
+    root_constraints(ctx, ask.regions.is_some() || ask.labels.is_some())?;
     let namespaced = ctx.actor != Actor::Root;
     let id = input::key_id(ask.id.as_deref(), &ask.tenant, namespaced).map_err(invalid)?;
     let (secret, hash) = new_secret();
@@ -188,6 +199,8 @@ async fn create_key(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> {
         root_limits,
         metadata: ask.metadata,
         models: ask.models,
+        regions: ask.regions,
+        labels: ask.labels,
         expires_at: ask.expires_at,
         revoked_at: None,
         created_at: now_s,
@@ -202,7 +215,7 @@ async fn create_key(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> {
         let message = format!("a key with id `{}` exists (configured or created before)", record.id);
         return Err(refuse(AdminStatus::Conflict, "key_id_taken", message));
     }
-    let fields = ["tenant", "team", "class", "limits", "metadata", "models", "expires_at", "role"];
+    let fields = ["tenant", "team", "class", "limits", "metadata", "models", "regions", "labels", "expires_at", "role"];
     written(ctx, &record, "key.create", fields.iter().map(|f| (*f).to_owned()).collect()).await?;
     let body = json!({"key": record.view(ctx.now_ms), "secret": secret});
     Ok((StatusCode::CREATED, axum::Json(body)).into_response())
@@ -279,6 +292,7 @@ async fn update_key(ctx: &Ctx, id: &str, body: Body) -> Result<Response, Gateway
     if record.revoked_at.is_some() {
         return Err(revoked(id));
     }
+    root_constraints(ctx, change.regions.is_some() || change.labels.is_some())?;
     let fields = change.fields();
     if fields.is_empty() {
         return Err(invalid(("body".into(), "nothing to change: send at least one field".into())));

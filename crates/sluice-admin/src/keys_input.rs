@@ -1,12 +1,16 @@
 //! The admin API's key bodies and their validation: unknown fields, bad ids, unknown
-//! tenants, teams, classes or profiles, bad limits, oversized metadata and an `expires_at`
-//! in the past are refused naming the field.
+//! tenants, teams, classes or profiles, bad limits, oversized metadata, regions or labels no
+//! deployment has (or that would widen the tenant's) and an `expires_at` in the past are
+//! refused naming the field.
 
 use rand::Rng as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
+use std::sync::Arc;
+
+use sluice_config::Allowed;
 use sluice_server::keys::{KeyRecord, Role};
-use sluice_server::state::Gateway;
+use sluice_server::state::{Gateway, Route};
 
 /// Most metadata entries on one key.
 pub const MAX_METADATA_ENTRIES: usize = 32;
@@ -18,6 +22,8 @@ pub const MAX_METADATA_VALUE: usize = 1024;
 const MAX_ID: usize = 64;
 /// Most profiles a key may be restricted to.
 const MAX_MODELS: usize = 256;
+/// Most regions, or labels, a key may be limited to.
+const MAX_CONSTRAINTS: usize = 64;
 
 /// `POST /admin/keys`.
 #[derive(Debug, Deserialize)]
@@ -32,6 +38,8 @@ pub struct Create {
     #[serde(default)]
     pub metadata: Map<String, Value>,
     pub models: Option<Vec<String>>,
+    pub regions: Option<Vec<String>>,
+    pub labels: Option<Vec<String>>,
     pub expires_at: Option<u64>,
     #[serde(default)]
     pub role: Role,
@@ -53,6 +61,10 @@ pub struct Update {
     pub metadata: Option<Map<String, Value>>,
     #[serde(default, deserialize_with = "present")]
     pub models: Option<Option<Vec<String>>>,
+    #[serde(default, deserialize_with = "present")]
+    pub regions: Option<Option<Vec<String>>>,
+    #[serde(default, deserialize_with = "present")]
+    pub labels: Option<Option<Vec<String>>>,
     #[serde(default, deserialize_with = "present")]
     pub expires_at: Option<Option<u64>>,
 }
@@ -97,6 +109,8 @@ impl Update {
             ("limits", self.limits.is_some()),
             ("metadata", self.metadata.is_some()),
             ("models", self.models.is_some()),
+            ("regions", self.regions.is_some()),
+            ("labels", self.labels.is_some()),
             ("expires_at", self.expires_at.is_some()),
         ];
         set.into_iter().filter(|(_, s)| *s).map(|(n, _)| n.to_owned()).collect()
@@ -121,6 +135,12 @@ impl Update {
         }
         if let Some(models) = self.models {
             record.models = models;
+        }
+        if let Some(regions) = self.regions {
+            record.regions = regions;
+        }
+        if let Some(labels) = self.labels {
+            record.labels = labels;
         }
         if let Some(expires_at) = self.expires_at {
             record.expires_at = expires_at;
@@ -217,6 +237,8 @@ pub fn check(record: &KeyRecord, gateway: &Gateway, now_s: u64) -> Result<(), (S
     if let Some(team) = record.team.as_deref().filter(|t| !tenant.teams.contains_key(*t)) {
         return Err(("team".into(), format!("tenant `{}` has no team named `{team}`", record.tenant)));
     }
+    let wider = record.team.as_deref().and_then(|t| tenant.teams.get(t)).map_or(&tenant.allowed, |t| &t.allowed);
+    check_allowed(record, wider, &gateway.deployments)?;
     if let Some(class) = record.class.as_deref().filter(|c| !directory.classes.iter().any(|k| *k.name == **c)) {
         return Err(("class".into(), format!("no traffic class named `{class}`")));
     }
@@ -234,6 +256,49 @@ pub fn check(record: &KeyRecord, gateway: &Gateway, now_s: u64) -> Result<(), (S
         Some(at) if at <= now_s => Err(("expires_at".into(), "expires_at must be in the future (unix seconds)".into())),
         _ => Ok(()),
     }
+}
+
+/// A key's own `regions` and `labels`: each list not empty, each name once and one some
+/// deployment has, its regions within `wider`'s (its tenant's and team's), and all of it
+/// together admitting at least one deployment.
+fn check_allowed(record: &KeyRecord, wider: &Allowed, routes: &[Route]) -> Result<(), (String, String)> {
+    let of = |field: &str, r: &Route| -> Vec<Arc<str>> {
+        if field == "regions" { r.region.iter().cloned().collect() } else { r.labels.clone() }
+    };
+    for (field, list) in [("regions", &record.regions), ("labels", &record.labels)] {
+        let Some(list) = list else { continue };
+        let what = field.trim_end_matches('s');
+        if list.is_empty() {
+            return Err((field.into(), format!("an empty list admits no deployment (null allows any {what})")));
+        }
+        if list.len() > MAX_CONSTRAINTS {
+            return Err((field.into(), format!("at most {MAX_CONSTRAINTS} {field}")));
+        }
+        for (j, name) in list.iter().enumerate() {
+            if list[..j].contains(name) {
+                return Err((field.into(), format!("`{name}` is listed twice")));
+            }
+            if !routes.iter().any(|r| of(field, r).iter().any(|n| **n == **name)) {
+                return Err((field.into(), format!("no deployment has the {what} `{name}`")));
+            }
+            let outside = wider.regions.as_ref().filter(|w| field == "regions" && !w.iter().any(|r| **r == **name));
+            if let Some(above) = outside {
+                let above: Vec<&str> = above.iter().map(|r| &**r).collect();
+                let message = format!(
+                    "`{name}` is outside its tenant's and team's regions ({}): a key only narrows them",
+                    above.join(", ")
+                );
+                return Err((field.into(), message));
+            }
+        }
+    }
+    let own = record.allowed();
+    let effective = wider.narrowed(&own);
+    if !own.is_unconstrained() && !routes.iter().any(|r| effective.admits(r.region.as_deref(), &r.labels)) {
+        let field = if record.labels.is_some() { "labels" } else { "regions" };
+        return Err((field.into(), format!("no deployment is admitted by {effective}: the key could never be served")));
+    }
+    Ok(())
 }
 
 fn check_metadata(metadata: &Map<String, Value>) -> Result<(), (String, String)> {

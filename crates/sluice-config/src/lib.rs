@@ -6,6 +6,7 @@
 //! tenants, keys, classes), which a reload may replace.
 
 pub mod adaptive;
+mod allowed;
 mod defaults;
 mod error;
 mod model;
@@ -14,6 +15,7 @@ pub mod raw;
 mod validate;
 
 /// The class of a key that names none.
+pub use allowed::Allowed;
 pub use defaults::CLASS as DEFAULT_CLASS;
 pub use defaults::{CALLER_BURST, LOWER_CLASS_SHARE_PERMILLE, PROVIDER_BURST};
 pub use error::ConfigError;

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use sluice_quota::Limits;
 
+use crate::allowed::Allowed;
+
 /// Which wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
@@ -410,6 +412,8 @@ pub struct Tenant {
     pub weight: std::num::NonZeroU32,
     /// Its limits.
     pub limits: Limits,
+    /// The deployments it may be served by (`regions`, `labels`), as written.
+    pub allowed: Allowed,
     /// Its teams.
     pub teams: Vec<Team>,
 }
@@ -421,6 +425,8 @@ pub struct Team {
     pub name: Arc<str>,
     /// Its limits.
     pub limits: Limits,
+    /// The deployments it may be served by, as written (its tenant's still apply).
+    pub allowed: Allowed,
 }
 
 /// A gateway API key (a virtual key), known only by its SHA-256.
@@ -438,6 +444,9 @@ pub struct ApiKey {
     pub class: usize,
     /// The key's own limits.
     pub limits: Limits,
+    /// The deployments it may be served by, as written (its tenant's and team's still
+    /// apply: [`Config::allowed`]).
+    pub allowed: Allowed,
 }
 
 /// A deployment's prices, per 1 M tokens, in the operator's currency.
@@ -695,6 +704,17 @@ pub struct Ledger {
     pub timeout: Duration,
     /// How often each instance writes what it spent.
     pub flush_every: Duration,
+}
+
+impl Config {
+    /// The deployments configured key `key` may be served by: its tenant's, its team's and
+    /// its own constraints, narrowed into one.
+    #[must_use]
+    pub fn allowed(&self, key: &ApiKey) -> Allowed {
+        let tenant = &self.tenants[key.tenant];
+        let team = key.team.and_then(|i| tenant.teams.get(i)).map_or_else(Allowed::default, |t| t.allowed.clone());
+        tenant.allowed.narrowed(&team).narrowed(&key.allowed)
+    }
 }
 
 impl std::fmt::Debug for Ledger {

@@ -293,6 +293,10 @@ pub struct RawTenant {
     pub weight: Option<Spanned<u64>>,
     #[serde(default)]
     pub limits: RawLimits,
+    /// Regions one of which a deployment serving it must be in.
+    pub regions: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Labels a deployment serving it must all carry.
+    pub labels: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub teams: Vec<RawTeam>,
 }
@@ -303,6 +307,10 @@ pub struct RawTeam {
     pub name: Spanned<String>,
     #[serde(default)]
     pub limits: RawLimits,
+    /// Regions one of which a deployment serving it must be in.
+    pub regions: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Labels a deployment serving it must all carry.
+    pub labels: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -315,6 +323,10 @@ pub struct RawKey {
     pub class: Option<Spanned<String>>,
     #[serde(default)]
     pub limits: RawLimits,
+    /// Regions one of which a deployment serving it must be in.
+    pub regions: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Labels a deployment serving it must all carry.
+    pub labels: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -2,13 +2,14 @@
 //!
 //! Here the whole configuration and the rules shared by every section (durations, limits,
 //! unique names, references); the sections by concern in [`process`] (server, store,
-//! jobs), [`routing`] (providers, deployments, models) and [`tenancy`] (tenants, classes,
-//! keys).
+//! jobs), [`routing`] (providers, deployments, models), [`tenancy`] (tenants, classes,
+//! keys) and [`constraints`] (the deployments a tenant, team or key may be served by).
 
 mod accounts;
 mod bedrock;
 mod budgets;
 mod cloud;
+mod constraints;
 mod google;
 mod pools;
 mod pricing;
@@ -26,6 +27,7 @@ use sha2::Digest as _;
 use sluice_quota::{Dimension, Limits, RateLimit, ScopeKind};
 use toml::Spanned;
 
+use crate::allowed::Allowed;
 use crate::defaults;
 use crate::error::{ConfigError, Source};
 use crate::model::*;
@@ -56,8 +58,8 @@ impl Validator<'_> {
         let pricing = self.pricing(&raw.pricing)?;
         self.prices(&raw.deployments, &pricing, &mut deployments)?;
         let models = self.models(&raw.models, &deployments, &classes)?;
-        let tenants = self.tenants(&raw.tenants)?;
-        let keys = self.keys(&raw.keys, &tenants, &classes)?;
+        let tenants = self.tenants(&raw.tenants, &deployments)?;
+        let keys = self.keys(&raw.keys, &tenants, &classes, &deployments)?;
         let jobs = self.jobs(&raw.jobs)?;
         let key_sha256 = raw.admin.key_sha256.as_ref().map(|k| self.sha256("admin.key_sha256", k)).transpose()?;
         let admin = Admin { key_sha256 };

@@ -17,7 +17,7 @@ use sluice_redis::choose::redis_target;
 use sluice_upstream::Upstream;
 use sluice_upstream::secret::{self, SecretError};
 
-pub use crate::tenancy::{Caller, Directory, TenantEntry};
+pub use crate::tenancy::{Caller, Directory, TeamEntry, TenantEntry};
 
 /// A model profile clients can name.
 #[derive(Debug)]
@@ -91,6 +91,14 @@ pub struct Route {
     pub guarantee: sluice_quota::guarantee::Guarantee,
     /// Its time to an answer's headers, learned (pools placed by `latency`).
     pub latency: crate::pool::Latency,
+    /// Where it runs (`region`): a caller limited to regions is placed here only when
+    /// this is one of them ([`sluice_config::Allowed::admits`]).
+    pub region: Option<Arc<str>>,
+    /// Its labels (`labels`), for callers limited to labelled deployments.
+    pub labels: Vec<Arc<str>>,
+    /// The most tokens one request may hold here (input plus output), when stated: a
+    /// request that does not fit is never sent here.
+    pub context_window: Option<std::num::NonZeroU64>,
 }
 
 /// Everything a request handler needs, shared by all requests: the policy compiled from a
@@ -410,6 +418,9 @@ fn routes(
                 output_counting: d.output_counting,
                 output_weight: d.output_weight,
                 account: d.account.and_then(|i| accounts.get(i).copied()),
+                region: d.region.clone(),
+                labels: d.labels.clone(),
+                context_window: d.context_window,
             })
         })
         .collect()
@@ -425,12 +436,21 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> (HashMap<[u8; 32], Caller
         .collect();
     let mut directory = Directory { org: Some(org), classes: config.classes.clone(), ..Directory::default() };
     for (index, (tenant, scope)) in config.tenants.iter().zip(&tenants).enumerate() {
-        let teams =
-            tenant.teams.iter().map(|team| (team.name.clone(), team_scope(store, tenant, *scope, team))).collect();
+        let teams = tenant
+            .teams
+            .iter()
+            .map(|team| {
+                let entry = TeamEntry {
+                    scope: team_scope(store, tenant, *scope, team),
+                    allowed: tenant.allowed.narrowed(&team.allowed),
+                };
+                (team.name.clone(), entry)
+            })
+            .collect();
         let index = u32::try_from(index).unwrap_or(u32::MAX);
-        directory
-            .tenants
-            .insert(tenant.name.clone(), TenantEntry { index, weight: tenant.weight, scope: *scope, teams });
+        let allowed = tenant.allowed.clone();
+        let entry = TenantEntry { index, weight: tenant.weight, scope: *scope, allowed, teams };
+        directory.tenants.insert(tenant.name.clone(), entry);
     }
     let callers: HashMap<[u8; 32], Caller> = config
         .keys
@@ -457,6 +477,7 @@ fn callers(config: &Config, store: &dyn QuotaStore) -> (HashMap<[u8; 32], Caller
                 class_index: k.class,
                 scopes: scopes.into(),
                 models: None,
+                allowed: config.allowed(k),
             };
             (k.sha256, caller)
         })

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sluice_config::TrafficClass;
+use sluice_config::{Allowed, TrafficClass};
 use sluice_quota::{QuotaStore, ScopeId};
 
 /// A caller, as identified by its gateway key.
@@ -32,6 +32,10 @@ pub struct Caller {
     /// The model profiles the key may name (`None`: every one). Runtime keys may be
     /// restricted; configured keys are not.
     pub models: Option<Arc<[Arc<str>]>>,
+    /// The deployments it may be served by: its tenant's, team's and key's `regions` and
+    /// `labels` narrowed into one (placing checks `allowed.admits(route.region.as_deref(),
+    /// &route.labels)` for each member).
+    pub allowed: Allowed,
 }
 
 impl Caller {
@@ -65,8 +69,19 @@ pub struct TenantEntry {
     pub weight: std::num::NonZeroU32,
     /// Its scope.
     pub scope: ScopeId,
-    /// Its teams' scopes by name.
-    pub teams: HashMap<Arc<str>, ScopeId>,
+    /// The deployments it may be served by (its `regions` and `labels`).
+    pub allowed: Allowed,
+    /// Its teams by name.
+    pub teams: HashMap<Arc<str>, TeamEntry>,
+}
+
+/// A configured team as runtime keys see it.
+#[derive(Debug)]
+pub struct TeamEntry {
+    /// Its scope.
+    pub scope: ScopeId,
+    /// The deployments it may be served by: its tenant's constraint narrowed with its own.
+    pub allowed: Allowed,
 }
 
 /// What runtime keys are resolved against: the configuration's tenancy, the quota store

@@ -383,3 +383,65 @@ async fn a_tenant_created_at_run_time_takes_keys_and_holds_its_limits() {
     assert_eq!(call(&env, "POST", "/admin/keys", &admin, Some(json!({"tenant": "initech"}))).await.0, 201);
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_key_keeps_its_tenants_regions_and_only_the_root_admin_narrows_them() {
+    let sim = sluice_sim::SimProvider::start(sim()).await.unwrap();
+    let placed = policy()
+        .replace("model = \"gpt-4o-mini\"\n", "model = \"gpt-4o-mini\"\nregion = \"eu-west\"\nlabels = [\"gdpr\"]\n")
+        .replace("name = \"acme\"\n", "name = \"acme\"\nregions = [\"eu-west\"]\n");
+    let (state, url, _dir) = reloadable(&sim, &placed).await;
+    let http = reqwest::Client::new();
+    let send = |method: &str, path: &str, by: &str, body: Value| {
+        http.request(method.parse().unwrap(), format!("{url}{path}")).bearer_auth(by).json(&body).send()
+    };
+    let post = |path: &str, by: &str, body: Value| send("POST", path, by, body);
+    let caller = |id: &str| state.current().services.runtime_keys.caller_by_id(id, u64::MAX / 2).unwrap();
+
+    // Without constraints of its own, the key has its tenant's; with labels, both.
+    let plain = post("/admin/keys", ADMIN, json!({"id": "eu-1", "tenant": "acme"})).await.unwrap();
+    assert_eq!(plain.status().as_u16(), 201);
+    assert_eq!(caller("eu-1").allowed.to_string(), "regions eu-west");
+    let labelled = post("/admin/keys", ADMIN, json!({"id": "eu-2", "tenant": "acme", "labels": ["gdpr"]})).await;
+    let labelled: Value = labelled.unwrap().json().await.unwrap();
+    assert_eq!(labelled["key"]["labels"], json!(["gdpr"]), "{labelled}");
+    let route = &state.current().deployments[0];
+    assert_eq!((route.region.as_deref(), route.labels.len()), (Some("eu-west"), 1));
+    let allowed = caller("eu-2").allowed;
+    assert_eq!(allowed.to_string(), "regions eu-west; labels gdpr");
+    assert!(allowed.admits(route.region.as_deref(), &route.labels));
+    assert!(!allowed.admits(Some("us-east"), &route.labels));
+
+    // Regions no deployment has, outside the tenant's, or an empty list: refused, naming the field.
+    for (body, words) in [
+        (json!({"tenant": "globex", "regions": ["us-east"]}), "no deployment has the region `us-east`"),
+        (json!({"tenant": "acme", "regions": []}), "an empty list admits no deployment"),
+        (json!({"tenant": "acme", "labels": ["gdpr", "gdpr"]}), "listed twice"),
+    ] {
+        let answer = post("/admin/keys", ADMIN, body.clone()).await.unwrap();
+        let status = answer.status().as_u16();
+        let value: Value = answer.json().await.unwrap();
+        assert_eq!(status, 400, "{body}: {value}");
+        assert!(value["error"]["message"].as_str().unwrap().contains(words), "{body}: {value}");
+    }
+
+    // A tenant admin may not set them, on a new key or an existing one.
+    let admin: Value =
+        post("/admin/keys", ADMIN, json!({"id": "acme-admin", "tenant": "acme", "role": "tenant_admin"}))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let admin = admin["secret"].as_str().unwrap().to_owned();
+    let answer = post("/admin/keys", &admin, json!({"tenant": "acme", "labels": ["gdpr"]})).await.unwrap();
+    assert_eq!(answer.status().as_u16(), 403);
+    let answer = send("PATCH", "/admin/keys/eu-2", &admin, json!({"labels": null})).await.unwrap();
+    assert_eq!(answer.status().as_u16(), 403);
+    assert_eq!(caller("eu-2").allowed.to_string(), "regions eu-west; labels gdpr", "unchanged");
+    // The root admin may clear them: the tenant's regions still hold.
+    let answer = send("PATCH", "/admin/keys/eu-2", ADMIN, json!({"labels": null})).await.unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    assert_eq!(caller("eu-2").allowed.to_string(), "regions eu-west");
+    sim.shutdown().await;
+}

@@ -175,9 +175,9 @@ impl Validator<'_> {
 type Stands = (Option<Arc<str>>, Vec<Arc<str>>, Option<NonZeroU64>);
 
 /// What a region or label may be.
-const NAME_RULE: &str = "1 to 64 characters: lowercase letters, digits, `-`, `_`, `.`";
+pub(super) const NAME_RULE: &str = "1 to 64 characters: lowercase letters, digits, `-`, `_`, `.`";
 
-fn is_name(name: &str) -> bool {
+pub(super) fn is_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.'))
 }

@@ -3,20 +3,24 @@
 use super::*;
 
 impl Validator<'_> {
-    pub(super) fn tenants(&self, raw: &[RawTenant]) -> Result<Vec<Tenant>> {
+    pub(super) fn tenants(&self, raw: &[RawTenant], deployments: &[Deployment]) -> Result<Vec<Tenant>> {
         self.unique("tenants", raw.iter().map(|t| &t.name))?;
         raw.iter()
             .enumerate()
             .map(|(i, t)| {
                 self.unique(&format!("tenants[{i}].teams"), t.teams.iter().map(|team| &team.name))?;
+                let constraint = (&t.regions, &t.labels);
+                let allowed = self.allowed(&format!("tenants[{i}]"), constraint, &Allowed::default(), deployments)?;
                 let teams = t
                     .teams
                     .iter()
                     .enumerate()
                     .map(|(j, team)| {
-                        let limits =
-                            self.limits(ScopeKind::Team, &format!("tenants[{i}].teams[{j}].limits"), &team.limits)?;
-                        Ok(Team { name: Arc::from(team.name.get_ref().as_str()), limits })
+                        let field = format!("tenants[{i}].teams[{j}]");
+                        let limits = self.limits(ScopeKind::Team, &format!("{field}.limits"), &team.limits)?;
+                        let constraint = (&team.regions, &team.labels);
+                        let allowed = self.allowed(&field, constraint, &allowed, deployments)?;
+                        Ok(Team { name: Arc::from(team.name.get_ref().as_str()), limits, allowed })
                     })
                     .collect::<Result<_>>()?;
                 let limits = self.limits(ScopeKind::Tenant, &format!("tenants[{i}].limits"), &t.limits)?;
@@ -28,7 +32,7 @@ impl Validator<'_> {
                         .filter(|w| w.get() <= 1_000_000)
                         .ok_or_else(|| self.err(&format!("tenants[{i}].weight"), w.span(), "between 1 and 1000000"))?,
                 };
-                Ok(Tenant { name: Arc::from(t.name.get_ref().as_str()), weight, limits, teams })
+                Ok(Tenant { name: Arc::from(t.name.get_ref().as_str()), weight, limits, allowed, teams })
             })
             .collect()
     }
@@ -101,7 +105,13 @@ impl Validator<'_> {
         Ok(classes)
     }
 
-    pub(super) fn keys(&self, raw: &[RawKey], tenants: &[Tenant], classes: &[TrafficClass]) -> Result<Vec<ApiKey>> {
+    pub(super) fn keys(
+        &self,
+        raw: &[RawKey],
+        tenants: &[Tenant],
+        classes: &[TrafficClass],
+        deployments: &[Deployment],
+    ) -> Result<Vec<ApiKey>> {
         self.unique("keys", raw.iter().map(|k| &k.id))?;
         let tenant_names = by_name(tenants, |t| &*t.name);
         let class_names = by_name(classes, |c| &*c.name);
@@ -127,7 +137,11 @@ impl Validator<'_> {
                     return Err(self.err(&field("sha256"), k.sha256.span(), format!("same key as keys[{other}]")));
                 }
                 let limits = self.limits(ScopeKind::ApiKey, &field("limits"), &k.limits)?;
-                Ok(ApiKey { id: Arc::from(k.id.get_ref().as_str()), sha256, tenant, team, class, limits })
+                let owner = &tenants[tenant];
+                let team_allowed = team.and_then(|j| owner.teams.get(j)).map(|t| &t.allowed);
+                let wider = team_allowed.map_or_else(|| owner.allowed.clone(), |t| owner.allowed.narrowed(t));
+                let allowed = self.allowed(&format!("keys[{i}]"), (&k.regions, &k.labels), &wider, deployments)?;
+                Ok(ApiKey { id: Arc::from(k.id.get_ref().as_str()), sha256, tenant, team, class, limits, allowed })
             })
             .collect()
     }

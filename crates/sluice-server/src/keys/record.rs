@@ -2,6 +2,8 @@
 //! job store, and the audit entries (kind `audit`, owner `admin`). Neither ever holds a
 //! secret: a key's secrets are kept as SHA-256 hashes, like the configured keys'.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -60,6 +62,14 @@ pub struct KeyRecord {
     pub metadata: Map<String, Value>,
     /// Model profiles it may name (`None`: all).
     pub models: Option<Vec<String>>,
+    /// Regions one of which a deployment serving it must be in, besides its tenant's and
+    /// team's constraints (`None`: theirs alone). Only the root admin sets it.
+    #[serde(default)]
+    pub regions: Option<Vec<String>>,
+    /// Labels a deployment serving it must all carry, besides its tenant's and team's.
+    /// Only the root admin sets it.
+    #[serde(default)]
+    pub labels: Option<Vec<String>>,
     /// Unix seconds after which it no longer authenticates.
     pub expires_at: Option<u64>,
     /// Unix seconds when it was revoked; a revoked key never authenticates again.
@@ -79,6 +89,14 @@ pub struct KeyRecord {
 }
 
 impl KeyRecord {
+    /// Its own `regions` and `labels` (its tenant's and team's still apply).
+    #[must_use]
+    pub fn allowed(&self) -> sluice_config::Allowed {
+        let names =
+            |list: &Option<Vec<String>>| list.as_ref().map(|l| l.iter().map(|n| Arc::from(n.as_str())).collect());
+        sluice_config::Allowed { regions: names(&self.regions), labels: names(&self.labels) }
+    }
+
     /// `active`, `expired` or `revoked` at `now_ms`.
     #[must_use]
     pub fn status(&self, now_ms: u64) -> &'static str {
@@ -98,7 +116,8 @@ impl KeyRecord {
         serde_json::json!({
             "id": self.id, "source": "runtime", "role": self.role, "status": self.status(now_ms),
             "tenant": self.tenant, "team": self.team, "class": self.class, "limits": self.limits,
-            "root_limits": self.root_limits, "metadata": self.metadata, "models": self.models, "expires_at": self.expires_at,
+            "root_limits": self.root_limits, "metadata": self.metadata, "models": self.models, "regions": self.regions,
+            "labels": self.labels, "expires_at": self.expires_at,
             "revoked_at": self.revoked_at, "created_at": self.created_at, "updated_at": self.updated_at,
             "previous_secret_valid_until_ms": grace.into_iter().max(), "version": self.version,
         })

@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use sluice_config::Allowed;
 use sluice_quota::{ScopeKey, ScopeKind};
 
 use super::{Indexed, KeyRecord, Resolved, Role, Sharded, TenantRecord, unhex};
-use crate::tenancy::{Caller, Tenancy, TenantEntry};
+use crate::tenancy::{Caller, TeamEntry, Tenancy, TenantEntry};
 
 /// The runtime tenants, their scopes registered with their limits. One whose name the file
 /// took since, or whose limits no longer pass, is left out (and logged).
@@ -39,9 +40,10 @@ fn tenant(record: &TenantRecord, tenancy: Tenancy<'_>, index: usize) -> Result<T
         let key = ScopeKey::new(ScopeKind::Team, format!("{}/{name}", record.name));
         let team = store.register(key, limits);
         store.keep_with(team, scope);
-        teams.insert(Arc::from(name.as_str()), team);
+        teams.insert(Arc::from(name.as_str()), TeamEntry { scope: team, allowed: Allowed::default() });
     }
-    Ok(TenantEntry { index: u32::try_from(index).unwrap_or(u32::MAX), weight, scope, teams })
+    let index = u32::try_from(index).unwrap_or(u32::MAX);
+    Ok(TenantEntry { index, weight, scope, allowed: Allowed::default(), teams })
 }
 
 /// Every live secret of `records`, by hash. A key whose tenant, team, class or limits the
@@ -115,12 +117,12 @@ fn caller(
     let (tenant_name, tenant) = found.ok_or("its tenant is not configured")?;
     let org = directory.org.ok_or("no org")?;
     let mut scopes = vec![org, tenant.scope];
-    let team = match &record.team {
-        None => None,
+    let (team, allowed) = match &record.team {
+        None => (None, tenant.allowed.clone()),
         Some(name) => {
-            let (team, scope) = tenant.teams.get_key_value(name.as_str()).ok_or("its team is not configured")?;
-            scopes.push(*scope);
-            Some(Arc::clone(team))
+            let (team, entry) = tenant.teams.get_key_value(name.as_str()).ok_or("its team is not configured")?;
+            scopes.push(entry.scope);
+            (Some(Arc::clone(team)), entry.allowed.clone())
         }
     };
     let class_name = record.class.as_deref().unwrap_or(sluice_config::DEFAULT_CLASS);
@@ -143,5 +145,6 @@ fn caller(
         class_index,
         scopes: scopes.into(),
         models: record.models.as_ref().map(|m| m.iter().map(|p| Arc::from(p.as_str())).collect()),
+        allowed: allowed.narrowed(&record.allowed()),
     })
 }
