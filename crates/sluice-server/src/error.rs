@@ -178,6 +178,26 @@ pub enum GatewayError {
         "the stream sent with this Idempotency-Key already started and cannot be replayed; use a new key to send it again"
     )]
     IdempotencyStreamCompleted,
+    /// The request does not fit the context window of any deployment that may serve it.
+    #[error(
+        "this request needs about {needed} tokens (its input and max output); the largest context window that serves model `{model}` holds {largest}"
+    )]
+    ContextTooLong {
+        /// The model profile asked for.
+        model: String,
+        /// Its input estimate plus the output it asks for.
+        needed: u64,
+        /// The largest window among the deployments it may go to.
+        largest: u64,
+    },
+    /// No deployment serving the model is one the caller's `regions`/`labels` allow.
+    #[error("no deployment serving model `{model}` is one this key may use ({allowed})")]
+    NoAllowedDeployment {
+        /// The model profile asked for.
+        model: String,
+        /// The caller's limits, in words.
+        allowed: String,
+    },
     /// The key asked for a traffic class (or job priority) more urgent than its own.
     #[error("{message}")]
     ClassNotAllowed {
@@ -409,7 +429,8 @@ impl GatewayError {
                 StatusCode::CONFLICT
             }
             Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::ClassNotAllowed { .. } => StatusCode::FORBIDDEN,
+            Self::ClassNotAllowed { .. } | Self::NoAllowedDeployment { .. } => StatusCode::FORBIDDEN,
+            Self::ContextTooLong { .. } => StatusCode::BAD_REQUEST,
             Self::KeyChanged { .. } => StatusCode::CONFLICT,
             Self::AdminRefused { status, .. } => match status {
                 AdminStatus::Forbidden => StatusCode::FORBIDDEN,
@@ -446,6 +467,8 @@ impl GatewayError {
             Self::IdempotencyKeyReused => ("invalid_request_error", "idempotency_key_reused"),
             Self::IdempotencyStreamCompleted => ("conflict", "idempotency_stream_completed"),
             Self::ClassNotAllowed { .. } => ("permission_error", "class_not_allowed"),
+            Self::NoAllowedDeployment { .. } => ("permission_error", "no_allowed_deployment"),
+            Self::ContextTooLong { .. } => ("invalid_request_error", "context_length_exceeded"),
             Self::UnknownRoute { .. } => ("not_found_error", "unknown_route"),
             Self::EndpointNotServed { .. } => ("not_found_error", "endpoint_not_served"),
             Self::MethodNotAllowed { .. } => ("invalid_request_error", "method_not_allowed"),

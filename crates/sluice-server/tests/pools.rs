@@ -259,3 +259,60 @@ async fn affinity_keeps_a_sessions_prompt_cache_warm() {
     }
     env.shutdown().await;
 }
+
+/// `policy` with each deployment placed: `da` in eu-west, `db` in eu-north, `dc` in
+/// us-east with a context window of `window` tokens, and `extra` after the models.
+fn placed_policy(limits: [u64; 3], window: u64, tenant: &str) -> String {
+    policy(limits, r#"deployments = ["da", "db", "dc"]"#)
+        .replace("model = \"gpt-a\"\n", "model = \"gpt-a\"\nregion = \"eu-west\"\n")
+        .replace("model = \"gpt-b\"\n", "model = \"gpt-b\"\nregion = \"eu-north\"\ncontext_window = 100000\n")
+        .replace(
+            "model = \"gpt-c\"\n",
+            &format!("model = \"gpt-c\"\nregion = \"us-east\"\ncontext_window = {window}\n"),
+        )
+        .replace("name = \"acme\"\n", &format!("name = \"acme\"\n{tenant}\n"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_limited_to_regions_is_never_placed_outside_them() {
+    let env = start(sim(None), &placed_policy([5, 5, 100], 100_000, r#"regions = ["eu-west", "eu-north"]"#)).await;
+    for i in 0..10 {
+        let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("chat", 4, 8)).await;
+        assert_eq!(status, 200, "request {i}: {body}");
+    }
+    // The EU members are spent; the US member has room but is not the tenant's.
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("chat", 4, 8)).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(served(&env), [5, 5, 0], "nothing went outside the tenant's regions");
+    env.shutdown().await;
+    // A profile whose one deployment is outside the tenant's regions: refused, not sent.
+    let single = placed_policy([5, 5, 100], 100_000, r#"regions = ["eu-west"]"#)
+        .replace(r#"deployments = ["da", "db", "dc"]"#, r#"deployment = "dc""#);
+    let env = start(sim(None), &single).await;
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("chat", 4, 8)).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("no_allowed_deployment")), "{body}");
+    assert_eq!(env.sim.stats().requests, 0);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_goes_only_where_it_fits_the_context_window() {
+    // `dc` holds 64 tokens; `da` states no window, `db` 100,000.
+    let env = start(sim(None), &placed_policy([100, 100, 100], 64, "")).await;
+    for _ in 0..6 {
+        let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("chat", 40, 200)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(served(&env)[2], 0, "nothing too long for dc was sent there");
+    env.shutdown().await;
+    // A tenant limited to the small member's region: no member it may use fits.
+    let env = start(sim(None), &placed_policy([100, 100, 100], 64, r#"regions = ["us-east"]"#)).await;
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("chat", 40, 200)).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "context_length_exceeded", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("64"), "names the window: {body}");
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("chat", 2, 8)).await;
+    assert_eq!(status, 200, "a short one fits: {body}");
+    assert_eq!(served(&env), [0, 0, 1]);
+    env.shutdown().await;
+}

@@ -48,7 +48,9 @@ pub async fn admit(req: &Request<'_>, deployment: usize, mode: Mode) -> Result<A
     let gateway = req.gateway;
     let route = &gateway.deployments[deployment];
     check_endpoint(req.request, route)?;
-    let quote = quote(gateway, req.request, req.profile, route, req.hidden_context);
+    let estimate = estimate_input(gateway, req.request, route);
+    may_serve(req, route, estimate)?;
+    let quote = quote_from(estimate, req.request, req.profile, route, req.hidden_context);
     let ask = ask(gateway, req.caller, req.profile, route, quote);
     req.access.estimated(quote.input.saturating_add(quote.output));
     match reserve_or_wait(req, route, &route.queue, ask, mode).await {
@@ -166,6 +168,8 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
         pool.seen(gateway.services.clock.now(), read);
     }
     let mut refusal = None;
+    // The largest window of a member the request was too long for (the 400 names it).
+    let mut largest = 0;
     let mut quotes = Vec::with_capacity(pool.members.len());
     let mut eligible = Vec::with_capacity(pool.members.len());
     // Members counting input alike share one estimate (tokenizing is the costly part).
@@ -175,7 +179,9 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
         let media = media_pricing(route);
         let known = estimates
             .iter()
-            .find(|(t, m, f, _)| *t == route.tokenizer && *m == media && f.to_bits() == route.input_safety_factor.to_bits())
+            .find(|(t, m, f, _)| {
+                *t == route.tokenizer && *m == media && f.to_bits() == route.input_safety_factor.to_bits()
+            })
             .map(|e| e.3);
         let estimate = known.unwrap_or_else(|| {
             let estimate = estimate_input(gateway, req.request, route);
@@ -183,6 +189,10 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
             estimate
         });
         let quote = quote_from(estimate, req.request, req.profile, route, req.hidden_context);
+        let serves = may_serve(req, route, estimate);
+        if let (Err(GatewayError::ContextTooLong { .. }), Some(window)) = (&serves, route.context_window) {
+            largest = largest.max(window.get());
+        }
         let pinned = req.continues_on.as_ref().is_some_and(|on| *on != route.name)
             && pool
                 .members
@@ -190,8 +200,15 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
                 .any(|m| req.continues_on.as_deref() == Some(&*gateway.deployments[m.deployment].name));
         let allowed = if !members.contains(&member.deployment) || pinned {
             false
-        } else if let Err(e) = check_endpoint(req.request, route) {
-            refusal.get_or_insert(e);
+        } else if let Err(e) = check_endpoint(req.request, route).and(serves) {
+            // Too long for a member the caller may use says more than one it may not.
+            let better = matches!(e, GatewayError::ContextTooLong { .. })
+                && matches!(refusal, Some(GatewayError::NoAllowedDeployment { .. }));
+            if better {
+                refusal = Some(e);
+            } else {
+                refusal.get_or_insert(e);
+            }
             false
         } else if route.breaker.is_open(now) {
             refusal.get_or_insert_with(|| GatewayError::ProviderUnavailable {
@@ -236,9 +253,40 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
     let order: Vec<(usize, Quote)> =
         placement::order(ask, &mut rand::rng()).into_iter().map(|i| (pool.members[i].deployment, quotes[i])).collect();
     if order.is_empty() {
-        return Err(refusal.unwrap_or_else(|| GatewayError::StoreUnavailable));
+        let refusal = match refusal {
+            Some(GatewayError::ContextTooLong { model, needed, .. }) => {
+                GatewayError::ContextTooLong { model, needed, largest }
+            }
+            Some(refusal) => refusal,
+            None => GatewayError::ProviderUnavailable {
+                deployment: req.profile.name.to_string(),
+                retry_after: std::time::Duration::from_secs(1),
+            },
+        };
+        return Err(refusal);
     }
     Ok(Placed { order, affinity, session })
+}
+
+/// Whether `route` may serve `req`: one the caller's `regions` and `labels` allow, with a
+/// context window (when stated) that holds the request's input `estimate` and the output
+/// it asks for. A deployment a caller may not use is never sent its data.
+///
+/// # Errors
+/// 403 `no_allowed_deployment`, or 400 `context_length_exceeded` naming the window.
+fn may_serve(req: &Request<'_>, route: &Route, estimate: u64) -> Result<(), GatewayError> {
+    let model = || req.profile.name.to_string();
+    if !req.caller.allowed.admits(route.region.as_deref(), &route.labels) {
+        return Err(GatewayError::NoAllowedDeployment { model: model(), allowed: req.caller.allowed.to_string() });
+    }
+    if let Some(window) = route.context_window {
+        let output = req.request.max_output_tokens.unwrap_or(0).saturating_mul(u64::from(req.request.choices));
+        let needed = estimate.saturating_add(output);
+        if needed > window.get() {
+            return Err(GatewayError::ContextTooLong { model: model(), needed, largest: window.get() });
+        }
+    }
+    Ok(())
 }
 
 /// The session a request names, whose member it prefers: the Responses response it
@@ -450,7 +498,13 @@ fn quote(gateway: &Gateway, request: &ParsedRequest, profile: &Profile, route: &
 }
 
 /// [`quote`] from the input `estimate` already made by `route`'s tokenizer and rules.
-fn quote_from(mut estimate: u64, request: &ParsedRequest, profile: &Profile, route: &Route, hidden: Option<u64>) -> Quote {
+fn quote_from(
+    mut estimate: u64,
+    request: &ParsedRequest,
+    profile: &Profile,
+    route: &Route,
+    hidden: Option<u64>,
+) -> Quote {
     if request.continues_hidden_context() {
         // The earlier turns the provider adds are not in the body: what the continued
         // response left behind, else a conservative figure; settled from usage.

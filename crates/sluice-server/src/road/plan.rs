@@ -246,9 +246,10 @@ fn condition(failure: Option<ErrorClass>, error: &GatewayError) -> Option<When> 
         Some(ErrorClass::Timeout { .. } | ErrorClass::ConnectionReset { .. }) => Some(When::PrimaryUnavailable),
         Some(_) => None,
         None => match error {
-            GatewayError::UpstreamUnreachable(_) | GatewayError::ProviderUnavailable { .. } => {
-                Some(When::PrimaryUnavailable)
-            }
+            GatewayError::UpstreamUnreachable(_)
+            | GatewayError::ProviderUnavailable { .. }
+            | GatewayError::NoAllowedDeployment { .. } => Some(When::PrimaryUnavailable),
+            GatewayError::ContextTooLong { .. } => Some(When::ContextLengthNeeded),
             GatewayError::RateLimited(_) => Some(When::QueueWaitExceeded),
             _ => None,
         },
