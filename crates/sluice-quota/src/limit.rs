@@ -57,6 +57,17 @@ impl Cost {
         Self { requests: 1, input_tokens, output_tokens, money: 0 }
     }
 
+    /// This cost and `other` together (saturating).
+    #[must_use]
+    pub fn plus(self, other: Self) -> Self {
+        Self {
+            requests: self.requests.saturating_add(other.requests),
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            money: self.money.saturating_add(other.money),
+        }
+    }
+
     /// This cost priced at `money` micro-units.
     #[must_use]
     pub fn with_money(self, money: u64) -> Self {

@@ -17,6 +17,9 @@
 
 use rand::Rng;
 
+use crate::limit::{Cost, LimiterName};
+use crate::snapshot::ScopeSnapshot;
+
 /// How a request is placed among the members that can admit it now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Strategy {
@@ -144,6 +147,31 @@ fn rank(indices: &mut Vec<usize>, ask: Ask<'_>, rng: &mut impl Rng) {
     }
 }
 
+/// How many requests costing `cost` a member's scopes admit now: the least, over every
+/// rate bucket and in-flight cap of `scopes` (its profile, account and deployment scopes),
+/// of what is left divided by what the request needs there. Infinite when nothing limits
+/// it; 0 when an operator holds one of them.
+#[must_use]
+pub fn headroom(scopes: &[ScopeSnapshot], cost: Cost) -> f64 {
+    let mut least = f64::INFINITY;
+    for scope in scopes {
+        if scope.held {
+            return 0.0;
+        }
+        for rate in &scope.rates {
+            let LimiterName::Rate { dimension, .. } = rate.limiter else { continue };
+            let needed = cost.of(dimension);
+            if needed > 0 {
+                least = least.min(rate.remaining as f64 / needed as f64);
+            }
+        }
+        if let (in_flight, Some(cap)) = scope.in_flight {
+            least = least.min(cap.saturating_sub(in_flight) as f64);
+        }
+    }
+    least
+}
+
 #[cfg(test)]
 mod tests {
     use rand::SeedableRng as _;
@@ -198,6 +226,39 @@ mod tests {
         members[0].price = Some(0.002);
         members[1].price = Some(0.001);
         assert_eq!(ordered(&members, Strategy::Cost, None), [1, 0, 2]);
+    }
+
+    #[test]
+    fn headroom_is_the_tightest_bucket_over_the_requests_need() {
+        use std::time::Duration;
+
+        use crate::limit::Dimension;
+        use crate::scope::{ScopeKey, ScopeKind};
+        use crate::snapshot::RateSnapshot;
+
+        let rate = |dimension, remaining| RateSnapshot {
+            limiter: LimiterName::Rate { dimension, period: Duration::from_secs(60) },
+            limit: 1_000,
+            burst: 1_000,
+            remaining,
+            reset: Duration::ZERO,
+        };
+        let scope = |rates, in_flight, held| ScopeSnapshot {
+            key: ScopeKey::new(ScopeKind::Deployment, "a"),
+            rates,
+            in_flight,
+            held,
+            budgets: Vec::new(),
+        };
+        let cost = Cost::request(100, 50);
+        // 30 requests left, but tokens for 900 / 150 = 6 of this size.
+        let scopes = [scope(vec![rate(Dimension::Requests, 30), rate(Dimension::TotalTokens, 900)], (0, None), false)];
+        assert!((headroom(&scopes, cost) - 6.0).abs() < 1e-9);
+        // Two slots left of the in-flight cap on the second scope.
+        let capped = [scopes[0].clone(), scope(Vec::new(), (8, Some(10)), false)];
+        assert!((headroom(&capped, cost) - 2.0).abs() < 1e-9);
+        assert!(headroom(&[], cost).is_infinite(), "nothing limits it");
+        assert!(headroom(&[scope(Vec::new(), (0, None), true)], cost).abs() < f64::EPSILON, "held");
     }
 
     #[test]

@@ -59,6 +59,20 @@ pub struct Ask {
     pub deadline: Option<Nanos>,
     /// Who asks: its claims carry it, so they go with it ([`Withdrawal`]).
     pub claimer: Claimer,
+    /// The other deployments it may be admitted on (the rest of its pool's members, in the
+    /// order placement gave), tried after `path` in one store step; empty for one
+    /// deployment. The grant says which one took it ([`Waited::member`]).
+    pub others: Vec<Alternative>,
+}
+
+/// A pool member a waiting request may also be admitted on: its quota path and the
+/// request's cost there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alternative {
+    /// The quota path on that member (the caller's scopes, then the member's).
+    pub path: Vec<ScopeId>,
+    /// The request's cost on it.
+    pub cost: Cost,
 }
 
 impl Ask {
@@ -81,6 +95,30 @@ impl Ask {
         }
     }
 
+    /// The demands on every member it may be admitted on, `path` first.
+    #[must_use]
+    pub fn demands(&self, now: Nanos) -> Vec<Demand<'_>> {
+        let first = self.demand(now);
+        let others = self.others.iter().map(|other| Demand { path: &other.path, cost: other.cost, ..first.clone() });
+        let mut demands = Vec::with_capacity(1 + self.others.len());
+        demands.extend(others);
+        demands.insert(0, first);
+        demands
+    }
+
+    /// Admits it on the first of its members that passes (`path`, then `others`, in one
+    /// store step): which one (0 is `path`) and the grant.
+    ///
+    /// # Errors
+    /// The refusal a waiting request heeds (see [`QuotaStore::admit_first`]).
+    pub async fn admit(&self, store: &dyn QuotaStore, now: Nanos) -> Result<(usize, Grant), ReserveError> {
+        if self.others.is_empty() {
+            store.admit(self.demand(now)).await.map(|grant| (0, grant))
+        } else {
+            store.admit_first(self.demands(now)).await
+        }
+    }
+
     fn fairness_cost(&self) -> u64 {
         self.cost.input_tokens.saturating_add(self.cost.output_tokens).max(1)
     }
@@ -94,7 +132,7 @@ impl Ask {
 #[derive(Debug)]
 pub struct Withdrawal {
     store: Arc<dyn QuotaStore>,
-    path: Vec<ScopeId>,
+    paths: Vec<Vec<ScopeId>>,
     by: Claimer,
     armed: bool,
 }
@@ -105,7 +143,7 @@ impl Withdrawal {
     pub fn of(store: &Arc<dyn QuotaStore>, ask: &Ask) -> Self {
         Self {
             store: Arc::clone(store),
-            path: ask.path.clone(),
+            paths: std::iter::once(&ask.path).chain(ask.others.iter().map(|o| &o.path)).cloned().collect(),
             by: ask.claimer,
             armed: ask.claimer != Claimer::NOBODY,
         }
@@ -122,11 +160,13 @@ impl Drop for Withdrawal {
         if !self.armed {
             return;
         }
-        let (store, path, by) = (Arc::clone(&self.store), std::mem::take(&mut self.path), self.by);
+        let (store, paths, by) = (Arc::clone(&self.store), std::mem::take(&mut self.paths), self.by);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(e) = store.withdraw(&path, by).await {
-                    tracing::debug!(error = %e, "withdrawing a gone request's claims failed; they lapse by themselves");
+                for path in paths {
+                    if let Err(e) = store.withdraw(&path, by).await {
+                        tracing::debug!(error = %e, "withdrawing a gone request's claims failed; they lapse by themselves");
+                    }
                 }
             });
         }
@@ -163,9 +203,11 @@ pub struct Waited {
     /// The refusal that held it last (its own, or else the last one of its lane or of the
     /// shared scopes while it waited); `None` when no limit refused while it waited.
     pub bound_by: Option<Rejection>,
+    /// Which of the ask's members the grant is on (0: its `path`; `i`: `others[i - 1]`).
+    pub member: usize,
 }
 
-type Reply = (Result<Grant, ReserveError>, Option<HeldBack>, Nanos, Option<Rejection>);
+type Reply = (Result<(usize, Grant), ReserveError>, Option<HeldBack>, Nanos, Option<Rejection>);
 
 struct Pending {
     ask: Ask,
@@ -212,6 +254,9 @@ pub struct DeploymentQueue {
     wake: Notify,
     store: Arc<dyn QuotaStore>,
     clock: Arc<dyn Clock>,
+    /// The queues of the pools this deployment is a member of: capacity it gets back may
+    /// admit their waiters too.
+    pools: Mutex<Vec<std::sync::Weak<DeploymentQueue>>>,
 }
 
 impl std::fmt::Debug for DeploymentQueue {
@@ -224,7 +269,23 @@ impl DeploymentQueue {
     /// An empty queue over `store`.
     #[must_use]
     pub fn new(store: Arc<dyn QuotaStore>, clock: Arc<dyn Clock>) -> Arc<Self> {
-        Arc::new(Self { state: Mutex::new(State::default()), wake: Notify::new(), store, clock })
+        Arc::new(Self {
+            state: Mutex::new(State::default()),
+            wake: Notify::new(),
+            store,
+            clock,
+            pools: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Makes this deployment's returned capacity also wake `pool`'s queue (a pool it is a
+    /// member of). Queues of pools no longer configured are forgotten as they go.
+    pub fn wakes(&self, pool: &Arc<Self>) {
+        let mut pools = self.pools.lock().unwrap_or_else(PoisonError::into_inner);
+        pools.retain(|p| p.strong_count() > 0);
+        if !pools.iter().any(|p| std::ptr::eq(p.as_ptr(), Arc::as_ptr(pool))) {
+            pools.push(Arc::downgrade(pool));
+        }
     }
 
     /// The clock its waits and its deployment's settlements go by.
@@ -289,6 +350,13 @@ impl DeploymentQueue {
 
     /// Capacity may have come back (a settlement on this deployment): retry the head now.
     pub fn capacity_returned(&self) {
+        let pools: Vec<Arc<Self>> = {
+            let pools = self.pools.lock().unwrap_or_else(PoisonError::into_inner);
+            pools.iter().filter_map(std::sync::Weak::upgrade).collect()
+        };
+        for pool in pools {
+            pool.capacity_returned();
+        }
         let mut state = self.lock();
         if state.fair.is_empty() {
             return;
@@ -352,7 +420,12 @@ impl DeploymentQueue {
                 waited.held = held;
                 waited.bound_by = bound_by;
                 waited.granted = result.is_ok().then_some(at);
-                result.map_err(WaitError::Store)
+                result
+                    .map(|(member, grant)| {
+                        waited.member = member;
+                        grant
+                    })
+                    .map_err(WaitError::Store)
             }
             Some(Err(_)) => Err(WaitError::Store(ReserveError::Store(StoreError("queue closed".into())))),
             None => {
@@ -441,11 +514,11 @@ impl DeploymentQueue {
     }
 
     async fn try_one(&self, id: WaiterId, ask: Ask) {
-        let result = self.store.admit(ask.demand(self.clock.now())).await;
+        let result = ask.admit(self.store.as_ref(), self.clock.now()).await;
         let now = self.clock.now();
         let mut state = self.lock();
         match result {
-            Ok(grant) => {
+            Ok((member, grant)) => {
                 for (other, why) in state.fair.passed_over(id, now) {
                     let by = match why {
                         PassedOver::Fairness => HeldBack::Tenant,
@@ -462,7 +535,8 @@ impl DeploymentQueue {
                 match self.forget(&mut state, id) {
                     Some(pending) => {
                         let bound_by = state.on_record(&pending);
-                        if let Err((Ok(grant), ..)) = pending.reply.send((Ok(grant), pending.held, now, bound_by)) {
+                        let granted = (Ok((member, grant)), pending.held, now, bound_by);
+                        if let Err((Ok((_, grant)), ..)) = pending.reply.send(granted) {
                             self.release(grant);
                         }
                     }

@@ -6,16 +6,21 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_quota::queue::{Alternative, Ask, DeploymentQueue};
 use sluice_quota::{
-    Cost, Demand, Dimension, FakeClock, Limits, MemoryStore, QuotaStore as _, RateLimit, RejectionKind, ReserveError,
-    ScopeId, ScopeKey, ScopeKind,
+    Calendar, Claimer, Cost, Demand, Dimension, FakeClock, Limits, MemoryStore, QuotaStore as _, RateLimit,
+    RejectionKind, ReserveError, ScopeId, ScopeKey, ScopeKind, Share,
 };
 
 const LEASE: Duration = Duration::from_secs(60);
 
 /// A memory store with one deployment per `rpm` (each its whole minute as burst).
 fn pool(rpms: &[u64]) -> (MemoryStore, Vec<ScopeId>) {
-    let store = MemoryStore::new(Arc::new(FakeClock::default()));
+    pool_on(Arc::new(FakeClock::default()), rpms)
+}
+
+fn pool_on(clock: Arc<FakeClock>, rpms: &[u64]) -> (MemoryStore, Vec<ScopeId>) {
+    let store = MemoryStore::new(clock);
     let members = rpms
         .iter()
         .enumerate()
@@ -64,4 +69,46 @@ async fn when_no_member_can_take_it_the_refusal_is_the_soonest_of_theirs() {
 async fn no_demand_is_a_store_error_not_a_grant() {
     let (store, _) = pool(&[1]);
     assert!(matches!(store.admit_first(Vec::new()).await, Err(ReserveError::Store(_))));
+}
+
+#[tokio::test]
+async fn a_waiting_pool_request_is_granted_by_whichever_member_frees_first() {
+    let clock = Arc::new(FakeClock::default());
+    // One request a minute on the first member, two on the second (one every 30 s).
+    let (store, members) = pool_on(Arc::clone(&clock), &[1, 2]);
+    let store: Arc<dyn sluice_quota::QuotaStore> = Arc::new(store);
+    for _ in 0..3 {
+        let _held = store.admit_first(demands(&members)).await.unwrap();
+    }
+    let queue = DeploymentQueue::new(Arc::clone(&store), clock.clone());
+    let ask = Ask {
+        path: vec![members[0]],
+        cost: Cost::request(0, 0),
+        share: Share::FULL,
+        lease: LEASE,
+        tenant: 0,
+        lane: 0,
+        weight: std::num::NonZeroU32::MIN,
+        priority: 0,
+        fair: None,
+        calendar: Calendar::default(),
+        deadline: None,
+        claimer: Claimer::NOBODY,
+        others: vec![Alternative { path: vec![members[1]], cost: Cost::request(0, 0) }],
+    };
+    let waiting = tokio::spawn({
+        let queue = Arc::clone(&queue);
+        async move { queue.wait(ask, Duration::from_secs(120), 10, None).await }
+    });
+    // Both members are spent: the request waits, and the second member's refill (30 s)
+    // comes before the first's (60 s).
+    for _ in 0..31 {
+        tokio::task::yield_now().await;
+        clock.advance(Duration::from_secs(1));
+        tokio::task::yield_now().await;
+    }
+    let (granted, report) = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
+    assert!(granted.is_ok(), "{granted:?}");
+    assert_eq!(report.member, 1, "the second member freed first");
+    assert_eq!(queue.depth(), 0);
 }

@@ -59,6 +59,9 @@ struct Fields {
     /// Where the settled figures came from: `reported`, `counted` or `estimated`.
     usage_source: &'static str,
     retries: u32,
+    /// Why a pool's request went to its member (`headroom`, `affinity`, `spill`, ...;
+    /// empty outside pools).
+    placement: &'static str,
     /// The steps, for the trace (empty when traces are not exported).
     steps: Vec<Step>,
 }
@@ -131,6 +134,16 @@ impl Line {
         }
         let attributes = || vec![opentelemetry::KeyValue::new("sluice.deployment", deployment.to_string())];
         self.step(&mut f, "upstream_attempt", now, attributes);
+    }
+
+    /// The attempt's pool placed it on `deployment` (named in place of the pool's first
+    /// candidate the attempt began with), for `reason`.
+    pub fn placed(&self, deployment: &Arc<str>, reason: &'static str) {
+        let mut f = self.fields.lock();
+        if let Some(last) = f.deployments.last_mut() {
+            *last = Arc::clone(deployment);
+        }
+        f.placement = reason;
     }
 
     /// Waited `waited` in a deployment's queue, admitted (`admitted`) or not: the wait
@@ -289,6 +302,7 @@ impl Drop for Line {
             tokens_used = f.tokens_used,
             usage_source = f.usage_source,
             retries = f.retries,
+            placement = f.placement,
             total_ms,
             "request"
         );

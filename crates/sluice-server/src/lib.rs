@@ -28,6 +28,7 @@ pub mod limits_json;
 mod metered;
 pub mod metrics;
 mod passthrough;
+pub mod pool;
 pub mod ratelimit_headers;
 mod responses_api;
 mod road;

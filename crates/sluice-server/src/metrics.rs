@@ -78,6 +78,19 @@ pub struct Fallback {
     pub reason: &'static str,
 }
 
+/// `pool`, `deployment`, `reason`: where a pool's request was placed, and why.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Placement {
+    /// The model profile whose pool it is.
+    pub pool: String,
+    /// The member that took it.
+    pub deployment: String,
+    /// Why: the strategy's name (`headroom`, `weighted`, `latency`, `cost`), `affinity`,
+    /// `spill` (a member placed before it refused), `queued` (granted after a wait) or
+    /// `only` (one member was possible).
+    pub reason: &'static str,
+}
+
 /// `task_type`: a configured task, `default` or `other`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Task {
@@ -195,6 +208,8 @@ pub struct Metrics {
     pub retries: Family<Retry, Counter>,
     /// `llm_fallbacks_total{from_provider,to_provider,reason}`.
     pub fallbacks: Family<Fallback, Counter>,
+    /// `sluice_pool_placements_total{pool,deployment,reason}`.
+    pub placements: Family<Placement, Counter>,
     /// `sluice_upstream_failures_total{provider,model,reason}`: provider failures that are
     /// the operator's to look at (refused credentials, stalls, oversized or unreadable answers).
     pub upstream_failures: Family<UpstreamFailure, Counter>,
@@ -244,6 +259,7 @@ impl Default for Metrics {
             store_resets: Counter::default(),
             retries: Family::default(),
             fallbacks: Family::default(),
+            placements: Family::default(),
             upstream_failures: Family::default(),
             duplicates_suppressed: Family::default(),
             store_errors: Counter::default(),
@@ -277,6 +293,8 @@ impl Metrics {
         registry.register("sluice_rate_limit_hits", "Refusals by limit type", self.rate_limit_hits.clone());
         registry.register("sluice_retries", "Upstream attempts retried, by error type", self.retries.clone());
         registry.register("sluice_fallbacks", "Requests served by a fallback, by reason", self.fallbacks.clone());
+        let placements = self.placements.clone();
+        registry.register("sluice_pool_placements", "Pool requests admitted, by member and reason", placements);
         let duplicates = self.duplicates_suppressed.clone();
         registry.register("sluice_duplicate_suppressed", "Repeats answered from the operation log", duplicates);
         registry.register("sluice_queue_depth", "Requests waiting for capacity", self.queue_depth.clone());
@@ -384,6 +402,12 @@ impl Metrics {
     pub fn fallback(&self, from: &Upstream, to: &Upstream, reason: &'static str) {
         let key = Fallback { from_provider: from.provider.clone(), to_provider: to.provider.clone(), reason };
         self.fallbacks.get_or_create(&key).inc();
+    }
+
+    /// Counts a pool's request admitted on `deployment` for `reason`.
+    pub fn placed(&self, pool: &str, deployment: &str, reason: &'static str) {
+        let key = Placement { pool: pool.to_owned(), deployment: deployment.to_owned(), reason };
+        self.placements.get_or_create(&key).inc();
     }
 
     /// Counts a suppressed duplicate.

@@ -38,6 +38,9 @@ pub struct Profile {
     pub fallbacks: Vec<sluice_config::Fallback>,
     /// Degradation of simple work.
     pub degrade: Option<sluice_config::Degrade>,
+    /// Its pool, when several deployments serve it (`deployments = [...]`); `deployment`
+    /// is then the pool's first member of its lowest tier.
+    pub pool: Option<Arc<crate::pool::Pool>>,
 }
 
 /// An upstream deployment with everything needed to call it.
@@ -86,6 +89,8 @@ pub struct Route {
     pub retry_budget: RetryBudget,
     /// The tenants' guaranteed shares, measuring guaranteed vs borrowed tokens.
     pub guarantee: sluice_quota::guarantee::Guarantee,
+    /// Its time to an answer's headers, learned (pools placed by `latency`).
+    pub latency: crate::pool::Latency,
 }
 
 /// Everything a request handler needs, shared by all requests: the policy compiled from a
@@ -228,12 +233,16 @@ impl Gateway {
                     passthrough: m.passthrough.clone(),
                     fallbacks: m.fallbacks.clone(),
                     degrade: m.degrade_to.clone(),
+                    pool: (m.pool.len() > 1).then(|| {
+                        let queue = DeploymentQueue::new(Arc::clone(store), Arc::clone(&services.clock));
+                        Arc::new(crate::pool::Pool::new(m.pool.clone(), m.strategy, queue))
+                    }),
                 };
                 (m.name.clone(), profile)
             })
             .collect();
         let (callers, directory) = callers(config, store.as_ref());
-        Ok(Self {
+        let gateway = Self {
             callers,
             directory,
             profiles,
@@ -249,7 +258,18 @@ impl Gateway {
             usage_settings: config.usage.clone(),
             currency: Arc::clone(&config.pricing.currency),
             services,
-        })
+        };
+        gateway.link_pools();
+        Ok(gateway)
+    }
+
+    /// Makes each pool member's returned capacity wake its pools' queues.
+    fn link_pools(&self) {
+        for pool in self.profiles.values().filter_map(|p| p.pool.as_ref()) {
+            for member in &pool.members {
+                self.deployments[member.deployment].queue.wakes(&pool.queue);
+            }
+        }
     }
 }
 
@@ -290,6 +310,27 @@ impl Gateway {
             previous.adaptive.reconfigure(d);
             route.adaptive = Arc::clone(&previous.adaptive);
         }
+        // Pools that kept their name keep their queue (and, with the same members and
+        // strategy, what they learned of their members and sessions).
+        for (name, profile) in &mut self.profiles {
+            let (Some(pool), Some(previous)) =
+                (&mut profile.pool, old.profiles.get(name).and_then(|p| p.pool.as_ref()))
+            else {
+                continue;
+            };
+            let same = previous.members == pool.members && previous.strategy == pool.strategy;
+            let members_same = same
+                && previous
+                    .members
+                    .iter()
+                    .all(|m| old.deployments[m.deployment].name == self.deployments[m.deployment].name);
+            *pool = if members_same {
+                Arc::clone(previous)
+            } else {
+                Arc::new(crate::pool::Pool::new(pool.members.clone(), pool.strategy, Arc::clone(&previous.queue)))
+            };
+        }
+        self.link_pools();
     }
 }
 
@@ -337,6 +378,7 @@ fn routes(
             let adaptive = sluice_adapt::Adaptive::new(d, provider.kind, scope, labels.clone(), wiring);
             Ok(Route {
                 guarantee: sluice_quota::guarantee::Guarantee::new(&d.limits, total_weight),
+                latency: crate::pool::Latency::default(),
                 adaptive: Arc::new(adaptive),
                 attempt_timeout: d.attempt_timeout,
                 stream_idle_timeout: d.stream_idle_timeout,

@@ -47,6 +47,7 @@ fn ask(path: &[ScopeId], calendar: Calendar, lease: Duration) -> Ask {
         calendar,
         deadline: None,
         claimer: sluice_quota::Claimer::NOBODY,
+        others: Vec::new(),
     }
 }
 

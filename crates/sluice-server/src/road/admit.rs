@@ -9,17 +9,19 @@ use std::time::Duration;
 use sluice_config::ProviderKind;
 use sluice_provider::{MediaPricing, ParsedRequest, Protocol};
 use sluice_quota::{
-    Claimer, FairShare, Grant, LimiterName, Nanos, Rejection, RejectionKind, ReserveError, ScopeId, ScopeSnapshot,
-    Share, StoreError,
+    Claimer, Cost, FairShare, Grant, LimiterName, Nanos, Rejection, RejectionKind, ReserveError, ScopeId,
+    ScopeSnapshot, Share, StoreError,
 };
 
 use super::context::{Mode, Quote, Request, Terms, hit_labels, refusal_info};
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::{Bound, Hit, QueueLabels, WaitLabels};
+use crate::pool::Pool;
 use crate::state::{Caller, Gateway, Profile, Route};
 use crate::usage::UsageTag;
 use sluice_quota::guarantee::HeldBack;
-use sluice_quota::queue::{Ask, WaitError, Withdrawal};
+use sluice_quota::placement::{self, Candidate, Strategy};
+use sluice_quota::queue::{Alternative, Ask, DeploymentQueue, WaitError, Withdrawal};
 use sluice_recall::remembered::Memo;
 
 /// A request whose capacity is reserved.
@@ -33,6 +35,8 @@ pub struct Admitted {
     /// When it was granted (by the queue's dispatcher, when it waited), by the gateway's
     /// clock: its time to the wire counts from here.
     pub granted: Nanos,
+    /// The deployment it is admitted on (a pool's member, placed).
+    pub deployment: usize,
 }
 
 /// Admits `req` on `deployment` (the profile's primary, a fallback or its degradation
@@ -47,13 +51,190 @@ pub async fn admit(req: &Request<'_>, deployment: usize, mode: Mode) -> Result<A
     let quote = quote(gateway, req.request, req.profile, route, req.hidden_context);
     let ask = ask(gateway, req.caller, req.profile, route, quote);
     req.access.estimated(quote.input.saturating_add(quote.output));
-    match reserve_or_wait(req, route, ask, mode).await {
-        Ok((grant, at)) => {
+    match reserve_or_wait(req, route, &route.queue, ask, mode).await {
+        Ok((_, grant, at)) => {
             req.access.admitted(quote.input.saturating_add(quote.output));
-            Ok(granted(req, route, quote, grant, at))
+            Ok(granted(req, deployment, quote, grant, at))
         }
         Err(refusal) => Err(refused(req, route, quote, refusal).await),
     }
+}
+
+/// Admits `req` on one of `members` of its profile's `pool` (deployment indices; those it
+/// has not failed on): places it ([`place`]: the members it may go to, in the order to
+/// try), then reserves on the first that admits it, in one store step, or waits once in
+/// the pool's queue for the first grant from any of them.
+///
+/// # Errors
+/// No member may take it (none fits its context window, none is allowed for the caller,
+/// every breaker is open), a refusing limit on every member, or a failing store.
+pub async fn admit_pooled(
+    req: &Request<'_>,
+    pool: &Pool,
+    members: &[usize],
+    mode: Mode,
+) -> Result<Admitted, GatewayError> {
+    let gateway = req.gateway;
+    let placed = place(req, pool, members).await?;
+    let Some(&(first, first_quote)) = placed.order.first() else {
+        return Err(GatewayError::StoreUnavailable);
+    };
+    let route = &gateway.deployments[first];
+    let mut ask = ask(gateway, req.caller, req.profile, route, first_quote);
+    ask.others = placed.order[1..]
+        .iter()
+        .map(|&(d, quote)| {
+            let route = &gateway.deployments[d];
+            let path = req.caller.scopes.iter().copied().chain(upstream_path(req.profile, route)).collect();
+            Alternative { path, cost: quote.cost() }
+        })
+        .collect();
+    req.access.estimated(first_quote.input.saturating_add(first_quote.output));
+    match reserve_or_wait(req, route, &pool.queue, ask, mode).await {
+        Ok((at_index, grant, at)) => {
+            let (deployment, quote) = placed.order.get(at_index).copied().unwrap_or((first, first_quote));
+            let member = pool.members.iter().position(|m| m.deployment == deployment).unwrap_or_default();
+            pool.took(member, quote.cost());
+            let now = gateway.services.clock.now();
+            if let Some(session) = &placed.session {
+                pool.served(session, deployment, now);
+            }
+            let reason = placed.reason(at_index, deployment, req.queued().is_some(), pool.strategy);
+            let chosen = &gateway.deployments[deployment];
+            req.access.placed(&chosen.name, reason);
+            gateway.services.metrics.placed(&req.profile.name, &chosen.name, reason);
+            req.access.admitted(quote.input.saturating_add(quote.output));
+            Ok(granted(req, deployment, quote, grant, at))
+        }
+        Err(refusal) => Err(refused(req, route, first_quote, refusal).await),
+    }
+}
+
+/// Where a pool's request may go, in the order to try.
+struct Placed {
+    /// The members (deployment, the request's quote there), in order.
+    order: Vec<(usize, Quote)>,
+    /// The member the request's session prefers, when it has one.
+    affinity: Option<usize>,
+    /// The session's key, when the request names one.
+    session: Option<String>,
+}
+
+impl Placed {
+    /// Why the member at `index` of the order took it.
+    fn reason(&self, index: usize, deployment: usize, queued: bool, strategy: Strategy) -> &'static str {
+        if queued {
+            "queued"
+        } else if self.order.len() == 1 {
+            "only"
+        } else if self.affinity == Some(deployment) {
+            "affinity"
+        } else if index > 0 {
+            "spill"
+        } else {
+            strategy.name()
+        }
+    }
+}
+
+/// Places a pool's request: prices it on each member (each has its own tokenizer and
+/// learned estimates), keeps those it may go to — the right endpoint, a closed breaker,
+/// a context window it fits, allowed for the caller — and orders them
+/// ([`sluice_quota::placement::order`]) by tier, what each admits now (the pool's view of
+/// the shared buckets, read again when stale), the session's member, then the strategy.
+///
+/// # Errors
+/// When no member may take it: the first member's endpoint error, 400 when it fits no
+/// member's context window, 503 when every member's breaker is open.
+async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Placed, GatewayError> {
+    let gateway = req.gateway;
+    let now = gateway.services.clock.now();
+    if pool.due(now) {
+        let paths: Vec<Vec<ScopeId>> = pool
+            .members
+            .iter()
+            .map(|m| {
+                let route = &gateway.deployments[m.deployment];
+                crate::pool::upstream_scopes(req.profile.scope, route.account, route.scope)
+            })
+            .collect();
+        let flat: Vec<ScopeId> = paths.iter().flatten().copied().collect();
+        let read = gateway.services.store.snapshots(&flat).await.ok().map(|snapshots| {
+            let mut snapshots = snapshots.into_iter();
+            paths.iter().map(|p| snapshots.by_ref().take(p.len()).flatten().collect()).collect()
+        });
+        pool.seen(gateway.services.clock.now(), read);
+    }
+    let mut refusal = None;
+    let mut quotes = Vec::with_capacity(pool.members.len());
+    let mut eligible = Vec::with_capacity(pool.members.len());
+    for member in &pool.members {
+        let route = &gateway.deployments[member.deployment];
+        let quote = quote(gateway, req.request, req.profile, route, req.hidden_context);
+        let allowed = if !members.contains(&member.deployment) {
+            false
+        } else if let Err(e) = check_endpoint(req.request, route) {
+            refusal.get_or_insert(e);
+            false
+        } else if route.breaker.is_open(now) {
+            refusal.get_or_insert_with(|| GatewayError::ProviderUnavailable {
+                deployment: route.name.to_string(),
+                retry_after: route.breaker.remaining(now),
+            });
+            false
+        } else {
+            true
+        };
+        quotes.push(quote);
+        eligible.push(allowed);
+    }
+    let costs: Vec<Cost> = quotes.iter().map(|q| q.cost()).collect();
+    let headroom = pool.headroom(&costs);
+    let candidates: Vec<Candidate> = pool
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, member)| {
+            let route = &gateway.deployments[member.deployment];
+            let price = route.price.map(|_| quotes[i].money as f64);
+            Candidate {
+                tier: member.tier,
+                weight: member.weight,
+                headroom: headroom[i],
+                latency_ms: route.latency.mean_ms(),
+                price,
+                eligible: eligible[i],
+            }
+        })
+        .collect();
+    let session = session_of(req);
+    let eligible_deployments: Vec<usize> =
+        pool.members.iter().zip(&eligible).filter(|(_, e)| **e).map(|(m, _)| m.deployment).collect();
+    let affinity = session.as_deref().and_then(|key| {
+        let recorded = pool.session(key, now).filter(|d| eligible_deployments.contains(d));
+        recorded.or_else(|| Pool::home(key, &eligible_deployments))
+    });
+    let affinity_member = affinity.and_then(|d| pool.members.iter().position(|m| m.deployment == d));
+    let ask = placement::Ask { members: &candidates, strategy: pool.strategy, affinity: affinity_member };
+    let order: Vec<(usize, Quote)> =
+        placement::order(ask, &mut rand::rng()).into_iter().map(|i| (pool.members[i].deployment, quotes[i])).collect();
+    if order.is_empty() {
+        return Err(refusal.unwrap_or_else(|| GatewayError::StoreUnavailable));
+    }
+    Ok(Placed { order, affinity, session })
+}
+
+/// The session a request names, whose member it prefers: the Responses response it
+/// continues (`previous_response_id`, whose stored state lives on one deployment),
+/// `prompt_cache_key`, `user`, or Anthropic's `metadata.user_id`.
+fn session_of(req: &Request<'_>) -> Option<String> {
+    let body = &req.request.body;
+    let text = |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_str).map(str::to_owned);
+    text(body.get("previous_response_id"))
+        .map(|id| format!("response:{id}"))
+        .or_else(|| text(body.get("prompt_cache_key")).map(|k| format!("cache:{k}")))
+        .or_else(|| text(body.get("user")).map(|u| format!("user:{u}")))
+        .or_else(|| text(body.get("metadata").and_then(|m| m.get("user_id"))).map(|u| format!("user:{u}")))
 }
 
 /// The reservation `req` asks of the store: its cost on every scope of its path, with its
@@ -83,6 +264,7 @@ fn ask(gateway: &Gateway, caller: &Caller, profile: &Profile, route: &Route, quo
         calendar: gateway.calendar(),
         deadline: None,
         claimer: Claimer::new(rand::random()),
+        others: Vec::new(),
     }
 }
 
@@ -94,8 +276,9 @@ fn upstream_path(profile: &Profile, route: &Route) -> impl Iterator<Item = Scope
 
 /// Counts an admission (metrics, guaranteed shares, adaptive accounting) and keeps the
 /// terms its reservation is settled on.
-fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant, at: Nanos) -> Admitted {
+fn granted(req: &Request<'_>, deployment: usize, quote: Quote, grant: Grant, at: Nanos) -> Admitted {
     let (gateway, caller) = (req.gateway, req.caller);
+    let route = &gateway.deployments[deployment];
     let metrics = &gateway.services.metrics;
     metrics.admitted();
     if let Some(split) =
@@ -118,7 +301,7 @@ fn granted(req: &Request<'_>, route: &Route, quote: Quote, grant: Grant, at: Nan
         spend: route.price.map(|price| (price, metrics.spend.of(&caller.tenant))),
         usage: (Arc::clone(&gateway.services.usage), usage_tag(req, route)),
     };
-    Admitted { terms, after: grant.after, granted: at }
+    Admitted { terms, after: grant.after, granted: at, deployment }
 }
 
 /// The group the request's usage counts in.
@@ -333,9 +516,10 @@ enum Refusal {
 async fn reserve_or_wait(
     req: &Request<'_>,
     route: &Route,
+    queue: &Arc<DeploymentQueue>,
     mut ask: Ask,
     mode: Mode,
-) -> Result<(Grant, Nanos), Refusal> {
+) -> Result<(usize, Grant, Nanos), Refusal> {
     let (gateway, caller) = (req.gateway, req.caller);
     let class = &caller.class;
     let now = gateway.services.clock.now();
@@ -347,15 +531,15 @@ async fn reserve_or_wait(
     // its deadline out (its claims lapse then), it withdraws them when it goes: refused
     // on a prediction, or its client hung up while it waited.
     let withdrawal = (mode == Mode::Wait && !left.is_zero()).then(|| Withdrawal::of(&gateway.services.store, &ask));
-    let refusal = if mode == Mode::Wait && route.queue.must_queue(class.priority) {
+    let refusal = if mode == Mode::Wait && queue.must_queue(class.priority) {
         None
     } else {
-        match gateway.services.store.admit(ask.demand(now)).await {
-            Ok(grant) => {
+        match ask.admit(gateway.services.store.as_ref(), now).await {
+            Ok((member, grant)) => {
                 if let Some(withdrawal) = withdrawal {
                     withdrawal.disarm();
                 }
-                return Ok((grant, gateway.services.clock.now()));
+                return Ok((member, grant, gateway.services.clock.now()));
             }
             Err(ReserveError::Rejected(r)) => {
                 if r.limiter == LimiterName::FairShare {
@@ -370,7 +554,7 @@ async fn reserve_or_wait(
         }
     };
     if left.is_zero() || req.client_deadline {
-        let eta = route.queue.predict(&ask, refusal.as_ref());
+        let eta = queue.predict(&ask, refusal.as_ref());
         if left.is_zero() || with_margin(eta) > left {
             return Err(predicted(refusal, eta));
         }
@@ -380,7 +564,7 @@ async fn reserve_or_wait(
     let depth = gateway.services.metrics.queue_depth.get_or_create(&labels).clone();
     depth.inc();
     let started = gateway.services.clock.now();
-    let (result, report) = route.queue.wait(ask, left, class.max_queue, refusal).await;
+    let (result, report) = queue.wait(ask, left, class.max_queue, refusal).await;
     depth.dec();
     let waited = gateway.services.clock.now().since(started);
     waited_for(req, &report, waited, result.is_ok());
@@ -397,7 +581,7 @@ async fn reserve_or_wait(
         withdrawal.disarm();
     }
     match result {
-        Ok(grant) => Ok((grant, report.granted.unwrap_or_else(|| gateway.services.clock.now()))),
+        Ok(grant) => Ok((report.member, grant, report.granted.unwrap_or_else(|| gateway.services.clock.now()))),
         Err(WaitError::QueueFull) => Err(Refusal::Queue { full: true, eta: Duration::from_secs(1) }),
         Err(WaitError::TimedOut { rejection: Some(r), eta }) => Err(Refusal::Rejected(r, Some(eta))),
         Err(WaitError::TimedOut { rejection: None, eta }) => Err(Refusal::Queue { full: false, eta }),

@@ -514,6 +514,9 @@ async fn provider_error<S: Settle>(
         // may quote the key) stays out of the logs and away from the tenant.
         tracing::warn!(deployment = %route.name, status = parts.status.as_u16(), "provider refused the gateway's credentials");
         gateway.services.metrics.upstream_failure(&route.counters.labels, "auth");
+        // Refused credentials count against the deployment's health: a run of them opens
+        // its breaker and a pool places around it, on every instance, until its cool-down.
+        health_failure(route, gateway, None);
         return Attempt::Failed { class, error: GatewayError::UpstreamAuthFailed(route.name.to_string()) };
     }
     let bytes =

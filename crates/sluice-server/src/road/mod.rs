@@ -39,12 +39,13 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Response};
 use axum::response::IntoResponse as _;
 use sluice_provider::Protocol;
-use sluice_quota::Settlement;
+use sluice_quota::{Nanos, ScopeSnapshot, Settlement};
 
 use self::accept::{Accepted, Once};
 use self::admit::Admitted;
+use self::context::Terms;
 use self::context::{Attempt, Mode, Request, Served};
-use self::plan::{Next, Plan, RetryLimits};
+use self::plan::{Candidates, Next, Plan, RetryLimits};
 use self::send::Sent;
 use self::settle::SettleGuard;
 use crate::access::Line;
@@ -177,13 +178,17 @@ async fn run(req: &Request<'_>) -> Served {
     let mut deployment = None;
     gateway.deployments[plan.target()].retry_budget.deposit();
     loop {
-        let route = &gateway.deployments[plan.target()];
-        let outcome = if plan.skips_primary(route.breaker.is_open(gateway.services.clock.now())) {
-            Attempt::Refused(unavailable(route, gateway))
+        let candidates = plan.candidates();
+        let target = &gateway.deployments[plan.target()];
+        let outcome = if plan.skips_primary(target.breaker.is_open(gateway.services.clock.now())) {
+            Attempt::Refused(unavailable(target, gateway))
         } else {
-            deployment = Some(plan.target());
-            once(req, plan.target(), plan.mode()).await
+            let (placed, outcome) = once(req, &candidates, plan.mode()).await;
+            plan.placed(placed);
+            deployment = Some(placed);
+            outcome
         };
+        let route = &gateway.deployments[plan.target()];
         let (class, error) = match outcome {
             Attempt::Done(mut response) => {
                 if let Some(reason) = plan.rerouted() {
@@ -209,7 +214,7 @@ async fn run(req: &Request<'_>) -> Served {
                 gateway.services.clock.sleep(wait).await;
             }
             Next::Fallback => gateway.deployments[plan.target()].retry_budget.deposit(),
-            Next::Degrade => {}
+            Next::Degrade | Next::Replace => {}
             Next::GiveUp => return Served { deployment, result: Err(error), access: None },
         }
     }
@@ -221,16 +226,33 @@ fn unavailable(route: &Route, gateway: &Gateway) -> GatewayError {
     GatewayError::ProviderUnavailable { deployment: route.name.to_string(), retry_after }
 }
 
-/// One attempt on `deployment`: admitted, its settlement opened, sent, its answer read.
-async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
+/// One attempt on `candidates` (one deployment, or the pool's members it may be placed
+/// on): admitted, its settlement opened, sent, its answer read. Comes back with the
+/// deployment it went to (the first candidate when none admitted it).
+async fn once(req: &Request<'_>, candidates: &Candidates, mode: Mode) -> (usize, Attempt) {
+    let gateway = req.gateway;
+    let first = match candidates {
+        Candidates::One(deployment) => *deployment,
+        Candidates::Pool(members) => members.first().copied().unwrap_or(req.profile.deployment),
+    };
+    req.access.attempt(&gateway.deployments[first].name);
+    let admitted = match (candidates, &req.profile.pool) {
+        (Candidates::Pool(members), Some(pool)) => admit::admit_pooled(req, pool, members, mode).await,
+        _ => admit::admit(req, first, mode).await,
+    };
+    let Admitted { terms, after, granted, deployment } = match admitted {
+        Ok(admitted) => admitted,
+        Err(error) => return (first, Attempt::Refused(error)),
+    };
+    (deployment, sent(req, deployment, (terms, after, granted)).await)
+}
+
+/// The admitted attempt on `deployment`: its settlement opened, sent, its answer read.
+async fn sent(req: &Request<'_>, deployment: usize, admitted: (Terms, Vec<ScopeSnapshot>, Nanos)) -> Attempt {
+    let (terms, after, granted) = admitted;
     let gateway = req.gateway;
     let route = &gateway.deployments[deployment];
     let request = req.request;
-    req.access.attempt(&route.name);
-    let Admitted { terms, after, granted } = match admit::admit(req, deployment, mode).await {
-        Ok(admitted) => admitted,
-        Err(error) => return Attempt::Refused(error),
-    };
     if let Some(early) = req.early {
         early.admitted(after);
     }
@@ -259,6 +281,10 @@ async fn once(req: &Request<'_>, deployment: usize, mode: Mode) -> Attempt {
     let sent_at = gateway.services.clock.now();
     let upstream = terms.sent_unanswered().upstream;
     let Sent { response, deadline } = send::send(gateway, route, outgoing, (upstream, granted)).await;
-    req.access.answered(gateway.services.clock.now().since(sent_at));
+    let took = gateway.services.clock.now().since(sent_at);
+    req.access.answered(took);
+    if response.is_ok() {
+        route.latency.observe(took);
+    }
     answer::answer(req, route, (terms, guard), crossing, (response, deadline), force_usage).await
 }

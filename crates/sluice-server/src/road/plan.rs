@@ -41,6 +41,9 @@ pub enum Next {
     Fallback,
     /// The degradation target (now [`Plan::target`]), waiting as a primary would.
     Degrade,
+    /// Another member of the profile's pool, at once: the one that failed is left out
+    /// of the request's placements ([`Plan::candidates`]).
+    Replace,
     /// Nothing else may be tried: the failure goes to the client.
     GiveUp,
 }
@@ -55,6 +58,17 @@ pub struct Plan<'p> {
     retries: u32,
     next_fallback: usize,
     reason: Option<&'static str>,
+    /// The pool's members the request failed on.
+    failed: Vec<usize>,
+}
+
+/// Where the next attempt may go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Candidates {
+    /// One deployment.
+    One(usize),
+    /// The profile's pool: these members (deployment indices), placed by quota.
+    Pool(Vec<usize>),
 }
 
 impl<'p> Plan<'p> {
@@ -63,7 +77,43 @@ impl<'p> Plan<'p> {
     #[must_use]
     pub fn new(profile: &'p Profile, limits: RetryLimits, degradable: bool) -> Self {
         let mode = if degradable && profile.degrade.is_some() { Mode::NoWait } else { Mode::Wait };
-        Self { profile, limits, target: profile.deployment, mode, retries: 0, next_fallback: 0, reason: None }
+        Self {
+            profile,
+            limits,
+            target: profile.deployment,
+            mode,
+            retries: 0,
+            next_fallback: 0,
+            reason: None,
+            failed: Vec::new(),
+        }
+    }
+
+    /// Where the next attempt may go: while the request is on its profile's pool (not yet
+    /// rerouted), every member it has not failed on; else [`Plan::target`].
+    #[must_use]
+    pub fn candidates(&self) -> Candidates {
+        match self.pool_left() {
+            Some(left) if !left.is_empty() => Candidates::Pool(left),
+            _ => Candidates::One(self.target),
+        }
+    }
+
+    /// The pool placed the attempt on `deployment`: retries and failures are its.
+    pub fn placed(&mut self, deployment: usize) {
+        if self.on_pool() {
+            self.target = deployment;
+        }
+    }
+
+    fn on_pool(&self) -> bool {
+        self.profile.pool.is_some() && self.reason.is_none()
+    }
+
+    /// The pool's members not failed on, while on the pool.
+    fn pool_left(&self) -> Option<Vec<usize>> {
+        let pool = self.profile.pool.as_ref().filter(|_| self.on_pool())?;
+        Some(pool.members.iter().map(|m| m.deployment).filter(|d| !self.failed.contains(d)).collect())
     }
 
     /// The deployment the next attempt goes to.
@@ -88,7 +138,8 @@ impl<'p> Plan<'p> {
     /// fallback takes over when it is unavailable.
     #[must_use]
     pub fn skips_primary(&self, breaker_open: bool) -> bool {
-        self.mode == Mode::Wait
+        !self.on_pool()
+            && self.mode == Mode::Wait
             && self.target == self.profile.deployment
             && breaker_open
             && self.profile.fallbacks.iter().any(|f| f.when.contains(&When::PrimaryUnavailable))
@@ -108,6 +159,18 @@ impl<'p> Plan<'p> {
     ) -> Next {
         if class.is_none() && self.mode == Mode::NoWait {
             return self.degrade();
+        }
+        if let Some(class) = class
+            && self.on_pool()
+            && another_member_may_serve(class)
+        {
+            // What failed is the member's: another takes the request at once (its breaker,
+            // or the store's pause after a 429, keeps the failed one out for every request).
+            self.failed.push(self.target);
+            if self.pool_left().is_some_and(|left| !left.is_empty()) {
+                self.retries = 0;
+                return Next::Replace;
+            }
         }
         if let Some(class) = class
             && self.retries + 1 < self.limits.attempts
@@ -168,6 +231,12 @@ fn may_retry(failure: ErrorClass) -> bool {
     failure.may_retry(true) || after_headers
 }
 
+/// Whether a failure on one pool member is the member's, so another may serve the request:
+/// its limits, its health, its credentials, its context window.
+fn another_member_may_serve(failure: ErrorClass) -> bool {
+    may_retry(failure) || matches!(failure, ErrorClass::Auth | ErrorClass::Permission | ErrorClass::ContextLength)
+}
+
 /// Which `when` condition a final failure meets.
 fn condition(failure: Option<ErrorClass>, error: &GatewayError) -> Option<When> {
     match failure {
@@ -208,7 +277,71 @@ mod tests {
             passthrough: Vec::new(),
             fallbacks: fallbacks.into_iter().map(|(deployment, when)| Fallback { deployment, when }).collect(),
             degrade: degrade.map(|deployment| Degrade { deployment, classes: vec![1], tasks: vec!["tag".into()] }),
+            pool: None,
         }
+    }
+
+    /// A profile served by a pool of `members` (deployment indices 0..members), with a
+    /// fallback to deployment `members` for 5xx.
+    fn pooled(members: usize) -> Profile {
+        use sluice_config::Member;
+        use sluice_quota::placement::Strategy;
+        let store: std::sync::Arc<dyn sluice_quota::QuotaStore> = std::sync::Arc::new(sluice_quota::MemoryStore::new(
+            std::sync::Arc::new(sluice_quota::FakeClock::default()),
+        ));
+        let clock: std::sync::Arc<dyn sluice_quota::Clock> = std::sync::Arc::new(sluice_quota::FakeClock::default());
+        let queue = sluice_quota::queue::DeploymentQueue::new(store, clock);
+        let pool = (0..members).map(|deployment| Member { deployment, weight: 1, tier: 0 }).collect();
+        Profile {
+            pool: Some(std::sync::Arc::new(crate::pool::Pool::new(pool, Strategy::Headroom, queue))),
+            ..profile(vec![(members, vec![When::Provider5xx])], None)
+        }
+    }
+
+    #[test]
+    fn a_pool_member_that_fails_is_left_for_another_at_once_then_the_fallback() {
+        let profile = pooled(3);
+        let mut plan = Plan::new(&profile, LIMITS, false);
+        assert_eq!(plan.candidates(), Candidates::Pool(vec![0, 1, 2]));
+        plan.placed(1);
+        let (e, server) = (unreachable(), Some(ErrorClass::ServerError));
+        assert_eq!(plan.next(server, &e, Duration::ZERO, &mut rng(), || true), Next::Replace);
+        assert_eq!(plan.candidates(), Candidates::Pool(vec![0, 2]), "the failed member is left out");
+        plan.placed(2);
+        let limited = Some(ErrorClass::RateLimited { retry_after: None, daily: false });
+        assert_eq!(plan.next(limited, &e, Duration::ZERO, &mut rng(), || true), Next::Replace);
+        plan.placed(0);
+        // Refused credentials are the member's too.
+        let auth = Some(ErrorClass::Auth);
+        let next = plan.next(auth, &e, Duration::ZERO, &mut rng(), || true);
+        assert_eq!(next, Next::GiveUp, "auth is no 5xx: no fallback condition meets it");
+        assert_eq!(plan.rerouted(), None, "a member of the pool is not a fallback");
+    }
+
+    #[test]
+    fn when_every_member_failed_the_last_is_retried_then_the_fallback_takes_over() {
+        let profile = pooled(2);
+        let mut plan = Plan::new(&profile, LIMITS, false);
+        let (e, server) = (unreachable(), Some(ErrorClass::ServerError));
+        plan.placed(0);
+        assert_eq!(plan.next(server, &e, Duration::ZERO, &mut rng(), || true), Next::Replace);
+        plan.placed(1);
+        assert!(matches!(plan.next(server, &e, Duration::ZERO, &mut rng(), || true), Next::Retry { .. }));
+        assert_eq!(plan.candidates(), Candidates::One(1));
+        assert!(matches!(plan.next(server, &e, Duration::ZERO, &mut rng(), || true), Next::Retry { .. }));
+        assert_eq!(plan.next(server, &e, Duration::ZERO, &mut rng(), || true), Next::Fallback);
+        assert_eq!(plan.target(), 2);
+        assert_eq!(plan.candidates(), Candidates::One(2), "off the pool");
+        assert_eq!(plan.rerouted(), Some("provider_5xx"));
+    }
+
+    #[test]
+    fn a_refused_admission_on_the_pool_goes_to_the_fallbacks() {
+        let profile = pooled(2);
+        let mut plan = Plan::new(&profile, LIMITS, false);
+        let refused = GatewayError::UpstreamUnreachable("p".into());
+        assert!(!plan.skips_primary(true), "a pool places around open breakers itself");
+        assert_eq!(plan.next(None, &refused, Duration::ZERO, &mut rng(), || true), Next::GiveUp);
     }
 
     fn rng() -> StdRng {
