@@ -68,15 +68,17 @@ completion = {{ dist = "uniform", min = 4, max = 512 }}
 """
 
 
-def pool_sluice_toml(sim_url: str, key_file: Path, redis: str, name: str, prefix: str, tiers: bool) -> str:
+def pool_sluice_toml(sim_url: str, key_file: Path, redis: str, name: str, prefix: str, tiers: bool,
+                     burst: float | None = None) -> str:
     sha = hashlib.sha256(KEY.encode()).hexdigest()
+    burst_seconds = f", burst_seconds = {burst}" if burst else ""
     deployments = "".join(f"""
 [[deployments]]
 name = "{d}"
 provider = "sim"
 model = "{model}"
 output_counting = "reserved"
-limits = {{ rpm = {rpm}, tpm = {TPM} }}
+limits = {{ rpm = {rpm}, tpm = {TPM}{burst_seconds} }}
 """ for d, model, rpm in MEMBERS)
     if tiers:
         members = "[\n  { deployment = \"a\", tier = 0 },\n  { deployment = \"b\", tier = 1 },\n  { deployment = \"c\", tier = 1 },\n]"
@@ -334,9 +336,10 @@ def run(args, procs: Procs, key_file: Path, out: dict) -> None:
                 tag = f"{'tiers' if tiers else 'plain'}-{run}"
                 return [procs.start_sluice(args.sluice, ["serve", "--config", str(procs.write(
                     f"sluice-pool-{tag}-{i}.toml", pool_sluice_toml(sim_url, key_file, redis, f"pool-{tag}-{i}",
-                                                                   f"pool-{tag}", tiers)))], f"sluice-pool-{tag}-{i}.log")
+                                                                   f"pool-{tag}", tiers, args.pool_sluice_burst)))], f"sluice-pool-{tag}-{i}.log")
                         for i in range(n_inst)]
-            sides.append(Side(f"sluice x{n_inst} (redis)", "sluice", procs, start, fresh=True))
+            burst = f", burst_seconds = {args.pool_sluice_burst:g}" if args.pool_sluice_burst else ""
+            sides.append(Side(f"sluice x{n_inst} (redis){burst}", "sluice", procs, start, fresh=True))
         elif gateway == "litellm":
             for strategy in args.pool_litellm_strategies.split(","):
                 def start(tiers: bool, run: int, strategy=strategy) -> list[str]:
@@ -502,6 +505,8 @@ def add_args(ap) -> None:
     ap.add_argument("--pool-litellm-strategies", default="usage-based-routing-v2,simple-shuffle")
     ap.add_argument("--pool-workloads", default=",".join(WORKLOADS), help="closed,open,tiers,fault")
     ap.add_argument("--pool-instances", type=int, default=3)
+    ap.add_argument("--pool-sluice-burst", type=float, default=None,
+                    help="sluice deployments' burst_seconds (default: sluice's own, one second's worth)")
     ap.add_argument("--pool-workers", type=int, default=30)
     ap.add_argument("--pool-seconds", type=float, default=150, help="closed-loop length (<= 240)")
     ap.add_argument("--pool-skip", type=int, default=30, help="closed loop: seconds before the steady state")
