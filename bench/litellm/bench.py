@@ -10,6 +10,9 @@ Phases:
             and a TPM-bound workload, against a strict provider with the same limits
             configured in both gateways; provider 429s and utilization from the provider.
   multi     the RPM-bound workload through two instances of each gateway on one Redis.
+  pool      one model over three deployments of 300, 200 and 100 RPM, three instances of
+            each gateway on one Redis (see pool.py); about 25 minutes, so not in the default
+            list: `--phases pool`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import urllib.request
 from pathlib import Path
 
 import aiohttp
+
+import pool
 
 KEY = "sk-bench-litellm"
 MASTER = "sk-litellm-master-bench"
@@ -186,6 +191,8 @@ def start_litellm(procs: Procs, litellm: str, config: Path, log: str) -> str:
     env = dict(os.environ)
     env.setdefault("LITELLM_LOG", "ERROR")
     env["LITELLM_TELEMETRY"] = "False"
+    # The bundled model cost map: no fetch of a remote one (loopback only).
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     env["NO_DOCS"] = "True"
     procs.start([litellm, "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
                  "--num_workers", "1"], log, env)
@@ -275,9 +282,10 @@ def retry_wait(headers) -> float:
 
 
 async def closed_loop(urls: list[str], kind: str, workers: int, seconds: float, prompt_words: int,
-                      max_tokens: int) -> dict:
+                      max_tokens: int, sizes=None) -> dict:
     """`workers` clients (spread over `urls`), each sending one request at a time and retrying
-    every 429 after the hinted wait, for `seconds`."""
+    every 429 after the hinted wait, for `seconds`. `sizes`, when given, draws each request's
+    (prompt words, max_tokens) instead."""
     counts = {"ok": 0, "client_429": 0, "other_errors": 0, "waited_s": 0.0, "hints": {}}
     deadline = time.monotonic() + seconds
     model = model_for(urls[0], kind == "direct")
@@ -288,7 +296,8 @@ async def closed_loop(urls: list[str], kind: str, workers: int, seconds: float, 
             url = urls[w % len(urls)]
             n = 0
             while time.monotonic() < deadline:
-                payload = body(prompt_words, max_tokens, w * 1_000_000 + n)
+                words, most = sizes() if sizes else (prompt_words, max_tokens)
+                payload = body(words, most, w * 1_000_000 + n)
                 payload["model"] = model
                 try:
                     async with session.post(f"{url}/v1/chat/completions", json=payload) as r:
@@ -363,6 +372,7 @@ def main() -> None:
     ap.add_argument("--rates", default="50,200")
     ap.add_argument("--seconds", type=float, default=45, help="accuracy run length (<= 60)")
     ap.add_argument("--out", default="target/bench-litellm/results.json")
+    pool.add_args(ap)
     args = ap.parse_args()
     assert args.seconds <= 60
     phases = args.phases.split(",")
@@ -442,6 +452,21 @@ def main() -> None:
             multi.append({"path": "litellm x2 (redis)", **c, **s})
             print(json.dumps({k: v for k, v in multi[-1].items() if k != 'timeline'}), flush=True)
             results["multi"] = multi
+            procs.stop_all()
+            procs.procs.clear()
+
+        if "pool" in phases:
+            results["pool"] = {}
+            try:
+                pool.run(args, procs, key_file, results["pool"])
+            finally:
+                # Its own file too, beside --out: the pool phase runs on its own.
+                pool_out = Path(args.out).parent / "pool.json"
+                pool_out.parent.mkdir(parents=True, exist_ok=True)
+                pool_out.write_text(json.dumps({k: results[k] for k in ("machine", "cpus", "started", "litellm_version", "pool")
+                                                if k in results}, indent=2))
+                print(pool.table(results["pool"]), flush=True)
+                print(f"pool results: {pool_out}", file=sys.stderr)
     finally:
         procs.stop_all()
         print(f"logs: {procs.tmp}", file=sys.stderr)

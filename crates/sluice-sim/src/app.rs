@@ -1,4 +1,5 @@
-//! Routes: the provider APIs plus the control endpoints (`/_stats`, `/_reset`, `/_limits`).
+//! Routes: the provider APIs plus the control endpoints (`/_stats`, `/_reset`, `/_limits`,
+//! `/_faults`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::{Limits, Shape};
+use crate::config::{FaultConfig, Limits, Shape};
 use crate::sim::Sim;
 
 /// Largest request body accepted.
@@ -53,6 +54,7 @@ pub fn router(sim: Arc<Sim>) -> Router {
         .route("/_stats", get(stats))
         .route("/_reset", post(reset))
         .route("/_limits", get(limits).post(set_limits))
+        .route("/_faults", get(faults).post(set_faults))
         .route("/healthz", get(|| async { "ok" }))
         .fallback(|| async {
             (
@@ -115,6 +117,30 @@ async fn set_limits(State(sim): State<Arc<Sim>>, body: axum::body::Bytes) -> Res
     };
     match sim.set_limits(&request.model, &request.limits) {
         Ok(()) => limits(State(sim)).await,
+        Err(error) => (StatusCode::BAD_REQUEST, Json(json!({"error": error.to_string()}))).into_response(),
+    }
+}
+
+async fn faults(State(sim): State<Arc<Sim>>) -> Response {
+    let all: BTreeMap<String, FaultConfig> = sim.faults().into_iter().collect();
+    Json(all).into_response()
+}
+
+/// Body of `POST /_faults`: the model and its new fault rates (absent rates become 0).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetFaults {
+    model: String,
+    faults: FaultConfig,
+}
+
+async fn set_faults(State(sim): State<Arc<Sim>>, body: axum::body::Bytes) -> Response {
+    let request: SetFaults = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(error) => return (StatusCode::BAD_REQUEST, Json(json!({"error": error.to_string()}))).into_response(),
+    };
+    match sim.set_faults(&request.model, &request.faults) {
+        Ok(()) => faults(State(sim)).await,
         Err(error) => (StatusCode::BAD_REQUEST, Json(json!({"error": error.to_string()}))).into_response(),
     }
 }

@@ -42,6 +42,10 @@ pub struct SimConfig {
     /// Google's credentials: Gemini API keys, service accounts for Vertex tokens.
     #[serde(default)]
     pub google: crate::google::auth::GoogleConfig,
+    /// Keep each model's admissions per real second and report them, with each model's
+    /// busiest provider minute, in `GET /_stats` (`model_timeline`, `busiest_minute`).
+    #[serde(default)]
+    pub model_timeline: bool,
 }
 
 fn one() -> f64 {
@@ -57,6 +61,7 @@ impl Default for SimConfig {
             faults: FaultConfig::default(),
             models: Vec::new(),
             google: crate::google::auth::GoogleConfig::default(),
+            model_timeline: false,
         }
     }
 }

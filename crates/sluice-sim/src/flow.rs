@@ -66,10 +66,10 @@ pub async fn admit(sim: &Sim, ctl: Option<&ConnCtl>, p: &Prepared, headers: &Hea
     if let Some(cache) = &p.prompt_cache {
         sim.cache_commit(&p.model, cache);
     }
-    let faults = &p.model.faults;
     let Some(kind) = ticket.fault else { return Ok(ticket) };
+    let faults = p.model.faults();
     if let Some(status) = kind.status() {
-        let note = error_note(faults, headers);
+        let note = error_note(&faults, headers);
         let err = ApiError::Fault(status);
         return Err(crate::respond::noted_error(sim, p.model.flavor, Some(&ticket.snapshot), &err, &note));
     }
@@ -116,7 +116,7 @@ fn credential(headers: &HeaderMap) -> Option<&str> {
 /// A 200 whose headers go out at once and whose body never comes: after `stall_ms` the
 /// connection is cut.
 fn stalled(sim: &Sim, p: &Prepared, ticket: &Ticket) -> Response {
-    let wait = Duration::from_millis(p.model.faults.stall_ms);
+    let wait = Duration::from_millis(p.model.faults().stall_ms);
     let body = futures_util::stream::once(async move {
         tokio::time::sleep(wait).await;
         Err::<Bytes, _>(std::io::Error::other("answer stalled by an injected fault"))
@@ -127,7 +127,7 @@ fn stalled(sim: &Sim, p: &Prepared, ticket: &Ticket) -> Response {
 /// A 200 whose JSON body is `oversize_bytes` long, sent in 1 MiB pieces.
 fn oversized(sim: &Sim, p: &Prepared, ticket: &Ticket) -> Response {
     const PIECE: usize = 1 << 20;
-    let total = usize::try_from(p.model.faults.oversize_bytes).unwrap_or(usize::MAX);
+    let total = usize::try_from(p.model.faults().oversize_bytes).unwrap_or(usize::MAX);
     let filler = Bytes::from(vec![b' '; PIECE]);
     let pieces = total.saturating_sub(2).div_ceil(PIECE);
     let mut parts = vec![Bytes::from_static(b"{")];

@@ -71,10 +71,11 @@ struct Stream<R> {
 /// fault sends nothing after `stall_after_chunks` of them, for `stall_ms`, then cuts it.
 pub fn body<R: Render>(sim: Arc<Sim>, prepared: Prepared, ticket: Ticket, render: R) -> Body {
     let model = Arc::clone(&prepared.model);
-    let faults = &model.faults;
     let drop_after = (ticket.fault == Some(FaultKind::StreamDrop)).then_some(ticket.drop_after);
-    let stall = (ticket.fault == Some(FaultKind::Stall))
-        .then_some((faults.stall_after_chunks, std::time::Duration::from_millis(faults.stall_ms)));
+    let stall = (ticket.fault == Some(FaultKind::Stall)).then(|| {
+        let faults = model.faults();
+        (faults.stall_after_chunks, std::time::Duration::from_millis(faults.stall_ms))
+    });
     let stream = Stream {
         render,
         finish: Finish { sim, prepared, ticket, emitted: 0, done: false },

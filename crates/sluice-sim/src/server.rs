@@ -110,6 +110,14 @@ impl SimHandle {
         self.sim.limits()
     }
 
+    /// Replaces a model's faults (an outage starting or ending).
+    ///
+    /// # Errors
+    /// When the model is unknown or the faults are invalid.
+    pub fn set_faults(&self, model: &str, faults: &crate::config::FaultConfig) -> Result<(), ConfigError> {
+        self.sim.set_faults(model, faults)
+    }
+
     /// Clears the stats and refills every bucket.
     pub fn reset(&self) {
         self.sim.reset();

@@ -27,8 +27,6 @@ pub struct ModelState {
     pub flavor: Flavor,
     /// Latency in force.
     pub latency: LatencyConfig,
-    /// Faults in force.
-    pub faults: FaultConfig,
     /// Tokenizer.
     pub tokenizer: Tokenizer,
     inner: Mutex<ModelInner>,
@@ -38,6 +36,7 @@ pub struct ModelState {
 #[derive(Debug)]
 struct ModelInner {
     limits: Limits,
+    faults: FaultConfig,
     limiter: ModelLimiter,
     rng: StdRng,
     /// Its prompt cache, when the model keeps one.
@@ -49,6 +48,12 @@ impl ModelState {
     #[must_use]
     pub fn limits(&self) -> Limits {
         self.inner.lock().limits.clone()
+    }
+
+    /// The faults in force now (they change with [`Sim::set_faults`]).
+    #[must_use]
+    pub fn faults(&self) -> FaultConfig {
+        self.inner.lock().faults.clone()
     }
 }
 
@@ -126,6 +131,8 @@ pub struct Sim {
     epoch: Mutex<std::time::Duration>,
     seq: AtomicU64,
     seed: u64,
+    /// Real seconds in a provider minute when admissions are kept per model (`model_timeline`).
+    minute_seconds: Option<usize>,
     /// The Responses API responses kept (their objects, input items and contexts).
     pub responses: crate::openai::responses_kept::StoredResponses,
     /// The conversations it keeps.
@@ -142,14 +149,16 @@ impl Sim {
     pub fn new(config: &SimConfig, clock: Arc<dyn Clock>) -> Result<Self, ConfigError> {
         config.validate()?;
         let seed = config.seed.unwrap_or_else(rand::random);
+        let minute_seconds = config.model_timeline.then(|| minute_seconds(config.time_scale));
         let mut sim = Self {
             clock,
             time_scale: config.time_scale,
             models: HashMap::new(),
-            stats: Mutex::new(Stats::default()),
+            stats: Mutex::new(new_stats(minute_seconds)),
             epoch: Mutex::new(std::time::Duration::ZERO),
             seq: AtomicU64::new(0),
             seed,
+            minute_seconds,
             responses: crate::openai::responses_kept::StoredResponses::default(),
             conversations: crate::openai::conversations_kept::StoredConversations::default(),
             google: crate::google::state::Google::new(&config.google),
@@ -162,6 +171,7 @@ impl Sim {
             let inner = ModelInner {
                 limiter: ModelLimiter::new(&limits, m.output_accounting, m.count_rejected(), now),
                 limits,
+                faults: m.faults.clone().unwrap_or_else(|| config.faults.clone()),
                 rng: StdRng::seed_from_u64(seed.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
                 cache: m.prompt_cache.then(PromptCache::default),
             };
@@ -169,7 +179,6 @@ impl Sim {
                 config: m.clone(),
                 flavor,
                 latency: m.latency.clone().unwrap_or_else(|| config.latency.clone()),
-                faults: m.faults.clone().unwrap_or_else(|| config.faults.clone()),
                 tokenizer: Tokenizer::new(m.encoding()),
                 inner: Mutex::new(inner),
                 in_flight: AtomicU32::new(0),
@@ -246,14 +255,14 @@ impl Sim {
             self.stats.lock().on_refused(name, rejection.dim.kind());
             return Err(Box::new(refusal));
         }
-        let fault = model.faults.draw(&mut inner.rng, ask.stream);
+        let fault = inner.faults.draw(&mut inner.rng, ask.stream);
         let output = model.config.completion.draw(&mut inner.rng, ask.cap);
         let delays = model.latency.draw(&mut inner.rng);
-        let drop_after = if model.faults.stream_drop_anywhere {
+        let drop_after = if inner.faults.stream_drop_anywhere {
             let chunks = output.div_ceil(u64::from(model.latency.chunk_tokens.max(1)));
             u32::try_from(inner.rng.random_range(0..=chunks)).unwrap_or(u32::MAX)
         } else {
-            model.faults.stream_drop_after_chunks
+            inner.faults.stream_drop_after_chunks
         };
         let snapshot = snapshot(&mut inner.limiter, now);
         drop(guard);
@@ -327,7 +336,7 @@ impl Sim {
                 *cache = PromptCache::default();
             }
         }
-        *self.stats.lock() = Stats::default();
+        *self.stats.lock() = new_stats(self.minute_seconds);
         *self.epoch.lock() = self.clock.elapsed();
     }
 
@@ -353,6 +362,36 @@ impl Sim {
         inner.limits = limits;
         Ok(())
     }
+
+    /// Faults in force per model.
+    #[must_use]
+    pub fn faults(&self) -> Vec<(String, FaultConfig)> {
+        self.models().into_iter().map(|m| (m.config.name.clone(), m.faults())).collect()
+    }
+
+    /// Replaces a model's faults at runtime (an outage starting or ending); requests already
+    /// admitted keep the fault drawn for them.
+    ///
+    /// # Errors
+    /// When the model is unknown or the faults are invalid.
+    pub fn set_faults(&self, name: &str, faults: &FaultConfig) -> Result<(), ConfigError> {
+        let Some(model) = self.models.get(name) else {
+            return Err(ConfigError(format!("unknown model `{name}`")));
+        };
+        faults.validate(&format!("model `{name}` faults"))?;
+        model.inner.lock().faults = faults.clone();
+        Ok(())
+    }
+}
+
+/// Real seconds in one simulated minute, at least one.
+#[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a positive, validated time scale")]
+fn minute_seconds(time_scale: f64) -> usize {
+    (60.0 / time_scale).round().max(1.0) as usize
+}
+
+fn new_stats(minute_seconds: Option<usize>) -> Stats {
+    minute_seconds.map_or_else(Stats::default, Stats::per_model)
 }
 
 fn snapshot(limiter: &mut ModelLimiter, now: f64) -> Snapshot {

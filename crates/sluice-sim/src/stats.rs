@@ -193,6 +193,15 @@ pub struct StatsSnapshot {
     pub duplicates: u64,
     /// Served completions beyond the first, summed over all markers.
     pub duplicate_completions: u64,
+    /// Requests admitted per model and real second since start or reset; kept only when
+    /// the config asks for it (`model_timeline = true`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub model_timeline: BTreeMap<String, Vec<u64>>,
+    /// Most requests each model admitted within one provider minute: the largest sum over
+    /// any run of consecutive real seconds as long as a simulated minute; only with
+    /// `model_timeline = true`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub busiest_minute: BTreeMap<String, u64>,
 }
 
 /// A served request, for accounting.
@@ -217,6 +226,21 @@ pub struct Served<'a> {
 pub struct Stats {
     snap: StatsSnapshot,
     markers: HashMap<String, u64>,
+    /// Real seconds in one provider minute, when admissions are kept per model and second.
+    minute_seconds: Option<usize>,
+}
+
+/// The largest sum of `len` consecutive entries of `counts` (all of them when shorter).
+#[must_use]
+pub fn busiest_window(counts: &[u64], len: usize) -> u64 {
+    let len = len.max(1);
+    let mut sum: u64 = counts.iter().take(len).sum();
+    let mut best = sum;
+    for i in len..counts.len() {
+        sum = sum + counts[i] - counts[i - len];
+        best = best.max(sum);
+    }
+    best
 }
 
 /// Updates the entry of `key`, allocating the key only when it is new.
@@ -231,6 +255,13 @@ fn bump(map: &mut BTreeMap<String, Usage>, key: &str, update: impl FnOnce(&mut U
 }
 
 impl Stats {
+    /// Accounting that also keeps each model's admissions per real second and its busiest
+    /// provider minute, `minute_seconds` real seconds long.
+    #[must_use]
+    pub fn per_model(minute_seconds: usize) -> Self {
+        Self { minute_seconds: Some(minute_seconds.max(1)), ..Self::default() }
+    }
+
     /// A request named `model`.
     pub fn on_request(&mut self, model: &str) {
         self.snap.requests += 1;
@@ -247,6 +278,16 @@ impl Stats {
     pub fn on_admitted(&mut self, model: &str, second: u64, tokens: u64, fault: Option<FaultKind>) {
         self.on_request(model);
         self.on_admission(second, tokens);
+        if self.minute_seconds.is_some()
+            && let Ok(index) = usize::try_from(second)
+            && index < MAX_TIMELINE
+        {
+            let seconds = self.snap.model_timeline.entry(model.to_owned()).or_default();
+            if seconds.len() <= index {
+                seconds.resize(index + 1, 0);
+            }
+            seconds[index] += 1;
+        }
         if let Some(kind) = fault {
             self.on_fault(kind);
         }
@@ -346,7 +387,15 @@ impl Stats {
     /// A copy of the counters.
     #[must_use]
     pub fn snapshot(&self) -> StatsSnapshot {
-        self.snap.clone()
+        let mut snap = self.snap.clone();
+        if let Some(len) = self.minute_seconds {
+            snap.busiest_minute = snap
+                .model_timeline
+                .iter()
+                .map(|(model, seconds)| (model.clone(), busiest_window(seconds, len)))
+                .collect();
+        }
+        snap
     }
 }
 
@@ -377,6 +426,37 @@ mod tests {
         let t = s.snapshot().timeline;
         assert_eq!(t.len(), 3);
         assert_eq!((t[1].requests, t[2].requests, t[2].tokens), (0, 2, 10));
+    }
+
+    #[test]
+    fn busiest_window_is_the_largest_run_of_consecutive_seconds() {
+        assert_eq!(busiest_window(&[], 60), 0);
+        assert_eq!(busiest_window(&[3, 4], 60), 7);
+        assert_eq!(busiest_window(&[5, 1, 1, 9, 0, 2], 2), 10);
+        assert_eq!(busiest_window(&[5, 1, 1, 9, 0, 2], 3), 11);
+        assert_eq!(busiest_window(&[5, 1, 1, 9, 0, 2], 0), 9);
+    }
+
+    #[test]
+    fn per_model_timeline_is_opt_in_and_counts_each_model_alone() {
+        let mut plain = Stats::default();
+        plain.on_admitted("a", 0, 1, None);
+        let snap = plain.snapshot();
+        assert!(snap.model_timeline.is_empty() && snap.busiest_minute.is_empty());
+        assert!(!serde_json::to_string(&snap).unwrap().contains("busiest_minute"));
+
+        let mut s = Stats::per_model(2);
+        for second in [0, 0, 1, 3, 3, 3] {
+            s.on_admitted("a", second, 1, None);
+        }
+        s.on_admitted("b", 2, 1, None);
+        s.on_refused("b", LimitKind::Requests);
+        let snap = s.snapshot();
+        assert_eq!(snap.model_timeline["a"], vec![2, 1, 0, 3]);
+        assert_eq!(snap.model_timeline["b"], vec![0, 0, 1]);
+        assert_eq!(snap.busiest_minute["a"], 3);
+        assert_eq!(snap.busiest_minute["b"], 1);
+        assert_eq!(snap.requests, 8);
     }
 
     #[test]

@@ -213,3 +213,35 @@ async fn an_oversized_answer_is_as_long_as_configured() {
     assert!(bytes.len() >= 3_000_000 && bytes.len() < 3_000_000 + (1 << 20), "{}", bytes.len());
     assert!(serde_json::from_slice::<serde_json::Value>(&bytes).is_ok());
 }
+
+#[tokio::test]
+async fn faults_change_at_runtime_per_model() {
+    let sim = start("seed = 3\n[[models]]\nname = \"a\"\n[[models]]\nname = \"b\"\n").await;
+    let client = client();
+    let (a, b) = (chat("a", "hi", 5), chat("b", "hi", 5));
+    assert_eq!(post(&client, &sim, "/v1/chat/completions", &a).await.status(), 200);
+    // An outage of `a` alone: every request of it answers 503, `b` is untouched.
+    let outage = serde_json::json!({"model": "a", "faults": {"error_503": 1.0}});
+    let response = client.post(format!("{}/_faults", sim.url())).json(&outage).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    for _ in 0..5 {
+        assert_eq!(post(&client, &sim, "/v1/chat/completions", &a).await.status(), 503);
+        assert_eq!(post(&client, &sim, "/v1/chat/completions", &b).await.status(), 200);
+    }
+    let faults: serde_json::Value =
+        client.get(format!("{}/_faults", sim.url())).send().await.unwrap().json().await.unwrap();
+    assert_eq!(faults["a"]["error_503"], 1.0);
+    assert_eq!(faults["b"]["error_503"], 0.0);
+    assert_eq!(sim.stats().faults.error_503, 5);
+    // It ends: absent rates become 0.
+    let over = serde_json::json!({"model": "a", "faults": {}});
+    assert_eq!(client.post(format!("{}/_faults", sim.url())).json(&over).send().await.unwrap().status(), 200);
+    assert_eq!(post(&client, &sim, "/v1/chat/completions", &a).await.status(), 200);
+    // Unknown models and invalid rates are refused.
+    let unknown = serde_json::json!({"model": "nope", "faults": {}});
+    assert_eq!(client.post(format!("{}/_faults", sim.url())).json(&unknown).send().await.unwrap().status(), 400);
+    let invalid = serde_json::json!({"model": "a", "faults": {"error_503": 1.5}});
+    assert_eq!(client.post(format!("{}/_faults", sim.url())).json(&invalid).send().await.unwrap().status(), 400);
+    sim.set_faults("b", &sluice_sim::FaultConfig { error_500: 1.0, ..sluice_sim::FaultConfig::default() }).unwrap();
+    assert_eq!(post(&client, &sim, "/v1/chat/completions", &b).await.status(), 500);
+}

@@ -308,3 +308,31 @@ async fn limits_change_at_runtime_and_reset_refills() {
     let fresh = post(&client, &sim, "/v1/chat/completions", &body).await;
     assert_eq!(header(&fresh, "x-ratelimit-remaining-requests"), "999");
 }
+
+#[tokio::test]
+async fn model_timeline_counts_each_model_and_its_busiest_minute() {
+    let config = "model_timeline = true\n[[models]]\nname = \"a\"\nlimits = { rpm = 3, window_fraction = 1.0 }\n[[models]]\nname = \"b\"\n";
+    let sim = start(config).await;
+    let client = client();
+    for _ in 0..4 {
+        post(&client, &sim, "/v1/chat/completions", &chat("a", "hi", 5)).await;
+    }
+    post(&client, &sim, "/v1/chat/completions", &chat("b", "hi", 5)).await;
+    let stats: Value = client.get(format!("{}/_stats", sim.url())).send().await.unwrap().json().await.unwrap();
+    // The refused fourth request of `a` is not an admission.
+    assert_eq!(stats["busiest_minute"]["a"], 3);
+    assert_eq!(stats["busiest_minute"]["b"], 1);
+    let seconds: u64 = stats["model_timeline"]["a"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(seconds, 3);
+    // A reset keeps the per-model accounting on and starts it over.
+    sim.reset();
+    post(&client, &sim, "/v1/chat/completions", &chat("b", "hi", 5)).await;
+    let snap = sim.stats();
+    assert_eq!(snap.busiest_minute.get("a"), None);
+    assert_eq!(snap.busiest_minute["b"], 1);
+    // Off by default: `/_stats` has neither field.
+    let plain = start("[[models]]\nname = \"a\"\n").await;
+    post(&client, &plain, "/v1/chat/completions", &chat("a", "hi", 5)).await;
+    let stats: Value = client.get(format!("{}/_stats", plain.url())).send().await.unwrap().json().await.unwrap();
+    assert!(stats.get("busiest_minute").is_none() && stats.get("model_timeline").is_none(), "{stats}");
+}
