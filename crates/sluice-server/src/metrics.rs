@@ -91,6 +91,15 @@ pub struct Placement {
     pub reason: &'static str,
 }
 
+/// `deployment`, `reason`: a deployment held back for every instance.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Cooldown {
+    /// The deployment.
+    pub deployment: String,
+    /// Why: `breaker` (a run of failures or refused credentials) or `provider_429`.
+    pub reason: &'static str,
+}
+
 /// `task_type`: a configured task, `default` or `other`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Task {
@@ -210,6 +219,8 @@ pub struct Metrics {
     pub fallbacks: Family<Fallback, Counter>,
     /// `sluice_pool_placements_total{pool,deployment,reason}`.
     pub placements: Family<Placement, Counter>,
+    /// `sluice_cooldowns_total{deployment,reason}`.
+    pub cooldowns: Family<Cooldown, Counter>,
     /// `sluice_upstream_failures_total{provider,model,reason}`: provider failures that are
     /// the operator's to look at (refused credentials, stalls, oversized or unreadable answers).
     pub upstream_failures: Family<UpstreamFailure, Counter>,
@@ -260,6 +271,7 @@ impl Default for Metrics {
             retries: Family::default(),
             fallbacks: Family::default(),
             placements: Family::default(),
+            cooldowns: Family::default(),
             upstream_failures: Family::default(),
             duplicates_suppressed: Family::default(),
             store_errors: Counter::default(),
@@ -295,6 +307,8 @@ impl Metrics {
         registry.register("sluice_fallbacks", "Requests served by a fallback, by reason", self.fallbacks.clone());
         let placements = self.placements.clone();
         registry.register("sluice_pool_placements", "Pool requests admitted, by member and reason", placements);
+        let cooldowns = self.cooldowns.clone();
+        registry.register("sluice_cooldowns", "Deployments held back for every instance, by reason", cooldowns);
         let duplicates = self.duplicates_suppressed.clone();
         registry.register("sluice_duplicate_suppressed", "Repeats answered from the operation log", duplicates);
         registry.register("sluice_queue_depth", "Requests waiting for capacity", self.queue_depth.clone());
@@ -408,6 +422,12 @@ impl Metrics {
     pub fn placed(&self, pool: &str, deployment: &str, reason: &'static str) {
         let key = Placement { pool: pool.to_owned(), deployment: deployment.to_owned(), reason };
         self.placements.get_or_create(&key).inc();
+    }
+
+    /// Counts `deployment` held back for every instance for `reason`.
+    pub fn cooldown(&self, deployment: &str, reason: &'static str) {
+        let key = Cooldown { deployment: deployment.to_owned(), reason };
+        self.cooldowns.get_or_create(&key).inc();
     }
 
     /// Counts a suppressed duplicate.

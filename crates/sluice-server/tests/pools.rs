@@ -125,6 +125,8 @@ async fn a_failing_member_is_placed_around_without_a_client_error() {
     // Its breaker opened after its run of failures: it stopped being tried long before
     // the twelfth request.
     assert!(failed < 12, "{failed} requests still went to the failing member");
+    let metrics = env.metrics().await;
+    assert!(metrics.contains("sluice_cooldowns_total{deployment=\"db\",reason=\"breaker\"} 1"), "{metrics}");
     env.shutdown().await;
 }
 

@@ -392,6 +392,7 @@ fn transport_failure<S: Settle>(failure: UpstreamError, settle: S, route: &Route
 fn health_failure(route: &Route, gateway: &Gateway, hint: Option<Duration>) {
     if let Some(cooldown) = route.breaker.failure(gateway.services.clock.now(), hint) {
         tracing::warn!(deployment = %route.name, ?cooldown, "breaker open: deployment held back");
+        gateway.services.metrics.cooldown(&route.name, "breaker");
         let store = Arc::clone(&gateway.services.store);
         let scope = route.scope;
         gateway.services.background.spawn(async move {
@@ -555,6 +556,7 @@ async fn provider_429(call: &Call<'_>, hints: &sluice_provider::RateLimitHints, 
     if let Err(e) = gateway.services.store.pause(route.scope, pause).await {
         tracing::warn!(error = %e, "could not record the provider's pause");
     }
+    gateway.services.metrics.cooldown(&route.name, "provider_429");
     // The provider's own quota refused: the deployment is what bound it.
     let bound = Bound { scope_kind: "deployment", dimension: crate::binding::NONE };
     gateway.services.metrics.bound_decision("provider_rejected", "provider", bound);
