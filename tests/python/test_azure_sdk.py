@@ -1,7 +1,9 @@
 """The official `AzureOpenAI` client pointed at sluice by `azure_endpoint` and key only: the
 deployment name in its path is a sluice model profile, its `api-key` header the sluice key,
 and the profile's deployment is itself an Azure OpenAI deployment on the simulated provider
-(classic surface, `api-key` upstream), stream and not."""
+(classic surface, `api-key` upstream), stream and not; and `responses.create`, which the
+client sends to `/openai/responses` with the profile as `model`, and which sluice sends on to
+Azure's resource path with the deployment as `model`."""
 
 from __future__ import annotations
 
@@ -87,6 +89,12 @@ def test_azure_client_stream(gateway: str) -> None:
     )
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6
+
+
+def test_azure_client_responses(gateway: str) -> None:
+    reply = azure(gateway).responses.create(model="chat", input="Say hi", max_output_tokens=20)
+    assert reply.output_text
+    assert reply.usage is not None and reply.usage.output_tokens == 6
 
 
 def test_azure_client_with_a_wrong_key_is_refused(gateway: str) -> None:

@@ -1,7 +1,9 @@
 """Google's quota domains with the official SDKs.
 
 - The `openai` SDK to sluice, whose deployment is on the Gemini API's native surface of
-  the simulated provider (`generateContent`, `x-goog-api-key`), stream and not.
+  the simulated provider (`generateContent`, `x-goog-api-key`), stream and not; and a
+  function-calling round trip on a thinking model (Gemini 3), whose thought signature the
+  SDK keeps on the tool call it hands back, so the second turn passes the simulator's check.
 - The `google-genai` SDK pointed at the simulated provider itself (`http_options.base_url`),
   which proves the simulator speaks Gemini's real shape (so sluice's tests against it mean
   something).
@@ -48,6 +50,11 @@ flavor = "gemini"
 completion = {{ dist = "fixed", tokens = 6 }}
 
 [[models]]
+name = "gemini-3-flash-preview"
+flavor = "gemini"
+completion = {{ dist = "fixed", tokens = 6 }}
+
+[[models]]
 name = "claude-sonnet-4-5"
 shape = "anthropic"
 completion = {{ dist = "fixed", tokens = 6 }}
@@ -88,6 +95,11 @@ provider = "gemini"
 model = "gemini-flash"
 
 [[deployments]]
+name = "flash3"
+provider = "gemini"
+model = "gemini-3-flash-preview"
+
+[[deployments]]
 name = "claude-vertex"
 provider = "vertex-claude"
 model = "claude-sonnet-4-5"
@@ -95,6 +107,10 @@ model = "claude-sonnet-4-5"
 [[models]]
 name = "gemini"
 deployment = "flash"
+
+[[models]]
+name = "gemini3"
+deployment = "flash3"
 
 [[models]]
 name = "claude"
@@ -148,6 +164,32 @@ def test_openai_sdk_reaches_gemini_native(google: dict[str, str]) -> None:
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6
+
+
+def test_openai_sdk_tool_round_trip_keeps_geminis_thought_signature(google: dict[str, str]) -> None:
+    client = openai.OpenAI(base_url=google["gateway"] + "/v1", api_key=KEY, max_retries=0)
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}}}]
+    messages: list = [{"role": "user", "content": "call-tool:weather in Oslo"}]
+    first = client.chat.completions.create(model="gemini3", messages=messages, tools=tools, max_tokens=32)
+    message = first.choices[0].message
+    call = message.tool_calls[0]
+    extra = (call.model_extra or {}).get("extra_content") or {}
+    assert extra.get("google", {}).get("thought_signature"), call
+    # The SDK's own message object goes back as the SDK serializes it, signature included.
+    answer = {"role": "tool", "tool_call_id": call.id, "content": '{"temp": 3}'}
+    second = client.chat.completions.create(
+        model="gemini3", messages=[*messages, message, answer], tools=tools, max_tokens=32
+    )
+    assert second.choices[0].finish_reason == "stop"
+    assert second.choices[0].message.content
+    # A history rebuilt without it meets Gemini 3's refusal.
+    stripped = message.model_dump(exclude_none=True)
+    del stripped["tool_calls"][0]["extra_content"]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="gemini3", messages=[*messages, stripped, answer], tools=tools, max_tokens=32
+        )
+    assert "thought_signature" in str(refused.value)
 
 
 def test_genai_sdk_speaks_to_the_simulator_natively(google: dict[str, str]) -> None:

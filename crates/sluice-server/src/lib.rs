@@ -240,6 +240,10 @@ pub fn app(state: AppState) -> Router {
         // Azure OpenAI's client shapes: the deployment in the path names a model profile.
         .route("/openai/deployments/{deployment}/chat/completions", post(azure_chat))
         .route("/openai/v1/chat/completions", post(chat))
+        // The AzureOpenAI client's Responses path (no deployment in it: `model` names the
+        // profile), classic and v1.
+        .route("/openai/responses", post(responses))
+        .route("/openai/v1/responses", post(responses))
         .route("/v1/messages/count_tokens", post(catalog::count_tokens))
         .route("/v1/models", get(catalog::list))
         .route("/v1/models/{*model}", get(catalog::get))

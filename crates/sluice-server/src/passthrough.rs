@@ -215,7 +215,7 @@ async fn relay(
     let method = parts.method.clone();
     let call = Call {
         method: parts.method.clone(),
-        body: with_model(&parts.headers, bytes, &named, &route.target.model),
+        body: with_model(&parts.headers, bytes, &named, route.target.body_model()),
         endpoint: path.clone(),
         query: parts.uri.query().map(str::to_owned),
         content_type: parts.headers.get(header::CONTENT_TYPE).cloned(),

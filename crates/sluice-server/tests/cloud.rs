@@ -1,6 +1,7 @@
 //! The cloud providers through the gateway over HTTP against the simulated provider:
 //! Gemini's OpenAI-compatible path, Azure OpenAI's classic and v1 surfaces with the
-//! `api-key` header, and an Entra ID token file.
+//! `api-key` header (the Responses API at Azure's resource path, the deployment as the
+//! body's `model`), and an Entra ID token file.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 mod common;
@@ -54,6 +55,12 @@ provider = "azure-v1"
 model = "gpt4o-east"
 
 [[deployments]]
+name = "azure-responses"
+provider = "azure-classic"
+model = "gpt-4o"
+azure_deployment = "gpt4o-east"
+
+[[deployments]]
 name = "azure-embed"
 provider = "azure-classic"
 model = "embed-east"
@@ -73,6 +80,10 @@ deployment = "azure-east"
 [[models]]
 name = "azure-v1"
 deployment = "azure-v1"
+
+[[models]]
+name = "azure-responses"
+deployment = "azure-responses"
 
 [[tenants]]
 name = "acme"
@@ -202,5 +213,37 @@ async fn an_azure_429_is_read_with_its_retry_after_ms_and_pauses_the_deployment(
     let (status, _, body) = env.post("/v1/chat/completions", KEY, &chat("azure-v1", 4, 8)).await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(body["error"]["gateway_decision"], "rejected_before_send", "the pause holds it back: {body}");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_responses_go_to_the_resource_path_with_the_deployment_as_model() {
+    let env = start(sim(), &policy("api_key_file = \"{KEYFILE}\"")).await;
+    // The classic deployment is `gpt4o-east` serving `gpt-4o`: the simulator serves
+    // Responses only at `/openai/responses?api-version=…` with `model` = the deployment.
+    let mut ids = Vec::new();
+    for profile in ["azure-responses", "azure-v1"] {
+        let body = serde_json::json!({"model": profile, "input": "hello there", "max_output_tokens": 8});
+        let (status, _, body) = env.post("/v1/responses", KEY, &body).await;
+        assert_eq!(status, 200, "{profile}: {body}");
+        assert_eq!(body["object"], "response", "{body}");
+        ids.push(body["id"].as_str().unwrap().to_owned());
+    }
+    // Reading one back goes to the same resource path (`/openai/responses/{id}?api-version=…`).
+    let read =
+        env.http.get(format!("{}/v1/responses/{}", env.gateway.url(), ids[0])).bearer_auth(KEY).send().await.unwrap();
+    assert_eq!(read.status(), 200);
+    assert_eq!(read.json::<serde_json::Value>().await.unwrap()["id"], ids[0].as_str());
+    // The AzureOpenAI client's own Responses path reaches the profile its `model` names.
+    let azure_client = env
+        .http
+        .post(format!("{}/openai/responses?api-version=2025-04-01-preview", env.gateway.url()))
+        .header("api-key", KEY)
+        .json(&serde_json::json!({"model": "azure-responses", "input": "hi", "max_output_tokens": 8}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(azure_client.status(), 200);
+    assert_eq!(env.sim.stats().served, 3, "every create reached the simulator's Azure Responses paths");
     env.shutdown().await;
 }

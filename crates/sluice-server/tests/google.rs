@@ -1,7 +1,9 @@
 //! Google's quota domains through the gateway over HTTP against the simulated provider:
 //! the Gemini API's native `generateContent` surface (`x-goog-api-key`), and Vertex AI for
 //! Gemini and for Claude with OAuth tokens minted from a service-account key that the
-//! simulator's token endpoint checks against the account's public key.
+//! simulator's token endpoint checks against the account's public key. Thinking models:
+//! `reasoning_effort` reaches `thinkingConfig`, and thought signatures go back to Gemini
+//! on the parts they came with (the simulator verifies them).
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
 mod common;
@@ -66,7 +68,14 @@ fn sim(public_pem: &str, api_keys: &[&str], gemini_limits: Limits, quirks: Quirk
         token_ttl_secs: quirks.token_ttl_secs,
         vertex_rpm: quirks.vertex_rpm,
     };
-    let models = vec![gemini, ModelConfig::anthropic("claude-sonnet-4-5")];
+    let thinking = |name: &str| ModelConfig { flavor: Some(Flavor::Gemini), ..ModelConfig::openai(name) };
+    let models = vec![
+        gemini,
+        ModelConfig::anthropic("claude-sonnet-4-5"),
+        thinking("gemini-3-flash-preview"),
+        thinking("gemini-2.5-flash"),
+        thinking("gemini-2.5-pro"),
+    ];
     SimConfig { seed: Some(3), models, google, ..SimConfig::default() }
 }
 
@@ -112,9 +121,45 @@ name = "vertex-claude"
 provider = "vertex-claude"
 model = "claude-sonnet-4-5"
 
+[[deployments]]
+name = "gemini3"
+provider = "gemini"
+model = "gemini-3-flash-preview"
+
+[[deployments]]
+name = "vertex-gemini3"
+provider = "vertex"
+model = "gemini-3-flash-preview"
+
+[[deployments]]
+name = "gemini25"
+provider = "gemini"
+model = "gemini-2.5-flash"
+
+[[deployments]]
+name = "gemini25-pro"
+provider = "gemini"
+model = "gemini-2.5-pro"
+
 [[models]]
 name = "gemini"
 deployment = "gemini-native"
+
+[[models]]
+name = "gemini3"
+deployment = "gemini3"
+
+[[models]]
+name = "vertex-gemini3"
+deployment = "vertex-gemini3"
+
+[[models]]
+name = "gemini25"
+deployment = "gemini25"
+
+[[models]]
+name = "gemini25-pro"
+deployment = "gemini25-pro"
 
 [[models]]
 name = "vertex-gemini"
@@ -336,5 +381,108 @@ async fn openai_tool_calls_round_trip_through_gemini_function_calls() {
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("\"tool_calls\"") && text.contains("\"weather\""), "{text}");
     assert!(text.contains("\"finish_reason\":\"tool_calls\""), "{text}");
+    google.env.shutdown().await;
+}
+
+/// A weather tool and a user turn that makes the simulator call it.
+fn weather_turn(model: &str) -> Value {
+    let tools = json!([{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]);
+    json!({"model": model, "max_tokens": 32, "tools": tools,
+        "messages": [{"role": "user", "content": "call-tool:weather in Oslo"}]})
+}
+
+/// `conversation` with `assistant` (as the client got it) and the tool's answer appended.
+fn answered(mut conversation: Value, assistant: &Value) -> Value {
+    let id = assistant["tool_calls"][0]["id"].clone();
+    let messages = conversation["messages"].as_array_mut().unwrap();
+    messages.push(assistant.clone());
+    messages.push(json!({"role": "tool", "tool_call_id": id, "content": "{\"temp\": 3}"}));
+    conversation
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thinking_models_calls_go_back_with_their_thought_signatures_for_three_turns() {
+    let google = start_google(&[GEMINI_KEY], Limits::default(), 1.0).await;
+    let env = &google.env;
+    for profile in ["gemini3", "vertex-gemini3"] {
+        let verified = env.sim.thought_signatures_verified();
+        // Turn 1: the model calls the tool; its signature rides on the tool call.
+        let ask = weather_turn(profile);
+        let (status, _, body) = env.post("/v1/chat/completions", KEY, &ask).await;
+        assert_eq!(status, 200, "{profile}: {body}");
+        let assistant = body["choices"][0]["message"].clone();
+        let signature = &assistant["tool_calls"][0]["extra_content"]["google"]["thought_signature"];
+        assert!(signature.as_str().is_some_and(|s| !s.is_empty()), "{profile}: {body}");
+        // Turn 2: the tool's answer with the call as the client got it back: verified.
+        let second = answered(ask.clone(), &assistant);
+        let (status, _, body) = env.post("/v1/chat/completions", KEY, &second).await;
+        assert_eq!(status, 200, "{profile}: the signature went back: {body}");
+        assert_eq!(env.sim.thought_signatures_verified(), verified + 1);
+        let reply = body["choices"][0]["message"].clone();
+        assert!(reply["extra_content"]["google"]["thought_signature"].is_string(), "Gemini 3 signs text: {body}");
+        // Turn 3: the whole history, both signatures on their parts.
+        let mut third = second.clone();
+        third["messages"].as_array_mut().unwrap().push(reply);
+        third["messages"].as_array_mut().unwrap().push(json!({"role": "user", "content": "and tomorrow?"}));
+        let (status, _, body) = env.post("/v1/chat/completions", KEY, &third).await;
+        assert_eq!(status, 200, "{profile}: {body}");
+        assert_eq!(env.sim.thought_signatures_verified(), verified + 3);
+        // A client that drops the signature meets Gemini 3's refusal, in OpenAI's shape.
+        let mut stripped = assistant.clone();
+        stripped["tool_calls"][0].as_object_mut().unwrap().remove("extra_content");
+        let (status, _, body) = env.post("/v1/chat/completions", KEY, &answered(ask, &stripped)).await;
+        assert_eq!(status, 400, "{profile}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("missing a thought_signature"), "{body}");
+    }
+    google.env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_calls_thought_signature_goes_back_too() {
+    let google = start_google(&[GEMINI_KEY], Limits::default(), 1.0).await;
+    let env = &google.env;
+    let ask = weather_turn("gemini3");
+    let (status, text) = stream_text(env, "/v1/chat/completions", &streamed(ask.clone())).await;
+    assert_eq!(status, 200, "{text}");
+    let call = text
+        .split("\n\n")
+        .filter_map(|event| event.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .find_map(|chunk| chunk["choices"][0]["delta"]["tool_calls"].get(0).cloned())
+        .expect("a tool call chunk");
+    assert!(call["extra_content"]["google"]["thought_signature"].is_string(), "{text}");
+    let assistant = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": call["id"], "type": "function", "function": call["function"], "extra_content": call["extra_content"]}]});
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &answered(ask, &assistant)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(env.sim.thought_signatures_verified(), 1);
+    google.env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_effort_reaches_the_thinking_config_of_each_family_or_is_refused() {
+    let google = start_google(&[GEMINI_KEY], Limits::default(), 1.0).await;
+    let env = &google.env;
+    // The simulator thinks a 128th of a budget (a level: minimal 4, low 8, medium 64, high 192).
+    let cases = [("gemini25", "high", 192), ("gemini25", "low", 8), ("gemini25", "none", 0), ("gemini3", "medium", 64)];
+    for (profile, effort, thoughts) in cases {
+        let mut body = chat(profile, 4, 8);
+        body["reasoning_effort"] = json!(effort);
+        let (status, _, body) = env.post("/v1/chat/completions", KEY, &body).await;
+        assert_eq!(status, 200, "{profile} {effort}: {body}");
+        assert_eq!(
+            body["usage"]["completion_tokens_details"]["reasoning_tokens"], thoughts,
+            "{profile} {effort}: {body}"
+        );
+    }
+    let served = env.sim.stats().served;
+    for (profile, effort) in [("gemini25-pro", "none"), ("gemini", "low"), ("gemini3", "none")] {
+        let mut body = chat(profile, 4, 8);
+        body["reasoning_effort"] = json!(effort);
+        let (status, _, body) = env.post("/v1/chat/completions", KEY, &body).await;
+        assert_eq!(status, 400, "{profile} {effort}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("reasoning_effort"), "{profile}: {body}");
+    }
+    assert_eq!(env.sim.stats().served, served, "refused before it was sent");
     google.env.shutdown().await;
 }

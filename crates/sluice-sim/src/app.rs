@@ -48,7 +48,15 @@ pub fn router(sim: Arc<Sim>) -> Router {
             post(crate::google::vertex),
         )
         .route("/token", post(crate::google::token))
-        .route("/openai/v1/{*endpoint}", post(crate::cloud::azure_v1))
+        .route(
+            "/openai/v1/{*endpoint}",
+            post(crate::cloud::azure_v1).get(crate::cloud::azure_v1).delete(crate::cloud::azure_v1),
+        )
+        .route("/openai/responses", post(crate::cloud::azure_responses))
+        .route(
+            "/openai/responses/{*rest}",
+            get(crate::cloud::azure_response).post(crate::cloud::azure_response).delete(crate::cloud::azure_response),
+        )
         .route("/openai/deployments/{deployment}/{*endpoint}", post(crate::cloud::azure_classic))
         .route("/v1/models", get(models))
         .route("/_stats", get(stats))

@@ -5,12 +5,20 @@
 //! `/v1/chat/completions` no Gemini model); Azure's require
 //! the `api-key` header (or an Entra ID `Authorization: Bearer` token) and answer 401 in
 //! Azure's words without one.
+//!
+//! Azure serves the Responses API without a deployment in the path, the deployment named by
+//! the body's `model`: `POST /openai/responses?api-version=…` and `/openai/v1/responses`,
+//! and `GET`/`DELETE /openai/responses/{id}`, `POST …/{id}/cancel`, `GET
+//! …/{id}/input_items` under both prefixes
+//! (<https://learn.microsoft.com/en-us/azure/ai-foundry/openai/how-to/responses>).
+//! `/openai/deployments/{deployment}/responses` is no Azure path: 404.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Extension;
 use axum::extract::{Path, Query, State};
+use axum::http::Method;
 use axum::response::Response;
 use bytes::Bytes;
 use http::HeaderMap;
@@ -49,19 +57,89 @@ pub async fn gemini_chat(
     crate::openai::chat(State(sim), ctl, headers, body).await
 }
 
-/// `POST /openai/v1/{chat/completions|embeddings}`: an Azure-flavoured model's answer, the
-/// model (the deployment name) in the body.
+/// `/openai/v1/{chat/completions|embeddings|responses}` (`POST`) and
+/// `/openai/v1/responses/{id}…`: an Azure-flavoured model's answer, the model (the
+/// deployment name) in the body.
 pub async fn azure_v1(
     State(sim): State<Arc<Sim>>,
+    method: Method,
     Path(endpoint): Path<String>,
     ctl: Option<Extension<ConnCtl>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(response) = azure_refusal(&sim, &headers).or_else(|| not_served_as(&sim, &body, Flavor::Azure)) {
+    if let Some(response) = azure_refusal(&sim, &headers) {
         return response;
     }
+    if let Some(rest) = endpoint.strip_prefix("responses/") {
+        return stored(sim, &method, rest).await;
+    }
+    if method != Method::POST {
+        return crate::openai::invalid(&sim, &ApiError::NotFound(endpoint));
+    }
+    if let Some(response) = not_served_as(&sim, &body, Flavor::Azure) {
+        return response;
+    }
+    if endpoint == "responses" {
+        return crate::openai::responses::responses(State(sim), ctl, headers, body).await;
+    }
     azure_endpoint(sim, &endpoint, ctl, headers, body).await
+}
+
+/// `POST /openai/responses?api-version=…`: a response of the Azure deployment the body's
+/// `model` names.
+pub async fn azure_responses(
+    State(sim): State<Arc<Sim>>,
+    Query(query): Query<HashMap<String, String>>,
+    ctl: Option<Extension<ConnCtl>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let refused = azure_refusal(&sim, &headers)
+        .or_else(|| unversioned(&sim, &query))
+        .or_else(|| not_served_as(&sim, &body, Flavor::Azure));
+    match refused {
+        Some(response) => response,
+        None => crate::openai::responses::responses(State(sim), ctl, headers, body).await,
+    }
+}
+
+/// `GET`/`DELETE /openai/responses/{id}?api-version=…`, `POST …/{id}/cancel`, `GET
+/// …/{id}/input_items`: a stored response.
+pub async fn azure_response(
+    State(sim): State<Arc<Sim>>,
+    method: Method,
+    Path(rest): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    match azure_refusal(&sim, &headers).or_else(|| unversioned(&sim, &query)) {
+        Some(response) => response,
+        None => stored(sim, &method, &rest).await,
+    }
+}
+
+/// The stored-response call `rest` (`{id}`, `{id}/cancel`, `{id}/input_items`) names.
+async fn stored(sim: Arc<Sim>, method: &Method, rest: &str) -> Response {
+    use crate::openai::responses_store as store;
+    let (id, op) = rest.split_once('/').unwrap_or((rest, ""));
+    let id = Path(id.to_owned());
+    match (method.as_str(), op) {
+        ("GET", "") => store::retrieve(State(sim), id).await,
+        ("DELETE", "") => store::delete(State(sim), id).await,
+        ("POST", "cancel") => store::cancel(State(sim), id).await,
+        ("GET", "input_items") => store::items(State(sim), id).await,
+        _ => crate::openai::invalid(&sim, &ApiError::NotFound(format!("responses/{rest}"))),
+    }
+}
+
+/// Azure's 400 for a classic-surface call without `api-version`.
+fn unversioned(sim: &Sim, query: &HashMap<String, String>) -> Option<Response> {
+    if query.get("api-version").is_some_and(|v| !v.is_empty()) {
+        return None;
+    }
+    let message = "The api-version query parameter (?api-version=) is required for all requests.".to_owned();
+    Some(crate::openai::invalid(sim, &ApiError::Invalid { message, param: Some("api-version") }))
 }
 
 /// `POST /openai/deployments/{deployment}/{chat/completions|embeddings}?api-version=…`: the
@@ -80,7 +158,8 @@ pub async fn azure_classic(
     }
 }
 
-/// The OpenAI-shaped handler of an Azure endpoint; 404 for one the simulator lacks.
+/// The OpenAI-shaped handler of an Azure endpoint; 404 for one the simulator lacks (and
+/// for `responses` under a deployment path, which Azure does not serve).
 async fn azure_endpoint(
     sim: Arc<Sim>,
     endpoint: &str,
@@ -107,9 +186,8 @@ fn azure_classic_body(
     if let Some(response) = azure_refusal(sim, headers) {
         return Err(Box::new(response));
     }
-    if query.get("api-version").is_none_or(String::is_empty) {
-        let message = "The api-version query parameter (?api-version=) is required for all requests.".to_owned();
-        return Err(Box::new(crate::openai::invalid(sim, &ApiError::Invalid { message, param: Some("api-version") })));
+    if let Some(response) = unversioned(sim, query) {
+        return Err(Box::new(response));
     }
     let Ok(mut request) = serde_json::from_slice::<Value>(body) else {
         return Err(Box::new(crate::openai::invalid(sim, &ApiError::BadJson)));

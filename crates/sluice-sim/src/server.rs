@@ -96,6 +96,12 @@ impl SimHandle {
         self.sim.google().auth.issued()
     }
 
+    /// Gemini thought signatures that came back in a request and verified so far.
+    #[must_use]
+    pub fn thought_signatures_verified(&self) -> usize {
+        self.sim.google().signatures.verified()
+    }
+
     /// Replaces a model's limits (a tier change), keeping what was used.
     ///
     /// # Errors

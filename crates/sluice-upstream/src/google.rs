@@ -38,12 +38,18 @@ pub fn gemini_wire(api: &ProviderApi, kind: ProviderKind) -> bool {
 }
 
 /// The upstream URL of a Google-addressed route (`None` for the others).
+///
+/// Gemini's stream is asked for as SSE (`alt=sse`,
+/// <https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent>).
+/// Claude's `:streamRawPredict` takes no `alt`: its answer is Anthropic's own SSE stream
+/// (the request of <https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude>,
+/// and what `AnthropicVertex` sends).
 #[must_use]
 pub fn url(target: &Target, stream: bool) -> Option<String> {
     let (base, model) = (&target.base_url, &target.model);
     let verb = match (target.kind, stream) {
         (ProviderKind::Anthropic, false) => "rawPredict",
-        (ProviderKind::Anthropic, true) => "streamRawPredict?alt=sse",
+        (ProviderKind::Anthropic, true) => "streamRawPredict",
         (_, false) => "generateContent",
         (_, true) => "streamGenerateContent?alt=sse",
     };

@@ -7,7 +7,7 @@
 //! | plain (OpenAI, Ollama) | `{base_url}/v1/chat/completions` | `Authorization: Bearer` |
 //! | plain (Anthropic) | `{base_url}/v1/messages` | `x-api-key`, `anthropic-version` |
 //! | Gemini (OpenAI-compatible) | `{base_url}/v1beta/openai/chat/completions` | `Authorization: Bearer` |
-//! | Azure classic | `{base_url}/openai/deployments/{azure_deployment}/chat/completions?api-version=…` | `api-key` or Bearer token file |
+//! | Azure classic | `{base_url}/openai/deployments/{azure_deployment}/chat/completions?api-version=…` (Responses: `{base_url}/openai/responses?api-version=…`) | `api-key` or Bearer token file |
 //! | Azure v1 | `{base_url}/openai/v1/chat/completions` | `api-key` or Bearer token file |
 //! | Gemini native, Vertex AI | see [`google`](crate::google) | `x-goog-api-key`; OAuth Bearer |
 //! | Bedrock (Converse) | `{base_url}/model/{model}/converse` (`converse-stream`) | SigV4 (`AWS_*` or a credentials file) |
@@ -28,6 +28,25 @@ use sluice_provider::{ConverseToAnthropicStream, Protocol, ProviderFlavor, Trans
 use crate::secret::Credential;
 use crate::target::Target;
 
+/// The endpoints Azure OpenAI's classic surface serves under
+/// `/openai/deployments/{deployment}/…`: the list the `AzureOpenAI` client routes there
+/// (`_deployments_endpoints` in the openai SDK's `lib/azure.py`). Every other endpoint is
+/// `/openai/{…}?api-version=…`, the deployment named by the body's `model`: the Responses
+/// API and its retrieve, delete, cancel and input items
+/// (<https://learn.microsoft.com/en-us/azure/ai-foundry/openai/how-to/responses>: `POST
+/// {endpoint}/openai/responses?api-version=…` with `"model"` the deployment name, `GET` and
+/// `DELETE {endpoint}/openai/responses/{response_id}?api-version=…`), files and batches.
+const AZURE_DEPLOYMENT_ENDPOINTS: [&str; 8] = [
+    "/completions",
+    "/chat/completions",
+    "/embeddings",
+    "/audio/transcriptions",
+    "/audio/translations",
+    "/audio/speech",
+    "/images/generations",
+    "/images/edits",
+];
+
 /// The upstream URL of `endpoint` (a proxied path such as `/v1/chat/completions`) on
 /// `target`; `stream` picks the streaming verb of Google and Bedrock.
 pub fn upstream_url(target: &Target, endpoint: &str, stream: bool) -> String {
@@ -38,9 +57,12 @@ pub fn upstream_url(target: &Target, endpoint: &str, stream: bool) -> String {
         ProviderApi::Plain => format!("{base}{endpoint}"),
         ProviderApi::GeminiOpenAi => format!("{base}/v1beta/openai{rest}"),
         ProviderApi::Azure(AzureSurface::V1) => format!("{base}/openai{endpoint}"),
-        ProviderApi::Azure(AzureSurface::Classic { api_version }) => {
+        ProviderApi::Azure(AzureSurface::Classic { api_version }) if AZURE_DEPLOYMENT_ENDPOINTS.contains(&rest) => {
             let deployment = target.azure_deployment.as_deref().unwrap_or(&target.model);
             format!("{base}/openai/deployments/{deployment}{rest}?api-version={api_version}")
+        }
+        ProviderApi::Azure(AzureSurface::Classic { api_version }) => {
+            format!("{base}/openai{rest}?api-version={api_version}")
         }
         ProviderApi::GeminiNative | ProviderApi::Vertex(_) => crate::google::url(target, stream).unwrap_or_default(),
         ProviderApi::Bedrock { surface, .. } => bedrock::url(base, &target.model, *surface, stream),
@@ -187,6 +209,64 @@ mod tests {
     use sluice_provider::{ErrorClass, classify_with_hints, parse_hints};
 
     use super::*;
+
+    fn target(kind: ProviderKind, api: ProviderApi, azure_deployment: Option<&str>) -> Target {
+        Target {
+            name: "d".into(),
+            kind,
+            base_url: "https://host".into(),
+            model: "gpt-4o".into(),
+            key: Credential::None,
+            api,
+            azure_deployment: azure_deployment.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn azure_classic_names_the_deployment_in_the_path_only_where_the_azure_client_does() {
+        let classic = ProviderApi::Azure(AzureSurface::Classic { api_version: "2025-04-01-preview".into() });
+        let azure = target(ProviderKind::OpenAi, classic, Some("gpt4o-east"));
+        let url = |endpoint: &str| upstream_url(&azure, endpoint, false);
+        assert_eq!(
+            url("/v1/chat/completions"),
+            "https://host/openai/deployments/gpt4o-east/chat/completions?api-version=2025-04-01-preview"
+        );
+        assert_eq!(
+            url("/v1/embeddings"),
+            "https://host/openai/deployments/gpt4o-east/embeddings?api-version=2025-04-01-preview"
+        );
+        assert_eq!(url("/v1/responses"), "https://host/openai/responses?api-version=2025-04-01-preview");
+        assert_eq!(url("/v1/responses/resp_1"), "https://host/openai/responses/resp_1?api-version=2025-04-01-preview");
+        assert_eq!(
+            url("/v1/responses/resp_1/cancel"),
+            "https://host/openai/responses/resp_1/cancel?api-version=2025-04-01-preview"
+        );
+        let v1 = target(ProviderKind::OpenAi, ProviderApi::Azure(AzureSurface::V1), Some("gpt4o-east"));
+        assert_eq!(upstream_url(&v1, "/v1/responses", false), "https://host/openai/v1/responses");
+        assert_eq!(
+            (azure.body_model(), v1.body_model()),
+            ("gpt4o-east", "gpt4o-east"),
+            "Azure reads the deployment from `model`"
+        );
+        assert_eq!(target(ProviderKind::OpenAi, ProviderApi::Plain, None).body_model(), "gpt-4o");
+    }
+
+    #[test]
+    fn vertex_claude_streams_without_alt_and_gemini_with_sse() {
+        let at = sluice_config::VertexLocation { project: "p".into(), region: "us-east5".into() };
+        let claude = target(ProviderKind::Anthropic, ProviderApi::Vertex(at.clone()), None);
+        let base = "https://host/v1/projects/p/locations/us-east5/publishers";
+        assert_eq!(
+            upstream_url(&claude, "/v1/messages", true),
+            format!("{base}/anthropic/models/gpt-4o:streamRawPredict")
+        );
+        assert_eq!(upstream_url(&claude, "/v1/messages", false), format!("{base}/anthropic/models/gpt-4o:rawPredict"));
+        let gemini = target(ProviderKind::OpenAi, ProviderApi::Vertex(at), None);
+        assert_eq!(
+            upstream_url(&gemini, "/v1/chat/completions", true),
+            format!("{base}/google/models/gpt-4o:streamGenerateContent?alt=sse")
+        );
+    }
 
     #[test]
     fn cloud_errors_are_read_in_their_providers_words() {

@@ -25,3 +25,16 @@ pub struct Target {
     /// On Azure, the deployment name in the classic URL.
     pub azure_deployment: Option<String>,
 }
+
+impl Target {
+    /// The `model` its request bodies name: on Azure the deployment name, which the v1
+    /// surface and the Responses API read the deployment from (as the `AzureOpenAI` client
+    /// sends it; the classic deployment paths ignore it), elsewhere the model.
+    #[must_use]
+    pub fn body_model(&self) -> &str {
+        match (&self.api, &self.azure_deployment) {
+            (ProviderApi::Azure(_), Some(deployment)) => deployment,
+            _ => &self.model,
+        }
+    }
+}

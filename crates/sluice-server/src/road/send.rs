@@ -35,7 +35,7 @@ pub async fn prepare(
     let (gateway, request) = (req.gateway, req.request);
     let upstream_protocol = crossing.upstream(request.protocol);
     let body = crossing
-        .request_body(request, &route.target.model, req.profile.default_max_tokens, force_usage)
+        .request_body(request, route.target.body_model(), req.profile.default_max_tokens, force_usage)
         .and_then(|body| sluice_upstream::providers::wire_body(&route.target, upstream_protocol, body));
     let body = match body {
         Ok(body) => body,

@@ -1,7 +1,9 @@
 //! The Gemini `generateContent` shape as the simulator answers it (the Gemini API and
 //! Gemini on Vertex AI alike): the request counted, admitted on the model's limits (TPM
 //! counts input, as Gemini's does), and answered as one `GenerateContentResponse` or an
-//! SSE stream of them, the last with `finishReason` and the whole `usageMetadata`.
+//! SSE stream of them, the last with `finishReason` and the whole `usageMetadata`. A
+//! thinking model's config and thought signatures are checked, and its answers signed, as
+//! [`super::thinking`] describes.
 
 use std::sync::Arc;
 
@@ -17,6 +19,8 @@ use crate::pacer::{Render, data};
 use crate::sim::{Ask, Sim, Ticket};
 use crate::tools::ToolCall;
 
+use super::thinking::{self, Thinking};
+
 /// Per-content overhead counted on top of its parts' text.
 const PER_CONTENT: u64 = 3;
 
@@ -30,7 +34,7 @@ pub async fn generate(
     body: &[u8],
 ) -> Response {
     let ctl = ctl.map(|Extension(ctl)| ctl);
-    let (prepared, call) = match prepare(&sim, model, stream, headers, body) {
+    let (prepared, call, thinking) = match prepare(&sim, model, stream, headers, body) {
         Ok(counted) => counted,
         Err(response) => return *response,
     };
@@ -45,22 +49,36 @@ pub async fn generate(
     if stream {
         let (flavor, snapshot) = (prepared.model.flavor, ticket.snapshot);
         let (input, cap, version) = (prepared.input, prepared.ask.cap, version(&prepared));
-        let render = GeminiStream { id, input, cap, call, version };
+        let render = GeminiStream { id, input, cap, call, version, thinking };
         let body = crate::pacer::body(Arc::clone(&sim), prepared, ticket, render);
         return crate::respond::sse(&sim, flavor, Some(&snapshot), body);
     }
     flow::generate(&ticket).await;
-    whole(&sim, &prepared, &ticket, &id, call.as_ref())
+    whole(&sim, &prepared, &ticket, &id, (call.as_ref(), thinking))
 }
 
-/// A non-streamed answer: the text (or the function call), its finish reason and usage.
-fn whole(sim: &Sim, prepared: &Prepared, ticket: &Ticket, id: &str, call: Option<&ToolCall>) -> Response {
+/// A non-streamed answer: the text (or the function call, signed when the model thought),
+/// its finish reason and usage.
+fn whole(
+    sim: &Sim,
+    prepared: &Prepared,
+    ticket: &Ticket,
+    id: &str,
+    (call, thinking): (Option<&ToolCall>, Thinking),
+) -> Response {
+    let version = version(prepared);
     let parts = match call {
-        Some(call) => vec![function_call(call)],
-        None => vec![json!({"text": crate::text::filler(ticket.output)})],
+        Some(call) => vec![function_call(call, &version, thinking)],
+        None => {
+            let mut text = json!({"text": crate::text::filler(ticket.output)});
+            if thinking.signs_text() {
+                text["thoughtSignature"] = Value::from(thinking::sign_part(&version, &text));
+            }
+            vec![text]
+        }
     };
     let finish = Some(finish(ticket.output, prepared.ask.cap));
-    let answer = response(id, &version(prepared), parts, finish, usage(prepared.input, ticket.output));
+    let answer = response(id, &version, parts, finish, usage(prepared.input, ticket.output, thinking.thoughts));
     sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(ticket.output));
     let body = serde_json::to_vec(&answer).unwrap_or_default();
     crate::respond::json(sim, prepared.model.flavor, Some(&ticket.snapshot), StatusCode::OK, body)
@@ -70,15 +88,15 @@ fn version(prepared: &Prepared) -> String {
     prepared.model.config.name.clone()
 }
 
-/// Counts and prices the request and decides its function call; refusals in Google's
-/// words.
+/// Counts and prices the request, checks its thinking config and thought signatures, and
+/// decides its function call; refusals in Google's words.
 fn prepare(
     sim: &Sim,
     name: &str,
     stream: bool,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<(Prepared, Option<ToolCall>), Box<Response>> {
+) -> Result<(Prepared, Option<ToolCall>, Thinking), Box<Response>> {
     let Ok(request) = serde_json::from_slice::<Value>(body) else {
         return Err(Box::new(super::error(sim, 400, "Invalid JSON payload received.", "INVALID_ARGUMENT")));
     };
@@ -100,6 +118,9 @@ fn prepare(
             "INVALID_ARGUMENT",
         )));
     };
+    let invalid = |message: String| Box::new(super::error(sim, 400, &message, "INVALID_ARGUMENT"));
+    let thinking = thinking::thinking(&model.config.name, request.get("generationConfig")).map_err(invalid)?;
+    sim.google().signatures.check(&model.config.name, contents).map_err(invalid)?;
     let tok = &model.tokenizer;
     let system = request.get("systemInstruction").map_or(0, |s| parts_tokens(s, tok));
     let tools = request.get("tools").map_or(0, |t| tok.count(&t.to_string()));
@@ -115,7 +136,7 @@ fn prepare(
     let tenant = crate::text::tenant(headers, None);
     let marker = crate::text::marker(&last_text);
     let call = tool_call(&request, &last_text);
-    Ok((Prepared { model, ask, input, cached: 0, tenant, marker, prompt_cache: None }, call))
+    Ok((Prepared { model, ask, input, cached: 0, tenant, marker, prompt_cache: None }, call, thinking))
 }
 
 fn parts_of(content: &Value) -> &[Value] {
@@ -152,9 +173,14 @@ fn tool_call(request: &Value, last_text: &str) -> Option<ToolCall> {
     crate::tools::decide(Some(declarations), Some(&choice), last_text)
 }
 
-fn function_call(call: &ToolCall) -> Value {
+/// The answer's `functionCall` part, signed by `model` when it thought.
+fn function_call(call: &ToolCall, model: &str, thinking: Thinking) -> Value {
     let args: Value = serde_json::from_str(call.arguments).unwrap_or_else(|_| json!({}));
-    json!({"functionCall": {"name": call.name, "args": args}})
+    let mut part = json!({"functionCall": {"name": call.name, "args": args}});
+    if thinking.on() {
+        part["thoughtSignature"] = Value::from(thinking::sign_part(model, &part));
+    }
+    part
 }
 
 /// `STOP`, or `MAX_TOKENS` when the cap cut the answer.
@@ -162,11 +188,16 @@ fn finish(output: u64, cap: u64) -> &'static str {
     if output >= cap { "MAX_TOKENS" } else { "STOP" }
 }
 
-/// `usageMetadata` of an answer.
+/// `usageMetadata` of an answer (`thoughts` thinking tokens, reported when there were any).
 #[must_use]
-pub fn usage(input: u64, output: u64) -> Value {
-    json!({"promptTokenCount": input, "candidatesTokenCount": output, "totalTokenCount": input + output,
-        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": input}]})
+pub fn usage(input: u64, output: u64, thoughts: u64) -> Value {
+    let mut usage = json!({"promptTokenCount": input, "candidatesTokenCount": output,
+        "totalTokenCount": input + output + thoughts,
+        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": input}]});
+    if thoughts > 0 {
+        usage["thoughtsTokenCount"] = Value::from(thoughts);
+    }
+    usage
 }
 
 fn response(id: &str, version: &str, parts: Vec<Value>, finish: Option<&str>, usage: Value) -> Value {
@@ -185,6 +216,7 @@ struct GeminiStream {
     cap: u64,
     call: Option<ToolCall>,
     version: String,
+    thinking: Thinking,
 }
 
 impl Render for GeminiStream {
@@ -198,7 +230,15 @@ impl Render for GeminiStream {
     }
 
     fn tail(&mut self, output: u64, out: &mut Vec<u8>) {
-        let parts = self.call.as_ref().map(function_call).into_iter().collect();
-        data(out, &response(&self.id, &self.version, parts, Some(finish(output, self.cap)), usage(self.input, output)));
+        let mut parts: Vec<Value> =
+            self.call.as_ref().map(|call| function_call(call, &self.version, self.thinking)).into_iter().collect();
+        if self.call.is_none() && self.thinking.signs_text() {
+            // Gemini 3 streams a text answer's signature on an empty last part.
+            let mut last = json!({"text": ""});
+            last["thoughtSignature"] = Value::from(thinking::sign_part(&self.version, &last));
+            parts.push(last);
+        }
+        let usage = usage(self.input, output, self.thinking.thoughts);
+        data(out, &response(&self.id, &self.version, parts, Some(finish(output, self.cap)), usage));
     }
 }

@@ -3,18 +3,20 @@
 //! `projects/{project}/locations/{region}/publishers/{google|anthropic}/models/{model}:…`
 //! (a Bearer token this simulator issued at `POST /token`), Claude on Vertex
 //! (`:rawPredict` / `:streamRawPredict`, an `anthropic_version` such as
-//! `vertex-2023-10-16` in the body, no `model`), and errors in Google's envelope (`RESOURCE_EXHAUSTED` with
+//! `vertex-2023-10-16` in the body, no `model`, no `alt` parameter: the stream is
+//! Anthropic's own SSE), and errors in Google's envelope (`RESOURCE_EXHAUSTED` with
 //! `RetryInfo` from the shared Gemini 429).
 
 pub mod auth;
 mod gemini;
 pub mod quota;
 pub(crate) mod state;
+pub mod thinking;
 
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
@@ -73,6 +75,7 @@ pub async fn gemini_native(
 pub async fn vertex(
     State(sim): State<Arc<Sim>>,
     Path((project, region, publisher, rest)): Path<(String, String, String, String)>,
+    RawQuery(query): RawQuery,
     ctl: Option<Extension<ConnCtl>>,
     headers: HeaderMap,
     body: Bytes,
@@ -89,12 +92,27 @@ pub async fn vertex(
         ("google", Some((model, "generateContent" | "streamGenerateContent", stream))) => {
             gemini::generate(Arc::clone(&sim), model, stream, ctl, &headers, &body).await
         }
+        ("anthropic", Some((_, "rawPredict" | "streamRawPredict", _))) if has_alt(query.as_deref()) => {
+            // Claude's prediction is Anthropic's own body and SSE stream, asked for as
+            // Google documents and `AnthropicVertex` sends it: without `alt`
+            // (https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude).
+            error(
+                &sim,
+                400,
+                "Invalid parameter alt: Claude's rawPredict and streamRawPredict take no alt.",
+                "INVALID_ARGUMENT",
+            )
+        }
         ("anthropic", Some((model, "rawPredict" | "streamRawPredict", _))) => match claude_body(&sim, model, &body) {
             Ok(body) => crate::anthropic::messages(State(sim), ctl, headers, body).await,
             Err(response) => *response,
         },
         _ => not_found(&sim, &rest),
     }
+}
+
+fn has_alt(query: Option<&str>) -> bool {
+    query.is_some_and(|q| q.split('&').any(|pair| pair.split('=').next() == Some("alt")))
 }
 
 /// Vertex's 429 for a project and region out of quota, with `RetryInfo` (whole seconds,

@@ -16,13 +16,18 @@
 //! | `max_tokens`, `temperature`, `top_p`, `stop`, `seed`, penalties, JSON `response_format` | `generationConfig` |
 //! | `finish_reason` | `finishReason` (`STOP`, `MAX_TOKENS`, safety reasons → `content_filter`) |
 //! | `usage` | `usageMetadata` (thinking tokens count as output, cached tokens as cached input) |
+//! | `reasoning_effort` | `generationConfig.thinkingConfig` (`thinkingBudget` for 2.5, `thinkingLevel` for 3) |
+//! | `extra_content.google.thought_signature` (tool call, message) | `thoughtSignature` (the `functionCall` part, the text part) |
 //!
 //! Refused with the field named: `n > 1`, `logprobs`, `logit_bias`, audio, http(s) image
-//! URLs (Gemini takes inline bytes or its own file URIs), legacy `functions`.
+//! URLs (Gemini takes inline bytes or its own file URIs), legacy `functions`, a
+//! `reasoning_effort` the model has no thinking setting for.
 
 mod request;
 mod response;
+mod thinking;
 
 pub use request::openai_to_gemini_request;
 pub(crate) use response::{finish_reason, is_thought, openai_usage_of, tool_call};
 pub use response::{gemini_error_to_openai, gemini_to_openai_response, openai_error_type};
+pub(crate) use thinking::{extra_content, part_signature};

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use super::thinking;
 use crate::translate::error::TranslateError;
 use crate::translate::json::{self, Object};
 
@@ -17,12 +18,17 @@ const REFUSED: [(&str, &str); 5] = [
 ];
 
 /// Translates an OpenAI chat-completions body (as the gateway sends it upstream) into a
-/// Gemini `generateContent` body. The model is not in the body: it is in the URL.
+/// Gemini `generateContent` body. The model is not in the body: it is in the URL (the
+/// body's `model`, the one sent upstream, tells how `reasoning_effort` is set).
+///
+/// Thought signatures a client sends back (`extra_content.google.thought_signature` on a
+/// tool call or an assistant message) go on the part they came from.
 ///
 /// # Errors
 /// [`TranslateError::Invalid`] for a body that is not a chat request, a field Gemini has
-/// no counterpart for (`n > 1`, `logprobs`, `logit_bias`, legacy `functions`, audio), an
-/// image that is not a `data:` URL, or malformed messages.
+/// no counterpart for (`n > 1`, `logprobs`, `logit_bias`, legacy `functions`, audio, a
+/// `reasoning_effort` the model has no thinking setting for), an image that is not a
+/// `data:` URL, or malformed messages.
 pub fn openai_to_gemini_request(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
     let request = json::parse_body(body)?;
     refuse(&request)?;
@@ -39,7 +45,11 @@ pub fn openai_to_gemini_request(body: &[u8]) -> Result<Vec<u8>, TranslateError> 
     if let Some(choice) = json::present(&request, "tool_choice") {
         out.insert("toolConfig".into(), json!({"functionCallingConfig": tool_choice(choice)?}));
     }
-    let config = generation_config(&request)?;
+    let model = json::opt_str(&request, "model", "")?.unwrap_or_default();
+    let mut config = generation_config(&request)?;
+    if let Some(thinking) = thinking::thinking_config(&request, model)? {
+        config.insert("thinkingConfig".into(), thinking);
+    }
     if !config.is_empty() {
         out.insert("generationConfig".into(), Value::Object(config));
     }
@@ -136,13 +146,21 @@ fn inline_image(part: &Object, path: &str) -> Result<Value, TranslateError> {
 }
 
 /// An assistant turn: its text, then its tool calls as `functionCall` parts (their ids
-/// remembered, so the tool results that answer them can be named).
+/// remembered, so the tool results that answer them can be named), each part with the
+/// thought signature the client kept for it.
 fn assistant_parts(
     message: &Object,
     path: &str,
     call_names: &mut HashMap<String, String>,
 ) -> Result<Vec<Value>, TranslateError> {
     let mut parts = text_parts(message, path)?;
+    if let Some(signature) = thinking::signature_of(message, path)? {
+        // A text part's signature: Gemini puts it on the last part of a text answer.
+        match parts.last_mut() {
+            Some(last) => last["thoughtSignature"] = Value::from(signature),
+            None => parts.push(json!({"text": "", "thoughtSignature": signature})),
+        }
+    }
     for (j, call) in json::opt_array(message, "tool_calls", path)?.iter().enumerate() {
         let call_path = format!("{path}.tool_calls[{j}]");
         let call = json::as_object(call, &call_path)?;
@@ -153,7 +171,11 @@ fn assistant_parts(
         if let Some(id) = json::opt_str(call, "id", &call_path)? {
             call_names.insert(id.to_owned(), name.to_owned());
         }
-        parts.push(json!({"functionCall": {"name": name, "args": args}}));
+        let mut part = json!({"functionCall": {"name": name, "args": args}});
+        if let Some(signature) = thinking::signature_of(call, &call_path)? {
+            part["thoughtSignature"] = Value::from(signature);
+        }
+        parts.push(part);
     }
     Ok(parts)
 }
@@ -350,5 +372,51 @@ mod tests {
             {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]});
         assert_eq!(refused(http_image).field(), Some("messages[0].content[0].image_url.url"));
         assert!(openai_to_gemini_request(base(("n", json!(1))).to_string().as_bytes()).is_ok());
+        let effort = json!({"model": "gemini-2.0-flash", "reasoning_effort": "low", "messages": [{"role": "user", "content": "hi"}]});
+        assert_eq!(refused(effort).field(), Some("reasoning_effort"), "a model that does not think");
+    }
+
+    #[test]
+    fn reasoning_effort_becomes_the_thinking_config_of_the_models_family() {
+        let body = |model: &str, effort: &str| json!({"model": model, "max_tokens": 9, "reasoning_effort": effort, "messages": [{"role": "user", "content": "hi"}]});
+        let config = &translate(&body("gemini-2.5-flash", "medium"))["generationConfig"];
+        assert_eq!(config, &json!({"maxOutputTokens": 9, "thinkingConfig": {"thinkingBudget": 8192}}));
+        let config = &translate(&body("gemini-3-pro-preview", "high"))["generationConfig"];
+        assert_eq!(config["thinkingConfig"], json!({"thinkingLevel": "high"}));
+        let plain = json!({"model": "gemini-2.0-flash", "messages": [{"role": "user", "content": "hi"}]});
+        assert!(translate(&plain).get("generationConfig").is_none(), "no effort, no thinking config");
+    }
+
+    #[test]
+    fn thought_signatures_kept_by_the_client_go_back_on_their_parts() {
+        let body = json!({
+            "model": "gemini-3-flash-preview",
+            "tools": [{"type": "function", "function": {"name": "weather"}}],
+            "messages": [
+                {"role": "user", "content": "weather in Oslo and Rome?"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"},
+                        "extra_content": {"google": {"thought_signature": "sig/A+=="}}},
+                    {"id": "c2", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Rome\"}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "3"},
+                {"role": "tool", "tool_call_id": "c2", "content": "20"},
+                {"role": "assistant", "content": "Cold and warm.", "extra_content": {"google": {"thought_signature": "sig-text"}}},
+                {"role": "user", "content": "thanks"}
+            ]
+        });
+        let out = translate(&body);
+        assert_eq!(
+            out["contents"][1]["parts"],
+            json!([
+                {"functionCall": {"name": "weather", "args": {"city": "Oslo"}}, "thoughtSignature": "sig/A+=="},
+                {"functionCall": {"name": "weather", "args": {"city": "Rome"}}}
+            ]),
+            "exactly as received: only the first of parallel calls carries one"
+        );
+        assert_eq!(out["contents"][3]["parts"], json!([{"text": "Cold and warm.", "thoughtSignature": "sig-text"}]));
+        let mut bad = body;
+        bad["messages"][1]["tool_calls"][0]["extra_content"]["google"]["thought_signature"] = json!(7);
+        let error = openai_to_gemini_request(bad.to_string().as_bytes()).unwrap_err();
+        assert_eq!(error.field(), Some("messages[1].tool_calls[0].extra_content.google.thought_signature"));
     }
 }

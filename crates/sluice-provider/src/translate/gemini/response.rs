@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::thinking::{extra_content, part_signature};
 use crate::translate::error::TranslateError;
 use crate::translate::json::{self, Object};
 
@@ -11,7 +12,9 @@ use crate::translate::json::{self, Object};
 ///
 /// Text parts are joined (thought summaries, `thought: true`, are left out); `functionCall`
 /// parts become `tool_calls` (ids `call_{index}` unless Gemini named one); `usageMetadata`
-/// becomes `usage`.
+/// becomes `usage`. A part's `thoughtSignature` is kept for the client to send back, as
+/// Google's OpenAI compatibility layer keeps it: in the tool call's
+/// `extra_content.google.thought_signature`, or the message's for a text part.
 ///
 /// # Errors
 /// When the body is not a JSON object.
@@ -20,11 +23,15 @@ pub fn gemini_to_openai_response(body: &[u8], model: &str, created: u64) -> Resu
     let candidate = first_candidate(&response);
     let parts = candidate.and_then(|c| c.get("content")?.get("parts")?.as_array()).map_or(&[][..], Vec::as_slice);
     let text: String = parts.iter().filter(|p| !is_thought(p)).filter_map(|p| p.get("text")?.as_str()).collect();
-    let calls: Vec<Value> = parts.iter().filter_map(|p| p.get("functionCall")).enumerate().map(tool_call).collect();
+    let calls: Vec<Value> =
+        parts.iter().filter(|p| p.get("functionCall").is_some()).enumerate().map(tool_call).collect();
     let mut message = Map::new();
     message.insert("role".into(), Value::from("assistant"));
     message
         .insert("content".into(), if text.is_empty() && !calls.is_empty() { Value::Null } else { Value::from(text) });
+    if let Some(signature) = parts.iter().filter(|p| is_text_signed(p)).filter_map(part_signature).next_back() {
+        message.insert("extra_content".into(), extra_content(signature));
+    }
     let blocked = candidate.is_none() && response.get("promptFeedback").and_then(|f| f.get("blockReason")).is_some();
     let reason = candidate.and_then(|c| c.get("finishReason")).and_then(Value::as_str);
     let finish = if blocked { "content_filter" } else { finish_reason(reason, !calls.is_empty()) };
@@ -50,12 +57,24 @@ pub(crate) fn is_thought(part: &Value) -> bool {
     part.get("thought").and_then(Value::as_bool).unwrap_or(false)
 }
 
-/// A `functionCall` part (the `index`-th of its answer) as an OpenAI tool call.
-pub(crate) fn tool_call((index, call): (usize, &Value)) -> Value {
+/// Whether `part` is answer text (not a thought summary, not a call) whose signature the
+/// message carries.
+fn is_text_signed(part: &Value) -> bool {
+    !is_thought(part) && part.get("functionCall").is_none()
+}
+
+/// A part with a `functionCall` (the `index`-th of its answer) as an OpenAI tool call, with
+/// the part's thought signature in `extra_content`.
+pub(crate) fn tool_call((index, part): (usize, &Value)) -> Value {
+    let call = part.get("functionCall").unwrap_or(&Value::Null);
     let id = call.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{index}"), str::to_owned);
     let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
     let arguments = call.get("args").map_or_else(|| "{}".to_owned(), Value::to_string);
-    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+    let mut out = json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}});
+    if let Some(signature) = part_signature(part) {
+        out["extra_content"] = extra_content(signature);
+    }
+    out
 }
 
 /// Gemini `finishReason` → OpenAI `finish_reason`: `MAX_TOKENS` → `length`; the safety
@@ -161,8 +180,36 @@ mod tests {
             serde_json::from_str::<Value>(call["function"]["arguments"].as_str().unwrap()).unwrap(),
             json!({"city": "Oslo"})
         );
+        assert!(call.get("extra_content").is_none(), "no signature, no extra content");
         let blocked = translate(&json!({"promptFeedback": {"blockReason": "SAFETY"}}));
         assert_eq!(blocked["choices"][0]["finish_reason"], "content_filter");
+    }
+
+    #[test]
+    fn thought_signatures_are_kept_where_the_openai_client_sends_them_back() {
+        let calls = json!({"candidates": [{"content": {"parts": [
+            {"functionCall": {"name": "weather", "args": {"city": "Oslo"}}, "thoughtSignature": "c2lnLTE="},
+            {"functionCall": {"name": "weather", "args": {"city": "Rome"}}}]}, "finishReason": "STOP"}]});
+        let out = translate(&calls);
+        let tool_calls = &out["choices"][0]["message"]["tool_calls"];
+        assert_eq!(tool_calls[0]["extra_content"], json!({"google": {"thought_signature": "c2lnLTE="}}));
+        assert!(tool_calls[1].get("extra_content").is_none());
+        assert!(out["choices"][0]["message"].get("extra_content").is_none());
+        let text = json!({"candidates": [{"content": {"parts": [
+            {"text": "thinking", "thought": true, "thoughtSignature": "not-this"},
+            {"text": "Hi"}, {"text": "", "thoughtSignature": "c2lnLTI="}]}, "finishReason": "STOP"}]});
+        let message = &translate(&text)["choices"][0]["message"];
+        assert_eq!(message["content"], "Hi");
+        assert_eq!(message["extra_content"]["google"]["thought_signature"], "c2lnLTI=");
+        // What the client sends back reaches Gemini on the same parts.
+        let replay = json!({"model": "gemini-3-flash-preview", "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": null, "tool_calls": tool_calls},
+            {"role": "tool", "tool_call_id": tool_calls[0]["id"], "content": "3"},
+            {"role": "tool", "tool_call_id": tool_calls[1]["id"], "content": "20"}]});
+        let gemini: Value =
+            serde_json::from_slice(&crate::openai_to_gemini_request(replay.to_string().as_bytes()).unwrap()).unwrap();
+        assert_eq!(gemini["contents"][1]["parts"], calls["candidates"][0]["content"]["parts"]);
     }
 
     #[test]

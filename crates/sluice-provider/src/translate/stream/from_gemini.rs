@@ -7,14 +7,16 @@ use serde_json::{Value, json};
 use super::pipe::{Pipe, Translator, data_object, write_event};
 use super::to_openai::INTERRUPTION;
 use crate::sse::Event;
-use crate::translate::gemini::{finish_reason, is_thought, openai_usage_of, tool_call};
+use crate::translate::gemini::{extra_content, finish_reason, is_thought, openai_usage_of, part_signature, tool_call};
 
 /// Translates a Gemini SSE stream (each event a whole `GenerateContentResponse`) into OpenAI
 /// chat-completion chunks.
 ///
 /// The first event → a chunk with `delta.role = "assistant"`; text parts → `delta.content`
 /// (thought summaries left out); a `functionCall` part → one complete `delta.tool_calls`
-/// entry; the event carrying `finishReason` → a chunk with `finish_reason`, then a usage
+/// entry; a part's `thoughtSignature` → `extra_content.google.thought_signature` on its tool
+/// call entry, or on the delta of its text (a delta of its own when the text is empty), as
+/// the non-stream answer carries it; the event carrying `finishReason` → a chunk with `finish_reason`, then a usage
 /// chunk (`choices: []`, from the last `usageMetadata`) and `data: [DONE]`. Gemini has no
 /// terminal event: a stream that closes without a `finishReason` was cut, and ends with the
 /// OpenAI interruption chunk. An `error` event becomes an OpenAI error chunk.
@@ -73,9 +75,16 @@ impl State {
     fn parts(&mut self, parts: &[Value], out: &mut Vec<u8>) {
         for part in parts.iter().filter(|p| !is_thought(p)) {
             if let Some(text) = part.get("text").and_then(Value::as_str) {
-                self.delta(out, &json!({"content": text}), None);
-            } else if let Some(call) = part.get("functionCall") {
-                let mut entry = tool_call((self.tool_calls, call));
+                let mut delta = json!({"content": text});
+                if let Some(signature) = part_signature(part) {
+                    if text.is_empty() {
+                        delta = json!({});
+                    }
+                    delta["extra_content"] = extra_content(signature);
+                }
+                self.delta(out, &delta, None);
+            } else if part.get("functionCall").is_some() {
+                let mut entry = tool_call((self.tool_calls, part));
                 entry["index"] = Value::from(self.tool_calls);
                 self.tool_calls += 1;
                 self.delta(out, &json!({"tool_calls": [entry]}), None);
@@ -170,6 +179,25 @@ mod tests {
         assert_eq!(all.iter().find_map(|c| c["choices"][0]["finish_reason"].as_str()), Some("stop"));
         let usage = &all.last().unwrap()["usage"];
         assert_eq!((usage["prompt_tokens"].as_u64(), usage["completion_tokens"].as_u64()), (Some(5), Some(5)));
+    }
+
+    #[test]
+    fn thought_signatures_ride_on_their_tool_call_and_text_deltas() {
+        let upstream = concat!(
+            "data: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"name\":\"weather\",\"args\":{}},\"thoughtSignature\":\"c2ln\"}]}}]}\r\n\r\n",
+            "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\",\"thoughtSignature\":\"dGV4dA==\"}]},\"finishReason\":\"STOP\"}]}\r\n\r\n",
+        );
+        let mut stream = GeminiToOpenAiStream::new("flash", 1);
+        let mut out = stream.push(upstream.as_bytes()).to_vec();
+        out.extend_from_slice(&stream.finish());
+        let all = chunks(&String::from_utf8(out).unwrap());
+        let call = all.iter().find_map(|c| c["choices"][0]["delta"]["tool_calls"].get(0)).unwrap();
+        assert_eq!(call["extra_content"]["google"]["thought_signature"], "c2ln");
+        let signed = all.iter().find(|c| c["choices"][0]["delta"].get("extra_content").is_some()).unwrap();
+        assert_eq!(
+            signed["choices"][0]["delta"],
+            serde_json::json!({"extra_content": {"google": {"thought_signature": "dGV4dA=="}}})
+        );
     }
 
     #[test]

@@ -1,0 +1,164 @@
+//! What Gemini's thinking models need carried across the OpenAI shape: `reasoning_effort`
+//! as `generationConfig.thinkingConfig`, and thought signatures kept on the tool calls and
+//! messages a client sends back.
+//!
+//! `reasoning_effort`, per model family (the family is read from the model name):
+//!
+//! | effort | Gemini 2.5 (`thinkingBudget`) | Gemini 3 (`thinkingLevel`) |
+//! |---|---|---|
+//! | `low` | 1,024 | `low` |
+//! | `medium` | 8,192 | `medium` on Flash models; refused elsewhere |
+//! | `high` | 24,576 | `high` |
+//! | `minimal` | refused (no documented budget) | `minimal` on Flash models; refused elsewhere |
+//! | `none` | 0 on Flash and Flash-Lite; refused on Pro (it cannot turn thinking off) | refused (Gemini 3 cannot turn thinking off) |
+//!
+//! Another model (Gemini 2.0, a tuned model's own name) is refused: sluice cannot tell how
+//! it thinks. The budgets are the ones Google's OpenAI compatibility layer maps the efforts
+//! to (<https://ai.google.dev/gemini-api/docs/openai>, "Thinking": low, medium and high are
+//! 1K, 8K and 24K budgets, `none` turns thinking off); the budget ranges and the levels per
+//! model are Google's thinking guide's (<https://ai.google.dev/gemini-api/docs/thinking>:
+//! `thinkingBudget` for 2.5, where Pro cannot disable thinking; `thinkingLevel` for 3, `low`
+//! and `high` on every model, `minimal` and `medium` on Flash).
+//!
+//! Thought signatures (<https://ai.google.dev/gemini-api/docs/thought-signatures>): a part
+//! returned with a `thoughtSignature` must go back with it, exactly as received, on the
+//! next turn (Gemini 3 refuses a function-call turn without it). An OpenAI client carries
+//! it where Google's own OpenAI compatibility layer puts it, which the OpenAI SDKs keep on
+//! the objects they hand back: `extra_content.google.thought_signature` on the tool call (a
+//! `functionCall` part's), and on the message (a text part's).
+
+use serde_json::{Value, json};
+
+use crate::translate::error::TranslateError;
+use crate::translate::json::{self, Object};
+
+/// How a Gemini model's thinking is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    /// Gemini 2.5: a token budget; `pro` cannot turn thinking off.
+    Budget { pro: bool },
+    /// Gemini 3 and later: a level; `flash` takes `minimal` and `medium` too.
+    Level { flash: bool },
+    /// A model whose thinking sluice cannot set.
+    Unknown,
+}
+
+/// The family of `model` (`gemini-2.5-flash`, `models/gemini-3-pro-preview`,
+/// `publishers/google/models/gemini-2.5-pro`…).
+fn family(model: &str) -> Family {
+    let name = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+    if name.starts_with("gemini-2.5") {
+        return Family::Budget { pro: name.contains("-pro") };
+    }
+    let major = name.strip_prefix("gemini-").and_then(|rest| {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u32>().ok()
+    });
+    match major {
+        Some(major) if major >= 3 => Family::Level { flash: name.contains("flash") },
+        _ => Family::Unknown,
+    }
+}
+
+/// The `thinkingConfig` for the request's `reasoning_effort` on `model` (`None` when the
+/// request names no effort).
+///
+/// # Errors
+/// An effort that is not a string, or that `model`'s family has no setting for (named
+/// `reasoning_effort`, with why).
+pub(super) fn thinking_config(request: &Object, model: &str) -> Result<Option<Value>, TranslateError> {
+    let Some(effort) = json::opt_str(request, "reasoning_effort", "")? else { return Ok(None) };
+    let refuse = |why: String| Err(TranslateError::invalid("reasoning_effort", why));
+    let config = match (family(model), effort) {
+        (Family::Budget { .. }, "low") => json!({"thinkingBudget": 1024}),
+        (Family::Budget { .. }, "medium") => json!({"thinkingBudget": 8192}),
+        (Family::Budget { .. }, "high") => json!({"thinkingBudget": 24576}),
+        (Family::Budget { pro: false }, "none") => json!({"thinkingBudget": 0}),
+        (Family::Budget { pro: true }, "none") => {
+            return refuse(format!("`none` cannot be translated to Gemini: {model} cannot turn thinking off"));
+        }
+        (Family::Level { .. }, level @ ("low" | "high"))
+        | (Family::Level { flash: true }, level @ ("minimal" | "medium")) => {
+            json!({"thinkingLevel": level})
+        }
+        (Family::Level { .. }, "none") => {
+            return refuse(format!("`none` cannot be translated to Gemini: {model} cannot turn thinking off"));
+        }
+        (Family::Unknown, _) => {
+            return refuse(format!(
+                "cannot be translated to Gemini: {model} is not a Gemini 2.5 or 3 model, whose thinking sluice sets"
+            ));
+        }
+        (_, other) => return refuse(format!("`{other}` has no Gemini thinking setting for {model}")),
+    };
+    Ok(Some(config))
+}
+
+/// The thought signature a client sent back in `extra_content.google.thought_signature` of
+/// `holder` (a tool call or a message).
+///
+/// # Errors
+/// A signature that is not a string.
+pub(super) fn signature_of<'a>(holder: &'a Object, path: &str) -> Result<Option<&'a str>, TranslateError> {
+    let google = json::present(holder, "extra_content").and_then(|e| e.get("google")).and_then(Value::as_object);
+    match google {
+        Some(google) => json::opt_str(google, "thought_signature", &json::join(path, "extra_content.google")),
+        None => Ok(None),
+    }
+}
+
+/// `extra_content` carrying `signature`, as the OpenAI client keeps it.
+pub(crate) fn extra_content(signature: &str) -> Value {
+    json!({"google": {"thought_signature": signature}})
+}
+
+/// A part's `thoughtSignature`.
+pub(crate) fn part_signature(part: &Value) -> Option<&str> {
+    part.get("thoughtSignature").and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests fail loudly")]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn config(model: &str, effort: &str) -> Result<Option<Value>, TranslateError> {
+        let request = json!({"reasoning_effort": effort});
+        thinking_config(request.as_object().unwrap(), model)
+    }
+
+    #[test]
+    fn gemini_2_5_takes_the_documented_budgets() {
+        assert_eq!(config("gemini-2.5-flash", "low").unwrap(), Some(json!({"thinkingBudget": 1024})));
+        assert_eq!(config("gemini-2.5-flash", "medium").unwrap(), Some(json!({"thinkingBudget": 8192})));
+        assert_eq!(config("models/gemini-2.5-pro", "high").unwrap(), Some(json!({"thinkingBudget": 24576})));
+        assert_eq!(config("gemini-2.5-flash-lite", "none").unwrap(), Some(json!({"thinkingBudget": 0})));
+        let pro_off = config("gemini-2.5-pro", "none").unwrap_err();
+        assert_eq!(pro_off.field(), Some("reasoning_effort"));
+        assert!(pro_off.to_string().contains("cannot turn thinking off"), "{pro_off}");
+        assert_eq!(config("gemini-2.5-flash", "minimal").unwrap_err().field(), Some("reasoning_effort"));
+    }
+
+    #[test]
+    fn gemini_3_takes_levels_by_model() {
+        assert_eq!(config("gemini-3-pro-preview", "low").unwrap(), Some(json!({"thinkingLevel": "low"})));
+        assert_eq!(config("gemini-3.1-pro", "high").unwrap(), Some(json!({"thinkingLevel": "high"})));
+        assert_eq!(config("gemini-3-flash-preview", "minimal").unwrap(), Some(json!({"thinkingLevel": "minimal"})));
+        assert_eq!(config("gemini-3-flash-preview", "medium").unwrap(), Some(json!({"thinkingLevel": "medium"})));
+        assert_eq!(config("gemini-3-pro-preview", "medium").unwrap_err().field(), Some("reasoning_effort"));
+        assert_eq!(config("gemini-3-flash-preview", "none").unwrap_err().field(), Some("reasoning_effort"));
+    }
+
+    #[test]
+    fn other_models_and_other_values_are_refused_and_no_effort_is_nothing() {
+        assert_eq!(config("gemini-2.0-flash", "low").unwrap_err().field(), Some("reasoning_effort"));
+        assert_eq!(config("my-tuned-model", "high").unwrap_err().field(), Some("reasoning_effort"));
+        assert_eq!(config("gemini-2.5-flash", "extreme").unwrap_err().field(), Some("reasoning_effort"));
+        let request = json!({"reasoning_effort": null});
+        assert_eq!(thinking_config(request.as_object().unwrap(), "gemini-2.0-flash").unwrap(), None);
+        let request = json!({"reasoning_effort": 3});
+        assert!(thinking_config(request.as_object().unwrap(), "gemini-2.5-flash").is_err());
+    }
+}
