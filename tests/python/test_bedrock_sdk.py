@@ -164,3 +164,35 @@ def test_boto3_invoke_model_for_an_anthropic_model(sim_url: str) -> None:
     events = [json.loads(e["chunk"]["bytes"]) for e in stream["body"]]
     assert events[0]["type"] == "message_start" and events[-1]["type"] == "message_stop"
     assert "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
+
+
+def test_anthropic_sdk_keeps_the_thinking_signature_through_sluice_to_bedrock(gateway: str) -> None:
+    """Extended thinking with tool use, streamed: the SDK's final message carries the
+    signature Bedrock's `reasoningContent` delta sent, and the second turn, sent back with
+    it, is accepted (the simulator verifies the signature as Bedrock does)."""
+    client = anthropic.Anthropic(base_url=gateway, api_key=KEY, max_retries=0)
+    tools = [{"name": "get_weather", "description": "The weather of a city", "input_schema": {"type": "object"}}]
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    messages = [{"role": "user", "content": "Weather in Paris? call-tool:get_weather"}]
+    with client.messages.stream(
+        model="claude", max_tokens=2048, thinking=thinking, tools=tools, messages=messages
+    ) as stream:
+        first = stream.get_final_message()
+    assert [b.type for b in first.content] == ["thinking", "tool_use"]
+    assert first.content[0].signature and first.content[0].thinking
+    call = first.content[1]
+    messages += [
+        {"role": "assistant", "content": first.content},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "sunny"}]},
+    ]
+    second = client.messages.create(model="claude", max_tokens=2048, thinking=thinking, tools=tools, messages=messages)
+    assert second.content[-1].type == "text" and second.content[-1].text
+    with pytest.raises(anthropic.BadRequestError):
+        unsigned = [{"type": "tool_use", "id": call.id, "name": call.name, "input": call.input}]
+        client.messages.create(
+            model="claude",
+            max_tokens=2048,
+            thinking=thinking,
+            tools=tools,
+            messages=[messages[0], {"role": "assistant", "content": unsigned}, messages[2]],
+        )

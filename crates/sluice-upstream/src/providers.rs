@@ -72,17 +72,56 @@ pub fn upstream_url(target: &Target, endpoint: &str, stream: bool) -> String {
 /// The body as `target`'s wire takes it: Converse for Bedrock (InvokeModel: Anthropic's
 /// own with Bedrock's `anthropic_version`), Gemini's `generateContent` shape for Gemini's
 /// native API and Vertex (Claude on Vertex: the messages body without `model`), else as
-/// it is. `protocol` is the road's upstream protocol.
+/// it is. `protocol` is the road's upstream protocol. Bedrock takes the client's
+/// `anthropic-beta` flags (in `client_headers`) in the body, not as a header.
 ///
 /// # Errors
 /// A request Converse cannot carry (the field is named).
-pub fn wire_body(target: &Target, protocol: Protocol, body: Vec<u8>) -> Result<Vec<u8>, TranslateError> {
+pub fn wire_body(
+    target: &Target,
+    protocol: Protocol,
+    client_headers: &HeaderMap,
+    body: Vec<u8>,
+) -> Result<Vec<u8>, TranslateError> {
     match &target.api {
         ProviderApi::Bedrock { surface: BedrockSurface::InvokeModel, .. } => {
-            sluice_provider::anthropic_to_invoke_request(&body)
+            sluice_provider::anthropic_to_invoke_request(&body, &beta_flags(client_headers))
         }
-        ProviderApi::Bedrock { .. } => sluice_provider::anthropic_to_converse_request(&body),
+        ProviderApi::Bedrock { .. } => {
+            sluice_provider::anthropic_to_converse_request(&body, &beta_flags(client_headers))
+        }
         _ => crate::google::request_body(target, protocol, body),
+    }
+}
+
+/// The flags of every `anthropic-beta` header (each a comma-separated list), in order.
+fn beta_flags(headers: &HeaderMap) -> Vec<&str> {
+    headers
+        .get_all(&ANTHROPIC_BETA)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|flag| !flag.is_empty())
+        .collect()
+}
+
+/// The headers of `target`'s wire beyond the key and the content type: InvokeModel's
+/// `accept: application/json` (InvokeModelWithResponseStream's `x-amzn-bedrock-accept`),
+/// the MIME type of the model's answer, as AWS's SDKs send it
+/// (<https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModel.html>,
+/// `API_runtime_InvokeModelWithResponseStream.html`).
+#[must_use]
+pub fn wire_headers(target: &Target, stream: bool) -> Vec<(HeaderName, HeaderValue)> {
+    const JSON: HeaderValue = HeaderValue::from_static("application/json");
+    match (&target.api, stream) {
+        (ProviderApi::Bedrock { surface: BedrockSurface::InvokeModel, .. }, false) => {
+            vec![(http::header::ACCEPT, JSON)]
+        }
+        (ProviderApi::Bedrock { surface: BedrockSurface::InvokeModel, .. }, true) => {
+            vec![(HeaderName::from_static("x-amzn-bedrock-accept"), JSON)]
+        }
+        _ => Vec::new(),
     }
 }
 
@@ -153,7 +192,7 @@ pub fn sign(target: &Target, request: &mut http::Request<Full<Bytes>>, body: &[u
 /// The headers that authenticate a request to `target` and carry its protocol's version:
 /// the key (Bearer; Anthropic's `x-api-key`; Azure's `api-key` unless it is a token file's
 /// Bearer token), and for Anthropic the client's `anthropic-version` (a default when
-/// absent) and `anthropic-beta`.
+/// absent) and `anthropic-beta` (Bedrock takes both in the body: [`wire_body`]).
 pub fn auth_headers(target: &Target, client_headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
     let mut headers = Vec::with_capacity(3);
     if let Some(key) = target.key.current() {
@@ -165,7 +204,9 @@ pub fn auth_headers(target: &Target, client_headers: &HeaderMap) -> Vec<(HeaderN
             let version = client_headers.get(&ANTHROPIC_VERSION).cloned();
             headers.push((ANTHROPIC_VERSION, version.unwrap_or(HeaderValue::from_static("2023-06-01"))));
         }
-        if let Some(beta) = client_headers.get(&ANTHROPIC_BETA) {
+        if let Some(beta) =
+            client_headers.get(&ANTHROPIC_BETA).filter(|_| !matches!(target.api, ProviderApi::Bedrock { .. }))
+        {
             headers.push((ANTHROPIC_BETA, beta.clone()));
         }
     }
@@ -277,5 +318,44 @@ mod tests {
         let azure = ProviderApi::Azure(AzureSurface::V1);
         assert_eq!(error_flavor(ProviderKind::OpenAi, &azure), ProviderFlavor::Azure);
         assert_eq!(error_flavor(ProviderKind::Anthropic, &ProviderApi::Plain), ProviderFlavor::Anthropic);
+    }
+
+    fn bedrock(surface: BedrockSurface) -> Target {
+        target(ProviderKind::Anthropic, ProviderApi::Bedrock { region: "us-east-1".into(), surface }, None)
+    }
+
+    fn betas() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers
+            .append(ANTHROPIC_BETA, HeaderValue::from_static("context-1m-2025-08-07, interleaved-thinking-2025-05-14"));
+        headers.append(ANTHROPIC_BETA, HeaderValue::from_static("token-efficient-tools-2025-02-19"));
+        headers
+    }
+
+    #[test]
+    fn bedrock_takes_the_clients_beta_flags_in_the_body_not_as_a_header() {
+        let body = br#"{"model":"claude","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}"#.to_vec();
+        let flags = ["context-1m-2025-08-07", "interleaved-thinking-2025-05-14", "token-efficient-tools-2025-02-19"];
+        let converse = bedrock(BedrockSurface::Converse);
+        let sent = wire_body(&converse, Protocol::AnthropicMessages, &betas(), body.clone()).unwrap_or_default();
+        let sent: serde_json::Value = serde_json::from_slice(&sent).unwrap_or_default();
+        assert_eq!(sent["additionalModelRequestFields"]["anthropic_beta"], serde_json::json!(flags));
+        let invoke = bedrock(BedrockSurface::InvokeModel);
+        let sent = wire_body(&invoke, Protocol::AnthropicMessages, &betas(), body).unwrap_or_default();
+        let sent: serde_json::Value = serde_json::from_slice(&sent).unwrap_or_default();
+        assert_eq!(sent["anthropic_beta"], serde_json::json!(flags));
+        for target in [converse, invoke] {
+            assert!(auth_headers(&target, &betas()).iter().all(|(name, _)| name != ANTHROPIC_BETA));
+        }
+    }
+
+    #[test]
+    fn invoke_model_asks_for_json_as_botocore_does() {
+        let invoke = bedrock(BedrockSurface::InvokeModel);
+        let names =
+            |stream| wire_headers(&invoke, stream).into_iter().map(|(n, v)| (n.to_string(), v)).collect::<Vec<_>>();
+        assert_eq!(names(false), [("accept".to_owned(), HeaderValue::from_static("application/json"))]);
+        assert_eq!(names(true), [("x-amzn-bedrock-accept".to_owned(), HeaderValue::from_static("application/json"))]);
+        assert!(wire_headers(&bedrock(BedrockSurface::Converse), false).is_empty());
     }
 }

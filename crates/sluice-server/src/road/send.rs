@@ -36,7 +36,7 @@ pub async fn prepare(
     let upstream_protocol = crossing.upstream(request.protocol);
     let body = crossing
         .request_body(request, route.target.body_model(), req.profile.default_max_tokens, force_usage)
-        .and_then(|body| sluice_upstream::providers::wire_body(&route.target, upstream_protocol, body));
+        .and_then(|body| sluice_upstream::providers::wire_body(&route.target, upstream_protocol, req.headers, body));
     let body = match body {
         Ok(body) => body,
         Err(e) => return Err(Attempt::Refused(untranslatable(route, &e))),
@@ -56,7 +56,8 @@ pub async fn prepare(
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
 /// The request `route` is sent: `body` in `protocol` (a stream when `stream`), with the
-/// deployment's key, the client's Anthropic version and beta flags, and the trace's
+/// headers its wire asks for (InvokeModel's `accept`), the deployment's key, the client's
+/// Anthropic version and beta flags, and the trace's
 /// `traceparent`; signed last when the deployment signs (at `unix_millis`).
 pub fn build_upstream(
     route: &Route,
@@ -78,6 +79,9 @@ pub fn build_upstream(
     headers.insert(header::USER_AGENT, HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))));
     if let Ok(traceparent) = HeaderValue::from_str(&trace.traceparent) {
         headers.insert(TRACEPARENT, traceparent);
+    }
+    for (name, value) in sluice_upstream::providers::wire_headers(&route.target, stream) {
+        headers.insert(name, value);
     }
     for (name, value) in sluice_upstream::providers::auth_headers(&route.target, client_headers) {
         headers.append(name, value);

@@ -3,6 +3,7 @@
 pub mod errors;
 pub mod request;
 pub mod stream;
+pub mod thinking;
 pub mod tools;
 
 use std::sync::Arc;
@@ -69,6 +70,7 @@ fn prepare(sim: &Sim, req: &MessagesRequest<'_>, headers: &HeaderMap) -> Result<
         return Err(required("messages"));
     }
     let Some(cap) = req.max_tokens.filter(|n| *n > 0) else { return Err(required("max_tokens")) };
+    thinking::check(req, headers, cap)?;
     let input = req.input_tokens(&model.tokenizer);
     // A model with a prompt cache reads what it holds; else a fixed fraction is reported.
     let prompt_cache =
@@ -113,15 +115,16 @@ pub async fn messages(
         ticket.output = call.tokens(&prepared.model.tokenizer);
     }
     let id = format!("msg_{}", sim.request_id().trim_start_matches("req_"));
+    let thought = if thinking::enabled(&req) { thinking::blocks(&id, &req.last_text()) } else { Vec::new() };
     if prepared.ask.stream {
         let snapshot = ticket.snapshot;
         let body = match call {
             Some(call) => {
-                let render = tools::ToolStream::new(id, &prepared, call, ticket.output);
+                let render = tools::ToolStream::new(id, &prepared, call, ticket.output).after(thought);
                 crate::pacer::body(Arc::clone(&sim), prepared, ticket, render)
             }
             None => {
-                let render = stream::MessageStream::new(id, &prepared);
+                let render = stream::MessageStream::new(id, &prepared).after(thought);
                 crate::pacer::body(Arc::clone(&sim), prepared, ticket, render)
             }
         };
@@ -135,9 +138,11 @@ pub async fn messages(
             (json!({"type": "text", "text": text}), stop_reason(ticket.output, prepared.ask.cap))
         }
     };
+    let mut blocks = thought;
+    blocks.push(content);
     let message = json!({
         "id": id, "type": "message", "role": "assistant", "model": prepared.model.config.name,
-        "content": [content],
+        "content": blocks,
         "stop_reason": stop, "stop_sequence": null,
         "usage": usage_of(&prepared, ticket.output),
     });

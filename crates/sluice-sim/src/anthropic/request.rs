@@ -36,6 +36,9 @@ pub struct MessagesRequest<'a> {
     /// Which tool to call (`{"type": "auto" | "any" | "tool" | "none"}`).
     #[serde(default)]
     pub tool_choice: Option<Value>,
+    /// Extended thinking (`{"type": "enabled", "budget_tokens": n}`): see [`super::thinking`].
+    #[serde(default)]
+    pub thinking: Option<Value>,
 }
 
 /// `metadata`.

@@ -12,6 +12,8 @@ pub struct MessageStream {
     model: String,
     usage: serde_json::Value,
     cap: u64,
+    /// Thinking blocks streamed first; the text block's index follows them.
+    thinking: Vec<serde_json::Value>,
 }
 
 impl MessageStream {
@@ -23,7 +25,14 @@ impl MessageStream {
             model: prepared.model.config.name.clone(),
             usage: super::usage_of(prepared, 1),
             cap: prepared.ask.cap,
+            thinking: Vec::new(),
         }
+    }
+
+    /// The same stream, opened by `thinking` blocks ([`super::thinking::blocks`]).
+    #[must_use]
+    pub fn after(self, thinking: Vec<serde_json::Value>) -> Self {
+        Self { thinking, ..self }
     }
 }
 
@@ -33,10 +42,12 @@ impl Render for MessageStream {
         let message = json!({"id": self.id, "type": "message", "role": "assistant", "model": self.model,
             "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage});
         event(out, "message_start", &json!({"type": "message_start", "message": message}));
+        super::thinking::stream(&self.thinking, out);
+        let index = self.thinking.len();
         event(
             out,
             "content_block_start",
-            &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            &json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
         );
         event(out, "ping", &json!({"type": "ping"}));
     }
@@ -45,12 +56,12 @@ impl Render for MessageStream {
         event(
             out,
             "content_block_delta",
-            &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+            &json!({"type": "content_block_delta", "index": self.thinking.len(), "delta": {"type": "text_delta", "text": text}}),
         );
     }
 
     fn tail(&mut self, output: u64, out: &mut Vec<u8>) {
-        event(out, "content_block_stop", &json!({"type": "content_block_stop", "index": 0}));
+        event(out, "content_block_stop", &json!({"type": "content_block_stop", "index": self.thinking.len()}));
         let delta = json!({"stop_reason": super::stop_reason(output, self.cap), "stop_sequence": null});
         event(
             out,

@@ -27,6 +27,8 @@ pub struct ToolStream {
     usage: serde_json::Value,
     call: ToolCall,
     fragments: Fragments,
+    /// Thinking blocks streamed first; the call's index follows them.
+    thinking: Vec<Value>,
 }
 
 impl ToolStream {
@@ -34,12 +36,20 @@ impl ToolStream {
     #[must_use]
     pub fn new(id: String, prepared: &Prepared, call: ToolCall, output: u64) -> Self {
         let fragments = Fragments::new(&call, output, prepared.model.latency.chunk_tokens);
-        Self { id, model: prepared.model.config.name.clone(), usage: super::usage_of(prepared, 1), call, fragments }
+        let model = prepared.model.config.name.clone();
+        Self { id, model, usage: super::usage_of(prepared, 1), call, fragments, thinking: Vec::new() }
     }
 
-    fn partial(out: &mut Vec<u8>, part: &str) {
+    /// The same stream, opened by `thinking` blocks ([`super::thinking::blocks`]).
+    #[must_use]
+    pub fn after(self, thinking: Vec<Value>) -> Self {
+        Self { thinking, ..self }
+    }
+
+    fn partial(&self, out: &mut Vec<u8>, part: &str) {
         let delta = json!({"type": "input_json_delta", "partial_json": part});
-        event(out, "content_block_delta", &json!({"type": "content_block_delta", "index": 0, "delta": delta}));
+        let index = self.thinking.len();
+        event(out, "content_block_delta", &json!({"type": "content_block_delta", "index": index, "delta": delta}));
     }
 }
 
@@ -49,25 +59,31 @@ impl Render for ToolStream {
         let message = json!({"id": self.id, "type": "message", "role": "assistant", "model": self.model,
             "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage});
         event(out, "message_start", &json!({"type": "message_start", "message": message}));
+        super::thinking::stream(&self.thinking, out);
         let mut block = block(&self.call, &self.id);
         block["input"] = json!({});
-        event(out, "content_block_start", &json!({"type": "content_block_start", "index": 0, "content_block": block}));
+        let index = self.thinking.len();
+        event(
+            out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": block}),
+        );
         event(out, "ping", &json!({"type": "ping"}));
-        Self::partial(out, "");
+        self.partial(out, "");
     }
 
     fn chunk(&mut self, _text: &str, out: &mut Vec<u8>) {
         if let Some(part) = self.fragments.next_part().filter(|p| !p.is_empty()) {
-            Self::partial(out, &part);
+            self.partial(out, &part);
         }
     }
 
     fn tail(&mut self, output: u64, out: &mut Vec<u8>) {
         let rest = self.fragments.rest();
         if !rest.is_empty() {
-            Self::partial(out, &rest);
+            self.partial(out, &rest);
         }
-        event(out, "content_block_stop", &json!({"type": "content_block_stop", "index": 0}));
+        event(out, "content_block_stop", &json!({"type": "content_block_stop", "index": self.thinking.len()}));
         let delta = json!({"stop_reason": "tool_use", "stop_sequence": null});
         event(
             out,

@@ -3,6 +3,12 @@
 //! through the Anthropic shape of a `flavor = "bedrock"` model (its body, answer and SSE
 //! converted to and from Converse), errors in Bedrock's words with `x-amzn-ErrorType`
 //! (a quota refusal is a `ThrottlingException` 429), streams in AWS event-stream framing.
+//! Converse's reasoning blocks (signed as Anthropic's thinking is, see
+//! [`crate::anthropic::thinking`]) and cache points are read back to the Anthropic shape
+//! and checked as Bedrock checks them; Anthropic's beta flags are read from the body
+//! (`additionalModelRequestFields.anthropic_beta`, InvokeModel's `anthropic_beta`), never
+//! from an `anthropic-beta` header
+//! (<https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-request-response.html>).
 //! The quota rule (TPM takes input + `max_tokens` up front, output × `output_weight` at
 //! the end) is the model's admission's.
 
@@ -86,17 +92,27 @@ async fn serve(sim: Arc<Sim>, call: Call) -> Response {
             ("ValidationException", "The provided model identifier is invalid."),
         );
     }
+    let malformed = "Malformed input request, please reformat your input and try again.";
     let body = if call.invoke {
-        invoke_to_anthropic(&call.body, &call.model, call.stream)
+        invoke_to_anthropic(&call.body, &call.model, call.stream).ok_or_else(|| malformed.to_owned())
     } else {
-        sluice_provider::converse_to_anthropic_request(&call.body, &call.model, call.stream).ok()
+        sluice_provider::converse_to_anthropic_request(&call.body, &call.model, call.stream)
+            .map_err(|e| format!("{malformed} {e}"))
     };
-    let Some(body) = body else {
-        sim.invalid();
-        let words = ("ValidationException", "Malformed input request, please reformat your input and try again.");
-        return aws_error(&sim, StatusCode::BAD_REQUEST, words);
+    let flags = beta_flags(&call.body, call.invoke);
+    let (body, flags) = match (body, flags) {
+        (Ok(body), Ok(flags)) => (body, flags),
+        (Err(words), _) | (_, Err(words)) => {
+            sim.invalid();
+            return aws_error(&sim, StatusCode::BAD_REQUEST, ("ValidationException", &words));
+        }
     };
-    let answer = crate::anthropic::messages(State(Arc::clone(&sim)), call.ctl, call.headers, Bytes::from(body)).await;
+    let mut headers = call.headers;
+    headers.remove("anthropic-beta");
+    if let Some(value) = (!flags.is_empty()).then(|| HeaderValue::from_str(&flags.join(","))).and_then(Result::ok) {
+        headers.insert("anthropic-beta", value);
+    }
+    let answer = crate::anthropic::messages(State(Arc::clone(&sim)), call.ctl, headers, Bytes::from(body)).await;
     if !answer.status().is_success() {
         return refusal(&sim, answer).await;
     }
@@ -108,16 +124,45 @@ async fn serve(sim: Arc<Sim>, call: Call) -> Response {
 }
 
 /// InvokeModel's Anthropic body as the simulator's Messages request: it must carry
-/// `anthropic_version: bedrock-2023-05-31` and no `model` (the path names it).
+/// `anthropic_version: bedrock-2023-05-31` and no `model` (the path names it);
+/// `anthropic_beta` is read apart ([`beta_flags`]).
 fn invoke_to_anthropic(body: &[u8], model: &str, stream: bool) -> Option<Vec<u8>> {
     let mut value: Value = serde_json::from_slice(body).ok()?;
     let obj = value.as_object_mut()?;
     if obj.remove("anthropic_version")? != sluice_provider::BEDROCK_ANTHROPIC_VERSION || obj.contains_key("model") {
         return None;
     }
+    obj.remove("anthropic_beta");
     obj.insert("model".into(), Value::from(model));
     obj.insert("stream".into(), Value::from(stream));
     serde_json::to_vec(&value).ok()
+}
+
+/// The Anthropic beta flags of a Converse body (`additionalModelRequestFields.anthropic_beta`)
+/// or an InvokeModel one (`anthropic_beta`): a list of flag names, each `name-YYYY-MM-DD`.
+///
+/// # Errors
+/// Bedrock's words for a list it does not take.
+fn beta_flags(body: &[u8], invoke: bool) -> Result<Vec<String>, String> {
+    let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let field = if invoke {
+        value.get("anthropic_beta")
+    } else {
+        value.pointer("/additionalModelRequestFields/anthropic_beta")
+    };
+    let Some(field) = field else { return Ok(Vec::new()) };
+    let flags: Option<Vec<String>> = field
+        .as_array()
+        .and_then(|list| list.iter().map(|f| f.as_str().filter(|f| is_flag(f)).map(str::to_owned)).collect());
+    flags.ok_or_else(|| "invalid beta flag".to_owned())
+}
+
+/// A beta flag's form: lowercase words and digits joined by `-`, ending in a date.
+fn is_flag(flag: &str) -> bool {
+    let Some((name, date)) = flag.len().checked_sub(10).and_then(|at| flag.split_at_checked(at)) else { return false };
+    let date_ok = date.bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() });
+    let name = name.strip_suffix('-').unwrap_or_default();
+    date_ok && !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// A Bedrock error: `{"message"}` with `x-amzn-ErrorType`.
@@ -182,4 +227,29 @@ fn event_stream(sim: &Sim, answer: Response, invoke: bool) -> Response {
     });
     let content_type = [(http::header::CONTENT_TYPE, "application/vnd.amazon.eventstream")];
     with_request_id(sim, (content_type, Body::from_stream(body)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn beta_flags_come_from_the_body_in_each_apis_place() {
+        let converse = br#"{"additionalModelRequestFields":{"anthropic_beta":["context-1m-2025-08-07","interleaved-thinking-2025-05-14"]}}"#;
+        assert_eq!(
+            beta_flags(converse, false),
+            Ok(vec!["context-1m-2025-08-07".into(), "interleaved-thinking-2025-05-14".into()])
+        );
+        assert_eq!(beta_flags(converse, true), Ok(vec![]), "InvokeModel reads its own field");
+        let invoke = br#"{"anthropic_beta":["token-efficient-tools-2025-02-19"]}"#;
+        assert_eq!(beta_flags(invoke, true), Ok(vec!["token-efficient-tools-2025-02-19".into()]));
+        for bad in [
+            r#"{"anthropic_beta":"context-1m-2025-08-07"}"#,
+            r#"{"anthropic_beta":["Context 1M"]}"#,
+            r#"{"anthropic_beta":["context-1m"]}"#,
+            r#"{"anthropic_beta":[7]}"#,
+        ] {
+            assert_eq!(beta_flags(bad.as_bytes(), true), Err("invalid beta flag".into()), "{bad}");
+        }
+    }
 }

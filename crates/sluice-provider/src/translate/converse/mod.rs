@@ -5,14 +5,24 @@
 //!
 //! - Requests: [`anthropic_to_converse_request`] (gateway), [`converse_to_anthropic_request`]
 //!   (simulator): `system`, text, base64 images, tool definitions, `tool_use` and
-//!   `tool_result` blocks, `max_tokens`, `temperature`, `top_p`, `stop_sequences`;
-//!   `top_k` and `thinking` go in `additionalModelRequestFields`.
+//!   `tool_result` blocks, `thinking` and `redacted_thinking` blocks (as `reasoningContent`,
+//!   signature kept, in their place), `cache_control` breakpoints (as `cachePoint` blocks
+//!   after the system block, content block or tool they mark), `max_tokens`, `temperature`,
+//!   `top_p`, `stop_sequences`; `top_k`, `thinking` and the client's `anthropic-beta` flags
+//!   (`anthropic_beta`) go in `additionalModelRequestFields`. InvokeModel
+//!   ([`anthropic_to_invoke_request`]) takes Anthropic's body with the flags as
+//!   `anthropic_beta`.
 //! - Responses: [`converse_to_anthropic_response`], [`anthropic_to_converse_response`]: the
-//!   content, the stop reason and the usage (`inputTokens`, `outputTokens`,
-//!   `cacheReadInputTokens`, `cacheWriteInputTokens`).
+//!   content (reasoning with its signature, redacted reasoning), the stop reason and the
+//!   usage (`inputTokens`, `outputTokens`, `cacheReadInputTokens` →
+//!   `cache_read_input_tokens`, `cacheWriteInputTokens` → `cache_creation_input_tokens`).
 //! - Streams: [`ConverseToAnthropicStream`] reads AWS event-stream frames (`messageStart`,
 //!   `contentBlockStart`/`Delta`/`Stop`, `messageStop`, `metadata`, and exceptions) and
-//!   writes Anthropic SSE; [`anthropic_event_to_converse`] is the simulator's reverse.
+//!   writes Anthropic SSE, a `reasoningContent` delta's `text` as `thinking_delta`, its
+//!   `signature` as `signature_delta` and its `redactedContent` as a `redacted_thinking`
+//!   block (`ContentBlockDelta`, `ReasoningContentBlockDelta`:
+//!   <https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ReasoningContentBlockDelta.html>);
+//!   [`anthropic_event_to_converse`] is the simulator's reverse.
 //! - Errors: [`converse_error_to_anthropic`] turns Bedrock's `{"message": …}` and its
 //!   `x-amzn-ErrorType` into an Anthropic error body.
 

@@ -1,4 +1,22 @@
 //! Converse request bodies from Anthropic Messages bodies, and back.
+//!
+//! The shapes, from AWS's Converse API reference:
+//! - `ContentBlock` is a union: `text`, `image`, `toolUse`, `toolResult`, `reasoningContent`
+//!   (a union of `reasoningText {text, signature}` and `redactedContent`, base64 bytes) and
+//!   `cachePoint {type: "default", ttl?: "5m" | "1h"}`
+//!   (<https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ContentBlock.html>,
+//!   `API_runtime_ReasoningContentBlock.html`, `API_runtime_ReasoningTextBlock.html`,
+//!   `API_runtime_CachePointBlock.html`). A reasoning block passed back in a later turn
+//!   carries its text and signature unmodified; with thinking on, the assistant turn that
+//!   made a tool call must keep it, or Bedrock refuses the turn that answers the call
+//!   (<https://docs.aws.amazon.com/bedrock/latest/userguide/claude-messages-extended-thinking.html>).
+//! - `SystemContentBlock` and `Tool` are unions too, each with a `cachePoint` member: a
+//!   cache checkpoint is its own block, placed after what it closes
+//!   (`API_runtime_SystemContentBlock.html`, `API_runtime_Tool.html`,
+//!   <https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html>).
+//! - Anthropic's beta flags travel in the body: `additionalModelRequestFields.anthropic_beta`
+//!   for Converse, `anthropic_beta` for InvokeModel
+//!   (<https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-request-response.html>).
 
 use serde_json::{Map, Value, json};
 
@@ -6,13 +24,20 @@ use super::names::image_format;
 use crate::translate::error::TranslateError;
 use crate::translate::json::{Object, as_object, opt_array, present};
 
-/// The Converse body (`POST /model/{modelId}/converse`) for an Anthropic Messages `body`.
-/// The model goes in the URL and streaming in the path (`converse-stream`), so `model` and
-/// `stream` are dropped, as is `metadata` (Converse has no end-user field).
+/// Bedrock takes at most four cache checkpoints in a request, as Anthropic takes four
+/// `cache_control` breakpoints.
+const MAX_CACHE_POINTS: usize = 4;
+
+/// The Converse body (`POST /model/{modelId}/converse`) for an Anthropic Messages `body`,
+/// with the client's Anthropic beta flags (`betas`, from its `anthropic-beta` header) in
+/// `additionalModelRequestFields.anthropic_beta`. The model goes in the URL and streaming
+/// in the path (`converse-stream`), so `model` and `stream` are dropped, as is `metadata`
+/// (Converse has no end-user field). Thinking blocks become `reasoningContent` blocks in
+/// their place, `cache_control` breakpoints `cachePoint` blocks after what they mark.
 ///
 /// # Errors
 /// A body that is no JSON object, or a block Converse cannot carry (an image by URL).
-pub fn anthropic_to_converse_request(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
+pub fn anthropic_to_converse_request(body: &[u8], betas: &[&str]) -> Result<Vec<u8>, TranslateError> {
     let value: Value = serde_json::from_slice(body).map_err(|_| TranslateError::invalid("body", "is not JSON"))?;
     let obj = as_object(&value, "body")?;
     let mut out = Object::new();
@@ -25,8 +50,11 @@ pub fn anthropic_to_converse_request(body: &[u8]) -> Result<Vec<u8>, TranslateEr
     }
     out.insert("messages".into(), Value::Array(messages));
     out.insert("inferenceConfig".into(), Value::Object(inference_config(obj)));
-    let additional: Object =
+    let mut additional: Object =
         ["top_k", "thinking"].into_iter().filter_map(|k| present(obj, k).map(|v| (k.to_owned(), v.clone()))).collect();
+    if !betas.is_empty() {
+        additional.insert("anthropic_beta".into(), json!(betas));
+    }
     if !additional.is_empty() {
         out.insert("additionalModelRequestFields".into(), Value::Object(additional));
     }
@@ -37,27 +65,50 @@ pub fn anthropic_to_converse_request(body: &[u8]) -> Result<Vec<u8>, TranslateEr
 }
 
 /// The InvokeModel body for an Anthropic model: the Messages body without `model` and
-/// `stream` (the URL says both), with `anthropic_version: bedrock-2023-05-31`.
+/// `stream` (the URL says both), with `anthropic_version: bedrock-2023-05-31` and the
+/// client's beta flags (`betas`) as `anthropic_beta`. Everything else, thinking blocks and
+/// `cache_control` included, is Anthropic's own shape and goes as it is.
 ///
 /// # Errors
 /// A body that is no JSON object.
-pub fn anthropic_to_invoke_request(body: &[u8]) -> Result<Vec<u8>, TranslateError> {
+pub fn anthropic_to_invoke_request(body: &[u8], betas: &[&str]) -> Result<Vec<u8>, TranslateError> {
     let mut value: Value = serde_json::from_slice(body).map_err(|_| TranslateError::invalid("body", "is not JSON"))?;
     let Some(obj) = value.as_object_mut() else { return Err(TranslateError::invalid("body", "must be an object")) };
     obj.remove("model");
     obj.remove("stream");
     obj.insert("anthropic_version".into(), Value::from(BEDROCK_ANTHROPIC_VERSION));
+    if !betas.is_empty() {
+        obj.insert("anthropic_beta".into(), json!(betas));
+    }
     Ok(serde_json::to_vec(&value).unwrap_or_default())
 }
 
 /// The `anthropic_version` Bedrock's InvokeModel takes for Anthropic models.
 pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
 
+/// The `cachePoint` block that closes what an Anthropic `cache_control` marks (`ttl`, when
+/// given, kept: Bedrock takes `5m` and `1h` as Anthropic does).
+fn cache_point(block: &Value) -> Option<Value> {
+    let control = block.get("cache_control").filter(|c| !c.is_null())?;
+    let mut point = json!({"type": "default"});
+    if let Some(ttl) = control.get("ttl").filter(|t| !t.is_null()) {
+        point["ttl"] = ttl.clone();
+    }
+    Some(json!({"cachePoint": point}))
+}
+
 fn system_blocks(system: &Value) -> Vec<Value> {
     match system {
         Value::String(text) => vec![json!({"text": text})],
         Value::Array(blocks) => {
-            blocks.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).map(|t| json!({"text": t})).collect()
+            let mut out = Vec::with_capacity(blocks.len());
+            for block in blocks {
+                if let Some(text) = block.get("text").and_then(Value::as_str) {
+                    out.push(json!({"text": text}));
+                    out.extend(cache_point(block));
+                }
+            }
+            out
         }
         _ => Vec::new(),
     }
@@ -75,16 +126,15 @@ fn inference_config(obj: &Object) -> Object {
 
 fn tool_config(obj: &Object) -> Option<Value> {
     let tools = present(obj, "tools")?.as_array()?;
-    let specs: Vec<Value> = tools
-        .iter()
-        .map(|t| {
-            let mut spec = json!({"name": t.get("name"), "inputSchema": {"json": t.get("input_schema").cloned().unwrap_or(json!({"type": "object"}))}});
-            if let Some(description) = t.get("description") {
-                spec["description"] = description.clone();
-            }
-            json!({"toolSpec": spec})
-        })
-        .collect();
+    let mut specs = Vec::with_capacity(tools.len());
+    for t in tools {
+        let mut spec = json!({"name": t.get("name"), "inputSchema": {"json": t.get("input_schema").cloned().unwrap_or(json!({"type": "object"}))}});
+        if let Some(description) = t.get("description") {
+            spec["description"] = description.clone();
+        }
+        specs.push(json!({"toolSpec": spec}));
+        specs.extend(cache_point(t));
+    }
     let mut config = json!({"tools": specs});
     let choice = present(obj, "tool_choice").and_then(|c| c.get("type")).and_then(Value::as_str);
     match choice {
@@ -103,9 +153,8 @@ fn message_to_converse(message: &Value, path: &str) -> Result<Value, TranslateEr
         Some(Value::Array(blocks)) => {
             let mut out = Vec::with_capacity(blocks.len());
             for (j, block) in blocks.iter().enumerate() {
-                if let Some(b) = block_to_converse(block, &format!("{path}.content[{j}]"))? {
-                    out.push(b);
-                }
+                out.push(block_to_converse(block, &format!("{path}.content[{j}]"))?);
+                out.extend(cache_point(block));
             }
             out
         }
@@ -114,22 +163,32 @@ fn message_to_converse(message: &Value, path: &str) -> Result<Value, TranslateEr
     Ok(json!({"role": role, "content": content}))
 }
 
-/// One Anthropic content block as a Converse one (`None`: dropped, e.g. a cache marker only).
-fn block_to_converse(block: &Value, path: &str) -> Result<Option<Value>, TranslateError> {
+/// One Anthropic content block as a Converse one. Thinking keeps its signature (Bedrock
+/// refuses a replayed reasoning block whose signature is missing or altered).
+fn block_to_converse(block: &Value, path: &str) -> Result<Value, TranslateError> {
     let kind = block.get("type").and_then(Value::as_str).unwrap_or_default();
-    Ok(Some(match kind {
+    Ok(match kind {
         "text" => json!({"text": block.get("text").cloned().unwrap_or(Value::from(""))}),
         "image" => image_to_converse(block, path)?,
         "tool_use" => {
             json!({"toolUse": {"toolUseId": block.get("id"), "name": block.get("name"), "input": block.get("input").cloned().unwrap_or(json!({}))}})
         }
         "tool_result" => tool_result_to_converse(block),
-        "thinking" | "redacted_thinking" => return Ok(None),
+        "thinking" => {
+            let mut text = json!({"text": block.get("thinking").cloned().unwrap_or(Value::from(""))});
+            if let Some(signature) = block.get("signature").filter(|s| !s.is_null()) {
+                text["signature"] = signature.clone();
+            }
+            json!({"reasoningContent": {"reasoningText": text}})
+        }
+        // Anthropic's `data` is the encrypted reasoning in base64, the form Converse's
+        // `redactedContent` bytes take in JSON: it goes as it is.
+        "redacted_thinking" => json!({"reasoningContent": {"redactedContent": block.get("data")}}),
         other => {
             let reason = format!("a `{other}` block cannot be sent to Bedrock's Converse API");
             return Err(TranslateError::invalid(format!("{path}.type"), reason));
         }
-    }))
+    })
 }
 
 fn image_to_converse(block: &Value, path: &str) -> Result<Value, TranslateError> {
@@ -162,25 +221,38 @@ fn tool_result_to_converse(block: &Value) -> Value {
 }
 
 /// The Anthropic Messages body for a Converse `body` on `model` (the simulator serves
-/// Converse through its Anthropic shape).
+/// Converse through its Anthropic shape): `reasoningContent` back to `thinking` (with its
+/// signature) and `redacted_thinking`, each `cachePoint` back to `cache_control` on the
+/// block before it, `additionalModelRequestFields.thinking` and `top_k` back to the top
+/// level. `anthropic_beta` is left to the caller (Anthropic takes it as a header).
 ///
 /// # Errors
-/// A body that is no JSON object.
+/// A body that is no JSON object, or one Bedrock refuses: a `cachePoint` that closes
+/// nothing, of a type other than `default` or a TTL other than `5m`/`1h`, more than
+/// four of them, a `reasoningContent` with neither member.
 pub fn converse_to_anthropic_request(body: &[u8], model: &str, stream: bool) -> Result<Vec<u8>, TranslateError> {
     let value: Value = serde_json::from_slice(body).map_err(|_| TranslateError::invalid("body", "is not JSON"))?;
     let obj = as_object(&value, "body")?;
+    let mut points = 0;
     let mut out = Map::new();
     out.insert("model".into(), Value::from(model));
     out.insert("stream".into(), Value::from(stream));
-    let texts: Vec<Value> = opt_array(obj, "system", "")?
-        .iter()
-        .filter_map(|b| b.get("text"))
-        .map(|t| json!({"type": "text", "text": t}))
-        .collect();
-    if !texts.is_empty() {
-        out.insert("system".into(), Value::Array(texts));
+    let mut system = Vec::new();
+    for (i, block) in opt_array(obj, "system", "")?.iter().enumerate() {
+        let path = format!("system[{i}]");
+        if let Some(point) = block.get("cachePoint") {
+            mark(&mut system, point, &path, &mut points)?;
+        } else if let Some(text) = block.get("text") {
+            system.push(json!({"type": "text", "text": text}));
+        }
     }
-    let messages: Vec<Value> = opt_array(obj, "messages", "")?.iter().map(message_to_anthropic).collect();
+    if !system.is_empty() {
+        out.insert("system".into(), Value::Array(system));
+    }
+    let mut messages = Vec::new();
+    for (i, message) in opt_array(obj, "messages", "")?.iter().enumerate() {
+        messages.push(message_to_anthropic(message, &format!("messages[{i}]"), &mut points)?);
+    }
     out.insert("messages".into(), Value::Array(messages));
     let config = obj.get("inferenceConfig").and_then(Value::as_object);
     let pairs = [
@@ -194,34 +266,87 @@ pub fn converse_to_anthropic_request(body: &[u8], model: &str, stream: bool) -> 
             out.insert(to.into(), v.clone());
         }
     }
+    let additional = obj.get("additionalModelRequestFields").and_then(Value::as_object);
+    for key in ["thinking", "top_k"] {
+        if let Some(v) = additional.and_then(|a| a.get(key)) {
+            out.insert(key.into(), v.clone());
+        }
+    }
     if let Some(tools) = obj.get("toolConfig").and_then(|c| c.get("tools")).and_then(Value::as_array) {
-        let tools: Vec<Value> = tools.iter().filter_map(|t| t.get("toolSpec")).map(|s| json!({"name": s.get("name"), "description": s.get("description"), "input_schema": s.get("inputSchema").and_then(|i| i.get("json"))})).collect();
-        out.insert("tools".into(), Value::Array(tools));
+        let mut specs = Vec::with_capacity(tools.len());
+        for (i, tool) in tools.iter().enumerate() {
+            if let Some(point) = tool.get("cachePoint") {
+                mark(&mut specs, point, &format!("toolConfig.tools[{i}]"), &mut points)?;
+            } else if let Some(s) = tool.get("toolSpec") {
+                specs.push(json!({"name": s.get("name"), "description": s.get("description"), "input_schema": s.get("inputSchema").and_then(|i| i.get("json"))}));
+            }
+        }
+        out.insert("tools".into(), Value::Array(specs));
+    }
+    if points > MAX_CACHE_POINTS {
+        let reason = format!("has {points} cache points; at most {MAX_CACHE_POINTS} are allowed");
+        return Err(TranslateError::invalid("body", reason));
     }
     Ok(serde_json::to_vec(&out).unwrap_or_default())
 }
 
-fn message_to_anthropic(message: &Value) -> Value {
-    let blocks = message.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-    let content: Vec<Value> = blocks.iter().filter_map(block_to_anthropic).collect();
-    json!({"role": message.get("role").cloned().unwrap_or(Value::from("user")), "content": content})
+/// A `cachePoint` at `path`: `cache_control` on the last block of `blocks` (the one it
+/// closes), counted in `points`.
+fn mark(blocks: &mut [Value], point: &Value, path: &str, points: &mut usize) -> Result<(), TranslateError> {
+    let path = format!("{path}.cachePoint");
+    if point.get("type").and_then(Value::as_str) != Some("default") {
+        return Err(TranslateError::invalid(format!("{path}.type"), "must be `default`"));
+    }
+    let ttl = point.get("ttl");
+    if ttl.is_some_and(|t| !matches!(t.as_str(), Some("5m" | "1h"))) {
+        return Err(TranslateError::invalid(format!("{path}.ttl"), "must be `5m` or `1h`"));
+    }
+    let Some(last) = blocks.last_mut().and_then(Value::as_object_mut) else {
+        return Err(TranslateError::invalid(path, "must follow the content it caches"));
+    };
+    let mut control = json!({"type": "ephemeral"});
+    if let Some(ttl) = ttl {
+        control["ttl"] = ttl.clone();
+    }
+    last.insert("cache_control".into(), control);
+    *points += 1;
+    Ok(())
 }
 
-fn block_to_anthropic(block: &Value) -> Option<Value> {
+fn message_to_anthropic(message: &Value, path: &str, points: &mut usize) -> Result<Value, TranslateError> {
+    let blocks = message.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let mut content = Vec::with_capacity(blocks.len());
+    for (j, block) in blocks.iter().enumerate() {
+        let path = format!("{path}.content[{j}]");
+        if let Some(point) = block.get("cachePoint") {
+            mark(&mut content, point, &path, points)?;
+        } else if let Some(block) = block_to_anthropic(block, &path)? {
+            content.push(block);
+        }
+    }
+    Ok(json!({"role": message.get("role").cloned().unwrap_or(Value::from("user")), "content": content}))
+}
+
+fn block_to_anthropic(block: &Value, path: &str) -> Result<Option<Value>, TranslateError> {
     if let Some(text) = block.get("text") {
-        return Some(json!({"type": "text", "text": text}));
+        return Ok(Some(json!({"type": "text", "text": text})));
+    }
+    if let Some(reasoning) = block.get("reasoningContent") {
+        return reasoning_to_anthropic(reasoning, path).map(Some);
     }
     if let Some(image) = block.get("image") {
-        let media = format!("image/{}", image.get("format")?.as_str()?);
-        let data = image.get("source")?.get("bytes")?;
-        return Some(json!({"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}));
+        let media = image.get("format").and_then(Value::as_str).map(|f| format!("image/{f}"));
+        let data = image.get("source").and_then(|s| s.get("bytes"));
+        return Ok(media.zip(data).map(
+            |(media, data)| json!({"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}),
+        ));
     }
     if let Some(call) = block.get("toolUse") {
-        return Some(
+        return Ok(Some(
             json!({"type": "tool_use", "id": call.get("toolUseId"), "name": call.get("name"), "input": call.get("input")}),
-        );
+        ));
     }
-    let result = block.get("toolResult")?;
+    let Some(result) = block.get("toolResult") else { return Ok(None) };
     let content: Vec<Value> = result
         .get("content")
         .and_then(Value::as_array)
@@ -232,9 +357,29 @@ fn block_to_anthropic(block: &Value) -> Option<Value> {
         .map(|t| json!({"type": "text", "text": t}))
         .collect();
     let is_error = result.get("status").and_then(Value::as_str) == Some("error");
-    Some(
+    Ok(Some(
         json!({"type": "tool_result", "tool_use_id": result.get("toolUseId"), "content": content, "is_error": is_error}),
-    )
+    ))
+}
+
+/// `reasoningContent` (a union: exactly one of `reasoningText`, `redactedContent`) as
+/// Anthropic's `thinking` or `redacted_thinking` block.
+fn reasoning_to_anthropic(reasoning: &Value, path: &str) -> Result<Value, TranslateError> {
+    let path = format!("{path}.reasoningContent");
+    match (reasoning.get("reasoningText"), reasoning.get("redactedContent")) {
+        (Some(text), None) => {
+            let Some(thinking) = text.get("text").filter(|t| t.is_string()) else {
+                return Err(TranslateError::invalid(format!("{path}.reasoningText.text"), "is required"));
+            };
+            let mut block = json!({"type": "thinking", "thinking": thinking});
+            if let Some(signature) = text.get("signature") {
+                block["signature"] = signature.clone();
+            }
+            Ok(block)
+        }
+        (None, Some(Value::String(data))) => Ok(json!({"type": "redacted_thinking", "data": data})),
+        _ => Err(TranslateError::invalid(path, "must hold exactly one of `reasoningText` and `redactedContent`")),
+    }
 }
 
 #[cfg(test)]
@@ -259,7 +404,7 @@ mod tests {
             ],
             "tools": [{"name": "get", "description": "d", "input_schema": {"type": "object"}}]
         });
-        let converse = parse(&anthropic_to_converse_request(anthropic.to_string().as_bytes()).unwrap_or_default());
+        let converse = parse(&anthropic_to_converse_request(anthropic.to_string().as_bytes(), &[]).unwrap_or_default());
         assert_eq!(converse["system"], json!([{"text": "be brief"}]));
         assert_eq!(converse["inferenceConfig"], json!({"maxTokens": 64, "temperature": 0.5, "stopSequences": ["END"]}));
         assert_eq!(
@@ -277,10 +422,108 @@ mod tests {
     #[test]
     fn what_converse_cannot_carry_is_refused_naming_the_field() {
         let url_image = json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}]}]});
-        let err = anthropic_to_converse_request(url_image.to_string().as_bytes()).err();
+        let err = anthropic_to_converse_request(url_image.to_string().as_bytes(), &[]).err();
         assert_eq!(err.as_ref().and_then(TranslateError::field), Some("messages[0].content[0].source"));
         let document = json!({"messages": [{"role": "user", "content": [{"type": "server_tool_use"}]}]});
-        let err = anthropic_to_converse_request(document.to_string().as_bytes()).err();
+        let err = anthropic_to_converse_request(document.to_string().as_bytes(), &[]).err();
         assert_eq!(err.as_ref().and_then(TranslateError::field), Some("messages[0].content[0].type"));
+    }
+
+    #[test]
+    fn thinking_blocks_become_reasoning_content_with_their_signatures_in_order_and_come_back() {
+        let anthropic = json!({
+            "model": "m", "stream": false, "max_tokens": 2048,
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "weather? call-tool:get"}]},
+                {"role": "assistant", "content": [
+                    {"type": "redacted_thinking", "data": "RU5DUllQVEVE"},
+                    {"type": "thinking", "thinking": "I should call get.", "signature": "c2lnLTE="},
+                    {"type": "tool_use", "id": "t1", "name": "get", "input": {}}
+                ]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "sunny"}], "is_error": false}]}
+            ]
+        });
+        let converse = parse(&anthropic_to_converse_request(anthropic.to_string().as_bytes(), &[]).unwrap_or_default());
+        assert_eq!(
+            converse["messages"][1]["content"],
+            json!([
+                {"reasoningContent": {"redactedContent": "RU5DUllQVEVE"}},
+                {"reasoningContent": {"reasoningText": {"text": "I should call get.", "signature": "c2lnLTE="}}},
+                {"toolUse": {"toolUseId": "t1", "name": "get", "input": {}}}
+            ])
+        );
+        assert_eq!(converse["additionalModelRequestFields"]["thinking"], anthropic["thinking"]);
+        let back =
+            parse(&converse_to_anthropic_request(converse.to_string().as_bytes(), "m", false).unwrap_or_default());
+        assert_eq!(back, anthropic, "the simulator reads back what the client sent");
+    }
+
+    #[test]
+    fn cache_breakpoints_become_cache_points_after_the_block_they_close_and_come_back() {
+        let ephemeral = json!({"type": "ephemeral"});
+        let anthropic = json!({
+            "model": "m", "stream": false, "max_tokens": 16,
+            "system": [{"type": "text", "text": "long rules", "cache_control": ephemeral},
+                       {"type": "text", "text": "today"}],
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "document", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+                {"type": "text", "text": "question"}
+            ]}],
+            "tools": [{"name": "a", "description": "d", "input_schema": {"type": "object"}},
+                      {"name": "b", "description": "d", "input_schema": {"type": "object"}, "cache_control": ephemeral}]
+        });
+        let converse = parse(&anthropic_to_converse_request(anthropic.to_string().as_bytes(), &[]).unwrap_or_default());
+        let point = json!({"cachePoint": {"type": "default"}});
+        assert_eq!(converse["system"], json!([{"text": "long rules"}, point, {"text": "today"}]));
+        assert_eq!(
+            converse["messages"][0]["content"],
+            json!([{"text": "document"}, {"cachePoint": {"type": "default", "ttl": "1h"}}, {"text": "question"}])
+        );
+        let tools = converse["toolConfig"]["tools"].as_array().cloned().unwrap_or_default();
+        assert_eq!(tools.len(), 3);
+        assert_eq!((&tools[1]["toolSpec"]["name"], &tools[2]), (&json!("b"), &point));
+        let back =
+            parse(&converse_to_anthropic_request(converse.to_string().as_bytes(), "m", false).unwrap_or_default());
+        assert_eq!(back, anthropic, "each breakpoint back on the block it marked");
+    }
+
+    #[test]
+    fn beta_flags_go_in_the_body_of_both_apis() {
+        let anthropic = json!({"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]});
+        let betas = ["context-1m-2025-08-07", "interleaved-thinking-2025-05-14"];
+        let converse =
+            parse(&anthropic_to_converse_request(anthropic.to_string().as_bytes(), &betas).unwrap_or_default());
+        assert_eq!(converse["additionalModelRequestFields"], json!({"anthropic_beta": betas}));
+        let plain = parse(&anthropic_to_converse_request(anthropic.to_string().as_bytes(), &[]).unwrap_or_default());
+        assert!(plain.get("additionalModelRequestFields").is_none(), "{plain}");
+        let invoke = parse(&anthropic_to_invoke_request(anthropic.to_string().as_bytes(), &betas).unwrap_or_default());
+        assert_eq!(invoke["anthropic_beta"], json!(betas));
+        assert_eq!(invoke["anthropic_version"], BEDROCK_ANTHROPIC_VERSION);
+        assert!(invoke.get("model").is_none());
+    }
+
+    #[test]
+    fn the_simulator_refuses_cache_points_and_reasoning_bedrock_refuses() {
+        let refused = |body: Value| {
+            converse_to_anthropic_request(body.to_string().as_bytes(), "m", false)
+                .err()
+                .and_then(|e| e.field().map(str::to_owned))
+        };
+        let first =
+            json!({"messages": [{"role": "user", "content": [{"cachePoint": {"type": "default"}}, {"text": "x"}]}]});
+        assert_eq!(refused(first).as_deref(), Some("messages[0].content[0].cachePoint"));
+        let kind = json!({"system": [{"text": "x"}, {"cachePoint": {"type": "ephemeral"}}]});
+        assert_eq!(refused(kind).as_deref(), Some("system[1].cachePoint.type"));
+        let ttl = json!({"system": [{"text": "x"}, {"cachePoint": {"type": "default", "ttl": "2h"}}]});
+        assert_eq!(refused(ttl).as_deref(), Some("system[1].cachePoint.ttl"));
+        let five: Vec<Value> = (0..5)
+            .flat_map(|i| [json!({"text": format!("part {i}")}), json!({"cachePoint": {"type": "default"}})])
+            .collect();
+        assert_eq!(refused(json!({"system": five})).as_deref(), Some("body"));
+        let empty = json!({"messages": [{"role": "assistant", "content": [{"reasoningContent": {}}]}]});
+        assert_eq!(refused(empty).as_deref(), Some("messages[0].content[0].reasoningContent"));
+        let no_text = json!({"messages": [{"role": "assistant", "content": [{"reasoningContent": {"reasoningText": {"signature": "s"}}}]}]});
+        assert_eq!(refused(no_text).as_deref(), Some("messages[0].content[0].reasoningContent.reasoningText.text"));
     }
 }

@@ -28,6 +28,8 @@ pub(super) fn usage_to_converse(usage: &Value) -> Value {
 
 /// An Anthropic Messages response (as the deployment's Anthropic-shaped client side reads
 /// it) for a Converse response `body`; `id` names the message (Converse has no id).
+/// `reasoningContent` blocks become `thinking` (text and signature, which the client must
+/// send back in a later turn) and `redacted_thinking` blocks, in their place.
 ///
 /// # Errors
 /// A body without `output.message`.
@@ -54,7 +56,11 @@ fn block_to_anthropic(block: &Value) -> Option<Value> {
             json!({"type": "tool_use", "id": call.get("toolUseId"), "name": call.get("name"), "input": call.get("input")}),
         );
     }
-    let thinking = block.get("reasoningContent")?.get("reasoningText")?;
+    let reasoning = block.get("reasoningContent")?;
+    if let Some(data) = reasoning.get("redactedContent") {
+        return Some(json!({"type": "redacted_thinking", "data": data}));
+    }
+    let thinking = reasoning.get("reasoningText")?;
     Some(json!({"type": "thinking", "thinking": thinking.get("text"), "signature": thinking.get("signature")}))
 }
 
@@ -72,6 +78,10 @@ pub fn anthropic_to_converse_response(body: &[u8], latency_ms: u64) -> Result<Ve
             Some("tool_use") => {
                 Some(json!({"toolUse": {"toolUseId": b.get("id"), "name": b.get("name"), "input": b.get("input")}}))
             }
+            Some("thinking") => Some(
+                json!({"reasoningContent": {"reasoningText": {"text": b.get("thinking"), "signature": b.get("signature")}}}),
+            ),
+            Some("redacted_thinking") => Some(json!({"reasoningContent": {"redactedContent": b.get("data")}})),
             _ => None,
         })
         .collect();
@@ -159,5 +169,30 @@ mod tests {
         assert_eq!(body["error"]["message"], "Too many requests, please wait before trying again.");
         assert_eq!(anthropic_error_type("ServiceQuotaExceededException"), "rate_limit_error");
         assert_eq!(anthropic_error_type("AccessDeniedException"), "permission_error");
+    }
+
+    #[test]
+    fn reasoning_blocks_keep_their_signature_and_redacted_content_both_ways() {
+        let converse = json!({
+            "output": {"message": {"role": "assistant", "content": [
+                {"reasoningContent": {"redactedContent": "RU5DUllQVEVE"}},
+                {"reasoningContent": {"reasoningText": {"text": "think", "signature": "c2ln"}}},
+                {"toolUse": {"toolUseId": "t", "name": "f", "input": {}}}
+            ]}},
+            "stopReason": "tool_use",
+            "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
+        });
+        let out: Value = serde_json::from_slice(
+            &converse_to_anthropic_response(converse.to_string().as_bytes(), "m", "msg_1").unwrap_or_default(),
+        )
+        .unwrap_or_default();
+        assert_eq!(out["content"][0], json!({"type": "redacted_thinking", "data": "RU5DUllQVEVE"}));
+        assert_eq!(out["content"][1], json!({"type": "thinking", "thinking": "think", "signature": "c2ln"}));
+        assert_eq!(out["content"][2]["type"], "tool_use");
+        let back: Value = serde_json::from_slice(
+            &anthropic_to_converse_response(&serde_json::to_vec(&out).unwrap_or_default(), 5).unwrap_or_default(),
+        )
+        .unwrap_or_default();
+        assert_eq!(back["output"], converse["output"], "the simulator answers reasoning as Bedrock does");
     }
 }

@@ -34,6 +34,16 @@ fn sse(out: &mut Vec<u8>, event: &str, data: &Value) {
     out.extend_from_slice(format!("event: {event}\ndata: {data}\n\n").as_bytes());
 }
 
+/// One base64 text of the bytes of several base64 pieces (one piece goes as it is).
+fn joined_base64(mut pieces: Vec<String>) -> String {
+    if pieces.len() == 1 {
+        return pieces.pop().unwrap_or_default();
+    }
+    let parts: Option<Vec<Vec<u8>>> = pieces.iter().map(|p| aws_smithy_types::base64::decode(p).ok()).collect();
+    let bytes = parts.map(|parts| parts.concat());
+    bytes.map_or_else(|| pieces.concat(), aws_smithy_types::base64::encode)
+}
+
 fn header<'a>(message: &'a Message, name: &str) -> Option<&'a str> {
     let found = message.headers().iter().find(|h| h.name().as_str() == name)?;
     match found.value() {
@@ -57,6 +67,9 @@ pub struct ConverseToAnthropicStream {
     open: Vec<u64>,
     stop: Option<&'static str>,
     ended: bool,
+    /// A `redactedContent` block's pieces (its index and base64 pieces): Anthropic's
+    /// `redacted_thinking` block is opened whole, so it goes out when the block stops.
+    redacted: Option<(u64, Vec<String>)>,
     /// InvokeModelWithResponseStream: each `chunk` frame carries one Anthropic event.
     invoke: bool,
 }
@@ -74,6 +87,7 @@ impl ConverseToAnthropicStream {
             open: Vec::new(),
             stop: None,
             ended: false,
+            redacted: None,
             invoke: false,
         }
     }
@@ -146,6 +160,9 @@ impl ConverseToAnthropicStream {
             }
             "contentBlockDelta" => self.delta(index, payload.get("delta").unwrap_or(&Value::Null), out),
             "contentBlockStop" => {
+                if let Some((at, pieces)) = self.redacted.take_if(|(at, _)| *at == index) {
+                    self.open_block(at, json!({"type": "redacted_thinking", "data": joined_base64(pieces)}), out);
+                }
                 self.open.retain(|i| *i != index);
                 sse(out, "content_block_stop", &json!({"type": "content_block_stop", "index": index}));
             }
@@ -184,15 +201,35 @@ impl ConverseToAnthropicStream {
             json!({"type": "text_delta", "text": text})
         } else if let Some(input) = delta.get("toolUse").and_then(|t| t.get("input")) {
             json!({"type": "input_json_delta", "partial_json": input})
-        } else if let Some(text) = delta.get("reasoningContent").and_then(|r| r.get("text")) {
-            if !self.open.contains(&index) {
-                self.open_block(index, json!({"type": "thinking", "thinking": ""}), out);
-            }
-            json!({"type": "thinking_delta", "thinking": text})
+        } else if let Some(reasoning) = delta.get("reasoningContent") {
+            return self.reasoning(index, reasoning, out);
         } else {
             return;
         };
         sse(out, "content_block_delta", &json!({"type": "content_block_delta", "index": index, "delta": anthropic}));
+    }
+
+    /// A `reasoningContent` delta (one of `text`, `signature`, `redactedContent`): Anthropic's
+    /// `thinking_delta` and `signature_delta` on a `thinking` block, or the pieces of a
+    /// `redacted_thinking` block.
+    fn reasoning(&mut self, index: u64, reasoning: &Value, out: &mut Vec<u8>) {
+        if let Some(data) = reasoning.get("redactedContent").and_then(Value::as_str) {
+            match &mut self.redacted {
+                Some((at, pieces)) if *at == index => pieces.push(data.to_owned()),
+                _ => self.redacted = Some((index, vec![data.to_owned()])),
+            }
+            return;
+        }
+        if !self.open.contains(&index) {
+            self.open_block(index, json!({"type": "thinking", "thinking": "", "signature": ""}), out);
+        }
+        let delta = |d: Value| json!({"type": "content_block_delta", "index": index, "delta": d});
+        if let Some(text) = reasoning.get("text") {
+            sse(out, "content_block_delta", &delta(json!({"type": "thinking_delta", "thinking": text})));
+        }
+        if let Some(signature) = reasoning.get("signature") {
+            sse(out, "content_block_delta", &delta(json!({"type": "signature_delta", "signature": signature})));
+        }
     }
 
     fn metadata(&mut self, payload: &Value, out: &mut Vec<u8>) {
@@ -240,10 +277,17 @@ pub fn anthropic_event_to_converse(event: &str, data: &Value, usage: &mut Value)
             let start = json!({"toolUse": {"toolUseId": block.get("id"), "name": block.get("name")}});
             converse_frame("contentBlockStart", &json!({"start": start, "contentBlockIndex": index}), false)
         }
+        // Converse opens no reasoning block: its redacted content comes as one delta.
+        "content_block_start" if data["content_block"]["type"] == "redacted_thinking" => {
+            let delta = json!({"reasoningContent": {"redactedContent": data["content_block"].get("data")}});
+            converse_frame("contentBlockDelta", &json!({"delta": delta, "contentBlockIndex": index}), false)
+        }
         "content_block_delta" => {
             let delta = &data["delta"];
             let converse = match delta.get("type").and_then(Value::as_str) {
                 Some("input_json_delta") => json!({"toolUse": {"input": delta.get("partial_json")}}),
+                Some("thinking_delta") => json!({"reasoningContent": {"text": delta.get("thinking")}}),
+                Some("signature_delta") => json!({"reasoningContent": {"signature": delta.get("signature")}}),
                 _ => json!({"text": delta.get("text")}),
             };
             converse_frame("contentBlockDelta", &json!({"delta": converse, "contentBlockIndex": index}), false)
@@ -340,5 +384,81 @@ mod tests {
         assert!(out.starts_with("event: error\n") && out.contains("rate_limit_error"), "{out}");
         assert!(!out.contains("AKIA"), "AWS's text is not passed on: {out}");
         assert!(fresh.push(b"more").is_empty(), "nothing after the error");
+    }
+
+    /// The Anthropic events of an SSE text, as (event, data) pairs.
+    fn events(sse: &str) -> Vec<(String, Value)> {
+        sse.split("\n\n")
+            .filter_map(|e| {
+                let (head, data) = e.split_once("\ndata: ")?;
+                Some((head.trim_start_matches("event: ").to_owned(), serde_json::from_str(data).ok()?))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reasoning_deltas_and_their_signature_reach_the_client_in_order() {
+        let mut usage = Value::Null;
+        let anthropic = [
+            ("message_start", json!({"message": {"usage": {"input_tokens": 5}}})),
+            (
+                "content_block_start",
+                json!({"index": 0, "content_block": {"type": "redacted_thinking", "data": "RU5D"}}),
+            ),
+            ("content_block_stop", json!({"index": 0})),
+            (
+                "content_block_start",
+                json!({"index": 1, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+            ),
+            ("content_block_delta", json!({"index": 1, "delta": {"type": "thinking_delta", "thinking": "Let me "}})),
+            ("content_block_delta", json!({"index": 1, "delta": {"type": "thinking_delta", "thinking": "think."}})),
+            ("content_block_delta", json!({"index": 1, "delta": {"type": "signature_delta", "signature": "c2lnLTE="}})),
+            ("content_block_stop", json!({"index": 1})),
+            ("content_block_start", json!({"index": 2, "content_block": {"type": "text", "text": ""}})),
+            ("content_block_delta", json!({"index": 2, "delta": {"type": "text_delta", "text": "Hi"}})),
+            ("content_block_stop", json!({"index": 2})),
+            ("message_delta", json!({"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}})),
+            ("message_stop", json!({})),
+        ];
+        let bytes: Vec<u8> =
+            anthropic.iter().flat_map(|(e, d)| anthropic_event_to_converse(e, d, &mut usage)).collect();
+        let mut bytewise = ConverseToAnthropicStream::new("m", "msg_1");
+        let pieces: Vec<u8> = bytes.iter().flat_map(|b| bytewise.push(&[*b]).to_vec()).collect();
+        let out = events(&String::from_utf8_lossy(&pieces));
+        let starts: Vec<&Value> =
+            out.iter().filter(|(e, _)| e == "content_block_start").map(|(_, d)| &d["content_block"]).collect();
+        assert_eq!(starts[0], &json!({"type": "redacted_thinking", "data": "RU5D"}));
+        assert_eq!(starts[1]["type"], "thinking");
+        assert_eq!(starts[2]["type"], "text");
+        let deltas: Vec<&Value> =
+            out.iter().filter(|(e, _)| e == "content_block_delta").map(|(_, d)| &d["delta"]).collect();
+        assert_eq!(
+            deltas,
+            [
+                &json!({"type": "thinking_delta", "thinking": "Let me "}),
+                &json!({"type": "thinking_delta", "thinking": "think."}),
+                &json!({"type": "signature_delta", "signature": "c2lnLTE="}),
+                &json!({"type": "text_delta", "text": "Hi"}),
+            ]
+        );
+        let stops: Vec<&Value> =
+            out.iter().filter(|(e, _)| e == "content_block_stop").map(|(_, d)| &d["index"]).collect();
+        assert_eq!(stops, [&json!(0), &json!(1), &json!(2)], "each block closed once, in order");
+    }
+
+    #[test]
+    fn redacted_content_in_pieces_is_one_block_with_all_its_bytes() {
+        let frame = |data: &str| {
+            let delta = json!({"reasoningContent": {"redactedContent": data}});
+            converse_frame("contentBlockDelta", &json!({"delta": delta, "contentBlockIndex": 0}), false)
+        };
+        let mut stream = ConverseToAnthropicStream::new("m", "msg_1");
+        let mut bytes = frame(&aws_smithy_types::base64::encode(b"secret "));
+        bytes.extend(frame(&aws_smithy_types::base64::encode(b"reasoning")));
+        bytes.extend(converse_frame("contentBlockStop", &json!({"contentBlockIndex": 0}), false));
+        let out = events(&String::from_utf8_lossy(&stream.push(&bytes)));
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[0].1["content_block"]["data"], aws_smithy_types::base64::encode(b"secret reasoning"));
+        assert_eq!(out[1].0, "content_block_stop");
     }
 }
