@@ -22,6 +22,7 @@ import asyncio
 import hashlib
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -281,12 +282,67 @@ def retry_wait(headers) -> float:
     return 1.0
 
 
+# What the official openai/anthropic SDKs do with a 429 or 503 (`max_retries=2`): wait the
+# `retry-after-ms`/`retry-after` hint when there is one, else 0.5 s x 2^n (at most 8 s) less
+# up to 25 % jitter, and try again. The hint is capped here at SDK_HINT_CAP.
+SDK_RETRY_STATUSES = (429, 503)
+SDK_HINT_CAP = 10.0
+
+
+def hinted_wait(headers) -> float | None:
+    """The wait a `retry-after-ms` or `retry-after` header asks for, in seconds, if any."""
+    for name, scale in (("retry-after-ms", 1000), ("retry-after", 1)):
+        value = headers.get(name)
+        if value:
+            try:
+                return float(value) / scale
+            except ValueError:
+                pass
+    return None
+
+
+def sdk_backoff(headers, attempt: int, rng) -> float:
+    """The SDK's wait before retry number `attempt + 1`."""
+    hint = hinted_wait(headers)
+    if hint is not None and hint > 0:
+        return min(hint, SDK_HINT_CAP)
+    return min(0.5 * 2 ** attempt, 8.0) * (1 - 0.25 * rng.random())
+
+
+async def sdk_call(session, url: str, payload: dict, retries: int, counts: dict, rng) -> tuple[int, object]:
+    """One client call with the SDK's retries: the final (status, headers); -1 for a
+    connection error. Counts `retries` made, `hinted_429` and `wire_429`/`wire_503` seen."""
+    attempt = 0
+    while True:
+        try:
+            async with session.post(url, json=payload) as r:
+                await r.read()
+                status, headers = r.status, r.headers
+        except Exception:
+            return -1, {}
+        if status == 429:
+            counts["wire_429"] += 1
+            if hinted_wait(headers) is not None:
+                counts["hinted_429"] += 1
+        elif status == 503:
+            counts["wire_503"] += 1
+        if status not in SDK_RETRY_STATUSES or attempt >= retries:
+            return status, headers
+        await asyncio.sleep(sdk_backoff(headers, attempt, rng))
+        attempt += 1
+        counts["retries"] += 1
+
+
 async def closed_loop(urls: list[str], kind: str, workers: int, seconds: float, prompt_words: int,
-                      max_tokens: int, sizes=None) -> dict:
+                      max_tokens: int, sizes=None, retries: int | None = None) -> dict:
     """`workers` clients (spread over `urls`), each sending one request at a time and retrying
     every 429 after the hinted wait, for `seconds`. `sizes`, when given, draws each request's
-    (prompt words, max_tokens) instead."""
-    counts = {"ok": 0, "client_429": 0, "other_errors": 0, "waited_s": 0.0, "hints": {}}
+    (prompt words, max_tokens) instead. With `retries`, each client is an SDK instead
+    ([`sdk_call`]): a request still refused after `retries` retries is a final error
+    (`client_429`/`other_errors`) and the client goes on with its next one."""
+    counts = {"ok": 0, "client_429": 0, "other_errors": 0, "waited_s": 0.0, "hints": {},
+              "retries": 0, "hinted_429": 0, "wire_429": 0, "wire_503": 0}
+    rng = random.Random(77)
     deadline = time.monotonic() + seconds
     model = model_for(urls[0], kind == "direct")
     conn = aiohttp.TCPConnector(limit=workers * 2)
@@ -299,6 +355,15 @@ async def closed_loop(urls: list[str], kind: str, workers: int, seconds: float, 
                 words, most = sizes() if sizes else (prompt_words, max_tokens)
                 payload = body(words, most, w * 1_000_000 + n)
                 payload["model"] = model
+                if retries is not None:
+                    status, _ = await sdk_call(session, f"{url}/v1/chat/completions", payload, retries, counts, rng)
+                    if status == 200:
+                        counts["ok"] += 1
+                        n += 1
+                    else:
+                        counts["client_429" if status == 429 else "other_errors"] += 1
+                        await asyncio.sleep(0.1)
+                    continue
                 try:
                     async with session.post(f"{url}/v1/chat/completions", json=payload) as r:
                         await r.read()
@@ -313,6 +378,9 @@ async def closed_loop(urls: list[str], kind: str, workers: int, seconds: float, 
                     n += 1
                 elif status == 429:
                     counts["client_429"] += 1
+                    counts["wire_429"] += 1
+                    if hinted_wait(headers) is not None:
+                        counts["hinted_429"] += 1
                     wait = retry_wait(headers)
                     key = f"{wait:.0f}s" if wait >= 1 else "<1s"
                     counts["hints"][key] = counts["hints"].get(key, 0) + 1

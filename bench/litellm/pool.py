@@ -8,17 +8,23 @@ The simulated provider serves the three deployments as three models (`dep-a`, `d
 same Redis with one `model_list` group of the three (rpm set), once per routing strategy.
 
 Workloads (each bounded in count and time; request sizes drawn from a spread):
-  closed   30 closed-loop clients (each 429 retried after its hint) above the pool's sum:
-           utilization of the sum, provider 429s, client errors, each member's busiest
-           minute against its limit.
+  closed   30 closed-loop clients above the pool's sum: utilization of the sum, provider
+           429s, client errors, each member's busiest minute against its limit.
   open     Poisson arrivals at 80 % of the sum (480/min, more than any one member holds),
            some clients giving up early: p50/p99 against the provider's own (a direct call),
            provider 429s, client errors.
   tiers    `a` tier 0, `b` and `c` tier 1 (LiteLLM: `order`): after a closed-loop warm-up
            that empties every bucket, Poisson arrivals at 450/min (1.5 x `a`): `a`'s
            utilization and how much tier 1 took beyond the overflow.
-  fault    the open workload while `c` answers 503 for a while (the provider's `/_faults`):
-           client errors, requests `c` still got after the outage began, when it served again.
+  fault    the open workload while one member (`--pool-outage-member`, `b`) answers 503, or
+           429 with a 20 s `retry-after` (`--pool-outage-kind`), for a while (the provider's
+           `/_faults`): client errors, the member's requests per second from 5 s before the
+           outage to 10 s into it, when it served again.
+
+Clients behave as the official SDKs do (`--pool-client-retries`, 2): a 429 or 503 is retried
+up to twice, after its `retry-after-ms`/`retry-after` (at most 10 s) or else 0.5 s x 2^n with
+jitter; the same for every gateway. Each workload counts the final errors (after retries),
+the hinted 429s seen on the wire and the retries made.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ from pathlib import Path
 
 import aiohttp
 
-from bench import KEY, Procs, auth_for, closed_loop, free_port, pct, sim_reset, sim_stats, start_litellm
+from bench import (KEY, Procs, auth_for, closed_loop, free_port, pct, sdk_call, sim_reset, sim_stats,
+                   start_litellm)
 
 MEMBERS = [("a", "dep-a", 300), ("b", "dep-b", 200), ("c", "dep-c", 100)]
 POOL_RPM = sum(rpm for _, _, rpm in MEMBERS)
@@ -168,15 +175,19 @@ def set_faults(sim_url: str, model: str, faults: dict) -> None:
 
 
 async def poisson(urls: list[str], kind: str, model: str, per_minute: float, seconds: float, seed: int,
-                  give_up_share: float = 0.05, events: list | None = None) -> dict:
+                  give_up_share: float = 0.05, events: list | None = None, retries: int = 0) -> dict:
     """Poisson arrivals at `per_minute` for `seconds` over `urls`; latency of each answered
-    request from its intended send time (no coordinated omission), in ms. A `give_up_share`
-    of the requests is abandoned by its client after 0.2-1.0 s (counted, not an error).
-    `events` are (offset s, callable) run in a thread at their time (a fault starting)."""
+    request from its intended send time (no coordinated omission, retries included), in ms.
+    Each client retries a 429 or 503 up to `retries` times as the SDKs do (`sdk_call`). A
+    `give_up_share` of the requests is abandoned by its client after 0.2-1.0 s (counted, not
+    an error). `events` are (offset s, callable) run in a thread at their time (a fault
+    starting)."""
     rng = random.Random(seed)
+    backoff_rng = random.Random(seed + 2)
     draw = sizes(seed + 1)
     lat: list[float] = []
-    counts = {"sent": 0, "ok": 0, "client_429": 0, "other_errors": 0, "gave_up": 0, "statuses": {}}
+    counts = {"sent": 0, "ok": 0, "client_429": 0, "other_errors": 0, "gave_up": 0, "statuses": {},
+              "retries": 0, "hinted_429": 0, "wire_429": 0, "wire_503": 0}
     # (offset of the intended send, status) of every request that ended with an error.
     failures: list[tuple[float, int]] = []
     conn = aiohttp.TCPConnector(limit=1024)
@@ -188,9 +199,8 @@ async def poisson(urls: list[str], kind: str, model: str, per_minute: float, sec
             payload = mixed_body(model, draw, n)
 
             async def call() -> int:
-                async with session.post(f"{url}/v1/chat/completions", json=payload) as r:
-                    await r.read()
-                    return r.status
+                status, _ = await sdk_call(session, f"{url}/v1/chat/completions", payload, retries, counts, backoff_rng)
+                return status
 
             try:
                 status = await (asyncio.wait_for(call(), give_up) if give_up else call())
@@ -352,12 +362,17 @@ def run(args, procs: Procs, key_file: Path, out: dict) -> None:
         else:
             raise SystemExit(f"unknown pool gateway {gateway}")
 
+    retries = args.pool_client_retries
+    assert 0 <= retries <= 5
+    out["client_retries"] = retries
     for side in sides:
         kind = side.kind
         if "closed" in workloads:
             urls = side.urls_for(False)
             sim_reset(sim_url)
-            c = asyncio.run(closed_loop(urls, kind, args.pool_workers, seconds, 0, 0, sizes=sizes(21)))
+            # retries 0: the old clients, every 429 retried after its hint for as long as it takes.
+            c = asyncio.run(closed_loop(urls, kind, args.pool_workers, seconds, 0, 0, sizes=sizes(21),
+                                        retries=retries or None))
             stats = sim_stats(sim_url)
             got = delivered(stats, skip, int(seconds))
             row = {
@@ -376,7 +391,7 @@ def run(args, procs: Procs, key_file: Path, out: dict) -> None:
         if "open" in workloads:
             urls = side.urls_for(False)
             sim_reset(sim_url)
-            r = asyncio.run(poisson(urls, kind, "fast-chat", POOL_RPM * 0.8, open_seconds, 31))
+            r = asyncio.run(poisson(urls, kind, "fast-chat", POOL_RPM * 0.8, open_seconds, 31, retries=retries))
             stats = sim_stats(sim_url)
             row = {"workload": "open", "path": side.name, **{k: v for k, v in r.items() if k != "failures"},
                    "provider_429": provider_429(stats), "members": members_summary(stats, 0, int(open_seconds))}
@@ -387,23 +402,34 @@ def run(args, procs: Procs, key_file: Path, out: dict) -> None:
             urls = side.urls_for(False)
             sim_reset(sim_url)
             begin, end = args.pool_fault_at, args.pool_fault_at + args.pool_fault_seconds
-            events = [(begin, lambda: set_faults(sim_url, "dep-c", {"error_503": 1.0})),
-                      (end, lambda: set_faults(sim_url, "dep-c", {}))]
+            member = args.pool_outage_member
+            dep = next(model for d, model, _ in MEMBERS if d == member)
+            if args.pool_outage_kind == "503":
+                fault = {"error_503": 1.0}
+            else:
+                fault = {"error_429": 1.0, "error_429_retry_after_ms": int(args.pool_outage_hint * 1000)}
+            events = [(begin, lambda: set_faults(sim_url, dep, fault)), (end, lambda: set_faults(sim_url, dep, {}))]
             try:
-                r = asyncio.run(poisson(urls, kind, "fast-chat", POOL_RPM * 0.8, open_seconds, 41, events=events))
+                r = asyncio.run(poisson(urls, kind, "fast-chat", POOL_RPM * 0.8, open_seconds, 41, events=events,
+                                        retries=retries))
             finally:
-                set_faults(sim_url, "dep-c", {})
+                set_faults(sim_url, dep, {})
             stats = sim_stats(sim_url)
-            c_seconds = stats.get("model_timeline", {}).get("dep-c", [])
-            during = c_seconds[int(begin):int(end)]
+            seconds_of = stats.get("model_timeline", {}).get(dep, [])
+            b0, e0 = int(begin), int(end)
+            during = seconds_of[b0:e0]
+            around = [seconds_of[i] if 0 <= i < len(seconds_of) else 0 for i in range(b0 - 5, b0 + 10)]
             row = {
                 "workload": "fault", "path": side.name, **{k: v for k, v in r.items() if k != "failures"},
-                "fault_window_s": [begin, end],
+                "outage_member": member, "outage_kind": args.pool_outage_kind, "fault_window_s": [begin, end],
                 "provider_503": stats.get("faults", {}).get("error_503", 0),
+                "provider_fault_429": stats.get("faults", {}).get("error_429", 0),
                 "provider_429": provider_429(stats),
-                "c_requests_per_second_during_outage": during,
-                "c_last_second_with_requests_during_outage": max((begin + i for i, v in enumerate(during) if v), default=None),
-                "c_first_second_after_outage": next((end + i for i, v in enumerate(c_seconds[int(end):]) if v), None),
+                "member_requests_per_second_around_start": around,
+                "member_requests_per_second_during_outage": during,
+                "member_requests_during_outage": sum(during),
+                "member_last_second_with_requests_during_outage": max((begin + i for i, v in enumerate(during) if v), default=None),
+                "member_first_second_after_outage": next((end + i for i, v in enumerate(seconds_of[e0:]) if v), None),
                 "client_errors_by_offset": r["failures"][:200],
                 "members": members_summary(stats, 0, int(open_seconds)),
             }
@@ -453,32 +479,38 @@ def fmt(v, digits: int = 0) -> str:
 
 
 def table(out: dict) -> str:
-    """The markdown tables of the pool phase."""
+    """The markdown tables of the pool phase. "final errors" are the requests that failed
+    after the clients' retries; "hinted 429s" the 429s with a `retry-after` the clients saw
+    on the wire (retried or not); "retries" the retries they made."""
     lines = []
     direct = out.get("direct")
     rows = out.get("rows", [])
+    retries = out.get("client_retries", 0)
+    who = f"clients retry a 429/503 up to {retries} times as the SDKs do" if retries else "clients without SDK retries"
     closed = [r for r in rows if r["workload"] == "closed"]
     if closed:
-        lines += ["", "Pool of 3 (300 + 200 + 100 RPM), closed loop above the sum:", "",
-                  "| gateway | utilization of the sum | provider 429s | client 429s | other client errors | busiest minute a / b / c (limits 300 / 200 / 100) |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", f"Pool of 3 (300 + 200 + 100 RPM), 30 closed-loop clients above the sum ({who}):", "",
+                  "| gateway | utilization of the sum | provider 429s | final client errors (429 / other) | hinted 429s | retries | busiest minute a / b / c (limits 300 / 200 / 100) |",
+                  "|---|---|---|---|---|---|---|"]
         for r in closed:
             m = r["members"]
             busiest = " / ".join(str(m[d]["busiest_minute"]) for d in ("a", "b", "c"))
             lines.append(f"| {r['path']} | {r['utilization_of_sum']:.3f} | {r['provider_429']} ({100 * r['provider_429_share']:.2f} %) "
-                         f"| {r['client_429']} | {r['other_errors']} | {busiest} |")
+                         f"| {r['client_429'] + r['other_errors']} ({r['client_429']} / {r['other_errors']}) "
+                         f"| {r.get('hinted_429', '-')} | {r.get('retries', '-')} | {busiest} |")
     opened = [r for r in rows if r["workload"] == "open"]
     if opened:
-        lines += ["", f"Poisson arrivals at 480/min (80 % of the sum), 5 % of clients giving up after 0.2-1 s:", "",
-                  "| path | p50 | p99 | provider 429s | client 429s | other client errors | gave up | a / b / c per minute |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += ["", f"Poisson arrivals at 480/min (80 % of the sum), 5 % of clients giving up after 0.2-1 s ({who}):", "",
+                  "| path | p50 | p99 | provider 429s | final client errors (429 / other) | hinted 429s | retries | gave up | a / b / c per minute |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         if direct:
-            lines.append(f"| provider direct (unlimited model) | {fmt(direct['p50_ms'])} ms | {fmt(direct['p99_ms'])} ms | - | - | - | - | - |")
+            lines.append(f"| provider direct (unlimited model) | {fmt(direct['p50_ms'])} ms | {fmt(direct['p99_ms'])} ms | - | - | - | - | - | - |")
         for r in opened:
             m = r["members"]
             per = " / ".join(fmt(m[d]["per_minute"]) for d in ("a", "b", "c"))
-            lines.append(f"| {r['path']} | {fmt(r['p50_ms'])} ms | {fmt(r['p99_ms'])} ms | {r['provider_429']} | {r['client_429']} "
-                         f"| {r['other_errors']} | {r['gave_up']} | {per} |")
+            lines.append(f"| {r['path']} | {fmt(r['p50_ms'])} ms | {fmt(r['p99_ms'])} ms | {r['provider_429']} "
+                         f"| {r['client_429'] + r['other_errors']} ({r['client_429']} / {r['other_errors']}) "
+                         f"| {r.get('hinted_429', '-')} | {r.get('retries', '-')} | {r['gave_up']} | {per} |")
     tiers = [r for r in rows if r["workload"] == "tiers"]
     if tiers:
         lines += ["", "Tiers (a tier 0; b, c tier 1), Poisson at 450/min after a warm-up that empties every bucket:", "",
@@ -488,15 +520,23 @@ def table(out: dict) -> str:
             lines.append(f"| {r['path']} | {r['tier0_utilization']:.3f} | {r['tier1_admitted']} | {fmt(r['tier1_beyond_overflow'])} "
                          f"| {r['provider_429']} | {r['client_429']} | {r['other_errors']} |")
     faults = [r for r in rows if r["workload"] == "fault"]
-    if faults:
-        lines += ["", "c answers 503 during the outage (Poisson at 480/min):", "",
-                  "| gateway | outage | provider 503s | c's requests per second in the outage | client 429s | other client errors | p99 | c served again at |",
-                  "|---|---|---|---|---|---|---|---|"]
+    for kind in sorted({(r["outage_member"], r["outage_kind"]) for r in faults}):
+        member, status = kind
+        what = "503" if status == "503" else "429 with retry-after"
+        b, e = next(r["fault_window_s"] for r in faults if (r["outage_member"], r["outage_kind"]) == kind)
+        lines += ["", f"{member} answers {what} from {b:g} s to {e:g} s (Poisson at 480/min, {who}); "
+                  f"{member}'s requests per second from {b - 5:g} s to {b + 9:g} s, the outage starting after the `|`:", "",
+                  "| gateway | provider 503s / fault 429s | limit 429s | requests per second around the start | in the whole outage | final client errors (429 / other) | hinted 429s | retries | p99 | back at |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for r in faults:
-            b, e = r["fault_window_s"]
-            per = ",".join(str(v) for v in r["c_requests_per_second_during_outage"][:12])
-            lines.append(f"| {r['path']} | {b:g}-{e:g} s | {r['provider_503']} | {per} | {r['client_429']} | {r['other_errors']} "
-                         f"| {fmt(r['p99_ms'])} ms | {fmt(r['c_first_second_after_outage'])} s |")
+            if (r["outage_member"], r["outage_kind"]) != kind:
+                continue
+            around = r["member_requests_per_second_around_start"]
+            per = ",".join(str(v) for v in around[:5]) + " \\| " + ",".join(str(v) for v in around[5:])
+            lines.append(f"| {r['path']} | {r['provider_503']} / {r['provider_fault_429']} | {r['provider_429']} | {per} "
+                         f"| {r['member_requests_during_outage']} "
+                         f"| {r['client_429'] + r['other_errors']} ({r['client_429']} / {r['other_errors']}) "
+                         f"| {r['hinted_429']} | {r['retries']} | {fmt(r['p99_ms'])} ms | {fmt(r['member_first_second_after_outage'])} s |")
     return "\n".join(lines)
 
 
@@ -515,3 +555,11 @@ def add_args(ap) -> None:
     ap.add_argument("--pool-tier-rate", type=float, default=450, help="tiers: arrivals per minute")
     ap.add_argument("--pool-fault-at", type=float, default=30)
     ap.add_argument("--pool-fault-seconds", type=float, default=30)
+    ap.add_argument("--pool-outage-member", default="b", choices=[d for d, _, _ in MEMBERS],
+                    help="fault: the member that fails (b is the 200 RPM one)")
+    ap.add_argument("--pool-outage-kind", default="503", choices=["503", "429"],
+                    help="fault: the failing member answers 503, or 429 with retry-after --pool-outage-hint")
+    ap.add_argument("--pool-outage-hint", type=float, default=20, help="fault 429: its retry-after, seconds")
+    ap.add_argument("--pool-client-retries", type=int, default=2,
+                    help="clients retry a 429/503 this many times as the SDKs do (0: closed-loop clients "
+                         "retry every 429 after its hint, open-loop ones never)")

@@ -34,7 +34,7 @@ pub enum ApiError {
         /// 429 or 529.
         status: u16,
     },
-    /// An injected server error (500, 502, 503, 529).
+    /// An injected error (400, 401, 429, 500, 502, 503, 529).
     Fault(u16),
 }
 

@@ -15,6 +15,8 @@ pub const DEFAULT_STREAM_DROP_AFTER: u32 = 2;
 pub const DEFAULT_STALL_MS: u64 = 300_000;
 /// Default number of content chunks a stalling stream sends first.
 pub const DEFAULT_STALL_AFTER: u32 = 1;
+/// Default `retry-after` of the 429 fault, real milliseconds.
+pub const DEFAULT_ERROR_429_RETRY_AFTER_MS: u64 = 1_000;
 /// Default size of an oversized answer: more than any gateway should buffer.
 pub const DEFAULT_OVERSIZE_BYTES: u64 = 80 * 1024 * 1024;
 
@@ -37,6 +39,10 @@ pub struct FaultConfig {
     /// HTTP 400 (`invalid_request_error`).
     #[serde(default)]
     pub error_400: f64,
+    /// HTTP 429 carrying `retry-after`/`retry-after-ms` of `error_429_retry_after_ms`: a
+    /// deployment that refuses everything for a while, whatever its own limits say.
+    #[serde(default)]
+    pub error_429: f64,
     /// HTTP 401 (an invalid key).
     #[serde(default)]
     pub error_401: f64,
@@ -59,6 +65,9 @@ pub struct FaultConfig {
     /// A 200 whose body is `oversize_bytes` long (JSON padded with spaces).
     #[serde(default)]
     pub oversize: f64,
+    /// The wait the 429 fault hints, real milliseconds.
+    #[serde(default = "default_error_429_retry_after_ms")]
+    pub error_429_retry_after_ms: u64,
     /// Bound of a hang, real milliseconds.
     #[serde(default = "default_hang_ms")]
     pub hang_ms: u64,
@@ -90,6 +99,9 @@ pub struct FaultConfig {
     pub error_padding_bytes: u64,
 }
 
+fn default_error_429_retry_after_ms() -> u64 {
+    DEFAULT_ERROR_429_RETRY_AFTER_MS
+}
 fn default_hang_ms() -> u64 {
     DEFAULT_HANG_MS
 }
@@ -118,6 +130,8 @@ impl Default for FaultConfig {
             error_529: 0.0,
             error_400: 0.0,
             error_401: 0.0,
+            error_429: 0.0,
+            error_429_retry_after_ms: DEFAULT_ERROR_429_RETRY_AFTER_MS,
             reset: 0.0,
             hang: 0.0,
             stream_drop: 0.0,
@@ -153,6 +167,8 @@ pub enum FaultKind {
     Error400,
     /// HTTP 401.
     Error401,
+    /// HTTP 429 with a `retry-after` hint.
+    Error429,
     /// Connection reset.
     Reset,
     /// Hang, then reset.
@@ -178,13 +194,14 @@ impl FaultKind {
             Self::Error529 => Some(529),
             Self::Error400 => Some(400),
             Self::Error401 => Some(401),
+            Self::Error429 => Some(429),
             _ => None,
         }
     }
 }
 
 impl FaultConfig {
-    fn table(&self) -> [(FaultKind, f64); 12] {
+    fn table(&self) -> [(FaultKind, f64); 13] {
         [
             (FaultKind::Error500, self.error_500),
             (FaultKind::Error502, self.error_502),
@@ -192,6 +209,7 @@ impl FaultConfig {
             (FaultKind::Error529, self.error_529),
             (FaultKind::Error400, self.error_400),
             (FaultKind::Error401, self.error_401),
+            (FaultKind::Error429, self.error_429),
             (FaultKind::Reset, self.reset),
             (FaultKind::Hang, self.hang),
             (FaultKind::StreamDrop, self.stream_drop),

@@ -71,7 +71,11 @@ pub async fn admit(sim: &Sim, ctl: Option<&ConnCtl>, p: &Prepared, headers: &Hea
     if let Some(status) = kind.status() {
         let note = error_note(&faults, headers);
         let err = ApiError::Fault(status);
-        return Err(crate::respond::noted_error(sim, p.model.flavor, Some(&ticket.snapshot), &err, &note));
+        let mut response = crate::respond::noted_error(sim, p.model.flavor, Some(&ticket.snapshot), &err, &note);
+        if kind == FaultKind::Error429 {
+            crate::respond::hint(&mut response, Duration::from_millis(faults.error_429_retry_after_ms));
+        }
+        return Err(response);
     }
     match kind {
         FaultKind::Reset => Err(aborted(ctl)),

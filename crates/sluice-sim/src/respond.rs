@@ -60,11 +60,16 @@ pub fn noted_error(sim: &Sim, flavor: Flavor, snapshot: Option<&Snapshot>, err: 
         _ => None,
     };
     if let Some(wait) = wait {
-        let headers = response.headers_mut();
-        headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(wait).max(1)));
-        headers.insert(RETRY_AFTER_MS, HeaderValue::from(u64::try_from(retry_after_ms(wait)).unwrap_or(u64::MAX)));
+        hint(&mut response, wait);
     }
     response
+}
+
+/// Sets `retry-after` (whole seconds, at least 1) and `retry-after-ms` to `wait`.
+pub fn hint(response: &mut Response, wait: Duration) {
+    let headers = response.headers_mut();
+    headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(wait).max(1)));
+    headers.insert(RETRY_AFTER_MS, HeaderValue::from(u64::try_from(retry_after_ms(wait)).unwrap_or(u64::MAX)));
 }
 
 /// The response to a refused request.

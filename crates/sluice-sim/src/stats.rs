@@ -64,6 +64,9 @@ pub struct Faults {
     /// HTTP 401.
     #[serde(default)]
     pub error_401: u64,
+    /// HTTP 429 (the injected fault, not a limit's refusal).
+    #[serde(default)]
+    pub error_429: u64,
     /// Connection resets.
     pub reset: u64,
     /// Hangs.
@@ -89,6 +92,7 @@ impl Faults {
             FaultKind::Error529 => &mut self.error_529,
             FaultKind::Error400 => &mut self.error_400,
             FaultKind::Error401 => &mut self.error_401,
+            FaultKind::Error429 => &mut self.error_429,
             FaultKind::Reset => &mut self.reset,
             FaultKind::Hang => &mut self.hang,
             FaultKind::StreamDrop => &mut self.stream_drop,

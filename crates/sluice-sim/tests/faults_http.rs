@@ -245,3 +245,26 @@ async fn faults_change_at_runtime_per_model() {
     sim.set_faults("b", &sluice_sim::FaultConfig { error_500: 1.0, ..sluice_sim::FaultConfig::default() }).unwrap();
     assert_eq!(post(&client, &sim, "/v1/chat/completions", &b).await.status(), 500);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_fault_carries_its_configured_hint() {
+    let sim = start(
+        r#"seed = 3
+        [faults]
+        error_429 = 1.0
+        error_429_retry_after_ms = 20000
+        [[models]]
+        name = "gpt-4o-mini"
+        "#,
+    )
+    .await;
+    let client = client();
+    let response = post(&client, &sim, "/v1/chat/completions", &chat("gpt-4o-mini", "hello", 5)).await;
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["retry-after"], "20");
+    assert_eq!(response.headers()["retry-after-ms"], "20000");
+    let value: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(value["error"]["code"], "rate_limit_exceeded");
+    let stats = sim.stats();
+    assert_eq!(stats.faults.error_429, 1);
+}

@@ -39,6 +39,7 @@ fn parts(err: &ApiError) -> (&'static str, String) {
         }
         ApiError::Fault(400) => ("invalid_request_error", "The request was rejected.".into()),
         ApiError::Fault(401) => ("authentication_error", "invalid x-api-key".into()),
+        ApiError::Fault(429) => ("rate_limit_error", "Rate limited. Please try again later.".into()),
         ApiError::Fault(_) => ("api_error", "Internal server error".into()),
     }
 }

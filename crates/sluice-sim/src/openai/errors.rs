@@ -59,6 +59,14 @@ fn fault_parts(status: u16) -> (String, &'static str, Option<&'static str>, Opti
     match status {
         400 => return ("The request was rejected.".into(), "invalid_request_error", None, None),
         401 => return ("Incorrect API key provided.".into(), "invalid_request_error", None, Some("invalid_api_key")),
+        429 => {
+            return (
+                "Rate limit reached. Please try again later.".into(),
+                "requests",
+                None,
+                Some("rate_limit_exceeded"),
+            );
+        }
         _ => {}
     }
     let message = match status {
