@@ -91,6 +91,9 @@ pub struct Route {
     pub guarantee: sluice_quota::guarantee::Guarantee,
     /// Its time to an answer's headers, learned (pools placed by `latency`).
     pub latency: crate::pool::Latency,
+    /// Whether a pool has it as a member: then one failure holds it back for the fleet
+    /// a moment ([`crate::pool::FAILURE_PAUSE`]), the other members serving meanwhile.
+    pub pooled: bool,
     /// Where it runs (`region`): a caller limited to regions is placed here only when
     /// this is one of them ([`sluice_config::Allowed::admits`]).
     pub region: Option<Arc<str>>,
@@ -391,6 +394,9 @@ fn routes(
             Ok(Route {
                 guarantee: sluice_quota::guarantee::Guarantee::new(&d.limits, total_weight),
                 latency: crate::pool::Latency::default(),
+                pooled: config.models.iter().any(|m| {
+                    m.pool.len() > 1 && m.pool.iter().any(|p| config.deployments[p.deployment].name == d.name)
+                }),
                 adaptive: Arc::new(adaptive),
                 attempt_timeout: d.attempt_timeout,
                 stream_idle_timeout: d.stream_idle_timeout,

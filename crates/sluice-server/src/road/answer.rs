@@ -390,17 +390,27 @@ fn transport_failure<S: Settle>(failure: UpstreamError, settle: S, route: &Route
 /// Counts a failure against the deployment's health; an opened breaker pauses the
 /// deployment in the store, for every instance.
 fn health_failure(route: &Route, gateway: &Gateway, hint: Option<Duration>) {
-    if let Some(cooldown) = route.breaker.failure(gateway.services.clock.now(), hint) {
-        tracing::warn!(deployment = %route.name, ?cooldown, "breaker open: deployment held back");
-        gateway.services.metrics.cooldown(&route.name, "breaker");
-        let store = Arc::clone(&gateway.services.store);
-        let scope = route.scope;
-        gateway.services.background.spawn(async move {
-            if let Err(e) = store.pause(scope, cooldown).await {
-                tracing::warn!(error = %e, "could not record the breaker's pause");
-            }
-        });
-    }
+    let opened = route.breaker.failure(gateway.services.clock.now(), hint);
+    let pause = match opened {
+        Some(cooldown) => {
+            tracing::warn!(deployment = %route.name, ?cooldown, "breaker open: deployment held back");
+            gateway.services.metrics.cooldown(&route.name, "breaker");
+            cooldown
+        }
+        // A pool's member is held back for the fleet at once: the others serve meanwhile.
+        None if route.pooled => {
+            gateway.services.metrics.cooldown(&route.name, "pool_failure");
+            hint.unwrap_or(crate::pool::FAILURE_PAUSE).min(crate::pool::FAILURE_PAUSE.saturating_mul(10))
+        }
+        None => return,
+    };
+    let store = Arc::clone(&gateway.services.store);
+    let scope = route.scope;
+    gateway.services.background.spawn(async move {
+        if let Err(e) = store.pause(scope, pause).await {
+            tracing::warn!(error = %e, "could not record the breaker's pause");
+        }
+    });
 }
 
 /// A body that could not be read whole: how it is classed (a stall is a timeout after the
