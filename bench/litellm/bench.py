@@ -449,7 +449,10 @@ def main() -> None:
     key_file = procs.write("provider-key", "sk-sim")
     try:
         import importlib.metadata as md
-        results["litellm_version"] = md.version("litellm")
+        try:
+            results["litellm_version"] = md.version("litellm")
+        except md.PackageNotFoundError:  # a run of sluice alone needs no LiteLLM
+            results["litellm_version"] = None
         if "latency" in phases:
             sim_url = procs.start_sluice(args.sluice, ["simulate-provider", "--config",
                                           str(procs.write("sim-lat.toml", sim_toml(0, 0, 0.0, 16, False))), "--port", "0"], "sim-lat.log")

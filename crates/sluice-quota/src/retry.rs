@@ -101,6 +101,13 @@ impl Breaker {
         Duration::from_nanos(until.saturating_sub(now.0)).max(Duration::from_secs(1))
     }
 
+    /// Consecutive failures counted toward the next opening (0 after a success or an
+    /// opening).
+    #[must_use]
+    pub fn failures(&self) -> u32 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
     /// A call succeeded: the breaker closes.
     pub fn success(&self) {
         self.failures.store(0, Ordering::Relaxed);
@@ -169,7 +176,9 @@ mod tests {
         let now = Nanos(0);
         assert_eq!(breaker.failure(now, None), None);
         assert_eq!(breaker.failure(now, None), None);
+        assert_eq!(breaker.failures(), 2, "a run of two so far");
         assert_eq!(breaker.failure(now, None), Some(Duration::from_secs(10)));
+        assert_eq!(breaker.failures(), 0, "the opening starts a new run");
         assert!(breaker.is_open(now));
         let later = now.after(Duration::from_secs(11));
         assert!(!breaker.is_open(later));

@@ -30,7 +30,8 @@ pub const SESSION_TTL: Duration = Duration::from_secs(600);
 /// How long one failure (a 5xx, a timeout, a reset, refused credentials) holds a pool's
 /// member back for every instance, its breaker's longer cool-down aside: the fleet leaves a
 /// failing member at its first failure rather than when each instance's breaker has
-/// counted its own run, and tries it again after this.
+/// counted its own run, and tries it again after this; each further failure in a row
+/// doubles it until the breaker opens.
 pub const FAILURE_PAUSE: Duration = Duration::from_secs(1);
 
 /// Most sessions remembered per pool; the oldest go first.

@@ -400,7 +400,11 @@ fn health_failure(route: &Route, gateway: &Gateway, hint: Option<Duration>) {
         // A pool's member is held back for the fleet at once: the others serve meanwhile.
         None if route.pooled => {
             gateway.services.metrics.cooldown(&route.name, "pool_failure");
-            hint.unwrap_or(crate::pool::FAILURE_PAUSE).min(crate::pool::FAILURE_PAUSE.saturating_mul(10))
+            // 1 s at the first failure, doubling with each one after it until the breaker
+            // opens; a provider's longer hint wins (at most 10 s).
+            let run = route.breaker.failures().saturating_sub(1).min(4);
+            let pause = crate::pool::FAILURE_PAUSE.saturating_mul(1 << run);
+            hint.map_or(pause, |h| h.max(pause)).min(crate::pool::FAILURE_PAUSE.saturating_mul(10))
         }
         None => return,
     };
