@@ -153,6 +153,13 @@ fn rank(indices: &mut Vec<usize>, ask: Ask<'_>, rng: &mut impl Rng) {
 /// it; 0 when an operator holds one of them.
 #[must_use]
 pub fn headroom(scopes: &[ScopeSnapshot], cost: Cost) -> f64 {
+    headroom_after(scopes, Cost::default(), cost)
+}
+
+/// [`headroom`] once `taken` more is gone from every rate bucket of `scopes` (what this
+/// instance admitted since they were read).
+#[must_use]
+pub fn headroom_after(scopes: &[ScopeSnapshot], taken: Cost, cost: Cost) -> f64 {
     let mut least = f64::INFINITY;
     for scope in scopes {
         if scope.held {
@@ -162,7 +169,7 @@ pub fn headroom(scopes: &[ScopeSnapshot], cost: Cost) -> f64 {
             let LimiterName::Rate { dimension, .. } = rate.limiter else { continue };
             let needed = cost.of(dimension);
             if needed > 0 {
-                least = least.min(rate.remaining as f64 / needed as f64);
+                least = least.min(rate.remaining.saturating_sub(taken.of(dimension)) as f64 / needed as f64);
             }
         }
         if let (in_flight, Some(cap)) = scope.in_flight {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use sluice_config::Member;
 use sluice_quota::placement::Strategy;
 use sluice_quota::queue::DeploymentQueue;
-use sluice_quota::{Cost, Nanos, ScopeId, ScopeSnapshot};
+use sluice_quota::{Cost, Nanos, ScopeSnapshot};
 
 /// How long a read of the members' buckets is placed on before it is read again.
 pub const VIEW_TTL: Duration = Duration::from_millis(100);
@@ -115,8 +115,7 @@ impl Pool {
             .map(|(i, cost)| {
                 let Some(scopes) = view.scopes.get(i) else { return f64::INFINITY };
                 let taken = view.taken.get(i).copied().unwrap_or_default();
-                let left: Vec<ScopeSnapshot> = scopes.iter().map(|s| less(s, taken)).collect();
-                sluice_quota::placement::headroom(&left, *cost)
+                sluice_quota::placement::headroom_after(scopes, taken, *cost)
             })
             .collect()
     }
@@ -184,17 +183,6 @@ impl Latency {
     }
 }
 
-/// `scope` with `taken` removed from each bucket (saturating).
-fn less(scope: &ScopeSnapshot, taken: Cost) -> ScopeSnapshot {
-    let mut scope = scope.clone();
-    for rate in &mut scope.rates {
-        if let sluice_quota::LimiterName::Rate { dimension, .. } = rate.limiter {
-            rate.remaining = rate.remaining.saturating_sub(taken.of(dimension));
-        }
-    }
-    scope
-}
-
 /// Which member each session used last, bounded: the oldest record goes first.
 #[derive(Debug, Default)]
 struct Sessions {
@@ -216,13 +204,6 @@ impl Sessions {
         self.order.push_back(Arc::clone(&key));
         self.of.insert(key, (deployment, now));
     }
-}
-
-/// The scopes of a member's upstream path whose buckets placement reads: the profile's, the
-/// account's when the deployment shares one, the deployment's.
-#[must_use]
-pub fn upstream_scopes(profile: ScopeId, account: Option<ScopeId>, deployment: ScopeId) -> Vec<ScopeId> {
-    [Some(profile), account, Some(deployment)].into_iter().flatten().collect()
 }
 
 #[cfg(test)]

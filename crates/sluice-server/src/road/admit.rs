@@ -157,7 +157,7 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
             .iter()
             .map(|m| {
                 let route = &gateway.deployments[m.deployment];
-                crate::pool::upstream_scopes(req.profile.scope, route.account, route.scope)
+                upstream_path(req.profile, route).collect::<Vec<_>>()
             })
             .collect();
         let flat: Vec<ScopeId> = paths.iter().flatten().copied().collect();
@@ -174,6 +174,11 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
     let mut eligible = Vec::with_capacity(pool.members.len());
     // Members counting input alike share one estimate (tokenizing is the costly part).
     let mut estimates: Vec<(TokenizerKind, MediaPricing, f64, u64)> = Vec::with_capacity(2);
+    // A continued response lives on one member: when the pool has it, only it may serve.
+    let pinned_to = req
+        .continues_on
+        .as_ref()
+        .filter(|on| pool.members.iter().any(|m| gateway.deployments[m.deployment].name.as_ref() == on.as_ref()));
     for member in &pool.members {
         let route = &gateway.deployments[member.deployment];
         let media = media_pricing(route);
@@ -193,11 +198,7 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
         if let (Err(GatewayError::ContextTooLong { .. }), Some(window)) = (&serves, route.context_window) {
             largest = largest.max(window.get());
         }
-        let pinned = req.continues_on.as_ref().is_some_and(|on| *on != route.name)
-            && pool
-                .members
-                .iter()
-                .any(|m| req.continues_on.as_deref() == Some(&*gateway.deployments[m.deployment].name));
+        let pinned = pinned_to.is_some_and(|on| *on != route.name);
         let allowed = if !members.contains(&member.deployment) || pinned {
             false
         } else if let Err(e) = check_endpoint(req.request, route).and(serves) {
