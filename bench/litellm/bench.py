@@ -311,11 +311,15 @@ def sdk_backoff(headers, attempt: int, rng) -> float:
 
 async def sdk_call(session, url: str, payload: dict, retries: int, counts: dict, rng) -> tuple[int, object]:
     """One client call with the SDK's retries: the final (status, headers); -1 for a
-    connection error. Counts `retries` made, `hinted_429` and `wire_429`/`wire_503` seen."""
+    connection error. Counts `retries` made, `hinted_429` and `wire_429`/`wire_503` seen.
+    Each attempt carries the headers openai-python and anthropic-python send: its timeout
+    (`x-stainless-timeout`, their default 600 s) and how many times it was sent before
+    (`x-stainless-retry-count`)."""
     attempt = 0
     while True:
+        sdk_headers = {"x-stainless-timeout": "600", "x-stainless-retry-count": str(attempt)}
         try:
-            async with session.post(url, json=payload) as r:
+            async with session.post(url, json=payload, headers=sdk_headers) as r:
                 await r.read()
                 status, headers = r.status, r.headers
         except Exception:

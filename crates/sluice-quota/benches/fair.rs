@@ -23,6 +23,7 @@ fn waiter(i: u64) -> Waiter {
         weight: NonZeroU32::new(1 + u32::try_from(i % 3).unwrap()).unwrap(),
         cost: 200 + i % 1_800,
         deadline: Nanos(u64::MAX),
+        retries: 0,
     }
 }
 

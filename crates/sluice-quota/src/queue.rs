@@ -63,6 +63,9 @@ pub struct Ask {
     /// order placement gave), tried after `path` in one store step; empty for one
     /// deployment. The grant says which one took it ([`Waited::member`]).
     pub others: Vec<Alternative>,
+    /// How many times the client says it sent this request before: a retry waits ahead of
+    /// its own lane's first attempts ([`FairQueue::push`]).
+    pub retries: u8,
 }
 
 /// A pool member a waiting request may also be admitted on: its quota path and the
@@ -387,7 +390,7 @@ impl DeploymentQueue {
                 return (Err(WaitError::QueueFull), waited);
             }
             let fallback = refusal.as_ref().and_then(Rejection::retry_after);
-            waited.eta = self.eta(&state, ask.priority, ask.fairness_cost(), fallback);
+            waited.eta = self.eta(&state, Self::ahead(&state, &ask), fallback);
             *state.per_class.entry(ask.priority).or_default() += 1;
             state.next_id += 1;
             let id = WaiterId(state.next_id);
@@ -401,6 +404,7 @@ impl DeploymentQueue {
                 weight: ask.weight,
                 cost: ask.fairness_cost(),
                 deadline,
+                retries: ask.retries,
             };
             state.fair.push(waiter);
             let (reply, receive) = oneshot::channel();
@@ -443,7 +447,7 @@ impl DeploymentQueue {
     #[must_use]
     pub fn predict(&self, ask: &Ask, refusal: Option<&Rejection>) -> Duration {
         let state = self.lock();
-        self.eta(&state, ask.priority, ask.fairness_cost(), refusal.and_then(Rejection::retry_after))
+        self.eta(&state, Self::ahead(&state, ask), refusal.and_then(Rejection::retry_after))
     }
 
     fn forget(&self, state: &mut State, id: WaiterId) -> Option<Pending> {
@@ -455,11 +459,15 @@ impl DeploymentQueue {
         Some(pending)
     }
 
-    /// The wait a new request of `priority` costing `cost` would face: the cost queued
-    /// ahead plus its own at the recent admission rate, or the last refusal's wait if
-    /// nothing was admitted lately.
-    fn eta(&self, state: &State, priority: u8, cost: u64, fallback: Option<Duration>) -> Duration {
-        let ahead = state.fair.cost_ahead(priority).saturating_add(cost);
+    /// The cost queued ahead of `ask` were it to join now, and its own.
+    fn ahead(state: &State, ask: &Ask) -> u64 {
+        state.fair.cost_ahead(ask.priority, ask.lane, ask.retries).saturating_add(ask.fairness_cost())
+    }
+
+    /// The wait of a request with `ahead` queued before it (its own cost included): that
+    /// cost at the recent admission rate, or the last refusal's wait if nothing was
+    /// admitted lately.
+    fn eta(&self, state: &State, ahead: u64, fallback: Option<Duration>) -> Duration {
         let recent: u64 = state.admitted.iter().map(|(_, c)| c).sum();
         // Throughput over the span actually observed (at least a second), not the whole
         // window: just after start a full window would understate it many times over.
@@ -601,12 +609,13 @@ impl Ticket<'_> {
         let Some(id) = self.id.take() else { return (None, Duration::ZERO, None) };
         let mut state = self.queue.lock();
         let Some(pending) = self.queue.forget(&mut state, id) else {
-            return (None, self.queue.eta(&state, u8::MAX, 0, None), None);
+            let everything = state.fair.cost_ahead(u8::MAX, 0, 0);
+            return (None, self.queue.eta(&state, everything, None), None);
         };
-        let (priority, cost) = (pending.ask.priority, pending.ask.fairness_cost());
+        let ahead = DeploymentQueue::ahead(&state, &pending.ask);
         let refusal = state.on_record(&pending);
         let fallback = refusal.as_ref().and_then(Rejection::retry_after);
-        let eta = self.queue.eta(&state, priority, cost, fallback);
+        let eta = self.queue.eta(&state, ahead, fallback);
         (refusal, eta, pending.held)
     }
 }

@@ -39,6 +39,9 @@ pub struct Waiter {
     pub cost: u64,
     /// When it stops waiting.
     pub deadline: Nanos,
+    /// How many times its client says it sent this request before (its SDK retried after a
+    /// refusal): it waits ahead of its own lane's waiters retried fewer times.
+    pub retries: u8,
 }
 
 /// What a refusal blocks.
@@ -102,14 +105,30 @@ impl FairQueue {
         self.classes.values().any(|tenants| tenants.get(&tenant).is_some_and(|q| !q.is_empty()))
     }
 
-    /// Adds a waiter at the back of its tenant's line.
+    /// Adds a waiter to its tenant's line: at the back, except that a retried request goes
+    /// before the waiters of its own lane retried fewer times. It was refused before, so it
+    /// has waited longest; in a closed loop of clients above capacity, first attempts would
+    /// otherwise take every place a retry comes back for, and the same clients would be
+    /// refused again and again. Only its own lane's order changes: each of those waiters
+    /// moves into the next place the lane holds, other lanes (the tenant's other keys) keep
+    /// theirs, so a client claiming retries overtakes nobody but its own key's requests.
     pub fn push(&mut self, waiter: Waiter) {
         if !self.is_waiting(waiter.tenant) {
             let time = self.virtual_time.entry(waiter.tenant).or_insert(self.clock);
             *time = (*time).max(self.clock);
         }
         self.index.insert(waiter.id, (waiter.priority, waiter.tenant));
-        self.classes.entry(waiter.priority).or_default().entry(waiter.tenant).or_default().push_back(waiter);
+        let line = self.classes.entry(waiter.priority).or_default().entry(waiter.tenant).or_default();
+        let (lane, retries) = (waiter.lane, waiter.retries);
+        let Some(at) = line.iter().position(|w| w.lane == lane && w.retries < retries) else {
+            line.push_back(waiter);
+            return;
+        };
+        let mut carried = waiter;
+        for place in line.iter_mut().skip(at).filter(|w| w.lane == lane) {
+            carried = std::mem::replace(place, carried);
+        }
+        line.push_back(carried);
     }
 
     /// The waiter to try now, if any may go.
@@ -245,10 +264,17 @@ impl FairQueue {
         deadlines.chain(blocks).min()
     }
 
-    /// The cost waiting ahead of a new request of `priority` (same or higher classes).
+    /// The cost waiting ahead of a new request of `priority` (same or higher classes) from
+    /// `lane`, retried `retries` times: all of it but its lane's waiters of its class retried
+    /// fewer times, which it goes before ([`FairQueue::push`]).
     #[must_use]
-    pub fn cost_ahead(&self, priority: u8) -> u64 {
-        self.classes.range(..=priority).flat_map(|(_, t)| t.values().flatten()).map(|w| w.cost).sum()
+    pub fn cost_ahead(&self, priority: u8, lane: u32, retries: u8) -> u64 {
+        self.classes
+            .range(..=priority)
+            .flat_map(|(p, t)| t.values().flatten().map(move |w| (*p, w)))
+            .filter(|(p, w)| !(*p == priority && w.lane == lane && w.retries < retries))
+            .map(|(_, w)| w.cost)
+            .sum()
     }
 
     /// Holds back (or releases) every waiter of a tenant.

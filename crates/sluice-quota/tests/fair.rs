@@ -30,6 +30,7 @@ impl Sim {
             weight,
             cost,
             deadline: FAR,
+            retries: 0,
         });
     }
 
@@ -129,6 +130,7 @@ fn higher_classes_go_first_and_a_blocked_tenant_blocks_only_itself() {
         weight: NonZeroU32::new(1).unwrap(),
         cost: 100,
         deadline: FAR,
+        retries: 0,
     };
     sim.queue.push(other_lane);
     assert_eq!(sim.queue.next(Nanos(0)).map(|w| w.lane), Some(99));
@@ -145,9 +147,27 @@ fn higher_classes_go_first_and_a_blocked_tenant_blocks_only_itself() {
 fn waiters_past_their_deadline_leave_and_pauses_hold_back() {
     let mut queue = FairQueue::new();
     let weight = NonZeroU32::new(1).unwrap();
-    queue.push(Waiter { id: WaiterId(1), tenant: 0, lane: 0, priority: 0, weight, cost: 10, deadline: Nanos(100) });
-    queue.push(Waiter { id: WaiterId(2), tenant: 1, lane: 1, priority: 0, weight, cost: 10, deadline: Nanos(900) });
-    assert_eq!(queue.cost_ahead(0), 20);
+    queue.push(Waiter {
+        id: WaiterId(1),
+        tenant: 0,
+        lane: 0,
+        priority: 0,
+        weight,
+        cost: 10,
+        deadline: Nanos(100),
+        retries: 0,
+    });
+    queue.push(Waiter {
+        id: WaiterId(2),
+        tenant: 1,
+        lane: 1,
+        priority: 0,
+        weight,
+        cost: 10,
+        deadline: Nanos(900),
+        retries: 0,
+    });
+    assert_eq!(queue.cost_ahead(0, 2, 0), 20);
     assert_eq!(queue.wake_at(Nanos(0)), Some(Nanos(100)));
     let gone = queue.expire(Nanos(100));
     assert_eq!(gone.iter().map(|w| w.id).collect::<Vec<_>>(), [WaiterId(1)]);
@@ -228,4 +248,74 @@ fn a_shared_block_outlives_the_waiter_whose_refusal_set_it() {
     sim.queue.refused(small, Block::Shared, Nanos(9_000));
     sim.queue.unblock();
     assert_eq!(sim.queue.next(Nanos(6_000)).map(|w| w.id), Some(small));
+}
+
+fn waiter(id: u64, lane: u32, retries: u8) -> Waiter {
+    let weight = NonZeroU32::new(1).unwrap();
+    Waiter { id: WaiterId(id), tenant: 0, lane, priority: 0, weight, cost: 10, deadline: FAR, retries }
+}
+
+/// Serves the queue to the end and lists the order.
+fn drain(queue: &mut FairQueue) -> Vec<u64> {
+    let mut order = Vec::new();
+    while let Some(w) = queue.next(Nanos(0)).cloned() {
+        queue.admitted(w.id);
+        order.push(w.id.0);
+    }
+    order
+}
+
+#[test]
+fn a_retried_request_goes_before_its_own_keys_first_attempts_and_nobody_elses() {
+    let mut queue = FairQueue::new();
+    // Lane 1 (one key) has three first attempts waiting; lane 2 (another key of the same
+    // tenant) two, interleaved.
+    for (id, lane) in [(1, 1), (2, 2), (3, 1), (4, 2), (5, 1)] {
+        queue.push(waiter(id, lane, 0));
+    }
+    // Ahead of a retry of lane 1: everything but lane 1's first attempts.
+    assert_eq!(queue.cost_ahead(0, 1, 1), 20);
+    assert_eq!(queue.cost_ahead(0, 1, 0), 50, "a first attempt waits behind everyone");
+    queue.push(waiter(6, 1, 1));
+    // A second retry goes before the first one.
+    queue.push(waiter(7, 1, 2));
+    // A later first attempt still waits at the back.
+    queue.push(waiter(8, 1, 0));
+    // Lane 2's requests keep their places (second and fourth); lane 1's places hold its
+    // requests in their new order.
+    assert_eq!(drain(&mut queue), [7, 2, 6, 4, 1, 3, 5, 8]);
+}
+
+#[test]
+fn retries_in_one_tenant_leave_other_tenants_shares_alone() {
+    let mut queue = FairQueue::new();
+    let weight = NonZeroU32::new(1).unwrap();
+    for id in 1..=4 {
+        queue.push(Waiter {
+            id: WaiterId(id),
+            tenant: 1,
+            lane: 1,
+            priority: 0,
+            weight,
+            cost: 10,
+            deadline: FAR,
+            retries: 0,
+        });
+    }
+    for id in 5..=8 {
+        queue.push(Waiter {
+            id: WaiterId(id),
+            tenant: 0,
+            lane: 0,
+            priority: 0,
+            weight,
+            cost: 10,
+            deadline: FAR,
+            retries: 3,
+        });
+    }
+    let order = drain(&mut queue);
+    // The tenants still alternate: a retry moves within its own tenant's line only.
+    let tenants: Vec<u32> = order.iter().map(|id| u32::from(*id <= 4)).collect();
+    assert_eq!(tenants, [1, 0, 1, 0, 1, 0, 1, 0]);
 }

@@ -95,6 +95,7 @@ async fn a_waiting_pool_request_is_granted_by_whichever_member_frees_first() {
         deadline: None,
         claimer: Claimer::NOBODY,
         others: vec![Alternative { path: vec![members[1]], cost: Cost::request(0, 0) }],
+        retries: 0,
     };
     let waiting = tokio::spawn({
         let queue = Arc::clone(&queue);

@@ -6,6 +6,11 @@
 //! is a plain non-negative decimal number counts, the smallest wins; a header that is not
 //! one (empty, negative, `NaN`, `inf`, text, not ASCII) is ignored, as if it were absent.
 //! The request's wait deadline is then the smaller of that and its class's `max_wait`.
+//!
+//! The same SDKs say when a request is a retry: `x-stainless-retry-count` (the OpenAI and
+//! Anthropic SDKs: how many times they sent it before) and `amz-sdk-request: attempt=N;
+//! max=M` (the AWS SDKs: this is the Nth attempt). A retried request waits ahead of its own
+//! key's first attempts ([`sluice_quota::waiting::FairQueue::push`]).
 
 use std::time::Duration;
 
@@ -17,6 +22,11 @@ pub const MAX_WAIT_MS: &str = "x-sluice-max-wait-ms";
 pub const STAINLESS_TIMEOUT: &str = "x-stainless-timeout";
 /// The SDKs' read timeout, in seconds.
 pub const STAINLESS_READ_TIMEOUT: &str = "x-stainless-read-timeout";
+
+/// The OpenAI and Anthropic SDKs' count of earlier tries.
+pub const STAINLESS_RETRY_COUNT: &str = "x-stainless-retry-count";
+/// The AWS SDKs' attempt header (`attempt=2; max=3`).
+pub const AMZ_SDK_REQUEST: &str = "amz-sdk-request";
 
 /// The longest client wait taken from a header (a day): beyond it, the class's `max_wait`
 /// binds anyway, and a huge figure must not overflow a `Duration`.
@@ -36,6 +46,24 @@ pub fn client_wait(headers: &HeaderMap) -> Option<Duration> {
 #[must_use]
 pub fn effective(max_wait: Duration, client: Option<Duration>) -> Duration {
     client.map_or(max_wait, |c| c.min(max_wait))
+}
+
+/// How many times the client says it sent this request before (0 when it says nothing, or
+/// nothing that parses), at most 255.
+#[must_use]
+pub fn retries(headers: &HeaderMap) -> u8 {
+    let stainless = headers.get(STAINLESS_RETRY_COUNT).and_then(|v| count(v.to_str().ok()?));
+    let amz = headers.get(AMZ_SDK_REQUEST).and_then(|v| {
+        let attempt = v.to_str().ok()?.split(';').find_map(|part| part.trim().strip_prefix("attempt="))?;
+        count(attempt)?.checked_sub(1)
+    });
+    stainless.into_iter().chain(amz).max().map_or(0, |n| u8::try_from(n).unwrap_or(u8::MAX))
+}
+
+/// `text` as a plain count (digits only, at most 9 of them).
+fn count(text: &str) -> Option<u32> {
+    let text = text.trim();
+    (!text.is_empty() && text.len() <= 9 && text.bytes().all(|b| b.is_ascii_digit())).then(|| text.parse().ok())?
 }
 
 /// `text` as a non-negative decimal number of `unit` seconds (digits with at most one
@@ -65,6 +93,20 @@ mod tests {
             map.append(*name, HeaderValue::from_str(value).unwrap());
         }
         map
+    }
+
+    #[test]
+    fn retries_from_either_sdk_header_and_nothing_else() {
+        assert_eq!(retries(&headers(&[(STAINLESS_RETRY_COUNT, "0")])), 0);
+        assert_eq!(retries(&headers(&[(STAINLESS_RETRY_COUNT, "2")])), 2);
+        assert_eq!(retries(&headers(&[(AMZ_SDK_REQUEST, "attempt=3; max=3")])), 2);
+        assert_eq!(retries(&headers(&[(AMZ_SDK_REQUEST, "attempt=1; max=3")])), 0);
+        assert_eq!(retries(&headers(&[(STAINLESS_RETRY_COUNT, "100000")])), u8::MAX);
+        for junk in ["", "-1", "1.5", "two", "1e3", "9999999999"] {
+            assert_eq!(retries(&headers(&[(STAINLESS_RETRY_COUNT, junk)])), 0, "{junk:?}");
+        }
+        assert_eq!(retries(&headers(&[(AMZ_SDK_REQUEST, "attempt=0")])), 0);
+        assert_eq!(retries(&HeaderMap::new()), 0);
     }
 
     #[test]

@@ -48,6 +48,7 @@ fn ask(path: &[ScopeId], calendar: Calendar, lease: Duration) -> Ask {
         deadline: None,
         claimer: sluice_quota::Claimer::NOBODY,
         others: Vec::new(),
+        retries: 0,
     }
 }
 

@@ -239,3 +239,52 @@ async fn a_client_that_hangs_up_takes_its_claim_on_the_window_with_it() {
     assert_eq!(header_ms(&headers, "x-sluice-queued-ms"), None, "held back by a claim whose request went");
     std::sync::Arc::into_inner(env).unwrap().shutdown().await;
 }
+
+/// Sends `body` with `x-stainless-retry-count: retries` (as the OpenAI and Anthropic SDKs
+/// do on their retries) and says when it was answered.
+async fn post_retry(env: &Env, retries: u32) -> (u16, Instant) {
+    let response = env
+        .http
+        .post(format!("{}/v1/chat/completions", env.gateway.url()))
+        .bearer_auth(KEY)
+        .header("x-stainless-retry-count", retries.to_string())
+        .json(&chat("fast", 4, 1))
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), Instant::now())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retried_request_waits_ahead_of_first_attempts_so_the_same_client_is_not_refused_again() {
+    let env = std::sync::Arc::new(start_clocked(paced_sim(), &paced_policy(), TokioClock::new()).await);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(post(&env, &chat("fast", 4, 1), None).await.0, 200);
+    // Three first attempts queue for the next slots, a second apart ...
+    let mut first = Vec::new();
+    for _ in 0..3 {
+        let env = std::sync::Arc::clone(&env);
+        first.push(tokio::spawn(async move { post_retry(&env, 0).await }));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // ... then a request its SDK retries for the second time arrives, and one retried once.
+    let twice = {
+        let env = std::sync::Arc::clone(&env);
+        tokio::spawn(async move { post_retry(&env, 2).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let once = post_retry(&env, 1).await;
+    let twice = twice.await.unwrap();
+    let mut firsts = Vec::new();
+    for handle in first {
+        firsts.push(handle.await.unwrap());
+    }
+    for (status, _) in [once, twice].iter().chain(&firsts) {
+        assert_eq!(*status, 200);
+    }
+    // Served in order of retries, then of arrival: the retries took the first two slots.
+    assert!(twice.1 < once.1, "the second retry before the first");
+    let earliest_first = firsts.iter().map(|(_, at)| *at).min().unwrap();
+    assert!(once.1 < earliest_first, "a retry before every first attempt");
+    std::sync::Arc::into_inner(env).unwrap().shutdown().await;
+}

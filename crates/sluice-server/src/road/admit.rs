@@ -51,7 +51,7 @@ pub async fn admit(req: &Request<'_>, deployment: usize, mode: Mode) -> Result<A
     let estimate = estimate_input(gateway, req.request, route);
     may_serve(req, route, estimate)?;
     let quote = quote_from(estimate, req.request, req.profile, route, req.hidden_context);
-    let ask = ask(gateway, req.caller, req.profile, route, quote);
+    let ask = ask(req, route, quote);
     req.access.estimated(quote.input.saturating_add(quote.output));
     match reserve_or_wait(req, route, &route.queue, ask, mode).await {
         Ok((_, grant, at)) => {
@@ -82,7 +82,7 @@ pub async fn admit_pooled(
         return Err(GatewayError::StoreUnavailable);
     };
     let route = &gateway.deployments[first];
-    let mut ask = ask(gateway, req.caller, req.profile, route, first_quote);
+    let mut ask = ask(req, route, first_quote);
     ask.others = placed.order[1..]
         .iter()
         .map(|&(d, quote)| {
@@ -306,8 +306,9 @@ fn session_of(req: &Request<'_>, header: Option<&str>) -> Option<String> {
 }
 
 /// The reservation `req` asks of the store: its cost on every scope of its path, with its
-/// fair-share and queueing identity.
-fn ask(gateway: &Gateway, caller: &Caller, profile: &Profile, route: &Route, quote: Quote) -> Ask {
+/// fair-share and queueing identity (and whether its client retries it).
+fn ask(req: &Request<'_>, route: &Route, quote: Quote) -> Ask {
+    let (gateway, caller, profile) = (req.gateway, req.caller, req.profile);
     let mut path = Vec::with_capacity(caller.scopes.len() + 2);
     path.extend_from_slice(&caller.scopes);
     path.extend(upstream_path(profile, route));
@@ -333,6 +334,7 @@ fn ask(gateway: &Gateway, caller: &Caller, profile: &Profile, route: &Route, quo
         deadline: None,
         claimer: Claimer::new(rand::random()),
         others: Vec::new(),
+        retries: crate::deadline::retries(req.headers),
     }
 }
 
