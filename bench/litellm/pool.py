@@ -16,6 +16,9 @@ Workloads (each bounded in count and time; request sizes drawn from a spread):
   tiers    `a` tier 0, `b` and `c` tier 1 (LiteLLM: `order`): after a closed-loop warm-up
            that empties every bucket, Poisson arrivals at 450/min (1.5 x `a`): `a`'s
            utilization and how much tier 1 took beyond the overflow.
+  affinity sessions with long prompts on a provider caching prompts per deployment, a third
+           of them from a tenant limited to two regions (see affinity.py): how much of a
+           session stays on one member, the cache-hit share, requests outside the regions.
   fault    the open workload while one member (`--pool-outage-member`, `b`) answers 503, or
            429 with a 20 s `retry-after` (`--pool-outage-kind`), for a while (the provider's
            `/_faults`): client errors, the member's requests per second from 5 s before the
@@ -40,6 +43,7 @@ from pathlib import Path
 
 import aiohttp
 
+import affinity
 from bench import (KEY, Procs, auth_for, closed_loop, free_port, pct, sdk_call, sim_reset, sim_stats,
                    start_litellm)
 
@@ -47,7 +51,7 @@ MEMBERS = [("a", "dep-a", 300), ("b", "dep-b", 200), ("c", "dep-c", 100)]
 POOL_RPM = sum(rpm for _, _, rpm in MEMBERS)
 TPM = 10_000_000
 DIRECT_MODEL = "dep-free"
-WORKLOADS = ("closed", "open", "tiers", "fault")
+WORKLOADS = ("closed", "open", "tiers", "fault", "affinity")
 # Request sizes: prompt words and max_tokens drawn from these (the sim draws each answer's
 # length uniformly up to max_tokens; each output token adds to its latency).
 PROMPT_WORDS = [4, 16, 64, 256, 1024]
@@ -466,6 +470,8 @@ def run(args, procs: Procs, key_file: Path, out: dict) -> None:
             print(json.dumps(row), flush=True)
             time.sleep(1)
         side.stop()
+    if "affinity" in workloads:
+        affinity.run(args, procs, key_file, out)
 
 
 def fmt(v, digits: int = 0) -> str:
@@ -537,13 +543,14 @@ def table(out: dict) -> str:
                          f"| {r['member_requests_during_outage']} "
                          f"| {r['client_429'] + r['other_errors']} ({r['client_429']} / {r['other_errors']}) "
                          f"| {r['hinted_429']} | {r['retries']} | {fmt(r['p99_ms'])} ms | {fmt(r['member_first_second_after_outage'])} s |")
+    lines.append(affinity.table(rows))
     return "\n".join(lines)
 
 
 def add_args(ap) -> None:
     ap.add_argument("--pool-gateways", default="sluice,litellm", help="pool phase: sluice, litellm or both")
     ap.add_argument("--pool-litellm-strategies", default="usage-based-routing-v2,simple-shuffle")
-    ap.add_argument("--pool-workloads", default=",".join(WORKLOADS), help="closed,open,tiers,fault")
+    ap.add_argument("--pool-workloads", default=",".join(WORKLOADS), help="closed,open,tiers,fault,affinity")
     ap.add_argument("--pool-instances", type=int, default=3)
     ap.add_argument("--pool-sluice-burst", type=float, default=None,
                     help="sluice deployments' burst_seconds (default: sluice's own, one second's worth)")

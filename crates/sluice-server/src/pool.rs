@@ -49,6 +49,8 @@ pub struct Pool {
     pub queue: Arc<DeploymentQueue>,
     /// The request header naming a session (`affinity_header`), if configured.
     pub affinity_header: Option<Arc<str>>,
+    /// Per member, its capacity ([`capacity`]): its share of the sessions' homes.
+    pub capacities: Vec<f64>,
     view: Mutex<View>,
     sessions: Mutex<Sessions>,
 }
@@ -70,7 +72,15 @@ impl Pool {
     pub fn new(members: Vec<Member>, strategy: Strategy, queue: Arc<DeploymentQueue>) -> Self {
         let view = View { taken: vec![Cost::default(); members.len()], ..View::default() };
         let sessions = Mutex::new(Sessions::default());
-        Self { members, strategy, queue, affinity_header: None, view: Mutex::new(view), sessions }
+        let capacities = vec![1.0; members.len()];
+        Self { members, strategy, queue, affinity_header: None, capacities, view: Mutex::new(view), sessions }
+    }
+
+    /// Each member's capacity, in the members' order (without it, every member's is 1).
+    #[must_use]
+    pub fn with_capacities(self, capacities: Vec<f64>) -> Self {
+        debug_assert_eq!(capacities.len(), self.members.len());
+        Self { capacities, ..self }
     }
 
     /// Sessions are also named by the request header `name`.
@@ -141,18 +151,45 @@ impl Pool {
         sessions.record(key, deployment, now);
     }
 
-    /// The member a session without a record calls home: the same on every instance (the
-    /// highest hash of the key with each candidate's deployment, rendezvous style), so a
-    /// session spread over instances still meets one prompt cache.
+    /// The member a session without a record calls home, among `candidates` (deployment
+    /// index, capacity): the same on every instance (weighted rendezvous hashing of the key
+    /// with each candidate's deployment), so a session spread over instances still meets
+    /// one prompt cache; each member is home to a share of the sessions in proportion to
+    /// its capacity, so a small member is not home to as many sessions as a large one
+    /// (they would spill off it, and leave their cache behind). A member leaving moves only
+    /// its own sessions.
     #[must_use]
-    pub fn home(key: &str, candidates: &[usize]) -> Option<usize> {
-        candidates.iter().copied().max_by_key(|&d| {
+    pub fn home(key: &str, candidates: &[(usize, f64)]) -> Option<usize> {
+        let score = |&(d, capacity): &(usize, f64)| {
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
             key.hash(&mut hasher);
             d.hash(&mut hasher);
-            hasher.finish()
-        })
+            // A uniform draw in (0, 1) from the hash; -capacity / ln(draw) is the largest
+            // with a probability proportional to capacity.
+            let draw = ((hasher.finish() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+            -capacity.max(f64::MIN_POSITIVE) / draw.ln()
+        };
+        candidates.iter().max_by(|a, b| score(a).total_cmp(&score(b))).map(|(d, _)| *d)
     }
+}
+
+/// A member's capacity for [`Pool::home`]: its deployment's request rate, else its token
+/// rate, per second (the first limit of that dimension `limits` states), else 1. Members of
+/// one pool that state different dimensions compare what they state.
+#[must_use]
+pub fn capacity(limits: &sluice_quota::Limits) -> f64 {
+    use sluice_quota::Dimension;
+    let rate = |dimension: Dimension| {
+        limits
+            .rates
+            .iter()
+            .find(|r| r.dimension == dimension && !r.period.is_zero())
+            .map(|r| r.amount.get() as f64 / r.period.as_secs_f64())
+    };
+    rate(Dimension::Requests)
+        .or_else(|| rate(Dimension::TotalTokens))
+        .or_else(|| rate(Dimension::InputTokens))
+        .unwrap_or(1.0)
 }
 
 /// A deployment's time to its answer's headers, learned (an exponentially weighted mean,
@@ -236,11 +273,41 @@ mod tests {
 
     #[test]
     fn a_sessions_home_is_the_same_wherever_it_is_asked_and_spreads_sessions() {
-        let members = [3, 7, 9];
+        let members = [(3, 1.0), (7, 1.0), (9, 1.0)];
         let home = Pool::home("session-1", &members);
-        assert_eq!(home, Pool::home("session-1", &[9, 3, 7]), "independent of the order");
+        assert_eq!(home, Pool::home("session-1", &[(9, 1.0), (3, 1.0), (7, 1.0)]), "independent of the order");
         let homes: std::collections::HashSet<usize> =
             (0..64).filter_map(|i| Pool::home(&format!("s{i}"), &members)).collect();
         assert_eq!(homes.len(), 3, "sessions spread over every member");
+    }
+
+    #[test]
+    fn sessions_are_homed_in_proportion_to_capacity_and_a_leaving_member_moves_only_its_own() {
+        let members = [(0, 5.0), (1, 10.0 / 3.0), (2, 5.0 / 3.0)];
+        let homes: Vec<usize> = (0..6_000).filter_map(|i| Pool::home(&format!("s{i}"), &members)).collect();
+        let share = |d: usize| homes.iter().filter(|h| **h == d).count() as f64 / homes.len() as f64;
+        for (d, expected) in [(0, 0.5), (1, 1.0 / 3.0), (2, 1.0 / 6.0)] {
+            assert!((share(d) - expected).abs() < 0.03, "member {d}: {} of the sessions, not {expected}", share(d));
+        }
+        let without = [(0, 5.0), (1, 10.0 / 3.0)];
+        for (i, home) in homes.iter().enumerate() {
+            let again = Pool::home(&format!("s{i}"), &without).unwrap();
+            if *home != 2 {
+                assert_eq!(again, *home, "session s{i} stays where it was");
+            }
+        }
+    }
+
+    #[test]
+    fn capacity_is_the_request_rate_else_the_token_rate() {
+        use sluice_quota::{Dimension, Limits, RateLimit};
+        let per_minute = |dimension, amount| RateLimit::per_minute(dimension, amount).unwrap();
+        let both = Limits::default()
+            .with_rate(per_minute(Dimension::TotalTokens, 60_000))
+            .with_rate(per_minute(Dimension::Requests, 300));
+        assert!((capacity(&both) - 5.0).abs() < 1e-9);
+        let tokens = Limits::default().with_rate(per_minute(Dimension::TotalTokens, 60_000));
+        assert!((capacity(&tokens) - 1_000.0).abs() < 1e-9);
+        assert!((capacity(&Limits::default()) - 1.0).abs() < 1e-9);
     }
 }

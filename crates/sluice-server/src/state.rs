@@ -246,7 +246,12 @@ impl Gateway {
                     degrade: m.degrade_to.clone(),
                     pool: (m.pool.len() > 1).then(|| {
                         let queue = DeploymentQueue::new(Arc::clone(store), Arc::clone(&services.clock));
-                        let pool = crate::pool::Pool::new(m.pool.clone(), m.strategy, queue);
+                        let capacities = m
+                            .pool
+                            .iter()
+                            .map(|member| crate::pool::capacity(&config.deployments[member.deployment].limits));
+                        let pool = crate::pool::Pool::new(m.pool.clone(), m.strategy, queue)
+                            .with_capacities(capacities.collect());
                         Arc::new(pool.with_affinity_header(m.affinity_header.clone()))
                     }),
                 };
@@ -331,6 +336,7 @@ impl Gateway {
                 continue;
             };
             let same = previous.members == pool.members
+                && previous.capacities == pool.capacities
                 && previous.strategy == pool.strategy
                 && previous.affinity_header == pool.affinity_header;
             let members_same = same
@@ -341,7 +347,8 @@ impl Gateway {
             *pool = if members_same {
                 Arc::clone(previous)
             } else {
-                let fresh = crate::pool::Pool::new(pool.members.clone(), pool.strategy, Arc::clone(&previous.queue));
+                let fresh = crate::pool::Pool::new(pool.members.clone(), pool.strategy, Arc::clone(&previous.queue))
+                    .with_capacities(pool.capacities.clone());
                 Arc::new(fresh.with_affinity_header(pool.affinity_header.clone()))
             };
         }

@@ -243,10 +243,12 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
         })
         .collect();
     let session = session_of(req, pool.affinity_header.as_deref());
-    let eligible_deployments: Vec<usize> =
-        pool.members.iter().zip(&eligible).filter(|(_, e)| **e).map(|(m, _)| m.deployment).collect();
+    let eligible_deployments: Vec<(usize, f64)> = (pool.members.iter().zip(&pool.capacities).zip(&eligible))
+        .filter(|(_, e)| **e)
+        .map(|((m, capacity), _)| (m.deployment, *capacity))
+        .collect();
     let affinity = session.as_deref().and_then(|key| {
-        let recorded = pool.session(key, now).filter(|d| eligible_deployments.contains(d));
+        let recorded = pool.session(key, now).filter(|d| eligible_deployments.iter().any(|(e, _)| e == d));
         recorded.or_else(|| Pool::home(key, &eligible_deployments))
     });
     let affinity_member = affinity.and_then(|d| pool.members.iter().position(|m| m.deployment == d));
