@@ -50,7 +50,8 @@ def by_kind(docs: list[dict], kind: str, name: str) -> dict:
 def test_manifests_are_valid_kubernetes(directory: Path) -> None:
     docs = rendered(directory)
     kinds = {d["kind"] for d in docs}
-    assert {"Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor"} <= kinds
+    assert {"Deployment", "Service", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor",
+            "NetworkPolicy"} <= kinds
     for doc in docs:
         if doc["kind"] == "ServiceMonitor":
             # A Prometheus Operator resource: no bundled schema; its shape is checked here.
@@ -104,6 +105,60 @@ def test_the_redis_overlay_runs_replicas_on_one_redis_and_the_base_only_one() ->
     assert by_kind(docs, "HorizontalPodAutoscaler", "sluice")["spec"]["maxReplicas"] <= policy["store"]["instances"]
     mounted = by_kind(docs, "Deployment", "sluice")["spec"]["template"]["spec"]["volumes"]
     assert {"name": "config", "configMap": {"name": config["metadata"]["name"]}} in mounted
+
+
+@pytest.mark.skipif(not shutil.which("kubectl"), reason="the overlay's patches need kubectl kustomize")
+def test_a_drain_never_takes_the_only_pod_and_replicas_spread_and_go_one_at_a_time() -> None:
+    base = rendered(KUBE / "base")
+    # One replica: the budget keeps it (the drain waits for a rollout to move it).
+    assert by_kind(base, "PodDisruptionBudget", "sluice")["spec"] == {
+        "minAvailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": "sluice"}}}
+    docs = rendered(KUBE / "overlays" / "redis")
+    pdb = by_kind(docs, "PodDisruptionBudget", "sluice")["spec"]
+    replicas = by_kind(docs, "Deployment", "sluice")["spec"]["replicas"]
+    assert "minAvailable" not in pdb and pdb["maxUnavailable"] == 1 < replicas
+    spread = by_kind(docs, "Deployment", "sluice")["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert {c["topologyKey"] for c in spread} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+    # Scales on requests waiting per pod as well as on CPU.
+    metrics = by_kind(docs, "HorizontalPodAutoscaler", "sluice")["spec"]["metrics"]
+    assert {m["type"] for m in metrics} == {"Resource", "Pods"}
+    assert any(m.get("pods", {}).get("metric", {}).get("name") == "sluice_queue_depth" for m in metrics)
+    assert "sluice_queue_depth" in registered_metrics()
+
+
+@pytest.mark.skipif(not shutil.which("kubectl"), reason="the overlay's patches need kubectl kustomize")
+def test_redis_keeps_its_file_on_a_claim_runs_locked_down_and_only_sluice_reaches_it() -> None:
+    docs = rendered(KUBE / "overlays" / "redis")
+    redis = by_kind(docs, "StatefulSet", "sluice-redis")
+    pod = redis["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert "--appendonly" in container["args"]
+    claims = {c["metadata"]["name"] for c in redis["spec"]["volumeClaimTemplates"]}
+    assert {m["name"] for m in container["volumeMounts"]} <= claims
+    assert not [v for v in pod.get("volumes", []) if "emptyDir" in v], "no data on an emptyDir"
+    assert container["livenessProbe"] and container["readinessProbe"]
+    context = container["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"] is True
+    assert context["capabilities"]["drop"] == ["ALL"] and pod["securityContext"]["runAsNonRoot"] is True
+    policy = by_kind(docs, "NetworkPolicy", "sluice-redis")["spec"]
+    assert policy["podSelector"]["matchLabels"] == {"app.kubernetes.io/component": "redis"}
+    sources = [peer["podSelector"]["matchLabels"] for rule in policy["ingress"] for peer in rule["from"]]
+    assert sources == [{"app.kubernetes.io/name": "sluice"}]
+    # sluice's own policy lets it out to Redis, DNS and HTTPS only.
+    egress = by_kind(docs, "NetworkPolicy", "sluice")["spec"]["egress"]
+    ports = sorted({p["port"] for rule in egress for p in rule["ports"]})
+    assert ports == [53, 443, 6379]
+
+
+def test_the_image_is_stripped_and_healthy_while_the_process_answers() -> None:
+    dockerfile = (REPO_ROOT / "deploy" / "Dockerfile").read_text()
+    healthcheck = dockerfile[dockerfile.index("HEALTHCHECK"):].split("\n\n")[0]
+    assert "/healthz" in healthcheck and "/readyz" not in healthcheck
+    assert "CARGO_PROFILE_RELEASE_STRIP=symbols" in dockerfile
+    assert "CARGO_PROFILE_RELEASE_DEBUG=false" in dockerfile
+    # Every base image comes through a build argument a release build pins by digest.
+    froms = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("FROM ")]
+    assert froms == ["${BUILD_IMAGE}", "${RUNTIME_IMAGE}"]
 
 
 def registered_metrics() -> set[str]:
