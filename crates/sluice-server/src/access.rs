@@ -12,11 +12,12 @@ use parking_lot::Mutex;
 use sluice_quota::{Clock, Nanos};
 
 use crate::spans::{Anchor, Step};
-use crate::state::{Caller, Gateway};
+use crate::state::{Caller, Gateway, Route as Deployment};
 use crate::telemetry::Spans;
 use crate::timing::Timing;
 use crate::trace::Trace;
 use sluice_adapt::labels::{Route, TenantTokens};
+use sluice_jobs::usage::UsageCounts;
 
 /// The target the lines are logged on (`SLUICE_LOG=sluice::access=off` silences them).
 pub const TARGET: &str = "sluice::access";
@@ -38,12 +39,18 @@ pub struct Line {
 #[derive(Debug, Default)]
 struct Fields {
     trace_id: String,
+    /// The HTTP method and the route it matched (its template: `/v1/chat/completions`,
+    /// `/openai/deployments/{deployment}/chat/completions`).
+    method: String,
+    route: Arc<str>,
     tenant: Option<Arc<str>>,
     team: Option<Arc<str>>,
     key_id: Option<Arc<str>>,
     class: Option<Arc<str>>,
     profile: Option<Arc<str>>,
     deployments: Vec<Arc<str>>,
+    /// The provider of the last deployment tried.
+    provider: Option<Arc<str>>,
     status: u16,
     decision: &'static str,
     limiter: Option<String>,
@@ -56,6 +63,13 @@ struct Fields {
     ttft_ms: Option<u64>,
     tokens_estimated: u64,
     tokens_used: Option<u64>,
+    /// The settled usage as `/admin/usage` counts it: input (cached included), its cached
+    /// part, output, and the cost in `currency`.
+    usage: Option<UsageCounts>,
+    currency: Arc<str>,
+    /// How a stream ended: `completed`, `client_cut`, `provider_cut`, `provider_stalled`,
+    /// `shutdown`; empty for an answer that was not streamed.
+    stream: &'static str,
     /// Where the settled figures came from: `reported`, `counted` or `estimated`.
     usage_source: &'static str,
     retries: u32,
@@ -81,6 +95,7 @@ impl Line {
             team: caller.and_then(|c| c.team.clone()),
             key_id: caller.map(|c| Arc::clone(&c.key_id)),
             class: caller.map(|c| Arc::clone(&c.class.name)),
+            currency: Arc::clone(&gateway.currency),
             decision: "none",
             ..Fields::default()
         };
@@ -121,12 +136,23 @@ impl Line {
         self.fields.lock().profile = Some(Arc::clone(name));
     }
 
+    /// The request's HTTP `method` and the `route` (template) it matched.
+    pub fn request(&self, method: &str, route: &str) {
+        let mut f = self.fields.lock();
+        method.clone_into(&mut f.method);
+        if f.route.as_ref() != route {
+            f.route = Arc::from(route);
+        }
+    }
+
     /// An attempt on `deployment` begins; every one after the first is a retry or fallback.
-    pub fn attempt(&self, deployment: &Arc<str>) {
+    pub fn attempt(&self, deployment: &Deployment) {
         let mut f = self.fields.lock();
         if !f.deployments.is_empty() {
             f.retries = f.retries.saturating_add(1);
         }
+        f.provider = Some(Arc::clone(&deployment.provider));
+        let deployment = &deployment.name;
         f.deployments.push(Arc::clone(deployment));
         let now = self.clock.now();
         if let Some(open) = f.steps.iter_mut().rev().find(|s| s.name == "upstream_attempt" && s.end.is_none()) {
@@ -138,11 +164,12 @@ impl Line {
 
     /// The attempt's pool placed it on `deployment` (named in place of the pool's first
     /// candidate the attempt began with), for `reason`.
-    pub fn placed(&self, deployment: &Arc<str>, reason: &'static str) {
+    pub fn placed(&self, deployment: &Deployment, reason: &'static str) {
         let mut f = self.fields.lock();
         if let Some(last) = f.deployments.last_mut() {
-            *last = Arc::clone(deployment);
+            *last = Arc::clone(&deployment.name);
         }
+        f.provider = Some(Arc::clone(&deployment.provider));
         f.placement = reason;
     }
 
@@ -225,6 +252,21 @@ impl Line {
         self.step(&mut f, "settlement", self.clock.now(), used);
     }
 
+    /// The settled usage, as the usage rollups count it (the last settlement's, after
+    /// retries).
+    pub fn usage(&self, counts: &UsageCounts) {
+        self.fields.lock().usage = Some(*counts);
+    }
+
+    /// The stream ended `how` (`completed`, `client_cut`, `provider_cut`,
+    /// `provider_stalled`, `shutdown`); the first report stands.
+    pub fn stream_ended(&self, how: &'static str) {
+        let mut f = self.fields.lock();
+        if f.stream.is_empty() {
+            f.stream = how;
+        }
+    }
+
     /// The status the client got, and the refusing limiter when it was a rate limit.
     pub fn finished(&self, status: u16, refusal: Option<(&'static str, &str)>) {
         let mut f = self.fields.lock();
@@ -280,15 +322,20 @@ impl Drop for Line {
         }
         let f = self.fields.get_mut();
         let deployments = f.deployments.join(",");
+        let usage = f.usage.as_ref();
+        let cost = usage.filter(|u| u.cost_nanos > 0).map(|u| u.cost_nanos as f64 / 1e9);
         tracing::info!(
             target: TARGET,
             trace_id = %f.trace_id,
+            method = %f.method,
+            route = %f.route,
             tenant = %text(&f.tenant),
             team = %text(&f.team),
             key_id = %text(&f.key_id),
             class = %text(&f.class),
             model_profile = %text(&f.profile),
             deployments = %deployments,
+            provider = %text(&f.provider),
             status = f.status,
             decision = f.decision,
             limiter = f.limiter.as_deref().unwrap_or(""),
@@ -300,6 +347,12 @@ impl Drop for Line {
             ttft_ms = f.ttft_ms,
             tokens_estimated = f.tokens_estimated,
             tokens_used = f.tokens_used,
+            input_tokens = usage.map(|u| u.input_tokens),
+            cached_tokens = usage.map(|u| u.cached_input_tokens),
+            output_tokens = usage.map(|u| u.output_tokens),
+            cost,
+            currency = %cost.map_or("", |_| f.currency.as_ref()),
+            stream = f.stream,
             usage_source = f.usage_source,
             retries = f.retries,
             placement = f.placement,
@@ -310,9 +363,13 @@ impl Drop for Line {
 }
 
 /// The line of a request beside the proxied road (a stored response's calls, a passthrough
-/// endpoint): its caller when the key is good; the road's steps add nothing to it.
+/// endpoint): its method and route, its caller when the key is good; the road's steps add
+/// nothing to it.
 #[must_use]
-pub fn beside_the_road(gateway: &Gateway, trace: &Trace, headers: &axum::http::HeaderMap) -> Arc<Line> {
-    let caller = crate::auth::authenticate(gateway, headers).ok();
-    Line::new(gateway, trace, caller.as_ref())
+pub fn beside_the_road(gateway: &Gateway, trace: &Trace, request: &axum::extract::Request) -> Arc<Line> {
+    let caller = crate::auth::authenticate(gateway, request.headers()).ok();
+    let line = Line::new(gateway, trace, caller.as_ref());
+    let route = request.extensions().get::<axum::extract::MatchedPath>();
+    line.request(request.method().as_str(), route.map_or(request.uri().path(), |m| m.as_str()));
+    line
 }

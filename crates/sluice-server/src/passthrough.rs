@@ -165,7 +165,7 @@ pub fn family_of(path: &str) -> Option<Family> {
 pub async fn serve(state: &AppState, request: axum::extract::Request, family: Family) -> Response<Body> {
     let gateway = state.current();
     let trace = Trace::from_headers(request.headers());
-    let access = crate::access::beside_the_road(&gateway, &trace, request.headers());
+    let access = crate::access::beside_the_road(&gateway, &trace, &request);
     let result = relay(&gateway, request, family, &trace).await;
     crate::road::finished(&access, &result);
     let mut response = match result {

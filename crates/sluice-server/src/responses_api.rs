@@ -80,7 +80,7 @@ pub async fn input_items(State(state): State<AppState>, Path(id): Path<String>, 
 async fn by_id(state: &AppState, op: Op, id: String, request: Request) -> Response<Body> {
     let gateway = state.current();
     let trace = Trace::from_headers(request.headers());
-    let access = crate::access::beside_the_road(&gateway, &trace, request.headers());
+    let access = crate::access::beside_the_road(&gateway, &trace, &request);
     let result = relay(&gateway, op, id, request, &trace).await;
     road::finished(&access, &result);
     answer(result, &trace)

@@ -59,7 +59,9 @@ fn init_logs(json: bool) {
     let builder =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(crate::logs::Stderr::new()).with_ansi(ansi);
     if json {
-        builder.json().init();
+        // Each event's fields at the top level of its object (`status`, `tenant`, ...),
+        // beside `timestamp`, `level`, `target` and `message`: what a log query filters on.
+        builder.json().flatten_event(true).init();
     } else {
         // The default fields' format, written with fewer formatting calls (see `fields`).
         builder.fmt_fields(crate::fields::Fields).init();

@@ -129,7 +129,7 @@ fn the_image_checks_health_with_sluice_runs_unprivileged_and_keeps_jobs_on_a_vol
     assert_eq!(health.len(), 1, "{health:?}");
     let cmd = health[0].split_once(" CMD ").unwrap().1.trim();
     assert!(cmd.starts_with(r#"["/usr/local/bin/sluice", "healthcheck""#), "{cmd}");
-    assert!(!cmd.contains("/bin/sh") && cmd.contains("/readyz"), "{cmd}");
+    assert!(!cmd.contains("/bin/sh") && cmd.contains("/healthz"), "{cmd}");
     let user = find("USER ");
     assert_eq!(user.len(), 1);
     let uid = user[0]["USER ".len()..].split(':').next().unwrap();
@@ -181,6 +181,36 @@ fn logs_written_to_a_file_carry_no_colour_codes() {
 }
 
 #[test]
+fn a_streams_access_line_says_whether_it_completed_or_its_client_cut_it() {
+    use sluice_sim::config::Completion;
+    use sluice_sim::latency::LatencyConfig;
+    let latency = LatencyConfig { per_token_ms: 20.0, chunk_tokens: 1, ..LatencyConfig::default() };
+    let model = ModelConfig {
+        completion: Completion::Fixed { tokens: 40 },
+        latency: Some(latency),
+        ..ModelConfig::openai("gpt-4o-mini")
+    };
+    let sim = SimProcess::start_with(SimConfig { models: vec![model], ..SimConfig::default() });
+    let env = [("OPENAI_API_KEY", "sk-test"), ("SLUICE_LOG_JSON", "true")];
+    let gateway = Served::start(&quickstart_on(&sim.url), &env).unwrap();
+    let (whole, cut) = ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb2");
+    assert_eq!(sim.stream(&gateway.url, whole, false), 200);
+    assert_eq!(sim.stream(&gateway.url, cut, true), 200);
+    let log = gateway.stderr_once(cut);
+    let lines = access_lines(&log);
+    let line = |trace: &str| lines.iter().find(|l| l["trace_id"] == trace).unwrap_or_else(|| panic!("{log}")).clone();
+    let (whole, cut) = (line(whole), line(cut));
+    assert_eq!(whole["stream"], "completed", "{whole}");
+    assert_eq!(cut["stream"], "client_cut", "{cut}");
+    // Both were answered 200 and admitted: the stream field is what tells them apart.
+    for l in [&whole, &cut] {
+        assert_eq!(l["status"], 200);
+        assert_eq!(l["decision"], "admitted");
+        assert!(l["output_tokens"].as_u64().unwrap() > 0, "{l}");
+    }
+}
+
+#[test]
 fn hash_key_reads_the_key_from_standard_input_as_from_an_argument() {
     let from_arg = run(&["hash-key", "sk-local-quickstart"], "");
     let from_stdin = run(&["hash-key"], "sk-local-quickstart\n");
@@ -209,10 +239,39 @@ struct SimProcess {
 
 impl SimProcess {
     fn start() -> Self {
+        Self::start_with(SimConfig { models: vec![ModelConfig::openai("gpt-4o-mini")], ..SimConfig::default() })
+    }
+
+    fn start_with(config: SimConfig) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        let config = SimConfig { models: vec![ModelConfig::openai("gpt-4o-mini")], ..SimConfig::default() };
         let handle = runtime.block_on(sluice_sim::SimProvider::start(config)).unwrap();
         Self { url: handle.url(), handle, runtime }
+    }
+
+    /// A stream of about `tokens` output tokens, 20 ms apart, through `gateway`: read to its
+    /// end, or (`cut`) left after its first piece.
+    fn stream(&self, gateway: &str, trace: &str, cut: bool) -> u16 {
+        self.runtime.block_on(async {
+            let body = serde_json::json!({"model": "gpt-4o-mini", "stream": true,
+                "messages": [{"role": "user", "content": PROMPT}]});
+            let traceparent = format!("00-{trace}-00f067aa0ba902b7-01");
+            let mut response = reqwest::Client::new()
+                .post(format!("{gateway}/v1/chat/completions"))
+                .bearer_auth(KEY)
+                .header("traceparent", traceparent)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            if cut {
+                assert!(response.chunk().await.unwrap().is_some(), "a first piece");
+                drop(response);
+            } else {
+                while response.chunk().await.unwrap().is_some() {}
+            }
+            status
+        })
     }
 
     /// `POST {gateway}/v1/chat/completions` with `key`: the status and body.
@@ -283,7 +342,7 @@ fn a_request_leaves_one_access_log_line_with_its_trace_tenant_and_status_and_no_
     let log = gateway.stderr_once(trace);
     let lines = access_lines(&log);
     assert_eq!(lines.len(), 1, "{log}");
-    let fields = &lines[0]["fields"];
+    let fields = &lines[0];
     assert_eq!(fields["trace_id"], trace);
     assert_eq!(fields["tenant"], "me");
     assert_eq!(fields["key_id"], "me-1");
@@ -294,6 +353,15 @@ fn a_request_leaves_one_access_log_line_with_its_trace_tenant_and_status_and_no_
     assert_eq!(fields["retries"], 0);
     assert!(fields["tokens_estimated"].as_u64().unwrap() > 0, "{fields}");
     assert!(fields["tokens_used"].as_u64().unwrap() > 0, "{fields}");
+    // Flat, as a log query filters: no nested `fields`, the route and the usage split.
+    assert!(fields.get("fields").is_none(), "{fields}");
+    assert_eq!(fields["method"], "POST");
+    assert_eq!(fields["route"], "/v1/chat/completions");
+    assert_eq!(fields["provider"], "openai");
+    let (input, output) = (fields["input_tokens"].as_u64().unwrap(), fields["output_tokens"].as_u64().unwrap());
+    assert_eq!(input + output, fields["tokens_used"].as_u64().unwrap(), "{fields}");
+    assert_eq!(fields["cached_tokens"], 0);
+    assert_eq!(fields["stream"], "", "not a stream");
     for secret in [KEY, "sk-test-provider-secret", PROMPT] {
         assert!(!log.contains(secret), "{secret:?} in the log:\n{log}");
     }
@@ -324,10 +392,10 @@ fn requests_beside_the_proxied_road_leave_their_access_line_too() {
     let log = gateway.stderr_once(traces[1]);
     let lines = access_lines(&log);
     for trace in traces {
-        let mine: Vec<_> = lines.iter().filter(|l| l["fields"]["trace_id"] == trace).collect();
+        let mine: Vec<_> = lines.iter().filter(|l| l["trace_id"] == trace).collect();
         assert_eq!(mine.len(), 1, "one line for {trace}:\n{log}");
-        assert_eq!(mine[0]["fields"]["status"], 404);
-        assert_eq!(mine[0]["fields"]["tenant"], "me");
+        assert_eq!(mine[0]["status"], 404);
+        assert_eq!(mine[0]["tenant"], "me");
     }
     assert!(!log.contains(KEY) && !log.contains(PROMPT), "no key or prompt in the log:\n{log}");
 }
@@ -345,9 +413,9 @@ fn with_the_access_log_off_refusals_are_still_logged_and_successes_are_not() {
     let log = gateway.stderr_once("sluice::access");
     let lines = access_lines(&log);
     assert_eq!(lines.len(), 1, "{log}");
-    assert_eq!(lines[0]["fields"]["status"], 404);
-    assert_eq!(lines[0]["fields"]["decision"], "none");
-    assert_eq!(lines[0]["fields"]["tenant"], "me");
+    assert_eq!(lines[0]["status"], 404);
+    assert_eq!(lines[0]["decision"], "none");
+    assert_eq!(lines[0]["tenant"], "me");
 }
 
 #[test]
@@ -365,7 +433,7 @@ fn a_stream_leaves_one_access_log_line_once_it_ends_with_its_first_piece_time_an
     let log = gateway.stderr_once("sluice::access");
     let lines = access_lines(&log);
     assert_eq!(lines.len(), 1, "{log}");
-    let fields = &lines[0]["fields"];
+    let fields = &lines[0];
     assert_eq!(fields["status"], 200);
     let ttft = fields["ttft_ms"].as_u64().unwrap_or_else(|| panic!("no ttft_ms: {fields}"));
     assert!(ttft <= fields["total_ms"].as_u64().unwrap(), "{fields}");
@@ -424,7 +492,7 @@ fn a_request_with_a_client_traceparent_is_one_access_line_and_one_trace_with_the
     assert_eq!(status, 200, "{body}");
     let lines = access_lines(&gateway.stderr_once(trace));
     assert_eq!(lines.len(), 1);
-    assert_eq!(lines[0]["fields"]["trace_id"], trace);
+    assert_eq!(lines[0]["trace_id"], trace);
     // Shutdown exports what is still queued.
     gateway.terminate();
     let spans = spans.lock().unwrap().clone();

@@ -103,7 +103,7 @@ pub async fn admit_pooled(
             }
             let reason = placed.reason(at_index, deployment, req.queued().is_some(), pool.strategy);
             let chosen = &gateway.deployments[deployment];
-            req.access.placed(&chosen.name, reason);
+            req.access.placed(chosen, reason);
             gateway.services.metrics.placed(&req.profile.name, &chosen.name, reason);
             req.access.admitted(quote.input.saturating_add(quote.output));
             Ok(granted(req, deployment, quote, grant, at))

@@ -229,6 +229,14 @@ async fn next_chunk<S: Settle>(mut relay: Relay<S>) -> Option<(Result<Bytes, Inf
             tracing::warn!(%deployment, ?idle, "provider stream stalled; ended with an error event");
         }
         let mut flow = relay.flow.take()?;
+        if let Some(line) = flow.settle.access() {
+            line.stream_ended(match end {
+                End::Interrupted if flow.pipe.ended() => "completed",
+                End::Interrupted => "provider_cut",
+                End::Stalled => "provider_stalled",
+                End::ShuttingDown => "shutdown",
+            });
+        }
         let tail = flow.end(&interruption(flow.terms.protocol, end));
         flow.settle();
         return (!tail.is_empty()).then_some((Ok(tail), relay));
@@ -315,6 +323,9 @@ impl<S: Settle> Drop for Relay<S> {
         let Some(flow) = self.flow.take() else { return };
         // The client went away mid-stream: drain the provider's answer for its usage, or
         // settle on what passed.
+        if let Some(line) = flow.settle.access() {
+            line.stream_ended(if flow.pipe.ended() { "completed" } else { "client_cut" });
+        }
         let bounds = &self.bounds;
         let shutting_down = *bounds.cut.borrow();
         if bounds.drain.is_zero()

@@ -96,6 +96,8 @@ pub async fn handle(gateway: Arc<Gateway>, protocol: Protocol, request: axum::ex
         let caller = authenticated.caller().ok();
         Line::new(gateway, &trace, caller)
     });
+    let route = parts.extensions.get::<axum::extract::MatchedPath>().map_or(parts.uri.path(), |m| m.as_str());
+    access.request(parts.method.as_str(), route);
     finished(&access, &served.result);
     let mut response = match served.result {
         Ok(response) => response,
@@ -120,6 +122,8 @@ pub async fn forward(
     early: Option<&Early>,
 ) -> Served {
     let access = Line::new(gateway, trace, Some(caller));
+    // What an async job's line says; a request over HTTP names its own (in `handle`).
+    access.request("POST", endpoint_path(protocol));
     let accepted = match accept::accept(gateway, caller, protocol, headers, bytes, &access).await {
         Ok(accepted) => accepted,
         Err(error) => return Served::refused(error).logged(access),
@@ -236,7 +240,7 @@ async fn once(req: &Request<'_>, candidates: &Candidates, mode: Mode) -> (usize,
         Candidates::One(deployment) => *deployment,
         Candidates::Pool(members) => members.first().copied().unwrap_or(req.profile.deployment),
     };
-    req.access.attempt(&gateway.deployments[first].name);
+    req.access.attempt(&gateway.deployments[first]);
     let admitted = match (candidates, &req.profile.pool) {
         (Candidates::Pool(members), Some(pool)) => admit::admit_pooled(req, pool, members, mode).await,
         _ => admit::admit(req, first, mode).await,

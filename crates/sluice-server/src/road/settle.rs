@@ -90,14 +90,25 @@ impl Terms {
     /// teaches the estimators nothing.
     #[must_use]
     pub fn streamed(&self, seen: Streamed) -> (Settlement, UsageSource) {
+        let (usage, source) = Self::streamed_usage(self.input, seen);
+        let settlement = match source {
+            UsageSource::Reported => self.settlement(usage),
+            UsageSource::Counted | UsageSource::Estimated => self.charge(&usage, source),
+        };
+        (settlement, source)
+    }
+
+    /// The usage a stream settles on and where it came from (see [`Terms::streamed`]);
+    /// `input` is the estimate.
+    fn streamed_usage(input: u64, seen: Streamed) -> (Usage, UsageSource) {
         match seen.usage {
-            Some(usage) if seen.usage_final => (self.settlement(usage), UsageSource::Reported),
+            Some(usage) if seen.usage_final => (usage, UsageSource::Reported),
             opening => {
-                let mut usage = opening.unwrap_or(Usage { input_tokens: self.input, ..Usage::default() });
+                let mut usage = opening.unwrap_or(Usage { input_tokens: input, ..Usage::default() });
                 usage.output_tokens = usage.output_tokens.max(seen.counted);
                 let source =
                     if opening.is_none() && seen.counted == 0 { UsageSource::Estimated } else { UsageSource::Counted };
-                (self.charge(&usage, source), source)
+                (usage, source)
             }
         }
     }
@@ -121,11 +132,17 @@ impl Terms {
 
     /// Counts `usage` and its cost in the spend counter and the usage book.
     fn count(&self, usage: &Usage, source: UsageSource) {
-        let cost = self.spend.as_ref().map_or(0.0, |(price, spent)| {
-            let cost = crate::spend::cost(price, self.kind, usage);
-            spent.inc_by(cost);
-            cost
-        });
+        if let Some((price, spent)) = &self.spend {
+            spent.inc_by(crate::spend::cost(price, self.kind, usage));
+        }
+        let (book, tag) = &self.usage;
+        book.record(tag, &self.counts(usage, source));
+    }
+
+    /// What the usage book counts for `usage` (and the access log reports).
+    #[must_use]
+    pub fn counts(&self, usage: &Usage, source: UsageSource) -> UsageCounts {
+        let cost = self.spend.as_ref().map_or(0.0, |(price, _)| crate::spend::cost(price, self.kind, usage));
         let input = match self.kind {
             // Anthropic's input_tokens is the uncached part only.
             ProviderKind::Anthropic => usage
@@ -134,7 +151,7 @@ impl Terms {
                 .saturating_add(usage.cache_creation_input_tokens),
             ProviderKind::OpenAi | ProviderKind::Ollama => usage.input_tokens,
         };
-        let counts = UsageCounts {
+        UsageCounts {
             requests: 1,
             input_tokens: input,
             cached_input_tokens: usage.cache_read_input_tokens,
@@ -143,9 +160,7 @@ impl Terms {
             cost_nanos: crate::spend::nanos(cost),
             counted_requests: u64::from(source == UsageSource::Counted),
             estimated_requests: u64::from(source == UsageSource::Estimated),
-        };
-        let (book, tag) = &self.usage;
-        book.record(tag, &counts);
+        }
     }
 }
 
@@ -268,6 +283,9 @@ impl SettleGuard {
     fn finish(&mut self) {
         let Some(id) = self.id.take() else { return };
         if let Some(unanswered) = self.unanswered.take() {
+            if let Some(line) = &self.access {
+                line.usage(&unanswered.counts);
+            }
             unanswered.record();
             self.source = Some(UsageSource::Estimated);
         }
@@ -325,9 +343,18 @@ impl Settle for SettleGuard {
 
     fn answered(self, terms: &Terms, usage: Option<Usage>) {
         let (settlement, source) = match usage {
-            Some(usage) => (terms.settlement(usage), UsageSource::Reported),
+            Some(usage) => {
+                if let Some(line) = &self.access {
+                    line.usage(&terms.counts(&usage, UsageSource::Reported));
+                }
+                (terms.settlement(usage), UsageSource::Reported)
+            }
             None => {
-                terms.unanswered_usage().record();
+                let unanswered = terms.unanswered_usage();
+                if let Some(line) = &self.access {
+                    line.usage(&unanswered.counts);
+                }
+                unanswered.record();
                 (terms.sent_unanswered(), UsageSource::Estimated)
             }
         };
@@ -335,6 +362,10 @@ impl Settle for SettleGuard {
     }
 
     fn streamed(self, terms: &Terms, seen: Streamed) {
+        if let Some(line) = &self.access {
+            let (usage, source) = Terms::streamed_usage(terms.input, seen);
+            line.usage(&terms.counts(&usage, source));
+        }
         let (settlement, source) = terms.streamed(seen);
         self.settle_as(settlement, source);
     }
