@@ -11,7 +11,12 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use sluice_quota::{Clock, Nanos};
 
-use crate::spans::{Anchor, Step};
+use std::borrow::Cow;
+
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
+
+use crate::spans::{Anchor, Step, Summary};
 use crate::state::{Caller, Gateway, Route as Deployment};
 use crate::telemetry::Spans;
 use crate::timing::Timing;
@@ -67,6 +72,10 @@ struct Fields {
     /// part, output, and the cost in `currency`.
     usage: Option<UsageCounts>,
     currency: Arc<str>,
+    /// The GenAI operation (`chat`, `embeddings`, `text_completion`).
+    operation: &'static str,
+    /// The convention name of the last deployment's provider and that deployment's model.
+    answered_by: Option<(&'static str, Arc<str>)>,
     /// How a stream ended: `completed`, `client_cut`, `provider_cut`, `provider_stalled`,
     /// `shutdown`; empty for an answer that was not streamed.
     stream: &'static str,
@@ -121,14 +130,15 @@ impl Line {
         attributes: impl FnOnce() -> Vec<opentelemetry::KeyValue>,
     ) {
         if self.spans.is_some() {
-            let end = (name != "upstream_attempt").then(|| self.clock.now());
-            f.steps.push(Step { name, start, end, attributes: attributes() });
+            let end = Some(self.clock.now());
+            let (name, kind) = (Cow::Borrowed(name), SpanKind::Internal);
+            f.steps.push(Step { name, kind, start, end, attributes: attributes() });
         }
     }
 
-    /// When the open attempt began (the line's start before any).
+    /// When the last provider call began (the line's start before any).
     fn attempt_started(f: &Fields, or: Nanos) -> Nanos {
-        f.steps.iter().rev().find(|s| s.name == "upstream_attempt").map_or(or, |s| s.start)
+        f.steps.iter().rev().find(|s| s.kind == SpanKind::Client).map_or(or, |s| s.start)
     }
 
     /// The model profile the request named.
@@ -145,6 +155,12 @@ impl Line {
         }
     }
 
+    /// The GenAI `operation` the request asks for (`chat`, `embeddings`,
+    /// `text_completion`).
+    pub fn operation(&self, operation: &'static str) {
+        self.fields.lock().operation = operation;
+    }
+
     /// An attempt on `deployment` begins; every one after the first is a retry or fallback.
     pub fn attempt(&self, deployment: &Deployment) {
         let mut f = self.fields.lock();
@@ -152,14 +168,38 @@ impl Line {
             f.retries = f.retries.saturating_add(1);
         }
         f.provider = Some(Arc::clone(&deployment.provider));
-        let deployment = &deployment.name;
-        f.deployments.push(Arc::clone(deployment));
+        f.deployments.push(Arc::clone(&deployment.name));
         let now = self.clock.now();
-        if let Some(open) = f.steps.iter_mut().rev().find(|s| s.name == "upstream_attempt" && s.end.is_none()) {
+        if let Some(open) = f.steps.iter_mut().rev().find(|s| s.kind == SpanKind::Client && s.end.is_none()) {
             open.end = Some(now);
         }
-        let attributes = || vec![opentelemetry::KeyValue::new("sluice.deployment", deployment.to_string())];
-        self.step(&mut f, "upstream_attempt", now, attributes);
+    }
+
+    /// The attempt's request goes to `deployment`'s provider now: a client span, open until
+    /// the next attempt or the request's end. An attempt refused before it was sent has
+    /// none.
+    pub fn sending(&self, deployment: &Deployment) {
+        let mut f = self.fields.lock();
+        let target = &deployment.target;
+        let provider = crate::spans::provider_name(target.kind, &target.api);
+        f.answered_by = Some((provider, Arc::from(target.model.as_str())));
+        if self.spans.is_none() {
+            return;
+        }
+        let operation = if f.operation.is_empty() { "chat" } else { f.operation };
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.operation.name", operation),
+            KeyValue::new("gen_ai.provider.name", provider),
+            KeyValue::new("gen_ai.request.model", target.model.clone()),
+            KeyValue::new("http.request.method", "POST"),
+            KeyValue::new("sluice.deployment", deployment.name.to_string()),
+        ];
+        if let Some((host, port)) = crate::spans::server_of(&target.base_url) {
+            attributes.push(KeyValue::new("server.address", host));
+            attributes.push(KeyValue::new("server.port", i64::from(port)));
+        }
+        let name = Cow::Owned(format!("{operation} {}", target.model));
+        f.steps.push(Step { name, kind: SpanKind::Client, start: self.clock.now(), end: None, attributes });
     }
 
     /// The attempt's pool placed it on `deployment` (named in place of the pool's first
@@ -307,7 +347,21 @@ impl Drop for Line {
         }
         if let Some((spans, anchor)) = &self.spans {
             let f = self.fields.get_mut();
-            for span in anchor.spans(&f.steps, self.clock.now(), f.status) {
+            let refused = f.status >= 400 && f.decision != "admitted" && f.decision != "queued";
+            let summary = Summary {
+                method: &f.method,
+                route: &f.route,
+                status: f.status,
+                operation: f.operation,
+                request_model: text(&f.profile),
+                answered_by: f.answered_by.as_ref().map(|(p, m)| (*p, m.as_ref())),
+                usage: f.usage.map(|u| (u.input_tokens, u.cached_input_tokens, u.output_tokens)),
+                refusal: refused.then(|| {
+                    let limiter = f.limiter.as_deref().unwrap_or("");
+                    [f.decision, limiter, f.scope_kind, text(&f.scope), f.dimension]
+                }),
+            };
+            for span in anchor.spans(&f.steps, self.clock.now(), &summary) {
                 spans.send(span);
             }
         }

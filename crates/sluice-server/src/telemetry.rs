@@ -1,7 +1,8 @@
 //! Trace export over OTLP (off unless an endpoint is configured). Each request's spans are
-//! built from its access-log [`Line`](crate::access::Line) when the line is let go — a
-//! `request` span continuing the client's `traceparent`, and within it `admission`,
-//! `queue_wait`, one `upstream_attempt` per deployment tried and `settlement` — and handed
+//! built from its access-log [`Line`](crate::access::Line) when the line is let go — an
+//! HTTP server span continuing the client's `traceparent`, and within it `admission`,
+//! `queue_wait`, one GenAI client span per call sent to a provider and `settlement`
+//! (see [`crate::spans`]) — and handed
 //! to [`Spans`]: a bounded queue that an exporter task drains in batches. The request path
 //! never waits on export: a full queue drops the spans and counts them
 //! (`sluice_trace_spans_dropped_total`).
@@ -201,7 +202,7 @@ mod tests {
 
     fn span() -> SpanData {
         let anchor = Anchor { trace: Trace::from_headers(&http::HeaderMap::new()), started: Nanos(0), unix_millis: 0 };
-        anchor.spans(&[], Nanos(1), 200).remove(0)
+        anchor.spans(&[], Nanos(1), &crate::spans::Summary { status: 200, ..Default::default() }).remove(0)
     }
 
     #[tokio::test(start_paused = true)]

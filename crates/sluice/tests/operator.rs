@@ -442,13 +442,32 @@ fn a_stream_leaves_one_access_log_line_once_it_ends_with_its_first_piece_time_an
     assert!(!log.contains(PROMPT));
 }
 
-/// One span an OTLP collector received: trace id, span id, parent span id (hex), name.
+/// One span an OTLP collector received: trace id, span id, parent span id (hex), name,
+/// kind, attributes (values as text) and events (name and attributes).
 #[derive(Debug, Clone)]
 struct Received {
     trace: String,
     span: String,
     parent: String,
     name: String,
+    kind: i32,
+    attributes: std::collections::BTreeMap<String, String>,
+    events: Vec<(String, std::collections::BTreeMap<String, String>)>,
+}
+
+/// OTLP attributes as text.
+fn attribute_map(
+    attributes: &[opentelemetry_proto::tonic::common::v1::KeyValue],
+) -> std::collections::BTreeMap<String, String> {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    let text = |v: &Option<Value>| match v {
+        Some(Value::StringValue(s)) => s.clone(),
+        Some(Value::IntValue(i)) => i.to_string(),
+        Some(Value::BoolValue(b)) => b.to_string(),
+        Some(Value::DoubleValue(d)) => d.to_string(),
+        other => format!("{other:?}"),
+    };
+    attributes.iter().map(|kv| (kv.key.clone(), text(&kv.value.as_ref().and_then(|v| v.value.clone())))).collect()
 }
 
 /// A collector stub: `POST /v1/traces` (OTLP/HTTP protobuf) on 127.0.0.1, recording spans.
@@ -466,6 +485,9 @@ async fn collector() -> (String, Arc<Mutex<Vec<Received>>>) {
                 span: hex(&s.span_id),
                 parent: hex(&s.parent_span_id),
                 name: s.name.clone(),
+                kind: s.kind,
+                attributes: attribute_map(&s.attributes),
+                events: s.events.iter().map(|e| (e.name.clone(), attribute_map(&e.attributes))).collect(),
             }));
             ([("content-type", "application/x-protobuf")], Vec::<u8>::new())
         }),
@@ -497,11 +519,66 @@ fn a_request_with_a_client_traceparent_is_one_access_line_and_one_trace_with_the
     gateway.terminate();
     let spans = spans.lock().unwrap().clone();
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-    for name in ["request", "admission", "upstream_attempt", "settlement"] {
+    for name in ["POST /v1/chat/completions", "admission", "chat gpt-4o-mini", "settlement"] {
         assert_eq!(names.iter().filter(|n| **n == name).count(), 1, "{name} in {spans:?}");
     }
     assert!(spans.iter().all(|s| s.trace == trace), "{spans:?}");
-    let request = spans.iter().find(|s| s.name == "request").unwrap();
+    let request = spans.iter().find(|s| s.name == "POST /v1/chat/completions").unwrap();
     assert_eq!(request.parent, "b7ad6b7169203331", "the client's span is the parent");
-    assert!(spans.iter().filter(|s| s.name != "request").all(|s| s.parent == request.span), "{spans:?}");
+    assert!(spans.iter().filter(|s| s.span != request.span).all(|s| s.parent == request.span), "{spans:?}");
+    // The HTTP server and GenAI conventions on the request's span (SpanKind::Server = 2).
+    let a = &request.attributes;
+    assert_eq!(request.kind, 2);
+    for (key, value) in [
+        ("http.request.method", "POST"),
+        ("http.route", "/v1/chat/completions"),
+        ("http.response.status_code", "200"),
+        ("gen_ai.operation.name", "chat"),
+        ("gen_ai.provider.name", "openai"),
+        ("gen_ai.request.model", "gpt-4o-mini"),
+        ("gen_ai.response.model", "gpt-4o-mini"),
+    ] {
+        assert_eq!(a.get(key).map(String::as_str), Some(value), "{key} in {a:?}");
+    }
+    for key in ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"] {
+        assert!(a[key].parse::<u64>().unwrap() > 0, "{key} in {a:?}");
+    }
+    // The call to the provider: a client span (3) naming where it went.
+    let call = spans.iter().find(|s| s.name == "chat gpt-4o-mini").unwrap();
+    assert_eq!(call.kind, 3);
+    assert_eq!(call.attributes["server.address"], "127.0.0.1");
+    assert_eq!(call.attributes["server.port"], sim.url.rsplit(':').next().unwrap().trim_end_matches('/'));
+    assert_eq!(call.attributes["gen_ai.provider.name"], "openai");
+}
+
+#[test]
+fn a_request_refused_by_admission_has_no_client_span_and_says_why_in_an_event() {
+    let sim = SimProcess::start();
+    let (endpoint, spans) = sim.runtime.block_on(collector());
+    let env = [("OPENAI_API_KEY", "sk-test"), ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)];
+    // One request a minute for the tenant; the client will not wait.
+    let config = quickstart_on(&sim.url).replace("name = \"me\"\n", "name = \"me\"\nlimits = { rpm = 1 }\n");
+    assert!(config.contains("rpm = 1 }"), "{config}");
+    let mut gateway = Served::start(&config, &env).unwrap();
+    let (first, refused) = ("11111111111111111111111111111111", "22222222222222222222222222222222");
+    for (trace, expected) in [(first, 200), (refused, 429)] {
+        let traceparent = format!("00-{trace}-b7ad6b7169203331-01");
+        let headers = [("traceparent", traceparent.as_str()), ("x-sluice-max-wait-ms", "0")];
+        let (status, body) = sim.chat_as(&gateway.url, KEY, "gpt-4o-mini", &headers);
+        assert_eq!(status, expected, "{body}");
+    }
+    gateway.terminate();
+    let spans = spans.lock().unwrap().clone();
+    let of = |trace: &str| spans.iter().filter(|s| s.trace == trace).cloned().collect::<Vec<_>>();
+    assert!(of(first).iter().any(|s| s.kind == 3), "the admitted one was sent: {spans:?}");
+    let refused = of(refused);
+    assert!(!refused.is_empty() && refused.iter().all(|s| s.kind != 3), "nothing was sent: {refused:?}");
+    let request = refused.iter().find(|s| s.kind == 2).unwrap();
+    assert_eq!(request.attributes["http.response.status_code"], "429");
+    let (name, event) = &request.events[0];
+    assert_eq!(name, "sluice.admission.refused");
+    assert_eq!(event["sluice.decision"], "rejected_before_send");
+    assert_eq!(event["sluice.scope_kind"], "tenant");
+    assert_eq!(event["sluice.scope"], "me");
+    assert_eq!(event["sluice.dimension"], "requests");
 }

@@ -124,6 +124,11 @@ pub async fn forward(
     let access = Line::new(gateway, trace, Some(caller));
     // What an async job's line says; a request over HTTP names its own (in `handle`).
     access.request("POST", endpoint_path(protocol));
+    access.operation(match protocol {
+        Protocol::OpenAiEmbeddings => "embeddings",
+        Protocol::OpenAiCompletions => "text_completion",
+        _ => "chat",
+    });
     let accepted = match accept::accept(gateway, caller, protocol, headers, bytes, &access).await {
         Ok(accepted) => accepted,
         Err(error) => return Served::refused(error).logged(access),
@@ -283,6 +288,7 @@ async fn sent(req: &Request<'_>, deployment: usize, admitted: (Terms, Vec<ScopeS
             return end;
         }
     };
+    req.access.sending(route);
     let sent_at = gateway.services.clock.now();
     let upstream = terms.sent_unanswered().upstream;
     let Sent { response, deadline } = send::send(gateway, route, outgoing, (upstream, granted)).await;
