@@ -2,8 +2,8 @@
 
 One model over the pool's three deployments (300, 200, 100 RPM), now in three regions
 (`a` eu-west, `b` eu-north, `c` us-east), on a simulated provider that keeps a real prompt
-cache per deployment (`prompt_cache = true`: OpenAI's rules, prefixes of 1,024+ tokens). 30
-conversations ("sessions"), each with its own long system prompt (about 1,500 tokens) and a
+cache per deployment (`prompt_cache = true`: OpenAI's rules, prefixes of 1,024+ tokens). 120
+conversations ("sessions", about four requests each), each with its own long system prompt (about 1,500 tokens) and a
 short new user turn per request; a third of them belong to a tenant limited to the EU
 regions (`regions = ["eu-west", "eu-north"]`). Poisson arrivals at 60 % of the pool's sum
 (the members have headroom), each for a random session, over the three instances in turn
