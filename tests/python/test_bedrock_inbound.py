@@ -34,6 +34,12 @@ LIMITED_KEY = "sk-bedrock-inbound-limited"
 COUNTED_KEY = "sk-bedrock-inbound-counted"
 ADMIN = "sk-bedrock-inbound-admin"
 CLAUDE = "anthropic.claude-sonnet-4-5-v1:0"
+# A profile served by a Bedrock deployment (the simulated Bedrock, SigV4 with its key pair,
+# sluice_sim::bedrock::sigv4): Converse in, Converse out.
+ON_BEDROCK = "on-bedrock"
+BEDROCK_MODEL = "anthropic.claude-3-7-sonnet-20250219-v1:0"
+ACCESS_KEY_ID = "AKIDSLUICESIMULATED"
+SECRET_ACCESS_KEY = "sluice-simulated-secret-access-key"
 
 SIM = """
 seed = 23
@@ -44,6 +50,11 @@ completion = { dist = "fixed", tokens = 7 }
 [[models]]
 name = "gpt-4o-mini"
 completion = { dist = "fixed", tokens = 5 }
+[[models]]
+name = "anthropic.claude-3-7-sonnet-20250219-v1:0"
+shape = "anthropic"
+flavor = "bedrock"
+completion = { dist = "fixed", tokens = 7 }
 """
 
 
@@ -72,7 +83,7 @@ def certificate(directory: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def gateway_config(sim_url: str, key_file: str, cert: Path, key: Path, jobs_path: str) -> str:
+def gateway_config(sim_url: str, key_file: str, cert: Path, key: Path, jobs_path: str, aws: Path) -> str:
     return f"""
 [server]
 listen = "127.0.0.1:0"
@@ -89,6 +100,22 @@ path = "{jobs_path}"
 flush_interval = "200ms"
 
 {sim_providers(sim_url, key_file)}
+
+[[providers]]
+name = "bedrock"
+kind = "bedrock"
+base_url = "{sim_url}"
+region = "us-east-1"
+aws_credentials_file = "{aws}"
+
+[[deployments]]
+name = "bedrock-claude"
+provider = "bedrock"
+model = "{BEDROCK_MODEL}"
+
+[[models]]
+name = "{ON_BEDROCK}"
+deployment = "bedrock-claude"
 
 [[deployments]]
 name = "claude"
@@ -136,7 +163,12 @@ def served(start_sim, processes) -> tuple[str, Path]:
     key_file = processes.write("provider-key-bedrock-inbound", "sk-provider-bedrock-inbound")
     cert, key = certificate(key_file.parent)
     jobs = key_file.parent / "bedrock-inbound-jobs.redb"
-    config = processes.write("gateway-bedrock-inbound.toml", gateway_config(sim_url, str(key_file), cert, key, str(jobs)))
+    aws = processes.write(
+        "aws-credentials-inbound",
+        f"[default]\naws_access_key_id = {ACCESS_KEY_ID}\naws_secret_access_key = {SECRET_ACCESS_KEY}\n",
+    )
+    text = gateway_config(sim_url, str(key_file), cert, key, str(jobs), aws)
+    config = processes.write("gateway-bedrock-inbound.toml", text)
     url, _ = processes.launch(["serve", "--config", str(config)], prefix="sluice listening on ")
     assert url.startswith("https://127.0.0.1:"), url
     return url, cert
@@ -175,7 +207,7 @@ THINKING = {"thinking": {"type": "enabled", "budget_tokens": 1024}}
 
 def test_converse_answers_from_anthropic_and_openai_deployments(bedrock) -> None:
     client = bedrock()
-    for model, tokens in ((CLAUDE, 7), ("mini", 5)):
+    for model, tokens in ((CLAUDE, 7), ("mini", 5), (ON_BEDROCK, 7)):
         reply = client.converse(
             modelId=model, messages=hello(), system=[{"text": "be brief"}], inferenceConfig={"maxTokens": 20}
         )
@@ -199,11 +231,11 @@ def test_converse_stream_events_with_usage(bedrock) -> None:
     assert usage["outputTokens"] == 7 and usage["inputTokens"] > 0, usage
 
 
-def streamed_turn(client, messages: list[dict]) -> tuple[list[dict], list[dict]]:
+def streamed_turn(client, messages: list[dict], model: str = CLAUDE) -> tuple[list[dict], list[dict]]:
     """One converse_stream turn, its content blocks rebuilt from the events as an
     application does; (the blocks, the events)."""
     reply = client.converse_stream(
-        modelId=CLAUDE,
+        modelId=model,
         messages=messages,
         inferenceConfig={"maxTokens": 2048},
         toolConfig=TOOLS,
@@ -235,13 +267,15 @@ def streamed_turn(client, messages: list[dict]) -> tuple[list[dict], list[dict]]
     return content, events
 
 
-def test_thinking_and_tool_use_stream_keep_the_signature_for_the_second_turn(bedrock) -> None:
-    """Extended thinking with a tool call, streamed: the reasoning's signature arrives as
-    its own delta, and the second turn, sent back with it, is accepted (the simulator checks
-    the signature); without it, botocore raises ValidationException."""
+@pytest.mark.parametrize("model", [CLAUDE, ON_BEDROCK])
+def test_thinking_and_tool_use_stream_keep_the_signature_for_the_second_turn(bedrock, model: str) -> None:
+    """Extended thinking with a tool call, streamed, from an Anthropic deployment and from a
+    Bedrock one: the reasoning's signature arrives as its own delta, and the second turn,
+    sent back with it, is accepted (the simulator checks the signature); with it altered,
+    botocore raises ValidationException."""
     client = bedrock()
     messages = hello("Weather in Paris? call-tool:get_weather")
-    first, events = streamed_turn(client, messages)
+    first, events = streamed_turn(client, messages, model)
     assert [next(iter(b)) for b in first] == ["reasoningContent", "toolUse"], first
     reasoning = first[0]["reasoningContent"]["reasoningText"]
     assert reasoning["text"] and reasoning["signature"], reasoning
@@ -249,13 +283,13 @@ def test_thinking_and_tool_use_stream_keep_the_signature_for_the_second_turn(bed
     call = first[1]["toolUse"]
     assert call["name"] == "get_weather"
     answer = {"role": "user", "content": [{"toolResult": {"toolUseId": call["toolUseId"], "content": [{"json": {"sky": "sunny"}}]}}]}
-    second, _ = streamed_turn(client, messages + [{"role": "assistant", "content": first}, answer])
+    second, _ = streamed_turn(client, messages + [{"role": "assistant", "content": first}, answer], model)
     assert second[-1].get("text"), second
     altered = json.loads(json.dumps(first))
     altered[0]["reasoningContent"]["reasoningText"]["signature"] = "bm90LXRoZS1zaWduYXR1cmU="
     with pytest.raises(client.exceptions.ValidationException):
         client.converse(
-            modelId=CLAUDE,
+            modelId=model,
             messages=messages + [{"role": "assistant", "content": altered}, answer],
             inferenceConfig={"maxTokens": 2048},
             toolConfig=TOOLS,

@@ -209,3 +209,26 @@ async fn the_gateways_429_is_a_throttling_exception_with_its_retry_after() {
     assert_eq!(env.sim.stats().served, 1);
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_the_provider_drops_ends_with_an_exception_frame() {
+    let sim = SimConfig::from_toml_str(
+        "seed = 4\n[latency]\nchunk_tokens = 3\n[[models]]\nname = \"claude-sonnet-4-5\"\nshape = \"anthropic\"\n\
+         completion = { dist = \"fixed\", tokens = 30 }\nfaults = { stream_drop = 1.0, stream_drop_after_chunks = 2 }\n",
+    )
+    .unwrap();
+    let env = start(sim, &policy("")).await;
+    let mut body = converse();
+    body["inferenceConfig"]["maxTokens"] = json!(64);
+    let (status, _, frames) = post(&env, CLAUDE, "converse-stream", Some(KEY), &body).await;
+    assert_eq!(status, 200);
+    let events = events(&frames, false);
+    let text: String = events.iter().filter_map(|(_, d)| d["delta"]["text"].as_str()).collect::<Vec<_>>().concat();
+    assert!(!text.is_empty(), "the partial answer came first: {events:?}");
+    let (last, data) = events.last().unwrap();
+    assert_eq!(last, "error", "{events:?}");
+    let message = data["error"]["message"].as_str().unwrap();
+    assert!(message.contains("modelStreamErrorException"), "an exception frame of Bedrock's kind: {message}");
+    assert!(!events.iter().any(|(e, _)| e == "message_stop"), "{events:?}");
+    env.shutdown().await;
+}
