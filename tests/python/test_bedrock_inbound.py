@@ -394,3 +394,12 @@ def test_usage_counts_the_bedrock_callers_requests(bedrock, served) -> None:
         assert time.monotonic() < deadline, f"usage never counted the two requests: {after}"
         time.sleep(0.1)
     assert (after["requests"], after["input_tokens"], after["output_tokens"]) == (2, seen_in, seen_out), after
+
+
+def test_count_tokens_for_converse_and_invoke_inputs(bedrock) -> None:
+    client = bedrock()
+    converse = client.count_tokens(modelId=CLAUDE, input={"converse": {"messages": hello("count these words")}})
+    body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 8,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "count these words"}]}]}
+    invoke = client.count_tokens(modelId=CLAUDE, input={"invokeModel": {"body": json.dumps(body)}})
+    assert converse["inputTokens"] > 0 and converse["inputTokens"] == invoke["inputTokens"], (converse, invoke)

@@ -56,8 +56,9 @@ pub use translate::{
     anthropic_event_to_invoke, anthropic_to_converse_request, anthropic_to_converse_response,
     anthropic_to_invoke_request, anthropic_to_openai_request, anthropic_to_openai_response,
     anthropic_to_responses_response, bedrock_beta_flags, converse_error_to_anthropic, converse_frame,
-    converse_to_anthropic_request, converse_to_anthropic_response, gemini_error_to_openai, gemini_to_openai_response,
-    invoke_to_anthropic_request, openai_error_type, openai_to_anthropic_request, openai_to_anthropic_response,
-    openai_to_gemini_request, responses_to_anthropic_request,
+    converse_to_anthropic_request, converse_to_anthropic_response, count_tokens_to_anthropic_request,
+    gemini_error_to_openai, gemini_to_openai_response, invoke_to_anthropic_request, openai_error_type,
+    openai_to_anthropic_request, openai_to_anthropic_response, openai_to_gemini_request,
+    responses_to_anthropic_request,
 };
 pub use usage::{Usage, usage_from_response};

@@ -86,6 +86,9 @@ pub(crate) async fn runtime(
     Path((model, action)): Path<(String, String)>,
     request: Request,
 ) -> Response {
+    if action == "count-tokens" {
+        return count_tokens(state, &model, request).await;
+    }
     let Some(operation) = Operation::of(&action) else {
         let message = format!(
             "unknown operation `{action}`: Bedrock's runtime operations here are converse, converse-stream, invoke and invoke-with-response-stream"
@@ -144,6 +147,43 @@ async fn inbound(request: Request, model: &str, operation: Operation) -> Result<
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(Request::from_parts(parts, Body::from(body)))
+}
+
+/// `POST /model/{modelId}/count-tokens`
+/// (<https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_CountTokens.html>):
+/// its input read as Anthropic's body and counted as `/v1/messages/count_tokens` counts it
+/// (by the profile's tokenizer, nothing sent upstream, one request on the caller's own
+/// scopes), answered `{"inputTokens": n}`. The key is checked before the body is read.
+async fn count_tokens(state: AppState, model: &str, request: Request) -> Response {
+    let gateway = state.current();
+    let (mut parts, body) = request.into_parts();
+    let refused = |error: GatewayError, headers: &HeaderMap| {
+        let trace_id = Trace::from_headers(headers).id;
+        refusal(ErrorResponse { error, envelope: Envelope::Anthropic, trace_id }.into_response())
+    };
+    let body = if crate::auth::authenticate(&gateway, &parts.headers).is_ok() {
+        let limit = gateway.max_body_bytes.min(crate::catalog::COUNT_TOKENS_MAX_BODY);
+        let bytes = match road::read_body(body, limit).await {
+            Ok(bytes) => bytes,
+            Err(error) => return refused(error, &parts.headers).await,
+        };
+        match sluice_provider::count_tokens_to_anthropic_request(&bytes, model) {
+            Ok(anthropic) => Body::from(anthropic),
+            Err(e) => return refused(bad_request(&e), &parts.headers).await,
+        }
+    } else {
+        body
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let answer = crate::catalog::count_tokens(State(state), Request::from_parts(parts, body)).await;
+    if !answer.status().is_success() {
+        return refusal(answer).await;
+    }
+    let (mut parts, body) = answer.into_parts();
+    let bytes = axum::body::to_bytes(body, MAX_ANSWER_BYTES).await.unwrap_or_default();
+    let tokens = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| v.get("input_tokens")?.as_u64());
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(json!({"inputTokens": tokens.unwrap_or(0)}).to_string()))
 }
 
 /// `max_tokens` of a Converse request without `inferenceConfig.maxTokens` whose profile is

@@ -232,3 +232,28 @@ async fn a_stream_the_provider_drops_ends_with_an_exception_frame() {
     assert!(!events.iter().any(|(e, _)| e == "message_stop"), "{events:?}");
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_tokens_counts_the_input_the_gateway_would_reserve_without_calling_the_provider() {
+    let env = start(sim(), &policy("")).await;
+    let converse = json!({"input": {"converse": {"messages": converse()["messages"], "system": converse()["system"]}}});
+    let (status, _, body) = post(&env, CLAUDE, "count-tokens", Some(KEY), &converse).await;
+    let body = json_of(&body);
+    assert_eq!(status, 200, "{body}");
+    let tokens = body["inputTokens"].as_u64().unwrap();
+    // The same count as Anthropic's endpoint gives for the same input.
+    let anthropic = json!({"model": "anthropic.claude-v1:0", "system": [{"type": "text", "text": "be brief"}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hello there"}]}]});
+    let (_, _, same) = env.post("/v1/messages/count_tokens", KEY, &anthropic).await;
+    assert_eq!(same["input_tokens"].as_u64(), Some(tokens), "{same}");
+    assert!(tokens > 0);
+
+    let (status, headers, body) = post(&env, CLAUDE, "count-tokens", Some(KEY), &json!({"input": {}})).await;
+    assert_eq!((status, error_type(&headers)), (400, "ValidationException"), "{}", json_of(&body));
+    let (status, headers, _) = post(&env, CLAUDE, "count-tokens", None, &converse).await;
+    assert_eq!((status, error_type(&headers)), (403, "AccessDeniedException"));
+    let (status, headers, _) = post(&env, "nope", "count-tokens", Some(KEY), &converse).await;
+    assert_eq!((status, error_type(&headers)), (404, "ResourceNotFoundException"));
+    assert_eq!(env.sim.stats().served, 0, "counted by the gateway alone");
+    env.shutdown().await;
+}

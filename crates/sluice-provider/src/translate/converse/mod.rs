@@ -39,7 +39,7 @@ mod stream;
 
 pub use request::{
     BEDROCK_ANTHROPIC_VERSION, anthropic_to_converse_request, anthropic_to_invoke_request, bedrock_beta_flags,
-    converse_to_anthropic_request, invoke_to_anthropic_request,
+    converse_to_anthropic_request, count_tokens_to_anthropic_request, invoke_to_anthropic_request,
 };
 pub use response::{anthropic_to_converse_response, converse_error_to_anthropic, converse_to_anthropic_response};
 pub use stream::{AnthropicToConverseStream, ConverseToAnthropicStream, anthropic_event_to_invoke, converse_frame};

@@ -106,6 +106,39 @@ pub fn invoke_to_anthropic_request(body: &[u8], model: &str, stream: bool) -> Re
     Ok(serde_json::to_vec(&value).unwrap_or_default())
 }
 
+/// The Anthropic Messages body whose input a CountTokens `body` on `model` counts:
+/// `input.converse` (Converse's `messages`, `system`, `toolConfig`,
+/// `additionalModelRequestFields`) or `input.invokeModel.body` (InvokeModel's Anthropic body,
+/// base64 in JSON as every blob is)
+/// (<https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_CountTokens.html>).
+///
+/// # Errors
+/// A body without exactly one of the two, or one that does not translate (named by its
+/// path under `input`).
+pub fn count_tokens_to_anthropic_request(body: &[u8], model: &str) -> Result<Vec<u8>, TranslateError> {
+    let value: Value = serde_json::from_slice(body).map_err(|_| TranslateError::invalid("body", "is not JSON"))?;
+    let input = value.get("input").filter(|i| i.is_object());
+    let under = |e: TranslateError, at: &str| match e {
+        TranslateError::Invalid { field, reason } => TranslateError::Invalid { field: format!("{at}.{field}"), reason },
+        other => other,
+    };
+    match (input.and_then(|i| i.get("converse")), input.and_then(|i| i.get("invokeModel"))) {
+        (Some(converse), None) => {
+            let converse = serde_json::to_vec(converse).unwrap_or_default();
+            converse_to_anthropic_request(&converse, model, false).map_err(|e| under(e, "input.converse"))
+        }
+        (None, Some(invoke)) => {
+            let bytes =
+                invoke.get("body").and_then(Value::as_str).and_then(|b| aws_smithy_types::base64::decode(b).ok());
+            let Some(bytes) = bytes else {
+                return Err(TranslateError::invalid("input.invokeModel.body", "must be the model's body in base64"));
+            };
+            invoke_to_anthropic_request(&bytes, model, false).map_err(|e| under(e, "input.invokeModel.body"))
+        }
+        _ => Err(TranslateError::invalid("input", "must hold exactly one of `converse` and `invokeModel`")),
+    }
+}
+
 /// The Anthropic beta flags of a Converse body (`additionalModelRequestFields.anthropic_beta`)
 /// or, `invoke`, an InvokeModel one (`anthropic_beta`): a list of flag names, each
 /// `name-YYYY-MM-DD`; none when the field is absent.
@@ -637,6 +670,32 @@ mod tests {
         let named = json!({"anthropic_version": BEDROCK_ANTHROPIC_VERSION, "model": "x"});
         assert_eq!(field(named).as_deref(), Some("model"));
         assert_eq!(field(json!([1])).as_deref(), Some("body"));
+    }
+
+    #[test]
+    fn count_tokens_reads_either_input_as_anthropics_body() {
+        let converse = json!({"input": {"converse": {"system": [{"text": "be brief"}], "messages": [{"role": "user", "content": [{"text": "hi"}]}]}}});
+        let out = parse(&count_tokens_to_anthropic_request(converse.to_string().as_bytes(), "m").unwrap_or_default());
+        assert_eq!(out["system"], json!([{"type": "text", "text": "be brief"}]));
+        assert_eq!((&out["model"], &out["messages"][0]["content"][0]["text"]), (&json!("m"), &json!("hi")));
+        let invoke_body = json!({"anthropic_version": BEDROCK_ANTHROPIC_VERSION, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
+        let encoded = aws_smithy_types::base64::encode(invoke_body.to_string());
+        let invoke = json!({"input": {"invokeModel": {"body": encoded}}});
+        let out = parse(&count_tokens_to_anthropic_request(invoke.to_string().as_bytes(), "m").unwrap_or_default());
+        assert_eq!((&out["model"], &out["max_tokens"]), (&json!("m"), &json!(8)));
+        let field = |body: Value| {
+            count_tokens_to_anthropic_request(body.to_string().as_bytes(), "m")
+                .err()
+                .and_then(|e| e.field().map(str::to_owned))
+        };
+        assert_eq!(field(json!({"input": {}})).as_deref(), Some("input"));
+        let unversioned = aws_smithy_types::base64::encode(r#"{"messages":[]}"#);
+        assert_eq!(
+            field(json!({"input": {"invokeModel": {"body": unversioned}}})).as_deref(),
+            Some("input.invokeModel.body.anthropic_version")
+        );
+        let bad = json!({"input": {"converse": {"messages": [{"role": "user", "content": [{"video": {}}]}]}}});
+        assert_eq!(field(bad).as_deref(), Some("input.converse.messages[0].content[0]"));
     }
 
     #[test]
