@@ -91,7 +91,7 @@ pub(crate) async fn runtime(
     }
     let Some(operation) = Operation::of(&action) else {
         let message = format!(
-            "unknown operation `{action}`: Bedrock's runtime operations here are converse, converse-stream, invoke and invoke-with-response-stream"
+            "unknown operation `{action}`: Bedrock's runtime operations here are converse, converse-stream, invoke, invoke-with-response-stream and count-tokens"
         );
         return bedrock_error(StatusCode::NOT_FOUND, "UnknownOperationException", &message);
     };
@@ -123,10 +123,8 @@ async fn inbound(request: Request, model: &str, operation: Operation) -> Result<
     let gateway = &authenticated.gateway;
     let refused = |error: GatewayError| {
         let trace = Trace::from_headers(&parts.headers);
-        let access = crate::access::Line::new(gateway, &trace, Some(caller));
-        let result = Err(error);
-        road::finished(&access, &result);
-        let Err(error) = result else { return StatusCode::INTERNAL_SERVER_ERROR.into_response() };
+        // A refusal of the body is never a rate limit: its line needs only the status.
+        crate::access::Line::new(gateway, &trace, Some(caller)).finished(error.status().as_u16(), None);
         road::count(gateway, None, error.status());
         ErrorResponse { error, envelope: Envelope::Anthropic, trace_id: trace.id }.into_response()
     };
