@@ -47,6 +47,7 @@ seed = 23
 name = "claude-sonnet-4-5"
 shape = "anthropic"
 completion = { dist = "fixed", tokens = 7 }
+prompt_cache = true
 [[models]]
 name = "gpt-4o-mini"
 completion = { dist = "fixed", tokens = 5 }
@@ -247,7 +248,8 @@ def streamed_turn(client, messages: list[dict], model: str = CLAUDE) -> tuple[li
         if "contentBlockStart" in event:
             start = event["contentBlockStart"]
             tool = start["start"]["toolUse"]
-            blocks[start["contentBlockIndex"]] = {"toolUse": {"toolUseId": tool["toolUseId"], "name": tool["name"], "input": ""}}
+            call = {"toolUseId": tool["toolUseId"], "name": tool["name"], "input": ""}
+            blocks[start["contentBlockIndex"]] = {"toolUse": call}
         elif "contentBlockDelta" in event:
             index, delta = event["contentBlockDelta"]["contentBlockIndex"], event["contentBlockDelta"]["delta"]
             if "reasoningContent" in delta:
@@ -282,7 +284,8 @@ def test_thinking_and_tool_use_stream_keep_the_signature_for_the_second_turn(bed
     assert next(e for e in events if "messageStop" in e)["messageStop"]["stopReason"] == "tool_use"
     call = first[1]["toolUse"]
     assert call["name"] == "get_weather"
-    answer = {"role": "user", "content": [{"toolResult": {"toolUseId": call["toolUseId"], "content": [{"json": {"sky": "sunny"}}]}}]}
+    result = {"toolUseId": call["toolUseId"], "content": [{"json": {"sky": "sunny"}}]}
+    answer = {"role": "user", "content": [{"toolResult": result}]}
     second, _ = streamed_turn(client, messages + [{"role": "assistant", "content": first}, answer], model)
     assert second[-1].get("text"), second
     altered = json.loads(json.dumps(first))
@@ -323,7 +326,8 @@ def test_thinking_with_converse_returns_the_signed_reasoning(bedrock) -> None:
 
 def test_invoke_model_and_its_stream_with_an_anthropic_body(bedrock) -> None:
     client = bedrock()
-    body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 20, "messages": [{"role": "user", "content": "Hi"}]}
+    messages = [{"role": "user", "content": "Hi"}]
+    body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 20, "messages": messages}
     answer = client.invoke_model(modelId=CLAUDE, body=json.dumps(body))
     reply = json.loads(answer["body"].read())
     assert reply["type"] == "message" and reply["content"][0]["text"]
@@ -377,7 +381,8 @@ def test_usage_counts_the_bedrock_callers_requests(bedrock, served) -> None:
         )
         with urllib.request.urlopen(request, timeout=10, context=context) as response:
             rows = json.loads(response.read())["rows"]
-        return next((r for r in rows if r["key"] == "acme-counted"), {"requests": 0, "input_tokens": 0, "output_tokens": 0})
+        none = {"requests": 0, "input_tokens": 0, "output_tokens": 0}
+        return next((r for r in rows if r["key"] == "acme-counted"), none)
 
     assert usage()["requests"] == 0
     client = bedrock(COUNTED_KEY)
@@ -403,3 +408,36 @@ def test_count_tokens_for_converse_and_invoke_inputs(bedrock) -> None:
             "messages": [{"role": "user", "content": [{"type": "text", "text": "count these words"}]}]}
     invoke = client.count_tokens(modelId=CLAUDE, input={"invokeModel": {"body": json.dumps(body)}})
     assert converse["inputTokens"] > 0 and converse["inputTokens"] == invoke["inputTokens"], (converse, invoke)
+
+
+def test_a_cache_point_writes_then_reads_the_prompt_cache(bedrock) -> None:
+    """A `cachePoint` after a long system prompt: the first call writes the cache, the
+    second reads it, as Converse's usage says (`cacheWriteInputTokens`, then
+    `cacheReadInputTokens`)."""
+    client = bedrock()
+    system = [{"text": "Follow these house rules carefully. " * 400}, {"cachePoint": {"type": "default"}}]
+    first = client.converse(modelId=CLAUDE, system=system, messages=hello("first"), inferenceConfig={"maxTokens": 8})
+    written = first["usage"]["cacheWriteInputTokens"]
+    assert written >= 1024 and first["usage"]["cacheReadInputTokens"] == 0, first["usage"]
+    second = client.converse(modelId=CLAUDE, system=system, messages=hello("second"), inferenceConfig={"maxTokens": 8})
+    assert second["usage"]["cacheReadInputTokens"] == written, second["usage"]
+    assert second["usage"]["totalTokens"] == sum(
+        second["usage"][k] for k in ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheWriteInputTokens")
+    )
+
+
+# A 1x1 PNG.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
+)
+
+
+def test_an_image_block_reaches_the_model(bedrock) -> None:
+    content = [{"text": "What is in this image?"}, {"image": {"format": "png", "source": {"bytes": PNG}}}]
+    client = bedrock()
+    config = {"maxTokens": 8}
+    reply = client.converse(modelId=CLAUDE, messages=[{"role": "user", "content": content}], inferenceConfig=config)
+    text_only = client.converse(modelId=CLAUDE, messages=hello("What is in this image?"), inferenceConfig=config)
+    assert reply["output"]["message"]["content"][0]["text"]
+    assert reply["usage"]["inputTokens"] > text_only["usage"]["inputTokens"], "the image was counted as input"
