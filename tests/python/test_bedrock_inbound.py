@@ -441,3 +441,18 @@ def test_an_image_block_reaches_the_model(bedrock) -> None:
     text_only = client.converse(modelId=CLAUDE, messages=hello("What is in this image?"), inferenceConfig=config)
     assert reply["output"]["message"]["content"][0]["text"]
     assert reply["usage"]["inputTokens"] > text_only["usage"]["inputTokens"], "the image was counted as input"
+
+
+@pytest.mark.parametrize("model", [CLAUDE, ON_BEDROCK])
+def test_anthropic_beta_flags_in_additional_fields_reach_the_model(bedrock, model: str) -> None:
+    """`additionalModelRequestFields.anthropic_beta` reaches the model, as a header to an
+    Anthropic deployment and in the body to a Bedrock one: interleaved thinking lets the
+    thinking budget exceed `maxTokens`, which the model refuses without the flag."""
+    client = bedrock()
+    thinking = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    config = {"maxTokens": 1100}
+    with pytest.raises(client.exceptions.ValidationException):
+        client.converse(modelId=model, messages=hello(), inferenceConfig=config, additionalModelRequestFields=thinking)
+    beta = {**thinking, "anthropic_beta": ["interleaved-thinking-2025-05-14"]}
+    reply = client.converse(modelId=model, messages=hello(), inferenceConfig=config, additionalModelRequestFields=beta)
+    assert reply["output"]["message"]["content"][-1]["text"], reply
