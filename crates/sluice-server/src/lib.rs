@@ -14,6 +14,7 @@
 
 mod access;
 mod auth;
+mod bedrock;
 pub mod binding;
 pub mod budget_warnings;
 pub mod budgets;
@@ -244,6 +245,8 @@ pub fn app(state: AppState) -> Router {
         // profile), classic and v1.
         .route("/openai/responses", post(responses))
         .route("/openai/v1/responses", post(responses))
+        // Bedrock runtime clients (boto3 `bedrock-runtime`): `modelId` names the profile.
+        .route("/model/{model}/{operation}", post(bedrock::runtime))
         .route("/v1/messages/count_tokens", post(catalog::count_tokens))
         .route("/v1/models", get(catalog::list))
         .route("/v1/models/{*model}", get(catalog::get))
