@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
@@ -52,9 +52,6 @@ use crate::trace::Trace;
 
 /// Largest answer body the edge reads whole to re-shape (a non-stream answer, an error).
 const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
-
-/// The name Bedrock gives errors in `x-amzn-errortype`.
-const ERROR_TYPE: &str = "x-amzn-errortype";
 
 /// Bedrock's request id header; sluice's trace id.
 const REQUEST_ID: &str = "x-amzn-requestid";
@@ -93,7 +90,7 @@ pub(crate) async fn runtime(
         let message = format!(
             "unknown operation `{action}`: Bedrock's runtime operations here are converse, converse-stream, invoke, invoke-with-response-stream and count-tokens"
         );
-        return bedrock_error(StatusCode::NOT_FOUND, "UnknownOperationException", &message);
+        return crate::error::bedrock_unknown_operation(&message);
     };
     let clock = Arc::clone(&state.current().services.clock);
     let started = clock.now();
@@ -124,7 +121,10 @@ async fn inbound(request: Request, model: &str, operation: Operation) -> Result<
     let refused = |error: GatewayError| {
         let trace = Trace::from_headers(&parts.headers);
         // A refusal of the body is never a rate limit: its line needs only the status.
-        crate::access::Line::new(gateway, &trace, Some(caller)).finished(error.status().as_u16(), None);
+        let line = crate::access::Line::new(gateway, &trace, Some(caller));
+        let route = parts.extensions.get::<axum::extract::MatchedPath>().map_or(parts.uri.path(), |m| m.as_str());
+        line.request(parts.method.as_str(), route);
+        line.finished(error.status().as_u16(), None);
         road::count(gateway, None, error.status());
         ErrorResponse { error, envelope: Envelope::Anthropic, trace_id: trace.id }.into_response()
     };
@@ -282,9 +282,7 @@ async fn outbound(response: Response, operation: Operation, clock: Arc<dyn Clock
                     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
                     Response::from_parts(parts, Body::from(converse))
                 }
-                Err(_) => {
-                    bedrock_error(StatusCode::BAD_GATEWAY, "InternalServerException", "the answer could not be read")
-                }
+                Err(_) => crate::error::bedrock_unreadable_answer(),
             }
         }
         // InvokeModel answers the model's own JSON, its token counts and latency in headers.
@@ -321,8 +319,7 @@ async fn refusal(response: Response) -> Response {
         .and_then(Value::as_str)
         .filter(|_| own)
         .map_or_else(|| format!("the provider refused the request (HTTP {})", parts.status.as_u16()), str::to_owned);
-    let (status, kind) = error_type(parts.status);
-    let mut response = bedrock_error(status, kind, &message);
+    let mut response = crate::error::bedrock_refusal(parts.status, &message);
     let mut headers = parts.headers;
     headers.remove(header::CONTENT_LENGTH);
     headers.remove(header::CONTENT_TYPE);
@@ -331,30 +328,6 @@ async fn refusal(response: Response) -> Response {
     }
     response.headers_mut().extend(headers);
     response
-}
-
-/// Bedrock's status and error name for a sluice status: botocore raises the named error as
-/// its own exception class (`ThrottlingException` is retried by its retry modes).
-fn error_type(status: StatusCode) -> (StatusCode, &'static str) {
-    match status.as_u16() {
-        // A missing or unknown key: AWS answers credentials it does not take with 403.
-        401 | 403 => (StatusCode::FORBIDDEN, "AccessDeniedException"),
-        404 => (status, "ResourceNotFoundException"),
-        408 | 504 => (status, "ModelTimeoutException"),
-        409 => (status, "ConflictException"),
-        429 => (status, "ThrottlingException"),
-        503 | 529 => (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableException"),
-        400..=499 => (status, "ValidationException"),
-        _ => (status, "InternalServerException"),
-    }
-}
-
-/// A Bedrock error response: `{"message": …}` with `x-amzn-errortype`.
-fn bedrock_error(status: StatusCode, kind: &'static str, message: &str) -> Response {
-    let mut headers = HeaderMap::new();
-    headers.insert(ERROR_TYPE, HeaderValue::from_static(kind));
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    (status, headers, json!({"message": message}).to_string()).into_response()
 }
 
 #[cfg(test)]
@@ -366,15 +339,6 @@ mod tests {
         assert_eq!(Operation::of("converse-stream"), Some(Operation::Converse { stream: true }));
         assert_eq!(Operation::of("invoke"), Some(Operation::Invoke { stream: false }));
         assert_eq!(Operation::of("apply-guardrail"), None);
-    }
-
-    #[test]
-    fn sluice_statuses_take_bedrocks_error_names() {
-        assert_eq!(error_type(StatusCode::TOO_MANY_REQUESTS), (StatusCode::TOO_MANY_REQUESTS, "ThrottlingException"));
-        assert_eq!(error_type(StatusCode::UNAUTHORIZED), (StatusCode::FORBIDDEN, "AccessDeniedException"));
-        assert_eq!(error_type(StatusCode::PAYLOAD_TOO_LARGE).1, "ValidationException");
-        assert_eq!(error_type(StatusCode::BAD_GATEWAY).1, "InternalServerException");
-        assert_eq!(error_type(StatusCode::from_u16(529).unwrap_or_default()).0, StatusCode::SERVICE_UNAVAILABLE);
     }
 
     #[test]
