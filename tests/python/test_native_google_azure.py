@@ -228,6 +228,12 @@ def test_genai_function_calling_keeps_the_thought_signature(gateway: str) -> Non
     )
     second = client.models.generate_content(model="gemini3", contents=[question, turn, answer], config=config)
     assert second.text and second.candidates[0].finish_reason == types.FinishReason.STOP
+    # Streamed, the call comes whole on the last chunk with its signature, which verifies too.
+    chunks = list(client.models.generate_content_stream(model="gemini3", contents=[question], config=config))
+    streamed = chunks[-1].candidates[0].content
+    assert streamed.parts[0].function_call.name == "weather" and streamed.parts[0].thought_signature
+    again = client.models.generate_content(model="gemini3", contents=[question, streamed, answer], config=config)
+    assert again.text
     # The same history without the signature meets Gemini 3's refusal, in Google's shape.
     unsigned = turn.model_copy(deep=True)
     unsigned.parts[0].thought_signature = None

@@ -39,6 +39,7 @@ use serde_json::{Value, json};
 use sluice_provider::{GeminiFraming, OpenAiToGeminiStream, Protocol, RequestError, RequestErrorCode, parse_request};
 
 use crate::AppState;
+use crate::access::Line;
 use crate::auth::Authenticated;
 use crate::catalog::COUNT_TOKENS_MAX_BODY;
 use crate::error::{Envelope, ErrorResponse, GatewayError, shown_path};
@@ -104,38 +105,36 @@ async fn gemini(state: &AppState, action: &str, query: Option<&str>, request: Re
     let asked = model.clone();
     let response = crate::ratelimit_headers::around(state, Protocol::OpenAiChat, request, |request| async move {
         let (mut parts, body) = request.into_parts();
-        let Some(authenticated) = parts.extensions.get::<Authenticated>().cloned() else {
-            return openai_error(GatewayError::Unauthorized("missing API key"), &parts.headers);
+        let authenticated = match parts.extensions.get::<Authenticated>() {
+            Some(authenticated) => authenticated.clone(),
+            None => Authenticated::of(state.current(), &parts.headers),
         };
-        let gateway = &authenticated.gateway;
-        let caller = match authenticated.caller() {
-            Ok(caller) => caller,
-            Err(error) => return openai_error(error, &parts.headers),
-        };
-        let limit = if method == Method::CountTokens {
-            gateway.max_body_bytes.min(COUNT_TOKENS_MAX_BODY)
-        } else {
-            gateway.max_body_bytes
-        };
-        let bytes = match read_body(body, limit).await {
-            Ok(bytes) => bytes,
-            Err(error) => return openai_error(error, &parts.headers),
-        };
-        if method == Method::CountTokens {
-            let counted = count_tokens(gateway, caller, &bytes, &asked).await;
-            return match counted {
-                Ok(tokens) => counted_answer(tokens),
-                Err(error) => openai_error(error, &parts.headers),
+        let trace = Trace::from_headers(&parts.headers);
+        let result = async {
+            let (gateway, caller) = (&authenticated.gateway, authenticated.caller()?);
+            let limit = match method {
+                Method::CountTokens => gateway.max_body_bytes.min(COUNT_TOKENS_MAX_BODY),
+                Method::Generate | Method::Stream => gateway.max_body_bytes,
             };
+            let bytes = read_body(body, limit).await?;
+            if method == Method::CountTokens {
+                return Ok(Edge::Answered(counted_answer(count_tokens(gateway, caller, &bytes, &asked).await?)));
+            }
+            let chat = sluice_provider::gemini_to_openai_request(&bytes, &asked, method == Method::Stream)
+                .map_err(|e| bad_request(&e))?;
+            Ok(Edge::Road(chat))
         }
-        let chat = match sluice_provider::gemini_to_openai_request(&bytes, &asked, method == Method::Stream) {
-            Ok(chat) => chat,
-            Err(error) => return openai_error(bad_request(&error), &parts.headers),
-        };
-        parts.headers.remove(header::CONTENT_LENGTH);
-        parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let request = Request::from_parts(parts, Body::from(chat));
-        road::handle(state.current(), Protocol::OpenAiChat, request).await
+        .await;
+        match result {
+            Ok(Edge::Road(chat)) => {
+                parts.headers.remove(header::CONTENT_LENGTH);
+                parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                let request = Request::from_parts(parts, Body::from(chat));
+                road::handle(state.current(), Protocol::OpenAiChat, request).await
+            }
+            Ok(Edge::Answered(response)) => logged(&authenticated, &trace, Ok(response), Envelope::OpenAi),
+            Err(error) => logged(&authenticated, &trace, Err(error), Envelope::OpenAi),
+        }
     })
     .await;
     if method == Method::CountTokens && response.status().is_success() {
@@ -143,6 +142,38 @@ async fn gemini(state: &AppState, action: &str, query: Option<&str>, request: Re
         return response;
     }
     to_gemini(response, &model, method == Method::Stream, framing).await
+}
+
+/// What the edge makes of a Gemini request: the chat body for the road, or its own answer
+/// (a token count).
+enum Edge {
+    Road(Vec<u8>),
+    Answered(Response<Body>),
+}
+
+/// An answer or refusal made at the edge, before the road: in the access log as the road's
+/// own, a refusal counted as one refused before routing, in `envelope` (a Gemini route's
+/// OpenAI envelope is turned into Google's by [`to_gemini`]).
+fn logged(
+    authenticated: &Authenticated,
+    trace: &Trace,
+    result: Result<Response<Body>, GatewayError>,
+    envelope: Envelope,
+) -> Response<Body> {
+    let gateway = &authenticated.gateway;
+    let access = Line::new(gateway, trace, authenticated.caller().ok());
+    road::finished(&access, &result);
+    let mut response = match result {
+        Ok(response) => response,
+        Err(error) => {
+            let response = ErrorResponse { error, envelope, trace_id: trace.id.clone() };
+            let response = response.into_response();
+            road::count(gateway, None, response.status());
+            response
+        }
+    };
+    crate::trace::stamp(response.headers_mut(), &trace.id);
+    response
 }
 
 /// `?key=KEY` as the `x-goog-api-key` header (when the request has no key header), and
@@ -327,15 +358,19 @@ async fn claude(state: &AppState, action: &str, request: Request) -> Response<Bo
     let model = model.to_owned();
     crate::ratelimit_headers::around(state, Protocol::AnthropicMessages, request, |request| async move {
         let (mut parts, body) = request.into_parts();
-        let Some(authenticated) = parts.extensions.get::<Authenticated>().cloned() else {
-            return anthropic_error(GatewayError::Unauthorized("missing API key"), &parts.headers);
+        let authenticated = match parts.extensions.get::<Authenticated>() {
+            Some(authenticated) => authenticated.clone(),
+            None => Authenticated::of(state.current(), &parts.headers),
         };
-        if let Err(error) = authenticated.caller() {
-            return anthropic_error(error, &parts.headers);
+        if authenticated.caller().is_err() {
+            // The road refuses it, logged and counted, before reading the body.
+            return road::handle(state.current(), Protocol::AnthropicMessages, Request::from_parts(parts, body)).await;
         }
         let bytes = match read_body(body, authenticated.gateway.max_body_bytes).await {
             Ok(bytes) => bytes,
-            Err(error) => return anthropic_error(error, &parts.headers),
+            Err(error) => {
+                return logged(&authenticated, &Trace::from_headers(&parts.headers), Err(error), Envelope::Anthropic);
+            }
         };
         let bytes = vertex_body(&bytes, Some(&model), stream);
         parts.headers.remove(header::CONTENT_LENGTH);

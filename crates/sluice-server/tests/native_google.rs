@@ -136,6 +136,16 @@ async fn refusals_come_in_googles_error_shape_with_sluices_meaning() {
     // A missing key is refused before the body is read: a bad body without a key is a 401.
     let (status, _, _) = google(&env, "/v1beta/models/fast:generateContent", None, "not json").await;
     assert_eq!(status, 401);
+    // Refusals at the edge are counted as the road counts those refused before routing.
+    let metrics = env.metrics().await;
+    let refused = |status: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("llm_requests_total") && l.contains(&format!("status=\"{status}\"")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert_eq!((refused("400"), refused("401")), (5.0, 3.0), "{metrics}");
     env.shutdown().await;
 }
 
