@@ -61,4 +61,10 @@ pub use translate::{
     openai_to_anthropic_request, openai_to_anthropic_response, openai_to_gemini_request,
     responses_to_anthropic_request,
 };
+// Gemini-shaped clients: their requests translated to the road's OpenAI chat shape and its
+// answers back.
+pub use translate::{
+    GeminiFraming, OpenAiToGeminiStream, gemini_count_to_openai_request, gemini_to_openai_request, google_status,
+    openai_error_to_gemini, openai_to_gemini_response,
+};
 pub use usage::{Usage, usage_from_response};

@@ -48,7 +48,13 @@ pub use converse::{
 };
 pub use error::TranslateError;
 pub use gemini::{gemini_error_to_openai, gemini_to_openai_response, openai_error_type, openai_to_gemini_request};
+// The inverse direction: Gemini-shaped clients in front of any deployment.
+pub use gemini::{
+    gemini_count_to_openai_request, gemini_to_openai_request, google_status, openai_error_to_gemini,
+    openai_to_gemini_response,
+};
 pub use request::{anthropic_to_openai_request, openai_to_anthropic_request};
 pub use response::{anthropic_to_openai_response, openai_to_anthropic_response};
 pub use responses_messages::{anthropic_to_responses_response, responses_to_anthropic_request};
 pub use stream::{AnthropicToOpenAiStream, AnthropicToResponsesStream, GeminiToOpenAiStream, OpenAiToAnthropicStream};
+pub use stream::{GeminiFraming, OpenAiToGeminiStream};
