@@ -599,6 +599,17 @@ pub fn bedrock_unreadable_answer() -> Response {
     bedrock_error(StatusCode::BAD_GATEWAY, "InternalServerException", "the answer could not be read")
 }
 
+/// The road's answer could not be read back into Gemini's shape: a 502 in Google's error
+/// object, sluice's headers (`parts`) kept.
+#[must_use]
+pub fn gemini_unreadable_answer(mut parts: axum::http::response::Parts) -> Response {
+    parts.status = StatusCode::BAD_GATEWAY;
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=UTF-8"));
+    let error = json!({"error": {"message": "the answer could not be read", "code": "bad_upstream_response"}});
+    let body = sluice_provider::openai_error_to_gemini(502, error.to_string().as_bytes(), None);
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
 /// The status of the dashboard's login page when a key or a ticket was refused (the page
 /// says which).
 pub const LOGIN_REFUSED: StatusCode = StatusCode::UNAUTHORIZED;

@@ -31,7 +31,7 @@ use std::future::Future;
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request, State};
-use axum::http::{HeaderValue, Response, StatusCode, header};
+use axum::http::{HeaderValue, Response, header};
 use axum::response::IntoResponse as _;
 use bytes::Bytes;
 use futures_util::StreamExt as _;
@@ -109,7 +109,6 @@ async fn gemini(state: &AppState, action: &str, query: Option<&str>, request: Re
             Some(authenticated) => authenticated.clone(),
             None => Authenticated::of(state.current(), &parts.headers),
         };
-        let trace = Trace::from_headers(&parts.headers);
         let result = async {
             let (gateway, caller) = (&authenticated.gateway, authenticated.caller()?);
             let limit = match method {
@@ -132,8 +131,8 @@ async fn gemini(state: &AppState, action: &str, query: Option<&str>, request: Re
                 let request = Request::from_parts(parts, Body::from(chat));
                 road::handle(state.current(), Protocol::OpenAiChat, request).await
             }
-            Ok(Edge::Answered(response)) => logged(&authenticated, &trace, Ok(response), Envelope::OpenAi),
-            Err(error) => logged(&authenticated, &trace, Err(error), Envelope::OpenAi),
+            Ok(Edge::Answered(response)) => logged(&authenticated, &parts, Ok(response), Envelope::OpenAi),
+            Err(error) => logged(&authenticated, &parts, Err(error), Envelope::OpenAi),
         }
     })
     .await;
@@ -156,12 +155,15 @@ enum Edge {
 /// OpenAI envelope is turned into Google's by [`to_gemini`]).
 fn logged(
     authenticated: &Authenticated,
-    trace: &Trace,
+    parts: &axum::http::request::Parts,
     result: Result<Response<Body>, GatewayError>,
     envelope: Envelope,
 ) -> Response<Body> {
     let gateway = &authenticated.gateway;
+    let trace = &Trace::from_headers(&parts.headers);
     let access = Line::new(gateway, trace, authenticated.caller().ok());
+    let route = parts.extensions.get::<axum::extract::MatchedPath>().map_or(parts.uri.path(), |m| m.as_str());
+    access.request(parts.method.as_str(), route);
     road::finished(&access, &result);
     let mut response = match result {
         Ok(response) => response,
@@ -295,13 +297,7 @@ async fn to_gemini(response: Response<Body>, model: &str, stream: bool, framing:
     }
     let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
     let Ok(answer) = sluice_provider::openai_to_gemini_response(&bytes, model) else {
-        parts.status = StatusCode::BAD_GATEWAY;
-        parts.headers.insert(header::CONTENT_TYPE, json_type);
-        let error = json!({"error": {"message": "the answer could not be read", "code": "bad_upstream_response"}});
-        return Response::from_parts(
-            parts,
-            Body::from(sluice_provider::openai_error_to_gemini(502, error.to_string().as_bytes(), None)),
-        );
+        return crate::error::gemini_unreadable_answer(parts);
     };
     if !stream {
         parts.headers.insert(header::CONTENT_TYPE, json_type);
@@ -369,7 +365,7 @@ async fn claude(state: &AppState, action: &str, request: Request) -> Response<Bo
         let bytes = match read_body(body, authenticated.gateway.max_body_bytes).await {
             Ok(bytes) => bytes,
             Err(error) => {
-                return logged(&authenticated, &Trace::from_headers(&parts.headers), Err(error), Envelope::Anthropic);
+                return logged(&authenticated, &parts, Err(error), Envelope::Anthropic);
             }
         };
         let bytes = vertex_body(&bytes, Some(&model), stream);
