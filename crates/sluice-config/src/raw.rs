@@ -135,6 +135,9 @@ pub struct RawStore {
     pub tls_ca_file: Option<Spanned<String>>,
     pub tls_cert_file: Option<Spanned<String>>,
     pub tls_key_file: Option<Spanned<String>>,
+    pub username: Option<Spanned<String>>,
+    pub password_env: Option<Spanned<String>>,
+    pub password_file: Option<Spanned<String>>,
     pub sentinel: Option<RawSentinel>,
 }
 

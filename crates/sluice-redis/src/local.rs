@@ -77,7 +77,8 @@ fn listening(port: u16) -> bool {
 fn ping(port: u16) -> bool {
     let Some(stream) = sent(port, b"PING\r\n") else { return false };
     let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line).is_ok() && line.starts_with("+PONG")
+    // A server that wants a password answers `-NOAUTH`: it is up all the same.
+    BufReader::new(stream).read_line(&mut line).is_ok() && (line.starts_with("+PONG") || line.starts_with("-NOAUTH"))
 }
 
 fn wait_until(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), LocalError> {
@@ -97,6 +98,15 @@ impl LocalRedis {
     /// When `redis-server` is missing or does not answer within 10 s.
     pub fn start() -> Result<Self, LocalError> {
         Self::spawn(&[])
+    }
+
+    /// Starts a standalone server without persistence that requires `password`
+    /// (`requirepass`: the `default` user's password) on a free port.
+    ///
+    /// # Errors
+    /// When `redis-server` is missing or does not answer within 10 s.
+    pub fn start_with_password(password: &str) -> Result<Self, LocalError> {
+        Self::spawn(&["--requirepass", password])
     }
 
     /// Starts a standalone server that speaks only TLS (no plain port), with `tls`; clients

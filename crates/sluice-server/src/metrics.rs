@@ -177,6 +177,46 @@ pub struct EtaLabels {
     pub direction: &'static str,
 }
 
+/// `result` of a configuration reload: `ok` or `error`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `ok`: the new configuration is in force; `error`: it was refused, the previous one stays.
+    pub result: &'static str,
+}
+
+/// Configuration reloads (SIGHUP or a change of the file seen by its watch).
+#[derive(Debug, Default)]
+pub struct ReloadMetrics {
+    /// `sluice_config_reload_total{result}`, both results present from the start.
+    pub total: Family<ReloadLabels, Counter>,
+    /// `sluice_config_last_reload_success_timestamp_seconds`: when the configuration in
+    /// force was loaded (the start, or the last good reload), Unix seconds.
+    pub last_success: Gauge,
+}
+
+impl ReloadMetrics {
+    fn register(&self, registry: &mut Registry) {
+        for result in ["ok", "error"] {
+            let _ = self.total.get_or_create(&ReloadLabels { result });
+        }
+        let help = "Configuration reloads by result (error: refused, the previous configuration stays in force)";
+        registry.register("sluice_config_reload", help, self.total.clone());
+        registry.register(
+            "sluice_config_last_reload_success_timestamp_seconds",
+            "When the configuration in force was loaded (start or last good reload), Unix seconds",
+            self.last_success.clone(),
+        );
+    }
+
+    /// Counts one reload; a good one at `unix_seconds` is the configuration in force.
+    pub fn reloaded(&self, ok: bool, unix_seconds: i64) {
+        self.total.get_or_create(&ReloadLabels { result: if ok { "ok" } else { "error" } }).inc();
+        if ok {
+            self.last_success.set(unix_seconds);
+        }
+    }
+}
+
 /// Bucket bounds of the queue wait histogram, in seconds: 1 ms to 10 min.
 const WAIT_BUCKETS: [f64; 16] =
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0, 600.0];
@@ -242,6 +282,8 @@ pub struct Metrics {
     pub budgets: crate::budgets::BudgetMetrics,
     /// Adaptive limits: effective factors, provider limit changes, output reserved vs used.
     pub adaptive: std::sync::Arc<sluice_adapt::AdaptiveMetrics>,
+    /// Configuration reloads.
+    pub reloads: ReloadMetrics,
 }
 
 impl Default for Metrics {
@@ -282,6 +324,7 @@ impl Default for Metrics {
             buckets: BucketMetrics::default(),
             budgets: crate::budgets::BudgetMetrics::default(),
             adaptive: std::sync::Arc::default(),
+            reloads: ReloadMetrics::default(),
         }
     }
 }
@@ -388,6 +431,7 @@ impl Metrics {
         metrics.buckets.register(registry);
         metrics.budgets.register(registry);
         metrics.adaptive.register(registry);
+        metrics.reloads.register(registry);
         metrics
     }
 
