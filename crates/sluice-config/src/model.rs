@@ -733,6 +733,17 @@ pub struct Config {
     pub usage: UsageSettings,
     /// The fleet's store of record for money (`[ledger]`), if kept.
     pub ledger: Option<Ledger>,
+    /// What `/metrics` exports.
+    pub metrics: MetricsSettings,
+}
+
+/// `[metrics]`: process settings, not reloadable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetricsSettings {
+    /// Export the request path's first metrics under their old `llm_*` names too
+    /// (`legacy_aliases`, default false): the same series twice, for queries not yet moved
+    /// to `sluice_*`.
+    pub legacy_aliases: bool,
 }
 
 /// The store of record for money (`[ledger]`): Postgres, which the Redis budgets are

@@ -40,6 +40,15 @@ pub struct RawConfig {
     #[serde(default)]
     pub usage: RawUsageSettings,
     pub ledger: Option<RawLedger>,
+    #[serde(default)]
+    pub metrics: RawMetrics,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    pub legacy_aliases: Option<bool>,
 }
 
 /// `[ledger]`.

@@ -384,6 +384,7 @@ fn apply(
         ("[store]", format!("{:?}", config.store) != format!("{:?}", last.store)),
         ("[jobs]", format!("{:?}", config.jobs) != format!("{:?}", last.jobs)),
         ("[telemetry]", config.telemetry != last.telemetry),
+        ("[metrics]", config.metrics != last.metrics),
     ] {
         if changed {
             tracing::warn!(section, "changed on reload: takes effect only after a restart");
