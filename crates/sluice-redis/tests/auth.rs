@@ -58,6 +58,32 @@ async fn a_password_file_opens_a_server_that_requires_one_and_a_wrong_one_is_ref
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_whose_nodes_require_a_password_is_reached_with_the_stores_credentials() {
+    let cluster = sluice_redis::local::LocalCluster::start_with_password(3, PASSWORD).unwrap();
+    let dir = std::env::temp_dir().join(format!("sluice-redis-auth-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (right, wrong) = (dir.join("right"), dir.join("wrong"));
+    std::fs::write(&right, PASSWORD).unwrap();
+    std::fs::write(&wrong, "not-the-password-at-all").unwrap();
+    let seeds: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    let with = |file: &std::path::Path| {
+        format!("[store]\nkind = \"redis\"\ncluster = [{}]\npassword_file = \"{}\"\n", seeds.join(", "), file.display())
+    };
+    // Scopes in several slots: the client authenticates to every master it is sent to.
+    let admitting = store(&with(&right));
+    let limits = Limits::unlimited().with_rate(RateLimit::per_minute(Dimension::Requests, 60_000).unwrap());
+    for tenant in ["a", "b", "c", "d", "e", "f"] {
+        let scope = admitting.register(ScopeKey::new(ScopeKind::Tenant, tenant), limits.clone());
+        let _grant = admitting.reserve(&[scope], Cost::request(1, 1), Duration::from_secs(30)).await.unwrap();
+    }
+    let refused = reserve(&store(&with(&wrong))).await;
+    let Err(ReserveError::Store(error)) = refused else { panic!("a wrong password was accepted: {refused:?}") };
+    let shown = format!("{error} {error:?}");
+    assert!(!shown.contains("not-the-password") && !shown.contains(PASSWORD), "the password is shown: {shown}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn credentials_are_never_in_a_debug_print() {
     let auth = sluice_redis::Auth { username: Some("sluice".into()), password: Some(PASSWORD.into()) };
