@@ -49,8 +49,8 @@ pub struct AdaptiveMetrics {
     pub factor: Family<Upstream, Gauge>,
     /// `sluice_adaptive_decreases_total{provider,model}`: AIMD decreases after provider 429s.
     pub decreases: Family<Upstream, Counter>,
-    /// `sluice_burst_window_ms{provider,model}`: the burst window in force (learned).
-    pub burst_window: Family<Upstream, Gauge>,
+    /// `sluice_burst_window_seconds{provider,model}`: the burst window in force (learned).
+    pub burst_window: Family<Upstream, Gauge<f64, std::sync::atomic::AtomicU64>>,
     /// `sluice_short_window_429s_total{provider,model}`: provider 429s that came while the
     /// minute had room (a shorter window enforced).
     pub short_window_429s: Family<Upstream, Counter>,
@@ -78,7 +78,7 @@ impl AdaptiveMetrics {
             self.decreases.clone(),
         );
         registry.register(
-            "sluice_burst_window_ms",
+            "sluice_burst_window_seconds",
             "Burst window in force per deployment: configured, or shorter as learned from provider 429s",
             self.burst_window.clone(),
         );
@@ -336,8 +336,7 @@ impl Adaptive {
             (controller.factor(now), controller.burst_window(now))
         };
         self.metrics.factor.get_or_create(&self.labels).set((factor * 1000.0).round() as i64);
-        let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
-        self.metrics.burst_window.get_or_create(&self.labels).set(window_ms);
+        self.metrics.burst_window.get_or_create(&self.labels).set(window.as_secs_f64());
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 /// One sample of the text exposition: `name{labels} value`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
-    /// The sample's name (`llm_requests_total`, `llm_queue_wait_seconds_bucket`, ...).
+    /// The sample's name (`sluice_requests_total`, `sluice_queue_wait_seconds_bucket`, ...).
     pub name: String,
     /// Its labels, in order.
     pub labels: Vec<(String, String)>,
@@ -85,15 +85,15 @@ fn by_label(samples: &[Sample], name: &str, label: &str) -> BTreeMap<String, f64
 /// reason, retries, tokens reserved vs used, and the queue wait histogram.
 #[must_use]
 pub fn summarize(samples: &[Sample]) -> Value {
-    let hits = "llm_rate_limit_hits_total";
+    let hits = "sluice_rate_limit_hits_total";
     let mut statuses = BTreeMap::new();
-    for s in samples.iter().filter(|s| s.name == "llm_requests_total") {
+    for s in samples.iter().filter(|s| s.name == "sluice_requests_total") {
         let status = s.label("status");
         let class = if status == "429" { "429".to_owned() } else { format!("{}xx", &status[..1.min(status.len())]) };
         *statuses.entry(class).or_insert(0.0) += s.value;
     }
     let mut wait: BTreeMap<String, f64> = BTreeMap::new();
-    for s in samples.iter().filter(|s| s.name == "llm_queue_wait_seconds_bucket") {
+    for s in samples.iter().filter(|s| s.name == "sluice_queue_wait_seconds_bucket") {
         *wait.entry(s.label("le").to_owned()).or_insert(0.0) += s.value;
     }
     let mut wait: Vec<(f64, f64)> = wait
@@ -107,13 +107,13 @@ pub fn summarize(samples: &[Sample]) -> Value {
         "requests": statuses,
         "provider_429": sum(samples, hits, |s| s.label("limit_type") == "provider"),
         "gateway_refusals": sum(samples, hits, |s| s.label("limit_type") != "provider"),
-        "queued": sum(samples, "llm_queue_wait_seconds_count", |_| true),
-        "queue_depth": sum(samples, "llm_queue_depth", |_| true),
-        "fallbacks": by_label(samples, "llm_fallbacks_total", "reason"),
-        "retries": sum(samples, "llm_retries_total", |_| true),
-        "duplicates_suppressed": sum(samples, "llm_duplicate_suppressed_total", |_| true),
-        "tokens_reserved": sum(samples, "llm_tokens_reserved_total", |_| true),
-        "tokens_used": sum(samples, "llm_tokens_used_total", |_| true),
+        "queued": sum(samples, "sluice_queue_wait_seconds_count", |_| true),
+        "queue_depth": sum(samples, "sluice_queue_depth", |_| true),
+        "fallbacks": by_label(samples, "sluice_fallbacks_total", "reason"),
+        "retries": sum(samples, "sluice_retries_total", |_| true),
+        "duplicates_suppressed": sum(samples, "sluice_duplicate_suppressed_total", |_| true),
+        "tokens_reserved": sum(samples, "sluice_tokens_reserved_total", |_| true),
+        "tokens_used": sum(samples, "sluice_tokens_used_total", |_| true),
         "decisions": by_label(samples, "sluice_decisions_total", "limiter"),
         "queue_wait_buckets": wait,
     })
@@ -138,12 +138,12 @@ mod tests {
     #[test]
     fn parses_samples_with_escaped_labels_and_sums_them() {
         let text = "# HELP x y\n\
-            llm_requests_total{provider=\"p\",model=\"m\",status=\"200\"} 3\n\
-            llm_requests_total{provider=\"p\",model=\"a\\\"b\",status=\"429\"} 2\n\
-            llm_rate_limit_hits_total{provider=\"p\",model=\"m\",limit_type=\"provider\"} 1\n\
-            llm_rate_limit_hits_total{provider=\"p\",model=\"m\",limit_type=\"tpm\"} 4\n\
-            llm_queue_wait_seconds_bucket{priority=\"i\",task_type=\"d\",le=\"0.5\"} 2\n\
-            llm_queue_wait_seconds_bucket{priority=\"i\",task_type=\"d\",le=\"+Inf\"} 3\n\
+            sluice_requests_total{provider=\"p\",model=\"m\",status=\"200\"} 3\n\
+            sluice_requests_total{provider=\"p\",model=\"a\\\"b\",status=\"429\"} 2\n\
+            sluice_rate_limit_hits_total{provider=\"p\",model=\"m\",limit_type=\"provider\"} 1\n\
+            sluice_rate_limit_hits_total{provider=\"p\",model=\"m\",limit_type=\"tpm\"} 4\n\
+            sluice_queue_wait_seconds_bucket{priority=\"i\",task_type=\"d\",le=\"0.5\"} 2\n\
+            sluice_queue_wait_seconds_bucket{priority=\"i\",task_type=\"d\",le=\"+Inf\"} 3\n\
             sluice_store_degraded 0\n# EOF\n";
         let samples = parse_samples(text);
         assert_eq!(samples.len(), 7);
@@ -162,8 +162,8 @@ mod tests {
         let metrics = sluice_server::spend::SpendMetrics::default();
         let mut registry = prometheus_client::registry::Registry::default();
         metrics.register(&mut registry);
-        metrics.of("small").inc_by(0.5);
-        metrics.of("big").inc_by(2.25);
+        metrics.of("small", "USD").inc_by(0.5);
+        metrics.of("big", "USD").inc_by(2.25);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         let panel = per_tenant(&parse_samples(&text), "EUR");

@@ -62,7 +62,9 @@ async fn windows(gateways: &Gateways) -> Vec<(i64, u64)> {
     for running in &gateways.instances {
         let gateway = running.state().current();
         let route = &gateway.deployments[0];
-        let window = gateway.services.metrics.adaptive.burst_window.get_or_create(&route.counters.labels).get();
+        // `sluice_burst_window_seconds`, in whole milliseconds.
+        let seconds = gateway.services.metrics.adaptive.burst_window.get_or_create(&route.counters.labels).get();
+        let window = (seconds * 1000.0).round() as i64;
         let snapshot = gateway.services.store.snapshot(route.scope).await.unwrap().unwrap();
         let rpm = snapshot.rates.iter().find(|r| r.limiter.to_string() == "rpm").unwrap();
         out.push((window, rpm.burst));

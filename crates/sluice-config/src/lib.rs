@@ -12,6 +12,7 @@ mod error;
 mod model;
 mod prices;
 pub mod raw;
+mod references;
 mod validate;
 
 /// The class of a key that names none.
@@ -21,6 +22,7 @@ pub use defaults::{CALLER_BURST, LOWER_CLASS_SHARE_PERMILLE, PROVIDER_BURST};
 pub use error::ConfigError;
 pub use model::*;
 pub use prices::preset_price;
+pub use references::{Reference, references, unavailable};
 pub use validate::hash_key;
 
 use error::Source;

@@ -604,10 +604,51 @@ pub struct SentinelStore {
     pub master: String,
     /// Database on the master.
     pub db: i64,
-    /// ACL user on the master.
+}
+
+/// A secret the configuration names but never holds: read when the gateway starts, from an
+/// environment variable or from a file (a mounted Kubernetes Secret), its content trimmed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Secret {
+    /// The variable's value.
+    Env(String),
+    /// The file's content.
+    File(std::path::PathBuf),
+}
+
+impl Secret {
+    /// The secret's value now.
+    ///
+    /// # Errors
+    /// An unset or empty variable, an unreadable or empty file: the message names the
+    /// variable or the file, never a value.
+    pub fn read(&self) -> Result<String, String> {
+        let value = match self {
+            Self::Env(name) => std::env::var(name).map_err(|_| format!("environment variable `{name}` is not set"))?,
+            Self::File(path) => {
+                std::fs::read_to_string(path).map_err(|e| format!("file `{}` cannot be read: {e}", path.display()))?
+            }
+        };
+        let value = value.trim();
+        if value.is_empty() {
+            return Err(match self {
+                Self::Env(name) => format!("environment variable `{name}` is empty"),
+                Self::File(path) => format!("file `{}` is empty", path.display()),
+            });
+        }
+        Ok(value.to_owned())
+    }
+}
+
+/// The credentials sent to Redis (`[store] username`, `password_env`, `password_file`),
+/// for every topology: a standalone server, each node of a cluster, the master Sentinel
+/// names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RedisAuth {
+    /// The ACL user (Redis 6+); none: `default`.
     pub username: Option<String>,
-    /// Environment variable holding the master's password.
-    pub password_env: Option<String>,
+    /// Where the password is read from; none: the URL's own, if it has one.
+    pub password: Option<Secret>,
 }
 
 /// What to do while the shared store is unreachable.
@@ -634,6 +675,8 @@ pub struct Store {
     pub instances: std::num::NonZeroU64,
     /// Certificates for `rediss://` URLs.
     pub tls: StoreTls,
+    /// Credentials, kept out of the URLs.
+    pub auth: RedisAuth,
 }
 
 /// Certificates for a Redis store over TLS; nothing set means the system's roots and no
@@ -690,6 +733,17 @@ pub struct Config {
     pub usage: UsageSettings,
     /// The fleet's store of record for money (`[ledger]`), if kept.
     pub ledger: Option<Ledger>,
+    /// What `/metrics` exports.
+    pub metrics: MetricsSettings,
+}
+
+/// `[metrics]`: process settings, not reloadable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetricsSettings {
+    /// Export the request path's first metrics under their old `llm_*` names too
+    /// (`legacy_aliases`, default false): the same series twice, for queries not yet moved
+    /// to `sluice_*`.
+    pub legacy_aliases: bool,
 }
 
 /// The store of record for money (`[ledger]`): Postgres, which the Redis budgets are

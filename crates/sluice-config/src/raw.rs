@@ -40,6 +40,15 @@ pub struct RawConfig {
     #[serde(default)]
     pub usage: RawUsageSettings,
     pub ledger: Option<RawLedger>,
+    #[serde(default)]
+    pub metrics: RawMetrics,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    pub legacy_aliases: Option<bool>,
 }
 
 /// `[ledger]`.
@@ -135,6 +144,9 @@ pub struct RawStore {
     pub tls_ca_file: Option<Spanned<String>>,
     pub tls_cert_file: Option<Spanned<String>>,
     pub tls_key_file: Option<Spanned<String>>,
+    pub username: Option<Spanned<String>>,
+    pub password_env: Option<Spanned<String>>,
+    pub password_file: Option<Spanned<String>>,
     pub sentinel: Option<RawSentinel>,
 }
 

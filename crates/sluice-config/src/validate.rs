@@ -85,6 +85,7 @@ impl Validator<'_> {
             pricing,
             usage,
             ledger,
+            metrics: MetricsSettings { legacy_aliases: raw.metrics.legacy_aliases.unwrap_or(false) },
         })
     }
 

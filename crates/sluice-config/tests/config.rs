@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sluice_config::{AzureSurface, OutputCounting, ProviderApi, ProviderKind, SecretSource, hash_key, parse};
+use sluice_config::{AzureSurface, OutputCounting, ProviderApi, ProviderKind, Secret, SecretSource, hash_key, parse};
 
 const BASE: &str = r#"
 [[providers]]
@@ -467,6 +467,61 @@ fn store_settings_are_validated() {
 }
 
 #[test]
+fn redis_credentials_come_from_a_variable_or_a_file_for_every_topology() {
+    let stores = [
+        "[store]\nkind = \"redis\"\nurl = \"redis://r:6379\"\n",
+        "[store]\nkind = \"redis\"\ncluster = [\"redis://a:7000\", \"redis://b:7001\"]\n",
+        "[store]\nkind = \"redis\"\n[store.sentinel]\nmaster = \"m\"\nnodes = [\"redis://s:26379\"]\n",
+    ];
+    for store in stores {
+        // `[store]` keys go before a `[store.sentinel]` table.
+        let with = |lines: &str| store.replacen("kind = \"redis\"\n", &format!("kind = \"redis\"\n{lines}"), 1);
+        let by_env = parse(&format!("{}{BASE}", with("username = \"sluice\"\npassword_env = \"REDIS_PASSWORD\"\n")));
+        let auth = by_env.unwrap().store.auth;
+        assert_eq!(auth.username.as_deref(), Some("sluice"), "{store}");
+        assert_eq!(auth.password, Some(Secret::Env("REDIS_PASSWORD".into())), "{store}");
+        let by_file = parse(&format!("{}{BASE}", with("password_file = \"/run/secrets/redis\"\n"))).unwrap();
+        assert_eq!(by_file.store.auth.password, Some(Secret::File("/run/secrets/redis".into())), "{store}");
+        let both = with("password_env = \"P\"\npassword_file = \"/p\"\n");
+        let err = parse(&format!("{both}{BASE}")).unwrap_err();
+        assert_eq!((err.field.as_str(), err.line), ("store.password_file", Some(4)), "{err}");
+    }
+    assert_eq!(parse(BASE).unwrap().store.auth, sluice_config::RedisAuth::default());
+    let cases = [
+        ("[store]\npassword_env = \"P\"\n", "store.password_env", 2, "kind = \"redis\""),
+        ("[store]\nkind = \"redis\"\nurl = \"redis://:${REDIS_PASSWORD}@r:6379\"\n", "store.url", 3, "not expanded"),
+        (
+            "[store]\nkind = \"redis\"\ncluster = [\"redis://a:1\", \"redis://${HOST}:2\"]\n",
+            "store.cluster",
+            3,
+            "password_env",
+        ),
+        (
+            "[store]\nkind = \"redis\"\nurl = \"redis://u:secret@r:6379\"\npassword_env = \"P\"\n",
+            "store.url",
+            3,
+            "keep one",
+        ),
+        (
+            "[store]\nkind = \"redis\"\nurl = \"redis://r\"\npassword_env = \"$P\"\n",
+            "store.password_env",
+            4,
+            "without `$`",
+        ),
+        (
+            "[store]\nkind = \"redis\"\npassword_env = \"A\"\n[store.sentinel]\nmaster = \"m\"\nnodes = [\"redis://s:1\"]\npassword_env = \"B\"\n",
+            "store.sentinel.password_env",
+            7,
+            "set it once",
+        ),
+    ];
+    assert_rejected_before_base(&cases);
+    // A password in the URL alone is still taken (and never shown).
+    let in_url = format!("[store]\nkind = \"redis\"\nurl = \"redis://:pw@r:6379\"\n{BASE}");
+    assert_eq!(parse(&in_url).unwrap().store.auth, sluice_config::RedisAuth::default());
+}
+
+#[test]
 fn a_ledger_is_a_postgres_url_beside_a_redis_store() {
     let redis = "[store]\nkind = \"redis\"\nurl = \"redis://r:6379\"\n";
     let text =
@@ -531,10 +586,11 @@ fn sentinel_store_settings_are_validated() {
         nodes: vec!["redis://s1:26379".into(), "redis://s2:26379".into()],
         master: "main".into(),
         db: 2,
-        username: None,
-        password_env: Some("REDIS_PASSWORD".into()),
     };
     assert_eq!(config.store.kind, sluice_config::StoreKind::RedisSentinel(expected));
+    // The older spelling under `[store.sentinel]` is the one `[store]` has for every topology.
+    let auth = sluice_config::RedisAuth { username: None, password: Some(Secret::Env("REDIS_PASSWORD".into())) };
+    assert_eq!(config.store.auth, auth);
     let tls = format!(
         "[store]\nkind = \"redis\"\ntls_ca_file = \"ca.pem\"\n[store.sentinel]\nmaster = \"m\"\nnodes = [\"rediss://s1:26379\"]\n{BASE}"
     );

@@ -4,12 +4,14 @@
 use std::sync::Arc;
 
 use crate::heartbeat::{Renewing, heartbeat_lease, renew_every};
-use crate::{OnUnavailable, RedisConfig, RedisStore, ResilientStore, SentinelTarget, Tls, Topology};
+use crate::{Auth, OnUnavailable, RedisConfig, RedisStore, ResilientStore, SentinelTarget, Tls, Topology};
 use sluice_config::{SentinelStore, Store, StoreKind, Unavailable};
 use sluice_quota::{Clock, MemoryStore, QuotaStore, SpendRecord};
 
-/// Where the Redis of `settings` is and how to reach it over TLS; `None` for the memory
-/// store. The quota store, the operation log and the job store all connect through this.
+/// Where the Redis of `settings` is and how to reach it: TLS and the credentials of
+/// `[store] username`, `password_env`, `password_file` (the password read now); `None` for
+/// the memory store. The quota store, the operation log and the job store all connect
+/// through this.
 #[must_use]
 pub fn redis_target(settings: &Store) -> Option<(Topology, Tls)> {
     let topology = match &settings.kind {
@@ -18,26 +20,33 @@ pub fn redis_target(settings: &Store) -> Option<(Topology, Tls)> {
         StoreKind::RedisCluster(seeds) => Topology::Cluster(seeds.clone()),
         StoreKind::RedisSentinel(sentinel) => Topology::Sentinel(sentinel_target(sentinel)),
     };
-    let tls = Tls { ca_file: settings.tls.ca_file.clone(), client: settings.tls.client.clone() };
+    let tls = Tls { ca_file: settings.tls.ca_file.clone(), client: settings.tls.client.clone(), auth: auth(settings) };
     Some((topology, tls))
 }
 
-/// The sentinels and master of `[store.sentinel]`, the master's password read from its
-/// environment variable now (unset: none is sent, and the master's refusal is logged).
-fn sentinel_target(sentinel: &SentinelStore) -> SentinelTarget {
-    let password = sentinel.password_env.as_deref().and_then(|name| {
-        let value = std::env::var(name).ok().filter(|v| !v.is_empty());
-        if value.is_none() {
-            tracing::warn!(variable = name, "store.sentinel.password_env names an unset variable");
+/// The store's credentials, the password read from its variable or file now. `sluice
+/// serve` refuses to start when it cannot be read (`sluice_config::unavailable`); read
+/// here without it, it is left out and the server's refusal is what the store reports.
+fn auth(settings: &Store) -> Auth {
+    let password = settings.auth.password.as_ref().and_then(|secret| match secret.read() {
+        Ok(password) => Some(password),
+        Err(e) => {
+            tracing::warn!(error = %e, "the Redis password cannot be read; connecting without one");
+            None
         }
-        value
     });
+    Auth { username: settings.auth.username.clone(), password }
+}
+
+/// The sentinels and master of `[store.sentinel]` (the master's credentials are the
+/// store's, [`auth`]).
+fn sentinel_target(sentinel: &SentinelStore) -> SentinelTarget {
     SentinelTarget {
         nodes: sentinel.nodes.clone(),
         master: sentinel.master.clone(),
         db: sentinel.db,
-        username: sentinel.username.clone(),
-        password,
+        username: None,
+        password: None,
     }
 }
 

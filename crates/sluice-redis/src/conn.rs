@@ -111,7 +111,7 @@ impl Connector {
         let conn = match &self.topology {
             Topology::Standalone(url) => {
                 let config = self.manager_config();
-                let info = url.as_str().into_connection_info()?.set_tcp_settings(tcp());
+                let info = self.tls.auth.apply(url.as_str().into_connection_info()?.set_tcp_settings(tcp()));
                 let client = match self.tls.certificates()? {
                     Some(certs) => redis::Client::build_with_tls(info, certs)?,
                     None => redis::Client::open(info)?,
@@ -130,6 +130,12 @@ impl Connector {
                     .tcp_settings(tcp());
                 if let Some(certs) = self.tls.certificates()? {
                     builder = builder.certs(certs);
+                }
+                if let Some(user) = &self.tls.auth.username {
+                    builder = builder.username(user);
+                }
+                if let Some(password) = &self.tls.auth.password {
+                    builder = builder.password(password);
                 }
                 let client = builder.build()?;
                 Conn::Cluster(client.get_async_connection().await?)

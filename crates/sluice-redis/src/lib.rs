@@ -7,7 +7,7 @@
 //! and reloaded automatically when Redis lost them (a restart, a failover).
 //!
 //! Layout: [`keys`] (the key layout and hash tags), [`record`] (what a reservation stores),
-//! [`scripts`] and `lua/` (the scripts), [`batch`] (batching per group), [`conn`] (standalone, cluster or [`sentinel`] connections), [`tls`] (`rediss://` certificates),
+//! [`scripts`] and `lua/` (the scripts), [`batch`] (batching per group), [`conn`] (standalone, cluster or [`sentinel`] connections), [`tls`] (`rediss://` certificates and credentials),
 //! [`store`] ([`RedisStore`]), [`resilient`] (what happens when Redis is unreachable),
 //! [`oplog`] (the gateway's idempotency records, shared by its instances), [`heartbeat`]
 //! (renewing this instance's reservations while their requests run), [`choose`] (the quota
@@ -39,4 +39,4 @@ pub use conn::Topology;
 pub use resilient::{OnUnavailable, ResilientStore};
 pub use sentinel::SentinelTarget;
 pub use store::{RedisConfig, RedisStore};
-pub use tls::Tls;
+pub use tls::{Auth, Tls};

@@ -77,7 +77,8 @@ fn listening(port: u16) -> bool {
 fn ping(port: u16) -> bool {
     let Some(stream) = sent(port, b"PING\r\n") else { return false };
     let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line).is_ok() && line.starts_with("+PONG")
+    // A server that wants a password answers `-NOAUTH`: it is up all the same.
+    BufReader::new(stream).read_line(&mut line).is_ok() && (line.starts_with("+PONG") || line.starts_with("-NOAUTH"))
 }
 
 fn wait_until(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), LocalError> {
@@ -97,6 +98,15 @@ impl LocalRedis {
     /// When `redis-server` is missing or does not answer within 10 s.
     pub fn start() -> Result<Self, LocalError> {
         Self::spawn(&[])
+    }
+
+    /// Starts a standalone server without persistence that requires `password`
+    /// (`requirepass`: the `default` user's password) on a free port.
+    ///
+    /// # Errors
+    /// When `redis-server` is missing or does not answer within 10 s.
+    pub fn start_with_password(password: &str) -> Result<Self, LocalError> {
+        Self::spawn(&["--requirepass", password])
     }
 
     /// Starts a standalone server that speaks only TLS (no plain port), with `tls`; clients
@@ -227,11 +237,29 @@ impl LocalCluster {
     /// # Errors
     /// When a server does not start or the cluster does not reach `cluster_state:ok`.
     pub fn start(masters: usize) -> Result<Self, LocalError> {
-        let nodes = (0..masters)
-            .map(|_| LocalRedis::spawn(&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"]))
-            .collect::<Result<Vec<_>, _>>()?;
+        Self::start_on(masters, None)
+    }
+
+    /// The same, every node requiring `password` (`requirepass`, and `masterauth` between
+    /// nodes).
+    ///
+    /// # Errors
+    /// As [`LocalCluster::start`].
+    pub fn start_with_password(masters: usize, password: &str) -> Result<Self, LocalError> {
+        Self::start_on(masters, Some(password))
+    }
+
+    fn start_on(masters: usize, password: Option<&str>) -> Result<Self, LocalError> {
+        let mut args = vec!["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"];
+        if let Some(password) = password {
+            args.extend(["--requirepass", password, "--masterauth", password]);
+        }
+        let nodes = (0..masters).map(|_| LocalRedis::spawn(&args)).collect::<Result<Vec<_>, _>>()?;
         let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
         let mut create = Command::new("redis-cli");
+        if let Some(password) = password {
+            create.args(["-a", password, "--no-auth-warning"]);
+        }
         create.arg("--cluster").arg("create").args(&addresses).args(["--cluster-replicas", "0", "--cluster-yes"]);
         let output = create
             .stdin(Stdio::null())
@@ -244,7 +272,7 @@ impl LocalCluster {
         let cluster = Self { nodes };
         for node in &cluster.nodes {
             let port = node.port;
-            wait_until(&node.url(), || cluster_ok(port))?;
+            wait_until(&node.url(), || cluster_ok(port, password))?;
         }
         Ok(cluster)
     }
@@ -256,9 +284,16 @@ impl LocalCluster {
     }
 }
 
-fn cluster_ok(port: u16) -> bool {
-    let Some(mut stream) = sent(port, b"CLUSTER INFO\r\n") else { return false };
+fn cluster_ok(port: u16, password: Option<&str>) -> bool {
+    // `AUTH` first when the node wants a password: its `+OK` line is read and skipped.
+    let auth = password.map(|p| format!("AUTH {p}\r\n")).unwrap_or_default();
+    let Some(stream) = sent(port, format!("{auth}CLUSTER INFO\r\n").as_bytes()) else { return false };
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    if password.is_some() && (reader.read_line(&mut line).is_err() || !line.starts_with("+OK")) {
+        return false;
+    }
     let mut buffer = [0u8; 4096];
-    let n = stream.read(&mut buffer).unwrap_or(0);
+    let n = reader.read(&mut buffer).unwrap_or(0);
     String::from_utf8_lossy(&buffer[..n]).contains("cluster_state:ok")
 }

@@ -65,10 +65,12 @@ impl SentinelTarget {
                 builder = builder.set_client_to_sentinel_password(password);
             }
         }
-        if let Some(user) = &self.username {
+        // The store's credentials (`[store] username`, `password_env`, `password_file`)
+        // over the target's own.
+        if let Some(user) = tls.auth.username.as_ref().or(self.username.as_ref()) {
             builder = builder.set_client_to_redis_username(user);
         }
-        if let Some(password) = &self.password {
+        if let Some(password) = tls.auth.password.as_ref().or(self.password.as_ref()) {
             builder = builder.set_client_to_redis_password(password);
         }
         if self.tls() {

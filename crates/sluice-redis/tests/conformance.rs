@@ -55,7 +55,7 @@ fn standalone(heartbeat: Option<Duration>) -> Backend {
 fn standalone_tls(heartbeat: Option<Duration>) -> Backend {
     let certs = certs::Certs::generate();
     let server = LocalRedis::start_tls(&certs.server).expect("redis-server built with TLS");
-    let tls = Tls { ca_file: Some(certs.server.ca_file.clone()), client: None };
+    let tls = Tls { ca_file: Some(certs.server.ca_file.clone()), client: None, ..Tls::default() };
     let store = redis_store(RedisConfig { tls, ..redis_config(Topology::Standalone(server.url())) }, heartbeat);
     Backend { store: Arc::new(store), _server: Some(Box::new((server, certs))) }
 }

@@ -27,10 +27,10 @@ async fn a_server_signed_by_another_ca_is_refused_and_the_right_ca_admits() {
     let certs = certs::Certs::generate();
     let other = certs::Certs::generate();
     let server = LocalRedis::start_tls(&certs.server).expect("redis-server built with TLS");
-    let wrong = Tls { ca_file: Some(other.server.ca_file.clone()), client: None };
+    let wrong = Tls { ca_file: Some(other.server.ca_file.clone()), client: None, ..Tls::default() };
     let refused = reserve(&*store(server.url(), wrong)).await;
     assert!(matches!(refused, Err(ReserveError::Store(_))), "{refused:?}");
-    let right = Tls { ca_file: Some(certs.server.ca_file.clone()), client: None };
+    let right = Tls { ca_file: Some(certs.server.ca_file.clone()), client: None, ..Tls::default() };
     reserve(&*store(server.url(), right)).await.unwrap();
 }
 
@@ -38,7 +38,7 @@ async fn a_server_signed_by_another_ca_is_refused_and_the_right_ca_admits() {
 async fn a_missing_ca_file_is_a_store_error_naming_no_secret() {
     let certs = certs::Certs::generate();
     let server = LocalRedis::start_tls(&certs.server).expect("redis-server built with TLS");
-    let missing = Tls { ca_file: Some(certs.dir.join("absent.pem")), client: None };
+    let missing = Tls { ca_file: Some(certs.dir.join("absent.pem")), client: None, ..Tls::default() };
     let refused = reserve(&*store(server.url(), missing)).await;
     assert!(matches!(refused, Err(ReserveError::Store(_))), "{refused:?}");
 }

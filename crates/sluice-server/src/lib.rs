@@ -122,7 +122,7 @@ impl AppState {
         clock: Arc<dyn sluice_quota::Clock>,
     ) -> Result<Self, BuildError> {
         let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = Arc::new(metrics::Metrics::register(&mut registry));
+        let metrics = Arc::new(metrics::Metrics::register(&mut registry, config.metrics.legacy_aliases));
         let services = Arc::new(state::Services::new(config, store, clock, metrics)?);
         let gateway = Arc::new(Gateway::build(config, services)?);
         let admin = Arc::new(inventory::Admin::new(config, &gateway));

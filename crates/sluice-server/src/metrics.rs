@@ -177,6 +177,46 @@ pub struct EtaLabels {
     pub direction: &'static str,
 }
 
+/// `result` of a configuration reload: `ok` or `error`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `ok`: the new configuration is in force; `error`: it was refused, the previous one stays.
+    pub result: &'static str,
+}
+
+/// Configuration reloads (SIGHUP or a change of the file seen by its watch).
+#[derive(Debug, Default)]
+pub struct ReloadMetrics {
+    /// `sluice_config_reload_total{result}`, both results present from the start.
+    pub total: Family<ReloadLabels, Counter>,
+    /// `sluice_config_last_reload_success_timestamp_seconds`: when the configuration in
+    /// force was loaded (the start, or the last good reload), Unix seconds.
+    pub last_success: Gauge,
+}
+
+impl ReloadMetrics {
+    fn register(&self, registry: &mut Registry) {
+        for result in ["ok", "error"] {
+            let _ = self.total.get_or_create(&ReloadLabels { result });
+        }
+        let help = "Configuration reloads by result (error: refused, the previous configuration stays in force)";
+        registry.register("sluice_config_reload", help, self.total.clone());
+        registry.register(
+            "sluice_config_last_reload_success_timestamp_seconds",
+            "When the configuration in force was loaded (start or last good reload), Unix seconds",
+            self.last_success.clone(),
+        );
+    }
+
+    /// Counts one reload; a good one at `unix_seconds` is the configuration in force.
+    pub fn reloaded(&self, ok: bool, unix_seconds: i64) {
+        self.total.get_or_create(&ReloadLabels { result: if ok { "ok" } else { "error" } }).inc();
+        if ok {
+            self.last_success.set(unix_seconds);
+        }
+    }
+}
+
 /// Bucket bounds of the queue wait histogram, in seconds: 1 ms to 10 min.
 const WAIT_BUCKETS: [f64; 16] =
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0, 600.0];
@@ -188,34 +228,34 @@ fn wait_histogram() -> Histogram {
 /// Counters of the request path.
 #[derive(Debug)]
 pub struct Metrics {
-    /// `llm_requests_total{provider,model,status}`.
+    /// `sluice_requests_total{provider,model,status}`.
     pub requests: Family<Outcome, Counter>,
-    /// `llm_tokens_reserved_total{provider,model}`.
+    /// `sluice_tokens_reserved_total{provider,model}`.
     pub tokens_reserved: Family<Upstream, Counter>,
-    /// `llm_tokens_used_total{provider,model}`.
+    /// `sluice_tokens_used_total{provider,model}`.
     pub tokens_used: Family<Upstream, Counter>,
-    /// `llm_rate_limit_hits_total{provider,model,limit_type,scope_kind,dimension}`.
+    /// `sluice_rate_limit_hits_total{provider,model,limit_type,scope_kind,dimension}`.
     pub rate_limit_hits: Family<Hit, Counter>,
     /// `sluice_decisions_total{decision,limiter,scope_kind,dimension}`.
     pub decisions: Family<Decision, Counter>,
     /// Its `admitted` series, resolved once: every admission counts it.
     admitted: Counter,
-    /// `llm_queue_depth{priority,task_type}`.
+    /// `sluice_queue_depth{priority,task_type}`.
     pub queue_depth: Family<QueueLabels, Gauge>,
-    /// `llm_queue_wait_seconds{priority,task_type,scope_kind,dimension}`.
+    /// `sluice_queue_wait_seconds{priority,task_type,scope_kind,dimension}`.
     pub queue_wait: Family<WaitLabels, Histogram, fn() -> Histogram>,
     /// `sluice_queue_eta_error_seconds{class,source,direction}`: how far the actual wait
     /// was from the ETA the queue would have answered.
     pub eta_error: Family<EtaLabels, Histogram, fn() -> Histogram>,
     /// Guaranteed, borrowed and reclaimed per tenant.
     pub shares: crate::shares::ShareMetrics,
-    /// `sluice_spend_total{tenant}`.
+    /// `sluice_spend_total{tenant,currency}`.
     pub spend: crate::spend::SpendMetrics,
     /// `sluice_store_resets_total`: times the job store was found to have lost its data.
     pub store_resets: Counter,
-    /// `llm_retries_total{provider,model,error_type}`.
+    /// `sluice_retries_total{provider,model,error_type}`.
     pub retries: Family<Retry, Counter>,
-    /// `llm_fallbacks_total{from_provider,to_provider,reason}`.
+    /// `sluice_fallbacks_total{from_provider,to_provider,reason}`.
     pub fallbacks: Family<Fallback, Counter>,
     /// `sluice_pool_placements_total{pool,deployment,reason}`.
     pub placements: Family<Placement, Counter>,
@@ -224,7 +264,7 @@ pub struct Metrics {
     /// `sluice_upstream_failures_total{provider,model,reason}`: provider failures that are
     /// the operator's to look at (refused credentials, stalls, oversized or unreadable answers).
     pub upstream_failures: Family<UpstreamFailure, Counter>,
-    /// `llm_duplicate_suppressed_total{task_type}`.
+    /// `sluice_duplicate_suppressed_total{task_type}`.
     pub duplicates_suppressed: Family<Task, Counter>,
     /// `sluice_store_errors_total`: failed calls to the shared quota store.
     pub store_errors: Counter,
@@ -242,6 +282,8 @@ pub struct Metrics {
     pub budgets: crate::budgets::BudgetMetrics,
     /// Adaptive limits: effective factors, provider limit changes, output reserved vs used.
     pub adaptive: std::sync::Arc<sluice_adapt::AdaptiveMetrics>,
+    /// Configuration reloads.
+    pub reloads: ReloadMetrics,
 }
 
 impl Default for Metrics {
@@ -282,72 +324,48 @@ impl Default for Metrics {
             buckets: BucketMetrics::default(),
             budgets: crate::budgets::BudgetMetrics::default(),
             adaptive: std::sync::Arc::default(),
+            reloads: ReloadMetrics::default(),
         }
     }
 }
 
 impl Metrics {
-    /// The `llm_*` metrics again under the one `sluice_` namespace (same series, same
-    /// labels); the `llm_*` names stay as aliases for existing queries.
-    fn register_sluice_names(&self, registry: &mut Registry) {
-        registry.register("sluice_requests", "Requests by provider, model and status returned", self.requests.clone());
-        let tokens = [
-            (
-                "sluice_tokens_reserved",
-                "Tokens reserved at admission (input estimate + output reservation) by requests that used any, counted when they settle",
-                &self.tokens_reserved,
-            ),
-            ("sluice_tokens_used", "Tokens the provider reported used", &self.tokens_used),
-        ];
-        for (name, help, family) in tokens {
-            registry.register(name, help, family.clone());
-        }
-        registry.register("sluice_rate_limit_hits", "Refusals by limit type", self.rate_limit_hits.clone());
-        registry.register("sluice_retries", "Upstream attempts retried, by error type", self.retries.clone());
-        registry.register("sluice_fallbacks", "Requests served by a fallback, by reason", self.fallbacks.clone());
-        let placements = self.placements.clone();
-        registry.register("sluice_pool_placements", "Pool requests admitted, by member and reason", placements);
-        let cooldowns = self.cooldowns.clone();
-        registry.register("sluice_cooldowns", "Deployments held back for every instance, by reason", cooldowns);
-        let duplicates = self.duplicates_suppressed.clone();
-        registry.register("sluice_duplicate_suppressed", "Repeats answered from the operation log", duplicates);
-        registry.register("sluice_queue_depth", "Requests waiting for capacity", self.queue_depth.clone());
-        let wait = self.queue_wait.clone();
-        registry.register("sluice_queue_wait_seconds", "Time requests waited for capacity (admitted or not)", wait);
+    /// The request path's first metrics, under `sluice_`; with `legacy_aliases`
+    /// (`[metrics] legacy_aliases = true`) each again under its first name `llm_*` (same
+    /// series, same labels) for queries not yet moved.
+    fn register_request_path(&self, registry: &mut Registry, legacy_aliases: bool) {
+        let both = Aliased { legacy: legacy_aliases };
+        both.register(registry, "requests", "Requests by provider, model and status returned", &self.requests);
+        both.register(
+            registry,
+            "tokens_reserved",
+            "Tokens reserved at admission (input estimate + output reservation) by requests that used any, counted when they settle",
+            &self.tokens_reserved,
+        );
+        let used = "Tokens really used, as the provider reported (input + output)";
+        both.register(registry, "tokens_used", used, &self.tokens_used);
+        let hits = "Requests refused by a limit, by the limiter (provider = an upstream 429)";
+        both.register(registry, "rate_limit_hits", hits, &self.rate_limit_hits);
+        both.register(registry, "retries", "Upstream attempts retried, by error type", &self.retries);
+        both.register(registry, "fallbacks", "Requests served by a fallback, by reason", &self.fallbacks);
+        let duplicates = "Repeats of an operation answered from the operation log instead of the provider";
+        both.register(registry, "duplicate_suppressed", duplicates, &self.duplicates_suppressed);
+        both.register(registry, "queue_depth", "Requests waiting for capacity", &self.queue_depth);
+        let wait = "Time requests waited for capacity (admitted or not)";
+        both.register(registry, "queue_wait_seconds", wait, &self.queue_wait);
     }
 
-    /// Registers every metric into `registry`.
+    /// Registers every metric into `registry`; the `llm_*` aliases only with
+    /// `legacy_aliases`.
     #[must_use]
-    pub fn register(registry: &mut Registry) -> Self {
+    pub fn register(registry: &mut Registry, legacy_aliases: bool) -> Self {
         let metrics = Self::default();
-        registry.register("llm_requests", "Requests by provider, model and status returned", metrics.requests.clone());
-        registry.register(
-            "llm_tokens_reserved",
-            "Tokens reserved at admission (input estimate + output reservation) by requests that used any, counted when they settle",
-            metrics.tokens_reserved.clone(),
-        );
-        registry.register(
-            "llm_tokens_used",
-            "Tokens really used, as the provider reported (input + output)",
-            metrics.tokens_used.clone(),
-        );
-        registry.register(
-            "llm_rate_limit_hits",
-            "Requests refused by a limit, by the limiter (provider = an upstream 429)",
-            metrics.rate_limit_hits.clone(),
-        );
+        metrics.register_request_path(registry, legacy_aliases);
         registry.register("sluice_decisions", "Admission decisions by outcome and limiter", metrics.decisions.clone());
-        registry.register("llm_retries", "Upstream attempts retried, by error type", metrics.retries.clone());
-        registry.register("llm_fallbacks", "Requests served by a fallback, by reason", metrics.fallbacks.clone());
         registry.register(
             "sluice_upstream_failures",
             "Provider failures for the operator: refused credentials (auth), stalls, oversized or unreadable answers",
             metrics.upstream_failures.clone(),
-        );
-        registry.register(
-            "llm_duplicate_suppressed",
-            "Repeats of an operation answered from the operation log instead of the provider",
-            metrics.duplicates_suppressed.clone(),
         );
         registry.register(
             "sluice_store_errors",
@@ -359,18 +377,15 @@ impl Metrics {
             "1 while the shared quota store is unreachable (fail_closed or fail_open_local in force)",
             metrics.store_degraded.clone(),
         );
-        metrics.register_sluice_names(registry);
+        let placements = metrics.placements.clone();
+        registry.register("sluice_pool_placements", "Pool requests admitted, by member and reason", placements);
+        let cooldowns = metrics.cooldowns.clone();
+        registry.register("sluice_cooldowns", "Deployments held back for every instance, by reason", cooldowns);
         metrics.timing.register(registry);
         registry.register(
             "sluice_trace_spans_dropped",
             "Spans not exported because the export queue was full",
             metrics.spans_dropped.clone(),
-        );
-        registry.register("llm_queue_depth", "Requests waiting for capacity", metrics.queue_depth.clone());
-        registry.register(
-            "llm_queue_wait_seconds",
-            "Time requests waited for capacity (admitted or not)",
-            metrics.queue_wait.clone(),
         );
         registry.register(
             "sluice_queue_eta_error_seconds",
@@ -388,7 +403,59 @@ impl Metrics {
         metrics.buckets.register(registry);
         metrics.budgets.register(registry);
         metrics.adaptive.register(registry);
+        metrics.reloads.register(registry);
         metrics
+    }
+
+    /// Creates, at zero, the series `config` makes possible that dashboards and alerts
+    /// divide by or compare with, so that they read 0 rather than "no data" before the
+    /// first event: each class's queue wait, each deployment's provider 429s, each
+    /// configured fallback by reason. Called for every configuration built (start and
+    /// reloads); series of what a reload removed stay at their last value.
+    pub fn declare(&self, config: &sluice_config::Config) {
+        let none = Bound::NONE;
+        for class in &config.classes {
+            let task_type = DEFAULT_TASK_TYPE.to_owned();
+            let depth = QueueLabels { priority: class.name.to_string(), task_type: task_type.clone() };
+            let _ = self.queue_depth.get_or_create(&depth);
+            let wait = WaitLabels {
+                priority: class.name.to_string(),
+                task_type,
+                scope_kind: none.scope_kind,
+                dimension: none.dimension,
+            };
+            let _ = self.queue_wait.get_or_create(&wait);
+        }
+        let upstream = |deployment: usize| {
+            let d = &config.deployments[deployment];
+            (config.providers[d.provider].name.to_string(), d.model.clone())
+        };
+        for i in 0..config.deployments.len() {
+            let (provider, model) = upstream(i);
+            // As a provider 429 counts it (`road::answer`): the deployment bound it.
+            let hit = Hit {
+                provider,
+                model,
+                limit_type: "provider".into(),
+                scope_kind: "deployment",
+                dimension: none.dimension,
+            };
+            let _ = self.rate_limit_hits.get_or_create(&hit);
+        }
+        for profile in &config.models {
+            let (from_provider, _) = upstream(profile.deployment);
+            for fallback in &profile.fallbacks {
+                let (to_provider, _) = upstream(fallback.deployment);
+                for when in &fallback.when {
+                    let key = Fallback {
+                        from_provider: from_provider.clone(),
+                        to_provider: to_provider.clone(),
+                        reason: when.as_str(),
+                    };
+                    let _ = self.fallbacks.get_or_create(&key);
+                }
+            }
+        }
     }
 
     /// Brings the store gauges up to date (called before each scrape).
@@ -461,16 +528,39 @@ impl Metrics {
     }
 }
 
+/// Registers a metric as `sluice_{name}` and, when `legacy`, as `llm_{name}` too.
+struct Aliased {
+    legacy: bool,
+}
+
+impl Aliased {
+    fn register<M: prometheus_client::registry::Metric + Clone>(
+        &self,
+        registry: &mut Registry,
+        name: &str,
+        help: &str,
+        metric: &M,
+    ) {
+        registry.register(format!("sluice_{name}"), help, metric.clone());
+        if self.legacy {
+            registry.register(format!("llm_{name}"), help, metric.clone());
+        }
+    }
+}
+
+/// The task type of a request that names none, or a task the configuration does not.
+pub const DEFAULT_TASK_TYPE: &str = "default";
+
 /// The counters of one deployment, resolved once so the request path does no lookups.
 #[derive(Debug, Clone)]
 pub struct RouteCounters {
     /// Labels of the deployment.
     pub labels: Upstream,
-    /// Its `llm_tokens_reserved_total`.
+    /// Its `sluice_tokens_reserved_total`.
     pub reserved: Counter<u64, AtomicU64>,
-    /// Its `llm_tokens_used_total`.
+    /// Its `sluice_tokens_used_total`.
     pub used: Counter<u64, AtomicU64>,
-    /// Its `llm_requests_total` of status 200, the most counted.
+    /// Its `sluice_requests_total` of status 200, the most counted.
     pub ok: Counter<u64, AtomicU64>,
 }
 
@@ -594,5 +684,86 @@ impl JobMetrics {
             registry.register(name, help, counter.clone());
         }
         registry.register("sluice_jobs", "Async jobs per state in the job store", self.states.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exported(legacy_aliases: bool, config: &str) -> String {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry, legacy_aliases);
+        metrics.declare(&sluice_config::parse(config).unwrap());
+        metrics.requests.get_or_create(&Outcome { provider: "p".into(), model: "m".into(), status: 200 }).inc();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text
+    }
+
+    const CONFIG: &str = r#"
+[[providers]]
+name = "p"
+kind = "openai"
+base_url = "http://127.0.0.1:9"
+api_key_env = "K"
+
+[[providers]]
+name = "q"
+kind = "openai"
+base_url = "http://127.0.0.1:9"
+api_key_env = "K"
+
+[[deployments]]
+name = "d"
+provider = "p"
+model = "m"
+
+[[deployments]]
+name = "e"
+provider = "q"
+model = "n"
+
+[[models]]
+name = "chat"
+deployment = "d"
+fallbacks = [{ deployment = "e", when = ["provider_5xx", "primary_unavailable"] }]
+
+[[classes]]
+name = "interactive"
+"#;
+
+    #[test]
+    fn the_llm_aliases_are_exported_only_when_asked_for() {
+        let text = exported(false, CONFIG);
+        assert!(text.contains("sluice_requests_total{provider=\"p\",model=\"m\",status=\"200\"} 1"), "{text}");
+        assert!(!text.contains("llm_"), "{text}");
+        let text = exported(true, CONFIG);
+        // The families with a series here (an empty family exports nothing at all).
+        let aliased = ["requests", "rate_limit_hits", "fallbacks", "queue_depth", "queue_wait_seconds"];
+        for name in aliased {
+            assert!(text.contains(&format!("# TYPE llm_{name} ")), "llm_{name} missing:\n{text}");
+            assert!(text.contains(&format!("# TYPE sluice_{name} ")), "sluice_{name} missing:\n{text}");
+        }
+        assert_eq!(text.matches("# TYPE llm_").count(), aliased.len(), "no other family has an alias");
+        assert!(text.contains("llm_requests_total{provider=\"p\",model=\"m\",status=\"200\"} 1"), "the same series");
+    }
+
+    #[test]
+    fn queue_waits_provider_429s_and_fallbacks_are_exported_at_zero_from_the_start() {
+        let text = exported(false, CONFIG);
+        let zero = [
+            "sluice_queue_wait_seconds_count{priority=\"interactive\",task_type=\"default\",scope_kind=\"none\",dimension=\"none\"} 0",
+            "sluice_queue_depth{priority=\"interactive\",task_type=\"default\"} 0",
+            "sluice_rate_limit_hits_total{provider=\"p\",model=\"m\",limit_type=\"provider\",scope_kind=\"deployment\",dimension=\"none\"} 0",
+            "sluice_rate_limit_hits_total{provider=\"q\",model=\"n\",limit_type=\"provider\",scope_kind=\"deployment\",dimension=\"none\"} 0",
+            "sluice_fallbacks_total{from_provider=\"p\",to_provider=\"q\",reason=\"provider_5xx\"} 0",
+            "sluice_fallbacks_total{from_provider=\"p\",to_provider=\"q\",reason=\"primary_unavailable\"} 0",
+            "sluice_config_reload_total{result=\"ok\"} 0",
+            "sluice_config_reload_total{result=\"error\"} 0",
+        ];
+        for series in zero {
+            assert!(text.contains(series), "{series} missing:\n{text}");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Spend: what each settled request cost, from the provider's reported usage and its
 //! deployment's price table (`[[deployments]] price`, per 1 M tokens), counted per tenant
-//! in `sluice_spend_total{tenant}` (tenants come from the configuration or the admin API:
-//! bounded). A deployment without a price counts nothing.
+//! in `sluice_spend_total{tenant,currency}` (tenants come from the configuration or the
+//! admin API: bounded; the currency is `[pricing] currency`). A deployment without a price
+//! counts nothing.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -18,12 +19,14 @@ const PER: f64 = 1_000_000.0;
 pub struct SpendLabels {
     /// The tenant.
     pub tenant: String,
+    /// The price tables' currency (`[pricing] currency`, ISO 4217).
+    pub currency: String,
 }
 
 /// The spend counter.
 #[derive(Debug, Default)]
 pub struct SpendMetrics {
-    /// `sluice_spend_total{tenant}`, in the price table's currency.
+    /// `sluice_spend_total{tenant,currency}`, in the price tables' currency.
     pub total: Family<SpendLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
     /// `sluice_usage_dropped_total`: groups the usage book had no room for.
     pub usage_dropped: Counter,
@@ -32,16 +35,16 @@ pub struct SpendMetrics {
 impl SpendMetrics {
     /// Registers the counter into `registry`.
     pub fn register(&self, registry: &mut Registry) {
-        let help = "What settled requests cost by the deployments' price tables, per tenant";
+        let help = "What settled requests cost by the deployments' price tables, per tenant, in the tables' currency";
         registry.register("sluice_spend", help, self.total.clone());
         let help = "Usage groups not counted because the in-process usage book was full (the store is failing)";
         registry.register("sluice_usage_dropped", help, self.usage_dropped.clone());
     }
 
-    /// The tenant's counter.
+    /// The tenant's counter in `currency`.
     #[must_use]
-    pub fn of(&self, tenant: &str) -> Counter<f64, std::sync::atomic::AtomicU64> {
-        self.total.get_or_create(&SpendLabels { tenant: tenant.to_owned() }).clone()
+    pub fn of(&self, tenant: &str, currency: &str) -> Counter<f64, std::sync::atomic::AtomicU64> {
+        self.total.get_or_create(&SpendLabels { tenant: tenant.to_owned(), currency: currency.to_owned() }).clone()
     }
 }
 

@@ -277,6 +277,7 @@ impl Gateway {
             services,
         };
         gateway.link_pools();
+        gateway.services.metrics.declare(config);
         Ok(gateway)
     }
 

@@ -109,7 +109,7 @@ async fn a_429_while_the_minute_has_room_shrinks_the_burst_not_the_rate() {
     assert_eq!(tpm_burst(&state).await, 1_500, "the burst window halves");
     let gateway = state.current();
     let labels = &gateway.deployments[0].counters.labels;
-    assert_eq!(gateway.services.metrics.adaptive.burst_window.get_or_create(labels).get(), 1_500);
+    assert_eq!(gateway.services.metrics.adaptive.burst_window.get_or_create(labels).get(), 1.5, "seconds");
     assert_eq!(gateway.services.metrics.adaptive.short_window_429s.get_or_create(labels).get(), 1);
     assert_eq!(gateway.services.metrics.adaptive.decreases.get_or_create(labels).get(), 0);
     // Held while 429s may still come, then grown back to the configured window.

@@ -197,7 +197,7 @@ async fn assert_named(gate: &Gate, refusal: &Answer, expected: [&str; 4], figure
     assert!(refusal.headers.contains_key("retry-after"));
     let samples = gate.samples().await;
     let labels = [("limit_type", limiter), ("scope_kind", kind), ("dimension", dimension)];
-    assert_eq!(total(&samples, "llm_rate_limit_hits_total", &labels), 1.0, "{samples:?}");
+    assert_eq!(total(&samples, "sluice_rate_limit_hits_total", &labels), 1.0, "{samples:?}");
     let labels = [("decision", "rejected"), ("limiter", limiter), ("scope_kind", kind), ("dimension", dimension)];
     assert_eq!(total(&samples, "sluice_decisions_total", &labels), 1.0, "{samples:?}");
     let line = logged(&refusal.trace).await;
@@ -357,10 +357,10 @@ async fn a_wait_that_runs_out_names_the_scope_that_held_it_not_the_queue() {
     }
     let samples = gate.samples().await;
     let waits = [("scope_kind", "team"), ("dimension", "requests")];
-    assert_eq!(total(&samples, "llm_queue_wait_seconds_count", &waits), 3.0, "{samples:?}");
+    assert_eq!(total(&samples, "sluice_queue_wait_seconds_count", &waits), 3.0, "{samples:?}");
     let hits = [("limit_type", "rpm"), ("scope_kind", "team"), ("dimension", "requests")];
-    assert_eq!(total(&samples, "llm_rate_limit_hits_total", &hits), 2.0);
-    assert_eq!(total(&samples, "llm_rate_limit_hits_total", &[("limit_type", "queue_wait")]), 0.0);
+    assert_eq!(total(&samples, "sluice_rate_limit_hits_total", &hits), 2.0);
+    assert_eq!(total(&samples, "sluice_rate_limit_hits_total", &[("limit_type", "queue_wait")]), 0.0);
     Arc::into_inner(gate).unwrap().shutdown().await;
 }
 
@@ -460,6 +460,6 @@ async fn a_queued_admission_names_the_scope_that_held_it() {
     assert_eq!(line["queue_wait_ms"], 1000, "{line}");
     let samples = gate.samples().await;
     let waits = [("priority", "now"), ("scope_kind", "team"), ("dimension", "requests")];
-    assert_eq!(total(&samples, "llm_queue_wait_seconds_count", &waits), 1.0, "{samples:?}");
+    assert_eq!(total(&samples, "sluice_queue_wait_seconds_count", &waits), 1.0, "{samples:?}");
     Arc::into_inner(gate).unwrap().shutdown().await;
 }

@@ -388,7 +388,8 @@ async fn a_request_refused_after_admission_reserves_nothing_in_the_counters() {
     let answer = gate.http.post(format!("{}/v1/chat/completions", gate.url)).bearer_auth(key(0)).json(&body);
     assert_eq!(answer.send().await.unwrap().status(), 200);
     let before = metrics().await;
-    let (reserved, used) = (counter(&before, "llm_tokens_reserved_total"), counter(&before, "llm_tokens_used_total"));
+    let (reserved, used) =
+        (counter(&before, "sluice_tokens_reserved_total"), counter(&before, "sluice_tokens_used_total"));
     assert!(reserved >= used && used > 0.0, "reserved {reserved}, used {used}");
     // Admitted for the Anthropic deployment, then refused: logit_bias does not cross.
     let body = json!({"model": "an", "max_tokens": 4000, "logit_bias": {"50256": -100},
@@ -396,6 +397,10 @@ async fn a_request_refused_after_admission_reserves_nothing_in_the_counters() {
     let refused = gate.http.post(format!("{}/v1/chat/completions", gate.url)).bearer_auth(key(0)).json(&body);
     assert_eq!(refused.send().await.unwrap().status(), 400);
     let after = metrics().await;
-    assert_eq!(counter(&after, "llm_tokens_reserved_total"), reserved, "the refused request's 4,000 are not counted");
-    assert_eq!(counter(&after, "llm_tokens_used_total"), used);
+    assert_eq!(
+        counter(&after, "sluice_tokens_reserved_total"),
+        reserved,
+        "the refused request's 4,000 are not counted"
+    );
+    assert_eq!(counter(&after, "sluice_tokens_used_total"), used);
 }

@@ -132,9 +132,9 @@ async fn chat_and_embeddings_pass_through_with_usage() {
     assert_eq!(ids, ["embed-small", "fast", "misconfigured", "smart"]);
     let metrics = env.metrics().await;
     let mini = r#"provider="sim",model="gpt-4o-mini""#;
-    assert_eq!(metric(&metrics, "llm_requests_total", &[r#"model="gpt-4o-mini""#, r#"status="200""#]), 1.0);
-    let reserved = metric(&metrics, "llm_tokens_reserved_total", &[mini]);
-    let used = metric(&metrics, "llm_tokens_used_total", &[mini]);
+    assert_eq!(metric(&metrics, "sluice_requests_total", &[r#"model="gpt-4o-mini""#, r#"status="200""#]), 1.0);
+    let reserved = metric(&metrics, "sluice_tokens_reserved_total", &[mini]);
+    let used = metric(&metrics, "sluice_tokens_used_total", &[mini]);
     // Reserved: estimate + 30 max_tokens; used: prompt + 12 generated.
     assert!(reserved > used && used > 12.0, "reserved {reserved}, used {used}");
     assert_eq!(reserved - used, 18.0, "the input estimate should equal the provider's count");
@@ -267,8 +267,8 @@ async fn a_provider_429_is_reported_as_admitted_then_provider_rejected() {
     let text = body.to_string();
     assert!(!text.contains("sk-provider-planted-secret"), "provider key leaked: {text}");
     let metrics = env.metrics().await;
-    assert_eq!(metric(&metrics, "llm_rate_limit_hits_total", &[r#"limit_type="provider""#]), 1.0);
-    assert!(metric(&metrics, "llm_requests_total", &[r#"status="429""#]) >= 1.0);
+    assert_eq!(metric(&metrics, "sluice_rate_limit_hits_total", &[r#"limit_type="provider""#]), 1.0);
+    assert!(metric(&metrics, "sluice_requests_total", &[r#"status="429""#]) >= 1.0);
     assert!(!metrics.contains("sk-provider-planted-secret"));
     // The provider's hint now holds every caller of that deployment back before sending:
     // the next request waits in the queue for the pause to end instead of meeting a 429.

@@ -122,10 +122,10 @@ async fn a_repeat_sent_to_another_instance_is_answered_from_the_first_ones_recor
     sim.shutdown().await;
 }
 
-/// `llm_duplicate_suppressed_total` series in a scrape.
+/// `sluice_duplicate_suppressed_total` series in a scrape.
 async fn duplicate_series(env: &Env) -> Vec<String> {
     let text = env.metrics().await;
-    text.lines().filter(|l| l.starts_with("llm_duplicate_suppressed_total{")).map(str::to_owned).collect()
+    text.lines().filter(|l| l.starts_with("sluice_duplicate_suppressed_total{")).map(str::to_owned).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,7 +149,7 @@ async fn task_names_a_client_invents_create_no_metric_series() {
     assert_eq!(labels.len(), 2, "{series:?}");
     assert!(labels.contains(&"other") && labels.contains(&"summarize"), "{series:?}");
     assert!(
-        series.iter().any(|l| l.starts_with("llm_duplicate_suppressed_total{task_type=\"other\"} 50")),
+        series.iter().any(|l| l.starts_with("sluice_duplicate_suppressed_total{task_type=\"other\"} 50")),
         "{series:?}"
     );
     assert_eq!(env.sim.stats().requests, 1);

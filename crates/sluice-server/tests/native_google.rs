@@ -141,7 +141,7 @@ async fn refusals_come_in_googles_error_shape_with_sluices_meaning() {
     let refused = |status: &str| -> f64 {
         metrics
             .lines()
-            .filter(|l| l.starts_with("llm_requests_total") && l.contains(&format!("status=\"{status}\"")))
+            .filter(|l| l.starts_with("sluice_requests_total") && l.contains(&format!("status=\"{status}\"")))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
     };

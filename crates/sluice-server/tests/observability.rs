@@ -187,7 +187,8 @@ async fn traffic(env: &Arc<Env>) {
         // While the provider's cooldown holds `unguarded`, the gateway refuses before
         // sending (no fallback reason); the loop goes on until the provider itself refuses.
         let _status = env.post("/v1/chat/completions", NO_RETRY, &chat("misconfigured-with-fallback", 4, 8)).await;
-        if env.metrics().await.contains("llm_fallbacks_total{") {
+        // Present at zero from the start (declared for the configured fallback): it must move.
+        if total(&parse_samples(&env.metrics().await), "sluice_fallbacks_total", |_| true) > 0.0 {
             fell_back = true;
             break;
         }
@@ -213,24 +214,24 @@ async fn a_scripted_run_moves_the_metrics_and_the_grafana_dashboard_queries_only
     let text = env.metrics().await;
     let samples = parse_samples(&text);
 
-    assert!(total(&samples, "llm_requests_total", |s| s.label("status") == "200") >= 11.0);
-    assert!(total(&samples, "llm_retries_total", |s| s.label("model") == "gpt-4.1-mini") >= 1.0, "{text}");
-    let fallbacks = total(&samples, "llm_fallbacks_total", |s| s.label("reason") == "rate_limit_after_retry_budget");
+    assert!(total(&samples, "sluice_requests_total", |s| s.label("status") == "200") >= 11.0);
+    assert!(total(&samples, "sluice_retries_total", |s| s.label("model") == "gpt-4.1-mini") >= 1.0, "{text}");
+    let fallbacks = total(&samples, "sluice_fallbacks_total", |s| s.label("reason") == "rate_limit_after_retry_budget");
     assert!(fallbacks >= 1.0, "{text}");
-    assert_eq!(total(&samples, "llm_duplicate_suppressed_total", |_| true), 1.0, "{text}");
+    assert_eq!(total(&samples, "sluice_duplicate_suppressed_total", |_| true), 1.0, "{text}");
     let hits = |limit_type: &str| {
-        total(&samples, "llm_rate_limit_hits_total", |s| {
+        total(&samples, "sluice_rate_limit_hits_total", |s| {
             s.label("limit_type") == limit_type && s.label("model") == "gpt-4o"
         })
     };
     assert!(hits("provider") >= 1.0, "provider 429s are counted as hits: {text}");
     assert!(total(&samples, "sluice_decisions_total", |s| s.label("decision") == "never_fits") >= 1.0);
-    let waited = total(&samples, "llm_queue_wait_seconds_count", |s| s.label("priority") == "interactive");
+    let waited = total(&samples, "sluice_queue_wait_seconds_count", |s| s.label("priority") == "interactive");
     assert!(waited >= 1.0, "the tight key's burst made requests wait: {text}");
-    assert!(total(&samples, "llm_queue_wait_seconds_sum", |_| true) > 0.0);
-    assert_eq!(total(&samples, "llm_queue_depth", |_| true), 0.0, "nothing waits at the end");
-    let reserved = total(&samples, "llm_tokens_reserved_total", |s| s.label("model") == "gpt-4o-mini");
-    let used = total(&samples, "llm_tokens_used_total", |s| s.label("model") == "gpt-4o-mini");
+    assert!(total(&samples, "sluice_queue_wait_seconds_sum", |_| true) > 0.0);
+    assert_eq!(total(&samples, "sluice_queue_depth", |_| true), 0.0, "nothing waits at the end");
+    let reserved = total(&samples, "sluice_tokens_reserved_total", |s| s.label("model") == "gpt-4o-mini");
+    let used = total(&samples, "sluice_tokens_used_total", |s| s.label("model") == "gpt-4o-mini");
     assert!(used > 0.0 && reserved > used, "reserved {reserved} vs used {used}");
     let bucket = |kind: &str, scope: &str, limiter: &str| {
         samples.iter().any(|s| {
@@ -278,11 +279,9 @@ async fn a_scripted_run_moves_the_metrics_and_the_grafana_dashboard_queries_only
     assert!(names.len() >= 12, "{names:?}");
     assert!(names.contains("sluice_queue_wait_seconds_bucket") && names.contains("sluice_bucket_remaining"));
     assert!(!names.iter().any(|n| n.starts_with("llm_")), "the dashboard queries the sluice_ names: {names:?}");
-    // The llm_ names stay as aliases of the same series.
-    for (alias, name) in [("llm_requests_total", "sluice_requests_total"), ("llm_queue_depth", "sluice_queue_depth")] {
-        let sum = |n: &str| total(&samples, n, |_| true);
-        assert_eq!(sum(alias), sum(name), "{alias} and {name} differ");
-    }
+    // The old `llm_*` aliases are off unless `[metrics] legacy_aliases = true` (unit tests in
+    // `metrics.rs` turn them on).
+    assert!(!samples.iter().any(|s| s.name.starts_with("llm_")), "llm_ aliases exported by default:\n{text}");
     for name in names.iter().filter(|n| !NOT_IN_THE_SCRIPTED_RUN.contains(&n.as_str())) {
         assert!(exported(&text, name), "the dashboard queries `{name}`, which /metrics does not export:\n{text}");
     }

@@ -59,8 +59,8 @@ async fn legacy_completions_are_admitted_on_tokens_and_settled_from_usage() {
     let metrics = env.metrics().await;
     let prompt = answer["usage"]["prompt_tokens"].as_f64().unwrap();
     // Reserved: the prompt estimate and 40 for output; settled to the usage.
-    assert!(counter(&metrics, "llm_tokens_reserved_total") >= 40.0, "{metrics}");
-    assert_eq!(counter(&metrics, "llm_tokens_used_total"), prompt + 9.0);
+    assert!(counter(&metrics, "sluice_tokens_reserved_total") >= 40.0, "{metrics}");
+    assert_eq!(counter(&metrics, "sluice_tokens_used_total"), prompt + 9.0);
     let (status, _, refused) = env.post("/v1/completions", KEY, &json!({"model": "fast", "prompt": 7})).await;
     assert_eq!((status, &refused["error"]["param"]), (400, &json!("prompt")), "{refused}");
     env.shutdown().await;
@@ -103,7 +103,7 @@ async fn a_profile_without_completions_refuses_them_and_one_with_images_passes_t
     assert!(
         metrics
             .lines()
-            .any(|l| l.starts_with("llm_requests_total") && l.contains("status=\"404\"") && l.contains("gpt-x")),
+            .any(|l| l.starts_with("sluice_requests_total") && l.contains("status=\"404\"") && l.contains("gpt-x")),
         "{metrics}"
     );
     env.shutdown().await;

@@ -177,7 +177,7 @@ async fn chat_and_responses_share_the_deployments_buckets() {
     let metrics = env.metrics().await;
     let queued: f64 = metrics
         .lines()
-        .filter(|line| line.starts_with("llm_queue_wait_seconds_sum"))
+        .filter(|line| line.starts_with("sluice_queue_wait_seconds_sum"))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
     assert!(waited > 0 || queued > 0.0, "the gateway never had to hold a request back");

@@ -58,10 +58,18 @@ sha256 = "{beta}"
     )
 }
 
-/// `sluice_spend_total{tenant="..."}` as scraped, if present.
+/// `sluice_spend_total{tenant="...",currency="..."}` as scraped (in any currency), if present.
 fn spend(metrics: &str, tenant: &str) -> Option<f64> {
-    let prefix = format!("sluice_spend_total{{tenant=\"{tenant}\"}} ");
-    metrics.lines().find_map(|l| l.strip_prefix(&prefix)).map(|v| v.trim().parse().unwrap())
+    spend_in(metrics, tenant).map(|(_, value)| value)
+}
+
+/// The tenant's spend and the currency it is labelled with.
+fn spend_in(metrics: &str, tenant: &str) -> Option<(String, f64)> {
+    let prefix = format!("sluice_spend_total{{tenant=\"{tenant}\",currency=\"");
+    metrics.lines().find_map(|l| {
+        let (currency, value) = l.strip_prefix(&prefix)?.split_once("\"} ")?;
+        Some((currency.to_owned(), value.trim().parse().unwrap()))
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,8 +88,9 @@ async fn each_request_is_priced_by_its_reported_usage_per_tenant() {
     let (status, _, _) = env.post("/v1/chat/completions", BETA, &chat("unpriced", 3, 16)).await;
     assert_eq!(status, 200);
     let metrics = env.metrics().await;
-    let acme = spend(&metrics, "acme").unwrap_or_else(|| panic!("no acme spend in\n{metrics}"));
+    let (currency, acme) = spend_in(&metrics, "acme").unwrap_or_else(|| panic!("no acme spend in\n{metrics}"));
     assert!((acme - expected).abs() < 1e-9, "acme spent {acme}, usage says {expected}");
+    assert_eq!(currency, "EUR", "labelled with [pricing] currency");
     assert!(spend(&metrics, "beta").is_none(), "{metrics}");
     env.shutdown().await;
 }
@@ -98,7 +107,8 @@ async fn a_known_model_is_priced_by_its_preset_without_a_price_table() {
     // gpt-4o-mini's preset: 0.15 in, 0.60 out per 1M tokens.
     let expected = input * 0.15 / 1e6 + output * 0.60 / 1e6;
     let metrics = env.metrics().await;
-    let beta = spend(&metrics, "beta").unwrap_or_else(|| panic!("no beta spend in\n{metrics}"));
+    let (currency, beta) = spend_in(&metrics, "beta").unwrap_or_else(|| panic!("no beta spend in\n{metrics}"));
     assert!((beta - expected).abs() < 1e-12, "beta spent {beta}, the preset says {expected}");
+    assert_eq!(currency, "USD", "the default currency");
     env.shutdown().await;
 }

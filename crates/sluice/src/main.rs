@@ -15,8 +15,11 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `sluice --version`: the package version and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("SLUICE_BUILD_COMMIT"), ")");
+
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version, about = "A rate-limit-aware gateway for LLM APIs")]
+#[command(name = "sluice", version = VERSION, about = "A rate-limit-aware gateway for LLM APIs")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -26,10 +29,15 @@ struct Cli {
 enum Command {
     /// Run the gateway.
     Serve(serve::ServeArgs),
-    /// Validate a configuration file without serving; exits non-zero naming field and line.
+    /// Validate a configuration file without serving, and check that every environment
+    /// variable and file it names is there; exits non-zero naming each problem's field and line.
     CheckConfig {
         /// The configuration file.
         file: std::path::PathBuf,
+        /// Validate the file alone: do not look for the variables and files it names (CI,
+        /// where the secrets are not).
+        #[arg(long)]
+        file_only: bool,
     },
     /// Print the SHA-256 of a gateway API key, as the config's `keys[].sha256` wants it.
     HashKey {
@@ -65,7 +73,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
 fn run(command: Command) -> anyhow::Result<std::process::ExitCode> {
     let ok = |()| std::process::ExitCode::SUCCESS;
     match command {
-        Command::CheckConfig { file } => serve::check_config(&file).map(ok),
+        Command::CheckConfig { file, file_only } => serve::check_config(&file, file_only).map(ok),
         Command::HashKey { key } => {
             let key = match key {
                 Some(key) => key,

@@ -25,19 +25,61 @@ pub struct ServeArgs {
     /// the shared multi-threaded runtime instead.
     #[arg(long, env = "SLUICE_SERVE_THREADS")]
     pub serve_threads: Option<usize>,
+    /// How often the configuration file is read to see whether it changed (its content,
+    /// so a Kubernetes ConfigMap's symlink swap is seen too); a change that holds for two
+    /// reads in a row is reloaded as SIGHUP would. `off`: SIGHUP only.
+    #[arg(long, env = "SLUICE_CONFIG_WATCH", default_value = "2s", value_parser = parse_watch)]
+    pub config_watch: Watch,
 }
 
-fn load(file: &Path) -> anyhow::Result<sluice_config::Config> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    sluice_config::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
+/// `--config-watch`: a period, or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watch(Option<std::time::Duration>);
+
+fn parse_watch(text: &str) -> Result<Watch, String> {
+    if text == "off" {
+        return Ok(Watch(None));
+    }
+    match humantime::parse_duration(text) {
+        Ok(d) if d >= std::time::Duration::from_millis(10) => Ok(Watch(Some(d))),
+        Ok(_) => Err("at least 10ms (or `off`)".into()),
+        Err(e) => Err(format!("a duration like 2s, or `off`: {e}")),
+    }
 }
 
-/// Validates a configuration file.
+fn read(file: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))
+}
+
+/// The configuration `text` (of `file`), validated; with `references`, every variable and
+/// file it names must be there too (what `check-config` checks is what `serve` and a
+/// reload refuse).
+fn load_text(file: &Path, text: &str, references: bool) -> anyhow::Result<sluice_config::Config> {
+    let config = sluice_config::parse(text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    if !references {
+        return Ok(config);
+    }
+    let missing = sluice_config::unavailable(text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    if !missing.is_empty() {
+        let lines: Vec<String> = missing.iter().map(|e| format!("  {e}")).collect();
+        anyhow::bail!(
+            "{}: {} referenced variable(s) or file(s) cannot be read:\n{}",
+            file.display(),
+            missing.len(),
+            lines.join("\n")
+        );
+    }
+    Ok(config)
+}
+
+/// Validates a configuration file and (unless `file_only`) checks that every environment
+/// variable and file it names is there.
 ///
 /// # Errors
-/// The first problem, with its field and line.
-pub fn check_config(file: &Path) -> anyhow::Result<()> {
-    let config = load(file)?;
+/// The first problem in the file, with its field and line; or each missing variable or
+/// file, with the field and line that names it.
+pub fn check_config(file: &Path, file_only: bool) -> anyhow::Result<()> {
+    let config = load_text(file, &read(file)?, !file_only)?;
     crate::write_line(&format!(
         "{}: ok ({} providers, {} deployments, {} models, {} tenants, {} keys)",
         file.display(),
@@ -105,7 +147,8 @@ async fn open_ledger(
 /// A bad config, a missing provider key, or a socket that cannot be bound.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logs(args.log_json);
-    let config = load(&args.config)?;
+    let text = read(&args.config)?;
+    let config = load_text(&args.config, &text, true)?;
     let record = open_ledger(config.ledger.as_ref()).await?;
     let store = sluice_redis::choose::from_config(&config.store, Arc::new(SystemClock::new()), record);
     // The operator surface (admin API, dashboard) is mounted beside the gateway's routes.
@@ -126,8 +169,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Soft budgets: thresholds of `[budgets] warn_at` crossed warn (a counter, a webhook).
     let budget_warnings = sluice_server::budget_warnings::spawn(&state);
     let traces = export_traces(&state, &config.telemetry)?;
-    #[cfg(unix)]
-    let reloader = tokio::spawn(reload_on_sighup(args.config.clone(), config.clone(), state.clone()));
+    // The configuration in force was loaded now: the reload gauge starts here.
+    state.gateway.services.metrics.reloads.last_success.set(unix_seconds());
+    let watched = Watched { file: args.config.clone(), hash: digest(&text), last: config.clone() };
+    let reloader = tokio::spawn(watch_config(watched, state.clone(), args.config_watch));
     let listen = args.listen.unwrap_or(config.server.listen);
     let threads = args.serve_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let listeners =
@@ -149,7 +194,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         sluice_listener::per_core::serve(listeners, serve_one, shutdown_signal()).await
     };
     served.context("serving")?;
-    #[cfg(unix)]
     reloader.abort();
     if let Some(task) = key_refresh {
         task.abort();
@@ -204,27 +248,133 @@ fn export_traces(
     Ok(Some(state.export_traces(exporter)))
 }
 
-/// Reloads the policy on every SIGHUP: the whole file is read and validated aside; a bad
-/// one is reported (field and line) and the last good one stays in force.
-#[cfg(unix)]
-async fn reload_on_sighup(file: PathBuf, mut last: sluice_config::Config, state: AppState) {
-    let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
-        tracing::warn!("SIGHUP cannot be watched: configuration reload is off");
-        return;
+/// The configuration file as last handled: its content's hash and the configuration in force.
+struct Watched {
+    file: PathBuf,
+    /// The hash of the content last loaded or refused (a refused file is not tried again
+    /// until it changes).
+    hash: u64,
+    last: sluice_config::Config,
+}
+
+/// Reloads the policy on every SIGHUP and, unless `watch` is off, when the file's content
+/// changes: the whole file is read and validated aside; a bad one is reported (field and
+/// line) and counted, and the last good one stays in force.
+///
+/// The file is read every period and its content compared, rather than watched through
+/// file-system events: a mounted ConfigMap changes by swapping the `..data` symlink of its
+/// directory (an inotify watch on the file itself keeps following the old, deleted one),
+/// network and overlay file systems may send no events, and inotify instances are a scarce
+/// per-node resource in a cluster. Reading a few kilobytes every two seconds costs nothing.
+/// A change is applied once two reads a period apart agree (a file caught half-written is
+/// not loaded).
+async fn watch_config(mut watched: Watched, state: AppState, watch: Watch) {
+    #[cfg(unix)]
+    let mut hangups = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(signal) => Some(signal),
+        Err(_) => {
+            tracing::warn!("SIGHUP cannot be watched: reload follows the file's changes only");
+            None
+        }
     };
-    while hangups.recv().await.is_some() {
-        if let Some(config) = reload(&file, &last, &state) {
-            last = config;
+    let mut ticks = watch.0.map(|every| {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticks
+    });
+    // The content seen changed at the last read, to be loaded if this read agrees.
+    let mut pending: Option<u64> = None;
+    loop {
+        #[cfg(unix)]
+        let hangup = async {
+            match hangups.as_mut() {
+                Some(signal) => signal.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let hangup = std::future::pending::<Option<()>>();
+        let tick = async {
+            match ticks.as_mut() {
+                Some(ticks) => ticks.tick().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            signal = hangup => {
+                if signal.is_none() {
+                    #[cfg(unix)]
+                    {
+                        hangups = None;
+                    }
+                    continue;
+                }
+                pending = None;
+                reload(&mut watched, &state, "SIGHUP");
+            }
+            _ = tick => {
+                // Unreadable for a moment (a swap in progress): looked at again next period.
+                let Ok(text) = std::fs::read_to_string(&watched.file) else { continue };
+                let hash = digest(&text);
+                if hash == watched.hash {
+                    pending = None;
+                } else if pending == Some(hash) {
+                    pending = None;
+                    reload(&mut watched, &state, "file changed");
+                } else {
+                    pending = Some(hash);
+                }
+            }
         }
     }
 }
 
-/// One reload: the new config when it is now in force.
-fn reload(file: &Path, last: &sluice_config::Config, state: &AppState) -> Option<sluice_config::Config> {
-    let config = match load(file) {
+/// A hash of a configuration's text, to see that it changed.
+fn digest(text: &str) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::hash::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn unix_seconds() -> i64 {
+    i64::try_from(SystemClock::new().unix_millis() / 1000).unwrap_or(i64::MAX)
+}
+
+/// One reload (`why`: SIGHUP or the file's change), counted in
+/// `sluice_config_reload_total{result}`.
+fn reload(watched: &mut Watched, state: &AppState, why: &str) {
+    let metrics = &state.gateway.services.metrics.reloads;
+    let text = match read(&watched.file) {
+        Ok(text) => text,
+        Err(e) => {
+            tracing::error!(error = %e, trigger = why, "configuration reload refused; the previous configuration stays in force");
+            metrics.reloaded(false, unix_seconds());
+            return;
+        }
+    };
+    watched.hash = digest(&text);
+    match apply(&watched.file, &text, &watched.last, state, why) {
+        Some(config) => {
+            watched.last = config;
+            metrics.reloaded(true, unix_seconds());
+        }
+        None => metrics.reloaded(false, unix_seconds()),
+    }
+}
+
+/// Applies `text`: the new config when it is now in force.
+fn apply(
+    file: &Path,
+    text: &str,
+    last: &sluice_config::Config,
+    state: &AppState,
+    why: &str,
+) -> Option<sluice_config::Config> {
+    let config = match load_text(file, text, true) {
         Ok(config) => config,
         Err(e) => {
-            tracing::error!(error = %e, "configuration reload refused; the previous configuration stays in force");
+            tracing::error!(error = %e, trigger = why, "configuration reload refused; the previous configuration stays in force");
             return None;
         }
     };
@@ -234,6 +384,7 @@ fn reload(file: &Path, last: &sluice_config::Config, state: &AppState) -> Option
         ("[store]", format!("{:?}", config.store) != format!("{:?}", last.store)),
         ("[jobs]", format!("{:?}", config.jobs) != format!("{:?}", last.jobs)),
         ("[telemetry]", config.telemetry != last.telemetry),
+        ("[metrics]", config.metrics != last.metrics),
     ] {
         if changed {
             tracing::warn!(section, "changed on reload: takes effect only after a restart");
@@ -241,11 +392,11 @@ fn reload(file: &Path, last: &sluice_config::Config, state: &AppState) -> Option
     }
     match state.reload(&config) {
         Ok(()) => {
-            tracing::info!(file = %file.display(), deployments = config.deployments.len(), keys = config.keys.len(), "configuration reloaded");
+            tracing::info!(file = %file.display(), trigger = why, deployments = config.deployments.len(), keys = config.keys.len(), "configuration reloaded");
             Some(config)
         }
         Err(e) => {
-            tracing::error!(error = %e, "configuration reload failed; the previous configuration stays in force");
+            tracing::error!(error = %e, trigger = why, "configuration reload failed; the previous configuration stays in force");
             None
         }
     }

@@ -172,7 +172,94 @@ impl Validator<'_> {
         }
         let timeout = self.duration("store.timeout", &raw.timeout, defaults::STORE_TIMEOUT)?;
         let tls = self.store_tls(raw, &kind)?;
-        Ok(Store { kind, prefix, timeout, on_unavailable, instances, tls })
+        let auth = self.store_auth(raw, &kind)?;
+        Ok(Store { kind, prefix, timeout, on_unavailable, instances, tls, auth })
+    }
+
+    /// `[store] username`, `password_env`, `password_file`: one way to give Redis its
+    /// credentials for every topology. `[store.sentinel] username` and `password_env` are
+    /// the older spelling for Sentinel's master, taken when `[store]` sets none. The URLs
+    /// themselves are never expanded: `${VAR}` in one is refused, and a password in a URL
+    /// beside `password_env` or `password_file` is ambiguous.
+    fn store_auth(&self, raw: &RawStore, kind: &StoreKind) -> Result<RedisAuth> {
+        let urls = [raw.url.as_ref().map(|u| ("store.url", u.span(), std::slice::from_ref(u.get_ref())))]
+            .into_iter()
+            .chain([raw.cluster.as_ref().map(|c| ("store.cluster", c.span(), c.get_ref().as_slice()))])
+            .chain([raw
+                .sentinel
+                .as_ref()
+                .map(|s| ("store.sentinel.nodes", s.nodes.span(), s.nodes.get_ref().as_slice()))])
+            .flatten();
+        let mut url_password = None;
+        for (field, span, list) in urls {
+            if list.iter().any(|u| u.contains("${")) {
+                let message = "`${...}` is not expanded in URLs: give the password with `[store] password_env` or `password_file`";
+                return Err(self.err(field, span, message));
+            }
+            // Sentinel nodes' passwords are the sentinels' own, not the master's.
+            if field != "store.sentinel.nodes" && list.iter().any(|u| url_has_password(u)) {
+                url_password = Some((field, span));
+            }
+        }
+        let sentinel = raw.sentinel.as_ref();
+        let username = match (&raw.username, sentinel.and_then(|s| s.username.as_ref())) {
+            (Some(_), Some(older)) => {
+                return Err(self.err("store.sentinel.username", older.span(), "set it once, as `[store] username`"));
+            }
+            (Some(u), None) | (None, Some(u)) => Some(u),
+            (None, None) => None,
+        };
+        let password_env = match (&raw.password_env, sentinel.and_then(|s| s.password_env.as_ref())) {
+            (Some(_), Some(older)) => {
+                return Err(self.err(
+                    "store.sentinel.password_env",
+                    older.span(),
+                    "set it once, as `[store] password_env`",
+                ));
+            }
+            (Some(p), None) => Some(("store.password_env", p)),
+            (None, Some(p)) => Some(("store.sentinel.password_env", p)),
+            (None, None) => None,
+        };
+        let password = match (password_env, &raw.password_file) {
+            (Some(_), Some(file)) => {
+                return Err(self.err(
+                    "store.password_file",
+                    file.span(),
+                    "set password_env or password_file, not both",
+                ));
+            }
+            (Some((field, name)), None) => Some((field, name.span(), Secret::Env(self.variable(field, name)?))),
+            (None, Some(file)) if file.get_ref().trim().is_empty() => {
+                return Err(self.err("store.password_file", file.span(), "must name a file"));
+            }
+            (None, Some(file)) => Some(("store.password_file", file.span(), Secret::File(file.get_ref().into()))),
+            (None, None) => None,
+        };
+        if matches!(kind, StoreKind::Memory) {
+            let set =
+                username.map(|u| ("store.username", u.span())).or(password.as_ref().map(|(f, s, _)| (*f, s.clone())));
+            if let Some((field, span)) = set {
+                return Err(self.err(field, span, "Redis credentials need `kind = \"redis\"`"));
+            }
+        }
+        if let (Some((field, span)), Some(_)) = (url_password, &password) {
+            let message = "this URL carries a password and password_env or password_file gives another: keep one (the variable or file keeps it out of the config)";
+            return Err(self.err(field, span, message));
+        }
+        Ok(RedisAuth {
+            username: username.map(|u| u.get_ref().clone()),
+            password: password.map(|(_, _, secret)| secret),
+        })
+    }
+
+    /// An environment variable's name, as `*_env` fields give it.
+    pub(super) fn variable(&self, field: &str, name: &Spanned<String>) -> Result<String> {
+        let text = name.get_ref();
+        if text.is_empty() || text.contains(['=', '\0']) || text.starts_with('$') {
+            return Err(self.err(field, name.span(), "the name of an environment variable (without `$`)"));
+        }
+        Ok(text.clone())
     }
 
     /// `[telemetry]`: the collector's URL is http or https.
@@ -263,13 +350,7 @@ impl Validator<'_> {
             db @ 0.. => Ok(db),
             _ => Err(self.err("store.sentinel.db", d.span(), "must be 0 or more")),
         })?;
-        Ok(StoreKind::RedisSentinel(SentinelStore {
-            nodes: nodes.clone(),
-            master: master.to_owned(),
-            db,
-            username: raw.username.as_ref().map(|u| u.get_ref().clone()),
-            password_env: raw.password_env.as_ref().map(|p| p.get_ref().clone()),
-        }))
+        Ok(StoreKind::RedisSentinel(SentinelStore { nodes: nodes.clone(), master: master.to_owned(), db }))
     }
 
     pub(super) fn jobs(&self, raw: &RawJobs) -> Result<Jobs> {
@@ -317,6 +398,13 @@ impl Validator<'_> {
             )),
         }
     }
+}
+
+/// Whether a Redis URL carries a password (`redis://user:secret@host`, `redis://:secret@host`).
+fn url_has_password(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    authority.rsplit_once('@').is_some_and(|(userinfo, _)| userinfo.contains(':'))
 }
 
 /// Largest `[jobs] max_file_bytes`: a file is one value in the job store (Redis strings

@@ -129,6 +129,7 @@ async fn the_redis_store_conforms_and_its_lease_ends() {
         on_unavailable: sluice_config::Unavailable::FailClosed,
         instances: std::num::NonZeroU64::MIN,
         tls: sluice_config::StoreTls::default(),
+        auth: sluice_config::RedisAuth::default(),
     };
     let target = Some((Topology::Standalone(redis.url()), Tls::default()));
     let store = redis::from_config(&settings, target, memory::MemoryOps::new(Arc::new(FakeClock::default())));
@@ -157,6 +158,7 @@ async fn an_unreachable_redis_fails_closed_or_keeps_records_here() {
         on_unavailable,
         instances: std::num::NonZeroU64::MIN,
         tls: sluice_config::StoreTls::default(),
+        auth: sluice_config::RedisAuth::default(),
     };
     let local = || memory::MemoryOps::new(Arc::new(FakeClock::default()));
     let target = || Some((Topology::Standalone("redis://127.0.0.1:1".into()), Tls::default()));

@@ -52,6 +52,7 @@ fn redis_settings(url: String, on_unavailable: sluice_config::Unavailable) -> sl
         on_unavailable,
         instances: std::num::NonZeroU64::MIN,
         tls: sluice_config::StoreTls::default(),
+        auth: sluice_config::RedisAuth::default(),
     }
 }
 

@@ -49,7 +49,7 @@ pub fn named_by_path(named: Option<&ModelFromPath>, body: Bytes) -> Bytes {
     serde_json::to_vec(&object).map_or(body, Bytes::from)
 }
 
-/// Counts the request in `llm_requests_total` under the deployment it was last admitted
+/// Counts the request in `sluice_requests_total` under the deployment it was last admitted
 /// on; requests refused before routing count under provider and model `none`.
 pub fn count(gateway: &Gateway, deployment: Option<usize>, status: StatusCode) {
     let counters = deployment.and_then(|i| gateway.deployments.get(i)).map(|r| &r.counters);

@@ -375,7 +375,7 @@ fn granted(req: &Request<'_>, deployment: usize, quote: Quote, grant: Grant, at:
         output_counting: route.output_counting,
         memo: memo(req, route),
         money: quote.money,
-        spend: route.price.map(|price| (price, metrics.spend.of(&caller.tenant))),
+        spend: route.price.map(|price| (price, metrics.spend.of(&caller.tenant, &gateway.currency))),
         usage: (Arc::clone(&gateway.services.usage), usage_tag(req, route)),
     };
     Admitted { terms, after: grant.after, granted: at, deployment }
@@ -718,7 +718,7 @@ fn reclaimed(gateway: &Gateway, route: &Route, caller: &Caller, by: HeldBack) {
 }
 
 /// The `task_type` label until task rules classify requests.
-const TASK_TYPE: &str = "default";
+const TASK_TYPE: &str = crate::metrics::DEFAULT_TASK_TYPE;
 
 /// Whether waiting can help: not for a request that never fits or whose own wait is
 /// longer than what is left of its deadline.

@@ -206,7 +206,7 @@ pub struct SettleGuard {
     unanswered: Option<Unanswered>,
     /// Where the settled figures came from, once known.
     source: Option<UsageSource>,
-    /// `llm_tokens_reserved_total` and what admission reserved: counted when the
+    /// `sluice_tokens_reserved_total` and what admission reserved: counted when the
     /// settlement used anything (the request reached the provider), so that reserved and
     /// used compare like for like.
     reserved: Option<(Counter, u64)>,
