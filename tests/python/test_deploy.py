@@ -83,11 +83,21 @@ def test_the_deployment_probes_drains_runs_unprivileged_and_takes_keys_from_a_se
 
 
 @pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda d: d.name)
-def test_the_policies_pass_check_config(directory: Path) -> None:
-    out = subprocess.run(
-        [str(sluice_bin()), "check-config", str(directory / "sluice.toml")], capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stderr
+def test_the_policies_pass_check_config_with_exactly_the_variables_the_pod_is_given(directory: Path) -> None:
+    policy = directory / "sluice.toml"
+    # Without the secrets, check-config names what the pod must be given ...
+    bare = subprocess.run([str(sluice_bin()), "check-config", str(policy)], capture_output=True, text=True, env={})
+    assert bare.returncode != 0 and "OPENAI_API_KEY" in bare.stderr, bare.stderr
+    file_only = subprocess.run([str(sluice_bin()), "check-config", "--file-only", str(policy)],
+                               capture_output=True, text=True, env={})
+    assert file_only.returncode == 0, file_only.stderr
+    # ... and the manifests give it every one of them (from Secrets, never the ConfigMap).
+    if shutil.which("kubectl"):
+        pod = by_kind(rendered(directory), "Deployment", "sluice")["spec"]["template"]["spec"]
+        given = {e["name"]: "set-by-the-test" for e in pod["containers"][0].get("env", []) if "valueFrom" in e}
+        out = subprocess.run([str(sluice_bin()), "check-config", str(policy)], capture_output=True, text=True,
+                             env=given)
+        assert out.returncode == 0, out.stderr
 
 
 @pytest.mark.skipif(not shutil.which("kubectl"), reason="the overlay's patches need kubectl kustomize")
@@ -137,6 +147,16 @@ def test_redis_keeps_its_file_on_a_claim_runs_locked_down_and_only_sluice_reache
     assert {m["name"] for m in container["volumeMounts"]} <= claims
     assert not [v for v in pod.get("volumes", []) if "emptyDir" in v], "no data on an emptyDir"
     assert container["livenessProbe"] and container["readinessProbe"]
+    # A password from a Secret, shared with sluice's pods; none in any ConfigMap.
+    assert "--requirepass" in container["args"] and "$(REDIS_PASSWORD)" in container["args"]
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]}
+    assert env["REDIS_PASSWORD"] == env["REDISCLI_AUTH"] == {"name": "sluice-redis", "key": "password"}
+    sluice = by_kind(docs, "Deployment", "sluice")["spec"]["template"]["spec"]["containers"][0]
+    sluice_env = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in sluice["env"]}
+    assert sluice_env["REDIS_PASSWORD"] == {"name": "sluice-redis", "key": "password"}
+    config = next(d for d in docs if d["kind"] == "ConfigMap")
+    policy = tomllib.loads(config["data"]["sluice.toml"])
+    assert policy["store"]["password_env"] == "REDIS_PASSWORD" and "@" not in policy["store"]["url"]
     context = container["securityContext"]
     assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"] is True
     assert context["capabilities"]["drop"] == ["ALL"] and pod["securityContext"]["runAsNonRoot"] is True
@@ -165,7 +185,10 @@ def registered_metrics() -> set[str]:
     """Metric names the gateway registers (as written in its source)."""
     names: set[str] = set()
     for source in (REPO_ROOT / "crates" / "sluice-server" / "src").rglob("*.rs"):
-        names.update(re.findall(r'"((?:llm|sluice)_[a-z0-9_]+)"', source.read_text()))
+        text = source.read_text()
+        names.update(re.findall(r'"((?:llm|sluice)_[a-z0-9_]+)"', text))
+        # The request path's metrics, registered by their short name under `sluice_`.
+        names.update("sluice_" + n for n in re.findall(r'both\.register\(\s*registry,\s*"([a-z0-9_]+)"', text))
     return names
 
 
