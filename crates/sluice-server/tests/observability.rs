@@ -99,7 +99,7 @@ max_wait = "5s"
 
 [[tenants]]
 name = "acme"
-limits = {{ rpm = 6000, tpm = 1000000 }}
+limits = {{ rpm = 6000, tpm = 1000000, budget = {{ day = 1000.0 }} }}
 
 [[keys]]
 id = "acme-1"
