@@ -75,6 +75,7 @@ pub(super) struct Page {
 #[utoipa::path(
     get,
     path = "/admin/audit",
+    operation_id = "list_audit",
     tag = "records",
     params(("limit" = Option<usize>, Query, description = "Entries per page (1 to 500)"), ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"), ("before" = Option<String>, Query, description = "Entries older than this id")),
     responses(

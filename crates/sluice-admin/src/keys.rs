@@ -178,6 +178,7 @@ fn authorize(ctx: &Ctx, record: &KeyRecord) -> Result<(), GatewayError> {
 #[utoipa::path(
     post,
     path = "/admin/keys",
+    operation_id = "create_key",
     tag = "keys",
     request_body = Create,
     responses(
@@ -238,6 +239,7 @@ async fn create_key(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> {
 #[utoipa::path(
     get,
     path = "/admin/keys",
+    operation_id = "list_keys",
     tag = "keys",
     params(("limit" = Option<usize>, Query, description = "Items per page (1 to 500)"), ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page")),
     responses(
@@ -290,6 +292,7 @@ fn config_view(caller: &Caller) -> Value {
 #[utoipa::path(
     get,
     path = "/admin/keys/{id}",
+    operation_id = "read_key",
     tag = "keys",
     params(("id" = String, Path, description = "The key's id")),
     responses(
@@ -315,6 +318,7 @@ pub(crate) async fn read(State(state): State<AdminState>, headers: HeaderMap, Pa
 #[utoipa::path(
     patch,
     path = "/admin/keys/{id}",
+    operation_id = "update_key",
     tag = "keys",
     params(("id" = String, Path, description = "The key's id")),
     request_body = Update,
@@ -375,6 +379,7 @@ fn revoked(id: &str) -> GatewayError {
 #[utoipa::path(
     post,
     path = "/admin/keys/{id}/rotate",
+    operation_id = "rotate_key",
     tag = "keys",
     params(("id" = String, Path, description = "The key's id")),
     request_body = Rotate,
@@ -431,6 +436,7 @@ async fn rotate_key(ctx: &Ctx, id: &str, body: Body) -> Result<Response, Gateway
 #[utoipa::path(
     post,
     path = "/admin/keys/{id}/revoke",
+    operation_id = "revoke_key",
     tag = "keys",
     params(("id" = String, Path, description = "The key's id")),
     responses(

@@ -78,6 +78,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 #[utoipa::path(
     get,
     path = "/admin/openapi.json",
+    operation_id = "get_openapi",
     tag = "meta",
     security(()),
     responses(

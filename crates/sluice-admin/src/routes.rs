@@ -94,6 +94,7 @@ pub(super) fn bad(headers: &HeaderMap, param: &str, message: String) -> Response
 #[utoipa::path(
     get,
     path = "/admin/state",
+    operation_id = "get_state",
     tag = "state",
     security(("admin_key" = []), ("dashboard_session" = [])),
     responses(
@@ -286,6 +287,7 @@ pub(crate) async fn put_limits(
 #[utoipa::path(
     post,
     path = "/admin/dashboard/ticket",
+    operation_id = "create_dashboard_ticket",
     tag = "state",
     responses(
         (status = 200, description = "A path that opens a dashboard session once, within a minute", body = Ticket),

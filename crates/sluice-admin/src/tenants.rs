@@ -103,6 +103,7 @@ async fn save(ctx: &Ctx, record: &TenantRecord, action: &str, fields: Vec<String
 #[utoipa::path(
     post,
     path = "/admin/tenants",
+    operation_id = "create_tenant",
     tag = "tenants",
     request_body = Ask,
     responses(
@@ -143,6 +144,7 @@ async fn create_tenant(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> 
 #[utoipa::path(
     get,
     path = "/admin/tenants",
+    operation_id = "list_tenants",
     tag = "tenants",
     params(("limit" = Option<usize>, Query, description = "Items per page (1 to 500)"), ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page")),
     responses(
@@ -162,6 +164,7 @@ pub(crate) async fn list(
 #[utoipa::path(
     get,
     path = "/admin/teams",
+    operation_id = "list_teams",
     tag = "tenants",
     params(("limit" = Option<usize>, Query, description = "Items per page (1 to 500)"), ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page")),
     responses(
@@ -240,6 +243,7 @@ fn team_items(gateway: &Gateway, records: Vec<TenantRecord>) -> Vec<(String, Val
 #[utoipa::path(
     patch,
     path = "/admin/tenants/{name}",
+    operation_id = "update_tenant",
     tag = "tenants",
     params(("name" = String, Path, description = "The tenant's name")),
     request_body = Ask,

@@ -26,6 +26,7 @@ mod query_tests;
 #[utoipa::path(
     get,
     path = "/admin/usage",
+    operation_id = "get_usage",
     tag = "records",
     params(("from" = Option<String>, Query, description = "First day (YYYY-MM-DD), default today"), ("to" = Option<String>, Query, description = "Last day (YYYY-MM-DD), default `from`"), ("group_by" = Option<String>, Query, description = "tenant, team, key, model, deployment or class"), ("tenant" = Option<String>, Query, description = "Only this tenant's usage"), ("format" = Option<String>, Query, description = "json (default) or csv")),
     responses(

@@ -183,6 +183,11 @@ async fn the_openapi_document_describes_every_admin_route_and_each_get_answers_a
         assert!(routed.contains(operation), "{operation:?} is documented but not routed");
     }
     assert_eq!(documented.len(), routed.len());
+    // Every operation has an id of its own (a generated client's method name).
+    let mut ids: Vec<&str> = documented.iter().map(|(m, p)| paths[p][m]["operationId"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), documented.len(), "operation ids repeat: {ids:?}");
     // Every schema a document names is in it.
     let schemas = doc["components"]["schemas"].as_object().unwrap();
     for reference in text.match_indices("#/components/schemas/").map(|(at, _)| &text[at + 21..]) {

@@ -165,19 +165,31 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         "sluice listening on {scheme}://{addr}\nsluice admin listening on {scheme}://{admin_addr}"
     ));
     tracing::info!(%addr, %admin_addr, threads, "serving");
-    let admin =
-        admin.map(|listener| tokio::spawn(sluice_server::serve_admin(listener, state.clone(), shutdown_signal())));
+    // One signal for both listeners: the admin plane stops accepting when the API does
+    // (also when serving fails and the signal is never awaited).
+    let (stopping, stop_seen) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown_signal().await;
+        stopping.send_replace(true);
+    };
+    let admin = admin.map(|listener| {
+        let mut seen = stop_seen;
+        let stopped = async move {
+            let _ = seen.wait_for(|stopping| *stopping).await;
+        };
+        tokio::spawn(sluice_server::serve_admin(listener, state.clone(), stopped))
+    });
     let grace = config.server.shutdown_grace;
     // Streams still running at the end of the grace end with their protocol's error event.
     let kept = state.clone();
     let served = if threads == 0 {
         let listener = listeners.into_iter().next().map(tokio::net::TcpListener::from_std).transpose()?;
         let listener = listener.context("no listener")?;
-        sluice_server::serve_with_grace(listener, state, shutdown_signal(), grace).await
+        sluice_server::serve_with_grace(listener, state, shutdown, grace).await
     } else {
         let serve_one =
             move |listener, shutdown| sluice_server::serve_with_grace(listener, state.clone(), shutdown, grace);
-        sluice_listener::per_core::serve(listeners, serve_one, shutdown_signal()).await
+        sluice_listener::per_core::serve(listeners, serve_one, shutdown).await
     };
     served.context("serving")?;
     if let Some(admin) = admin {
