@@ -2,8 +2,8 @@
 
 One model over the pool's three deployments (300, 200, 100 RPM), now in three regions
 (`a` eu-west, `b` eu-north, `c` us-east), on a simulated provider that keeps a real prompt
-cache per deployment (`prompt_cache = true`: OpenAI's rules, prefixes of 1,024+ tokens). 30
-conversations ("sessions"), each with its own long system prompt (about 1,500 tokens) and a
+cache per deployment (`prompt_cache = true`: OpenAI's rules, prefixes of 1,024+ tokens). 120
+conversations ("sessions", about four requests each), each with its own long system prompt (about 1,500 tokens) and a
 short new user turn per request; a third of them belong to a tenant limited to the EU
 regions (`regions = ["eu-west", "eu-north"]`). Poisson arrivals at 60 % of the pool's sum
 (the members have headroom), each for a random session, over the three instances in turn
@@ -37,8 +37,8 @@ MEMBERS = [("a", "dep-a", 300, "eu-west"), ("b", "dep-b", 200, "eu-north"), ("c"
 POOL_RPM = sum(rpm for _, _, rpm, _ in MEMBERS)
 EU_REGIONS = ("eu-west", "eu-north")
 EU_KEY = "sk-bench-litellm-eu"
-SESSIONS = 30
-EU_SESSIONS = 10
+SESSIONS = 120
+EU_SESSIONS = 40
 TPM = 10_000_000
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]
@@ -270,7 +270,7 @@ def table(rows: list[dict]) -> str:
     if not rows:
         return ""
     lines = ["", "Sessions over the pool (a eu-west, b eu-north, c us-east; Poisson at 360/min, 60 % of the sum; "
-             "30 sessions with ~1,500-token prompts, 10 of them of a tenant limited to the EU regions; "
+             "120 sessions with ~1,500-token prompts, 40 of them of a tenant limited to the EU regions; "
              "the provider caches prompts per deployment):", "",
              "| gateway | a session's requests on its member (mean) | sessions ≥ 90 % on one member | prompt-cache hit share "
              "| EU tenant's requests outside the EU | p50 | p99 | provider 429s | errors |",

@@ -51,13 +51,20 @@ pub use request::{MAX_NESTING_DEPTH, ParsedRequest, parse_request};
 pub use rewrite::upstream_body;
 pub use tap::{MAX_HELD_EVENT_BYTES, StreamOutcome, StreamTap};
 pub use translate::{
-    AnthropicToOpenAiStream, AnthropicToResponsesStream, BEDROCK_ANTHROPIC_VERSION, ConverseToAnthropicStream,
-    GeminiToOpenAiStream, OpenAiToAnthropicStream, TranslateError, anthropic_event_to_converse,
+    AnthropicToConverseStream, AnthropicToOpenAiStream, AnthropicToResponsesStream, BEDROCK_ANTHROPIC_VERSION,
+    ConverseToAnthropicStream, GeminiToOpenAiStream, OpenAiToAnthropicStream, TranslateError,
     anthropic_event_to_invoke, anthropic_to_converse_request, anthropic_to_converse_response,
     anthropic_to_invoke_request, anthropic_to_openai_request, anthropic_to_openai_response,
-    anthropic_to_responses_response, converse_error_to_anthropic, converse_frame, converse_to_anthropic_request,
-    converse_to_anthropic_response, gemini_error_to_openai, gemini_to_openai_response, openai_error_type,
+    anthropic_to_responses_response, bedrock_beta_flags, converse_error_to_anthropic, converse_frame,
+    converse_to_anthropic_request, converse_to_anthropic_response, count_tokens_to_anthropic_request,
+    gemini_error_to_openai, gemini_to_openai_response, invoke_to_anthropic_request, openai_error_type,
     openai_to_anthropic_request, openai_to_anthropic_response, openai_to_gemini_request,
     responses_to_anthropic_request,
+};
+// Gemini-shaped clients: their requests translated to the road's OpenAI chat shape and its
+// answers back.
+pub use translate::{
+    GeminiFraming, OpenAiToGeminiStream, gemini_count_to_openai_request, gemini_to_openai_request, google_status,
+    openai_error_to_gemini, openai_to_gemini_response,
 };
 pub use usage::{Usage, usage_from_response};

@@ -1,5 +1,5 @@
-//! Gateway keys: `Authorization: Bearer KEY`, `x-api-key: KEY` or (Azure OpenAI clients)
-//! `api-key: KEY`, matched by SHA-256: first against the configured keys, then against the
+//! Gateway keys: `Authorization: Bearer KEY`, `x-api-key: KEY`, (Azure OpenAI clients)
+//! `api-key: KEY` or (Google's clients) `x-goog-api-key: KEY`, matched by SHA-256: first against the configured keys, then against the
 //! runtime keys (created through the admin API; a lock-free map read, see [`crate::keys`]).
 
 use std::sync::Arc;
@@ -27,9 +27,10 @@ fn caller_of(gateway: &Gateway, headers: &HeaderMap) -> Result<Caller, &'static 
     let key = bearer
         .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .or_else(|| headers.get("api-key").and_then(|v| v.to_str().ok()))
+        .or_else(|| headers.get("x-goog-api-key").and_then(|v| v.to_str().ok()))
         .map(str::trim)
         .filter(|k| !k.is_empty())
-        .ok_or("missing API key: send `Authorization: Bearer KEY`, `x-api-key: KEY` or `api-key: KEY`")?;
+        .ok_or("missing API key: send `Authorization: Bearer KEY`, `x-api-key: KEY`, `api-key: KEY` or `x-goog-api-key: KEY`")?;
     let hash = hash_key(key);
     if let Some(caller) = gateway.callers.get(&hash) {
         return Ok(caller.clone());

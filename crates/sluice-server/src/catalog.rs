@@ -123,13 +123,26 @@ async fn tokens(gateway: &Gateway, caller: &Caller, body: Body) -> Result<u64, G
     let bytes = read_body(body, gateway.max_body_bytes.min(COUNT_TOKENS_MAX_BODY)).await?;
     let bytes = with_max_tokens(&bytes)?;
     let request = parse_request(Protocol::AnthropicMessages, &bytes).map_err(GatewayError::BadRequest)?;
+    estimate_named(gateway, caller, &request)
+}
+
+/// The input tokens admission would reserve for `request` on the deployment of the profile
+/// it names (the token-count endpoints' answer).
+///
+/// # Errors
+/// [`GatewayError::UnknownModel`] for a profile the caller may not name.
+pub fn estimate_named(
+    gateway: &Gateway,
+    caller: &Caller,
+    request: &sluice_provider::ParsedRequest,
+) -> Result<u64, GatewayError> {
     let profile = gateway
         .profiles
         .get(request.model.as_str())
         .filter(|_| caller.may_name(&request.model))
         .ok_or_else(|| GatewayError::UnknownModel(request.model.clone()))?;
     let route = &gateway.deployments[profile.deployment];
-    Ok(crate::road::estimate_input(gateway, &request, route))
+    Ok(crate::road::estimate_input(gateway, request, route))
 }
 
 /// The body with `max_tokens: 1` added when it has none, so the messages validation (which

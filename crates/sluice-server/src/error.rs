@@ -553,6 +553,63 @@ pub fn metrics_unwritable() -> Response {
     StatusCode::INTERNAL_SERVER_ERROR.into_response()
 }
 
+/// Bedrock's status and error name for a sluice status: botocore raises the named error as
+/// its own exception class (`ThrottlingException` is retried by its retry modes)
+/// (<https://docs.aws.amazon.com/bedrock/latest/userguide/troubleshooting-api-error-codes.html>).
+fn bedrock_error_type(status: StatusCode) -> (StatusCode, &'static str) {
+    match status.as_u16() {
+        // A missing or unknown key: AWS answers credentials it does not take with 403.
+        401 | 403 => (StatusCode::FORBIDDEN, "AccessDeniedException"),
+        404 => (status, "ResourceNotFoundException"),
+        408 | 504 => (status, "ModelTimeoutException"),
+        409 => (status, "ConflictException"),
+        429 => (status, "ThrottlingException"),
+        503 | 529 => (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableException"),
+        400..=499 => (status, "ValidationException"),
+        _ => (status, "InternalServerException"),
+    }
+}
+
+/// A Bedrock error response: `{"message": …}` with the error's name in `x-amzn-errortype`.
+fn bedrock_error(status: StatusCode, kind: &'static str, message: &str) -> Response {
+    let headers = [
+        (HeaderName::from_static("x-amzn-errortype"), HeaderValue::from_static(kind)),
+        (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+    ];
+    (status, headers, json!({"message": message}).to_string()).into_response()
+}
+
+/// A refusal with sluice's `status` (its own, or a provider's passed on) in Bedrock's
+/// shape, saying `message` (the caller adds back sluice's headers).
+#[must_use]
+pub fn bedrock_refusal(status: StatusCode, message: &str) -> Response {
+    let (status, kind) = bedrock_error_type(status);
+    bedrock_error(status, kind, message)
+}
+
+/// A Bedrock runtime path naming an operation sluice does not serve.
+#[must_use]
+pub fn bedrock_unknown_operation(message: &str) -> Response {
+    bedrock_error(StatusCode::NOT_FOUND, "UnknownOperationException", message)
+}
+
+/// The road's answer could not be read back into Bedrock's shape.
+#[must_use]
+pub fn bedrock_unreadable_answer() -> Response {
+    bedrock_error(StatusCode::BAD_GATEWAY, "InternalServerException", "the answer could not be read")
+}
+
+/// The road's answer could not be read back into Gemini's shape: a 502 in Google's error
+/// object, sluice's headers (`parts`) kept.
+#[must_use]
+pub fn gemini_unreadable_answer(mut parts: axum::http::response::Parts) -> Response {
+    parts.status = StatusCode::BAD_GATEWAY;
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=UTF-8"));
+    let error = json!({"error": {"message": "the answer could not be read", "code": "bad_upstream_response"}});
+    let body = sluice_provider::openai_error_to_gemini(502, error.to_string().as_bytes(), None);
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
 /// The status of the dashboard's login page when a key or a ticket was refused (the page
 /// says which).
 pub const LOGIN_REFUSED: StatusCode = StatusCode::UNAUTHORIZED;
@@ -665,5 +722,15 @@ mod tests {
         assert_eq!(body["error"]["code"], "job_store_unavailable");
         assert_eq!(body["error"]["type"], "service_unavailable");
         assert!(!body.to_string().contains("disk full"), "{body}");
+    }
+
+    #[test]
+    fn sluice_statuses_take_bedrocks_error_names() {
+        let kind = |status| bedrock_error_type(status);
+        assert_eq!(kind(StatusCode::TOO_MANY_REQUESTS), (StatusCode::TOO_MANY_REQUESTS, "ThrottlingException"));
+        assert_eq!(kind(StatusCode::UNAUTHORIZED), (StatusCode::FORBIDDEN, "AccessDeniedException"));
+        assert_eq!(kind(StatusCode::PAYLOAD_TOO_LARGE).1, "ValidationException");
+        assert_eq!(kind(StatusCode::BAD_GATEWAY).1, "InternalServerException");
+        assert_eq!(kind(StatusCode::from_u16(529).unwrap_or_default()).0, StatusCode::SERVICE_UNAVAILABLE);
     }
 }

@@ -15,6 +15,7 @@
 mod access;
 mod admin_plane;
 mod auth;
+mod bedrock;
 pub mod binding;
 pub mod budget_warnings;
 pub mod budgets;
@@ -22,6 +23,7 @@ mod catalog;
 mod crossing;
 mod deadline;
 pub mod error;
+mod google_api;
 pub mod inventory;
 pub mod jobs;
 pub mod keys;
@@ -223,13 +225,18 @@ impl AppState {
 
 /// Routes served beside the gateway's own: the operator surface (the admin API and
 /// dashboard of `sluice-admin`), which sits above this crate and is mounted by whoever
-/// builds the [`AppState`] ([`AppState::with_surface`]). [`app`] merges each one's routes
-/// before the fallback; what a surface keeps for the life of the process (sessions, a
+/// builds the [`AppState`] ([`AppState::with_surface`]). [`admin_app`] (or [`app`], with
+/// the admin plane shared) merges each one's routes before the fallback; what a surface keeps for the life of the process (sessions, a
 /// throttle) it keeps itself, as `router` may be called once per serving thread.
 pub trait Surface: std::fmt::Debug + Send + Sync {
     /// The surface's routes over `state`.
     fn router(&self, state: &AppState) -> Router<AppState>;
 }
+
+/// Vertex AI's publisher model paths (`{action}` is `{model}:{method}`), v1 and v1beta1.
+const VERTEX_PUBLISHER_V1: &str = "/v1/projects/{project}/locations/{location}/publishers/{publisher}/models/{action}";
+const VERTEX_PUBLISHER_V1BETA1: &str =
+    "/v1beta1/projects/{project}/locations/{location}/publishers/{publisher}/models/{action}";
 
 /// What the public listener serves: the API, and with `[admin] listen = "shared"` the
 /// admin plane beside it ([`admin_app`]); apart, the admin paths answer 404
@@ -270,13 +277,25 @@ fn api() -> Router<AppState> {
         // Azure OpenAI's client shapes: the deployment in the path names a model profile.
         .route("/openai/deployments/{deployment}/chat/completions", post(azure_chat))
         .route("/openai/v1/chat/completions", post(chat))
+        .route("/openai/deployments/{deployment}/embeddings", post(azure_embeddings))
+        .route("/openai/deployments/{deployment}/completions", post(azure_completions))
+        .route("/openai/deployments/{deployment}/responses", post(azure_responses))
         // The AzureOpenAI client's Responses path (no deployment in it: `model` names the
         // profile), classic and v1.
         .route("/openai/responses", post(responses))
         .route("/openai/v1/responses", post(responses))
+        // Bedrock runtime clients (boto3 `bedrock-runtime`): `modelId` names the profile.
+        .route("/model/{model}/{operation}", post(bedrock::runtime))
         .route("/v1/messages/count_tokens", post(catalog::count_tokens))
         .route("/v1/models", get(catalog::list))
         .route("/v1/models/{*model}", get(catalog::get))
+        // Google's client shapes (Gemini API, Vertex AI publisher models): see `google_api`.
+        .route("/v1/models/{*model}", post(google_api::models))
+        .route("/v1beta/models/{*model}", post(google_api::models))
+        .route(VERTEX_PUBLISHER_V1, post(google_api::publisher))
+        .route(VERTEX_PUBLISHER_V1BETA1, post(google_api::publisher))
+        .route("/v1/publishers/{publisher}/models/{action}", post(google_api::publisher))
+        .route("/v1beta1/publishers/{publisher}/models/{action}", post(google_api::publisher))
         .route("/v1/jobs", post(jobs::submit))
         .route("/v1/jobs/{id}", get(jobs::poll))
         // Uploads are bounded by `[jobs] max_file_bytes` in the handler, not axum's default.
@@ -336,6 +355,38 @@ async fn azure_chat(
 ) -> Response {
     request.extensions_mut().insert(road::ModelFromPath(deployment));
     chat(State(state), request).await
+}
+
+/// `POST /openai/deployments/{deployment}/embeddings`: as [`azure_chat`], for embeddings.
+async fn azure_embeddings(
+    State(state): State<AppState>,
+    axum::extract::Path(deployment): axum::extract::Path<String>,
+    mut request: Request,
+) -> Response {
+    request.extensions_mut().insert(road::ModelFromPath(deployment));
+    embeddings(State(state), request).await
+}
+
+/// `POST /openai/deployments/{deployment}/completions`: as [`azure_chat`], for legacy
+/// completions.
+async fn azure_completions(
+    State(state): State<AppState>,
+    axum::extract::Path(deployment): axum::extract::Path<String>,
+    mut request: Request,
+) -> Response {
+    request.extensions_mut().insert(road::ModelFromPath(deployment));
+    completions(State(state), request).await
+}
+
+/// `POST /openai/deployments/{deployment}/responses`: the path an `AzureOpenAI` client
+/// built with `azure_deployment` sends Responses to; as [`azure_chat`].
+async fn azure_responses(
+    State(state): State<AppState>,
+    axum::extract::Path(deployment): axum::extract::Path<String>,
+    mut request: Request,
+) -> Response {
+    request.extensions_mut().insert(road::ModelFromPath(deployment));
+    responses(State(state), request).await
 }
 
 async fn messages(State(state): State<AppState>, request: Request) -> Response {

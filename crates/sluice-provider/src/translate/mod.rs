@@ -41,13 +41,20 @@ mod stream;
 mod tools;
 
 pub use converse::{
-    BEDROCK_ANTHROPIC_VERSION, ConverseToAnthropicStream, anthropic_event_to_converse, anthropic_event_to_invoke,
-    anthropic_to_converse_request, anthropic_to_converse_response, anthropic_to_invoke_request,
+    AnthropicToConverseStream, BEDROCK_ANTHROPIC_VERSION, ConverseToAnthropicStream, anthropic_event_to_invoke,
+    anthropic_to_converse_request, anthropic_to_converse_response, anthropic_to_invoke_request, bedrock_beta_flags,
     converse_error_to_anthropic, converse_frame, converse_to_anthropic_request, converse_to_anthropic_response,
+    count_tokens_to_anthropic_request, invoke_to_anthropic_request,
 };
 pub use error::TranslateError;
 pub use gemini::{gemini_error_to_openai, gemini_to_openai_response, openai_error_type, openai_to_gemini_request};
+// The inverse direction: Gemini-shaped clients in front of any deployment.
+pub use gemini::{
+    gemini_count_to_openai_request, gemini_to_openai_request, google_status, openai_error_to_gemini,
+    openai_to_gemini_response,
+};
 pub use request::{anthropic_to_openai_request, openai_to_anthropic_request};
 pub use response::{anthropic_to_openai_response, openai_to_anthropic_response};
 pub use responses_messages::{anthropic_to_responses_response, responses_to_anthropic_request};
 pub use stream::{AnthropicToOpenAiStream, AnthropicToResponsesStream, GeminiToOpenAiStream, OpenAiToAnthropicStream};
+pub use stream::{GeminiFraming, OpenAiToGeminiStream};

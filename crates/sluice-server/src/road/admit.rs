@@ -98,7 +98,12 @@ pub async fn admit_pooled(
             let member = pool.members.iter().position(|m| m.deployment == deployment).unwrap_or_default();
             pool.took(member, quote.cost());
             let now = gateway.services.clock.now();
-            if let Some(session) = &placed.session {
+            // The session keeps its member: a request that spilled off it (full for the
+            // moment) does not move the session, or each clump would scatter sessions and
+            // their prompt caches over the pool.
+            if let Some(session) = &placed.session
+                && placed.affinity.is_none_or(|preferred| preferred == deployment)
+            {
                 pool.served(session, deployment, now);
             }
             let reason = placed.reason(at_index, deployment, req.queued().is_some(), pool.strategy);

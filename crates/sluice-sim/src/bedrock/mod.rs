@@ -13,7 +13,6 @@
 //! the end) is the model's admission's.
 
 pub mod sigv4;
-mod stream;
 
 use std::sync::Arc;
 
@@ -94,12 +93,14 @@ async fn serve(sim: Arc<Sim>, call: Call) -> Response {
     }
     let malformed = "Malformed input request, please reformat your input and try again.";
     let body = if call.invoke {
-        invoke_to_anthropic(&call.body, &call.model, call.stream).ok_or_else(|| malformed.to_owned())
+        sluice_provider::invoke_to_anthropic_request(&call.body, &call.model, call.stream)
+            .map_err(|_| malformed.to_owned())
     } else {
         sluice_provider::converse_to_anthropic_request(&call.body, &call.model, call.stream)
             .map_err(|e| format!("{malformed} {e}"))
     };
-    let flags = beta_flags(&call.body, call.invoke);
+    let flags =
+        sluice_provider::bedrock_beta_flags(&call.body, call.invoke).map_err(|_| "invalid beta flag".to_owned());
     let (body, flags) = match (body, flags) {
         (Ok(body), Ok(flags)) => (body, flags),
         (Err(words), _) | (_, Err(words)) => {
@@ -121,48 +122,6 @@ async fn serve(sim: Arc<Sim>, call: Call) -> Response {
         (true, false) => with_request_id(&sim, answer),
         (false, false) => converse_body(&sim, answer).await,
     }
-}
-
-/// InvokeModel's Anthropic body as the simulator's Messages request: it must carry
-/// `anthropic_version: bedrock-2023-05-31` and no `model` (the path names it);
-/// `anthropic_beta` is read apart ([`beta_flags`]).
-fn invoke_to_anthropic(body: &[u8], model: &str, stream: bool) -> Option<Vec<u8>> {
-    let mut value: Value = serde_json::from_slice(body).ok()?;
-    let obj = value.as_object_mut()?;
-    if obj.remove("anthropic_version")? != sluice_provider::BEDROCK_ANTHROPIC_VERSION || obj.contains_key("model") {
-        return None;
-    }
-    obj.remove("anthropic_beta");
-    obj.insert("model".into(), Value::from(model));
-    obj.insert("stream".into(), Value::from(stream));
-    serde_json::to_vec(&value).ok()
-}
-
-/// The Anthropic beta flags of a Converse body (`additionalModelRequestFields.anthropic_beta`)
-/// or an InvokeModel one (`anthropic_beta`): a list of flag names, each `name-YYYY-MM-DD`.
-///
-/// # Errors
-/// Bedrock's words for a list it does not take.
-fn beta_flags(body: &[u8], invoke: bool) -> Result<Vec<String>, String> {
-    let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let field = if invoke {
-        value.get("anthropic_beta")
-    } else {
-        value.pointer("/additionalModelRequestFields/anthropic_beta")
-    };
-    let Some(field) = field else { return Ok(Vec::new()) };
-    let flags: Option<Vec<String>> = field
-        .as_array()
-        .and_then(|list| list.iter().map(|f| f.as_str().filter(|f| is_flag(f)).map(str::to_owned)).collect());
-    flags.ok_or_else(|| "invalid beta flag".to_owned())
-}
-
-/// A beta flag's form: lowercase words and digits joined by `-`, ending in a date.
-fn is_flag(flag: &str) -> bool {
-    let Some((name, date)) = flag.len().checked_sub(10).and_then(|at| flag.split_at_checked(at)) else { return false };
-    let date_ok = date.bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() });
-    let name = name.strip_suffix('-').unwrap_or_default();
-    date_ok && !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// A Bedrock error: `{"message"}` with `x-amzn-ErrorType`.
@@ -212,7 +171,7 @@ async fn converse_body(sim: &Sim, answer: Response) -> Response {
 }
 
 fn event_stream(sim: &Sim, answer: Response, invoke: bool) -> Response {
-    let mut frames = stream::SseToFrames::new(invoke);
+    let mut frames = sluice_provider::AnthropicToConverseStream::new(invoke);
     // A stream the simulator breaks off (a `stream_drop` or `stall` fault) ends as Bedrock
     // ends one that fails mid-way: a `modelStreamErrorException` frame.
     let body = answer.into_body().into_data_stream().map(move |chunk| {
@@ -227,29 +186,4 @@ fn event_stream(sim: &Sim, answer: Response, invoke: bool) -> Response {
     });
     let content_type = [(http::header::CONTENT_TYPE, "application/vnd.amazon.eventstream")];
     with_request_id(sim, (content_type, Body::from_stream(body)).into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn beta_flags_come_from_the_body_in_each_apis_place() {
-        let converse = br#"{"additionalModelRequestFields":{"anthropic_beta":["context-1m-2025-08-07","interleaved-thinking-2025-05-14"]}}"#;
-        assert_eq!(
-            beta_flags(converse, false),
-            Ok(vec!["context-1m-2025-08-07".into(), "interleaved-thinking-2025-05-14".into()])
-        );
-        assert_eq!(beta_flags(converse, true), Ok(vec![]), "InvokeModel reads its own field");
-        let invoke = br#"{"anthropic_beta":["token-efficient-tools-2025-02-19"]}"#;
-        assert_eq!(beta_flags(invoke, true), Ok(vec!["token-efficient-tools-2025-02-19".into()]));
-        for bad in [
-            r#"{"anthropic_beta":"context-1m-2025-08-07"}"#,
-            r#"{"anthropic_beta":["Context 1M"]}"#,
-            r#"{"anthropic_beta":["context-1m"]}"#,
-            r#"{"anthropic_beta":[7]}"#,
-        ] {
-            assert_eq!(beta_flags(bad.as_bytes(), true), Err("invalid beta flag".into()), "{bad}");
-        }
-    }
 }

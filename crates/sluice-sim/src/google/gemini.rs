@@ -38,6 +38,7 @@ pub async fn generate(
         Ok(counted) => counted,
         Err(response) => return *response,
     };
+    let structured = structured(body);
     let mut ticket = match flow::admit(&sim, ctl.as_ref(), &prepared, headers).await {
         Ok(ticket) => ticket,
         Err(response) => return response,
@@ -54,7 +55,53 @@ pub async fn generate(
         return crate::respond::sse(&sim, flavor, Some(&snapshot), body);
     }
     flow::generate(&ticket).await;
-    whole(&sim, &prepared, &ticket, &id, (call.as_ref(), thinking))
+    whole(&sim, &prepared, &ticket, &id, (call.as_ref(), thinking, structured))
+}
+
+/// JSON mode (`generationConfig.responseMimeType: application/json`): the answer's text is
+/// a JSON value of the request's `responseJsonSchema` (or OpenAPI `responseSchema`), `{}`
+/// without one (<https://ai.google.dev/gemini-api/docs/structured-output>). Whole answers
+/// only: a stream keeps its filler text.
+fn structured(body: &[u8]) -> Option<String> {
+    let request: Value = serde_json::from_slice(body).ok()?;
+    let config = request.get("generationConfig")?;
+    if config.get("responseMimeType").and_then(Value::as_str) != Some("application/json") {
+        return None;
+    }
+    let schema = config.get("responseJsonSchema").or_else(|| config.get("responseSchema"));
+    Some(schema.map_or_else(|| json!({}), |s| instance(s, 0)).to_string())
+}
+
+/// A small value of `schema` (its first `enum` value, one item per array), to depth 8.
+fn instance(schema: &Value, depth: usize) -> Value {
+    if depth > 8 {
+        return Value::Null;
+    }
+    if let Some(first) = schema.get("enum").and_then(|e| e.get(0)) {
+        return first.clone();
+    }
+    if let Some(first) = schema.get("anyOf").and_then(|a| a.get(0)) {
+        return instance(first, depth + 1);
+    }
+    let kind = match schema.get("type") {
+        Some(Value::String(kind)) => kind.to_ascii_lowercase(),
+        Some(Value::Array(kinds)) => {
+            kinds.iter().filter_map(Value::as_str).find(|k| *k != "null").unwrap_or("null").to_owned()
+        }
+        _ => "object".to_owned(),
+    };
+    match kind.as_str() {
+        "object" => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let fields = properties.into_iter().flatten().map(|(k, v)| (k.clone(), instance(v, depth + 1)));
+            Value::Object(fields.collect())
+        }
+        "array" => json!([schema.get("items").map_or(Value::Null, |i| instance(i, depth + 1))]),
+        "string" => Value::from("text"),
+        "integer" | "number" => Value::from(1),
+        "boolean" => Value::Bool(true),
+        _ => Value::Null,
+    }
 }
 
 /// A non-streamed answer: the text (or the function call, signed when the model thought),
@@ -64,13 +111,14 @@ fn whole(
     prepared: &Prepared,
     ticket: &Ticket,
     id: &str,
-    (call, thinking): (Option<&ToolCall>, Thinking),
+    (call, thinking, structured): (Option<&ToolCall>, Thinking, Option<String>),
 ) -> Response {
     let version = version(prepared);
     let parts = match call {
         Some(call) => vec![function_call(call, &version, thinking)],
         None => {
-            let mut text = json!({"text": crate::text::filler(ticket.output)});
+            let text = structured.unwrap_or_else(|| crate::text::filler(ticket.output));
+            let mut text = json!({"text": text});
             if thinking.signs_text() {
                 text["thoughtSignature"] = Value::from(thinking::sign_part(&version, &text));
             }

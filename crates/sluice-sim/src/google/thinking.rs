@@ -196,7 +196,7 @@ impl Signatures {
             let parts = content.get("parts").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
             for part in parts {
                 let Some(signature) = part.get("thoughtSignature").and_then(Value::as_str) else { continue };
-                if signature != DUMMY && signature != sign_part(name, part) {
+                if signature != DUMMY && !same_bytes(signature, &sign_part(name, part)) {
                     return Err("Corrupted thought signature.".to_owned());
                 }
                 verified += 1;
@@ -216,6 +216,25 @@ impl Signatures {
         self.verified.fetch_add(verified, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// Whether two signatures are the same bytes: a `bytes` field in proto3 JSON may come in
+/// standard or URL-safe base64, padded or not (<https://protobuf.dev/programming-guides/json/>),
+/// and google-genai sends them back URL-safe.
+fn same_bytes(sent: &str, expected: &str) -> bool {
+    let decode = |text: &str| {
+        let standard: String = text
+            .trim_end_matches('=')
+            .chars()
+            .map(|c| match c {
+                '-' => '+',
+                '_' => '/',
+                c => c,
+            })
+            .collect();
+        base64::engine::general_purpose::STANDARD_NO_PAD.decode(standard).ok()
+    };
+    decode(sent).is_some_and(|bytes| Some(bytes) == decode(expected))
 }
 
 /// A user content that starts a turn: one with a part that is not a function response.
@@ -305,6 +324,17 @@ mod tests {
         let signatures = Signatures::default();
         signatures.check("gemini-3-flash-preview", &turn(signed(&signature))).unwrap();
         assert_eq!(signatures.verified(), 1);
+        // The same bytes in URL-safe base64 without padding, as google-genai sends them back.
+        let url_safe: String = signature
+            .trim_end_matches('=')
+            .chars()
+            .map(|c| match c {
+                '+' => '-',
+                '/' => '_',
+                c => c,
+            })
+            .collect();
+        signatures.check("gemini-3-flash-preview", &turn(signed(&url_safe))).unwrap();
         let missing = signatures.check("gemini-3-flash-preview", &turn(call.clone())).unwrap_err();
         assert!(missing.starts_with("Function call is missing a thought_signature"), "{missing}");
         assert!(missing.contains("default_api:weather"), "{missing}");

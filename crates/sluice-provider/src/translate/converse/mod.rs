@@ -22,7 +22,13 @@
 //!   `signature` as `signature_delta` and its `redactedContent` as a `redacted_thinking`
 //!   block (`ContentBlockDelta`, `ReasoningContentBlockDelta`:
 //!   <https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ReasoningContentBlockDelta.html>);
-//!   [`anthropic_event_to_converse`] is the simulator's reverse.
+//!   [`AnthropicToConverseStream`] is the reverse (the simulator's Bedrock, and the
+//!   gateway's answers to Bedrock clients).
+//! - Bedrock's own clients: [`converse_to_anthropic_request`] and
+//!   [`invoke_to_anthropic_request`] read a Converse or InvokeModel body as Anthropic's,
+//!   [`bedrock_beta_flags`] its beta flags, [`anthropic_to_converse_response`] answers it;
+//!   the simulator serves Bedrock through them and the gateway's Bedrock routes take
+//!   Bedrock clients in through them.
 //! - Errors: [`converse_error_to_anthropic`] turns Bedrock's `{"message": …}` and its
 //!   `x-amzn-ErrorType` into an Anthropic error body.
 
@@ -32,8 +38,8 @@ mod response;
 mod stream;
 
 pub use request::{
-    BEDROCK_ANTHROPIC_VERSION, anthropic_to_converse_request, anthropic_to_invoke_request,
-    converse_to_anthropic_request,
+    BEDROCK_ANTHROPIC_VERSION, anthropic_to_converse_request, anthropic_to_invoke_request, bedrock_beta_flags,
+    converse_to_anthropic_request, count_tokens_to_anthropic_request, invoke_to_anthropic_request,
 };
 pub use response::{anthropic_to_converse_response, converse_error_to_anthropic, converse_to_anthropic_response};
-pub use stream::{ConverseToAnthropicStream, anthropic_event_to_converse, anthropic_event_to_invoke, converse_frame};
+pub use stream::{AnthropicToConverseStream, ConverseToAnthropicStream, anthropic_event_to_invoke, converse_frame};

@@ -83,6 +83,90 @@ pub fn anthropic_to_invoke_request(body: &[u8], betas: &[&str]) -> Result<Vec<u8
     Ok(serde_json::to_vec(&value).unwrap_or_default())
 }
 
+/// The Anthropic Messages body for InvokeModel's Anthropic `body` on `model` (the path
+/// names it): the body must carry `anthropic_version: bedrock-2023-05-31` and no `model`;
+/// `anthropic_beta` is taken out ([`bedrock_beta_flags`] reads it), `model` and `stream`
+/// put in. The rest is Anthropic's own shape
+/// (<https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-request-response.html>).
+///
+/// # Errors
+/// A body that is no JSON object, without that `anthropic_version`, or naming a `model`.
+pub fn invoke_to_anthropic_request(body: &[u8], model: &str, stream: bool) -> Result<Vec<u8>, TranslateError> {
+    let mut value: Value = serde_json::from_slice(body).map_err(|_| TranslateError::invalid("body", "is not JSON"))?;
+    let Some(obj) = value.as_object_mut() else { return Err(TranslateError::invalid("body", "must be an object")) };
+    if obj.remove("anthropic_version").as_ref().and_then(Value::as_str) != Some(BEDROCK_ANTHROPIC_VERSION) {
+        return Err(TranslateError::invalid("anthropic_version", format!("must be `{BEDROCK_ANTHROPIC_VERSION}`")));
+    }
+    if obj.contains_key("model") {
+        return Err(TranslateError::invalid("model", "is not taken in the body: the path names the model"));
+    }
+    obj.remove("anthropic_beta");
+    obj.insert("model".into(), Value::from(model));
+    obj.insert("stream".into(), Value::from(stream));
+    Ok(serde_json::to_vec(&value).unwrap_or_default())
+}
+
+/// The Anthropic Messages body whose input a CountTokens `body` on `model` counts:
+/// `input.converse` (Converse's `messages`, `system`, `toolConfig`,
+/// `additionalModelRequestFields`) or `input.invokeModel.body` (InvokeModel's Anthropic body,
+/// base64 in JSON as every blob is)
+/// (<https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_CountTokens.html>).
+///
+/// # Errors
+/// A body without exactly one of the two, or one that does not translate (named by its
+/// path under `input`).
+pub fn count_tokens_to_anthropic_request(body: &[u8], model: &str) -> Result<Vec<u8>, TranslateError> {
+    let value: Value = serde_json::from_slice(body).map_err(|_| TranslateError::invalid("body", "is not JSON"))?;
+    let input = value.get("input").filter(|i| i.is_object());
+    let under = |e: TranslateError, at: &str| match e {
+        TranslateError::Invalid { field, reason } => TranslateError::Invalid { field: format!("{at}.{field}"), reason },
+        other => other,
+    };
+    match (input.and_then(|i| i.get("converse")), input.and_then(|i| i.get("invokeModel"))) {
+        (Some(converse), None) => {
+            let converse = serde_json::to_vec(converse).unwrap_or_default();
+            converse_to_anthropic_request(&converse, model, false).map_err(|e| under(e, "input.converse"))
+        }
+        (None, Some(invoke)) => {
+            let bytes =
+                invoke.get("body").and_then(Value::as_str).and_then(|b| aws_smithy_types::base64::decode(b).ok());
+            let Some(bytes) = bytes else {
+                return Err(TranslateError::invalid("input.invokeModel.body", "must be the model's body in base64"));
+            };
+            invoke_to_anthropic_request(&bytes, model, false).map_err(|e| under(e, "input.invokeModel.body"))
+        }
+        _ => Err(TranslateError::invalid("input", "must hold exactly one of `converse` and `invokeModel`")),
+    }
+}
+
+/// The Anthropic beta flags of a Converse body (`additionalModelRequestFields.anthropic_beta`)
+/// or, `invoke`, an InvokeModel one (`anthropic_beta`): a list of flag names, each
+/// `name-YYYY-MM-DD`; none when the field is absent.
+///
+/// # Errors
+/// A field that is not such a list, named by its path.
+pub fn bedrock_beta_flags(body: &[u8], invoke: bool) -> Result<Vec<String>, TranslateError> {
+    let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let (field, path) = if invoke {
+        (value.get("anthropic_beta"), "anthropic_beta")
+    } else {
+        (value.pointer("/additionalModelRequestFields/anthropic_beta"), "additionalModelRequestFields.anthropic_beta")
+    };
+    let Some(field) = field else { return Ok(Vec::new()) };
+    let flags: Option<Vec<String>> = field
+        .as_array()
+        .and_then(|list| list.iter().map(|f| f.as_str().filter(|f| is_flag(f)).map(str::to_owned)).collect());
+    flags.ok_or_else(|| TranslateError::invalid(path, "must be a list of beta flags (`name-YYYY-MM-DD`)"))
+}
+
+/// A beta flag's form: lowercase words and digits joined by `-`, ending in a date.
+fn is_flag(flag: &str) -> bool {
+    let Some((name, date)) = flag.len().checked_sub(10).and_then(|at| flag.split_at_checked(at)) else { return false };
+    let date_ok = date.bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() });
+    let name = name.strip_suffix('-').unwrap_or_default();
+    date_ok && !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
 /// The `anthropic_version` Bedrock's InvokeModel takes for Anthropic models.
 pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
 
@@ -278,16 +362,48 @@ pub fn converse_to_anthropic_request(body: &[u8], model: &str, stream: bool) -> 
             if let Some(point) = tool.get("cachePoint") {
                 mark(&mut specs, point, &format!("toolConfig.tools[{i}]"), &mut points)?;
             } else if let Some(s) = tool.get("toolSpec") {
-                specs.push(json!({"name": s.get("name"), "description": s.get("description"), "input_schema": s.get("inputSchema").and_then(|i| i.get("json"))}));
+                let mut spec =
+                    json!({"name": s.get("name"), "input_schema": s.get("inputSchema").and_then(|i| i.get("json"))});
+                if let Some(description) = s.get("description") {
+                    spec["description"] = description.clone();
+                }
+                specs.push(spec);
             }
         }
         out.insert("tools".into(), Value::Array(specs));
+    }
+    if let Some(choice) = obj.get("toolConfig").and_then(|c| c.get("toolChoice")) {
+        out.insert("tool_choice".into(), tool_choice_to_anthropic(choice)?);
     }
     if points > MAX_CACHE_POINTS {
         let reason = format!("has {points} cache points; at most {MAX_CACHE_POINTS} are allowed");
         return Err(TranslateError::invalid("body", reason));
     }
     Ok(serde_json::to_vec(&out).unwrap_or_default())
+}
+
+/// Converse's `toolChoice` (a union: `auto`, `any`, `tool {name}`:
+/// <https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ToolChoice.html>) as
+/// Anthropic's `tool_choice`.
+fn tool_choice_to_anthropic(choice: &Value) -> Result<Value, TranslateError> {
+    if choice.get("auto").is_some() {
+        return Ok(json!({"type": "auto"}));
+    }
+    if choice.get("any").is_some() {
+        return Ok(json!({"type": "any"}));
+    }
+    match choice.get("tool").and_then(|t| t.get("name")).and_then(Value::as_str) {
+        Some(name) => Ok(json!({"type": "tool", "name": name})),
+        None => Err(TranslateError::invalid(
+            "toolConfig.toolChoice",
+            "must hold one of `auto`, `any` and `tool` (with its `name`)",
+        )),
+    }
+}
+
+/// The member a union object holds (its first key), for naming it in a refusal.
+fn member(block: &Value) -> &str {
+    block.as_object().and_then(|o| o.keys().next()).map_or("empty", String::as_str)
 }
 
 /// A `cachePoint` at `path`: `cache_control` on the last block of `blocks` (the one it
@@ -337,25 +453,36 @@ fn block_to_anthropic(block: &Value, path: &str) -> Result<Option<Value>, Transl
     if let Some(image) = block.get("image") {
         let media = image.get("format").and_then(Value::as_str).map(|f| format!("image/{f}"));
         let data = image.get("source").and_then(|s| s.get("bytes"));
-        return Ok(media.zip(data).map(
-            |(media, data)| json!({"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}),
-        ));
+        let Some((media, data)) = media.zip(data) else {
+            return Err(TranslateError::invalid(format!("{path}.image"), "needs a `format` and `source.bytes`"));
+        };
+        return Ok(Some(json!({"type": "image", "source": {"type": "base64", "media_type": media, "data": data}})));
     }
     if let Some(call) = block.get("toolUse") {
         return Ok(Some(
             json!({"type": "tool_use", "id": call.get("toolUseId"), "name": call.get("name"), "input": call.get("input")}),
         ));
     }
-    let Some(result) = block.get("toolResult") else { return Ok(None) };
-    let content: Vec<Value> = result
-        .get("content")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|c| c.get("text"))
-        .map(|t| json!({"type": "text", "text": t}))
-        .collect();
+    let Some(result) = block.get("toolResult") else {
+        let reason = format!("a `{}` content block is not supported", member(block));
+        return Err(TranslateError::invalid(path, reason));
+    };
+    let parts = result.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let mut content = Vec::with_capacity(parts.len());
+    for (k, part) in parts.iter().enumerate() {
+        // `ToolResultContentBlock`: `text`, `json` (any JSON, given to the model as its
+        // text), `image`; documents and videos are refused.
+        if let Some(text) = part.get("text") {
+            content.push(json!({"type": "text", "text": text}));
+        } else if let Some(value) = part.get("json") {
+            content.push(json!({"type": "text", "text": value.to_string()}));
+        } else if part.get("image").is_some() {
+            content.extend(block_to_anthropic(part, path)?);
+        } else {
+            let reason = format!("a `{}` tool result block is not supported", member(part));
+            return Err(TranslateError::invalid(format!("{path}.toolResult.content[{k}]"), reason));
+        }
+    }
     let is_error = result.get("status").and_then(Value::as_str) == Some("error");
     Ok(Some(
         json!({"type": "tool_result", "tool_use_id": result.get("toolUseId"), "content": content, "is_error": is_error}),
@@ -501,6 +628,105 @@ mod tests {
         assert_eq!(invoke["anthropic_beta"], json!(betas));
         assert_eq!(invoke["anthropic_version"], BEDROCK_ANTHROPIC_VERSION);
         assert!(invoke.get("model").is_none());
+    }
+
+    #[test]
+    fn beta_flags_come_from_the_body_in_each_apis_place() {
+        let converse = br#"{"additionalModelRequestFields":{"anthropic_beta":["context-1m-2025-08-07","interleaved-thinking-2025-05-14"]}}"#;
+        assert_eq!(
+            bedrock_beta_flags(converse, false),
+            Ok(vec!["context-1m-2025-08-07".into(), "interleaved-thinking-2025-05-14".into()])
+        );
+        assert_eq!(bedrock_beta_flags(converse, true), Ok(vec![]), "InvokeModel reads its own field");
+        let invoke = br#"{"anthropic_beta":["token-efficient-tools-2025-02-19"]}"#;
+        assert_eq!(bedrock_beta_flags(invoke, true), Ok(vec!["token-efficient-tools-2025-02-19".into()]));
+        for bad in [
+            r#"{"anthropic_beta":"context-1m-2025-08-07"}"#,
+            r#"{"anthropic_beta":["Context 1M"]}"#,
+            r#"{"anthropic_beta":["context-1m"]}"#,
+            r#"{"anthropic_beta":[7]}"#,
+        ] {
+            let err = bedrock_beta_flags(bad.as_bytes(), true).err();
+            assert_eq!(err.as_ref().and_then(TranslateError::field), Some("anthropic_beta"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_invoke_model_body_is_anthropics_with_the_model_of_the_path() {
+        let body = json!({"anthropic_version": BEDROCK_ANTHROPIC_VERSION, "anthropic_beta": ["context-1m-2025-08-07"],
+            "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
+        let out = parse(&invoke_to_anthropic_request(body.to_string().as_bytes(), "claude", true).unwrap_or_default());
+        assert_eq!(
+            out,
+            json!({"model": "claude", "stream": true, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
+        );
+        let field = |body: Value| {
+            invoke_to_anthropic_request(body.to_string().as_bytes(), "claude", false)
+                .err()
+                .and_then(|e| e.field().map(str::to_owned))
+        };
+        assert_eq!(field(json!({"max_tokens": 8})).as_deref(), Some("anthropic_version"));
+        assert_eq!(field(json!({"anthropic_version": "2023-06-01"})).as_deref(), Some("anthropic_version"));
+        let named = json!({"anthropic_version": BEDROCK_ANTHROPIC_VERSION, "model": "x"});
+        assert_eq!(field(named).as_deref(), Some("model"));
+        assert_eq!(field(json!([1])).as_deref(), Some("body"));
+    }
+
+    #[test]
+    fn count_tokens_reads_either_input_as_anthropics_body() {
+        let converse = json!({"input": {"converse": {"system": [{"text": "be brief"}], "messages": [{"role": "user", "content": [{"text": "hi"}]}]}}});
+        let out = parse(&count_tokens_to_anthropic_request(converse.to_string().as_bytes(), "m").unwrap_or_default());
+        assert_eq!(out["system"], json!([{"type": "text", "text": "be brief"}]));
+        assert_eq!((&out["model"], &out["messages"][0]["content"][0]["text"]), (&json!("m"), &json!("hi")));
+        let invoke_body = json!({"anthropic_version": BEDROCK_ANTHROPIC_VERSION, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
+        let encoded = aws_smithy_types::base64::encode(invoke_body.to_string());
+        let invoke = json!({"input": {"invokeModel": {"body": encoded}}});
+        let out = parse(&count_tokens_to_anthropic_request(invoke.to_string().as_bytes(), "m").unwrap_or_default());
+        assert_eq!((&out["model"], &out["max_tokens"]), (&json!("m"), &json!(8)));
+        let field = |body: Value| {
+            count_tokens_to_anthropic_request(body.to_string().as_bytes(), "m")
+                .err()
+                .and_then(|e| e.field().map(str::to_owned))
+        };
+        assert_eq!(field(json!({"input": {}})).as_deref(), Some("input"));
+        let unversioned = aws_smithy_types::base64::encode(r#"{"messages":[]}"#);
+        assert_eq!(
+            field(json!({"input": {"invokeModel": {"body": unversioned}}})).as_deref(),
+            Some("input.invokeModel.body.anthropic_version")
+        );
+        let bad = json!({"input": {"converse": {"messages": [{"role": "user", "content": [{"video": {}}]}]}}});
+        assert_eq!(field(bad).as_deref(), Some("input.converse.messages[0].content[0]"));
+    }
+
+    #[test]
+    fn converse_tool_choice_json_results_and_unknown_blocks_read_back() {
+        let converse = json!({
+            "messages": [
+                {"role": "user", "content": [{"text": "go"}]},
+                {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "get", "input": {}}}]},
+                {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "content": [{"json": {"temp": 21}}]}}]}
+            ],
+            "toolConfig": {"tools": [{"toolSpec": {"name": "get", "inputSchema": {"json": {"type": "object"}}}}],
+                           "toolChoice": {"tool": {"name": "get"}}}
+        });
+        let out =
+            parse(&converse_to_anthropic_request(converse.to_string().as_bytes(), "m", false).unwrap_or_default());
+        assert_eq!(out["tool_choice"], json!({"type": "tool", "name": "get"}));
+        assert_eq!(out["tools"][0], json!({"name": "get", "input_schema": {"type": "object"}}), "no null description");
+        assert_eq!(out["messages"][2]["content"][0]["content"], json!([{"type": "text", "text": "{\"temp\":21}"}]));
+        let refused = |body: Value| {
+            converse_to_anthropic_request(body.to_string().as_bytes(), "m", false)
+                .err()
+                .and_then(|e| e.field().map(str::to_owned))
+        };
+        let document = json!({"messages": [{"role": "user", "content": [{"text": "x"}, {"document": {"name": "d"}}]}]});
+        assert_eq!(refused(document).as_deref(), Some("messages[0].content[1]"));
+        let video = json!({"messages": [{"role": "user", "content": [{"toolResult": {"toolUseId": "t", "content": [{"video": {}}]}}]}]});
+        assert_eq!(refused(video).as_deref(), Some("messages[0].content[0].toolResult.content[0]"));
+        let image = json!({"messages": [{"role": "user", "content": [{"image": {"format": "png"}}]}]});
+        assert_eq!(refused(image).as_deref(), Some("messages[0].content[0].image"));
+        let choice = json!({"messages": [], "toolConfig": {"tools": [], "toolChoice": {"tool": {}}}});
+        assert_eq!(refused(choice).as_deref(), Some("toolConfig.toolChoice"));
     }
 
     #[test]

@@ -252,68 +252,138 @@ impl ConverseToAnthropicStream {
 
 /// The InvokeModelWithResponseStream frame of one Anthropic SSE event (`data`): a
 /// `chunk` whose `bytes` is the event's JSON in base64 (an `error` event is an exception).
+/// InvokeModelWithResponseStream:
+/// <https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModelWithResponseStream.html>.
 #[must_use]
 pub fn anthropic_event_to_invoke(event: &str, data: &Value) -> Vec<u8> {
     if event == "error" {
-        let mut usage = Value::Null;
-        return anthropic_event_to_converse(event, data, &mut usage);
+        return exception_frame(data);
     }
     let bytes = aws_smithy_types::base64::encode(serde_json::to_vec(data).unwrap_or_default());
     converse_frame("chunk", &json!({"bytes": bytes}), false)
 }
 
-/// The event-stream frames of one Anthropic SSE event (`event`, its `data`), for the
-/// simulator's ConverseStream. `usage` carries the input counted at `message_start` to the
-/// closing `metadata`.
-pub fn anthropic_event_to_converse(event: &str, data: &Value, usage: &mut Value) -> Vec<u8> {
-    let index = data.get("index").cloned().unwrap_or(Value::from(0));
-    match event {
-        "message_start" => {
-            *usage = data.get("message").and_then(|m| m.get("usage")).cloned().unwrap_or(Value::Null);
-            converse_frame("messageStart", &json!({"role": "assistant"}), false)
-        }
-        "content_block_start" if data["content_block"]["type"] == "tool_use" => {
-            let block = &data["content_block"];
-            let start = json!({"toolUse": {"toolUseId": block.get("id"), "name": block.get("name")}});
-            converse_frame("contentBlockStart", &json!({"start": start, "contentBlockIndex": index}), false)
-        }
-        // Converse opens no reasoning block: its redacted content comes as one delta.
-        "content_block_start" if data["content_block"]["type"] == "redacted_thinking" => {
-            let delta = json!({"reasoningContent": {"redactedContent": data["content_block"].get("data")}});
-            converse_frame("contentBlockDelta", &json!({"delta": delta, "contentBlockIndex": index}), false)
-        }
-        "content_block_delta" => {
-            let delta = &data["delta"];
-            let converse = match delta.get("type").and_then(Value::as_str) {
-                Some("input_json_delta") => json!({"toolUse": {"input": delta.get("partial_json")}}),
-                Some("thinking_delta") => json!({"reasoningContent": {"text": delta.get("thinking")}}),
-                Some("signature_delta") => json!({"reasoningContent": {"signature": delta.get("signature")}}),
-                _ => json!({"text": delta.get("text")}),
-            };
-            converse_frame("contentBlockDelta", &json!({"delta": converse, "contentBlockIndex": index}), false)
-        }
-        "content_block_stop" => converse_frame("contentBlockStop", &json!({"contentBlockIndex": index}), false),
-        "message_delta" => {
-            let output = data.get("usage").and_then(|u| u.get("output_tokens")).cloned().unwrap_or(Value::from(0));
-            if let Some(object) = usage.as_object_mut() {
-                object.insert("output_tokens".into(), output);
-            }
-            let stop = data["delta"].get("stop_reason").and_then(Value::as_str).map_or("end_turn", stop_to_converse);
-            converse_frame("messageStop", &json!({"stopReason": stop}), false)
-        }
-        "message_stop" => {
-            converse_frame("metadata", &json!({"usage": usage_to_converse(usage), "metrics": {"latencyMs": 0}}), false)
-        }
-        "error" => {
-            let kind = match data["error"].get("type").and_then(Value::as_str) {
-                Some("rate_limit_error") => "throttlingException",
-                Some("overloaded_error") => "serviceUnavailableException",
-                _ => "modelStreamErrorException",
-            };
-            converse_frame(kind, &json!({"message": data["error"].get("message")}), true)
-        }
-        _ => Vec::new(),
+/// Anthropic SSE bytes (any chunking) re-framed as ConverseStream's AWS event-stream
+/// messages, or (`invoke`) as InvokeModelWithResponseStream's `chunk`s, as the events come:
+/// the simulator's Bedrock answers, and the gateway's answers to Bedrock clients. Converse's
+/// events (`messageStart`, `contentBlockStart` for a tool call, `contentBlockDelta` with
+/// `text`, `toolUse.input`, `reasoningContent.text` / `.signature` / `.redactedContent`,
+/// `contentBlockStop`, `messageStop`, `metadata` with the usage and `metrics.latencyMs`)
+/// are ConverseStream's output union
+/// (<https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html>,
+/// `API_runtime_ConverseStreamOutput.html`); an Anthropic `error` event becomes the
+/// exception of its kind (`throttlingException`, `serviceUnavailableException`,
+/// `modelStreamErrorException`). Framing:
+/// <https://docs.aws.amazon.com/transcribe/latest/dg/event-stream.html> (the encoding every
+/// AWS event stream uses).
+#[derive(Debug, Default)]
+pub struct AnthropicToConverseStream {
+    held: Vec<u8>,
+    /// The usage counted so far (`message_start`'s, updated by `message_delta`'s).
+    usage: Value,
+    invoke: bool,
+    latency_ms: u64,
+}
+
+impl AnthropicToConverseStream {
+    /// Frames of ConverseStream, or (`invoke`) of InvokeModelWithResponseStream.
+    #[must_use]
+    pub fn new(invoke: bool) -> Self {
+        Self { invoke, ..Self::default() }
     }
+
+    /// The latency `metadata` reports (`metrics.latencyMs`; 0 until set).
+    pub fn set_latency_ms(&mut self, latency_ms: u64) {
+        self.latency_ms = latency_ms;
+    }
+
+    /// The frames of the events `chunk` completes.
+    pub fn push(&mut self, chunk: &[u8]) -> Bytes {
+        self.held.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        let mut from = 0;
+        while let Some(len) = crate::sse::event_len(&self.held, from) {
+            let event: Vec<u8> = self.held.drain(..len).collect();
+            from = 0;
+            let text = String::from_utf8_lossy(&event);
+            let parsed = crate::sse::Event::parse(&text);
+            let (Some(kind), Some(data)) = (parsed.name, parsed.data) else { continue };
+            let data: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+            if self.invoke {
+                out.extend(anthropic_event_to_invoke(kind, &data));
+            } else {
+                out.extend(self.event(kind, &data));
+            }
+        }
+        Bytes::from(out)
+    }
+
+    /// The event-stream frames of one Anthropic SSE event (`event`, its `data`).
+    fn event(&mut self, event: &str, data: &Value) -> Vec<u8> {
+        let index = data.get("index").cloned().unwrap_or(Value::from(0));
+        match event {
+            "message_start" => {
+                self.usage = data.get("message").and_then(|m| m.get("usage")).cloned().unwrap_or(Value::Null);
+                converse_frame("messageStart", &json!({"role": "assistant"}), false)
+            }
+            "content_block_start" if data["content_block"]["type"] == "tool_use" => {
+                let block = &data["content_block"];
+                let start = json!({"toolUse": {"toolUseId": block.get("id"), "name": block.get("name")}});
+                converse_frame("contentBlockStart", &json!({"start": start, "contentBlockIndex": index}), false)
+            }
+            // Converse opens no reasoning block: its redacted content comes as one delta.
+            "content_block_start" if data["content_block"]["type"] == "redacted_thinking" => {
+                let delta = json!({"reasoningContent": {"redactedContent": data["content_block"].get("data")}});
+                converse_frame("contentBlockDelta", &json!({"delta": delta, "contentBlockIndex": index}), false)
+            }
+            "content_block_delta" => {
+                let delta = &data["delta"];
+                let converse = match delta.get("type").and_then(Value::as_str) {
+                    Some("input_json_delta") => json!({"toolUse": {"input": delta.get("partial_json")}}),
+                    Some("thinking_delta") => json!({"reasoningContent": {"text": delta.get("thinking")}}),
+                    Some("signature_delta") => json!({"reasoningContent": {"signature": delta.get("signature")}}),
+                    _ => json!({"text": delta.get("text")}),
+                };
+                converse_frame("contentBlockDelta", &json!({"delta": converse, "contentBlockIndex": index}), false)
+            }
+            "content_block_stop" => converse_frame("contentBlockStop", &json!({"contentBlockIndex": index}), false),
+            "message_delta" => {
+                // The final counts: output always, input and cache counts when the answer
+                // states them only here (a stream translated from another protocol).
+                if let Some(counted) = data.get("usage").and_then(Value::as_object) {
+                    if !self.usage.is_object() {
+                        self.usage = json!({});
+                    }
+                    if let Some(object) = self.usage.as_object_mut() {
+                        for (key, n) in counted.iter().filter(|(_, n)| n.is_u64()) {
+                            object.insert(key.clone(), n.clone());
+                        }
+                    }
+                }
+                let stop =
+                    data["delta"].get("stop_reason").and_then(Value::as_str).map_or("end_turn", stop_to_converse);
+                converse_frame("messageStop", &json!({"stopReason": stop}), false)
+            }
+            "message_stop" => {
+                let metadata =
+                    json!({"usage": usage_to_converse(&self.usage), "metrics": {"latencyMs": self.latency_ms}});
+                converse_frame("metadata", &metadata, false)
+            }
+            "error" => exception_frame(data),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The exception frame of an Anthropic `error` event: its kind by the error's type, its
+/// message as the event words it.
+fn exception_frame(data: &Value) -> Vec<u8> {
+    let kind = match data["error"].get("type").and_then(Value::as_str) {
+        Some("rate_limit_error") => "throttlingException",
+        Some("overloaded_error") => "serviceUnavailableException",
+        _ => "modelStreamErrorException",
+    };
+    converse_frame(kind, &json!({"message": data["error"].get("message")}), true)
 }
 
 #[cfg(test)]
@@ -322,8 +392,21 @@ mod tests {
 
     use super::*;
 
+    /// Anthropic SSE text of `(event, data)` pairs.
+    fn sse_of(events: &[(&str, Value)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (event, data) in events {
+            sse(&mut out, event, data);
+        }
+        out
+    }
+
+    /// ConverseStream frames of `(event, data)` pairs.
+    fn converse_frames(events: &[(&str, Value)]) -> Vec<u8> {
+        AnthropicToConverseStream::new(false).push(&sse_of(events)).to_vec()
+    }
+
     fn frames() -> Vec<u8> {
-        let mut usage = Value::Null;
         let events = [
             ("message_start", json!({"message": {"usage": {"input_tokens": 12, "output_tokens": 1}}})),
             ("content_block_start", json!({"index": 0, "content_block": {"type": "text", "text": ""}})),
@@ -333,7 +416,7 @@ mod tests {
             ("message_delta", json!({"delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 2}})),
             ("message_stop", json!({})),
         ];
-        events.iter().flat_map(|(e, d)| anthropic_event_to_converse(e, d, &mut usage)).collect()
+        converse_frames(&events)
     }
 
     #[test]
@@ -376,8 +459,7 @@ mod tests {
         let mut stream = ConverseToAnthropicStream::new("m", "msg_1");
         let _ = stream.push(&bytes);
         let mut fresh = ConverseToAnthropicStream::new("m", "msg_1");
-        let mut usage = Value::Null;
-        let _ = fresh.push(&anthropic_event_to_converse("message_start", &json!({"message": {}}), &mut usage));
+        let _ = fresh.push(&converse_frames(&[("message_start", json!({"message": {}}))]));
         let exception =
             converse_frame("throttlingException", &json!({"message": "Too many tokens, secret AKIA..."}), true);
         let out = String::from_utf8_lossy(&fresh.push(&exception)).into_owned();
@@ -398,7 +480,6 @@ mod tests {
 
     #[test]
     fn reasoning_deltas_and_their_signature_reach_the_client_in_order() {
-        let mut usage = Value::Null;
         let anthropic = [
             ("message_start", json!({"message": {"usage": {"input_tokens": 5}}})),
             (
@@ -420,8 +501,7 @@ mod tests {
             ("message_delta", json!({"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}})),
             ("message_stop", json!({})),
         ];
-        let bytes: Vec<u8> =
-            anthropic.iter().flat_map(|(e, d)| anthropic_event_to_converse(e, d, &mut usage)).collect();
+        let bytes = converse_frames(&anthropic);
         let mut bytewise = ConverseToAnthropicStream::new("m", "msg_1");
         let pieces: Vec<u8> = bytes.iter().flat_map(|b| bytewise.push(&[*b]).to_vec()).collect();
         let out = events(&String::from_utf8_lossy(&pieces));

@@ -19,15 +19,28 @@
 //! | `reasoning_effort` | `generationConfig.thinkingConfig` (`thinkingBudget` for 2.5, `thinkingLevel` for 3) |
 //! | `extra_content.google.thought_signature` (tool call, message) | `thoughtSignature` (the `functionCall` part, the text part) |
 //!
+//! The same tables serve the other direction, for Gemini-shaped clients in front of any
+//! deployment (`inbound`: a `generateContent` body → the OpenAI chat body the road serves;
+//! `answer` and the `OpenAiToGeminiStream`: the road's OpenAI answer → Gemini's shapes).
+//!
 //! Refused with the field named: `n > 1`, `logprobs`, `logit_bias`, audio, http(s) image
 //! URLs (Gemini takes inline bytes or its own file URIs), legacy `functions`, a
 //! `reasoning_effort` the model has no thinking setting for.
 
+mod answer;
+mod inbound;
 mod request;
 mod response;
 mod thinking;
 
+pub use answer::openai_to_gemini_response;
+pub(crate) use answer::{function_call_part, text_part};
+pub use inbound::{gemini_count_to_openai_request, gemini_to_openai_request};
 pub use request::openai_to_gemini_request;
-pub(crate) use response::{finish_reason, is_thought, openai_usage_of, tool_call};
-pub use response::{gemini_error_to_openai, gemini_to_openai_response, openai_error_type};
-pub(crate) use thinking::{extra_content, part_signature};
+pub(crate) use response::{
+    finish_reason, gemini_finish_reason, gemini_usage_of, is_thought, openai_usage_of, tool_call,
+};
+pub use response::{
+    gemini_error_to_openai, gemini_to_openai_response, google_status, openai_error_to_gemini, openai_error_type,
+};
+pub(crate) use thinking::{extra_content, extra_content_signature, part_signature};

@@ -8,6 +8,18 @@ use super::thinking;
 use crate::translate::error::TranslateError;
 use crate::translate::json::{self, Object};
 
+/// OpenAI sampling fields and their `generationConfig` names, both directions.
+pub(super) const SAMPLING: [(&str, &str); 5] = [
+    ("temperature", "temperature"),
+    ("top_p", "topP"),
+    ("seed", "seed"),
+    ("presence_penalty", "presencePenalty"),
+    ("frequency_penalty", "frequencyPenalty"),
+];
+
+/// OpenAI `tool_choice` strings and Gemini's `functionCallingConfig.mode`, both directions.
+pub(super) const TOOL_MODES: [(&str, &str); 3] = [("auto", "AUTO"), ("none", "NONE"), ("required", "ANY")];
+
 /// Fields whose absence would change the answer, with why Gemini cannot carry them.
 const REFUSED: [(&str, &str); 5] = [
     ("logprobs", "Gemini's native API has no per-token log probabilities here"),
@@ -222,11 +234,9 @@ fn function_declarations(tools: &[Value]) -> Result<Vec<Value>, TranslateError> 
 
 fn tool_choice(choice: &Value) -> Result<Value, TranslateError> {
     match choice {
-        Value::String(mode) => match mode.as_str() {
-            "auto" => Ok(json!({"mode": "AUTO"})),
-            "none" => Ok(json!({"mode": "NONE"})),
-            "required" => Ok(json!({"mode": "ANY"})),
-            other => Err(TranslateError::invalid("tool_choice", format!("unknown value `{other}`"))),
+        Value::String(mode) => match TOOL_MODES.iter().find(|(openai, _)| openai == mode) {
+            Some((_, gemini)) => Ok(json!({"mode": gemini})),
+            None => Err(TranslateError::invalid("tool_choice", format!("unknown value `{mode}`"))),
         },
         Value::Object(named) => {
             let function = json::as_object(json::present(named, "function").unwrap_or(&Value::Null), "tool_choice")?;
@@ -242,17 +252,10 @@ fn tool_choice(choice: &Value) -> Result<Value, TranslateError> {
 fn generation_config(request: &Object) -> Result<Object, TranslateError> {
     let mut config = Map::new();
     let max = json::present(request, "max_completion_tokens").or_else(|| json::present(request, "max_tokens"));
-    let renames = [
-        ("temperature", "temperature"),
-        ("top_p", "topP"),
-        ("seed", "seed"),
-        ("presence_penalty", "presencePenalty"),
-        ("frequency_penalty", "frequencyPenalty"),
-    ];
     if let Some(max) = max {
         config.insert("maxOutputTokens".into(), max.clone());
     }
-    for (from, to) in renames {
+    for (from, to) in SAMPLING {
         if let Some(value) = json::present(request, from) {
             config.insert(to.into(), value.clone());
         }

@@ -107,6 +107,96 @@ pub(crate) fn openai_usage_of(usage: &Value) -> Value {
     })
 }
 
+/// OpenAI `finish_reason` → Gemini `finishReason`: the inverse of [`finish_reason`]
+/// (`length` → `MAX_TOKENS`, `content_filter` → `SAFETY`, a stop or tool calls → `STOP`).
+pub(crate) fn gemini_finish_reason(reason: Option<&str>) -> &'static str {
+    match reason {
+        Some("length") => "MAX_TOKENS",
+        Some("content_filter") => "SAFETY",
+        _ => "STOP",
+    }
+}
+
+/// An OpenAI `usage` as `usageMetadata`: the inverse of [`openai_usage_of`] (reasoning
+/// tokens are the thoughts, the rest of the output the candidates; cached prompt tokens the
+/// cached content).
+pub(crate) fn gemini_usage_of(usage: &Value) -> Value {
+    let count = |path: &[&str]| path.iter().try_fold(usage, |v, k| v.get(k)).and_then(Value::as_u64).unwrap_or(0);
+    let prompt = count(&["prompt_tokens"]);
+    let completion = count(&["completion_tokens"]);
+    let thoughts = count(&["completion_tokens_details", "reasoning_tokens"]).min(completion);
+    let cached = count(&["prompt_tokens_details", "cached_tokens"]);
+    let mut out = json!({
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": completion - thoughts,
+        "totalTokenCount": prompt.saturating_add(completion),
+    });
+    if thoughts > 0 {
+        out["thoughtsTokenCount"] = Value::from(thoughts);
+    }
+    if cached > 0 {
+        out["cachedContentTokenCount"] = Value::from(cached);
+    }
+    out
+}
+
+/// Google's canonical status name for an HTTP status
+/// (<https://cloud.google.com/apis/design/errors#handling_errors>).
+#[must_use]
+pub fn google_status(status: u16) -> &'static str {
+    match status {
+        400 | 413 | 422 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        405 | 501 => "UNIMPLEMENTED",
+        409 => "ABORTED",
+        429 => "RESOURCE_EXHAUSTED",
+        499 => "CANCELLED",
+        503 => "UNAVAILABLE",
+        504 => "DEADLINE_EXCEEDED",
+        _ if status >= 500 => "INTERNAL",
+        _ => "FAILED_PRECONDITION",
+    }
+}
+
+/// An OpenAI-shaped error body (sluice's own, or a provider's as sluice relays it) as
+/// Google's `{"error": {"code", "message", "status", "details"}}`, the inverse of
+/// [`gemini_error_to_openai`]: the message as sluice wrote it, sluice's error code as an
+/// `ErrorInfo` reason (domain `sluice`), the field it names as a `BadRequest` field
+/// violation, and `retry_after_secs` as a `RetryInfo` delay, as Google's 429s carry it.
+#[must_use]
+pub fn openai_error_to_gemini(status: u16, body: &[u8], retry_after_secs: Option<u64>) -> Vec<u8> {
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    let error = parsed.as_ref().and_then(|v| v.get("error"));
+    let field = |name: &str| error.and_then(|e| e.get(name)).and_then(Value::as_str);
+    let message = field("message").map_or_else(|| format!("the request failed with HTTP {status}"), str::to_owned);
+    let mut details = Vec::new();
+    let reason = field("code").or_else(|| field("type"));
+    if let Some(reason) = reason {
+        let mut metadata = Map::new();
+        if let Some(trace) = field("trace_id") {
+            metadata.insert("trace_id".into(), Value::from(trace));
+        }
+        details.push(json!({
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "sluice",
+            "metadata": metadata,
+        }));
+    }
+    if let Some(param) = field("param") {
+        details.push(json!({
+            "@type": "type.googleapis.com/google.rpc.BadRequest",
+            "fieldViolations": [{"field": param, "description": message}],
+        }));
+    }
+    if let Some(secs) = retry_after_secs {
+        details.push(json!({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": format!("{secs}s")}));
+    }
+    json::to_vec(
+        &json!({"error": {"code": status, "message": message, "status": google_status(status), "details": details}}),
+    )
+}
+
 /// A Google error body (`{"error": {"code", "message", "status"}}`, possibly wrapped in a
 /// one-element list) as an OpenAI error body: Google's message, its status name as the
 /// `code`, an OpenAI error type for the HTTP status. A body that is no Google error keeps

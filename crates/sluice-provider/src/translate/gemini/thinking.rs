@@ -32,6 +32,13 @@ use serde_json::{Value, json};
 use crate::translate::error::TranslateError;
 use crate::translate::json::{self, Object};
 
+/// The Gemini 2.5 budget of each effort, both directions (a client's budget reads as the
+/// least effort whose budget covers it).
+const BUDGETS: [(&str, u64); 3] = [("low", 1024), ("medium", 8192), ("high", 24576)];
+
+/// The levels Gemini 3 takes, which are efforts of the same names.
+const LEVELS: [&str; 4] = ["minimal", "low", "medium", "high"];
+
 /// How a Gemini model's thinking is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Family {
@@ -70,9 +77,9 @@ pub(super) fn thinking_config(request: &Object, model: &str) -> Result<Option<Va
     let Some(effort) = json::opt_str(request, "reasoning_effort", "")? else { return Ok(None) };
     let refuse = |why: String| Err(TranslateError::invalid("reasoning_effort", why));
     let config = match (family(model), effort) {
-        (Family::Budget { .. }, "low") => json!({"thinkingBudget": 1024}),
-        (Family::Budget { .. }, "medium") => json!({"thinkingBudget": 8192}),
-        (Family::Budget { .. }, "high") => json!({"thinkingBudget": 24576}),
+        (Family::Budget { .. }, effort) if budget_of(effort).is_some() => {
+            json!({"thinkingBudget": budget_of(effort)})
+        }
         (Family::Budget { pro: false }, "none") => json!({"thinkingBudget": 0}),
         (Family::Budget { pro: true }, "none") => {
             return refuse(format!("`none` cannot be translated to Gemini: {model} cannot turn thinking off"));
@@ -94,6 +101,36 @@ pub(super) fn thinking_config(request: &Object, model: &str) -> Result<Option<Va
     Ok(Some(config))
 }
 
+fn budget_of(effort: &str) -> Option<u64> {
+    BUDGETS.iter().find(|(e, _)| *e == effort).map(|(_, budget)| *budget)
+}
+
+/// The `reasoning_effort` of a client's `thinkingConfig`: a `thinkingLevel` is the effort
+/// of its name; a `thinkingBudget` the least effort whose budget covers it (`0`: `none`;
+/// `-1`, dynamic, or none given: no effort, the model decides).
+///
+/// # Errors
+/// A level that is not one of Gemini's, a budget that is not an integer.
+pub(super) fn effort_of(config: &Object) -> Result<Option<&'static str>, TranslateError> {
+    let path = "generationConfig.thinkingConfig";
+    if let Some(level) = json::opt_str(config, "thinkingLevel", path)? {
+        let level = level.to_ascii_lowercase();
+        return match LEVELS.iter().find(|l| **l == level) {
+            Some(effort) => Ok(Some(effort)),
+            None => Err(TranslateError::invalid(format!("{path}.thinkingLevel"), format!("unknown level `{level}`"))),
+        };
+    }
+    let Some(budget) = json::present(config, "thinkingBudget") else { return Ok(None) };
+    let Some(budget) = budget.as_i64() else {
+        return Err(TranslateError::invalid(format!("{path}.thinkingBudget"), "must be an integer"));
+    };
+    Ok(match u64::try_from(budget) {
+        Err(_) => None,
+        Ok(0) => Some("none"),
+        Ok(budget) => Some(BUDGETS.iter().find(|(_, b)| *b >= budget).map_or("high", |(effort, _)| effort)),
+    })
+}
+
 /// The thought signature a client sent back in `extra_content.google.thought_signature` of
 /// `holder` (a tool call or a message).
 ///
@@ -105,6 +142,12 @@ pub(super) fn signature_of<'a>(holder: &'a Object, path: &str) -> Result<Option<
         Some(google) => json::opt_str(google, "thought_signature", &json::join(path, "extra_content.google")),
         None => Ok(None),
     }
+}
+
+/// The signature in `holder`'s `extra_content.google.thought_signature` (a tool call, a
+/// message or a stream delta, as sluice's own OpenAI answers carry it), if a string.
+pub(crate) fn extra_content_signature(holder: &Value) -> Option<&str> {
+    holder.get("extra_content")?.get("google")?.get("thought_signature")?.as_str().filter(|s| !s.is_empty())
 }
 
 /// `extra_content` carrying `signature`, as the OpenAI client keeps it.

@@ -17,10 +17,12 @@ mod framer;
 mod from_gemini;
 mod pipe;
 mod to_anthropic;
+mod to_gemini;
 mod to_openai;
 mod to_responses;
 
 pub use self::from_gemini::GeminiToOpenAiStream;
 pub use self::to_anthropic::OpenAiToAnthropicStream;
+pub use self::to_gemini::{GeminiFraming, OpenAiToGeminiStream};
 pub use self::to_openai::AnthropicToOpenAiStream;
 pub use self::to_responses::AnthropicToResponsesStream;
