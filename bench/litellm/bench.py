@@ -66,7 +66,9 @@ class Procs:
     def start_sluice(self, sluice: str, args: list[str], log: str) -> str:
         """Starts a sluice process that prints `... listening on URL` first; returns URL."""
         out = open(self.tmp / log, "w")
-        proc = subprocess.Popen([sluice, *args], stdout=subprocess.PIPE, stderr=out, text=True)
+        # The admin plane on a free port of its own: nothing here reads it.
+        env = dict(os.environ, SLUICE_ADMIN_LISTEN="127.0.0.1:0")
+        proc = subprocess.Popen([sluice, *args], stdout=subprocess.PIPE, stderr=out, text=True, env=env)
         self.procs.append(proc)
         line: list[str] = []
         reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)

@@ -47,10 +47,15 @@ class Processes:
         return path
 
     def launch(self, args: list[str], prefix: str = "listening on ") -> tuple[str, subprocess.Popen[str]]:
-        """Starts `sluice ARGS`, waits for its first stdout line `<prefix>URL`, returns (URL, process)."""
+        """Starts `sluice ARGS`, waits for its first stdout line `<prefix>URL`, returns (URL, process).
+
+        A gateway serves its admin plane (`/admin`, `/dashboard`, `/metrics`) on the same URL
+        (`SLUICE_ADMIN_LISTEN=shared`): these suites drive the API and the admin API through
+        one address, and gateways started side by side do not contend for the admin port."""
         proc = subprocess.Popen(
             [str(sluice_bin()), *args],
             cwd=REPO_ROOT,
+            env=dict(os.environ, SLUICE_ADMIN_LISTEN=os.environ.get("SLUICE_ADMIN_LISTEN", "shared")),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -65,6 +70,27 @@ class Processes:
         threading.Thread(target=proc.stdout.read, daemon=True).start()  # type: ignore[union-attr]
         threading.Thread(target=proc.stderr.read, daemon=True).start()  # type: ignore[union-attr]
         return line[len(prefix):].strip(), proc
+
+    def launch_gateway(self, config: Path) -> tuple[str, str, subprocess.Popen[str]]:
+        """Starts `sluice serve --config CONFIG` with its admin plane apart, on a free port of
+        its own; returns (URL, admin URL, process) from its first two stdout lines."""
+        proc = subprocess.Popen(
+            [str(sluice_bin()), "serve", "--config", str(config), "--admin-listen", "127.0.0.1:0"],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._procs.append(proc)
+        # `sluice serve` writes both lines at once.
+        lines = [_first_line(proc, STARTUP_TIMEOUT_S), _first_line(proc, STARTUP_TIMEOUT_S)]
+        prefixes = ["sluice listening on ", "sluice admin listening on "]
+        if not all(line.startswith(prefix) for line, prefix in zip(lines, prefixes)):
+            pytest.fail(f"`sluice serve` printed {lines!r}")
+        threading.Thread(target=proc.stdout.read, daemon=True).start()  # type: ignore[union-attr]
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # type: ignore[union-attr]
+        url, admin = (line[len(prefix):].strip() for line, prefix in zip(lines, prefixes))
+        return url, admin, proc
 
     def track(self, proc: subprocess.Popen[str]) -> None:
         """Kills `proc` at teardown with the others."""

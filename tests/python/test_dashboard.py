@@ -169,7 +169,8 @@ def chat(model: str, words: int = 20, max_tokens: int = 32) -> bytes:
 
 
 def start_gateway(processes: Processes, config: Path, log: Path) -> tuple[str, subprocess.Popen[str]]:
-    env = dict(os.environ, SLUICE_LOG="debug")
+    # The admin plane on the gateway's one URL (the split is tested in Rust, admin_plane.rs).
+    env = dict(os.environ, SLUICE_LOG="debug", SLUICE_ADMIN_LISTEN="shared")
     proc = subprocess.Popen(
         [str(sluice_bin()), "serve", "--config", str(config), "--log-json"],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=log.open("w"), text=True,

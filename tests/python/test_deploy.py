@@ -57,7 +57,7 @@ def test_manifests_are_valid_kubernetes(directory: Path) -> None:
             # A Prometheus Operator resource: no bundled schema; its shape is checked here.
             assert doc["apiVersion"] == "monitoring.coreos.com/v1"
             endpoint = doc["spec"]["endpoints"][0]
-            assert (endpoint["port"], endpoint["path"]) == ("http", "/metrics")
+            assert (endpoint["port"], endpoint["path"]) == ("admin", "/metrics")
             continue
         kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
 
@@ -168,6 +168,27 @@ def test_redis_keeps_its_file_on_a_claim_runs_locked_down_and_only_sluice_reache
     egress = by_kind(docs, "NetworkPolicy", "sluice")["spec"]["egress"]
     ports = sorted({p["port"] for rule in egress for p in rule["ports"]})
     assert ports == [53, 443, 6379]
+
+
+def test_the_admin_plane_has_a_port_of_its_own_reached_from_monitoring_only() -> None:
+    docs = rendered(KUBE / "base")
+    container = by_kind(docs, "Deployment", "sluice")["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"http": 8080, "admin": 9090}
+    service = {p["name"]: (p["port"], p["targetPort"]) for p in by_kind(docs, "Service", "sluice")["spec"]["ports"]}
+    assert service == {"http": (8080, "http"), "admin": (9090, "admin")}
+    assert by_kind(docs, "ServiceMonitor", "sluice")["spec"]["endpoints"][0]["port"] == "admin"
+    ingress = by_kind(docs, "NetworkPolicy", "sluice")["spec"]["ingress"]
+    admin = [rule for rule in ingress if any(p["port"] == "admin" for p in rule["ports"])]
+    assert len(admin) == 1, ingress
+    # Only from the monitoring namespace: a namespaceSelector, no open rule.
+    assert admin[0]["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert all("from" in rule for rule in ingress if any(p["port"] == "admin" for p in rule["ports"]))
+    # The API port stays open to the cluster; nothing else is let in.
+    assert sorted(p["port"] for rule in ingress for p in rule["ports"]) == ["admin", "http"]
+    # The image listens on both, on every interface.
+    dockerfile = (REPO_ROOT / "deploy" / "Dockerfile").read_text()
+    assert "SLUICE_ADMIN_LISTEN=0.0.0.0:9090" in dockerfile and "EXPOSE 8080 9090" in dockerfile
 
 
 def test_the_image_is_stripped_and_healthy_while_the_process_answers() -> None:

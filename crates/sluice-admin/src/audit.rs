@@ -3,6 +3,7 @@
 //! records in the job store (never retired) and read newest first through
 //! `GET /admin/audit?limit=N&cursor=C`. A tenant admin reads its own tenant's entries.
 
+use crate::schemas::ReadRefusals;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -70,7 +71,19 @@ pub(super) struct Page {
 
 /// `GET /admin/audit`: the newest entries first; `next_cursor` is the `cursor` of the next
 /// page (`next`, the same as an entry id, the `before` of the next page).
-pub(super) async fn list(
+/// `GET /admin/audit`: the audit log, newest first.
+#[utoipa::path(
+    get,
+    path = "/admin/audit",
+    operation_id = "list_audit",
+    tag = "records",
+    params(("limit" = Option<usize>, Query, description = "Entries per page (1 to 500)"), ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"), ("before" = Option<String>, Query, description = "Entries older than this id")),
+    responses(
+        (status = 200, description = "`items` and `next_cursor`", body = Object),
+        ReadRefusals,
+    )
+)]
+pub(crate) async fn list(
     State(state): State<AdminState>,
     headers: HeaderMap,
     page: Result<Query<Page>, QueryRejection>,

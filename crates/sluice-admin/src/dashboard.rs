@@ -10,16 +10,15 @@
 //! Failed logins are throttled per peer address ([`crate::LoginThrottle`]): a locked-out
 //! address gets the structured `429` with `Retry-After` before its body is read.
 
-use axum::Router;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use sluice_server::error::{Envelope, ErrorResponse, GatewayError};
 use sluice_server::read_body;
 use sluice_server::trace::Trace;
 
 use crate::AdminState;
+use crate::table::{Table, Verb};
 
 const PAGE: &str = include_str!("../assets/dashboard.html");
 const STYLE: &str = include_str!("../assets/dashboard.css");
@@ -31,11 +30,12 @@ const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'un
                    img-src data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// The dashboard's routes.
-pub fn router() -> Router<AdminState> {
-    Router::new()
-        .route("/dashboard", get(page))
-        .route("/dashboard/login", post(login))
-        .route("/dashboard/ticket/{ticket}", get(redeem))
+pub(crate) fn table() -> Table {
+    Table::new().add(Verb::Get, "/dashboard", page).add(Verb::Post, "/dashboard/login", login).add(
+        Verb::Get,
+        "/dashboard/ticket/{ticket}",
+        redeem,
+    )
 }
 
 async fn page(State(state): State<AdminState>, headers: HeaderMap) -> Response {

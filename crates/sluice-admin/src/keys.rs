@@ -8,13 +8,11 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use rand::Rng as _;
 use serde_json::{Value, json};
 use sluice_jobs::{Doc, DocKey, JobStore};
@@ -29,16 +27,20 @@ use super::keys_input::{self as input, Create, Rotate, Update};
 use super::page::{self, PageQuery};
 use super::routes::{bad, fail};
 use crate::AdminState;
+use crate::schemas::{ChangeRefusals, ReadRefusals};
+use crate::table::{Table, Verb};
 
 /// The keys routes.
-pub(super) fn router() -> Router<AdminState> {
-    Router::new()
-        .route("/admin/keys", get(list).post(create))
-        .route("/admin/keys/{id}", get(read).patch(update))
-        .route("/admin/keys/{id}/rotate", post(rotate))
-        .route("/admin/keys/{id}/revoke", post(revoke))
-        .route("/admin/audit", get(super::audit::list))
-        .route("/admin/usage", get(super::usage::usage))
+pub(super) fn table() -> Table {
+    Table::new()
+        .add(Verb::Get, "/admin/keys", list)
+        .add(Verb::Post, "/admin/keys", create)
+        .add(Verb::Get, "/admin/keys/{id}", read)
+        .add(Verb::Patch, "/admin/keys/{id}", update)
+        .add(Verb::Post, "/admin/keys/{id}/rotate", rotate)
+        .add(Verb::Post, "/admin/keys/{id}/revoke", revoke)
+        .add(Verb::Get, "/admin/audit", super::audit::list)
+        .add(Verb::Get, "/admin/usage", super::usage::usage)
 }
 
 /// What every keys handler works with.
@@ -172,7 +174,19 @@ fn authorize(ctx: &Ctx, record: &KeyRecord) -> Result<(), GatewayError> {
     input::check(record, &ctx.gateway, ctx.now_ms / 1000).map_err(invalid)
 }
 
-async fn create(State(state): State<AdminState>, headers: HeaderMap, body: Body) -> Response {
+/// `POST /admin/keys`: a runtime key; its secret is shown in this answer only.
+#[utoipa::path(
+    post,
+    path = "/admin/keys",
+    operation_id = "create_key",
+    tag = "keys",
+    request_body = Create,
+    responses(
+        (status = 201, description = "`key` (the record) and `secret`", body = Object),
+        ChangeRefusals,
+    )
+)]
+pub(crate) async fn create(State(state): State<AdminState>, headers: HeaderMap, body: Body) -> Response {
     let ctx = match begin(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,
@@ -221,7 +235,19 @@ async fn create_key(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> {
     Ok((StatusCode::CREATED, axum::Json(body)).into_response())
 }
 
-async fn list(
+/// `GET /admin/keys`: runtime and configured keys, a page at a time (a tenant admin sees its tenant's).
+#[utoipa::path(
+    get,
+    path = "/admin/keys",
+    operation_id = "list_keys",
+    tag = "keys",
+    params(("limit" = Option<usize>, Query, description = "Items per page (1 to 500)"), ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page")),
+    responses(
+        (status = 200, description = "`items` and `next_cursor`", body = Object),
+        ReadRefusals,
+    )
+)]
+pub(crate) async fn list(
     State(state): State<AdminState>,
     headers: HeaderMap,
     query: Result<Query<PageQuery>, QueryRejection>,
@@ -262,7 +288,19 @@ fn config_view(caller: &Caller) -> Value {
         "tenant": &*caller.tenant, "team": caller.team.as_deref(), "class": &*caller.class.name})
 }
 
-async fn read(State(state): State<AdminState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+/// `GET /admin/keys/{id}`: one key's record.
+#[utoipa::path(
+    get,
+    path = "/admin/keys/{id}",
+    operation_id = "read_key",
+    tag = "keys",
+    params(("id" = String, Path, description = "The key's id")),
+    responses(
+        (status = 200, description = "The key's record (never its secret)", body = Object),
+        ReadRefusals,
+    )
+)]
+pub(crate) async fn read(State(state): State<AdminState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     let ctx = match begin(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,
@@ -276,7 +314,25 @@ async fn read(State(state): State<AdminState>, headers: HeaderMap, Path(id): Pat
     }
 }
 
-async fn update(State(state): State<AdminState>, headers: HeaderMap, Path(id): Path<String>, body: Body) -> Response {
+/// `PATCH /admin/keys/{id}`: changes a runtime key (absent fields stay; `null` clears).
+#[utoipa::path(
+    patch,
+    path = "/admin/keys/{id}",
+    operation_id = "update_key",
+    tag = "keys",
+    params(("id" = String, Path, description = "The key's id")),
+    request_body = Update,
+    responses(
+        (status = 200, description = "The key's record now", body = Object),
+        ChangeRefusals,
+    )
+)]
+pub(crate) async fn update(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Body,
+) -> Response {
     let ctx = match begin(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,
@@ -319,7 +375,25 @@ fn revoked(id: &str) -> GatewayError {
     refuse(AdminStatus::Conflict, "key_revoked", format!("key `{id}` is revoked; create a new key"))
 }
 
-async fn rotate(State(state): State<AdminState>, headers: HeaderMap, Path(id): Path<String>, body: Body) -> Response {
+/// `POST /admin/keys/{id}/rotate`: a new secret; the old one keeps working for the grace.
+#[utoipa::path(
+    post,
+    path = "/admin/keys/{id}/rotate",
+    operation_id = "rotate_key",
+    tag = "keys",
+    params(("id" = String, Path, description = "The key's id")),
+    request_body = Rotate,
+    responses(
+        (status = 200, description = "`key` and the new `secret`", body = Object),
+        ChangeRefusals,
+    )
+)]
+pub(crate) async fn rotate(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Body,
+) -> Response {
     let ctx = match begin(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,
@@ -358,7 +432,19 @@ async fn rotate_key(ctx: &Ctx, id: &str, body: Body) -> Result<Response, Gateway
         .into_response())
 }
 
-async fn revoke(State(state): State<AdminState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+/// `POST /admin/keys/{id}/revoke`: the key stops working on every instance.
+#[utoipa::path(
+    post,
+    path = "/admin/keys/{id}/revoke",
+    operation_id = "revoke_key",
+    tag = "keys",
+    params(("id" = String, Path, description = "The key's id")),
+    responses(
+        (status = 200, description = "The key's record, revoked", body = Object),
+        ChangeRefusals,
+    )
+)]
+pub(crate) async fn revoke(State(state): State<AdminState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
     let ctx = match begin(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,

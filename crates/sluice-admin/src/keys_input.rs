@@ -26,7 +26,7 @@ const MAX_MODELS: usize = 256;
 const MAX_CONSTRAINTS: usize = 64;
 
 /// `POST /admin/keys`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Create {
     pub id: Option<String>,
@@ -34,43 +34,54 @@ pub struct Create {
     pub team: Option<String>,
     pub class: Option<String>,
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub limits: Map<String, Value>,
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub metadata: Map<String, Value>,
     pub models: Option<Vec<String>>,
     pub regions: Option<Vec<String>>,
     pub labels: Option<Vec<String>>,
     pub expires_at: Option<u64>,
     #[serde(default)]
+    #[schema(value_type = String)]
     pub role: Role,
 }
 
 /// `PATCH /admin/keys/{id}`: absent fields stay; `null` clears an optional one.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Update {
     #[serde(default, deserialize_with = "not_null")]
     pub tenant: Option<String>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
     pub team: Option<Option<String>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
     pub class: Option<Option<String>>,
     #[serde(default, deserialize_with = "not_null")]
+    #[schema(value_type = Option<Object>)]
     pub limits: Option<Map<String, Value>>,
     #[serde(default, deserialize_with = "not_null")]
+    #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<String>>)]
     pub models: Option<Option<Vec<String>>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<String>>)]
     pub regions: Option<Option<Vec<String>>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<String>>)]
     pub labels: Option<Option<Vec<String>>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u64>)]
     pub expires_at: Option<Option<u64>>,
 }
 
 /// `POST /admin/keys/{id}/rotate`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Rotate {
     /// How long the old secret keeps working (default [`DEFAULT_GRACE_SECONDS`]).

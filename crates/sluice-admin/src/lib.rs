@@ -32,8 +32,11 @@ mod counters;
 mod dashboard;
 mod keys;
 mod keys_input;
+mod openapi;
 mod page;
 mod routes;
+mod schemas;
+mod table;
 mod tenants;
 mod throttle;
 mod usage;
@@ -59,6 +62,22 @@ pub fn surface(config: &Config) -> Arc<dyn Surface> {
     Arc::new(Console(Arc::new(sessions)))
 }
 
+/// Every route the operator surface serves, as `(METHOD, path)` with axum's `{param}`
+/// placeholders (OpenAPI's too): the admin API's (`/admin/...`) and the dashboard's.
+#[must_use]
+pub fn route_table() -> Vec<(&'static str, &'static str)> {
+    let mut listed = api_table().listed().to_vec();
+    listed.extend_from_slice(dashboard::table().listed());
+    listed
+}
+
+/// The admin API's routes (`/admin/...`), its OpenAPI document's included.
+fn api_table() -> table::Table {
+    routes::table().add(table::Verb::Get, "/admin/openapi.json", openapi::document)
+}
+
+pub use openapi::openapi;
+
 /// What the surface binds at start.
 #[derive(Debug)]
 struct Sessions {
@@ -75,7 +94,11 @@ struct Console(Arc<Sessions>);
 impl Surface for Console {
     fn router(&self, state: &AppState) -> Router<AppState> {
         let state = AdminState { app: state.clone(), sessions: Arc::clone(&self.0) };
-        routes::router(&state).merge(dashboard::router()).with_state(state)
+        // The admin API behind the failed-authentication throttle; the dashboard's login
+        // counts its failures itself.
+        let api =
+            api_table().router().route_layer(axum::middleware::from_fn_with_state(state.clone(), throttle::admin_api));
+        api.merge(dashboard::table().router()).with_state(state)
     }
 }
 

@@ -3,12 +3,10 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
 use serde_json::{Value, json};
 use sluice_provider::{RequestError, RequestErrorCode};
 use sluice_quota::{ScopeKey, ScopeKind};
@@ -19,20 +17,21 @@ use sluice_server::trace::Trace;
 
 use super::auth::{AdminKey, TICKET_TTL};
 use crate::AdminState;
+use crate::schemas::{ApiError, ClassHold, StateRefusals, TenantHold, Ticket};
+use crate::table::{Table, Verb};
 
-/// The admin API's routes, behind the failed-authentication throttle.
-pub fn router(app_state: &AdminState) -> Router<AdminState> {
-    Router::new()
-        .route("/admin/state", get(state))
-        .route("/admin/tenants/{name}/pause", post(pause_tenant))
-        .route("/admin/tenants/{name}/resume", post(resume_tenant))
-        .route("/admin/classes/{name}/pause", post(pause_class))
-        .route("/admin/classes/{name}/resume", post(resume_class))
-        .route("/admin/limits/{kind}/{name}", put(put_limits))
-        .route("/admin/dashboard/ticket", post(ticket))
-        .merge(super::keys::router())
-        .merge(super::tenants::router())
-        .route_layer(axum::middleware::from_fn_with_state(app_state.clone(), super::throttle::admin_api))
+/// The admin API's routes (`/admin/...`) but its OpenAPI document's.
+pub(crate) fn table() -> Table {
+    Table::new()
+        .add(Verb::Get, "/admin/state", state)
+        .add(Verb::Post, "/admin/tenants/{name}/pause", pause_tenant)
+        .add(Verb::Post, "/admin/tenants/{name}/resume", resume_tenant)
+        .add(Verb::Post, "/admin/classes/{name}/pause", pause_class)
+        .add(Verb::Post, "/admin/classes/{name}/resume", resume_class)
+        .add(Verb::Put, "/admin/limits/{kind}/{name}", put_limits)
+        .add(Verb::Post, "/admin/dashboard/ticket", ticket)
+        .merge(super::keys::table())
+        .merge(super::tenants::table())
 }
 
 /// What a request must carry.
@@ -91,7 +90,19 @@ pub(super) fn bad(headers: &HeaderMap, param: &str, message: String) -> Response
     fail(headers, GatewayError::BadRequest(error))
 }
 
-async fn state(State(state): State<AdminState>, headers: HeaderMap) -> Response {
+/// `GET /admin/state`: the live state the dashboard draws.
+#[utoipa::path(
+    get,
+    path = "/admin/state",
+    operation_id = "get_state",
+    tag = "state",
+    security(("admin_key" = []), ("dashboard_session" = [])),
+    responses(
+        (status = 200, description = "Deployments, pools, scopes with their limits and remaining, queues, classes, recent errors", body = Object),
+        StateRefusals,
+    )
+)]
+pub(crate) async fn state(State(state): State<AdminState>, headers: HeaderMap) -> Response {
     if let Err(refused) = guard(&state, &headers, Access::BearerOrCookie) {
         return refused.respond(&headers);
     }
@@ -100,11 +111,35 @@ async fn state(State(state): State<AdminState>, headers: HeaderMap) -> Response 
     response
 }
 
-async fn pause_tenant(state: State<AdminState>, headers: HeaderMap, name: Path<String>) -> Response {
+/// `POST /admin/tenants/{name}/pause`.
+#[utoipa::path(
+    post,
+    path = "/admin/tenants/{name}/pause",
+    tag = "state",
+    params(("name" = String, Path, description = "The tenant's name")),
+    responses(
+        (status = 200, description = "The tenant paused on every instance sharing the store", body = TenantHold),
+        (status = 503, description = "The quota store did not answer", body = ApiError),
+        StateRefusals,
+    )
+)]
+pub(crate) async fn pause_tenant(state: State<AdminState>, headers: HeaderMap, name: Path<String>) -> Response {
     hold_tenant(state, headers, name, true).await
 }
 
-async fn resume_tenant(state: State<AdminState>, headers: HeaderMap, name: Path<String>) -> Response {
+/// `POST /admin/tenants/{name}/resume`.
+#[utoipa::path(
+    post,
+    path = "/admin/tenants/{name}/resume",
+    tag = "state",
+    params(("name" = String, Path, description = "The tenant's name")),
+    responses(
+        (status = 200, description = "The tenant resumed on every instance sharing the store", body = TenantHold),
+        (status = 503, description = "The quota store did not answer", body = ApiError),
+        StateRefusals,
+    )
+)]
+pub(crate) async fn resume_tenant(state: State<AdminState>, headers: HeaderMap, name: Path<String>) -> Response {
     hold_tenant(state, headers, name, false).await
 }
 
@@ -131,14 +166,36 @@ async fn hold_tenant(
         gateway.deployments.iter().for_each(|route| route.queue.capacity_returned());
     }
     tracing::info!(tenant = %entry.name, paused = held, "admin: tenant {}", if held { "paused" } else { "resumed" });
-    axum::Json(json!({"tenant": &*entry.name, "paused": held, "scope": "all instances"})).into_response()
+    axum::Json(TenantHold { tenant: &entry.name, paused: held, scope: "all instances" }).into_response()
 }
 
-async fn pause_class(state: State<AdminState>, headers: HeaderMap, name: Path<String>) -> Response {
+/// `POST /admin/classes/{name}/pause`.
+#[utoipa::path(
+    post,
+    path = "/admin/classes/{name}/pause",
+    tag = "state",
+    params(("name" = String, Path, description = "The class's name")),
+    responses(
+        (status = 200, description = "The class paused on this instance", body = ClassHold),
+        StateRefusals,
+    )
+)]
+pub(crate) async fn pause_class(state: State<AdminState>, headers: HeaderMap, name: Path<String>) -> Response {
     hold_class(state, headers, name, true)
 }
 
-async fn resume_class(state: State<AdminState>, headers: HeaderMap, name: Path<String>) -> Response {
+/// `POST /admin/classes/{name}/resume`.
+#[utoipa::path(
+    post,
+    path = "/admin/classes/{name}/resume",
+    tag = "state",
+    params(("name" = String, Path, description = "The class's name")),
+    responses(
+        (status = 200, description = "The class resumed on this instance", body = ClassHold),
+        StateRefusals,
+    )
+)]
+pub(crate) async fn resume_class(state: State<AdminState>, headers: HeaderMap, name: Path<String>) -> Response {
     hold_class(state, headers, name, false)
 }
 
@@ -162,11 +219,25 @@ fn hold_class(State(state): State<AdminState>, headers: HeaderMap, Path(name): P
     }
     let shared: Vec<&str> = shared.into_iter().map(|n| &**n).collect();
     tracing::info!(class = %class.name, paused = held, "admin: class {}", if held { "paused" } else { "resumed" });
-    axum::Json(json!({"class": &*class.name, "paused": held, "scope": "this instance", "classes": shared}))
-        .into_response()
+    axum::Json(ClassHold { class: &class.name, paused: held, scope: "this instance", classes: shared }).into_response()
 }
 
-async fn put_limits(
+/// `PUT /admin/limits/{kind}/{name}`: a scope's limits on this instance's store.
+#[utoipa::path(
+    put,
+    path = "/admin/limits/{kind}/{name}",
+    tag = "state",
+    params(
+        ("kind" = String, Path, description = "deployment, model, tenant, team or key"),
+        ("name" = String, Path, description = "The scope's name"),
+    ),
+    request_body(content = Object, description = "The limits as in the config file (`rpm`, `tpm`, `burst`, ...)"),
+    responses(
+        (status = 200, description = "The scope's limits now, with what remains of each", body = Object),
+        StateRefusals,
+    )
+)]
+pub(crate) async fn put_limits(
     State(state): State<AdminState>,
     headers: HeaderMap,
     Path((kind, name)): Path<(String, String)>,
@@ -212,12 +283,23 @@ async fn put_limits(
     axum::Json(json!({"kind": kind, "name": &*entry.name, "limits": limits})).into_response()
 }
 
-async fn ticket(State(state): State<AdminState>, headers: HeaderMap) -> Response {
+/// `POST /admin/dashboard/ticket`: a one-time dashboard login.
+#[utoipa::path(
+    post,
+    path = "/admin/dashboard/ticket",
+    operation_id = "create_dashboard_ticket",
+    tag = "state",
+    responses(
+        (status = 200, description = "A path that opens a dashboard session once, within a minute", body = Ticket),
+        StateRefusals,
+    )
+)]
+pub(crate) async fn ticket(State(state): State<AdminState>, headers: HeaderMap) -> Response {
     let key = match guard(&state, &headers, Access::Bearer) {
         Ok(key) => key,
         Err(refused) => return refused.respond(&headers),
     };
     let ticket = key.issue_ticket(state.current().services.clock.now());
     let url = format!("/dashboard/ticket/{ticket}");
-    axum::Json(json!({"url": url, "expires_in_sec": TICKET_TTL.as_secs()})).into_response()
+    axum::Json(Ticket { url, expires_in_sec: TICKET_TTL.as_secs() }).into_response()
 }

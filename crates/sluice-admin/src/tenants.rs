@@ -3,13 +3,11 @@
 //! everything a key of it does (its limits, its teams' limits, fair sharing by weight), and
 //! reaches every instance as keys do (the store's version, polled).
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, patch};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sluice_jobs::{Doc, DocKey};
@@ -24,6 +22,8 @@ use super::keys_input::check_id;
 use super::page::{self, Items, PageQuery};
 use super::routes::bad;
 use crate::AdminState;
+use crate::schemas::{ChangeRefusals, ReadRefusals};
+use crate::table::{Table, Verb};
 
 /// The largest weight a tenant may have.
 const MAX_WEIGHT: u32 = 1000;
@@ -31,20 +31,27 @@ const MAX_WEIGHT: u32 = 1000;
 const MAX_TEAMS: usize = 256;
 
 /// The tenants routes.
-pub(super) fn router() -> Router<AdminState> {
-    Router::new()
-        .route("/admin/tenants", get(list).post(create))
-        .route("/admin/tenants/{name}", patch(update))
-        .route("/admin/teams", get(teams))
+pub(super) fn table() -> Table {
+    Table::new()
+        .add(Verb::Get, "/admin/tenants", list)
+        .add(Verb::Post, "/admin/tenants", create)
+        .add(Verb::Patch, "/admin/tenants/{name}", update)
+        .add(Verb::Get, "/admin/teams", teams)
 }
 
 /// `POST /admin/tenants` and `PATCH /admin/tenants/{name}` (which takes no `name`).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Ask {
+pub(crate) struct Ask {
+    /// The tenant's name (`POST` only).
     name: Option<String>,
+    /// Its fair-share weight (1 to 1000).
     weight: Option<u32>,
+    /// Its limits, as in the config file.
+    #[schema(value_type = Option<Object>)]
     limits: Option<Map<String, Value>>,
+    /// Its teams, each with its limits.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, Object>>)]
     teams: Option<std::collections::BTreeMap<String, Map<String, Value>>>,
 }
 
@@ -92,7 +99,19 @@ async fn save(ctx: &Ctx, record: &TenantRecord, action: &str, fields: Vec<String
     Ok(axum::Json(record.view()).into_response())
 }
 
-async fn create(State(state): State<AdminState>, headers: HeaderMap, body: Body) -> Response {
+/// `POST /admin/tenants`: a runtime tenant with its teams.
+#[utoipa::path(
+    post,
+    path = "/admin/tenants",
+    operation_id = "create_tenant",
+    tag = "tenants",
+    request_body = Ask,
+    responses(
+        (status = 201, description = "The tenant's record", body = Object),
+        ChangeRefusals,
+    )
+)]
+pub(crate) async fn create(State(state): State<AdminState>, headers: HeaderMap, body: Body) -> Response {
     let ctx = match root(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,
@@ -121,7 +140,19 @@ async fn create_tenant(ctx: &Ctx, body: Body) -> Result<Response, GatewayError> 
     save(ctx, &record, "tenant.create", vec!["name".into(), "weight".into(), "limits".into(), "teams".into()]).await
 }
 
-async fn list(
+/// `GET /admin/tenants`: configured and runtime tenants, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/admin/tenants",
+    operation_id = "list_tenants",
+    tag = "tenants",
+    params(("limit" = Option<usize>, Query, description = "Items per page (1 to 500)"), ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page")),
+    responses(
+        (status = 200, description = "`items` and `next_cursor`", body = Object),
+        ReadRefusals,
+    )
+)]
+pub(crate) async fn list(
     state: State<AdminState>,
     headers: HeaderMap,
     query: Result<Query<PageQuery>, QueryRejection>,
@@ -129,7 +160,19 @@ async fn list(
     listing(state, headers, query, tenant_items).await
 }
 
-async fn teams(
+/// `GET /admin/teams`: every team with its tenant, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/admin/teams",
+    operation_id = "list_teams",
+    tag = "tenants",
+    params(("limit" = Option<usize>, Query, description = "Items per page (1 to 500)"), ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page")),
+    responses(
+        (status = 200, description = "`items` and `next_cursor`", body = Object),
+        ReadRefusals,
+    )
+)]
+pub(crate) async fn teams(
     state: State<AdminState>,
     headers: HeaderMap,
     query: Result<Query<PageQuery>, QueryRejection>,
@@ -196,7 +239,25 @@ fn team_items(gateway: &Gateway, records: Vec<TenantRecord>) -> Vec<(String, Val
     items
 }
 
-async fn update(State(state): State<AdminState>, headers: HeaderMap, Path(name): Path<String>, body: Body) -> Response {
+/// `PATCH /admin/tenants/{name}`: changes a runtime tenant (absent fields stay).
+#[utoipa::path(
+    patch,
+    path = "/admin/tenants/{name}",
+    operation_id = "update_tenant",
+    tag = "tenants",
+    params(("name" = String, Path, description = "The tenant's name")),
+    request_body = Ask,
+    responses(
+        (status = 200, description = "The tenant's record now", body = Object),
+        ChangeRefusals,
+    )
+)]
+pub(crate) async fn update(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Body,
+) -> Response {
     let ctx = match root(&state, headers) {
         Ok(ctx) => ctx,
         Err(response) => return *response,

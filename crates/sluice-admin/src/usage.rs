@@ -3,6 +3,7 @@
 //! tenant only (any other tenant is a 404). The store's rollups (every instance's flushed
 //! usage) are added to what this instance has not flushed yet.
 
+use crate::schemas::ReadRefusals;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query as Params, State};
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -21,7 +22,19 @@ pub mod query;
 mod query_tests;
 
 /// `GET /admin/usage?from=&to=&group_by=&tenant=&format=`.
-pub(super) async fn usage(
+/// `GET /admin/usage`: what was used and spent, by day, grouped.
+#[utoipa::path(
+    get,
+    path = "/admin/usage",
+    operation_id = "get_usage",
+    tag = "records",
+    params(("from" = Option<String>, Query, description = "First day (YYYY-MM-DD), default today"), ("to" = Option<String>, Query, description = "Last day (YYYY-MM-DD), default `from`"), ("group_by" = Option<String>, Query, description = "tenant, team, key, model, deployment or class"), ("tenant" = Option<String>, Query, description = "Only this tenant's usage"), ("format" = Option<String>, Query, description = "json (default) or csv")),
+    responses(
+        (status = 200, description = "Rows of requests, tokens and cost", body = Object),
+        ReadRefusals,
+    )
+)]
+pub(crate) async fn usage(
     State(state): State<AdminState>,
     headers: HeaderMap,
     params: Result<Params<Vec<(String, String)>>, QueryRejection>,

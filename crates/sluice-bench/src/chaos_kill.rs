@@ -133,7 +133,7 @@ async fn crash(sim: &SimHandle, gateways: &mut [GatewayProcess], seed: u64, roun
     let live = live.await?;
     let stats = sim.stats();
     let mut reruns_metric = 0;
-    for url in fleet::urls(gateways) {
+    for url in fleet::admin_urls(gateways) {
         reruns_metric += counter(&url, UNCERTAIN_RERUNS).await;
     }
     Ok(Measured {

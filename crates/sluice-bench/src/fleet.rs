@@ -79,3 +79,9 @@ pub async fn start(binary: &Path, n: usize, config: &str) -> anyhow::Result<Vec<
 pub fn urls(gateways: &[GatewayProcess]) -> Vec<String> {
     gateways.iter().map(|g| g.url().to_owned()).collect()
 }
+
+/// The admin plane's base URLs of `gateways` (`/admin`, `/metrics`).
+#[must_use]
+pub fn admin_urls(gateways: &[GatewayProcess]) -> Vec<String> {
+    gateways.iter().map(|g| g.admin_url().to_owned()).collect()
+}

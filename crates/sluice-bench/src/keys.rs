@@ -150,7 +150,7 @@ pub async fn measure(args: &KeysArgs) -> anyhow::Result<KeysReport> {
     let limits = "rpm = 10000000, tpm = 10000000000";
     let parts = Parts { sim_url: &sim.url(), store: &store, limits, lease: "30s", deployment: "", tail: &tail };
     let gateways = crate::fleet::start(&binary, INSTANCES, &crate::fleet::config_with(&parts)).await?;
-    let admin = Admin::new(&crate::fleet::urls(&gateways))?;
+    let admin = Admin::new(&crate::fleet::urls(&gateways), &crate::fleet::admin_urls(&gateways))?;
 
     let probe = admin.create(0).await.context("creating the probe key")?.1;
     admin.until_everywhere(&probe, 200).await?;
@@ -205,23 +205,28 @@ pub async fn measure(args: &KeysArgs) -> anyhow::Result<KeysReport> {
 struct Admin {
     http: HttpClient,
     urls: Arc<Vec<String>>,
+    /// The same instances' admin listeners.
+    admin_urls: Arc<Vec<String>>,
     next: Arc<AtomicUsize>,
     failures: Arc<AtomicU64>,
 }
 
 impl Admin {
-    fn new(urls: &[String]) -> anyhow::Result<Self> {
-        anyhow::ensure!(!urls.is_empty(), "no instance");
+    fn new(urls: &[String], admin_urls: &[String]) -> anyhow::Result<Self> {
+        anyhow::ensure!(!urls.is_empty() && urls.len() == admin_urls.len(), "no instance");
         Ok(Self {
             http: HttpClient::new(),
             urls: Arc::new(urls.to_vec()),
+            admin_urls: Arc::new(admin_urls.to_vec()),
             next: Arc::default(),
             failures: Arc::default(),
         })
     }
 
+    /// `path` on an instance: on its admin listener for `/admin/...`.
     fn uri(&self, instance: usize, path: &str) -> http::Uri {
-        let url = &self.urls[instance % self.urls.len()];
+        let urls = if path.starts_with("/admin/") { &self.admin_urls } else { &self.urls };
+        let url = &urls[instance % urls.len()];
         format!("{url}{path}").parse().unwrap_or_default()
     }
 

@@ -18,6 +18,8 @@ pub const PROVIDER_KEY_ENV: &str = "SLUICE_CHILD_PROVIDER_KEY";
 const PROVIDER_KEY: &str = "sk-sim-provider";
 /// What `sluice serve` prints on standard output once it accepts connections.
 const LISTENING: &str = "sluice listening on ";
+/// The line after it: where the admin plane (`/admin`, `/metrics`) is served.
+const ADMIN_LISTENING: &str = "sluice admin listening on ";
 
 /// A file name in the temporary directory, unique to this process and call.
 #[must_use]
@@ -31,6 +33,7 @@ pub fn temp_path(what: &str) -> PathBuf {
 #[derive(Debug)]
 pub struct GatewayProcess {
     url: String,
+    admin_url: String,
     binary: PathBuf,
     child: Child,
     /// Kept open: a closed pipe would fail the child's later writes to standard output.
@@ -63,6 +66,7 @@ impl GatewayProcess {
         let (child, log) = spawn(binary, &config_file)?;
         let mut process = Self {
             url: String::new(),
+            admin_url: String::new(),
             binary: binary.to_owned(),
             child,
             stdout: None,
@@ -98,6 +102,10 @@ impl GatewayProcess {
             anyhow::bail!("sluice serve did not start: {line:?}\n{}", self.stderr());
         };
         self.url = url.to_owned();
+        line.clear();
+        reader.read_line(&mut line)?;
+        let admin = line.trim().strip_prefix(ADMIN_LISTENING);
+        self.admin_url = admin.with_context(|| format!("no admin listener line: {line:?}"))?.to_owned();
         self.stdout = Some(reader);
         Ok(())
     }
@@ -106,6 +114,13 @@ impl GatewayProcess {
     #[must_use]
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The admin plane's base URL (`/admin`, `/metrics`): a listener of its own on a free
+    /// port of 127.0.0.1 (`SLUICE_ADMIN_LISTEN`).
+    #[must_use]
+    pub fn admin_url(&self) -> &str {
+        &self.admin_url
     }
 
     /// The process id.
@@ -168,6 +183,7 @@ fn spawn(binary: &Path, config: &Path) -> anyhow::Result<(Child, PathBuf)> {
         .arg(config)
         .env("SLUICE_LOG", std::env::var("SLUICE_CHILD_LOG").unwrap_or_else(|_| "warn".into()))
         .env(PROVIDER_KEY_ENV, PROVIDER_KEY)
+        .env("SLUICE_ADMIN_LISTEN", "127.0.0.1:0")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log)?)

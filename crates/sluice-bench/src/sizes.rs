@@ -221,7 +221,7 @@ async fn one(args: &SizesArgs, clients: usize) -> anyhow::Result<SizesRun> {
     let sim = SimProvider::start(sim_config(args, args.seed)).await?;
     let gateway = start_gateway(&gateway_config(&sim.url(), args)).await?;
     let chat: http::Uri = format!("{}/v1/chat/completions", gateway.url()).parse()?;
-    let state: http::Uri = format!("{}/admin/state", gateway.url()).parse()?;
+    let state: http::Uri = format!("{}/admin/state", gateway.admin_url()).parse()?;
     sim.reset();
     let start = Instant::now();
     let deadline = start + Duration::from_secs(args.seconds);

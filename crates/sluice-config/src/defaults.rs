@@ -4,6 +4,8 @@ use std::time::Duration;
 
 /// Listen address.
 pub const LISTEN: &str = "127.0.0.1:8080";
+/// The admin listener's port (on loopback by default).
+pub const ADMIN_PORT: u16 = 9090;
 /// Largest request body: 4 MiB (prompts with images fit; a 10 MB body does not).
 pub const MAX_BODY_BYTES: u64 = 4 * 1024 * 1024;
 /// Time allowed for an upstream attempt (with `attempt_timeout`, the shorter wins).

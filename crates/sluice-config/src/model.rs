@@ -694,6 +694,28 @@ pub struct StoreTls {
 pub struct Admin {
     /// SHA-256 of the admin key; without one, the admin API and dashboard do not exist.
     pub key_sha256: Option<[u8; 32]>,
+    /// Where the admin plane (`/admin/*`, `/dashboard`, `/metrics`) is served.
+    pub listen: AdminListen,
+    /// The bearer token `/metrics` asks for (`metrics_token_env` / `metrics_token_file`);
+    /// without one, `/metrics` is open to whoever reaches the admin listener.
+    pub metrics_token: Option<SecretSource>,
+}
+
+/// Where the admin plane is served (`[admin] listen`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminListen {
+    /// On a listener of its own at this address (default `127.0.0.1:9090`); the public
+    /// listener answers 404 for the admin paths.
+    Apart(SocketAddr),
+    /// On the public listener beside the API (`listen = "shared"`): one port, as small
+    /// setups run it.
+    Shared,
+}
+
+impl Default for AdminListen {
+    fn default() -> Self {
+        Self::Apart(SocketAddr::from(([127, 0, 0, 1], crate::defaults::ADMIN_PORT)))
+    }
 }
 
 /// A validated configuration.

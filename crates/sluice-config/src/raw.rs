@@ -106,6 +106,9 @@ pub struct RawTelemetry {
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub key_sha256: Option<Spanned<String>>,
+    pub listen: Option<Spanned<String>>,
+    pub metrics_token_env: Option<Spanned<String>>,
+    pub metrics_token_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

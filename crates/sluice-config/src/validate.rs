@@ -61,8 +61,7 @@ impl Validator<'_> {
         let tenants = self.tenants(&raw.tenants, &deployments)?;
         let keys = self.keys(&raw.keys, &tenants, &classes, &deployments)?;
         let jobs = self.jobs(&raw.jobs)?;
-        let key_sha256 = raw.admin.key_sha256.as_ref().map(|k| self.sha256("admin.key_sha256", k)).transpose()?;
-        let admin = Admin { key_sha256 };
+        let admin = self.admin(&raw.admin)?;
         let telemetry = self.telemetry(&raw.telemetry)?;
         let budgets = self.budgets(&raw.budgets)?;
         let usage = self.usage(&raw.usage)?;

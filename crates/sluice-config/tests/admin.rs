@@ -1,7 +1,8 @@
-//! The operator settings: the admin key's hash, and limits written for the admin API.
+//! The operator settings: the admin key's hash, where the admin plane listens and where
+//! its metrics token comes from, and limits written for the admin API.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
-use sluice_config::{hash_key, parse, parse_limits};
+use sluice_config::{AdminListen, SecretSource, hash_key, parse, parse_limits};
 use sluice_quota::ScopeKind;
 
 const BASE: &str = r#"
@@ -29,6 +30,31 @@ fn the_admin_key_is_a_sha256_or_absent() {
     assert!(err.message.contains("64 hex digits"), "{err}");
     let err = parse(&format!("[admin]\nkey = \"admin-secret\"\n{BASE}")).unwrap_err();
     assert!(err.message.contains("unknown field `key`"), "{err}");
+}
+
+#[test]
+fn the_admin_plane_listens_apart_on_loopback_unless_told_or_shared() {
+    let apart = |addr: &str| AdminListen::Apart(addr.parse().unwrap());
+    assert_eq!(parse(BASE).unwrap().admin.listen, apart("127.0.0.1:9090"));
+    let at = |listen: &str| parse(&format!("[admin]\nlisten = \"{listen}\"\n{BASE}")).map(|c| c.admin.listen);
+    assert_eq!(at("0.0.0.0:9191").unwrap(), apart("0.0.0.0:9191"));
+    assert_eq!(at("shared").unwrap(), AdminListen::Shared);
+    let err = at("localhost").unwrap_err();
+    assert_eq!((err.field.as_str(), err.line), ("admin.listen", Some(2)));
+    assert!(err.message.contains("shared"), "{err}");
+}
+
+#[test]
+fn the_metrics_token_comes_from_a_variable_or_a_file_never_the_config() {
+    assert_eq!(parse(BASE).unwrap().admin.metrics_token, None);
+    let token = |line: &str| parse(&format!("[admin]\n{line}\n{BASE}")).map(|c| c.admin.metrics_token);
+    assert_eq!(token("metrics_token_env = \"MT\"").unwrap(), Some(SecretSource::Env("MT".into())));
+    assert_eq!(token("metrics_token_file = \"/run/t\"").unwrap(), Some(SecretSource::File("/run/t".into())));
+    let err = token("metrics_token_env = \"MT\"\nmetrics_token_file = \"/run/t\"").unwrap_err();
+    assert!(err.field == "admin.metrics_token_file" && err.message.contains("not both"), "{err}");
+    assert_eq!(token("metrics_token_env = \"\"").unwrap_err().field, "admin.metrics_token_env");
+    let err = token("metrics_token = \"secret\"").unwrap_err();
+    assert!(err.message.contains("unknown field `metrics_token`"), "{err}");
 }
 
 #[test]

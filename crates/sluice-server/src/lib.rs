@@ -13,6 +13,7 @@
 //! admitted is refused before anything is sent.
 
 mod access;
+mod admin_plane;
 mod auth;
 mod bedrock;
 pub mod binding;
@@ -101,6 +102,12 @@ pub struct Shared {
     /// Whether readiness needs the quota store to answer: a shared store that fails
     /// closed refuses every admission while it is away.
     pub ready_needs_store: bool,
+    /// Where the admin plane is served (`[admin] listen`): on its own listener, or beside
+    /// the API on the public one.
+    pub admin_listen: sluice_config::AdminListen,
+    /// SHA-256 of the bearer token `/metrics` asks for (`[admin] metrics_token_env` /
+    /// `metrics_token_file`), read once at start.
+    pub metrics_token: Option<[u8; 32]>,
 }
 
 impl AppState {
@@ -128,7 +135,10 @@ impl AppState {
         let admin = Arc::new(inventory::Admin::new(config, &gateway));
         let caps = connections::Caps::from_config(&config.server);
         caps.register(&mut registry);
+        let metrics_token = config.admin.metrics_token.as_ref().map(admin_plane::read_token).transpose()?;
         Ok(Self(Arc::new(Shared {
+            admin_listen: config.admin.listen,
+            metrics_token,
             admin,
             live: Arc::new(arc_swap::ArcSwap::new(Arc::clone(&gateway))),
             gateway,
@@ -215,8 +225,8 @@ impl AppState {
 
 /// Routes served beside the gateway's own: the operator surface (the admin API and
 /// dashboard of `sluice-admin`), which sits above this crate and is mounted by whoever
-/// builds the [`AppState`] ([`AppState::with_surface`]). [`app`] merges each one's routes
-/// before the fallback; what a surface keeps for the life of the process (sessions, a
+/// builds the [`AppState`] ([`AppState::with_surface`]). [`admin_app`] (or [`app`], with
+/// the admin plane shared) merges each one's routes before the fallback; what a surface keeps for the life of the process (sessions, a
 /// throttle) it keeps itself, as `router` may be called once per serving thread.
 pub trait Surface: std::fmt::Debug + Send + Sync {
     /// The surface's routes over `state`.
@@ -228,9 +238,29 @@ const VERTEX_PUBLISHER_V1: &str = "/v1/projects/{project}/locations/{location}/p
 const VERTEX_PUBLISHER_V1BETA1: &str =
     "/v1beta1/projects/{project}/locations/{location}/publishers/{publisher}/models/{action}";
 
-/// The HTTP application.
+/// What the public listener serves: the API, and with `[admin] listen = "shared"` the
+/// admin plane beside it ([`admin_app`]); apart, the admin paths answer 404
+/// `unknown_route` here like any path the gateway does not serve.
 pub fn app(state: AppState) -> Router {
-    let surfaces = state.surfaces.iter().fold(Router::new(), |routes, surface| routes.merge(surface.router(&state)));
+    let admin = match state.admin_listen {
+        sluice_config::AdminListen::Shared => admin_plane::routes(&state),
+        sluice_config::AdminListen::Apart(_) => Router::new(),
+    };
+    api().merge(admin).with_state(state)
+}
+
+/// What the admin listener serves (`[admin] listen`): `/metrics` (behind the metrics
+/// token when one is set) and every mounted [`Surface`] (`/admin/*`, `/dashboard`); any
+/// other path answers 404 `unknown_route`.
+pub fn admin_app(state: AppState) -> Router {
+    admin_plane::routes(&state)
+        .fallback(catalog::unknown_route)
+        .method_not_allowed_fallback(catalog::method_not_allowed)
+        .with_state(state)
+}
+
+/// The API: the proxied endpoints, the catalog, jobs, files, batches and the probes.
+fn api() -> Router<AppState> {
     // The proxied endpoints authenticate once, before their bodies, in
     // `ratelimit_headers::around`, which also gives them the caller's rate-limit headers.
     let path = road::endpoint_path;
@@ -277,11 +307,8 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/batches/{id}/cancel", post(jobs::batches::cancel))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
-        .route("/metrics", get(metrics_text))
-        .merge(surfaces)
         .fallback(catalog::unknown_route)
         .method_not_allowed_fallback(catalog::method_not_allowed)
-        .with_state(state)
 }
 
 /// A proxied endpoint's request: its caller authenticated and its rate-limit headers
@@ -366,7 +393,10 @@ async fn messages(State(state): State<AppState>, request: Request) -> Response {
     proxied(&state, Protocol::AnthropicMessages, Some(sluice_jobs::Endpoint::Messages), request).await
 }
 
-async fn metrics_text(State(state): State<AppState>) -> Response {
+pub(crate) async fn metrics_text(State(state): State<AppState>, headers: http::HeaderMap) -> Response {
+    if !admin_plane::metrics_allowed(&state, &headers) {
+        return admin_plane::metrics_refused(&headers);
+    }
     let gateway = state.current();
     gateway.services.metrics.observe_store(gateway.services.store.health());
     state.admin.observe(&gateway).await;
@@ -457,6 +487,21 @@ pub async fn serve(
     Ok(())
 }
 
+/// Serves the admin plane ([`admin_app`]) on `listener` until `shutdown` resolves, then
+/// lets its connections finish what they are serving: the same connection handling as
+/// [`serve`] (TLS when configured, the connection caps, the head and body deadlines).
+pub async fn serve_admin(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let tls = state.tls.clone();
+    let caps = state.caps.clone();
+    let live = Arc::clone(&state.live);
+    let pace = move || live.load().body_pace;
+    sluice_listener::serve(listener, admin_app(state), sluice_listener::Options { tls, caps, pace }, shutdown).await;
+}
+
 /// How long connections get to deliver the error event of their cut streams before
 /// [`serve_with_grace`] stops waiting for them.
 const CUT_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
@@ -509,7 +554,16 @@ pub struct Running {
     addr: std::net::SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
+    admin: Option<AdminRunning>,
     state: AppState,
+}
+
+/// The admin listener of a [`Running`] gateway.
+#[derive(Debug)]
+struct AdminRunning {
+    addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
@@ -543,7 +597,10 @@ impl Running {
 
     /// Serves `state` as built by the caller (with its surfaces mounted: see
     /// [`AppState::with_surface`]) on `listen` (port 0: a free port), with shutdown grace
-    /// `grace`.
+    /// `grace`. With the admin plane apart (`[admin] listen` an address) it is served on
+    /// a second listener at a free port of `listen`'s address ([`Running::admin_url`]):
+    /// like `listen`, the configured address is the caller's to choose, and tests run side
+    /// by side.
     ///
     /// # Errors
     /// When the address cannot be bound.
@@ -554,12 +611,25 @@ impl Running {
     ) -> Result<Self, StartError> {
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
+        let admin = match state.admin_listen {
+            sluice_config::AdminListen::Shared => None,
+            sluice_config::AdminListen::Apart(_) => {
+                let listener = tokio::net::TcpListener::bind(std::net::SocketAddr::new(listen.ip(), 0)).await?;
+                let addr = listener.local_addr()?;
+                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                let stopped = async {
+                    let _ = stopped.await;
+                };
+                let task = tokio::spawn(serve_admin(listener, state.clone(), stopped));
+                Some(AdminRunning { addr, stop, task })
+            }
+        };
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let stopped = async {
             let _ = stopped.await;
         };
         let task = tokio::spawn(serve_with_grace(listener, state.clone(), stopped, grace));
-        Ok(Self { addr, stop: Some(stop), task, state })
+        Ok(Self { addr, stop: Some(stop), task, admin, state })
     }
 
     /// The bound address.
@@ -571,8 +641,18 @@ impl Running {
     /// `http://ADDR`, or `https://ADDR` when serving TLS.
     #[must_use]
     pub fn url(&self) -> String {
-        let scheme = if self.state.tls.is_some() { "https" } else { "http" };
-        format!("{scheme}://{}", self.addr)
+        format!("{}://{}", self.scheme(), self.addr)
+    }
+
+    /// The admin plane's URL: the admin listener's, or [`Running::url`] when shared.
+    #[must_use]
+    pub fn admin_url(&self) -> String {
+        let addr = self.admin.as_ref().map_or(self.addr, |admin| admin.addr);
+        format!("{}://{addr}", self.scheme())
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.state.tls.is_some() { "https" } else { "http" }
     }
 
     /// The shared state (gateway and store).
@@ -582,12 +662,17 @@ impl Running {
     }
 
     /// Stops accepting, drains in-flight requests (streams still running at the end of the
-    /// grace are ended with their error event), and waits for the server to end.
+    /// grace are ended with their error event), and waits for the server to end; then
+    /// stops the admin listener.
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         let _ = (&mut self.task).await;
+        if let Some(admin) = self.admin.take() {
+            let _ = admin.stop.send(());
+            let _ = admin.task.await;
+        }
     }
 }
 

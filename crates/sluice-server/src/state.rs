@@ -220,6 +220,9 @@ pub enum BuildError {
     /// The upstream CA file or proxy is unusable.
     #[error("upstream: {0}")]
     Upstream(String),
+    /// The metrics token's variable is unset or its file unreadable or empty.
+    #[error("[admin] {0}")]
+    MetricsToken(String),
 }
 
 impl Gateway {

@@ -129,7 +129,9 @@ visibility_timeout = "3s"
         acme_batch = sha(ACME_BATCH),
         globex = sha(GLOBEX),
     );
-    let config = sluice_config::parse(&text).unwrap();
+    let mut config = sluice_config::parse(&text).unwrap();
+    // `/metrics` on the gateway's one port.
+    config.admin.listen = sluice_config::AdminListen::Shared;
     let jobs = EmbeddedJobStore::open(&dir.path().join("jobs.redb"), Arc::clone(&clock)).unwrap();
     let store = Arc::new(MemoryStore::new(Arc::clone(&clock)));
     let state = AppState::build_with_clock(&config, store, clock).unwrap().with_jobs(Arc::new(jobs), &config);

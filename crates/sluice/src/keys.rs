@@ -8,8 +8,9 @@ use serde_json::{Map, Value, json};
 /// Options of `sluice keys`.
 #[derive(Debug, clap::Args)]
 pub struct KeysArgs {
-    /// The gateway's base URL.
-    #[arg(long, env = "SLUICE_URL", default_value = "http://127.0.0.1:8080")]
+    /// The admin listener's base URL (`[admin] listen`; the gateway's own with
+    /// `listen = "shared"`).
+    #[arg(long, env = "SLUICE_URL", default_value = "http://127.0.0.1:9090")]
     pub url: String,
     /// What to do.
     #[command(subcommand)]

@@ -17,6 +17,11 @@ pub struct ServeArgs {
     /// image sets `SLUICE_LISTEN=0.0.0.0:8080` so the policy file need not know it runs there.
     #[arg(long, env = "SLUICE_LISTEN")]
     pub listen: Option<std::net::SocketAddr>,
+    /// The admin plane's address (`/admin/*`, `/dashboard`, `/metrics`), overriding
+    /// `admin.listen`: an address (port 0 picks a free port), or `shared` to serve it on
+    /// the public listener; a container image sets `SLUICE_ADMIN_LISTEN=0.0.0.0:9090`.
+    #[arg(long, env = "SLUICE_ADMIN_LISTEN", value_parser = admin_listen)]
+    pub admin_listen: Option<sluice_config::AdminListen>,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "SLUICE_LOG_JSON")]
     pub log_json: bool,
@@ -45,6 +50,16 @@ fn parse_watch(text: &str) -> Result<Watch, String> {
         Ok(_) => Err("at least 10ms (or `off`)".into()),
         Err(e) => Err(format!("a duration like 2s, or `off`: {e}")),
     }
+}
+
+/// `shared`, or an address.
+fn admin_listen(text: &str) -> Result<sluice_config::AdminListen, String> {
+    if text == "shared" {
+        return Ok(sluice_config::AdminListen::Shared);
+    }
+    text.parse()
+        .map(sluice_config::AdminListen::Apart)
+        .map_err(|_| format!("`{text}` is not an address like 127.0.0.1:9090, nor `shared`"))
 }
 
 fn read(file: &Path) -> anyhow::Result<String> {
@@ -148,7 +163,10 @@ async fn open_ledger(
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logs(args.log_json);
     let text = read(&args.config)?;
-    let config = load_text(&args.config, &text, true)?;
+    let mut config = load_text(&args.config, &text, true)?;
+    if let Some(admin) = args.admin_listen {
+        config.admin.listen = admin;
+    }
     let record = open_ledger(config.ledger.as_ref()).await?;
     let store = sluice_redis::choose::from_config(&config.store, Arc::new(SystemClock::new()), record);
     // The operator surface (admin API, dashboard) is mounted beside the gateway's routes.
@@ -179,21 +197,49 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         sluice_listener::per_core::listeners(listen, threads.max(1)).with_context(|| format!("binding {listen}"))?;
     let addr = listeners.first().map(std::net::TcpListener::local_addr).transpose()?.unwrap_or(listen);
     let scheme = if state.tls.is_some() { "https" } else { "http" };
-    crate::write_line(&format!("sluice listening on {scheme}://{addr}"));
-    tracing::info!(%addr, threads, "serving");
+    // Bound before the first line is printed: whoever reads it may reach both.
+    let admin = match config.admin.listen {
+        sluice_config::AdminListen::Shared => None,
+        sluice_config::AdminListen::Apart(at) => {
+            Some(tokio::net::TcpListener::bind(at).await.with_context(|| format!("binding the admin listener {at}"))?)
+        }
+    };
+    let admin_addr = admin.as_ref().map(tokio::net::TcpListener::local_addr).transpose()?.unwrap_or(addr);
+    // One write: a reader that stops after the first line finds the second already sent.
+    crate::write_line(&format!(
+        "sluice listening on {scheme}://{addr}\nsluice admin listening on {scheme}://{admin_addr}"
+    ));
+    tracing::info!(%addr, %admin_addr, threads, "serving");
+    // One signal for both listeners: the admin plane stops accepting when the API does
+    // (also when serving fails and the signal is never awaited).
+    let (stopping, stop_seen) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown_signal().await;
+        stopping.send_replace(true);
+    };
+    let admin = admin.map(|listener| {
+        let mut seen = stop_seen;
+        let stopped = async move {
+            let _ = seen.wait_for(|stopping| *stopping).await;
+        };
+        tokio::spawn(sluice_server::serve_admin(listener, state.clone(), stopped))
+    });
     let grace = config.server.shutdown_grace;
     // Streams still running at the end of the grace end with their protocol's error event.
     let kept = state.clone();
     let served = if threads == 0 {
         let listener = listeners.into_iter().next().map(tokio::net::TcpListener::from_std).transpose()?;
         let listener = listener.context("no listener")?;
-        sluice_server::serve_with_grace(listener, state, shutdown_signal(), grace).await
+        sluice_server::serve_with_grace(listener, state, shutdown, grace).await
     } else {
         let serve_one =
             move |listener, shutdown| sluice_server::serve_with_grace(listener, state.clone(), shutdown, grace);
-        sluice_listener::per_core::serve(listeners, serve_one, shutdown_signal()).await
+        sluice_listener::per_core::serve(listeners, serve_one, shutdown).await
     };
     served.context("serving")?;
+    if let Some(admin) = admin {
+        let _ = admin.await;
+    }
     reloader.abort();
     if let Some(task) = key_refresh {
         task.abort();

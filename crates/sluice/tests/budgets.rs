@@ -129,7 +129,7 @@ async fn three_instances_on_one_redis_admit_exactly_what_a_daily_budget_holds() 
     // Every instance shows the budget spent: in /admin/state and in the gauge.
     for instance in &instances {
         let state: Value = client
-            .get(format!("{}/admin/state", instance.url))
+            .get(format!("{}/admin/state", instance.admin_url))
             .bearer_auth(ADMIN_KEY)
             .send()
             .await
@@ -142,7 +142,7 @@ async fn three_instances_on_one_redis_admit_exactly_what_a_daily_budget_holds() 
         assert_eq!(shown["period"], "day", "{shown}");
         assert!((shown["used"].as_f64().unwrap() - budget).abs() < 1e-9, "{shown}");
         assert!((shown["limit"].as_f64().unwrap() - budget).abs() < 1e-9, "{shown}");
-        let metrics = client.get(format!("{}/metrics", instance.url)).send().await.unwrap().text().await.unwrap();
+        let metrics = client.get(format!("{}/metrics", instance.admin_url)).send().await.unwrap().text().await.unwrap();
         let gauge = "sluice_budget_used_ratio{scope_kind=\"tenant\",scope=\"acme\",period=\"day\"} 1";
         assert!(metrics.lines().any(|l| l.starts_with(gauge)), "no `{gauge}` in the metrics");
     }
@@ -180,7 +180,7 @@ async fn a_soft_budget_warns_once_per_threshold_through_the_webhook_without_refu
     let text = priced_config(&sim.url(), "[store]\nkind = \"memory\"", budget);
     let instances = gateways(1, &(text + "\n" + &soft));
     let client = reqwest::Client::new();
-    let url = instances[0].url.clone();
+    let (url, admin_url) = (instances[0].url.clone(), instances[0].admin_url.clone());
     for _ in 0..2 {
         assert_eq!(send(client.clone(), url.clone()).await.0, 200);
     }
@@ -205,7 +205,7 @@ async fn a_soft_budget_warns_once_per_threshold_through_the_webhook_without_refu
     // Several more checks pass: no threshold warns twice.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert!(warnings.try_recv().is_err(), "a threshold warned twice");
-    let metrics = client.get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap();
+    let metrics = client.get(format!("{admin_url}/metrics")).send().await.unwrap().text().await.unwrap();
     for threshold in ["0.5", "0.75", "1"] {
         let line = format!(
             "sluice_budget_warnings_total{{scope_kind=\"tenant\",scope=\"acme\",period=\"day\",threshold=\"{threshold}\"}} 1"

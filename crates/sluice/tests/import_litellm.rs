@@ -166,7 +166,7 @@ impl Served {
             .arg("serve")
             .arg("--config")
             .arg(config)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
             .current_dir(dir)
             .env_clear()
             .envs(env.iter().copied())

@@ -165,7 +165,7 @@ where
     let second = Gateway::start(config);
     let reruns = wait_for_all(&second.url, &ids).await;
     let stats = sim.stats();
-    let metrics = reqwest::get(format!("{}/metrics", second.url)).await.unwrap().text().await.unwrap();
+    let metrics = reqwest::get(format!("{}/metrics", second.admin_url)).await.unwrap().text().await.unwrap();
     Measured {
         done_before_kill,
         at_kill,

@@ -28,6 +28,7 @@ fn repo_file(path: &str) -> String {
 /// given (nothing inherited); killed when dropped.
 struct Served {
     url: String,
+    admin_url: String,
     child: Child,
     dir: tempfile::TempDir,
 }
@@ -38,7 +39,7 @@ impl Served {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("sluice.toml"), config).unwrap();
         let mut child = Command::new(BINARY)
-            .args(["serve", "--config", "sluice.toml", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--config", "sluice.toml", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
             .current_dir(dir.path())
             .env_clear()
             .envs(env.iter().copied())
@@ -48,15 +49,21 @@ impl Served {
             .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let mut served = Self { url: String::new(), child, dir };
-        match line.trim().strip_prefix("sluice listening on ") {
-            Some(url) => {
+        let (mut line, mut admin) = (String::new(), String::new());
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut line).unwrap();
+        stdout.read_line(&mut admin).unwrap();
+        let mut served = Self { url: String::new(), admin_url: String::new(), child, dir };
+        match (
+            line.trim().strip_prefix("sluice listening on "),
+            admin.trim().strip_prefix("sluice admin listening on "),
+        ) {
+            (Some(url), Some(admin)) => {
                 served.url = url.to_owned();
+                served.admin_url = admin.to_owned();
                 Ok(served)
             }
-            None => Err(served.stderr()),
+            _ => Err(served.stderr()),
         }
     }
 
@@ -136,8 +143,10 @@ fn the_image_checks_health_with_sluice_runs_unprivileged_and_keeps_jobs_on_a_vol
     assert!(uid != "root" && uid != "0", "{uid}");
     assert_eq!(find("WORKDIR "), ["WORKDIR /var/lib/sluice"]);
     assert_eq!(find("VOLUME "), [r#"VOLUME ["/var/lib/sluice"]"#]);
-    assert_eq!(find("EXPOSE "), ["EXPOSE 8080"]);
+    assert_eq!(find("EXPOSE "), ["EXPOSE 8080 9090"]);
     assert!(find("ENV ").iter().any(|l| l.contains("SLUICE_LISTEN=0.0.0.0:8080")), "{:?}", find("ENV "));
+    // The admin plane on a port of its own, for the platform's network rules to keep apart.
+    assert!(find("ENV ").iter().any(|l| l.contains("SLUICE_ADMIN_LISTEN=0.0.0.0:9090")), "{:?}", find("ENV "));
     // Dependencies compile once: later builds reuse the cached target directory.
     let build = lines[..stage].iter().find(|l| l.contains("cargo build")).unwrap();
     assert!(build.contains("--mount=type=cache,target=/src/target") && build.contains("--locked"), "{build}");
@@ -581,4 +590,42 @@ fn a_request_refused_by_admission_has_no_client_span_and_says_why_in_an_event() 
     assert_eq!(event["sluice.scope_kind"], "tenant");
     assert_eq!(event["sluice.scope"], "me");
     assert_eq!(event["sluice.dimension"], "requests");
+}
+
+#[test]
+fn serve_puts_the_admin_plane_on_its_own_listener_with_metrics_behind_the_token() {
+    let sim = SimProcess::start();
+    let config = format!("{}\n[admin]\nmetrics_token_env = \"SLUICE_METRICS_TOKEN\"\n", quickstart_on(&sim.url));
+    let env = [("OPENAI_API_KEY", "sk-test"), ("SLUICE_METRICS_TOKEN", "scrape-token-1")];
+    let gateway = Served::start(&config, &env).unwrap();
+    assert_ne!(gateway.url, gateway.admin_url, "two listeners");
+    let get = |url: String, token: Option<&str>| {
+        sim.runtime.block_on(async {
+            let request = reqwest::Client::new().get(url);
+            let request = match token {
+                Some(token) => request.bearer_auth(token),
+                None => request,
+            };
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        })
+    };
+    let (status, body) = get(format!("{}/metrics", gateway.url), Some("scrape-token-1"));
+    assert_eq!(status, 404, "the public port serves no metrics: {body}");
+    assert!(body.contains("unknown_route"), "{body}");
+    assert_eq!(get(format!("{}/metrics", gateway.admin_url), None).0, 401);
+    assert_eq!(get(format!("{}/metrics", gateway.admin_url), Some("wrong")).0, 401);
+    let (status, body) = get(format!("{}/metrics", gateway.admin_url), Some("scrape-token-1"));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("sluice_"), "{body}");
+    assert_eq!(get(format!("{}/healthz", gateway.url), None).0, 200);
+    assert_eq!(get(format!("{}/v1/models", gateway.admin_url), Some(KEY)).0, 404, "no API on the admin port");
+}
+
+#[test]
+fn serve_refuses_to_start_when_the_metrics_token_is_missing() {
+    let sim = SimProcess::start();
+    let config = format!("{}\n[admin]\nmetrics_token_env = \"SLUICE_METRICS_TOKEN\"\n", quickstart_on(&sim.url));
+    let refused = Served::start(&config, &[("OPENAI_API_KEY", "sk-test")]).err().expect("served without its token");
+    assert!(refused.contains("SLUICE_METRICS_TOKEN"), "{refused}");
 }

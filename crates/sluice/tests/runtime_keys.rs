@@ -63,9 +63,10 @@ async fn a_key_revoked_on_one_instance_is_refused_by_all_three_within_a_second()
     let sim = SimProvider::start(SimConfig::from_toml_str(text).unwrap()).await.unwrap();
     let fleet = fleet(&redis, &sim.url()).await;
     let urls: Vec<String> = fleet.iter().map(|g| g.url.clone()).collect();
+    let admin = fleet[0].admin_url.clone();
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
 
-    let created = http.post(format!("{}/admin/keys", urls[0])).bearer_auth(ADMIN);
+    let created = http.post(format!("{admin}/admin/keys")).bearer_auth(ADMIN);
     let created = created.json(&json!({"id": "fleet-key", "tenant": "acme"})).send().await.unwrap();
     assert_eq!(created.status().as_u16(), 201);
     let at = Instant::now();
@@ -79,7 +80,7 @@ async fn a_key_revoked_on_one_instance_is_refused_by_all_three_within_a_second()
         assert_eq!(response.unwrap().status().as_u16(), 200, "{url}");
     }
 
-    let revoked = http.post(format!("{}/admin/keys/fleet-key/revoke", urls[0])).bearer_auth(ADMIN).send().await;
+    let revoked = http.post(format!("{admin}/admin/keys/fleet-key/revoke")).bearer_auth(ADMIN).send().await;
     assert_eq!(revoked.unwrap().status().as_u16(), 200);
     let at = Instant::now();
     let took = seen_within(&http, &urls, &secret, 401, at).await;
@@ -88,7 +89,7 @@ async fn a_key_revoked_on_one_instance_is_refused_by_all_three_within_a_second()
     for url in &urls {
         assert_eq!(models(&http, url, &secret).await, 401, "{url}");
     }
-    the_keys_command_creates_lists_and_revokes(&http, &urls).await;
+    the_keys_command_creates_lists_and_revokes(&http, &urls, &admin).await;
     drop(fleet);
     sim.shutdown().await;
 }
@@ -102,26 +103,26 @@ async fn keys_command(url: &str, args: &[&str]) -> (bool, String, String) {
     (output.status.success(), text(output.stdout), text(output.stderr))
 }
 
-async fn the_keys_command_creates_lists_and_revokes(http: &reqwest::Client, urls: &[String]) {
+async fn the_keys_command_creates_lists_and_revokes(http: &reqwest::Client, urls: &[String], admin: &str) {
     let (ok, out, err) =
-        keys_command(&urls[0], &["create", "--tenant", "acme", "--id", "cli-key", "--metadata", "owner=ops"]).await;
+        keys_command(admin, &["create", "--tenant", "acme", "--id", "cli-key", "--metadata", "owner=ops"]).await;
     assert!(ok, "{err}");
     let secret = out.lines().next().unwrap().to_owned();
     let key: Value = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
     assert_eq!((key["id"].as_str(), key["metadata"]["owner"].as_str()), (Some("cli-key"), Some("ops")));
     let took = seen_within(http, &urls[1..], &secret, 200, Instant::now()).await;
     assert!(took.iter().all(|t| *t <= BOUND), "{took:?}");
-    let (ok, out, err) = keys_command(&urls[0], &["list"]).await;
+    let (ok, out, err) = keys_command(admin, &["list"]).await;
     assert!(ok, "{err}");
     assert!(out.lines().any(|l| l == "cli-key\truntime\tacme\t-\tactive"), "{out}");
     assert!(out.lines().any(|l| l == "fleet-key\truntime\tacme\t-\trevoked"), "{out}");
     assert!(out.lines().any(|l| l.starts_with("acme-1\tconfig\t")), "{out}");
-    let (ok, out, err) = keys_command(&urls[0], &["revoke", "cli-key"]).await;
+    let (ok, out, err) = keys_command(admin, &["revoke", "cli-key"]).await;
     assert!(ok && out.trim() == "revoked cli-key", "{out}{err}");
-    let (ok, _, err) = keys_command(&urls[0], &["revoke", "cli-key"]).await;
+    let (ok, _, err) = keys_command(admin, &["revoke", "cli-key"]).await;
     assert!(!ok && err.contains("409") && err.contains("is revoked"), "{err}");
     let mut without_key = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
-    without_key.args(["keys", "--url", &urls[0], "list"]).env_remove("SLUICE_ADMIN_KEY");
+    without_key.args(["keys", "--url", admin, "list"]).env_remove("SLUICE_ADMIN_KEY");
     let output = tokio::task::spawn_blocking(move || without_key.output()).await.unwrap().unwrap();
     assert!(!output.status.success() && String::from_utf8_lossy(&output.stderr).contains("SLUICE_ADMIN_KEY"));
 }

@@ -105,7 +105,7 @@ async fn admin_get(http: &reqwest::Client, url: &str, path: &str) -> Value {
 async fn usage_totals(http: &reqwest::Client, gateways: &[Gateway]) -> Vec<(u64, u64, u64, String)> {
     let mut totals = Vec::new();
     for gateway in gateways {
-        let total = admin_get(http, &gateway.url, "/admin/usage").await["total"].clone();
+        let total = admin_get(http, &gateway.admin_url, "/admin/usage").await["total"].clone();
         let number = |name: &str| total[name].as_u64().unwrap();
         let cost = total["cost_decimal"].as_str().unwrap().to_owned();
         totals.push((number("requests"), number("input_tokens"), number("output_tokens"), cost));
@@ -174,7 +174,7 @@ async fn usage_after_a_redis_freeze_equals_what_the_provider_served() {
     let retried = all.iter().filter(|g| g.stderr().contains("usage cannot be written to the store")).count();
     // Shown, not asserted: the shared budget does not follow the provider through a stall
     // (spend served locally while Redis is away, or settlements that met the freeze).
-    let state = admin_get(&http, &urls[0], "/admin/state").await;
+    let state = admin_get(&http, &all[0].admin_url, "/admin/state").await;
     let acme = state["scopes"].as_array().unwrap().iter().find(|s| s["kind"] == "tenant" && s["name"] == "acme");
     let budget_used = acme.map(|s| s["budgets"][0]["used"].clone());
     eprintln!(

@@ -3,6 +3,35 @@
 use super::*;
 
 impl Validator<'_> {
+    /// `[admin]`: the admin key, where the admin plane listens, the metrics token's source.
+    pub(super) fn admin(&self, raw: &RawAdmin) -> Result<Admin> {
+        let key_sha256 = raw.key_sha256.as_ref().map(|k| self.sha256("admin.key_sha256", k)).transpose()?;
+        let listen = match &raw.listen {
+            None => AdminListen::default(),
+            Some(s) if s.get_ref() == "shared" => AdminListen::Shared,
+            Some(s) => AdminListen::Apart(s.get_ref().parse().map_err(|_| {
+                let message = format!("`{}` is not an address like 127.0.0.1:9090, nor \"shared\"", s.get_ref());
+                self.err("admin.listen", s.span(), message)
+            })?),
+        };
+        let metrics_token = match (&raw.metrics_token_env, &raw.metrics_token_file) {
+            (None, None) => None,
+            (Some(e), None) if e.get_ref().is_empty() => {
+                return Err(self.err("admin.metrics_token_env", e.span(), "names no variable"));
+            }
+            (Some(e), None) => Some(SecretSource::Env(e.get_ref().clone())),
+            (None, Some(f)) if f.get_ref().is_empty() => {
+                return Err(self.err("admin.metrics_token_file", f.span(), "names no file"));
+            }
+            (None, Some(f)) => Some(SecretSource::File(f.get_ref().clone())),
+            (Some(_), Some(f)) => {
+                let message = "set metrics_token_env or metrics_token_file, not both";
+                return Err(self.err("admin.metrics_token_file", f.span(), message));
+            }
+        };
+        Ok(Admin { key_sha256, listen, metrics_token })
+    }
+
     pub(super) fn server(&self, raw: &RawServer) -> Result<Server> {
         let listen = match &raw.listen {
             None => defaults::LISTEN.parse().map_err(|_| self.err("server.listen", 0..0, "bad default"))?,

@@ -131,7 +131,9 @@ impl sluice_quota::Clock for TokioClock {
 }
 
 /// The configuration [`start_with`] builds: `process` and `policy` under provider sections
-/// pointing at `sim` (also for reloading a running gateway with another policy).
+/// pointing at `sim` (also for reloading a running gateway with another policy). The
+/// admin plane is served beside the API (`[admin] listen = "shared"`): these tests reach
+/// `/admin` and `/metrics` on the gateway's one port; `admin_plane.rs` tests the split.
 pub fn config(sim: &SimHandle, process: &str, policy: &str) -> sluice_config::Config {
     let file = key_file();
     let policy = policy.replace("{SIM}", &sim.url()).replace("{KEYFILE}", &file);
@@ -140,7 +142,9 @@ pub fn config(sim: &SimHandle, process: &str, policy: &str) -> sluice_config::Co
          [[providers]]\nname = \"sim-anthropic\"\nkind = \"anthropic\"\nbase_url = \"{url}\"\napi_key_file = \"{file}\"\n\n{policy}",
         url = sim.url(),
     );
-    sluice_config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    let mut config = sluice_config::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    config.admin.listen = sluice_config::AdminListen::Shared;
+    config
 }
 
 impl Env {

@@ -22,6 +22,8 @@ use tokio::time::Instant;
 /// One `sluice serve` process of the binary under test; killed (SIGKILL) and reaped when dropped.
 pub struct Gateway {
     pub url: String,
+    /// The admin listener's (`/admin`, `/metrics`), a free port of its own.
+    pub admin_url: String,
     process: GatewayProcess,
 }
 
@@ -30,7 +32,7 @@ impl Gateway {
     pub fn start(config: &str) -> Self {
         let binary = Path::new(env!("CARGO_BIN_EXE_sluice"));
         let process = tokio::task::block_in_place(|| GatewayProcess::start(binary, config)).unwrap();
-        Self { url: process.url().to_owned(), process }
+        Self { url: process.url().to_owned(), admin_url: process.admin_url().to_owned(), process }
     }
 
     /// Rewrites the configuration file and sends SIGHUP: the gateway reloads it.
