@@ -32,6 +32,8 @@ fn policy(models: &[&str]) -> String {
 /// `sluice serve` on `config`, with only `env` in its environment; killed when dropped.
 struct Served {
     url: String,
+    /// The admin listener's (`/metrics`).
+    admin: String,
     child: Child,
     log: PathBuf,
 }
@@ -43,6 +45,7 @@ impl Served {
             .arg("serve")
             .arg("--config")
             .arg(config)
+            .args(["--admin-listen", "127.0.0.1:0"])
             .env_clear()
             .envs(env.iter().copied())
             .env("SLUICE_LOG", "info")
@@ -52,15 +55,19 @@ impl Served {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let mut served = Self { url: String::new(), child, log };
-        match line.trim().strip_prefix("sluice listening on ") {
-            Some(url) => {
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let (mut line, mut admin) = (String::new(), String::new());
+        stdout.read_line(&mut line).unwrap();
+        stdout.read_line(&mut admin).unwrap();
+        let mut served = Self { url: String::new(), admin: String::new(), child, log };
+        let public = line.trim().strip_prefix("sluice listening on ");
+        match (public, admin.trim().strip_prefix("sluice admin listening on ")) {
+            (Some(url), Some(admin)) => {
                 served.url = url.to_owned();
+                served.admin = admin.to_owned();
                 Ok(served)
             }
-            None => Err(served.stderr()),
+            _ => Err(served.stderr()),
         }
     }
 
@@ -69,14 +76,18 @@ impl Served {
     }
 
     async fn get(&self, path: &str) -> (u16, String) {
+        Self::fetch(&self.url, path).await
+    }
+
+    async fn fetch(base: &str, path: &str) -> (u16, String) {
         let response =
-            reqwest::Client::new().get(format!("{}{path}", self.url)).bearer_auth(CLIENT_KEY).send().await.unwrap();
+            reqwest::Client::new().get(format!("{base}{path}")).bearer_auth(CLIENT_KEY).send().await.unwrap();
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
     /// The value of the sample `series` (name and labels, as exported) on `/metrics`.
     async fn sample(&self, series: &str) -> Option<f64> {
-        let (_, text) = self.get("/metrics").await;
+        let (_, text) = Self::fetch(&self.admin, "/metrics").await;
         text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
     }
 
