@@ -55,6 +55,8 @@ pub fn references(text: &str) -> Result<Vec<Reference>, ConfigError> {
     if let Some(ledger) = &raw.ledger {
         found.env("ledger.password_env", ledger.password_env.as_ref());
     }
+    found.env("admin.metrics_token_env", raw.admin.metrics_token_env.as_ref());
+    found.file("admin.metrics_token_file", raw.admin.metrics_token_file.as_ref());
     for (i, provider) in raw.providers.iter().enumerate() {
         found.provider(i, provider);
     }
