@@ -246,7 +246,13 @@ pub fn app(state: AppState) -> Router {
         sluice_config::AdminListen::Shared => admin_plane::routes(&state),
         sluice_config::AdminListen::Apart(_) => Router::new(),
     };
-    api().merge(admin).with_state(state)
+    // The fallbacks after the merge: a method fallback reaches only the routes there when
+    // it is set, and the shared admin routes must answer a wrong method as the API does.
+    api()
+        .merge(admin)
+        .fallback(catalog::unknown_route)
+        .method_not_allowed_fallback(catalog::method_not_allowed)
+        .with_state(state)
 }
 
 /// What the admin listener serves (`[admin] listen`): `/metrics` (behind the metrics
@@ -307,8 +313,6 @@ fn api() -> Router<AppState> {
         .route("/v1/batches/{id}/cancel", post(jobs::batches::cancel))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
-        .fallback(catalog::unknown_route)
-        .method_not_allowed_fallback(catalog::method_not_allowed)
 }
 
 /// A proxied endpoint's request: its caller authenticated and its rate-limit headers
