@@ -209,6 +209,22 @@ fn a_streams_access_line_says_whether_it_completed_or_its_client_cut_it() {
     let lines = access_lines(&log);
     let line = |trace: &str| lines.iter().find(|l| l["trace_id"] == trace).unwrap_or_else(|| panic!("{log}")).clone();
     let (whole, cut) = (line(whole), line(cut));
+    // Every field docs/operations.md documents is on a whole stream's line (the stream
+    // has them all: a time to first token, usage, a provider).
+    let docs = repo_file("docs/operations.md");
+    let section = docs.split("### Access log").nth(1).unwrap();
+    let table = section.split("\n\n").find(|block| block.starts_with("| field |")).unwrap();
+    let documented: Vec<&str> = table
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .flat_map(|l| l.split(" |").next().unwrap().split(", "))
+        .map(|f| f.trim_matches('`'))
+        .collect();
+    assert!(documented.len() >= 25, "{documented:?}");
+    for field in documented {
+        // `cost` and `currency` need a priced deployment (the quick start's has a preset).
+        assert!(whole.get(field).is_some(), "documented field `{field}` missing from {whole}");
+    }
     assert_eq!(whole["stream"], "completed", "{whole}");
     assert_eq!(cut["stream"], "client_cut", "{cut}");
     // Both were answered 200 and admitted: the stream field is what tells them apart.
