@@ -179,13 +179,14 @@ impl Line {
     /// the next attempt or the request's end. An attempt refused before it was sent has
     /// none.
     pub fn sending(&self, deployment: &Deployment) {
+        // What it says is for the trace only: nothing to do when traces are not exported.
+        if self.spans.is_none() {
+            return;
+        }
         let mut f = self.fields.lock();
         let target = &deployment.target;
         let provider = crate::spans::provider_name(target.kind, &target.api);
         f.answered_by = Some((provider, Arc::from(target.model.as_str())));
-        if self.spans.is_none() {
-            return;
-        }
         let operation = if f.operation.is_empty() { "chat" } else { f.operation };
         let mut attributes = vec![
             KeyValue::new("gen_ai.operation.name", operation),

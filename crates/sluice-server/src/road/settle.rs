@@ -77,9 +77,9 @@ impl Terms {
     }
 
     /// Settlement from the provider's reported usage (which also teaches the route's
-    /// output and cache estimators).
+    /// output and cache estimators), and what the usage book counted of it.
     #[must_use]
-    pub fn settlement(&self, usage: Usage) -> Settlement {
+    pub fn settlement(&self, usage: Usage) -> (Settlement, UsageCounts) {
         self.adaptive.observe(&usage);
         self.charge(&usage, UsageSource::Reported)
     }
@@ -87,15 +87,16 @@ impl Terms {
     /// Settlement of a stream, however it ended: the provider's final usage when it came;
     /// otherwise output at least what was counted passing (and at least what the provider
     /// reported so far), input as reported so far or else the estimate. A cut stream
-    /// teaches the estimators nothing.
+    /// teaches the estimators nothing. With where the figures came from and what the usage
+    /// book counted.
     #[must_use]
-    pub fn streamed(&self, seen: Streamed) -> (Settlement, UsageSource) {
+    pub fn streamed(&self, seen: Streamed) -> (Settlement, UsageSource, UsageCounts) {
         let (usage, source) = Self::streamed_usage(self.input, seen);
-        let settlement = match source {
+        let (settlement, counts) = match source {
             UsageSource::Reported => self.settlement(usage),
             UsageSource::Counted | UsageSource::Estimated => self.charge(&usage, source),
         };
-        (settlement, source)
+        (settlement, source, counts)
     }
 
     /// The usage a stream settles on and where it came from (see [`Terms::streamed`]);
@@ -114,8 +115,8 @@ impl Terms {
     }
 
     /// The settlement of `usage`, counted in the spend counter and the usage book.
-    fn charge(&self, usage: &Usage, source: UsageSource) -> Settlement {
-        self.count(usage, source);
+    fn charge(&self, usage: &Usage, source: UsageSource) -> (Settlement, UsageCounts) {
+        let counts = self.count(usage, source);
         let money = self.spend.as_ref().map_or(0, |(price, _)| crate::budgets::usage_micros(price, self.kind, usage));
         let input = match self.kind {
             // Anthropic's input_tokens excludes cache reads, which do not count toward ITPM.
@@ -127,22 +128,17 @@ impl Terms {
             OutputCounting::Reserved => Cost::request(input, self.output.max(usage.output_tokens)).with_money(money),
             OutputCounting::Actual => used,
         };
-        Settlement { used, upstream: upstream.with_output_weight(self.output_weight) }
+        (Settlement { used, upstream: upstream.with_output_weight(self.output_weight) }, counts)
     }
 
-    /// Counts `usage` and its cost in the spend counter and the usage book.
-    fn count(&self, usage: &Usage, source: UsageSource) {
-        if let Some((price, spent)) = &self.spend {
-            spent.inc_by(crate::spend::cost(price, self.kind, usage));
-        }
-        let (book, tag) = &self.usage;
-        book.record(tag, &self.counts(usage, source));
-    }
-
-    /// What the usage book counts for `usage` (and the access log reports).
-    #[must_use]
-    pub fn counts(&self, usage: &Usage, source: UsageSource) -> UsageCounts {
-        let cost = self.spend.as_ref().map_or(0.0, |(price, _)| crate::spend::cost(price, self.kind, usage));
+    /// Counts `usage` and its cost in the spend counter and the usage book; the counts
+    /// (what the access log reports too).
+    fn count(&self, usage: &Usage, source: UsageSource) -> UsageCounts {
+        let cost = self.spend.as_ref().map_or(0.0, |(price, spent)| {
+            let cost = crate::spend::cost(price, self.kind, usage);
+            spent.inc_by(cost);
+            cost
+        });
         let input = match self.kind {
             // Anthropic's input_tokens is the uncached part only.
             ProviderKind::Anthropic => usage
@@ -151,7 +147,7 @@ impl Terms {
                 .saturating_add(usage.cache_creation_input_tokens),
             ProviderKind::OpenAi | ProviderKind::Ollama => usage.input_tokens,
         };
-        UsageCounts {
+        let counts = UsageCounts {
             requests: 1,
             input_tokens: input,
             cached_input_tokens: usage.cache_read_input_tokens,
@@ -160,7 +156,10 @@ impl Terms {
             cost_nanos: crate::spend::nanos(cost),
             counted_requests: u64::from(source == UsageSource::Counted),
             estimated_requests: u64::from(source == UsageSource::Estimated),
-        }
+        };
+        let (book, tag) = &self.usage;
+        book.record(tag, &counts);
+        counts
     }
 }
 
@@ -344,10 +343,11 @@ impl Settle for SettleGuard {
     fn answered(self, terms: &Terms, usage: Option<Usage>) {
         let (settlement, source) = match usage {
             Some(usage) => {
+                let (settlement, counts) = terms.settlement(usage);
                 if let Some(line) = &self.access {
-                    line.usage(&terms.counts(&usage, UsageSource::Reported));
+                    line.usage(&counts);
                 }
-                (terms.settlement(usage), UsageSource::Reported)
+                (settlement, UsageSource::Reported)
             }
             None => {
                 let unanswered = terms.unanswered_usage();
@@ -362,11 +362,10 @@ impl Settle for SettleGuard {
     }
 
     fn streamed(self, terms: &Terms, seen: Streamed) {
+        let (settlement, source, counts) = terms.streamed(seen);
         if let Some(line) = &self.access {
-            let (usage, source) = Terms::streamed_usage(terms.input, seen);
-            line.usage(&terms.counts(&usage, source));
+            line.usage(&counts);
         }
-        let (settlement, source) = terms.streamed(seen);
         self.settle_as(settlement, source);
     }
 
