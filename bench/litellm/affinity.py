@@ -116,34 +116,6 @@ sha256 = "{eu_sha}"
 """
 
 
-def litellm_yaml(sim_url: str, redis_port: int, strategy: str) -> str:
-    entries = "".join(f"""
-  - model_name: fast-chat
-    litellm_params:
-      model: openai/{model}
-      api_base: {sim_url}/v1
-      api_key: sk-sim
-      rpm: {rpm}
-      tpm: {TPM}
-    model_info:
-      id: {d}
-""" for d, model, rpm, _ in MEMBERS)
-    return f"""
-model_list:{entries}
-router_settings:
-  routing_strategy: {strategy}
-  num_retries: 0
-  enable_pre_call_checks: true
-  redis_host: 127.0.0.1
-  redis_port: {redis_port}
-litellm_settings:
-  num_retries: 0
-  request_timeout: 60
-general_settings:
-  master_key: {MASTER}
-"""
-
-
 def system_prompt(run: str, session: int) -> str:
     """About 1,500 tokens, its own for each session (and run: no hit carries over)."""
     rng = random.Random(f"{run}-{session}")
@@ -248,8 +220,10 @@ def run(args, procs: Procs, key_file: Path, out: dict) -> None:
                 f"sluice-{tag}-{k}.toml", sluice_toml(sim_url, key_file, redis, f"{tag}-{k}", tag)))],
                 f"sluice-{tag}-{k}.log") for k in range(n_inst)]
         else:
+            # The pool phase's LiteLLM group: the same three members, untiered.
+            from pool import pool_litellm_yaml
             urls = [start_litellm(procs, args.litellm, procs.write(f"litellm-{tag}-{k}.yaml",
-                                  litellm_yaml(sim_url, redis_port, strategy)), f"litellm-{tag}-{k}.log")
+                                  pool_litellm_yaml(sim_url, redis_port, strategy, False)), f"litellm-{tag}-{k}.log")
                     for k in range(n_inst)]
         try:
             r = asyncio.run(drive(urls, gateway, f"r{i}", named, rate, seconds, 71))
