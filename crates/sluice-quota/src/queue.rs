@@ -249,6 +249,16 @@ impl State {
         let lane = || self.lane_refusals.get(&pending.ask.lane).cloned();
         pending.last_refusal.clone().or_else(lane).or_else(|| self.shared_refusal.clone())
     }
+
+    /// Forgets the refusals on record once nobody waits and nobody is still to be answered:
+    /// a waiter past its deadline that its own timer has not answered yet is told what held
+    /// its lane, even when it was never tried itself.
+    fn forget_refusals_when_idle(&mut self) {
+        if self.fair.is_empty() && self.pending.is_empty() {
+            self.lane_refusals.clear();
+            self.shared_refusal = None;
+        }
+    }
 }
 
 /// The waiting requests of one deployment.
@@ -490,8 +500,7 @@ impl DeploymentQueue {
                 state.fair.expire(now);
                 if state.fair.is_empty() {
                     state.dispatching = false;
-                    state.lane_refusals.clear();
-                    state.shared_refusal = None;
+                    state.forget_refusals_when_idle();
                     return;
                 }
                 let head = state.fair.next(now).map(|w| (w.id, w.tenant));
@@ -616,6 +625,7 @@ impl Ticket<'_> {
         let refusal = state.on_record(&pending);
         let fallback = refusal.as_ref().and_then(Rejection::retry_after);
         let eta = self.queue.eta(&state, ahead, fallback);
+        state.forget_refusals_when_idle();
         (refusal, eta, pending.held)
     }
 }
@@ -625,6 +635,7 @@ impl Drop for Ticket<'_> {
         if let Some(id) = self.id.take() {
             let mut state = self.queue.lock();
             self.queue.forget(&mut state, id);
+            state.forget_refusals_when_idle();
         }
     }
 }
