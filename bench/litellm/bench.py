@@ -318,14 +318,21 @@ async def sdk_call(session, url: str, payload: dict, retries: int, counts: dict,
     (`x-stainless-timeout`, their default 600 s) and how many times it was sent before
     (`x-stainless-retry-count`)."""
     attempt = 0
+    tried = []
     while True:
         sdk_headers = {"x-stainless-timeout": "600", "x-stainless-retry-count": str(attempt)}
+        sent = time.monotonic()
         try:
             async with session.post(url, json=payload, headers=sdk_headers) as r:
                 await r.read()
                 status, headers = r.status, r.headers
         except Exception:
             return -1, {}
+        tried.append((round(time.monotonic() - sent, 2), headers.get("retry-after-ms")))
+        if status == 429 and attempt >= retries:
+            # What a request refused for good went through: each attempt's time to its
+            # answer and the wait it was told.
+            counts.setdefault("final_error_attempts", []).append(tried)
         if status == 429:
             counts["wire_429"] += 1
             if hinted_wait(headers) is not None:
@@ -347,9 +354,10 @@ async def closed_loop(urls: list[str], kind: str, workers: int, seconds: float, 
     ([`sdk_call`]): a request still refused after `retries` retries is a final error
     (`client_429`/`other_errors`) and the client goes on with its next one."""
     counts = {"ok": 0, "client_429": 0, "other_errors": 0, "waited_s": 0.0, "hints": {},
-              "retries": 0, "hinted_429": 0, "wire_429": 0, "wire_503": 0}
+              "retries": 0, "hinted_429": 0, "wire_429": 0, "wire_503": 0, "final_error_at_s": []}
     rng = random.Random(77)
-    deadline = time.monotonic() + seconds
+    started = time.monotonic()
+    deadline = started + seconds
     model = model_for(urls[0], kind == "direct")
     conn = aiohttp.TCPConnector(limit=workers * 2)
     timeout = aiohttp.ClientTimeout(total=seconds + 30)
@@ -368,6 +376,7 @@ async def closed_loop(urls: list[str], kind: str, workers: int, seconds: float, 
                         n += 1
                     else:
                         counts["client_429" if status == 429 else "other_errors"] += 1
+                        counts["final_error_at_s"].append(round(time.monotonic() - started, 1))
                         await asyncio.sleep(0.1)
                     continue
                 try:

@@ -20,7 +20,7 @@ use crate::budget::Calendar;
 use crate::clock::{Clock, Nanos, within};
 use crate::decision::{Demand, FairShare, Grant, Rejection, RejectionKind};
 use crate::guarantee::HeldBack;
-use crate::limit::{Cost, LimiterName, Settlement};
+use crate::limit::{Cost, Dimension, LimiterName, Settlement};
 use crate::scope::ScopeId;
 use crate::store::{QuotaStore, ReserveError, StoreError};
 use crate::waiting::{Block, FairQueue, PassedOver, Waiter, WaiterId};
@@ -226,6 +226,13 @@ impl Pending {
     }
 }
 
+/// What waits ahead of a request, itself included.
+#[derive(Debug, Clone, Copy)]
+struct Ahead {
+    requests: u64,
+    tokens: u64,
+}
+
 #[derive(Default)]
 struct State {
     fair: FairQueue,
@@ -246,8 +253,12 @@ struct State {
 impl State {
     /// The refusal on record for `pending`: its own, else its lane's, else the shared scopes'.
     fn on_record(&self, pending: &Pending) -> Option<Rejection> {
-        let lane = || self.lane_refusals.get(&pending.ask.lane).cloned();
-        pending.last_refusal.clone().or_else(lane).or_else(|| self.shared_refusal.clone())
+        pending.last_refusal.clone().or_else(|| self.lane_refusal(pending.ask.lane))
+    }
+
+    /// The last refusal of `lane`'s own scopes, else of the shared scopes.
+    fn lane_refusal(&self, lane: u32) -> Option<Rejection> {
+        self.lane_refusals.get(&lane).or(self.shared_refusal.as_ref()).cloned()
     }
 
     /// Forgets the refusals on record once nobody waits and nobody is still to be answered:
@@ -399,8 +410,8 @@ impl DeploymentQueue {
             if queued >= max_queue {
                 return (Err(WaitError::QueueFull), waited);
             }
-            let fallback = refusal.as_ref().and_then(Rejection::retry_after);
-            waited.eta = self.eta(&state, Self::ahead(&state, &ask), fallback);
+            let binding = refusal.clone().or_else(|| state.lane_refusal(ask.lane));
+            waited.eta = self.eta(&state, Self::ahead(&state, &ask), binding.as_ref());
             *state.per_class.entry(ask.priority).or_default() += 1;
             state.next_id += 1;
             let id = WaiterId(state.next_id);
@@ -457,7 +468,8 @@ impl DeploymentQueue {
     #[must_use]
     pub fn predict(&self, ask: &Ask, refusal: Option<&Rejection>) -> Duration {
         let state = self.lock();
-        self.eta(&state, Self::ahead(&state, ask), refusal.and_then(Rejection::retry_after))
+        let on_record = state.lane_refusal(ask.lane);
+        self.eta(&state, Self::ahead(&state, ask), refusal.or(on_record.as_ref()))
     }
 
     fn forget(&self, state: &mut State, id: WaiterId) -> Option<Pending> {
@@ -469,25 +481,38 @@ impl DeploymentQueue {
         Some(pending)
     }
 
-    /// The cost queued ahead of `ask` were it to join now, and its own.
-    fn ahead(state: &State, ask: &Ask) -> u64 {
-        state.fair.cost_ahead(ask.priority, ask.lane, ask.retries).saturating_add(ask.fairness_cost())
+    /// What is queued ahead of `ask` were it to join now, and itself.
+    fn ahead(state: &State, ask: &Ask) -> Ahead {
+        let (priority, lane, retries) = (ask.priority, ask.lane, ask.retries);
+        Ahead {
+            requests: state.fair.requests_ahead(priority, lane, retries).saturating_add(1),
+            tokens: state.fair.cost_ahead(priority, lane, retries).saturating_add(ask.fairness_cost()),
+        }
     }
 
-    /// The wait of a request with `ahead` queued before it (its own cost included): that
-    /// cost at the recent admission rate, or the last refusal's wait if nothing was
-    /// admitted lately.
-    fn eta(&self, state: &State, ahead: u64, fallback: Option<Duration>) -> Duration {
-        let recent: u64 = state.admitted.iter().map(|(_, c)| c).sum();
+    /// The wait of a request with `ahead` queued before it (itself included): that queue at
+    /// the recent admission rate, or `binding`'s wait if nothing was admitted lately.
+    /// Counted in what `binding` (the refusal on record) limits: requests behind a limit
+    /// of requests or concurrency, where a few large prompts ahead wait no longer than small
+    /// ones; tokens otherwise.
+    fn eta(&self, state: &State, ahead: Ahead, binding: Option<&Rejection>) -> Duration {
+        let by_requests = binding.is_some_and(|r| {
+            matches!(r.limiter, LimiterName::Rate { dimension: Dimension::Requests, .. } | LimiterName::Concurrency)
+        });
+        let (recent, waiting) = if by_requests {
+            (state.admitted.len() as u64, ahead.requests)
+        } else {
+            (state.admitted.iter().map(|(_, c)| c).sum(), ahead.tokens)
+        };
         // Throughput over the span actually observed (at least a second), not the whole
         // window: just after start a full window would understate it many times over.
         let now = self.clock.now();
         let span = state.admitted.front().map_or(THROUGHPUT_WINDOW, |(first, _)| now.since(*first));
         let span = span.clamp(Duration::from_secs(1), THROUGHPUT_WINDOW);
         let per_second = recent as f64 / span.as_secs_f64();
-        let by_rate = (per_second > 0.0).then(|| Duration::from_secs_f64(ahead as f64 / per_second));
+        let by_rate = (per_second > 0.0).then(|| Duration::from_secs_f64(waiting as f64 / per_second));
         // The measured rate knows the queue ahead; the last refusal only knows the bucket.
-        by_rate.or(fallback).unwrap_or(Duration::from_secs(1))
+        by_rate.or_else(|| binding.and_then(Rejection::retry_after)).unwrap_or(Duration::from_secs(1))
     }
 
     async fn dispatch(self: Arc<Self>) {
@@ -618,13 +643,15 @@ impl Ticket<'_> {
         let Some(id) = self.id.take() else { return (None, Duration::ZERO, None) };
         let mut state = self.queue.lock();
         let Some(pending) = self.queue.forget(&mut state, id) else {
-            let everything = state.fair.cost_ahead(u8::MAX, 0, 0);
+            let everything = Ahead {
+                requests: state.fair.requests_ahead(u8::MAX, 0, 0),
+                tokens: state.fair.cost_ahead(u8::MAX, 0, 0),
+            };
             return (None, self.queue.eta(&state, everything, None), None);
         };
         let ahead = DeploymentQueue::ahead(&state, &pending.ask);
         let refusal = state.on_record(&pending);
-        let fallback = refusal.as_ref().and_then(Rejection::retry_after);
-        let eta = self.queue.eta(&state, ahead, fallback);
+        let eta = self.queue.eta(&state, ahead, refusal.as_ref());
         state.forget_refusals_when_idle();
         (refusal, eta, pending.held)
     }

@@ -79,3 +79,75 @@ async fn a_wait_that_ran_out_behind_another_is_told_the_limit_that_held_its_lane
     }
     assert_eq!(report.bound_by.map(|r| r.scope), Some(ScopeKey::new(ScopeKind::Deployment, "d")));
 }
+
+/// A deployment limited to `per_minute` of `dimension` (with `burst`), spent, whose queue
+/// has admitted three 20-token requests, one a second, and has one request of
+/// `waiting_tokens` waiting.
+async fn queue_with_history(
+    dimension: Dimension,
+    per_minute: u64,
+    burst: u64,
+    waiting_tokens: u64,
+) -> (Arc<FakeClock>, Arc<DeploymentQueue>, sluice_quota::ScopeId, tokio::task::JoinHandle<()>) {
+    let clock = Arc::new(FakeClock::default());
+    let store = MemoryStore::new(clock.clone());
+    let burst = NonZeroU64::new(burst).unwrap();
+    let rate = RateLimit::per_minute(dimension, per_minute).unwrap().with_burst(burst);
+    let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "d"), Limits::unlimited().with_rate(rate));
+    let _spent = store.reserve_now(&[deployment], Cost::request(burst.get(), 0), LEASE).unwrap();
+    let store: Arc<dyn QuotaStore> = Arc::new(store);
+    let queue = DeploymentQueue::new(store, clock.clone());
+    let sized = |tokens: u64| Ask { cost: Cost::request(tokens, 0), ..ask(vec![deployment]) };
+    let small: Vec<_> = (0..3)
+        .map(|_| {
+            let (queue, ask) = (Arc::clone(&queue), sized(20));
+            tokio::spawn(async move { queue.wait(ask, Duration::from_secs(60), 10, None).await.0.unwrap() })
+        })
+        .collect();
+    for _ in 0..3 {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        clock.advance(Duration::from_secs(1));
+    }
+    for granted in small {
+        granted.await.unwrap();
+    }
+    let large = tokio::spawn({
+        let (queue, ask) = (Arc::clone(&queue), sized(waiting_tokens));
+        async move {
+            let _ = queue.wait(ask, Duration::from_secs(600), 10, None).await;
+        }
+    });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(queue.depth(), 1, "the large request waits");
+    (clock, queue, deployment, large)
+}
+
+/// Behind a limit of requests, a queue's predicted wait counts the requests ahead, not
+/// their tokens: one large prompt ahead of a small request delays it by one request's turn.
+#[tokio::test]
+async fn behind_a_request_limit_the_predicted_wait_counts_requests_not_tokens() {
+    let (_clock, queue, deployment, large) = queue_with_history(Dimension::Requests, 60, 1, 20_000).await;
+    let small = Ask { cost: Cost::request(20, 0), ..ask(vec![deployment]) };
+    let eta = queue.predict(&small, None);
+    // Three admitted in about two seconds: two requests (the large one and itself) take
+    // one to two seconds; counted in tokens they would take twenty minutes.
+    assert!(eta >= Duration::from_secs(1) && eta <= Duration::from_secs(3), "{eta:?}");
+    large.abort();
+}
+
+/// Behind a limit of tokens, the same queue's wait counts tokens: the large prompt ahead
+/// takes its tokens' time.
+#[tokio::test]
+async fn behind_a_token_limit_the_predicted_wait_counts_tokens() {
+    let (_clock, queue, deployment, large) = queue_with_history(Dimension::InputTokens, 1_200, 1_000, 1_000).await;
+    let small = Ask { cost: Cost::request(20, 0), ..ask(vec![deployment]) };
+    let eta = queue.predict(&small, None);
+    // 60 tokens admitted in about two seconds: the 1,020 tokens ahead take over half a
+    // minute (counted in requests, two of them would take a second or two).
+    assert!(eta >= Duration::from_secs(30), "{eta:?}");
+    large.abort();
+}
