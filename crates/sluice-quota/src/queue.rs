@@ -30,6 +30,8 @@ use crate::waiting::{Block, FairQueue, PassedOver, Waiter, WaiterId};
 const SLOT_POLL: Duration = Duration::from_millis(25);
 /// The window over which throughput is measured for queue ETAs.
 const THROUGHPUT_WINDOW: Duration = Duration::from_secs(10);
+/// The most requests told when to come back that a queue remembers (the oldest go first).
+const MAX_RETURNING: usize = 10_000;
 
 /// What a waiting request asks for.
 #[derive(Debug, Clone)]
@@ -226,6 +228,16 @@ impl Pending {
     }
 }
 
+/// A request refused with a wait, expected back then (as a retry).
+#[derive(Debug, Clone, Copy)]
+struct Returning {
+    at: Nanos,
+    priority: u8,
+    lane: u32,
+    retries: u8,
+    tokens: u64,
+}
+
 /// What waits ahead of a request, itself included.
 #[derive(Debug, Clone, Copy)]
 struct Ahead {
@@ -248,12 +260,27 @@ struct State {
     /// head). Forgotten when the queue empties.
     lane_refusals: HashMap<u32, Rejection>,
     shared_refusal: Option<Rejection>,
+    /// Requests refused with a wait, until the instant they were told: they come back then,
+    /// and a request refused after them is told a later one instead of the same (clients
+    /// honour a server's hint exactly, so equal hints bring them back as one herd).
+    returning: VecDeque<Returning>,
 }
 
 impl State {
     /// The refusal on record for `pending`: its own, else its lane's, else the shared scopes'.
     fn on_record(&self, pending: &Pending) -> Option<Rejection> {
         pending.last_refusal.clone().or_else(|| self.lane_refusal(pending.ask.lane))
+    }
+
+    /// Remembers `ask` as coming back at `at` (as a retry), forgetting who is back by `now`.
+    fn expect_back(&mut self, ask: &Ask, at: Nanos, now: Nanos) {
+        self.returning.retain(|r| r.at > now);
+        if self.returning.len() >= MAX_RETURNING {
+            self.returning.pop_front();
+        }
+        let retries = ask.retries.saturating_add(1);
+        let (priority, lane, tokens) = (ask.priority, ask.lane, ask.fairness_cost());
+        self.returning.push_back(Returning { at, priority, lane, retries, tokens });
     }
 
     /// The last refusal of `lane`'s own scopes, else of the shared scopes.
@@ -411,7 +438,7 @@ impl DeploymentQueue {
                 return (Err(WaitError::QueueFull), waited);
             }
             let binding = refusal.clone().or_else(|| state.lane_refusal(ask.lane));
-            waited.eta = self.eta(&state, Self::ahead(&state, &ask), binding.as_ref());
+            waited.eta = self.eta(&state, Self::ahead(&state, &ask, now), binding.as_ref());
             *state.per_class.entry(ask.priority).or_default() += 1;
             state.next_id += 1;
             let id = WaiterId(state.next_id);
@@ -463,13 +490,15 @@ impl DeploymentQueue {
         (result, waited)
     }
 
-    /// When `ask` would be granted if it joined the queue now: the cost queued ahead of it
-    /// and its own at the recent admission rate, else `refusal`'s wait (see [`Waited::eta`]).
+    /// When `ask` would be granted if it joined the queue now: what is queued ahead of it
+    /// (and what was told to come back before it) and itself at the recent admission rate,
+    /// else `refusal`'s wait (see [`Waited::eta`]). A caller that refuses `ask` with this
+    /// wait says so with [`DeploymentQueue::told_to_return`].
     #[must_use]
     pub fn predict(&self, ask: &Ask, refusal: Option<&Rejection>) -> Duration {
         let state = self.lock();
         let on_record = state.lane_refusal(ask.lane);
-        self.eta(&state, Self::ahead(&state, ask), refusal.or(on_record.as_ref()))
+        self.eta(&state, Self::ahead(&state, ask, self.clock.now()), refusal.or(on_record.as_ref()))
     }
 
     fn forget(&self, state: &mut State, id: WaiterId) -> Option<Pending> {
@@ -481,13 +510,30 @@ impl DeploymentQueue {
         Some(pending)
     }
 
-    /// What is queued ahead of `ask` were it to join now, and itself.
-    fn ahead(state: &State, ask: &Ask) -> Ahead {
+    /// What is queued ahead of `ask` were it to join now, and itself: the waiters it would
+    /// queue behind, and the requests told to come back that it would queue behind then.
+    fn ahead(state: &State, ask: &Ask, now: Nanos) -> Ahead {
         let (priority, lane, retries) = (ask.priority, ask.lane, ask.retries);
+        let returning = state.returning.iter().filter(|r| {
+            r.at > now && r.priority <= priority && !(r.priority == priority && r.lane == lane && r.retries < retries)
+        });
+        let (back, back_tokens) = returning.fold((0u64, 0u64), |(n, t), r| (n + 1, t.saturating_add(r.tokens)));
         Ahead {
-            requests: state.fair.requests_ahead(priority, lane, retries).saturating_add(1),
-            tokens: state.fair.cost_ahead(priority, lane, retries).saturating_add(ask.fairness_cost()),
+            requests: state.fair.requests_ahead(priority, lane, retries).saturating_add(1).saturating_add(back),
+            tokens: state
+                .fair
+                .cost_ahead(priority, lane, retries)
+                .saturating_add(ask.fairness_cost())
+                .saturating_add(back_tokens),
         }
+    }
+
+    /// `ask` was refused and told to come back after `wait`: until then it counts ahead of
+    /// requests refused after it (see [`DeploymentQueue::predict`]).
+    pub fn told_to_return(&self, ask: &Ask, wait: Duration) {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        state.expect_back(ask, now.after(wait), now);
     }
 
     /// The wait of a request with `ahead` queued before it (itself included): that queue at
@@ -649,9 +695,12 @@ impl Ticket<'_> {
             };
             return (None, self.queue.eta(&state, everything, None), None);
         };
-        let ahead = DeploymentQueue::ahead(&state, &pending.ask);
+        let now = self.queue.clock.now();
+        let ahead = DeploymentQueue::ahead(&state, &pending.ask, now);
         let refusal = state.on_record(&pending);
         let eta = self.queue.eta(&state, ahead, refusal.as_ref());
+        // Told `eta`, it comes back then.
+        state.expect_back(&pending.ask, now.after(eta), now);
         state.forget_refusals_when_idle();
         (refusal, eta, pending.held)
     }

@@ -111,7 +111,7 @@ async fn queue_with_history(
         clock.advance(Duration::from_secs(1));
     }
     for granted in small {
-        granted.await.unwrap();
+        let _granted = granted.await.unwrap();
     }
     let large = tokio::spawn({
         let (queue, ask) = (Arc::clone(&queue), sized(waiting_tokens));
@@ -149,5 +149,38 @@ async fn behind_a_token_limit_the_predicted_wait_counts_tokens() {
     // 60 tokens admitted in about two seconds: the 1,020 tokens ahead take over half a
     // minute (counted in requests, two of them would take a second or two).
     assert!(eta >= Duration::from_secs(30), "{eta:?}");
+    large.abort();
+}
+
+/// Requests refused at once with a predicted wait are told successive turns, not one
+/// instant: each refusal counts those told to come back before it, until their time has
+/// come. A retry of a key goes before its first attempts, so those do not delay it.
+#[tokio::test]
+async fn requests_told_to_come_back_are_told_successive_turns() {
+    let (clock, queue, deployment, large) = queue_with_history(Dimension::Requests, 60, 1, 20).await;
+    let first = Ask { cost: Cost::request(20, 0), ..ask(vec![deployment]) };
+    let retried = Ask { retries: 2, ..first.clone() };
+    let retried_alone = queue.predict(&retried, None);
+    let alone = queue.predict(&first, None);
+    queue.told_to_return(&first, alone);
+    let next = queue.predict(&first, None);
+    // One more request ahead, at the same rate.
+    let turn = next.checked_sub(alone).unwrap();
+    assert!(turn >= Duration::from_millis(500) && turn <= Duration::from_millis(1_500), "{alone:?} then {next:?}");
+    queue.told_to_return(&first, next);
+    assert!(queue.predict(&first, None) > next);
+    // A second retry goes before the returning first attempts (they come back as first
+    // retries), as before the waiting one: they are not ahead of it.
+    assert!(retried_alone < alone);
+    assert_eq!(queue.predict(&retried, None), retried_alone);
+    // Once their time has come they are back (in the line, or gone): no longer counted.
+    // The waiting request is admitted meanwhile.
+    clock.advance(next + Duration::from_millis(1));
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(queue.depth(), 0);
+    let later = queue.predict(&first, None);
+    assert!(later < alone, "{later:?} against {alone:?}");
     large.abort();
 }
