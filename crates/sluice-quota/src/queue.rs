@@ -32,6 +32,11 @@ const SLOT_POLL: Duration = Duration::from_millis(25);
 const THROUGHPUT_WINDOW: Duration = Duration::from_secs(10);
 /// The most requests told when to come back that a queue remembers (the oldest go first).
 const MAX_RETURNING: usize = 10_000;
+/// How far ahead requests told to come back count ahead of a new one: they spread the
+/// hints over at most this much more than the queue's own wait. Requests refused faster
+/// than the deployment admits (an overload, or clients that never come back) would
+/// otherwise push every hint further without end.
+const RETURNING_HORIZON: Duration = Duration::from_secs(10);
 
 /// What a waiting request asks for.
 #[derive(Debug, Clone)]
@@ -514,8 +519,11 @@ impl DeploymentQueue {
     /// queue behind, and the requests told to come back that it would queue behind then.
     fn ahead(state: &State, ask: &Ask, now: Nanos) -> Ahead {
         let (priority, lane, retries) = (ask.priority, ask.lane, ask.retries);
+        let horizon = now.after(RETURNING_HORIZON);
         let returning = state.returning.iter().filter(|r| {
-            r.at > now && r.priority <= priority && !(r.priority == priority && r.lane == lane && r.retries < retries)
+            (now < r.at && r.at <= horizon)
+                && r.priority <= priority
+                && !(r.priority == priority && r.lane == lane && r.retries < retries)
         });
         let (back, back_tokens) = returning.fold((0u64, 0u64), |(n, t), r| (n + 1, t.saturating_add(r.tokens)));
         Ahead {

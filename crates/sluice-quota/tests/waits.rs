@@ -184,3 +184,22 @@ async fn requests_told_to_come_back_are_told_successive_turns() {
     assert!(later < alone, "{later:?} against {alone:?}");
     large.abort();
 }
+
+/// Requests refused faster than the deployment admits (an overload, or clients that never
+/// come back) do not push the hints out without end: only those due within ten seconds
+/// count ahead.
+#[tokio::test]
+async fn a_flood_of_refusals_spreads_the_hints_over_a_bounded_time() {
+    let (_clock, queue, deployment, large) = queue_with_history(Dimension::Requests, 60, 1, 20).await;
+    let ask = Ask { cost: Cost::request(20, 0), ..ask(vec![deployment]) };
+    let mut hints = Vec::new();
+    for _ in 0..200 {
+        let eta = queue.predict(&ask, None);
+        queue.told_to_return(&ask, eta);
+        hints.push(eta);
+    }
+    let longest = hints.iter().max().unwrap();
+    assert!(*longest <= Duration::from_secs(20), "{longest:?}");
+    assert!(*longest >= Duration::from_secs(10), "the hints spread: {longest:?}");
+    large.abort();
+}
