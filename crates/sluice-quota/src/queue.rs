@@ -243,6 +243,15 @@ struct Returning {
     tokens: u64,
 }
 
+/// Which requests told to come back count ahead of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Back {
+    /// It joins the queue now: those that will go before it when they come.
+    Overtaking,
+    /// It is told when to come back: those due back before it.
+    Before,
+}
+
 /// What waits ahead of a request, itself included.
 #[derive(Debug, Clone, Copy)]
 struct Ahead {
@@ -443,7 +452,7 @@ impl DeploymentQueue {
                 return (Err(WaitError::QueueFull), waited);
             }
             let binding = refusal.clone().or_else(|| state.lane_refusal(ask.lane));
-            waited.eta = self.eta(&state, Self::ahead(&state, &ask, now), binding.as_ref());
+            waited.eta = self.eta(&state, Self::ahead(&state, &ask, now, Back::Overtaking), binding.as_ref());
             *state.per_class.entry(ask.priority).or_default() += 1;
             state.next_id += 1;
             let id = WaiterId(state.next_id);
@@ -496,14 +505,14 @@ impl DeploymentQueue {
     }
 
     /// When `ask` would be granted if it joined the queue now: what is queued ahead of it
-    /// (and what was told to come back before it) and itself at the recent admission rate,
-    /// else `refusal`'s wait (see [`Waited::eta`]). A caller that refuses `ask` with this
-    /// wait says so with [`DeploymentQueue::told_to_return`].
+    /// (and what, told to come back, will go before it) and itself at the recent admission
+    /// rate, else `refusal`'s wait (see [`Waited::eta`]). A caller that refuses `ask` for
+    /// it asks [`DeploymentQueue::turn_away`] when to tell it to come back.
     #[must_use]
     pub fn predict(&self, ask: &Ask, refusal: Option<&Rejection>) -> Duration {
         let state = self.lock();
         let on_record = state.lane_refusal(ask.lane);
-        self.eta(&state, Self::ahead(&state, ask, self.clock.now()), refusal.or(on_record.as_ref()))
+        self.eta(&state, Self::ahead(&state, ask, self.clock.now(), Back::Overtaking), refusal.or(on_record.as_ref()))
     }
 
     fn forget(&self, state: &mut State, id: WaiterId) -> Option<Pending> {
@@ -515,15 +524,24 @@ impl DeploymentQueue {
         Some(pending)
     }
 
-    /// What is queued ahead of `ask` were it to join now, and itself: the waiters it would
-    /// queue behind, and the requests told to come back that it would queue behind then.
-    fn ahead(state: &State, ask: &Ask, now: Nanos) -> Ahead {
+    /// What is queued ahead of `ask`, and itself: the waiters it would queue behind were it
+    /// to join now, and the requests told to come back (due within [`RETURNING_HORIZON`])
+    /// that `back` counts.
+    fn ahead(state: &State, ask: &Ask, now: Nanos, back: Back) -> Ahead {
         let (priority, lane, retries) = (ask.priority, ask.lane, ask.retries);
         let horizon = now.after(RETURNING_HORIZON);
         let returning = state.returning.iter().filter(|r| {
-            (now < r.at && r.at <= horizon)
-                && r.priority <= priority
-                && !(r.priority == priority && r.lane == lane && r.retries < retries)
+            let due = now < r.at && r.at <= horizon;
+            let own_lane = r.priority == priority && r.lane == lane;
+            due && r.priority <= priority
+                && match back {
+                    // Those that will go before it when they come: a higher class, or its own
+                    // key's requests retried more often than it (the rest arrive behind it).
+                    Back::Overtaking => r.priority < priority || (own_lane && r.retries > retries),
+                    // Those due back before it would be, but its own key's that it will go
+                    // before, coming back retried once more than now.
+                    Back::Before => !(own_lane && r.retries <= retries),
+                }
         });
         let (back, back_tokens) = returning.fold((0u64, 0u64), |(n, t), r| (n + 1, t.saturating_add(r.tokens)));
         Ahead {
@@ -536,12 +554,19 @@ impl DeploymentQueue {
         }
     }
 
-    /// `ask` was refused and told to come back after `wait`: until then it counts ahead of
-    /// requests refused after it (see [`DeploymentQueue::predict`]).
-    pub fn told_to_return(&self, ask: &Ask, wait: Duration) {
+    /// Refuses `ask` (predicted to wait too long, see [`DeploymentQueue::predict`]) and
+    /// returns when it should come back: after the queue ahead of it and every request told
+    /// to come back before it, not at the same instant as those (clients honour a server's
+    /// hint exactly: equal hints bring them back as one herd). Until then it counts ahead of
+    /// requests refused after it.
+    pub fn turn_away(&self, ask: &Ask, refusal: Option<&Rejection>) -> Duration {
         let now = self.clock.now();
         let mut state = self.lock();
+        let on_record = state.lane_refusal(ask.lane);
+        let ahead = Self::ahead(&state, ask, now, Back::Before);
+        let wait = self.eta(&state, ahead, refusal.or(on_record.as_ref()));
         state.expect_back(ask, now.after(wait), now);
+        wait
     }
 
     /// The wait of a request with `ahead` queued before it (itself included): that queue at
@@ -704,7 +729,7 @@ impl Ticket<'_> {
             return (None, self.queue.eta(&state, everything, None), None);
         };
         let now = self.queue.clock.now();
-        let ahead = DeploymentQueue::ahead(&state, &pending.ask, now);
+        let ahead = DeploymentQueue::ahead(&state, &pending.ask, now, Back::Before);
         let refusal = state.on_record(&pending);
         let eta = self.queue.eta(&state, ahead, refusal.as_ref());
         // Told `eta`, it comes back then.

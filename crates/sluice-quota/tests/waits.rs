@@ -153,35 +153,34 @@ async fn behind_a_token_limit_the_predicted_wait_counts_tokens() {
 }
 
 /// Requests refused at once with a predicted wait are told successive turns, not one
-/// instant: each refusal counts those told to come back before it, until their time has
-/// come. A retry of a key goes before its first attempts, so those do not delay it.
+/// instant: each is told to come after the queue and those told before it. Coming back
+/// as retries, they go before the key's first attempts but not before each other: a
+/// first attempt counts them ahead, a retry does not.
 #[tokio::test]
 async fn requests_told_to_come_back_are_told_successive_turns() {
     let (clock, queue, deployment, large) = queue_with_history(Dimension::Requests, 60, 1, 20).await;
     let first = Ask { cost: Cost::request(20, 0), ..ask(vec![deployment]) };
-    let retried = Ask { retries: 2, ..first.clone() };
-    let retried_alone = queue.predict(&retried, None);
-    let alone = queue.predict(&first, None);
-    queue.told_to_return(&first, alone);
-    let next = queue.predict(&first, None);
-    // One more request ahead, at the same rate.
-    let turn = next.checked_sub(alone).unwrap();
-    assert!(turn >= Duration::from_millis(500) && turn <= Duration::from_millis(1_500), "{alone:?} then {next:?}");
-    queue.told_to_return(&first, next);
-    assert!(queue.predict(&first, None) > next);
-    // A second retry goes before the returning first attempts (they come back as first
-    // retries), as before the waiting one: they are not ahead of it.
-    assert!(retried_alone < alone);
+    let retried = Ask { retries: 1, ..first.clone() };
+    let (first_alone, retried_alone) = (queue.predict(&first, None), queue.predict(&retried, None));
+    let one = queue.turn_away(&first, None);
+    assert_eq!(one, first_alone);
+    let two = queue.turn_away(&first, None);
+    let turn = two.checked_sub(one).unwrap();
+    assert!(turn >= Duration::from_millis(500) && turn <= Duration::from_millis(1_500), "{one:?} then {two:?}");
+    assert!(queue.turn_away(&first, None) > two);
+    // Three first attempts will come back as retries: a new first attempt waits for them, a
+    // retry arriving now does not.
+    assert!(queue.predict(&first, None) > first_alone);
     assert_eq!(queue.predict(&retried, None), retried_alone);
-    // Once their time has come they are back (in the line, or gone): no longer counted.
-    // The waiting request is admitted meanwhile.
-    clock.advance(next + Duration::from_millis(1));
+    // Once their time has come they are back (in the line, or gone): no longer counted. The
+    // waiting request is admitted meanwhile.
+    clock.advance(Duration::from_secs(10));
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }
     assert_eq!(queue.depth(), 0);
-    let later = queue.predict(&first, None);
-    assert!(later < alone, "{later:?} against {alone:?}");
+    // Nothing is ahead of a first attempt now but what is ahead of a retry: itself.
+    assert_eq!(queue.predict(&first, None), queue.predict(&retried, None));
     large.abort();
 }
 
@@ -192,12 +191,7 @@ async fn requests_told_to_come_back_are_told_successive_turns() {
 async fn a_flood_of_refusals_spreads_the_hints_over_a_bounded_time() {
     let (_clock, queue, deployment, large) = queue_with_history(Dimension::Requests, 60, 1, 20).await;
     let ask = Ask { cost: Cost::request(20, 0), ..ask(vec![deployment]) };
-    let mut hints = Vec::new();
-    for _ in 0..200 {
-        let eta = queue.predict(&ask, None);
-        queue.told_to_return(&ask, eta);
-        hints.push(eta);
-    }
+    let hints: Vec<Duration> = (0..200).map(|_| queue.turn_away(&ask, None)).collect();
     let longest = hints.iter().max().unwrap();
     assert!(*longest <= Duration::from_secs(20), "{longest:?}");
     assert!(*longest >= Duration::from_secs(10), "the hints spread: {longest:?}");

@@ -648,9 +648,8 @@ async fn reserve_or_wait(
     if left.is_zero() || req.client_deadline {
         let eta = queue.predict(&ask, refusal.as_ref());
         if left.is_zero() || with_margin(eta) > left {
-            // Told `eta`, its client comes back then: the next one refused is told a later turn.
-            queue.told_to_return(&ask, eta);
-            return Err(predicted(refusal, eta));
+            let back = queue.turn_away(&ask, refusal.as_ref());
+            return Err(predicted(refusal, back));
         }
     }
     let held_before = refusal.as_ref().is_some_and(|r| r.limiter == LimiterName::FairShare);
