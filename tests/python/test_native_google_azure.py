@@ -196,6 +196,31 @@ def test_genai_generate_content_on_every_deployment_kind(gateway: str, version: 
         assert reply.model_version == model
 
 
+@pytest.mark.parametrize("version", ["v1beta", "v1"])
+def test_genai_lists_and_gets_the_profiles_its_key_may_name(gateway: str, version: str) -> None:
+    from google.genai import errors
+
+    client = genai_client(gateway, version=version)
+    listed = {model.name: model for model in client.models.list()}
+    assert {"models/gemini", "models/gemini3", "models/chat", "models/embed", "models/claude"} <= set(listed)
+    assert "generateContent" in listed["models/chat"].supported_actions
+    one = client.models.get(model="claude")
+    assert (one.name, one.display_name) == ("models/claude", "claude")
+    with pytest.raises(errors.ClientError) as missing:
+        client.models.get(model="no-such-profile")
+    assert missing.value.code == 404
+    assert "no-such-profile" in str(missing.value)
+    stranger = genai_client(gateway, key="sk-not-a-key", version=version)
+    with pytest.raises(errors.ClientError) as refused:
+        list(stranger.models.list())
+    assert refused.value.code == 401
+    # The OpenAI SDK on the same `/v1/models` still gets OpenAI's list.
+    import openai
+
+    names = {m.id for m in openai.OpenAI(base_url=f"{gateway}/v1", api_key=KEY).models.list()}
+    assert "claude" in names
+
+
 def test_genai_stream_and_count_tokens(gateway: str) -> None:
     client = genai_client(gateway)
     for model, tokens in (("gemini", 6), ("chat", 7), ("claude", 5)):

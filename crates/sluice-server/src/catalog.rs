@@ -51,8 +51,7 @@ pub async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response
         Ok(caller) => caller,
         Err(error) => return refuse(error, envelope, &headers),
     };
-    let mut names: Vec<&str> = gateway.profiles.keys().map(|n| &**n).filter(|n| caller.may_name(n)).collect();
-    names.sort_unstable();
+    let names = names(&gateway, &caller);
     let data: Vec<Value> = names.iter().map(|name| model_object(name, envelope)).collect();
     let body = match envelope {
         Envelope::OpenAi => json!({"object": "list", "data": data}),
@@ -64,6 +63,13 @@ pub async fn list(State(state): State<AppState>, headers: HeaderMap) -> Response
         }),
     };
     axum::Json(body).into_response()
+}
+
+/// The profiles `caller` may name, sorted.
+pub fn names<'g>(gateway: &'g Gateway, caller: &Caller) -> Vec<&'g str> {
+    let mut names: Vec<&str> = gateway.profiles.keys().map(|n| &**n).filter(|n| caller.may_name(n)).collect();
+    names.sort_unstable();
+    names
 }
 
 /// `GET /v1/models/{model}`: one profile, or a 404 `model_not_found`. Profile names may

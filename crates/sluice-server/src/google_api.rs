@@ -143,6 +143,66 @@ async fn gemini(state: &AppState, action: &str, query: Option<&str>, request: Re
     to_gemini(response, &model, method == Method::Stream, framing).await
 }
 
+/// Whether a `GET` on a path both OpenAI's and Google's clients use (`/v1/models`) comes
+/// from a Google client: its key is in `x-goog-api-key` or `?key=`.
+pub fn from_google(headers: &http::HeaderMap, query: Option<&str>) -> bool {
+    headers.contains_key(GOOG_API_KEY) || query.is_some_and(|q| q.split('&').any(|pair| pair.starts_with("key=")))
+}
+
+/// `GET /v1beta/models` (and `/v1/models` from a Google client): the profiles the key may
+/// name as one page of Gemini `Model`s (<https://ai.google.dev/api/models#method:-models.list>),
+/// which google-genai's `models.list()` reads.
+pub async fn list_models(State(state): State<AppState>, RawQuery(query): RawQuery, request: Request) -> Response<Body> {
+    let request = key_from_query(request, query.as_deref());
+    let gateway = state.current();
+    let caller = match crate::auth::authenticate(&gateway, request.headers()) {
+        Ok(caller) => caller,
+        Err(error) => return google_refusal(error, request.headers()).await,
+    };
+    let models: Vec<Value> = crate::catalog::names(&gateway, &caller).into_iter().map(model_resource).collect();
+    axum::Json(json!({ "models": models })).into_response()
+}
+
+/// `GET /v1beta/models/{model}` (and `/v1/models/{model}` from a Google client): one
+/// profile as a Gemini `Model` (<https://ai.google.dev/api/models#method:-models.get>), or
+/// Google's `NOT_FOUND`.
+pub async fn get_model(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+    request: Request,
+) -> Response<Body> {
+    let request = key_from_query(request, query.as_deref());
+    let gateway = state.current();
+    let caller = match crate::auth::authenticate(&gateway, request.headers()) {
+        Ok(caller) => caller,
+        Err(error) => return google_refusal(error, request.headers()).await,
+    };
+    let name = name.strip_prefix("models/").unwrap_or(&name);
+    match gateway.profiles.get_key_value(name).filter(|_| caller.may_name(name)) {
+        Some((name, _)) => axum::Json(model_resource(name)).into_response(),
+        None => google_refusal(GatewayError::UnknownModel(name.to_owned()), request.headers()).await,
+    }
+}
+
+/// A model profile as a Gemini `Model` resource: its name under `models/`, and the methods
+/// sluice serves for it.
+fn model_resource(name: &str) -> Value {
+    json!({
+        "name": format!("models/{name}"),
+        "baseModelId": name,
+        "version": "sluice",
+        "displayName": name,
+        "description": format!("sluice model profile `{name}`"),
+        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+    })
+}
+
+/// A refusal made before any model is read, in Google's error object.
+async fn google_refusal(error: GatewayError, headers: &http::HeaderMap) -> Response<Body> {
+    to_gemini(openai_error(error, headers), "", false, GeminiFraming::Sse).await
+}
+
 /// What the edge makes of a Gemini request: the chat body for the road, or its own answer
 /// (a token count).
 enum Edge {

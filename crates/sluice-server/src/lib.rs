@@ -293,11 +293,12 @@ fn api() -> Router<AppState> {
         // Bedrock runtime clients (boto3 `bedrock-runtime`): `modelId` names the profile.
         .route("/model/{model}/{operation}", post(bedrock::runtime))
         .route("/v1/messages/count_tokens", post(catalog::count_tokens))
-        .route("/v1/models", get(catalog::list))
-        .route("/v1/models/{*model}", get(catalog::get))
+        .route("/v1/models", get(models_list))
+        .route("/v1/models/{*model}", get(models_get))
         // Google's client shapes (Gemini API, Vertex AI publisher models): see `google_api`.
         .route("/v1/models/{*model}", post(google_api::models))
-        .route("/v1beta/models/{*model}", post(google_api::models))
+        .route("/v1beta/models", get(google_api::list_models))
+        .route("/v1beta/models/{*model}", post(google_api::models).get(google_api::get_model))
         .route(VERTEX_PUBLISHER_V1, post(google_api::publisher))
         .route(VERTEX_PUBLISHER_V1BETA1, post(google_api::publisher))
         .route("/v1/publishers/{publisher}/models/{action}", post(google_api::publisher))
@@ -331,6 +332,28 @@ async fn proxied(
         road::handle(state.current(), protocol, request).await
     })
     .await
+}
+
+/// `GET /v1/models`: OpenAI's or Anthropic's model list, or Gemini's for a Google client
+/// (google-genai asks on `/v1` as well as `/v1beta`).
+async fn models_list(state: State<AppState>, query: axum::extract::RawQuery, request: Request) -> Response {
+    if google_api::from_google(request.headers(), query.0.as_deref()) {
+        return google_api::list_models(state, query, request).await;
+    }
+    catalog::list(state, request.headers().clone()).await
+}
+
+/// `GET /v1/models/{model}`: as [`models_list`], for one model.
+async fn models_get(
+    state: State<AppState>,
+    name: axum::extract::Path<String>,
+    query: axum::extract::RawQuery,
+    request: Request,
+) -> Response {
+    if google_api::from_google(request.headers(), query.0.as_deref()) {
+        return google_api::get_model(state, name, query, request).await;
+    }
+    catalog::get(state, request.headers().clone(), name).await
 }
 
 async fn chat(State(state): State<AppState>, request: Request) -> Response {
