@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::estimate::{Estimator, TokenizerKind};
+use crate::finish::FinishReasons;
 use crate::protocol::Protocol;
 use crate::sse::{self, Event};
 use crate::tap::MAX_HELD_EVENT_BYTES;
@@ -36,6 +37,8 @@ pub struct DeliveredCount {
     tokens: u64,
     /// Content events that carried text.
     events: u64,
+    /// Why the model stopped, as the events said.
+    finish: FinishReasons,
 }
 
 impl std::fmt::Debug for DeliveredCount {
@@ -51,7 +54,16 @@ impl DeliveredCount {
     /// Counts `protocol` events (the client's) with `kind`.
     #[must_use]
     pub fn new(protocol: Protocol, estimator: Arc<Estimator>, kind: TokenizerKind) -> Self {
-        Self { protocol, estimator, kind, held: Vec::new(), pending: String::new(), tokens: 0, events: 0 }
+        Self {
+            protocol,
+            estimator,
+            kind,
+            held: Vec::new(),
+            pending: String::new(),
+            tokens: 0,
+            events: 0,
+            finish: FinishReasons::default(),
+        }
     }
 
     /// Reads `bytes` the client was sent (whole events, or pieces of them).
@@ -98,10 +110,17 @@ impl DeliveredCount {
         tokens.max(self.events)
     }
 
+    /// The finish reasons the stream's events gave so far (see [`crate::finish`]).
+    #[must_use]
+    pub fn finish_reasons(&self) -> &[String] {
+        self.finish.reasons()
+    }
+
     fn event(&mut self, event: &[u8]) {
         let Ok(text) = std::str::from_utf8(event) else { return };
         let event = Event::parse(text);
         let Some(data) = event.data.as_deref() else { return };
+        self.finish.event(self.protocol, event.name, data);
         let before = self.pending.len();
         let mut pieces = 0;
         match self.protocol {

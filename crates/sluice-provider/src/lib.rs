@@ -27,6 +27,7 @@ mod classify;
 mod delivered;
 mod error;
 mod estimate;
+mod finish;
 mod hints;
 mod protocol;
 mod request;
@@ -42,6 +43,7 @@ pub use classify::{
 pub use delivered::DeliveredCount;
 pub use error::{EstimatorError, RequestError, RequestErrorCode};
 pub use estimate::{Estimator, MediaPricing, TokenizerKind, tokenizer_for_model};
+pub use finish::{FinishReasons, finish_reasons};
 pub use hints::{
     MAX_HINT_BODY_BYTES, MAX_HINT_DURATION, RateLimitHints, Window, parse_go_duration, parse_hints,
     parse_rfc3339_unix_ms,

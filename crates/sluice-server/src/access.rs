@@ -79,6 +79,9 @@ struct Fields {
     /// How a stream ended: `completed`, `client_cut`, `provider_cut`, `provider_stalled`,
     /// `shutdown`; empty for an answer that was not streamed.
     stream: &'static str,
+    /// Why the model stopped, as the client was told (`stop`, `length`, `tool_calls`,
+    /// `end_turn`, ...; one per choice).
+    finish_reasons: Vec<String>,
     /// Where the settled figures came from: `reported`, `counted` or `estimated`.
     usage_source: &'static str,
     retries: u32,
@@ -299,6 +302,13 @@ impl Line {
         self.fields.lock().usage = Some(*counts);
     }
 
+    /// Why the model stopped, as the answer the client got says.
+    pub fn finish_reasons(&self, reasons: &[String]) {
+        if !reasons.is_empty() {
+            reasons.clone_into(&mut self.fields.lock().finish_reasons);
+        }
+    }
+
     /// The stream ended `how` (`completed`, `client_cut`, `provider_cut`,
     /// `provider_stalled`, `shutdown`); the first report stands.
     pub fn stream_ended(&self, how: &'static str) {
@@ -357,6 +367,7 @@ impl Drop for Line {
                 request_model: text(&f.profile),
                 answered_by: f.answered_by.as_ref().map(|(p, m)| (*p, m.as_ref())),
                 usage: f.usage.map(|u| (u.input_tokens, u.cached_input_tokens, u.output_tokens)),
+                finish_reasons: &f.finish_reasons,
                 refusal: refused.then(|| {
                     let limiter = f.limiter.as_deref().unwrap_or("");
                     [f.decision, limiter, f.scope_kind, text(&f.scope), f.dimension]
@@ -408,6 +419,7 @@ impl Drop for Line {
             cost,
             currency = %cost.map_or("", |_| f.currency.as_ref()),
             stream = f.stream,
+            finish_reasons = %f.finish_reasons.join(","),
             usage_source = f.usage_source,
             retries = f.retries,
             placement = f.placement,

@@ -7,7 +7,8 @@
 //! span named `{method} {route}` (`http.request.method`, `http.route`,
 //! `http.response.status_code`, an error status from 500 on) carrying the GenAI attributes
 //! of what it asked and used (`gen_ai.operation.name`, `gen_ai.provider.name`,
-//! `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.usage.*`); each call to a
+//! `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.usage.*`,
+//! `gen_ai.response.finish_reasons` as the client was told them); each call to a
 //! provider is a GenAI client span named `{operation} {model}` with the provider's
 //! `server.address` and `server.port`. A request admission refused gets the event
 //! `sluice.admission.refused` with its binding scope, and no client span: nothing was sent.
@@ -56,6 +57,8 @@ pub struct Summary<'a> {
     pub answered_by: Option<(&'static str, &'a str)>,
     /// Input (cached included), its cached part and output, as settled.
     pub usage: Option<(u64, u64, u64)>,
+    /// Why the model stopped, one reason per choice, as the client was told.
+    pub finish_reasons: &'a [String],
     /// A refusal's decision, limiter and binding scope (kind, name, dimension).
     pub refusal: Option<[&'a str; 5]>,
 }
@@ -177,6 +180,13 @@ fn request_attributes(summary: &Summary<'_>) -> Vec<KeyValue> {
         attributes.push(KeyValue::new("gen_ai.usage.input_tokens", n(input)));
         attributes.push(KeyValue::new("gen_ai.usage.output_tokens", n(output)));
         attributes.push(KeyValue::new("gen_ai.usage.cache_read.input_tokens", n(cached)));
+    }
+    if !summary.finish_reasons.is_empty() {
+        let reasons = summary.finish_reasons.iter().map(|r| opentelemetry::StringValue::from(r.clone())).collect();
+        attributes.push(KeyValue::new(
+            "gen_ai.response.finish_reasons",
+            opentelemetry::Value::Array(opentelemetry::Array::String(reasons)),
+        ));
     }
     if summary.status >= 500 {
         attributes.push(KeyValue::new("error.type", summary.status.to_string()));

@@ -490,6 +490,16 @@ fn attribute_map(
         Some(Value::IntValue(i)) => i.to_string(),
         Some(Value::BoolValue(b)) => b.to_string(),
         Some(Value::DoubleValue(d)) => d.to_string(),
+        // An array of strings as its items joined by commas.
+        Some(Value::ArrayValue(items)) => items
+            .values
+            .iter()
+            .map(|item| match &item.value {
+                Some(Value::StringValue(s)) => s.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
         other => format!("{other:?}"),
     };
     attributes.iter().map(|kv| (kv.key.clone(), text(&kv.value.as_ref().and_then(|v| v.value.clone())))).collect()
@@ -568,6 +578,11 @@ fn a_request_with_a_client_traceparent_is_one_access_line_and_one_trace_with_the
     for key in ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"] {
         assert!(a[key].parse::<u64>().unwrap() > 0, "{key} in {a:?}");
     }
+    // Why the model stopped, as the client was told it.
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let told = answer["choices"][0]["finish_reason"].as_str().unwrap();
+    assert_eq!(a.get("gen_ai.response.finish_reasons").map(String::as_str), Some(told), "{a:?}");
+    assert_eq!(lines[0]["finish_reasons"], told);
     // The call to the provider: a client span (3) naming where it went.
     let call = spans.iter().find(|s| s.name == "chat gpt-4o-mini").unwrap();
     assert_eq!(call.kind, 3);

@@ -285,6 +285,9 @@ impl<S: Settle> Flow<S> {
 
     /// Settles on the provider's final usage, or on the output counted passing.
     fn settle(self) {
+        if let Some(line) = self.settle.access() {
+            line.finish_reasons(self.delivered.finish_reasons());
+        }
         let counted = self.delivered.tokens();
         let seen = Streamed { usage: self.pipe.usage(), usage_final: self.pipe.usage_final(), counted };
         self.settle.streamed(&self.terms, seen);
@@ -486,6 +489,7 @@ async fn buffered<S: Settle>(
             Err(e) => return Err(bad_response(call, &e)),
         },
     };
+    call.req.access.finish_reasons(&sluice_provider::finish_reasons(terms.protocol, &body));
     let mut response = pass_through(parts.status, &parts.headers, Body::from(body));
     if call.crossing != Crossing::Same {
         response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
