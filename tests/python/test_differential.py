@@ -117,10 +117,15 @@ NO_THINKING = (
     "the way to Anthropic's shape"
 )
 NO_RESPONSES = "Gemini's native API has no Responses counterpart: 400 (docs/operations.md, the protocol matrix)"
+NO_GEMINI_THINKING = (
+    "Anthropic's `thinking` is refused (400 naming it) on the way to the OpenAI chat shape Gemini deployments are "
+    "served from (docs/operations.md, refused fields)"
+)
 REFUSED: dict[tuple[str, str, str], str] = {
     **{(p, f, "openai"): NO_THINKING for p in ("bedrock-converse", "bedrock-invoke", "vertex-claude")
        for f in ("thinking", "stream-thinking")},
     **{(p, "responses", "openai"): NO_RESPONSES for p in ("gemini", "vertex-gemini")},
+    **{(p, "effort", "anthropic"): NO_GEMINI_THINKING for p in ("gemini", "vertex-gemini")},
 }
 
 # ---------------------------------------------------------------------------------------
@@ -537,7 +542,7 @@ def invoke_body(feature: str, signed: dict | None = None) -> str:
 def gm_contents(feature: str, signed: dict | None = None):
     from google.genai import types
 
-    if feature in ("text", "stream"):
+    if feature in ("text", "stream", "effort"):
         return [types.Content(role="user", parts=[types.Part.from_text(text=HELLO)])]
     if feature == "image":
         return [types.Content(role="user", parts=[types.Part.from_text(text=LOOK), types.Part.from_bytes(data=PNG, mime_type="image/png")])]
@@ -564,6 +569,10 @@ def gm_config(feature: str):
     if feature in ("tools", "thinking"):
         decl = types.FunctionDeclaration(name="get_weather", description=TOOL_DOC, parameters_json_schema=SCHEMA)
         config["tools"] = [types.Tool(function_declarations=[decl])]
+    if feature == "effort":
+        # 1,024 tokens: `reasoning_effort: "low"` in Google's OpenAI compatibility table
+        # (https://ai.google.dev/gemini-api/docs/openai).
+        config["thinking_config"] = types.ThinkingConfig(thinking_budget=1024)
     return types.GenerateContentConfig(**config)
 
 
@@ -1093,8 +1102,38 @@ def google_catalogue(vertex: bool) -> dict[str, tuple[Call, dict[str, Call | NA]
             "native": generate(sluice_of, profile3, "thinking", signed),
         },
     )
+    cat["effort"] = (
+        generate(oracle_of, GEMINI, "effort"),
+        {
+            "openai": openai_effort(profile),
+            "anthropic": anthropic_thinking_budget(profile),
+            "native": generate(sluice_of, profile, "effort"),
+        },
+    )
     cat["responses"] = responses_case(generate(oracle_of, GEMINI, "text"), profile)
     return cat
+
+
+def openai_effort(profile: str) -> Call:
+    """A thinking budget as an OpenAI chat client asks for one: `reasoning_effort`."""
+
+    def call(env: Env) -> Any:
+        openai_to_sluice(env).chat.completions.create(
+            model=profile, messages=[{"role": "user", "content": HELLO}], max_tokens=20, reasoning_effort="low"
+        )
+
+    return call
+
+
+def anthropic_thinking_budget(profile: str) -> Call:
+    """A thinking budget as an Anthropic client asks for one."""
+
+    def call(env: Env) -> Any:
+        anthropic_to_sluice(env).messages.create(
+            model=profile, max_tokens=2048, thinking=THINKING, messages=[{"role": "user", "content": HELLO}]
+        )
+
+    return call
 
 
 def vertex_claude_oracle(env: Env) -> anthropic.AnthropicVertex:
@@ -1206,6 +1245,7 @@ FEATURES = {
     "image": "an image (base64)",
     "tools": "tools, a tool call and its result",
     "thinking": "thinking + tool call replayed with its signature (2nd turn)",
+    "effort": "a thinking budget (`reasoning_effort`, `thinkingConfig`)",
     "cache": "a cache breakpoint",
     "beta": "a beta flag (`anthropic-beta`)",
     "stream": "a streamed answer",
