@@ -283,6 +283,9 @@ fn api() -> Router<AppState> {
         // Azure OpenAI's client shapes: the deployment in the path names a model profile.
         .route("/openai/deployments/{deployment}/chat/completions", post(azure_chat))
         .route("/openai/v1/chat/completions", post(chat))
+        // Azure's v1 surface serves embeddings beside chat, the deployment in the body's
+        // `model` (<https://learn.microsoft.com/en-us/azure/ai-services/openai/api-version-lifecycle>).
+        .route("/openai/v1/embeddings", post(embeddings))
         .route("/openai/deployments/{deployment}/embeddings", post(azure_embeddings))
         .route("/openai/deployments/{deployment}/completions", post(azure_completions))
         .route("/openai/deployments/{deployment}/responses", post(azure_responses))

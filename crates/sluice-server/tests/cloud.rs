@@ -158,7 +158,11 @@ async fn azure_openai_clients_reach_a_profile_named_in_the_path_with_the_api_key
     assert_eq!(ok.status(), 200, "the path's deployment names the profile, the body's model is replaced");
     let v1 = send("/openai/v1/chat/completions", Some(KEY), "azure-v1").await.unwrap();
     assert_eq!(v1.status(), 200);
-    assert_eq!(env.sim.stats().served, 2);
+    let embed = serde_json::json!({"model": "azure-embed", "input": "hello"});
+    let v1_embed = env.http.post(format!("{url}/openai/v1/embeddings")).header("api-key", KEY).json(&embed);
+    let v1_embed = v1_embed.send().await.unwrap();
+    assert_eq!(v1_embed.status(), 200, "the v1 surface serves embeddings too");
+    assert_eq!(env.sim.stats().served, 3);
     let keyless = send(classic, None, "ignored").await.unwrap();
     assert_eq!(keyless.status(), 401);
     let unknown = send("/openai/deployments/nope/chat/completions?api-version=1", Some(KEY), "gemini").await.unwrap();

@@ -106,7 +106,9 @@ fn beta_flags(headers: &HeaderMap) -> Vec<&str> {
         .collect()
 }
 
-/// The headers of `target`'s wire beyond the key and the content type: InvokeModel's
+/// The headers of `target`'s wire beyond the key and the content type: `accept:
+/// application/json` where the provider's own SDK sends it (OpenAI, Anthropic, Azure,
+/// Claude on Vertex, Gemini's OpenAI surface), InvokeModel's
 /// `accept: application/json` (InvokeModelWithResponseStream's `x-amzn-bedrock-accept`),
 /// the MIME type of the model's answer, as AWS's SDKs send it
 /// (<https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModel.html>,
@@ -121,6 +123,13 @@ pub fn wire_headers(target: &Target, stream: bool) -> Vec<(HeaderName, HeaderVal
         (ProviderApi::Bedrock { surface: BedrockSurface::InvokeModel, .. }, true) => {
             vec![(HeaderName::from_static("x-amzn-bedrock-accept"), JSON)]
         }
+        // The OpenAI and Anthropic SDKs (`AzureOpenAI` and `AnthropicVertex` among them) send
+        // `accept: application/json` on every request, streams too (their `_base_client`'s
+        // default headers); Converse, Gemini's native API and google-genai send none.
+        (ProviderApi::Plain | ProviderApi::GeminiOpenAi | ProviderApi::Azure(_), _) => {
+            vec![(http::header::ACCEPT, JSON)]
+        }
+        (ProviderApi::Vertex(_), _) if target.kind == ProviderKind::Anthropic => vec![(http::header::ACCEPT, JSON)],
         _ => Vec::new(),
     }
 }
@@ -357,5 +366,25 @@ mod tests {
         assert_eq!(names(false), [("accept".to_owned(), HeaderValue::from_static("application/json"))]);
         assert_eq!(names(true), [("x-amzn-bedrock-accept".to_owned(), HeaderValue::from_static("application/json"))]);
         assert!(wire_headers(&bedrock(BedrockSurface::Converse), false).is_empty());
+    }
+
+    #[test]
+    fn accept_json_goes_where_the_providers_sdk_sends_it() {
+        let accept = [("accept".to_owned(), HeaderValue::from_static("application/json"))];
+        let names = |t: &Target, stream| {
+            wire_headers(t, stream).into_iter().map(|(n, v)| (n.to_string(), v)).collect::<Vec<_>>()
+        };
+        let location = sluice_config::VertexLocation { project: "p".into(), region: "r".into() };
+        for t in [
+            target(ProviderKind::OpenAi, ProviderApi::Plain, None),
+            target(ProviderKind::Anthropic, ProviderApi::Plain, None),
+            target(ProviderKind::OpenAi, ProviderApi::Azure(sluice_config::AzureSurface::V1), None),
+            target(ProviderKind::Anthropic, ProviderApi::Vertex(location.clone()), None),
+        ] {
+            assert_eq!(names(&t, false), accept, "{:?}", t.api);
+            assert_eq!(names(&t, true), accept, "{:?}", t.api);
+        }
+        assert!(names(&target(ProviderKind::OpenAi, ProviderApi::GeminiNative, None), false).is_empty());
+        assert!(names(&target(ProviderKind::OpenAi, ProviderApi::Vertex(location), None), true).is_empty());
     }
 }

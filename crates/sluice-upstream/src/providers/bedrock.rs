@@ -42,6 +42,10 @@ fn encode_segment(segment: &str) -> String {
     out
 }
 
+/// Headers left out of the signature: botocore's unsigned list (`user-agent`, `expect`,
+/// `x-amzn-trace-id`), the trace context, and the signature's own header.
+const UNSIGNED: [&str; 5] = ["user-agent", "expect", "x-amzn-trace-id", "traceparent", "authorization"];
+
 /// Signs `request` (its `body` as sent) for `region` at `unix_millis`: adds
 /// `authorization`, `x-amz-date` and, for a role's session, `x-amz-security-token`.
 ///
@@ -66,8 +70,18 @@ pub fn sign_request(
         .map_err(|_| "incomplete signing parameters")?
         .into();
     let uri = request.uri().to_string();
-    let content_type = [("content-type", "application/json")];
-    let signable = SignableRequest::new("POST", uri, content_type.into_iter(), SignableBody::Bytes(body))
+    // Every header the request carries is signed, as botocore signs every header it sends
+    // but `user-agent`, `expect` and `x-amzn-trace-id` (InvokeModel's `accept` and
+    // `x-amzn-bedrock-accept` among them; SigV4 signs `host`, `x-amz-*` and any others the
+    // signer lists, <https://docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html>).
+    // sluice's `traceparent` is left out like botocore's trace header: a proxy may rewrite it.
+    let signed: Vec<(&str, &str)> = request
+        .headers()
+        .iter()
+        .filter(|(name, _)| !UNSIGNED.contains(&name.as_str()))
+        .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
+        .collect();
+    let signable = SignableRequest::new("POST", uri, signed.into_iter(), SignableBody::Bytes(body))
         .map_err(|_| "a URI the signer cannot read")?;
     let (instructions, _signature) =
         sign(signable, &params).map_err(|_| "the signer refused the request")?.into_parts();
@@ -90,5 +104,28 @@ mod tests {
         assert!(super::url("http://h", "a/b", BedrockSurface::Converse, false).ends_with("/model/a%2Fb/converse"));
         let invoke = super::url("http://h", "m", BedrockSurface::InvokeModel, true);
         assert!(invoke.ends_with("/model/m/invoke-with-response-stream"));
+    }
+
+    #[test]
+    fn the_signature_lists_the_headers_sent_as_botocore_does() {
+        let mut request = http::Request::new(Full::new(Bytes::from_static(b"{}")));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/invoke".parse().unwrap();
+        for (name, value) in [
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+            ("user-agent", "sluice/0"),
+            ("traceparent", "00-x"),
+        ] {
+            request.headers_mut().insert(name, http::HeaderValue::from_static(value));
+        }
+        let keys = AwsKeys::for_tests("AKIDTEST", "secret");
+        sign_request(&mut request, b"{}", &keys, "us-east-1", 1_700_000_000_000).unwrap();
+        let auth = request.headers()["authorization"].to_str().unwrap();
+        assert!(
+            auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDTEST/20231114/us-east-1/bedrock/aws4_request"),
+            "{auth}"
+        );
+        assert!(auth.contains("SignedHeaders=accept;content-type;host;x-amz-date,"), "{auth}");
     }
 }

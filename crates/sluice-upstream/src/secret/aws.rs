@@ -30,6 +30,13 @@ impl AwsKeys {
         Credentials::new(&self.access_key_id, &self.secret_access_key, self.session_token.clone(), None, "sluice")
     }
 
+    /// Keys given directly, for tests.
+    #[cfg(test)]
+    #[must_use]
+    pub fn for_tests(access_key_id: &str, secret_access_key: &str) -> Self {
+        Self { access_key_id: access_key_id.into(), secret_access_key: secret_access_key.into(), session_token: None }
+    }
+
     /// The secrets, to scrub them from provider text.
     pub fn secrets(&self) -> impl Iterator<Item = &str> {
         std::iter::once(self.secret_access_key.as_str()).chain(self.session_token.as_deref())

@@ -44,7 +44,7 @@ const REFUSED: [(&str, &str); 1] =
 /// # Errors
 /// [`TranslateError::Invalid`] naming the field (`contents[1].parts[0].functionCall.name`…).
 pub fn gemini_to_openai_request(body: &[u8], model: &str, stream: bool) -> Result<Vec<u8>, TranslateError> {
-    let request = json::parse_body(body)?;
+    let request = proto_names(json::parse_body(body)?);
     Ok(json::to_vec(&Value::Object(chat_request(&request, model, stream)?)))
 }
 
@@ -55,13 +55,62 @@ pub fn gemini_to_openai_request(body: &[u8], model: &str, stream: bool) -> Resul
 /// # Errors
 /// As [`gemini_to_openai_request`], the fields named inside `generateContentRequest`.
 pub fn gemini_count_to_openai_request(body: &[u8], model: &str) -> Result<Vec<u8>, TranslateError> {
-    let request = json::parse_body(body)?;
+    let request = proto_names(json::parse_body(body)?);
     let chat = match json::present(&request, "generateContentRequest") {
         Some(inner) => chat_request(json::as_object(inner, "generateContentRequest")?, model, false)
             .map_err(|e| within("generateContentRequest", e))?,
         None => chat_request(&request, model, false)?,
     };
     Ok(json::to_vec(&Value::Object(chat)))
+}
+
+/// Fields whose value is the caller's own JSON (a call's arguments, a function's result, a
+/// schema, labels): the names inside are data, kept as sent.
+const OPAQUE: [&str; 7] =
+    ["args", "response", "parameters", "parametersJsonSchema", "responseSchema", "responseJsonSchema", "labels"];
+
+/// The body with every field under its lowerCamelCase JSON name. Google's API reads a
+/// message's fields by either name, as proto3 JSON parsers do ("accept both the
+/// lowerCamelCase name and the original proto field name",
+/// <https://protobuf.dev/programming-guides/json/>), and google-genai sends some of them
+/// under the original name (`inlineData.mime_type`, `functionDeclarations[].parameters_json_schema`).
+fn proto_names(object: Object) -> Object {
+    object
+        .into_iter()
+        .map(|(key, value)| {
+            let key = lower_camel(key);
+            let value = if OPAQUE.contains(&key.as_str()) { value } else { proto_names_in(value) };
+            (key, value)
+        })
+        .collect()
+}
+
+fn proto_names_in(value: Value) -> Value {
+    match value {
+        Value::Object(object) => Value::Object(proto_names(object)),
+        Value::Array(items) => Value::Array(items.into_iter().map(proto_names_in).collect()),
+        other => other,
+    }
+}
+
+/// `mime_type` → `mimeType`; a name without `_` as it is.
+fn lower_camel(key: String) -> String {
+    if !key.contains('_') {
+        return key;
+    }
+    let mut out = String::with_capacity(key.len());
+    let mut upper = false;
+    for c in key.chars() {
+        if c == '_' {
+            upper = !out.is_empty();
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn within(outer: &str, error: TranslateError) -> TranslateError {
@@ -437,6 +486,27 @@ mod tests {
     fn translate(body: &Value) -> Value {
         serde_json::from_slice(&gemini_to_openai_request(body.to_string().as_bytes(), "gemini", false).unwrap())
             .unwrap()
+    }
+
+    #[test]
+    fn proto_field_names_read_as_their_json_names_but_not_inside_the_callers_data() {
+        // As google-genai sends an image and a function declaration.
+        let body = json!({
+            "system_instruction": {"parts": [{"text": "be brief"}]},
+            "contents": [{"role": "user", "parts": [
+                {"text": "look"},
+                {"inlineData": {"data": "iVBORw0KGgo=", "mime_type": "image/png"}},
+            ]}],
+            "tools": [{"function_declarations": [{"name": "get_weather", "parameters_json_schema":
+                {"type": "object", "properties": {"city_name": {"type": "string"}}}}]}],
+            "generation_config": {"max_output_tokens": 20},
+        });
+        let chat = translate(&body);
+        assert_eq!(chat["messages"][0], json!({"role": "system", "content": "be brief"}));
+        assert_eq!(chat["messages"][1]["content"][1]["image_url"]["url"], "data:image/png;base64,iVBORw0KGgo=");
+        let parameters = &chat["tools"][0]["function"]["parameters"];
+        assert_eq!(parameters["properties"]["city_name"], json!({"type": "string"}), "{chat}");
+        assert_eq!(chat["max_tokens"], 20);
     }
 
     #[test]

@@ -200,10 +200,13 @@ fn tool_result(message: &Object, path: &str, call_names: &HashMap<String, String
     };
     let text: String =
         text_parts(message, path)?.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect();
-    // Gemini wants an object: a JSON object result is passed as is, other text wrapped.
+    // Gemini wants an object whose keys are the caller's choice ("e.g. output, result",
+    // <https://ai.google.dev/api/caching#FunctionResponse>): a JSON object result is passed
+    // as is, other text wrapped under `result`, as google-genai wraps a function's return
+    // value in automatic function calling.
     let response = match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(object)) => Value::Object(object),
-        _ => json!({"content": text}),
+        _ => json!({"result": text}),
     };
     Ok(json!({"functionResponse": {"name": name, "response": response}}))
 }
@@ -356,7 +359,7 @@ mod tests {
             out["contents"][2],
             json!({"role": "user", "parts": [
                 {"functionResponse": {"name": "weather", "response": {"temp": 3}}},
-                {"functionResponse": {"name": "weather", "response": {"content": "sunny"}}}]}),
+                {"functionResponse": {"name": "weather", "response": {"result": "sunny"}}}]}),
             "parallel results go back as one turn"
         );
     }
