@@ -246,8 +246,9 @@ struct Returning {
 /// Which requests told to come back count ahead of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Back {
-    /// It joins the queue now: those that will go before it when they come.
-    Overtaking,
+    /// It joins the queue now and may wait this long: those that will go before it when
+    /// they come, by then.
+    Overtaking(Duration),
     /// It is told when to come back: those due back before it.
     Before,
 }
@@ -452,7 +453,8 @@ impl DeploymentQueue {
                 return (Err(WaitError::QueueFull), waited);
             }
             let binding = refusal.clone().or_else(|| state.lane_refusal(ask.lane));
-            waited.eta = self.eta(&state, Self::ahead(&state, &ask, now, Back::Overtaking), binding.as_ref());
+            let ahead = Self::ahead(&state, &ask, now, Back::Overtaking(max_wait));
+            waited.eta = self.eta(&state, ahead, binding.as_ref());
             *state.per_class.entry(ask.priority).or_default() += 1;
             state.next_id += 1;
             let id = WaiterId(state.next_id);
@@ -504,15 +506,17 @@ impl DeploymentQueue {
         (result, waited)
     }
 
-    /// When `ask` would be granted if it joined the queue now: what is queued ahead of it
-    /// (and what, told to come back, will go before it) and itself at the recent admission
-    /// rate, else `refusal`'s wait (see [`Waited::eta`]). A caller that refuses `ask` for
-    /// it asks [`DeploymentQueue::turn_away`] when to tell it to come back.
+    /// When `ask` would be granted if it joined the queue now and waited up to `within`:
+    /// what is queued ahead of it (and what, told to come back by then, will go before it)
+    /// and itself at the recent admission rate, else `refusal`'s wait (see
+    /// [`Waited::eta`]). A caller that refuses `ask` for it asks
+    /// [`DeploymentQueue::turn_away`] when to tell it to come back.
     #[must_use]
-    pub fn predict(&self, ask: &Ask, refusal: Option<&Rejection>) -> Duration {
+    pub fn predict(&self, ask: &Ask, refusal: Option<&Rejection>, within: Duration) -> Duration {
         let state = self.lock();
         let on_record = state.lane_refusal(ask.lane);
-        self.eta(&state, Self::ahead(&state, ask, self.clock.now(), Back::Overtaking), refusal.or(on_record.as_ref()))
+        let ahead = Self::ahead(&state, ask, self.clock.now(), Back::Overtaking(within));
+        self.eta(&state, ahead, refusal.or(on_record.as_ref()))
     }
 
     fn forget(&self, state: &mut State, id: WaiterId) -> Option<Pending> {
@@ -529,7 +533,10 @@ impl DeploymentQueue {
     /// that `back` counts.
     fn ahead(state: &State, ask: &Ask, now: Nanos, back: Back) -> Ahead {
         let (priority, lane, retries) = (ask.priority, ask.lane, ask.retries);
-        let horizon = now.after(RETURNING_HORIZON);
+        let horizon = now.after(match back {
+            Back::Overtaking(within) => within.min(RETURNING_HORIZON),
+            Back::Before => RETURNING_HORIZON,
+        });
         let returning = state.returning.iter().filter(|r| {
             let due = now < r.at && r.at <= horizon;
             let own_lane = r.priority == priority && r.lane == lane;
@@ -537,7 +544,7 @@ impl DeploymentQueue {
                 && match back {
                     // Those that will go before it when they come: a higher class, or its own
                     // key's requests retried more often than it (the rest arrive behind it).
-                    Back::Overtaking => r.priority < priority || (own_lane && r.retries > retries),
+                    Back::Overtaking(_) => r.priority < priority || (own_lane && r.retries > retries),
                     // Those due back before it would be, but its own key's that it will go
                     // before, coming back retried once more than now.
                     Back::Before => !(own_lane && r.retries <= retries),

@@ -15,6 +15,8 @@ use sluice_quota::{
 };
 
 const LEASE: Duration = Duration::from_secs(60);
+/// How long a predicted request may wait.
+const MINUTE: Duration = Duration::from_secs(60);
 
 fn ask(path: Vec<sluice_quota::ScopeId>) -> Ask {
     Ask {
@@ -132,7 +134,7 @@ async fn queue_with_history(
 async fn behind_a_request_limit_the_predicted_wait_counts_requests_not_tokens() {
     let (_clock, queue, deployment, large) = queue_with_history(Dimension::Requests, 60, 1, 20_000).await;
     let small = Ask { cost: Cost::request(20, 0), ..ask(vec![deployment]) };
-    let eta = queue.predict(&small, None);
+    let eta = queue.predict(&small, None, MINUTE);
     // Three admitted in about two seconds: two requests (the large one and itself) take
     // one to two seconds; counted in tokens they would take twenty minutes.
     assert!(eta >= Duration::from_secs(1) && eta <= Duration::from_secs(3), "{eta:?}");
@@ -145,7 +147,7 @@ async fn behind_a_request_limit_the_predicted_wait_counts_requests_not_tokens() 
 async fn behind_a_token_limit_the_predicted_wait_counts_tokens() {
     let (_clock, queue, deployment, large) = queue_with_history(Dimension::InputTokens, 1_200, 1_000, 1_000).await;
     let small = Ask { cost: Cost::request(20, 0), ..ask(vec![deployment]) };
-    let eta = queue.predict(&small, None);
+    let eta = queue.predict(&small, None, MINUTE);
     // 60 tokens admitted in about two seconds: the 1,020 tokens ahead take over half a
     // minute (counted in requests, two of them would take a second or two).
     assert!(eta >= Duration::from_secs(30), "{eta:?}");
@@ -161,17 +163,19 @@ async fn requests_told_to_come_back_are_told_successive_turns() {
     let (clock, queue, deployment, large) = queue_with_history(Dimension::Requests, 60, 1, 20).await;
     let first = Ask { cost: Cost::request(20, 0), ..ask(vec![deployment]) };
     let retried = Ask { retries: 1, ..first.clone() };
-    let (first_alone, retried_alone) = (queue.predict(&first, None), queue.predict(&retried, None));
+    let (first_alone, retried_alone) = (queue.predict(&first, None, MINUTE), queue.predict(&retried, None, MINUTE));
     let one = queue.turn_away(&first, None);
     assert_eq!(one, first_alone);
     let two = queue.turn_away(&first, None);
     let turn = two.checked_sub(one).unwrap();
     assert!(turn >= Duration::from_millis(500) && turn <= Duration::from_millis(1_500), "{one:?} then {two:?}");
     assert!(queue.turn_away(&first, None) > two);
-    // Three first attempts will come back as retries: a new first attempt waits for them, a
-    // retry arriving now does not.
-    assert!(queue.predict(&first, None) > first_alone);
-    assert_eq!(queue.predict(&retried, None), retried_alone);
+    // Three first attempts will come back as retries: a new first attempt that may wait
+    // until then waits for them, one that may wait only until before the first is due does
+    // not, and a retry arriving now does not either.
+    assert!(queue.predict(&first, None, MINUTE) > first_alone);
+    assert_eq!(queue.predict(&first, None, one / 2), first_alone);
+    assert_eq!(queue.predict(&retried, None, MINUTE), retried_alone);
     // Once their time has come they are back (in the line, or gone): no longer counted. The
     // waiting request is admitted meanwhile.
     clock.advance(Duration::from_secs(10));
@@ -180,7 +184,7 @@ async fn requests_told_to_come_back_are_told_successive_turns() {
     }
     assert_eq!(queue.depth(), 0);
     // Nothing is ahead of a first attempt now but what is ahead of a retry: itself.
-    assert_eq!(queue.predict(&first, None), queue.predict(&retried, None));
+    assert_eq!(queue.predict(&first, None, MINUTE), queue.predict(&retried, None, MINUTE));
     large.abort();
 }
 

@@ -646,7 +646,7 @@ async fn reserve_or_wait(
         }
     };
     if left.is_zero() || req.client_deadline {
-        let eta = queue.predict(&ask, refusal.as_ref());
+        let eta = queue.predict(&ask, refusal.as_ref(), left);
         if left.is_zero() || with_margin(eta) > left {
             let back = queue.turn_away(&ask, refusal.as_ref());
             return Err(predicted(refusal, back));
