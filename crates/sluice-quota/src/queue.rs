@@ -287,6 +287,15 @@ impl State {
         pending.last_refusal.clone().or_else(|| self.lane_refusal(pending.ask.lane))
     }
 
+    /// Counts an admission of `cost` at `now` in the throughput ETAs are measured by.
+    fn record_admission(&mut self, now: Nanos, cost: u64) {
+        self.admitted.push_back((now, cost));
+        let horizon = Nanos(now.0.saturating_sub(crate::clock::duration_ns(THROUGHPUT_WINDOW)));
+        while self.admitted.front().is_some_and(|(t, _)| *t < horizon) {
+            self.admitted.pop_front();
+        }
+    }
+
     /// Remembers `ask` as coming back at `at` (as a retry), forgetting who is back by `now`.
     fn expect_back(&mut self, ask: &Ask, at: Nanos, now: Nanos) {
         self.returning.retain(|r| r.at > now);
@@ -561,6 +570,15 @@ impl DeploymentQueue {
         }
     }
 
+    /// `ask` was admitted without waiting: it counts in the deployment's admission rate as
+    /// the queue's own grants do. Without it, a queue that empties often (its requests
+    /// mostly pass at once) would measure a fraction of the rate and predict waits many
+    /// times too long.
+    pub fn admitted_now(&self, ask: &Ask) {
+        let now = self.clock.now();
+        self.lock().record_admission(now, ask.fairness_cost());
+    }
+
     /// Refuses `ask` (predicted to wait too long, see [`DeploymentQueue::predict`]) and
     /// returns when it should come back: after the queue ahead of it and every request told
     /// to come back before it, not at the same instant as those (clients honour a server's
@@ -655,11 +673,7 @@ impl DeploymentQueue {
                     state.pending.get_mut(&other).into_iter().for_each(|p| p.hold(by));
                 }
                 state.fair.admitted(id);
-                state.admitted.push_back((now, ask.fairness_cost()));
-                let horizon = Nanos(now.0.saturating_sub(crate::clock::duration_ns(THROUGHPUT_WINDOW)));
-                while state.admitted.front().is_some_and(|(t, _)| *t < horizon) {
-                    state.admitted.pop_front();
-                }
+                state.record_admission(now, ask.fairness_cost());
                 match self.forget(&mut state, id) {
                     Some(pending) => {
                         let bound_by = state.on_record(&pending);

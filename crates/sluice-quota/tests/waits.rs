@@ -201,3 +201,20 @@ async fn a_flood_of_refusals_spreads_the_hints_over_a_bounded_time() {
     assert!(*longest >= Duration::from_secs(10), "the hints spread: {longest:?}");
     large.abort();
 }
+
+/// Requests admitted at once count in the rate a queue predicts by, as its own grants do:
+/// a queue whose requests mostly pass without waiting does not predict waits many times
+/// too long for the few that must.
+#[tokio::test]
+async fn requests_admitted_at_once_count_in_the_rate_waits_are_predicted_by() {
+    let (_clock, queue, deployment, large) = queue_with_history(Dimension::Requests, 60, 1, 20).await;
+    let small = Ask { cost: Cost::request(20, 0), ..ask(vec![deployment]) };
+    let before = queue.predict(&small, None, MINUTE);
+    for _ in 0..3 {
+        queue.admitted_now(&small);
+    }
+    // Twice the admissions in the same span: half the wait.
+    let after = queue.predict(&small, None, MINUTE);
+    assert!(after.abs_diff(before / 2) < Duration::from_micros(1), "{before:?} then {after:?}");
+    large.abort();
+}
