@@ -112,18 +112,12 @@ _allowed_used: set[int] = set()
 
 # (provider, feature, protocol) -> the refusal sluice answers instead of translating, and
 # why (each is also in docs/operations.md's refused-fields table).
-NO_THINKING = (
-    "OpenAI chat cannot carry thinking blocks and their signatures; `reasoning_effort` is refused (400 naming it) on "
-    "the way to Anthropic's shape"
-)
 NO_RESPONSES = "Gemini's native API has no Responses counterpart: 400 (docs/operations.md, the protocol matrix)"
 NO_GEMINI_THINKING = (
     "Anthropic's `thinking` is refused (400 naming it) on the way to the OpenAI chat shape Gemini deployments are "
     "served from (docs/operations.md, refused fields)"
 )
 REFUSED: dict[tuple[str, str, str], str] = {
-    **{(p, f, "openai"): NO_THINKING for p in ("bedrock-converse", "bedrock-invoke", "vertex-claude")
-       for f in ("thinking", "stream-thinking")},
     **{(p, "responses", "openai"): NO_RESPONSES for p in ("gemini", "vertex-gemini")},
     **{(p, "effort", "anthropic"): NO_GEMINI_THINKING for p in ("gemini", "vertex-gemini")},
 }
@@ -658,19 +652,25 @@ def anthropic_events_summary(events: list[dict]) -> dict:
 
 
 def openai_chunks_summary(chunks: list) -> dict:
-    text, tools, stop, usage = "", {}, None, None
+    """OpenAI chunks; reasoning from `delta.thinking_blocks`, where sluice hands out the
+    signed thinking of an Anthropic-shaped answer (LiteLLM's convention,
+    https://docs.litellm.ai/docs/reasoning_content)."""
+    text, tools, reasoning, stop, usage = "", {}, [], None, None
     for c in chunks:
         if c.usage:
             usage = (c.usage.prompt_tokens, c.usage.completion_tokens)
         for choice in c.choices:
             text += choice.delta.content or ""
+            for block in getattr(choice.delta, "thinking_blocks", None) or []:
+                if block.get("type") == "thinking":
+                    reasoning.append([bool(block.get("thinking")), bool(block.get("signature"))])
             for t in choice.delta.tool_calls or []:
                 entry = tools.setdefault(t.index, ["", ""])
                 entry[0] += (t.function.name or "") if t.function else ""
                 entry[1] += (t.function.arguments or "") if t.function else ""
             stop = choice.finish_reason or stop
     calls = [[n, json.loads(a or "{}")] for n, a in tools.values()]
-    return summary(text, calls, [], stop, usage)
+    return summary(text, calls, reasoning, stop, usage)
 
 
 def genai_chunks_summary(chunks: list) -> dict:
@@ -888,14 +888,30 @@ def openai_chat(profile: str, feature: str, stream: bool = False, **extra: Any) 
     return call
 
 
-def openai_thinking(profile: str) -> Call:
-    """The closest an OpenAI chat client comes to thinking: `reasoning_effort`."""
+def openai_thinking(profile: str, feature: str, signed_of: Callable[[Env], dict]) -> Call:
+    """Thinking as an OpenAI chat client asks for it: `reasoning_effort: "low"` (sluice's
+    1,024-token budget, docs/operations.md), and, on the second turn, the assistant message
+    sent back with the signed blocks sluice handed out in `thinking_blocks`."""
 
     def call(env: Env) -> Any:
-        openai_to_sluice(env).chat.completions.create(
-            model=profile, messages=[{"role": "user", "content": ASK}], tools=oa_tools(), max_tokens=2048,
-            reasoning_effort="low",
-        )
+        params: dict[str, Any] = {"model": profile, "tools": oa_tools(), "max_tokens": 2048, "reasoning_effort": "low"}
+        client = openai_to_sluice(env)
+        if feature == "stream-thinking":
+            chunks = list(client.chat.completions.create(
+                messages=[{"role": "user", "content": ASK}], stream=True, stream_options={"include_usage": True}, **params
+            ))
+            return {"summary": openai_chunks_summary(chunks)}
+        signed = signed_of(env)
+        tool_call = {"id": signed["id"], "type": "function",
+                     "function": {"name": "get_weather", "arguments": json.dumps(signed["input"])}}
+        thought = {"type": "thinking", "thinking": signed["thinking"], "signature": signed["signature"]}
+        messages = [
+            {"role": "user", "content": ASK},
+            {"role": "assistant", "content": None, "tool_calls": [tool_call], "thinking_blocks": [thought]},
+            {"role": "tool", "tool_call_id": signed["id"], "content": RESULT},
+        ]
+        client.chat.completions.create(messages=messages, **params)
+        return None
 
     return call
 
@@ -978,10 +994,10 @@ def responses_case(oracle: Call, profile: str) -> tuple[Call, dict[str, Call | N
 ANTHROPIC_FEATURES = ("text", "image", "tools", "thinking", "cache", "beta", "stream", "stream-thinking")
 
 
-def openai_to_anthropic_shape(profile: str, feature: str) -> Call | NA:
+def openai_to_anthropic_shape(profile: str, feature: str, signed_of: Callable[[Env], dict]) -> Call | NA:
     """The OpenAI chat client's side of a feature of an Anthropic-shaped provider."""
     if feature in ("thinking", "stream-thinking"):
-        return openai_thinking(profile)
+        return openai_thinking(profile, feature, signed_of)
     if feature == "cache":
         return "n/a: OpenAI chat has no cache breakpoint (OpenAI and Azure cache prompts without one)"
     if feature == "beta":
@@ -1006,7 +1022,7 @@ def bedrock_catalogue(invoke_api: bool) -> dict[str, tuple[Call, dict[str, Call 
         s = signed if feature == "thinking" else None
         cat[feature] = (
             native(oracle_of, feature, s),
-            {"openai": openai_to_anthropic_shape(profile, feature), "anthropic": anthropic_messages(profile, feature, s), "native": native(sluice_of, feature, s)},
+            {"openai": openai_to_anthropic_shape(profile, feature, signed), "anthropic": anthropic_messages(profile, feature, s), "native": native(sluice_of, feature, s)},
         )
     cat["responses"] = responses_case(native(oracle_of, "text"), profile)
     return cat
@@ -1168,7 +1184,7 @@ def vertex_claude_catalogue() -> dict[str, tuple[Call, dict[str, Call | NA]]]:
         cat[feature] = (
             anthropic_messages(CLAUDE_VERTEX, feature, s, client_of=vertex_claude_oracle),
             {
-                "openai": openai_to_anthropic_shape(profile, feature),
+                "openai": openai_to_anthropic_shape(profile, feature, signed),
                 "anthropic": anthropic_messages(profile, feature, s),
                 "native": anthropic_messages(profile, feature, s, client_of=vertex_claude_to_sluice),
             },

@@ -245,7 +245,8 @@ fn openai_features_without_counterpart_are_refused() {
         (json!({"logit_bias": {"50256": -100}}), "logit_bias"),
         (json!({"response_format": {"type": "json_object"}}), "response_format"),
         (json!({"modalities": ["text", "audio"]}), "modalities"),
-        (json!({"reasoning_effort": "high"}), "reasoning_effort"),
+        (json!({"reasoning_effort": "xhigh"}), "reasoning_effort"),
+        (json!({"reasoning_effort": "high", "temperature": 0.3}), "temperature"),
         (json!({"tools": [{"type": "custom", "custom": {"name": "grammar"}}]}), "tools[0].type"),
     ];
     for (extra, field) in cases {
@@ -257,6 +258,41 @@ fn openai_features_without_counterpart_are_refused() {
     let audio = json!({"model": "m", "messages": [{"role": "user", "content": [
         {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]});
     assert_eq!(unsupported_field(to_anthropic(&audio).unwrap_err()), "messages[0].content[0].type");
+}
+
+#[test]
+fn openai_reasoning_effort_and_replayed_thinking_blocks_become_anthropic_thinking() {
+    let call = json!({"id": "toolu_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}});
+    let blocks = json!([
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT"},
+        {"type": "thinking", "thinking": "The user wants the weather.", "signature": "WaUjzkypQ2mUEVM36O2TxuC06KN8xyfbJwyem2dw3URve/op91XWHOEBLLqIOMfFG/UvLEczmEsUjavL=="}
+    ]);
+    let body = json!({
+        "model": "claude", "max_tokens": 2048, "reasoning_effort": "low",
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}],
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": "Let me look.", "tool_calls": [call],
+             "reasoning_content": "The user wants the weather.", "thinking_blocks": blocks},
+            {"role": "tool", "tool_call_id": "toolu_1", "content": "sunny"}
+        ]
+    });
+    let out = to_anthropic(&body).unwrap();
+    assert_eq!(out["thinking"], json!({"type": "enabled", "budget_tokens": 1024}));
+    assert_eq!(out["max_tokens"], 2048);
+    let content = out["messages"][1]["content"].as_array().unwrap();
+    assert_eq!(content[0], blocks[0], "replayed first, unchanged");
+    assert_eq!(content[1], blocks[1], "the signature verbatim");
+    assert_eq!(content[2], json!({"type": "text", "text": "Let me look."}));
+    assert_eq!(content[3]["type"], "tool_use");
+    assert_eq!(content.len(), 4, "reasoning_content is not sent again");
+    let tight = json!({"model": "claude", "max_completion_tokens": 1000, "reasoning_effort": "medium",
+        "messages": [{"role": "user", "content": "Hi"}]});
+    assert_eq!(to_anthropic(&tight).unwrap_err().field(), Some("max_completion_tokens"));
+    let off = json!({"model": "claude", "reasoning_effort": "none", "messages": [{"role": "user", "content": "Hi"}]});
+    let out = to_anthropic(&off).unwrap();
+    assert!(!out.contains_key("thinking"));
+    assert_eq!(out["max_tokens"], 4096);
 }
 
 #[test]

@@ -156,3 +156,23 @@ fn bodies_that_are_not_responses_are_errors() {
     let err = openai_to_anthropic_response(&serde_json::to_vec(&bad_args).unwrap(), "m").unwrap_err();
     assert_eq!(err.field(), Some("choices[0].message.tool_calls[0].function.arguments"));
 }
+
+#[test]
+fn anthropic_thinking_reaches_an_openai_client_as_reasoning_content_and_thinking_blocks() {
+    let thought =
+        json!({"type": "thinking", "thinking": "I should call the tool.", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3h"});
+    let redacted = json!({"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT"});
+    let mut message = anthropic_tool_message();
+    let content = message["content"].as_array_mut().unwrap();
+    content.insert(0, thought.clone());
+    content.insert(0, redacted.clone());
+    let out = to_openai(&message);
+    let reply = &out["choices"][0]["message"];
+    assert_eq!(reply["reasoning_content"], "I should call the tool.");
+    assert_eq!(reply["thinking_blocks"], json!([redacted, thought]), "blocks verbatim, in order");
+    assert_eq!(reply["content"], "I'll check the weather.");
+    assert_eq!(reply["tool_calls"][0]["function"]["name"], "get_weather");
+    let plain = to_openai(&anthropic_tool_message());
+    let plain = plain["choices"][0]["message"].as_object().unwrap();
+    assert!(!plain.contains_key("reasoning_content") && !plain.contains_key("thinking_blocks"));
+}

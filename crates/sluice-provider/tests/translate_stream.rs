@@ -396,3 +396,60 @@ fn byte_by_byte_equals_whole() {
     let bytes: Vec<&[u8]> = OPENAI_STREAM.as_bytes().chunks(1).collect();
     assert_eq!(run_to_anthropic(&bytes).0, run_to_anthropic(&[OPENAI_STREAM.as_bytes()]).0);
 }
+
+/// An Anthropic stream with redacted thinking, then thinking (two deltas and its
+/// signature), then a tool call, as the simulator and Anthropic stream them.
+const THINKING_STREAM: &str = concat!(
+    "event: message_start\n",
+    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_think\",\"usage\":{\"input_tokens\":40,\"output_tokens\":1}}}\n\n",
+    "event: content_block_start\n",
+    "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgBEgy3va3p\"}}\n\n",
+    "event: content_block_stop\n",
+    "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+    "event: content_block_start\n",
+    "data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n",
+    "event: content_block_delta\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Let me\"}}\n\n",
+    "event: content_block_delta\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\" call it.\"}}\n\n",
+    "event: content_block_delta\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQBCgIYAhIM1gbc\"}}\n\n",
+    "event: content_block_stop\n",
+    "data: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+    "event: content_block_start\n",
+    "data: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_9\",\"name\":\"get_weather\",\"input\":{}}}\n\n",
+    "event: content_block_delta\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n",
+    "event: content_block_stop\n",
+    "data: {\"type\":\"content_block_stop\",\"index\":2}\n\n",
+    "event: message_delta\n",
+    "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":30}}\n\n",
+    "event: message_stop\n",
+    "data: {\"type\":\"message_stop\"}\n\n",
+);
+
+#[test]
+fn streamed_thinking_reaches_an_openai_client_as_reasoning_content_and_signed_thinking_blocks() {
+    let (out, _) = run_to_openai(&[THINKING_STREAM.as_bytes()], false);
+    let text = std::str::from_utf8(&out).unwrap();
+    let mut reasoning = String::new();
+    let mut blocks = Vec::new();
+    for data in text.split("\n\n").filter_map(|e| e.strip_prefix("data: ")).filter(|d| *d != "[DONE]") {
+        let chunk: Value = serde_json::from_str(data).unwrap();
+        let delta = &chunk["choices"][0]["delta"];
+        reasoning.push_str(delta["reasoning_content"].as_str().unwrap_or_default());
+        blocks.extend(delta["thinking_blocks"].as_array().into_iter().flatten().cloned());
+    }
+    assert_eq!(reasoning, "Let me call it.");
+    assert_eq!(
+        blocks,
+        vec![
+            json!({"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3p"}),
+            json!({"type": "thinking", "thinking": "Let me call it.", "signature": "EqQBCgIYAhIM1gbc"}),
+        ],
+        "each block once, whole, its signature verbatim"
+    );
+    let view = openai_view(&out);
+    assert_eq!(view.tool_calls, vec![("toolu_9".to_owned(), "get_weather".to_owned(), "{}".to_owned())]);
+    assert_eq!(view.finish_reason.as_deref(), Some("tool_calls"));
+}

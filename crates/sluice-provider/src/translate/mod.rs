@@ -15,8 +15,11 @@
 //! What carries over, what is dropped and what is refused is documented on each function.
 //! The guiding rule: drop what only tunes sampling, caching or billing (`seed`,
 //! `frequency_penalty`, `top_k`, `cache_control`, `detail`...), refuse what would change the
-//! shape or meaning of the answer (`n > 1`, `logprobs`, JSON modes, audio, thinking, server
-//! tools, documents, prefills...).
+//! shape or meaning of the answer (`n > 1`, `logprobs`, JSON modes, audio, server tools,
+//! documents, prefills, Anthropic's thinking toward OpenAI...). Extended thinking crosses
+//! from OpenAI chat to Anthropic: `reasoning_effort` as a thinking budget, the signed blocks
+//! handed out as `thinking_blocks` and replayed from them (LiteLLM's convention,
+//! <https://docs.litellm.ai/docs/reasoning_content>).
 //!
 //! Layout: `request/` (top-level fields, refusals, and one message converter per
 //! direction), `tools` (definitions, choice, calls), `image`, `mapping` (stop reasons, ids,

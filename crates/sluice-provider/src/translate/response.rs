@@ -12,8 +12,12 @@ use crate::usage::{RawUsage, Usage};
 /// Translates an Anthropic message body into an OpenAI chat completion.
 ///
 /// Text blocks are joined into `message.content` (`null` when the answer is only tool
-/// calls), `tool_use` blocks become `message.tool_calls`, thinking and server-tool blocks
-/// are dropped; `stop_reason` maps to `finish_reason` (`end_turn`/`stop_sequence` → `stop`,
+/// calls), `tool_use` blocks become `message.tool_calls`; thinking goes where LiteLLM puts
+/// it for OpenAI-shaped clients of Claude (<https://docs.litellm.ai/docs/reasoning_content>):
+/// the thinking text into `message.reasoning_content`, and the `thinking` and
+/// `redacted_thinking` blocks themselves, signature and data verbatim, into
+/// `message.thinking_blocks`, which the client sends back on the assistant message to
+/// replay them; server-tool blocks are dropped; `stop_reason` maps to `finish_reason` (`end_turn`/`stop_sequence` → `stop`,
 /// `max_tokens` → `length`, `tool_use` → `tool_calls`, `refusal` → `content_filter`);
 /// usage counters are converted (`prompt_tokens` = all input incl. cache,
 /// `prompt_tokens_details.cached_tokens` = cache reads); `id` becomes `chatcmpl-…`.
@@ -29,12 +33,19 @@ pub fn anthropic_to_openai_response(body: &[u8], model: &str, created: u64) -> R
     };
     let mut text = String::new();
     let mut calls = Vec::new();
+    let mut reasoning = String::new();
+    let mut thoughts = Vec::new();
     for (j, block) in blocks.iter().enumerate() {
         let path = format!("content[{j}]");
-        let block = json::as_object(block, &path)?;
-        match json::req_str(block, "type", &path)? {
-            "text" => text.push_str(json::req_str(block, "text", &path)?),
-            "tool_use" => calls.push(tools::call_to_openai(block, &path)?),
+        let obj = json::as_object(block, &path)?;
+        match json::req_str(obj, "type", &path)? {
+            "text" => text.push_str(json::req_str(obj, "text", &path)?),
+            "tool_use" => calls.push(tools::call_to_openai(obj, &path)?),
+            "thinking" => {
+                reasoning.push_str(json::opt_str(obj, "thinking", &path)?.unwrap_or_default());
+                thoughts.push(block.clone());
+            }
+            "redacted_thinking" => thoughts.push(block.clone()),
             _ => {}
         }
     }
@@ -42,6 +53,10 @@ pub fn anthropic_to_openai_response(body: &[u8], model: &str, created: u64) -> R
     let mut message = object([("role", Value::from("assistant")), ("content", content), ("refusal", Value::Null)]);
     if !calls.is_empty() {
         message.insert("tool_calls".to_owned(), Value::Array(calls));
+    }
+    if !thoughts.is_empty() {
+        message.insert("reasoning_content".to_owned(), Value::from(reasoning));
+        message.insert("thinking_blocks".to_owned(), Value::Array(thoughts));
     }
     let stop_reason = json::opt_str(&msg, "stop_reason", "")?;
     let choice = object([

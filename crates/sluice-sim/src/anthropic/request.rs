@@ -39,6 +39,15 @@ pub struct MessagesRequest<'a> {
     /// Extended thinking (`{"type": "enabled", "budget_tokens": n}`): see [`super::thinking`].
     #[serde(default)]
     pub thinking: Option<Value>,
+    /// Sampling temperature (only 1 with thinking on).
+    #[serde(default)]
+    pub temperature: Option<Value>,
+    /// Nucleus sampling (0.95 or more with thinking on).
+    #[serde(default)]
+    pub top_p: Option<Value>,
+    /// Top-k sampling (unset with thinking on).
+    #[serde(default)]
+    pub top_k: Option<Value>,
 }
 
 /// `metadata`.

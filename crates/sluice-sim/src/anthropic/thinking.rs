@@ -3,7 +3,8 @@
 //!
 //! - `thinking: {type: "enabled", budget_tokens}` asks for it: `budget_tokens` is at least
 //!   1,024 and below `max_tokens`, unless the `interleaved-thinking-2025-05-14` beta lifts
-//!   the cap; tool use may not be forced (`tool_choice` `any` or `tool`).
+//!   the cap; tool use may not be forced (`tool_choice` `any` or `tool`); `temperature`
+//!   may only be 1, `top_p` no lower than 0.95, `top_k` unset ("Feature compatibility").
 //! - The answer opens with a `thinking` block whose `signature` the simulator signs (an HMAC
 //!   of its text under the simulator's own key); a last user message carrying
 //!   [`REDACTED_TRIGGER`] gets a `redacted_thinking` block first, its `data` signed alike.
@@ -113,11 +114,30 @@ pub fn check(req: &MessagesRequest<'_>, headers: &HeaderMap, cap: u64) -> Result
     if budget >= cap && !betas(headers).any(|b| b == INTERLEAVED_BETA) {
         return Err(invalid("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size".into()));
     }
+    check_sampling(req)?;
     let forced = req.tool_choice.as_ref().and_then(|c| c.get("type")).and_then(Value::as_str);
     if matches!(forced, Some("any" | "tool")) {
         return Err(invalid("Thinking may not be enabled when tool_choice forces tool use.".into()));
     }
     tool_turn_starts_with_thinking(messages)
+}
+
+/// Anthropic's refusals of sampling settings with thinking on, in its words.
+fn check_sampling(req: &MessagesRequest<'_>) -> Result<(), ApiError> {
+    const SEE: &str = "Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility";
+    let number = |v: &Option<Value>| v.as_ref().filter(|v| !v.is_null()).map(|v| v.as_f64().unwrap_or(f64::NAN));
+    if number(&req.temperature).is_some_and(|t| (t - 1.0).abs() > f64::EPSILON) {
+        return Err(invalid(format!("`temperature` may only be set to 1 when thinking is enabled. {SEE}")));
+    }
+    if number(&req.top_p).is_some_and(|p| p.is_nan() || p < 0.95) {
+        return Err(invalid(format!(
+            "`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. {SEE}"
+        )));
+    }
+    if number(&req.top_k).is_some() {
+        return Err(invalid(format!("`top_k` must be unset when thinking is enabled. {SEE}")));
+    }
+    Ok(())
 }
 
 fn check_block(block: &Value, path: &str) -> Result<(), ApiError> {
@@ -279,6 +299,22 @@ mod tests {
         assert!(refusal(&small, &headers).is_some_and(|m| m.contains("greater than or equal to 1024")));
         let disabled: MessagesRequest = serde_json::from_str(r#"{"thinking": {"type": "disabled"}}"#).unwrap();
         assert!(!enabled(&disabled));
+    }
+
+    #[test]
+    fn thinking_takes_temperature_1_a_high_top_p_and_no_top_k() {
+        let with = |extra: Value| {
+            let mut body = json!({"model": "claude", "max_tokens": 2048,
+                "thinking": {"type": "enabled", "budget_tokens": 1024}, "messages": [{"role": "user", "content": "hi"}]});
+            body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            refusal(&body, &HeaderMap::new())
+        };
+        assert_eq!(with(json!({"temperature": 1, "top_p": 0.95})), None);
+        assert!(with(json!({"temperature": 0.5})).is_some_and(|m| m.starts_with("`temperature` may only be set to 1")));
+        assert!(with(json!({"top_p": 0.9})).is_some_and(|m| m.starts_with("`top_p` must be greater than or equal")));
+        assert!(with(json!({"top_k": 5})).is_some_and(|m| m.starts_with("`top_k` must be unset")));
+        let off: MessagesRequest = serde_json::from_str(r#"{"temperature": 0.2, "top_k": 5}"#).unwrap();
+        assert!(check(&off, &HeaderMap::new(), 100).is_ok(), "without thinking sampling is free");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! client's model name (the gateway swaps in the deployment's model as for any request).
 
 mod refusals;
+mod thinking;
 mod to_anthropic;
 mod to_openai;
 
@@ -37,13 +38,22 @@ const ANTHROPIC_MAX_TEMPERATURE: f64 = 1.0;
 /// usage); `frequency_penalty`, `presence_penalty`, `seed`, `service_tier`, `store`,
 /// `metadata`, `prediction` and `name` are dropped.
 ///
+/// Extended thinking: `reasoning_effort` (`minimal`/`low` → 1,024 tokens, `medium` → 2,048,
+/// `high` → 4,096, `none` → off) becomes `thinking: {type: "enabled", budget_tokens}` under
+/// Anthropic's rules (see `thinking`); an assistant message's `thinking_blocks` (what
+/// [`anthropic_to_openai_response`](crate::anthropic_to_openai_response) and the stream hand
+/// out) are replayed unchanged, signatures verbatim, first in its turn; its
+/// `reasoning_content` is dropped (the blocks carry the same text, signed).
+///
 /// # Errors
 /// [`TranslateError::WrongProtocol`] for a non-chat request; [`TranslateError::Unsupported`]
 /// for `n > 1`, `logprobs`, `top_logprobs`, `logit_bias`, a JSON `response_format`, audio,
-/// legacy `functions`/`function_call`, `reasoning_effort`, `web_search_options`, non-function
-/// tools, audio/file content parts and images other than JPEG/PNG/GIF/WebP;
-/// [`TranslateError::Invalid`] for malformed messages (e.g. tool-call arguments that are not
-/// a JSON object).
+/// legacy `functions`/`function_call`, `web_search_options`, non-function tools, audio/file
+/// content parts, images other than JPEG/PNG/GIF/WebP, an unknown `reasoning_effort`, and,
+/// with thinking on, a `temperature` other than 1, a `top_p` below 0.95 or a forced
+/// `tool_choice`; [`TranslateError::Invalid`] for malformed messages (e.g. tool-call
+/// arguments that are not a JSON object, a thinking block without its signature) and a
+/// `max_tokens` at or below the thinking budget.
 pub fn openai_to_anthropic_request(
     req: &ParsedRequest,
     default_max_tokens: u64,
@@ -57,7 +67,15 @@ pub fn openai_to_anthropic_request(
         out.insert("system".to_owned(), system);
     }
     out.insert("messages".to_owned(), Value::Array(converted.messages));
-    out.insert("max_tokens".to_owned(), Value::from(req.max_output_tokens.unwrap_or(default_max_tokens)));
+    match thinking::from_effort(body, req.max_output_tokens, default_max_tokens)? {
+        Some((thinking, max_tokens)) => {
+            out.insert("max_tokens".to_owned(), Value::from(max_tokens));
+            out.insert("thinking".to_owned(), thinking);
+        }
+        None => {
+            out.insert("max_tokens".to_owned(), Value::from(req.max_output_tokens.unwrap_or(default_max_tokens)));
+        }
+    }
     if let Some(t) = json::present(body, "temperature").and_then(Value::as_f64) {
         out.insert("temperature".to_owned(), Value::from(t.min(ANTHROPIC_MAX_TEMPERATURE)));
     }

@@ -25,7 +25,6 @@ pub(super) const OPENAI_ONLY: &[Refusal] = &[
     Refusal { field: "modalities", active: beyond_text, reason: "Anthropic produces text only" },
     Refusal { field: "functions", active: any, reason: "legacy function calling (use tools)" },
     Refusal { field: "function_call", active: any, reason: "legacy function calling (use tool_choice)" },
-    Refusal { field: "reasoning_effort", active: any, reason: "Anthropic's thinking has no effort levels" },
     Refusal { field: "web_search_options", active: any, reason: "web search is an OpenAI-hosted tool" },
 ];
 

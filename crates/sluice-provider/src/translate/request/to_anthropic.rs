@@ -118,14 +118,16 @@ fn part_block(part: &Value, path: &str, allow: Allow) -> Result<Option<Value>, T
     }
 }
 
-/// An assistant message: its text (content parts, or a `refusal`), then its tool calls
-/// as `tool_use` blocks.
+/// An assistant message: its replayed `thinking_blocks` (Anthropic wants them first, before
+/// text and tool use), its text (content parts, or a `refusal`), then its tool calls as
+/// `tool_use` blocks.
 fn assistant_blocks(message: &Object, path: &str) -> Result<Vec<Value>, TranslateError> {
     if json::present(message, "audio").is_some() || json::present(message, "function_call").is_some() {
         let reason = "assistant audio and legacy function calls have no counterpart";
         return Err(TranslateError::unsupported(path, Protocol::AnthropicMessages, reason));
     }
-    let mut blocks = content_blocks(message, path, Allow::Text)?;
+    let mut blocks = super::thinking::replayed_blocks(message, path)?;
+    blocks.extend(content_blocks(message, path, Allow::Text)?);
     if let Some(refusal) = json::opt_str(message, "refusal", path)? {
         blocks.extend(non_empty_text(refusal));
     }

@@ -24,8 +24,16 @@ const FALLBACK_ID: &str = "chatcmpl-sluice";
 /// fragments of the same index; `message_delta.stop_reason` → a chunk with
 /// `finish_reason`; `message_stop` → (when the client set `stream_options.include_usage`)
 /// a usage chunk with `choices: []`, then `data: [DONE]`. An upstream `error` event becomes
-/// an OpenAI error chunk `data: {"error": {..}}` and ends the stream. Thinking blocks and
-/// `ping` events are dropped.
+/// an OpenAI error chunk `data: {"error": {..}}` and ends the stream. `ping` events and
+/// server-tool blocks are dropped.
+///
+/// Thinking, as LiteLLM streams it to OpenAI-shaped clients of Claude
+/// (<https://docs.litellm.ai/docs/reasoning_content>): each `thinking_delta` → a
+/// `delta.reasoning_content` fragment; when a thinking block's `signature_delta` arrives, a
+/// chunk with `delta.thinking_blocks: [{type: "thinking", thinking, signature}]` carrying the
+/// whole block (its text so far and its signature, verbatim), which the client sends back
+/// on the assistant message to replay it; a `redacted_thinking` block → a chunk with
+/// `delta.thinking_blocks: [{type: "redacted_thinking", data}]` as it starts.
 ///
 /// ```
 /// use sluice_provider::AnthropicToOpenAiStream;
@@ -53,6 +61,7 @@ impl AnthropicToOpenAiStream {
             created,
             id: None,
             blocks: Vec::new(),
+            thoughts: Vec::new(),
             tool_calls: 0,
             usage: None,
             ended: false,
@@ -92,8 +101,19 @@ enum Block {
     Text,
     /// A tool call with this OpenAI `tool_calls` index.
     Tool(u64),
-    /// Thinking and server-tool blocks: not shown to an OpenAI client.
+    /// A thinking block: its index in `State::thoughts`.
+    Thinking(usize),
+    /// Redacted thinking (handed out whole as it starts) and server-tool blocks.
     Dropped,
+}
+
+/// A thinking block being streamed.
+#[derive(Debug, Default)]
+struct Thought {
+    text: String,
+    signature: String,
+    /// Whether its `thinking_blocks` chunk went out.
+    sent: bool,
 }
 
 #[derive(Debug)]
@@ -105,6 +125,8 @@ struct State {
     id: Option<String>,
     /// Anthropic block index → what it became.
     blocks: Vec<(u64, Block)>,
+    /// The thinking blocks seen, in order.
+    thoughts: Vec<Thought>,
     tool_calls: u64,
     usage: Option<Usage>,
     ended: bool,
@@ -121,6 +143,7 @@ impl Translator for State {
             "message_start" => self.message_start(&data, out),
             "content_block_start" => self.block_start(&data, out),
             "content_block_delta" => self.block_delta(&data, out),
+            "content_block_stop" => self.block_stop(&data, out),
             "message_delta" => self.message_delta(&data, out),
             "message_stop" => self.message_stop(out),
             "error" => self.error(&data, out),
@@ -169,6 +192,19 @@ impl State {
                 Block::Text
             }
             Some("tool_use") => self.tool_start(&block, out),
+            Some("thinking") => {
+                let text = block.get("thinking").and_then(Value::as_str).unwrap_or_default();
+                let signature = block.get("signature").and_then(Value::as_str).unwrap_or_default();
+                if !text.is_empty() {
+                    self.reasoning(text, out);
+                }
+                self.thoughts.push(Thought { text: text.to_owned(), signature: signature.to_owned(), sent: false });
+                Block::Thinking(self.thoughts.len() - 1)
+            }
+            Some("redacted_thinking") => {
+                self.thinking_blocks(Value::Object(block), out);
+                Block::Dropped
+            }
             _ => Block::Dropped,
         };
         self.blocks.push((index, kind));
@@ -203,6 +239,22 @@ impl State {
                     self.text(text, out);
                 }
             }
+            (Some(Block::Thinking(k)), Some("thinking_delta")) => {
+                if let Some(text) = str_of("thinking") {
+                    if let Some(thought) = self.thoughts.get_mut(k) {
+                        thought.text.push_str(text);
+                    }
+                    self.reasoning(text, out);
+                }
+            }
+            (Some(Block::Thinking(k)), Some("signature_delta")) => {
+                if let Some(signature) = str_of("signature")
+                    && let Some(thought) = self.thoughts.get_mut(k)
+                {
+                    thought.signature.push_str(signature);
+                    self.send_thought(k, out);
+                }
+            }
             (Some(Block::Tool(call)), Some("input_json_delta")) => {
                 if let Some(fragment) = str_of("partial_json") {
                     let function = object([("arguments", Value::from(fragment))]);
@@ -212,6 +264,39 @@ impl State {
             }
             _ => {}
         }
+    }
+
+    /// A thinking block's end: its block goes out now if it came signed in its start
+    /// (a stream re-rendered from a whole answer) rather than by `signature_delta`.
+    fn block_stop(&mut self, data: &Object, out: &mut Vec<u8>) {
+        let index = data.get("index").and_then(Value::as_u64).unwrap_or_default();
+        let block = self.blocks.iter().rev().find(|(i, _)| *i == index).map(|(_, b)| *b);
+        if let Some(Block::Thinking(k)) = block
+            && self.thoughts.get(k).is_some_and(|t| !t.sent && !t.signature.is_empty())
+        {
+            self.send_thought(k, out);
+        }
+    }
+
+    /// Thinking block `k`, whole and signed, as a `delta.thinking_blocks` chunk.
+    fn send_thought(&mut self, k: usize, out: &mut Vec<u8>) {
+        let Some(thought) = self.thoughts.get_mut(k) else { return };
+        thought.sent = true;
+        let block = object([
+            ("type", Value::from("thinking")),
+            ("thinking", Value::from(thought.text.as_str())),
+            ("signature", Value::from(thought.signature.as_str())),
+        ]);
+        self.thinking_blocks(Value::Object(block), out);
+    }
+
+    fn thinking_blocks(&mut self, block: Value, out: &mut Vec<u8>) {
+        let delta = object([("thinking_blocks", Value::Array(vec![block]))]);
+        self.chunk(Value::Object(delta), Value::Null, out);
+    }
+
+    fn reasoning(&mut self, text: &str, out: &mut Vec<u8>) {
+        self.chunk(Value::Object(object([("reasoning_content", Value::from(text))])), Value::Null, out);
     }
 
     fn message_delta(&mut self, data: &Object, out: &mut Vec<u8>) {
