@@ -20,7 +20,7 @@ use crate::budget::Calendar;
 use crate::clock::{Clock, Nanos, within};
 use crate::decision::{Demand, FairShare, Grant, Rejection, RejectionKind};
 use crate::guarantee::HeldBack;
-use crate::limit::{Cost, Dimension, LimiterName, Settlement};
+use crate::limit::{Cost, LimiterName, Settlement};
 use crate::scope::ScopeId;
 use crate::store::{QuotaStore, ReserveError, StoreError};
 use crate::waiting::{Block, FairQueue, PassedOver, Waiter, WaiterId};
@@ -30,13 +30,6 @@ use crate::waiting::{Block, FairQueue, PassedOver, Waiter, WaiterId};
 const SLOT_POLL: Duration = Duration::from_millis(25);
 /// The window over which throughput is measured for queue ETAs.
 const THROUGHPUT_WINDOW: Duration = Duration::from_secs(10);
-/// The most requests told when to come back that a queue remembers (the oldest go first).
-const MAX_RETURNING: usize = 10_000;
-/// How far ahead requests told to come back count ahead of a new one: they spread the
-/// hints over at most this much more than the queue's own wait. Requests refused faster
-/// than the deployment admits (an overload, or clients that never come back) would
-/// otherwise push every hint further without end.
-const RETURNING_HORIZON: Duration = Duration::from_secs(10);
 
 /// What a waiting request asks for.
 #[derive(Debug, Clone)]
@@ -233,33 +226,6 @@ impl Pending {
     }
 }
 
-/// A request refused with a wait, expected back then (as a retry).
-#[derive(Debug, Clone, Copy)]
-struct Returning {
-    at: Nanos,
-    priority: u8,
-    lane: u32,
-    retries: u8,
-    tokens: u64,
-}
-
-/// Which requests told to come back count ahead of a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Back {
-    /// It joins the queue now and may wait this long: those that will go before it when
-    /// they come, by then.
-    Overtaking(Duration),
-    /// It is told when to come back: those due back before it.
-    Before,
-}
-
-/// What waits ahead of a request, itself included.
-#[derive(Debug, Clone, Copy)]
-struct Ahead {
-    requests: u64,
-    tokens: u64,
-}
-
 #[derive(Default)]
 struct State {
     fair: FairQueue,
@@ -275,41 +241,13 @@ struct State {
     /// head). Forgotten when the queue empties.
     lane_refusals: HashMap<u32, Rejection>,
     shared_refusal: Option<Rejection>,
-    /// Requests refused with a wait, until the instant they were told: they come back then,
-    /// and a request refused after them is told a later one instead of the same (clients
-    /// honour a server's hint exactly, so equal hints bring them back as one herd).
-    returning: VecDeque<Returning>,
 }
 
 impl State {
     /// The refusal on record for `pending`: its own, else its lane's, else the shared scopes'.
     fn on_record(&self, pending: &Pending) -> Option<Rejection> {
-        pending.last_refusal.clone().or_else(|| self.lane_refusal(pending.ask.lane))
-    }
-
-    /// Counts an admission of `cost` at `now` in the throughput ETAs are measured by.
-    fn record_admission(&mut self, now: Nanos, cost: u64) {
-        self.admitted.push_back((now, cost));
-        let horizon = Nanos(now.0.saturating_sub(crate::clock::duration_ns(THROUGHPUT_WINDOW)));
-        while self.admitted.front().is_some_and(|(t, _)| *t < horizon) {
-            self.admitted.pop_front();
-        }
-    }
-
-    /// Remembers `ask` as coming back at `at` (as a retry), forgetting who is back by `now`.
-    fn expect_back(&mut self, ask: &Ask, at: Nanos, now: Nanos) {
-        self.returning.retain(|r| r.at > now);
-        if self.returning.len() >= MAX_RETURNING {
-            self.returning.pop_front();
-        }
-        let retries = ask.retries.saturating_add(1);
-        let (priority, lane, tokens) = (ask.priority, ask.lane, ask.fairness_cost());
-        self.returning.push_back(Returning { at, priority, lane, retries, tokens });
-    }
-
-    /// The last refusal of `lane`'s own scopes, else of the shared scopes.
-    fn lane_refusal(&self, lane: u32) -> Option<Rejection> {
-        self.lane_refusals.get(&lane).or(self.shared_refusal.as_ref()).cloned()
+        let lane = || self.lane_refusals.get(&pending.ask.lane).cloned();
+        pending.last_refusal.clone().or_else(lane).or_else(|| self.shared_refusal.clone())
     }
 
     /// Forgets the refusals on record once nobody waits and nobody is still to be answered:
@@ -461,9 +399,8 @@ impl DeploymentQueue {
             if queued >= max_queue {
                 return (Err(WaitError::QueueFull), waited);
             }
-            let binding = refusal.clone().or_else(|| state.lane_refusal(ask.lane));
-            let ahead = Self::ahead(&state, &ask, now, Back::Overtaking(max_wait));
-            waited.eta = self.eta(&state, ahead, binding.as_ref());
+            let fallback = refusal.as_ref().and_then(Rejection::retry_after);
+            waited.eta = self.eta(&state, Self::ahead(&state, &ask), fallback);
             *state.per_class.entry(ask.priority).or_default() += 1;
             state.next_id += 1;
             let id = WaiterId(state.next_id);
@@ -515,17 +452,12 @@ impl DeploymentQueue {
         (result, waited)
     }
 
-    /// When `ask` would be granted if it joined the queue now and waited up to `within`:
-    /// what is queued ahead of it (and what, told to come back by then, will go before it)
-    /// and itself at the recent admission rate, else `refusal`'s wait (see
-    /// [`Waited::eta`]). A caller that refuses `ask` for it asks
-    /// [`DeploymentQueue::turn_away`] when to tell it to come back.
+    /// When `ask` would be granted if it joined the queue now: the cost queued ahead of it
+    /// and its own at the recent admission rate, else `refusal`'s wait (see [`Waited::eta`]).
     #[must_use]
-    pub fn predict(&self, ask: &Ask, refusal: Option<&Rejection>, within: Duration) -> Duration {
+    pub fn predict(&self, ask: &Ask, refusal: Option<&Rejection>) -> Duration {
         let state = self.lock();
-        let on_record = state.lane_refusal(ask.lane);
-        let ahead = Self::ahead(&state, ask, self.clock.now(), Back::Overtaking(within));
-        self.eta(&state, ahead, refusal.or(on_record.as_ref()))
+        self.eta(&state, Self::ahead(&state, ask), refusal.and_then(Rejection::retry_after))
     }
 
     fn forget(&self, state: &mut State, id: WaiterId) -> Option<Pending> {
@@ -537,86 +469,25 @@ impl DeploymentQueue {
         Some(pending)
     }
 
-    /// What is queued ahead of `ask`, and itself: the waiters it would queue behind were it
-    /// to join now, and the requests told to come back (due within [`RETURNING_HORIZON`])
-    /// that `back` counts.
-    fn ahead(state: &State, ask: &Ask, now: Nanos, back: Back) -> Ahead {
-        let (priority, lane, retries) = (ask.priority, ask.lane, ask.retries);
-        let horizon = now.after(match back {
-            Back::Overtaking(within) => within.min(RETURNING_HORIZON),
-            Back::Before => RETURNING_HORIZON,
-        });
-        let returning = state.returning.iter().filter(|r| {
-            let due = now < r.at && r.at <= horizon;
-            let own_lane = r.priority == priority && r.lane == lane;
-            due && r.priority <= priority
-                && match back {
-                    // Those that will go before it when they come: a higher class, or its own
-                    // key's requests retried more often than it (the rest arrive behind it).
-                    Back::Overtaking(_) => r.priority < priority || (own_lane && r.retries > retries),
-                    // Those due back before it would be, but its own key's that it will go
-                    // before, coming back retried once more than now.
-                    Back::Before => !(own_lane && r.retries <= retries),
-                }
-        });
-        let (back, back_tokens) = returning.fold((0u64, 0u64), |(n, t), r| (n + 1, t.saturating_add(r.tokens)));
-        Ahead {
-            requests: state.fair.requests_ahead(priority, lane, retries).saturating_add(1).saturating_add(back),
-            tokens: state
-                .fair
-                .cost_ahead(priority, lane, retries)
-                .saturating_add(ask.fairness_cost())
-                .saturating_add(back_tokens),
-        }
+    /// The cost queued ahead of `ask` were it to join now, and its own.
+    fn ahead(state: &State, ask: &Ask) -> u64 {
+        state.fair.cost_ahead(ask.priority, ask.lane, ask.retries).saturating_add(ask.fairness_cost())
     }
 
-    /// `ask` was admitted without waiting: it counts in the deployment's admission rate as
-    /// the queue's own grants do. Without it, a queue that empties often (its requests
-    /// mostly pass at once) would measure a fraction of the rate and predict waits many
-    /// times too long.
-    pub fn admitted_now(&self, ask: &Ask) {
-        let now = self.clock.now();
-        self.lock().record_admission(now, ask.fairness_cost());
-    }
-
-    /// Refuses `ask` (predicted to wait too long, see [`DeploymentQueue::predict`]) and
-    /// returns when it should come back: after the queue ahead of it and every request told
-    /// to come back before it, not at the same instant as those (clients honour a server's
-    /// hint exactly: equal hints bring them back as one herd). Until then it counts ahead of
-    /// requests refused after it.
-    pub fn turn_away(&self, ask: &Ask, refusal: Option<&Rejection>) -> Duration {
-        let now = self.clock.now();
-        let mut state = self.lock();
-        let on_record = state.lane_refusal(ask.lane);
-        let ahead = Self::ahead(&state, ask, now, Back::Before);
-        let wait = self.eta(&state, ahead, refusal.or(on_record.as_ref()));
-        state.expect_back(ask, now.after(wait), now);
-        wait
-    }
-
-    /// The wait of a request with `ahead` queued before it (itself included): that queue at
-    /// the recent admission rate, or `binding`'s wait if nothing was admitted lately.
-    /// Counted in what `binding` (the refusal on record) limits: requests behind a limit
-    /// of requests or concurrency, where a few large prompts ahead wait no longer than small
-    /// ones; tokens otherwise.
-    fn eta(&self, state: &State, ahead: Ahead, binding: Option<&Rejection>) -> Duration {
-        let by_requests = binding.is_some_and(|r| {
-            matches!(r.limiter, LimiterName::Rate { dimension: Dimension::Requests, .. } | LimiterName::Concurrency)
-        });
-        let (recent, waiting) = if by_requests {
-            (state.admitted.len() as u64, ahead.requests)
-        } else {
-            (state.admitted.iter().map(|(_, c)| c).sum(), ahead.tokens)
-        };
+    /// The wait of a request with `ahead` queued before it (its own cost included): that
+    /// cost at the recent admission rate, or the last refusal's wait if nothing was
+    /// admitted lately.
+    fn eta(&self, state: &State, ahead: u64, fallback: Option<Duration>) -> Duration {
+        let recent: u64 = state.admitted.iter().map(|(_, c)| c).sum();
         // Throughput over the span actually observed (at least a second), not the whole
         // window: just after start a full window would understate it many times over.
         let now = self.clock.now();
         let span = state.admitted.front().map_or(THROUGHPUT_WINDOW, |(first, _)| now.since(*first));
         let span = span.clamp(Duration::from_secs(1), THROUGHPUT_WINDOW);
         let per_second = recent as f64 / span.as_secs_f64();
-        let by_rate = (per_second > 0.0).then(|| Duration::from_secs_f64(waiting as f64 / per_second));
+        let by_rate = (per_second > 0.0).then(|| Duration::from_secs_f64(ahead as f64 / per_second));
         // The measured rate knows the queue ahead; the last refusal only knows the bucket.
-        by_rate.or_else(|| binding.and_then(Rejection::retry_after)).unwrap_or(Duration::from_secs(1))
+        by_rate.or(fallback).unwrap_or(Duration::from_secs(1))
     }
 
     async fn dispatch(self: Arc<Self>) {
@@ -673,7 +544,11 @@ impl DeploymentQueue {
                     state.pending.get_mut(&other).into_iter().for_each(|p| p.hold(by));
                 }
                 state.fair.admitted(id);
-                state.record_admission(now, ask.fairness_cost());
+                state.admitted.push_back((now, ask.fairness_cost()));
+                let horizon = Nanos(now.0.saturating_sub(crate::clock::duration_ns(THROUGHPUT_WINDOW)));
+                while state.admitted.front().is_some_and(|(t, _)| *t < horizon) {
+                    state.admitted.pop_front();
+                }
                 match self.forget(&mut state, id) {
                     Some(pending) => {
                         let bound_by = state.on_record(&pending);
@@ -743,18 +618,13 @@ impl Ticket<'_> {
         let Some(id) = self.id.take() else { return (None, Duration::ZERO, None) };
         let mut state = self.queue.lock();
         let Some(pending) = self.queue.forget(&mut state, id) else {
-            let everything = Ahead {
-                requests: state.fair.requests_ahead(u8::MAX, 0, 0),
-                tokens: state.fair.cost_ahead(u8::MAX, 0, 0),
-            };
+            let everything = state.fair.cost_ahead(u8::MAX, 0, 0);
             return (None, self.queue.eta(&state, everything, None), None);
         };
-        let now = self.queue.clock.now();
-        let ahead = DeploymentQueue::ahead(&state, &pending.ask, now, Back::Before);
+        let ahead = DeploymentQueue::ahead(&state, &pending.ask);
         let refusal = state.on_record(&pending);
-        let eta = self.queue.eta(&state, ahead, refusal.as_ref());
-        // Told `eta`, it comes back then.
-        state.expect_back(&pending.ask, now.after(eta), now);
+        let fallback = refusal.as_ref().and_then(Rejection::retry_after);
+        let eta = self.queue.eta(&state, ahead, fallback);
         state.forget_refusals_when_idle();
         (refusal, eta, pending.held)
     }

@@ -269,21 +269,12 @@ impl FairQueue {
     /// fewer times, which it goes before ([`FairQueue::push`]).
     #[must_use]
     pub fn cost_ahead(&self, priority: u8, lane: u32, retries: u8) -> u64 {
-        self.ahead(priority, lane, retries).map(|w| w.cost).sum()
-    }
-
-    /// The requests waiting ahead of a new request (see [`FairQueue::cost_ahead`]), counted.
-    #[must_use]
-    pub fn requests_ahead(&self, priority: u8, lane: u32, retries: u8) -> u64 {
-        self.ahead(priority, lane, retries).count() as u64
-    }
-
-    fn ahead(&self, priority: u8, lane: u32, retries: u8) -> impl Iterator<Item = &Waiter> {
         self.classes
             .range(..=priority)
             .flat_map(|(p, t)| t.values().flatten().map(move |w| (*p, w)))
-            .filter(move |(p, w)| !(*p == priority && w.lane == lane && w.retries < retries))
-            .map(|(_, w)| w)
+            .filter(|(p, w)| !(*p == priority && w.lane == lane && w.retries < retries))
+            .map(|(_, w)| w.cost)
+            .sum()
     }
 
     /// Holds back (or releases) every waiter of a tenant.

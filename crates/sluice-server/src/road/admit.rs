@@ -631,7 +631,6 @@ async fn reserve_or_wait(
                 if let Some(withdrawal) = withdrawal {
                     withdrawal.disarm();
                 }
-                queue.admitted_now(&ask);
                 return Ok((member, grant, gateway.services.clock.now()));
             }
             Err(ReserveError::Rejected(r)) => {
@@ -647,10 +646,9 @@ async fn reserve_or_wait(
         }
     };
     if left.is_zero() || req.client_deadline {
-        let eta = queue.predict(&ask, refusal.as_ref(), left);
+        let eta = queue.predict(&ask, refusal.as_ref());
         if left.is_zero() || with_margin(eta) > left {
-            let back = queue.turn_away(&ask, refusal.as_ref());
-            return Err(predicted(refusal, back));
+            return Err(predicted(refusal, eta));
         }
     }
     let held_before = refusal.as_ref().is_some_and(|r| r.limiter == LimiterName::FairShare);
