@@ -74,6 +74,9 @@ fn listening(port: u16) -> bool {
     TcpStream::connect(("127.0.0.1", port)).is_ok()
 }
 
+/// How long a local server (or cluster) is given to become ready.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
 fn ping(port: u16) -> bool {
     let Some(stream) = sent(port, b"PING\r\n") else { return false };
     let mut line = String::new();
@@ -81,8 +84,11 @@ fn ping(port: u16) -> bool {
     BufReader::new(stream).read_line(&mut line).is_ok() && (line.starts_with("+PONG") || line.starts_with("-NOAUTH"))
 }
 
+/// Waits for `ready` at least [`READY_WITHIN`] (polling every 50 ms): a cluster's nodes
+/// agree on their slots in a second on an idle machine, and in many more on a loaded one.
 fn wait_until(what: &str, mut ready: impl FnMut() -> bool) -> Result<(), LocalError> {
-    for _ in 0..200 {
+    let polls = READY_WITHIN.as_millis() / 50;
+    for _ in 0..polls {
         if ready() {
             return Ok(());
         }
@@ -95,7 +101,7 @@ impl LocalRedis {
     /// Starts a standalone server without persistence on a free port.
     ///
     /// # Errors
-    /// When `redis-server` is missing or does not answer within 10 s.
+    /// When `redis-server` is missing or does not answer within 30 s.
     pub fn start() -> Result<Self, LocalError> {
         Self::spawn(&[])
     }
@@ -104,7 +110,7 @@ impl LocalRedis {
     /// (`requirepass`: the `default` user's password) on a free port.
     ///
     /// # Errors
-    /// When `redis-server` is missing or does not answer within 10 s.
+    /// When `redis-server` is missing or does not answer within 30 s.
     pub fn start_with_password(password: &str) -> Result<Self, LocalError> {
         Self::spawn(&["--requirepass", password])
     }
@@ -114,7 +120,7 @@ impl LocalRedis {
     /// should name that IP address.
     ///
     /// # Errors
-    /// When `redis-server` is missing, was built without TLS, or does not listen within 10 s.
+    /// When `redis-server` is missing, was built without TLS, or does not listen within 30 s.
     pub fn start_tls(tls: &ServerTls) -> Result<Self, LocalError> {
         let port = free_port()?.to_string();
         let files = [&tls.cert_file, &tls.key_file, &tls.ca_file].map(|p| p.display().to_string());
@@ -190,7 +196,7 @@ impl LocalRedis {
     /// Starts a killed server again on the same port.
     ///
     /// # Errors
-    /// When it does not come back within 10 s.
+    /// When it does not come back within 30 s.
     pub fn restart(&mut self) -> Result<(), LocalError> {
         self.kill();
         self.child = run_server(self.port, self.tls, &self.dir, &self.extra)?;
