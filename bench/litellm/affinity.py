@@ -31,7 +31,7 @@ from pathlib import Path
 
 import aiohttp
 
-from bench import KEY, MASTER, Procs, free_port, pct, sim_reset, sim_stats, start_litellm
+from bench import KEY, gateway_head, MASTER, Procs, free_port, pct, sim_reset, sim_stats, start_litellm
 
 MEMBERS = [("a", "dep-a", 300, "eu-west"), ("b", "dep-b", 200, "eu-north"), ("c", "dep-c", 100, "us-east")]
 POOL_RPM = sum(rpm for _, _, rpm, _ in MEMBERS)
@@ -75,24 +75,7 @@ output_counting = "reserved"
 limits = {{ rpm = {rpm}, tpm = {TPM} }}
 """ for d, model, rpm, region in MEMBERS)
     regions = ", ".join(f'"{r}"' for r in EU_REGIONS)
-    return f"""
-[server]
-listen = "127.0.0.1:0"
-
-[store]
-kind = "redis"
-url = "{redis}"
-prefix = "{prefix}"
-
-[jobs]
-path = "{key_file.parent / (name + '-jobs.redb')}"
-
-[[providers]]
-name = "sim"
-kind = "openai"
-base_url = "{sim_url}"
-api_key_file = "{key_file}"
-{deployments}
+    return gateway_head(sim_url, key_file, name, redis, prefix) + deployments + f"""
 [[models]]
 name = "fast-chat"
 deployments = ["a", "b", "c"]

@@ -122,11 +122,12 @@ completion = {{ dist = "fixed", tokens = {completion} }}
 """
 
 
-def sluice_toml(sim_url: str, key_file: Path, rpm: int, tpm: int, redis: str | None, name: str,
-                prefix: str = "bench-litellm") -> str:
-    """One gateway; instances on the same Redis share `prefix`, so they share every scope."""
-    sha = hashlib.sha256(KEY.encode()).hexdigest()
-    store = f'[store]\nkind = "redis"\nurl = "{redis}"\nprefix = "{prefix}"\n' if redis else ""
+def gateway_head(sim_url: str, key_file: Path, name: str, redis: str | None,
+                 prefix: str = "bench-litellm") -> str:
+    """What every benchmark gateway's config starts with: a loopback listener, the Redis
+    store its instances share (same `prefix`: every scope shared), its own job store, and
+    the simulated provider."""
+    store = f'\n[store]\nkind = "redis"\nurl = "{redis}"\nprefix = "{prefix}"\n' if redis else ""
     return f"""
 [server]
 listen = "127.0.0.1:0"
@@ -139,7 +140,14 @@ name = "sim"
 kind = "openai"
 base_url = "{sim_url}"
 api_key_file = "{key_file}"
+"""
 
+
+def sluice_toml(sim_url: str, key_file: Path, rpm: int, tpm: int, redis: str | None, name: str,
+                prefix: str = "bench-litellm") -> str:
+    """One gateway over one deployment."""
+    sha = hashlib.sha256(KEY.encode()).hexdigest()
+    return gateway_head(sim_url, key_file, name, redis, prefix) + f"""
 [[deployments]]
 name = "mini"
 provider = "sim"

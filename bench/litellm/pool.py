@@ -44,7 +44,7 @@ from pathlib import Path
 import aiohttp
 
 import affinity
-from bench import (KEY, Procs, auth_for, closed_loop, free_port, pct, sdk_call, sim_reset, sim_stats,
+from bench import (KEY, gateway_head, Procs, auth_for, closed_loop, free_port, pct, sdk_call, sim_reset, sim_stats,
                    start_litellm)
 
 MEMBERS = [("a", "dep-a", 300), ("b", "dep-b", 200), ("c", "dep-c", 100)]
@@ -95,24 +95,7 @@ limits = {{ rpm = {rpm}, tpm = {TPM}{burst_seconds} }}
         members = "[\n  { deployment = \"a\", tier = 0 },\n  { deployment = \"b\", tier = 1 },\n  { deployment = \"c\", tier = 1 },\n]"
     else:
         members = '["a", "b", "c"]'
-    return f"""
-[server]
-listen = "127.0.0.1:0"
-
-[store]
-kind = "redis"
-url = "{redis}"
-prefix = "{prefix}"
-
-[jobs]
-path = "{key_file.parent / (name + '-jobs.redb')}"
-
-[[providers]]
-name = "sim"
-kind = "openai"
-base_url = "{sim_url}"
-api_key_file = "{key_file}"
-{deployments}
+    return gateway_head(sim_url, key_file, name, redis, prefix) + deployments + f"""
 [[models]]
 name = "fast-chat"
 deployments = {members}
