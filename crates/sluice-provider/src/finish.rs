@@ -16,29 +16,40 @@ const MAX_REASONS: usize = 8;
 const MAX_REASON_BYTES: usize = 64;
 
 /// The finish reasons of a whole answer `body` in `protocol`, in choice order; none for a
-/// body that is not an answer.
+/// body that is not an answer. (The gateway reads them with the usage, in one pass:
+/// [`crate::read_answer`].)
 #[must_use]
 pub fn finish_reasons(protocol: Protocol, body: &[u8]) -> Vec<String> {
-    let mut reasons = FinishReasons::default();
-    match protocol {
-        Protocol::OpenAiChat | Protocol::OpenAiCompletions => {
-            if let Ok(answer) = serde_json::from_slice::<Choices>(body) {
-                reasons.choices(answer);
+    serde_json::from_slice::<Stopped>(body).map(|s| s.reasons(protocol)).unwrap_or_default()
+}
+
+/// The members of a whole answer that say why it stopped, in every protocol (their union).
+#[derive(Default, Deserialize)]
+pub(crate) struct Stopped {
+    #[serde(default)]
+    pub(crate) choices: Vec<Choice>,
+    #[serde(default)]
+    pub(crate) stop_reason: Option<String>,
+    #[serde(default)]
+    pub(crate) status: Option<String>,
+    #[serde(default)]
+    pub(crate) incomplete_details: Option<Incomplete>,
+}
+
+impl Stopped {
+    /// The reasons, as `protocol` words them.
+    pub(crate) fn reasons(self, protocol: Protocol) -> Vec<String> {
+        let mut reasons = FinishReasons::default();
+        match protocol {
+            Protocol::OpenAiChat | Protocol::OpenAiCompletions => reasons.choices(self.choices),
+            Protocol::AnthropicMessages => reasons.add(self.stop_reason.as_deref()),
+            Protocol::OpenAiResponses => {
+                reasons.response(Response { status: self.status, incomplete_details: self.incomplete_details });
             }
+            Protocol::OpenAiEmbeddings => {}
         }
-        Protocol::AnthropicMessages => {
-            if let Ok(answer) = serde_json::from_slice::<Message>(body) {
-                reasons.add(answer.stop_reason.as_deref());
-            }
-        }
-        Protocol::OpenAiResponses => {
-            if let Ok(answer) = serde_json::from_slice::<Response>(body) {
-                reasons.response(answer);
-            }
-        }
-        Protocol::OpenAiEmbeddings => {}
+        reasons.0
     }
-    reasons.0
 }
 
 /// The finish reasons a stream has shown so far.
@@ -53,7 +64,7 @@ impl FinishReasons {
                 // Most chunks carry no reason (`"finish_reason":null`): not parsed.
                 let named = data.contains("\"finish_reason\":\"") || data.contains("\"finish_reason\": \"");
                 if named && let Ok(chunk) = serde_json::from_str::<Choices>(data) {
-                    self.choices(chunk);
+                    self.choices(chunk.choices);
                 }
             }
             Protocol::AnthropicMessages => {
@@ -83,8 +94,8 @@ impl FinishReasons {
         &self.0
     }
 
-    fn choices(&mut self, answer: Choices) {
-        for choice in answer.choices {
+    fn choices(&mut self, choices: Vec<Choice>) {
+        for choice in choices {
             self.add(choice.finish_reason.as_deref());
         }
     }
@@ -113,7 +124,7 @@ struct Choices {
 }
 
 #[derive(Deserialize)]
-struct Choice {
+pub(crate) struct Choice {
     #[serde(default)]
     finish_reason: Option<String>,
 }
@@ -139,7 +150,7 @@ struct Response {
 }
 
 #[derive(Deserialize)]
-struct Incomplete {
+pub(crate) struct Incomplete {
     #[serde(default)]
     reason: Option<String>,
 }

@@ -69,4 +69,4 @@ pub use translate::{
     GeminiFraming, OpenAiToGeminiStream, gemini_count_to_openai_request, gemini_to_openai_request, google_status,
     openai_error_to_gemini, openai_to_gemini_response,
 };
-pub use usage::{Usage, usage_from_response};
+pub use usage::{Answered, Usage, read_answer, usage_from_response};

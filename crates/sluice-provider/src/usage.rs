@@ -3,6 +3,7 @@
 
 use serde::Deserialize;
 
+use crate::finish::{Choice, Incomplete, Stopped};
 use crate::protocol::Protocol;
 
 /// Tokens a provider reports having processed for one call.
@@ -60,11 +61,46 @@ pub fn usage_from_response(protocol: Protocol, body: &[u8]) -> Option<Usage> {
     envelope.usage.map(|raw| raw.into_usage(protocol))
 }
 
+/// What a non-stream success body in `protocol` says of itself, read in one pass: its
+/// usage ([`usage_from_response`]) and why it stopped ([`crate::finish_reasons`]).
+#[must_use]
+pub fn read_answer(protocol: Protocol, body: &[u8]) -> Answered {
+    let Ok(answer) = serde_json::from_slice::<Answer>(body) else { return Answered::default() };
+    let Answer { usage, choices, stop_reason, status, incomplete_details } = answer;
+    let stopped = Stopped { choices, stop_reason, status, incomplete_details };
+    Answered { usage: usage.map(|raw| raw.into_usage(protocol)), finish_reasons: stopped.reasons(protocol) }
+}
+
+/// What [`read_answer`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answered {
+    /// The usage, when the body reports one.
+    pub usage: Option<Usage>,
+    /// The finish reasons, in choice order.
+    pub finish_reasons: Vec<String>,
+}
+
 /// Only the `usage` member of a response; everything else is skipped without allocating.
 #[derive(Deserialize)]
 struct Envelope {
     #[serde(default)]
     usage: Option<RawUsage>,
+}
+
+/// The `usage` member and the members that say why it stopped ([`Stopped`]'s, spelled out:
+/// a flattened member would make serde buffer the whole body first).
+#[derive(Deserialize)]
+struct Answer {
+    #[serde(default)]
+    usage: Option<RawUsage>,
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    incomplete_details: Option<Incomplete>,
 }
 
 /// The union of OpenAI's and Anthropic's usage fields.
@@ -165,6 +201,25 @@ mod tests {
         assert_eq!((usage.output_tokens, usage.reasoning_tokens), (300, 256));
         let anthropic = br#"{"type":"message","usage":{"input_tokens":10,"output_tokens":300}}"#;
         assert_eq!(usage_from_response(Protocol::AnthropicMessages, anthropic).unwrap().reasoning_tokens, 0);
+    }
+
+    #[test]
+    fn one_read_of_an_answer_gives_its_usage_and_finish_reasons_as_the_two_readers_do() {
+        let bodies: [(Protocol, &[u8]); 3] = [
+            (
+                Protocol::OpenAiChat,
+                br#"{"choices":[{"message":{"content":"hi"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+            ),
+            (Protocol::AnthropicMessages, br#"{"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":2}}"#),
+            (Protocol::OpenAiResponses, br#"{"status":"completed","usage":{"input_tokens":3,"output_tokens":2}}"#),
+        ];
+        for (protocol, body) in bodies {
+            let answered = read_answer(protocol, body);
+            assert_eq!(answered.usage, usage_from_response(protocol, body), "{protocol:?}");
+            assert_eq!(answered.finish_reasons, crate::finish_reasons(protocol, body), "{protocol:?}");
+            assert_eq!(answered.finish_reasons.len(), 1, "{protocol:?}");
+        }
+        assert_eq!(read_answer(Protocol::OpenAiChat, b"not json"), Answered::default());
     }
 
     #[test]

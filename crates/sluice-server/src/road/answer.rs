@@ -31,7 +31,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use sluice_provider::{
-    ConverseToAnthropicStream, DeliveredCount, ErrorClass, Phase, Protocol, classify_with_hints, usage_from_response,
+    ConverseToAnthropicStream, DeliveredCount, ErrorClass, Phase, Protocol, classify_with_hints, read_answer,
 };
 use sluice_quota::clock::within;
 use sluice_quota::{Clock, Cost, Nanos, Settlement};
@@ -475,7 +475,9 @@ async fn buffered<S: Settle>(
             .map_err(|e| bad_response(call, &e))?;
     let terms = call.terms;
     let upstream_protocol = call.crossing.upstream(terms.protocol);
-    let usage = usage_from_response(upstream_protocol, &bytes);
+    // Usage and finish reasons in one read of the provider's answer.
+    let answered = read_answer(upstream_protocol, &bytes);
+    let usage = answered.usage;
     settle.answered(terms, usage);
     if let Some(memo) = &terms.memo {
         // Before the client has the id, so its continuation finds the record.
@@ -489,7 +491,12 @@ async fn buffered<S: Settle>(
             Err(e) => return Err(bad_response(call, &e)),
         },
     };
-    call.req.access.finish_reasons(&sluice_provider::finish_reasons(terms.protocol, &body));
+    // The reasons as the client reads them: the provider's own when nothing crosses.
+    let finish_reasons = match call.crossing {
+        Crossing::Same => answered.finish_reasons,
+        _ => sluice_provider::finish_reasons(terms.protocol, &body),
+    };
+    call.req.access.finish_reasons(&finish_reasons);
     let mut response = pass_through(parts.status, &parts.headers, Body::from(body));
     if call.crossing != Crossing::Same {
         response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
