@@ -153,11 +153,9 @@ pub fn from_google(headers: &http::HeaderMap, query: Option<&str>) -> bool {
 /// name as one page of Gemini `Model`s (<https://ai.google.dev/api/models#method:-models.list>),
 /// which google-genai's `models.list()` reads.
 pub async fn list_models(State(state): State<AppState>, RawQuery(query): RawQuery, request: Request) -> Response<Body> {
-    let request = key_from_query(request, query.as_deref());
-    let gateway = state.current();
-    let caller = match crate::auth::authenticate(&gateway, request.headers()) {
-        Ok(caller) => caller,
-        Err(error) => return google_refusal(error, request.headers()).await,
+    let (_, gateway, caller) = match catalogue_caller(&state, query.as_deref(), request).await {
+        Ok(found) => found,
+        Err(refusal) => return refusal,
     };
     let models: Vec<Value> = crate::catalog::names(&gateway, &caller).into_iter().map(model_resource).collect();
     axum::Json(json!({ "models": models })).into_response()
@@ -172,16 +170,29 @@ pub async fn get_model(
     RawQuery(query): RawQuery,
     request: Request,
 ) -> Response<Body> {
-    let request = key_from_query(request, query.as_deref());
-    let gateway = state.current();
-    let caller = match crate::auth::authenticate(&gateway, request.headers()) {
-        Ok(caller) => caller,
-        Err(error) => return google_refusal(error, request.headers()).await,
+    let (request, gateway, caller) = match catalogue_caller(&state, query.as_deref(), request).await {
+        Ok(found) => found,
+        Err(refusal) => return refusal,
     };
     let name = name.strip_prefix("models/").unwrap_or(&name);
     match gateway.profiles.get_key_value(name).filter(|_| caller.may_name(name)) {
         Some((name, _)) => axum::Json(model_resource(name)).into_response(),
         None => google_refusal(GatewayError::UnknownModel(name.to_owned()), request.headers()).await,
+    }
+}
+
+/// The request of a Google client's model listing (its `?key=` moved into the header), the
+/// gateway and the caller its key names; or Google's refusal of the key.
+async fn catalogue_caller(
+    state: &AppState,
+    query: Option<&str>,
+    request: Request,
+) -> Result<(Request, std::sync::Arc<crate::state::Gateway>, crate::state::Caller), Response<Body>> {
+    let request = key_from_query(request, query);
+    let gateway = state.current();
+    match crate::auth::authenticate(&gateway, request.headers()) {
+        Ok(caller) => Ok((request, gateway, caller)),
+        Err(error) => Err(google_refusal(error, request.headers()).await),
     }
 }
 
