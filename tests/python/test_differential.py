@@ -101,6 +101,12 @@ ALLOWED: list[tuple[str, str, str, str]] = [
         "Vertex accepts both.",
     ),
     (
+        "gemini|vertex-gemini", "anthropic", r"^\.body\.generationConfig\.thinkingConfig\.includeThoughts: sluice adds true",
+        "An Anthropic client that enables `thinking` reads the thinking back: sluice asks Gemini for its thought "
+        "summaries (`includeThoughts`), which reach the client as `thinking` blocks "
+        "(https://ai.google.dev/gemini-api/docs/thinking#summaries; docs/operations.md, Thought signatures).",
+    ),
+    (
         "gemini|vertex-gemini", "native", r"^native answer(\[\d+\])?\.usage_metadata",
         "sluice re-renders Gemini's answer from the OpenAI chat shape its road carries: `usageMetadata` has no "
         "per-modality `promptTokensDetails`, and in a stream it comes on the last chunk only (Gemini also sends the "
@@ -113,13 +119,8 @@ _allowed_used: set[int] = set()
 # (provider, feature, protocol) -> the refusal sluice answers instead of translating, and
 # why (each is also in docs/operations.md's refused-fields table).
 NO_RESPONSES = "Gemini's native API has no Responses counterpart: 400 (docs/operations.md, the protocol matrix)"
-NO_GEMINI_THINKING = (
-    "Anthropic's `thinking` is refused (400 naming it) on the way to the OpenAI chat shape Gemini deployments are "
-    "served from (docs/operations.md, refused fields)"
-)
 REFUSED: dict[tuple[str, str, str], str] = {
     **{(p, "responses", "openai"): NO_RESPONSES for p in ("gemini", "vertex-gemini")},
-    **{(p, "effort", "anthropic"): NO_GEMINI_THINKING for p in ("gemini", "vertex-gemini")},
 }
 
 # ---------------------------------------------------------------------------------------
@@ -1089,6 +1090,27 @@ def openai_gemini_thinking(profile: str, signed_of: Callable[[Env], dict]) -> Ca
     return call
 
 
+def anthropic_gemini_thinking(profile: str, signed_of: Callable[[Env], dict]) -> Call:
+    """The second turn from an Anthropic client: the call's thought signature in the
+    `thinking` block sluice hands out just before the call (`gemini:` and the signature)."""
+
+    def call(env: Env) -> Any:
+        signed = signed_of(env)
+        signature = "gemini:" + base64.b64encode(signed["signature"]).decode()
+        params = an_params("tools")
+        params["messages"] = [
+            {"role": "user", "content": ASK},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "", "signature": signature},
+                {"type": "tool_use", "id": CALL_ID, "name": "get_weather", "input": signed["input"]},
+            ]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": CALL_ID, "content": RESULT}]},
+        ]
+        anthropic_to_sluice(env).messages.create(model=profile, **params)
+
+    return call
+
+
 def google_catalogue(vertex: bool) -> dict[str, tuple[Call, dict[str, Call | NA]]]:
     profile, profile3 = ("vx-gemini", "vx-gemini3") if vertex else ("gemini", "gemini3")
     oracle_of = lambda env: gemini_oracle(env, vertex)  # noqa: E731
@@ -1114,7 +1136,7 @@ def google_catalogue(vertex: bool) -> dict[str, tuple[Call, dict[str, Call | NA]
         generate(oracle_of, GEMINI3, "thinking", signed),
         {
             "openai": openai_gemini_thinking(profile3, signed),
-            "anthropic": "n/a: Anthropic Messages has no field for Gemini's thought signature (sluice does not carry it across; docs/operations.md, Thought signatures)",
+            "anthropic": anthropic_gemini_thinking(profile3, signed),
             "native": generate(sluice_of, profile3, "thinking", signed),
         },
     )
@@ -1145,8 +1167,10 @@ def anthropic_thinking_budget(profile: str) -> Call:
     """A thinking budget as an Anthropic client asks for one."""
 
     def call(env: Env) -> Any:
+        # Gemini counts thinking within the output limit and checks it itself: sluice does
+        # not hold a Gemini deployment to Anthropic's `max_tokens` above the budget.
         anthropic_to_sluice(env).messages.create(
-            model=profile, max_tokens=2048, thinking=THINKING, messages=[{"role": "user", "content": HELLO}]
+            model=profile, max_tokens=20, thinking=THINKING, messages=[{"role": "user", "content": HELLO}]
         )
 
     return call

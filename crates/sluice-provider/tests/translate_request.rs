@@ -3,7 +3,8 @@
 
 use serde_json::{Map, Value, json};
 use sluice_provider::{
-    ParsedRequest, Protocol, TranslateError, anthropic_to_openai_request, openai_to_anthropic_request, parse_request,
+    ChatUpstream, ParsedRequest, Protocol, TranslateError, anthropic_to_openai_request, openai_to_anthropic_request,
+    parse_request,
 };
 
 fn parsed(protocol: Protocol, body: &Value) -> ParsedRequest {
@@ -15,7 +16,7 @@ fn to_anthropic(body: &Value) -> Result<Map<String, Value>, TranslateError> {
 }
 
 fn to_openai(body: &Value) -> Result<Map<String, Value>, TranslateError> {
-    anthropic_to_openai_request(&parsed(Protocol::AnthropicMessages, body))
+    anthropic_to_openai_request(&parsed(Protocol::AnthropicMessages, body), ChatUpstream::OpenAi)
 }
 
 /// Tool-call `arguments` strings parsed, so that key order and spacing do not count.

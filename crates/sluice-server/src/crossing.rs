@@ -6,11 +6,14 @@
 use serde_json::Value;
 use sluice_config::{ProviderApi, ProviderKind};
 use sluice_provider::{
-    AnthropicToOpenAiStream, AnthropicToResponsesStream, OpenAiToAnthropicStream, ParsedRequest, Protocol, StreamTap,
-    TranslateError, anthropic_to_openai_request, anthropic_to_openai_response, anthropic_to_responses_response,
-    openai_error_type, openai_to_anthropic_request, openai_to_anthropic_response, responses_to_anthropic_request,
-    upstream_body,
+    AnthropicToOpenAiStream, AnthropicToResponsesStream, ChatUpstream, OpenAiToAnthropicStream, ParsedRequest,
+    Protocol, StreamTap, TranslateError, anthropic_to_openai_request, anthropic_to_openai_response,
+    anthropic_to_responses_response, openai_error_type, openai_to_anthropic_request, openai_to_anthropic_response,
+    responses_to_anthropic_request, upstream_body,
 };
+
+use sluice_upstream::Target;
+use sluice_upstream::google::speaks_gemini;
 
 use crate::error::{self, Envelope};
 
@@ -35,20 +38,24 @@ pub enum Crossing {
     Same,
     /// OpenAI client, Anthropic deployment.
     OpenAiToAnthropic,
-    /// Anthropic client, OpenAI-compatible deployment.
-    AnthropicToOpenAi,
+    /// Anthropic client, OpenAI-compatible deployment (a Gemini one through the Gemini
+    /// layer, which takes thinking).
+    AnthropicToOpenAi(ChatUpstream),
     /// OpenAI Responses client, Anthropic deployment.
     ResponsesToAnthropic,
 }
 
 impl Crossing {
-    /// The crossing of a `client` request to a deployment of `kind`.
+    /// The crossing of a `client` request to a deployment reached at `target`.
     #[must_use]
-    pub fn of(client: Protocol, kind: ProviderKind) -> Self {
-        match (client, kind) {
+    pub fn of(client: Protocol, target: &Target) -> Self {
+        match (client, target.kind) {
             (Protocol::OpenAiChat, ProviderKind::Anthropic) => Self::OpenAiToAnthropic,
             (Protocol::OpenAiResponses, ProviderKind::Anthropic) => Self::ResponsesToAnthropic,
-            (Protocol::AnthropicMessages, ProviderKind::OpenAi | ProviderKind::Ollama) => Self::AnthropicToOpenAi,
+            (Protocol::AnthropicMessages, ProviderKind::OpenAi | ProviderKind::Ollama) => {
+                let upstream = if speaks_gemini(target) { ChatUpstream::Gemini } else { ChatUpstream::OpenAi };
+                Self::AnthropicToOpenAi(upstream)
+            }
             _ => Self::Same,
         }
     }
@@ -59,7 +66,7 @@ impl Crossing {
         match self {
             Self::Same => client,
             Self::OpenAiToAnthropic | Self::ResponsesToAnthropic => Protocol::AnthropicMessages,
-            Self::AnthropicToOpenAi => Protocol::OpenAiChat,
+            Self::AnthropicToOpenAi(_) => Protocol::OpenAiChat,
         }
     }
 
@@ -77,7 +84,7 @@ impl Crossing {
         let mut map = match self {
             Self::Same => return Ok(upstream_body(request, model, force_stream_usage)),
             Self::OpenAiToAnthropic => openai_to_anthropic_request(request, default_max_tokens)?,
-            Self::AnthropicToOpenAi => anthropic_to_openai_request(request)?,
+            Self::AnthropicToOpenAi(upstream) => anthropic_to_openai_request(request, upstream)?,
             Self::ResponsesToAnthropic => responses_to_anthropic_request(request, default_max_tokens)?,
         };
         map.insert("model".into(), Value::String(model.to_owned()));
@@ -92,7 +99,7 @@ impl Crossing {
         match self {
             Self::Same => Ok(body.to_vec()),
             Self::OpenAiToAnthropic => anthropic_to_openai_response(body, client_model, created),
-            Self::AnthropicToOpenAi => openai_to_anthropic_response(body, client_model),
+            Self::AnthropicToOpenAi(_) => openai_to_anthropic_response(body, client_model),
             Self::ResponsesToAnthropic => anthropic_to_responses_response(body, client_model, created),
         }
     }
@@ -120,7 +127,7 @@ impl Crossing {
         });
         let upstream_type = field("type").filter(|t| !t.is_empty());
         let (envelope, kind) = match self {
-            Self::AnthropicToOpenAi => (Envelope::Anthropic, anthropic_error_type(status).to_owned()),
+            Self::AnthropicToOpenAi(_) => (Envelope::Anthropic, anthropic_error_type(status).to_owned()),
             Self::OpenAiToAnthropic | Self::ResponsesToAnthropic | Self::Same => {
                 (Envelope::OpenAi, upstream_type.unwrap_or_else(|| openai_error_type(status).to_owned()))
             }
@@ -144,7 +151,7 @@ impl Crossing {
             Self::OpenAiToAnthropic => {
                 Pipe::ToOpenAi(AnthropicToOpenAiStream::new(client_model, include_usage, created))
             }
-            Self::AnthropicToOpenAi => Pipe::ToAnthropic(OpenAiToAnthropicStream::new(client_model)),
+            Self::AnthropicToOpenAi(_) => Pipe::ToAnthropic(OpenAiToAnthropicStream::new(client_model)),
             Self::ResponsesToAnthropic => {
                 Pipe::ToResponses(Box::new(AnthropicToResponsesStream::new(client_model, created)))
             }
@@ -265,7 +272,9 @@ pub fn google_error_body(api: &ProviderApi, kind: ProviderKind, status: u16, bod
     }
     if matches!(api, ProviderApi::Vertex(_)) && is_google_error(&body) {
         let openai = sluice_provider::gemini_error_to_openai(status, &body);
-        return Crossing::AnthropicToOpenAi.error_body(status, &openai).map_or(body, bytes::Bytes::from);
+        return Crossing::AnthropicToOpenAi(ChatUpstream::OpenAi)
+            .error_body(status, &openai)
+            .map_or(body, bytes::Bytes::from);
     }
     body
 }
@@ -281,7 +290,7 @@ mod tests {
 
     use sluice_config::{ProviderApi, ProviderKind, VertexLocation};
 
-    use super::{Crossing, google_error_body};
+    use super::{ChatUpstream, Crossing, google_error_body};
 
     fn parsed(body: Option<Vec<u8>>) -> Value {
         serde_json::from_slice(&body.unwrap_or_default()).unwrap_or(Value::Null)
@@ -290,7 +299,8 @@ mod tests {
     #[test]
     fn an_openai_error_reaches_an_anthropic_client_in_its_shape() {
         let upstream = json!({"error": {"message": "The model `x` does not exist", "type": "invalid_request_error", "param": null, "code": "model_not_found"}});
-        let body = parsed(Crossing::AnthropicToOpenAi.error_body(404, upstream.to_string().as_bytes()));
+        let body =
+            parsed(Crossing::AnthropicToOpenAi(ChatUpstream::OpenAi).error_body(404, upstream.to_string().as_bytes()));
         assert_eq!(
             body,
             json!({"type": "error", "error": {"type": "not_found_error", "message": "The model `x` does not exist"}})
@@ -312,7 +322,7 @@ mod tests {
         let body = parsed(Crossing::OpenAiToAnthropic.error_body(502, b"<html>Bad gateway</html>\n"));
         assert_eq!(body["error"]["message"], "<html>Bad gateway</html>");
         assert_eq!(body["error"]["type"], "server_error");
-        let empty = parsed(Crossing::AnthropicToOpenAi.error_body(500, b""));
+        let empty = parsed(Crossing::AnthropicToOpenAi(ChatUpstream::OpenAi).error_body(500, b""));
         assert_eq!(empty["error"]["message"], "the provider answered 500");
         assert_eq!(empty["error"]["type"], "api_error");
         assert_eq!(Crossing::Same.error_body(400, b"{}"), None);

@@ -96,8 +96,13 @@ async fn models(State(sim): State<Arc<Sim>>, headers: HeaderMap) -> Response {
     Json(json!({"object": "list", "data": data})).into_response()
 }
 
+/// The stats, and the Gemini thought signatures that came back and verified.
 async fn stats(State(sim): State<Arc<Sim>>) -> Response {
-    Json(sim.stats()).into_response()
+    let mut body = serde_json::to_value(sim.stats()).unwrap_or_default();
+    if let Some(body) = body.as_object_mut() {
+        body.insert("thought_signatures_verified".into(), sim.google().signatures.verified().into());
+    }
+    Json(body).into_response()
 }
 
 async fn reset(State(sim): State<Arc<Sim>>) -> Response {

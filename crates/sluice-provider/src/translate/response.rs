@@ -4,6 +4,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::TranslateError;
+use super::gemini::{anthropic_signature, object_signature as signature};
 use super::json::{self, Object, object};
 use super::{mapping, tools};
 use crate::protocol::Protocol;
@@ -81,7 +82,8 @@ pub fn anthropic_to_openai_response(body: &[u8], model: &str, created: u64) -> R
 ///
 /// The first choice is used (a translated request never asks for more): its `content`
 /// becomes a text block, a `refusal` a text block with `stop_reason: "refusal"`, its
-/// `tool_calls` `tool_use` blocks (arguments parsed into `input`); `finish_reason` maps to
+/// `tool_calls` `tool_use` blocks (arguments parsed into `input`), the reasoning and Gemini's
+/// thought signatures `thinking` blocks (see `content_blocks`); `finish_reason` maps to
 /// `stop_reason` (`stop` → `end_turn`, `length` → `max_tokens`, `tool_calls` → `tool_use`,
 /// `content_filter` → `refusal`); usage counters are converted (`input_tokens` excludes
 /// cached tokens, reported as `cache_read_input_tokens`); `id` becomes `msg_…`; `model` is
@@ -115,20 +117,49 @@ pub fn openai_to_anthropic_response(body: &[u8], model: &str) -> Result<Vec<u8>,
 }
 
 /// A completion message's blocks, and whether it was a refusal.
+///
+/// The model's reasoning (`reasoning_content`) and Gemini's thought signatures
+/// (`extra_content.google.thought_signature` on the message and its tool calls) become
+/// `thinking` blocks: the reasoning first, each signature, prefixed `gemini:`, on a block
+/// just before the text or `tool_use` whose part carried it, so that a client sending the
+/// turn back gives each signature back to its part.
 fn content_blocks(message: &Object) -> Result<(Vec<Value>, bool), TranslateError> {
     let path = "choices[0].message";
     let mut blocks = Vec::new();
-    if let Some(text) = json::opt_str(message, "content", path)?.filter(|t| !t.is_empty()) {
+    let mut reasoning = json::opt_str(message, "reasoning_content", path)?.filter(|t| !t.is_empty());
+    let mut text_signature = signature(message);
+    let text = json::opt_str(message, "content", path)?.filter(|t| !t.is_empty());
+    let calls = json::opt_array(message, "tool_calls", path)?;
+    if text.is_some() || calls.is_empty() {
+        thinking_block(&mut blocks, reasoning.take(), text_signature.take());
+    }
+    if let Some(text) = text {
         blocks.push(json::text_block(text));
     }
     let refusal = json::opt_str(message, "refusal", path)?.filter(|t| !t.is_empty());
     if let Some(text) = refusal {
         blocks.push(json::text_block(text));
     }
-    for (k, call) in json::opt_array(message, "tool_calls", path)?.iter().enumerate() {
+    for (k, call) in calls.iter().enumerate() {
+        let call_signature = call.as_object().and_then(signature);
+        thinking_block(&mut blocks, reasoning.take(), call_signature);
         blocks.push(tools::call_to_anthropic(call, &format!("{path}.tool_calls[{k}]"))?);
     }
+    thinking_block(&mut blocks, None, text_signature);
     Ok((blocks, refusal.is_some()))
+}
+
+/// Pushes a `thinking` block with `reasoning` and `signature` (prefixed for Gemini), when
+/// there is either.
+fn thinking_block(blocks: &mut Vec<Value>, reasoning: Option<&str>, signature: Option<&str>) {
+    if reasoning.is_none() && signature.is_none() {
+        return;
+    }
+    blocks.push(Value::Object(object([
+        ("type", Value::from("thinking")),
+        ("thinking", Value::from(reasoning.unwrap_or_default())),
+        ("signature", Value::from(signature.map(anthropic_signature).unwrap_or_default())),
+    ])));
 }
 
 /// The body's `usage` read as `protocol` reports it; zeros when absent.

@@ -115,7 +115,7 @@ pub async fn accept<'g>(
     // (`previous_response_id`, `conversation`): refused for the field, as its translation
     // would be, before any id it names is looked up.
     let primary = &gateway.deployments[profile.deployment];
-    if crate::crossing::Crossing::of(protocol, primary.target.kind) == crate::crossing::Crossing::ResponsesToAnthropic
+    if crate::crossing::Crossing::of(protocol, &primary.target) == crate::crossing::Crossing::ResponsesToAnthropic
         && let Err(e) = crate::crossing::Crossing::ResponsesToAnthropic.request_body(
             &request,
             &primary.target.model,

@@ -266,7 +266,7 @@ async fn sent(req: &Request<'_>, deployment: usize, admitted: (Terms, Vec<ScopeS
     if let Some(early) = req.early {
         early.admitted(after);
     }
-    let crossing = Crossing::of(request.protocol, route.target.kind);
+    let crossing = Crossing::of(request.protocol, &route.target);
     let upstream_protocol = crossing.upstream(request.protocol);
     let force_usage = request.stream && upstream_protocol.is_openai_chunks() && !request.client_wants_stream_usage;
     let guard = SettleGuard::new(

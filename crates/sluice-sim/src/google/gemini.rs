@@ -104,8 +104,8 @@ fn instance(schema: &Value, depth: usize) -> Value {
     }
 }
 
-/// A non-streamed answer: the text (or the function call, signed when the model thought),
-/// its finish reason and usage.
+/// A non-streamed answer: the thought summary when asked for, the text (or the function
+/// call, signed when the model thought), its finish reason and usage.
 fn whole(
     sim: &Sim,
     prepared: &Prepared,
@@ -114,7 +114,8 @@ fn whole(
     (call, thinking, structured): (Option<&ToolCall>, Thinking, Option<String>),
 ) -> Response {
     let version = version(prepared);
-    let parts = match call {
+    let mut parts: Vec<Value> = thinking.summary().into_iter().collect();
+    parts.extend(match call {
         Some(call) => vec![function_call(call, &version, thinking)],
         None => {
             let text = structured.unwrap_or_else(|| crate::text::filler(ticket.output));
@@ -124,7 +125,7 @@ fn whole(
             }
             vec![text]
         }
-    };
+    });
     let finish = Some(finish(ticket.output, prepared.ask.cap));
     let answer = response(id, &version, parts, finish, usage(prepared.input, ticket.output, thinking.thoughts));
     sim.complete(&prepared.model, ticket.reserved_output, &prepared.served(ticket.output));
@@ -268,7 +269,12 @@ struct GeminiStream {
 }
 
 impl Render for GeminiStream {
-    fn head(&mut self, _out: &mut Vec<u8>) {}
+    fn head(&mut self, out: &mut Vec<u8>) {
+        if let Some(summary) = self.thinking.summary() {
+            let usage = json!({"promptTokenCount": self.input});
+            data(out, &response(&self.id, &self.version, vec![summary], None, usage));
+        }
+    }
 
     fn chunk(&mut self, text: &str, out: &mut Vec<u8>) {
         if self.call.is_none() {

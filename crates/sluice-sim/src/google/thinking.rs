@@ -84,6 +84,8 @@ pub struct Thinking {
     pub family: Family,
     /// Thinking tokens the answer reports (0: it did not think).
     pub thoughts: u64,
+    /// Whether the answer shows a summary of its thoughts (`includeThoughts`).
+    pub summarized: bool,
 }
 
 impl Thinking {
@@ -91,6 +93,15 @@ impl Thinking {
     #[must_use]
     pub fn on(&self) -> bool {
         self.thoughts > 0
+    }
+
+    /// The thought summary part the answer starts with, when asked for
+    /// (<https://ai.google.dev/gemini-api/docs/thinking#summaries>: a text part marked
+    /// `thought: true`).
+    #[must_use]
+    pub fn summary(&self) -> Option<Value> {
+        (self.on() && self.summarized)
+            .then(|| serde_json::json!({"text": "**Weighing the request** I read what is asked and plan the answer.", "thought": true}))
     }
 
     /// Whether its text answers carry a signature too (Gemini 3).
@@ -114,11 +125,16 @@ pub fn thinking(name: &str, config: Option<&Value>) -> Result<Thinking, String> 
             Family::Level { .. } => level_tokens("high"),
             Family::None => 0,
         };
-        return Ok(Thinking { family, thoughts });
+        return Ok(Thinking { family, thoughts, summarized: false });
     };
     if family == Family::None {
         return Err(format!("Thinking is not supported by models/{name}."));
     }
+    let summarized = match config.get("includeThoughts").filter(|i| !i.is_null()) {
+        None => false,
+        Some(Value::Bool(include)) => *include,
+        Some(_) => return Err("include_thoughts must be a boolean.".to_owned()),
+    };
     let budget = config.get("thinkingBudget").filter(|b| !b.is_null());
     let level = config.get("thinkingLevel").filter(|l| !l.is_null());
     let thoughts = match (budget, level) {
@@ -139,7 +155,7 @@ pub fn thinking(name: &str, config: Option<&Value>) -> Result<Thinking, String> 
         }
         (None, None) => 32,
     };
-    Ok(Thinking { family, thoughts })
+    Ok(Thinking { family, thoughts, summarized })
 }
 
 fn level_tokens(level: &str) -> u64 {
@@ -301,6 +317,22 @@ mod tests {
         assert!(thinking("gemini-3-flash-preview", Some(&both)).is_err());
         assert!(thinking("gemini-flash", Some(&config(json!({"thinkingBudget": 1024})))).is_err());
         assert!(!thinking("gemini-flash", None).unwrap().on(), "no config on a model that does not think");
+    }
+
+    #[test]
+    fn thought_summaries_come_only_when_asked_and_when_the_model_thought() {
+        let config = |c: Value| json!({"thinkingConfig": c});
+        let asked =
+            thinking("gemini-2.5-flash", Some(&config(json!({"thinkingBudget": 1024, "includeThoughts": true}))));
+        let summary = asked.unwrap().summary().unwrap();
+        assert_eq!(summary["thought"], true);
+        assert!(summary["text"].as_str().is_some_and(|t| !t.is_empty()));
+        let unasked = thinking("gemini-2.5-flash", Some(&config(json!({"thinkingBudget": 1024})))).unwrap();
+        assert!(unasked.summary().is_none());
+        let off = config(json!({"thinkingBudget": 0, "includeThoughts": true}));
+        assert!(thinking("gemini-2.5-flash", Some(&off)).unwrap().summary().is_none(), "no thinking, no thoughts");
+        let wrong = thinking("gemini-2.5-flash", Some(&config(json!({"includeThoughts": "yes"})))).unwrap_err();
+        assert!(wrong.contains("include_thoughts"), "{wrong}");
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //! | `finish_reason` | `finishReason` (`STOP`, `MAX_TOKENS`, safety reasons → `content_filter`) |
 //! | `usage` | `usageMetadata` (thinking tokens count as output, cached tokens as cached input) |
 //! | `reasoning_effort` | `generationConfig.thinkingConfig` (`thinkingBudget` for 2.5, `thinkingLevel` for 3) |
+//! | `extra_body.google.thinking_config` (Google's compatibility layer's) | `generationConfig.thinkingConfig`, as given |
+//! | `reasoning_content` (message, delta) | thought summaries (`thought: true` parts, asked for with `include_thoughts`) |
 //! | `extra_content.google.thought_signature` (tool call, message) | `thoughtSignature` (the `functionCall` part, the text part) |
 //!
 //! The same tables serve the other direction, for Gemini-shaped clients in front of any
@@ -43,4 +45,7 @@ pub(crate) use response::{
 pub use response::{
     gemini_error_to_openai, gemini_to_openai_response, google_status, openai_error_to_gemini, openai_error_type,
 };
-pub(crate) use thinking::{extra_content, extra_content_signature, part_signature};
+pub(crate) use thinking::{
+    anthropic_signature, extra_content, extra_content_signature, from_anthropic_signature, google_extra_body,
+    object_signature, part_signature,
+};

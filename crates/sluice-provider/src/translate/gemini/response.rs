@@ -10,7 +10,9 @@ use crate::translate::json::{self, Object};
 /// Translates a Gemini `GenerateContentResponse` into an OpenAI chat completion answering
 /// as `model` (the name the client asked for), created at `created` (Unix seconds).
 ///
-/// Text parts are joined (thought summaries, `thought: true`, are left out); `functionCall`
+/// Text parts are joined; thought summaries (`thought: true` parts, which Gemini sends when
+/// asked with `includeThoughts`) are joined into `message.reasoning_content` (the field
+/// OpenAI-shaped gateways and servers give a model's reasoning); `functionCall`
 /// parts become `tool_calls` (ids `call_{index}` unless Gemini named one); `usageMetadata`
 /// becomes `usage`. A part's `thoughtSignature` is kept for the client to send back, as
 /// Google's OpenAI compatibility layer keeps it: in the tool call's
@@ -29,6 +31,10 @@ pub fn gemini_to_openai_response(body: &[u8], model: &str, created: u64) -> Resu
     message.insert("role".into(), Value::from("assistant"));
     message
         .insert("content".into(), if text.is_empty() && !calls.is_empty() { Value::Null } else { Value::from(text) });
+    let thoughts: String = parts.iter().filter(|p| is_thought(p)).filter_map(|p| p.get("text")?.as_str()).collect();
+    if !thoughts.is_empty() {
+        message.insert("reasoning_content".into(), Value::from(thoughts));
+    }
     if let Some(signature) = parts.iter().filter(|p| is_text_signed(p)).filter_map(part_signature).next_back() {
         message.insert("extra_content".into(), extra_content(signature));
     }

@@ -67,14 +67,46 @@ fn family(model: &str) -> Family {
     }
 }
 
-/// The `thinkingConfig` for the request's `reasoning_effort` on `model` (`None` when the
-/// request names no effort).
+/// Where an OpenAI-shaped client sets Gemini's thinking exactly, as Google's OpenAI
+/// compatibility layer reads it (the OpenAI SDKs' `extra_body` is merged into the body, so
+/// Google's example nests a second `extra_body`).
+const GOOGLE_CONFIG: &str = "extra_body.google.thinking_config";
+
+/// The fields of [`GOOGLE_CONFIG`] and their `thinkingConfig` names.
+const GOOGLE_FIELDS: [(&str, &str); 3] = [
+    ("thinking_budget", "thinkingBudget"),
+    ("thinking_level", "thinkingLevel"),
+    ("include_thoughts", "includeThoughts"),
+];
+
+/// The `thinkingConfig` for the request on `model`: from `reasoning_effort`, or as given in
+/// `extra_body.google.thinking_config` (`thinking_budget`, `thinking_level`,
+/// `include_thoughts`; Google checks the values itself); an effort takes the config's
+/// `include_thoughts`. `None` when the request sets neither.
 ///
 /// # Errors
-/// An effort that is not a string, or that `model`'s family has no setting for (named
-/// `reasoning_effort`, with why).
+/// An effort and a budget or level both set; an effort that is not a string, or that `model`'s family has no setting for
+/// (named `reasoning_effort`, with why); a Google config field of the wrong type or unknown.
 pub(super) fn thinking_config(request: &Object, model: &str) -> Result<Option<Value>, TranslateError> {
-    let Some(effort) = json::opt_str(request, "reasoning_effort", "")? else { return Ok(None) };
+    let google = google_config(request)?;
+    let Some(effort) = json::opt_str(request, "reasoning_effort", "")? else { return Ok(google.map(Value::Object)) };
+    let include = match google {
+        Some(google) if google.contains_key("thinkingBudget") || google.contains_key("thinkingLevel") => {
+            let why = format!("and `{GOOGLE_CONFIG}` both set how much Gemini thinks; send one");
+            return Err(TranslateError::invalid("reasoning_effort", why));
+        }
+        Some(google) => google.get("includeThoughts").cloned(),
+        None => None,
+    };
+    let mut config = effort_config(effort, model)?;
+    if let (Some(include), Some(config)) = (include, config.as_object_mut()) {
+        config.insert("includeThoughts".to_owned(), include);
+    }
+    Ok(Some(config))
+}
+
+/// The `thinkingConfig` of `effort` on `model`.
+fn effort_config(effort: &str, model: &str) -> Result<Value, TranslateError> {
     let refuse = |why: String| Err(TranslateError::invalid("reasoning_effort", why));
     let config = match (family(model), effort) {
         (Family::Budget { .. }, effort) if budget_of(effort).is_some() => {
@@ -98,7 +130,57 @@ pub(super) fn thinking_config(request: &Object, model: &str) -> Result<Option<Va
         }
         (_, other) => return refuse(format!("`{other}` has no Gemini thinking setting for {model}")),
     };
-    Ok(Some(config))
+    Ok(config)
+}
+
+/// `extra_body.google.thinking_config` as a `thinkingConfig`.
+fn google_config(request: &Object) -> Result<Option<Object>, TranslateError> {
+    let config = json::present(request, "extra_body")
+        .and_then(|e| e.get("google"))
+        .and_then(|g| g.get("thinking_config"))
+        .filter(|c| !c.is_null());
+    let Some(config) = config else { return Ok(None) };
+    let config = json::as_object(config, GOOGLE_CONFIG)?;
+    let mut out = Object::new();
+    for (key, value) in config {
+        let field = json::join(GOOGLE_CONFIG, key);
+        let Some((_, name)) = GOOGLE_FIELDS.iter().find(|(snake, camel)| snake == key || camel == key) else {
+            return Err(TranslateError::invalid(field, "is not a Gemini thinking setting"));
+        };
+        let typed = match *name {
+            "thinkingBudget" => value.is_i64(),
+            "thinkingLevel" => value.is_string(),
+            _ => value.is_boolean(),
+        };
+        if !typed {
+            return Err(TranslateError::invalid(field, "has the wrong type"));
+        }
+        out.insert((*name).to_owned(), value.clone());
+    }
+    Ok(Some(out))
+}
+
+/// The `extra_body.google.thinking_config` that asks a Gemini deployment for `config`
+/// (the shape [`thinking_config`] reads): what a translated request carries over the
+/// OpenAI chat shape.
+pub(crate) fn google_extra_body(config: Value) -> Value {
+    json!({"google": {"thinking_config": config}})
+}
+
+/// What a Gemini thought signature is prefixed with in an Anthropic `thinking` block's
+/// `signature`, so that a replayed block is known for Gemini's (and a Claude signature is
+/// never sent to Gemini).
+const ANTHROPIC_SIGNATURE_PREFIX: &str = "gemini:";
+
+/// A Gemini thought signature as an Anthropic `thinking` block's `signature`.
+pub(crate) fn anthropic_signature(signature: &str) -> String {
+    format!("{ANTHROPIC_SIGNATURE_PREFIX}{signature}")
+}
+
+/// The Gemini thought signature an Anthropic `thinking` block's `signature` carries (`None`
+/// for another provider's).
+pub(crate) fn from_anthropic_signature(signature: &str) -> Option<&str> {
+    signature.strip_prefix(ANTHROPIC_SIGNATURE_PREFIX).filter(|s| !s.is_empty())
 }
 
 fn budget_of(effort: &str) -> Option<u64> {
@@ -147,6 +229,11 @@ pub(super) fn signature_of<'a>(holder: &'a Object, path: &str) -> Result<Option<
 /// The signature in `holder`'s `extra_content.google.thought_signature` (a tool call, a
 /// message or a stream delta, as sluice's own OpenAI answers carry it), if a string.
 pub(crate) fn extra_content_signature(holder: &Value) -> Option<&str> {
+    holder.as_object().and_then(object_signature)
+}
+
+/// [`extra_content_signature`] of an object.
+pub(crate) fn object_signature(holder: &Object) -> Option<&str> {
     holder.get("extra_content")?.get("google")?.get("thought_signature")?.as_str().filter(|s| !s.is_empty())
 }
 
@@ -192,6 +279,27 @@ mod tests {
         assert_eq!(config("gemini-3-flash-preview", "medium").unwrap(), Some(json!({"thinkingLevel": "medium"})));
         assert_eq!(config("gemini-3-pro-preview", "medium").unwrap_err().field(), Some("reasoning_effort"));
         assert_eq!(config("gemini-3-flash-preview", "none").unwrap_err().field(), Some("reasoning_effort"));
+    }
+
+    #[test]
+    fn googles_own_thinking_config_is_taken_as_given_and_an_effort_takes_its_include_thoughts() {
+        let config_of = |request: Value| thinking_config(request.as_object().unwrap(), "gemini-2.5-flash");
+        let google = |config: Value| json!({"extra_body": {"google": {"thinking_config": config}}});
+        assert_eq!(
+            config_of(google(json!({"thinking_budget": 800, "include_thoughts": true}))).unwrap(),
+            Some(json!({"thinkingBudget": 800, "includeThoughts": true}))
+        );
+        assert_eq!(config_of(google(json!({"thinkingLevel": "low"}))).unwrap(), Some(json!({"thinkingLevel": "low"})));
+        let mut both = google(json!({"include_thoughts": true}));
+        both["reasoning_effort"] = json!("low");
+        assert_eq!(config_of(both).unwrap(), Some(json!({"thinkingBudget": 1024, "includeThoughts": true})));
+        let mut twice = google(json!({"thinking_budget": 800}));
+        twice["reasoning_effort"] = json!("low");
+        assert_eq!(config_of(twice).unwrap_err().field(), Some("reasoning_effort"));
+        let wrong = config_of(google(json!({"thinking_budget": "lots"}))).unwrap_err();
+        assert_eq!(wrong.field(), Some("extra_body.google.thinking_config.thinking_budget"));
+        let unknown = config_of(google(json!({"thinking_depth": 3}))).unwrap_err();
+        assert_eq!(unknown.field(), Some("extra_body.google.thinking_config.thinking_depth"));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! The returned object is a complete body for the target protocol, `model` still being the
 //! client's model name (the gateway swaps in the deployment's model as for any request).
 
+mod gemini_thinking;
 mod refusals;
 mod thinking;
 mod to_anthropic;
@@ -93,6 +94,19 @@ pub fn openai_to_anthropic_request(
     Ok(out)
 }
 
+/// What serves the OpenAI chat body an Anthropic request is translated into; it decides
+/// what becomes of extended thinking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatUpstream {
+    /// An OpenAI-compatible deployment: no thinking blocks come back, so enabled `thinking`
+    /// is refused.
+    OpenAi,
+    /// A Gemini deployment (through the Gemini layer): `thinking` becomes a thinking budget
+    /// with thought summaries, and Gemini's thought signatures travel in `thinking` blocks
+    /// (see `gemini_thinking`).
+    Gemini,
+}
+
 /// Translates an Anthropic messages request into an OpenAI chat-completions body.
 ///
 /// `system` becomes a leading `system` message; `tool_result` blocks become `tool` messages
@@ -104,19 +118,36 @@ pub fn openai_to_anthropic_request(
 /// client always receives usage); `top_k`, `service_tier`, `cache_control` and a
 /// `tool_result`'s `is_error` flag are dropped.
 ///
+/// Toward a Gemini deployment ([`ChatUpstream::Gemini`]), enabled `thinking` becomes
+/// `extra_body.google.thinking_config` (the budget, thoughts included), and the `thinking`
+/// blocks sluice handed out for Gemini's thought signatures give them back to the tool call
+/// or text that follows them.
+///
 /// # Errors
 /// [`TranslateError::WrongProtocol`] for a non-Anthropic request;
-/// [`TranslateError::Unsupported`] for enabled `thinking`, `mcp_servers`, `container`, more
+/// [`TranslateError::Unsupported`] for enabled `thinking` (toward OpenAI), `mcp_servers`, `container`, more
 /// than 4 stop sequences, server tools, document and other non-text/image blocks, images
 /// inside tool results, and a conversation ending on an assistant turn (a prefill, which
 /// OpenAI cannot continue); [`TranslateError::Invalid`] for malformed messages.
-pub fn anthropic_to_openai_request(req: &ParsedRequest) -> Result<Map<String, Value>, TranslateError> {
+pub fn anthropic_to_openai_request(
+    req: &ParsedRequest,
+    upstream: ChatUpstream,
+) -> Result<Map<String, Value>, TranslateError> {
     expect_protocol(req, Protocol::AnthropicMessages)?;
     let body = &req.body;
-    refusals::check(body, refusals::ANTHROPIC_ONLY, Protocol::OpenAiChat, 1)?;
+    let refused = match upstream {
+        ChatUpstream::OpenAi => refusals::ANTHROPIC_ONLY,
+        ChatUpstream::Gemini => refusals::ANTHROPIC_ONLY_BUT_THINKING,
+    };
+    refusals::check(body, refused, Protocol::OpenAiChat, 1)?;
     let mut messages: Vec<Value> = to_openai::system(body)?.into_iter().collect();
-    messages.extend(to_openai::messages(json::opt_array(body, "messages", "")?)?);
+    messages.extend(to_openai::messages(json::opt_array(body, "messages", "")?, upstream)?);
     let mut out = object([("model", Value::from(req.model.as_str())), ("messages", Value::Array(messages))]);
+    if upstream == ChatUpstream::Gemini
+        && let Some(extra) = gemini_thinking::extra_body(body)?
+    {
+        out.insert("extra_body".to_owned(), extra);
+    }
     if let Some(max) = req.max_output_tokens {
         out.insert("max_completion_tokens".to_owned(), Value::from(max));
     }

@@ -35,6 +35,9 @@ pub(super) const ANTHROPIC_ONLY: &[Refusal] = &[
     Refusal { field: "container", active: any, reason: "code-execution containers run only on Anthropic" },
 ];
 
+/// [`ANTHROPIC_ONLY`] toward a Gemini deployment, which thinks and shows its thoughts.
+pub(super) const ANTHROPIC_ONLY_BUT_THINKING: &[Refusal] = ANTHROPIC_ONLY.split_at(1).1;
+
 /// The first active refusal of `table` in `body` (or `choices > 1`) as an error.
 pub(super) fn check(body: &Object, table: &[Refusal], target: Protocol, choices: u32) -> Result<(), TranslateError> {
     if choices > 1 {
@@ -74,4 +77,16 @@ fn beyond_text(value: &Value) -> bool {
 
 fn thinking_enabled(value: &Value) -> bool {
     value.get("type").and_then(Value::as_str) != Some("disabled")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toward_gemini_only_thinking_is_let_through() {
+        assert_eq!(ANTHROPIC_ONLY[0].field, "thinking");
+        let fields: Vec<&str> = ANTHROPIC_ONLY_BUT_THINKING.iter().map(|r| r.field).collect();
+        assert_eq!(fields, ["mcp_servers", "container"]);
+    }
 }

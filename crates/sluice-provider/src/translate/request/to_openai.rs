@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::{ChatUpstream, gemini_thinking};
 use crate::protocol::Protocol;
 use crate::translate::error::TranslateError;
 use crate::translate::image;
@@ -21,7 +22,7 @@ pub(super) fn system(body: &Object) -> Result<Option<Value>, TranslateError> {
 }
 
 /// Translates the `messages` list; a `user` turn may expand into several messages.
-pub(super) fn messages(list: &[Value]) -> Result<Vec<Value>, TranslateError> {
+pub(super) fn messages(list: &[Value], upstream: ChatUpstream) -> Result<Vec<Value>, TranslateError> {
     let mut out = Vec::with_capacity(list.len());
     for (i, turn) in list.iter().enumerate() {
         let path = format!("messages[{i}]");
@@ -32,7 +33,7 @@ pub(super) fn messages(list: &[Value]) -> Result<Vec<Value>, TranslateError> {
                 let reason = "a prefilled assistant turn cannot be continued there";
                 return Err(TranslateError::unsupported(format!("{path}.role"), Protocol::OpenAiChat, reason));
             }
-            "assistant" => out.push(assistant(turn, &path)?),
+            "assistant" => out.push(assistant(turn, &path, upstream)?),
             _ => return Err(TranslateError::invalid(format!("{path}.role"), "must be user or assistant")),
         }
     }
@@ -127,24 +128,42 @@ fn tool_message(block: &Object, path: &str) -> Result<Value, TranslateError> {
 }
 
 /// An assistant turn: text blocks joined into `content`, `tool_use` blocks as `tool_calls`,
-/// thinking blocks dropped.
-fn assistant(turn: &Object, path: &str) -> Result<Value, TranslateError> {
+/// thinking blocks dropped; toward Gemini, a thinking block's Gemini signature goes to the
+/// call or text after it (the turn's text when nothing follows).
+fn assistant(turn: &Object, path: &str, upstream: ChatUpstream) -> Result<Value, TranslateError> {
     let mut text = String::new();
     let mut calls = Vec::new();
-    for (j, block) in blocks_of(turn, path)?.iter().enumerate() {
+    let (mut pending, mut text_signature) = (None, None);
+    let blocks = blocks_of(turn, path)?;
+    for (j, block) in blocks.iter().enumerate() {
         let block_path = format!("{path}.content[{j}]");
         let block = json::as_object(block, &block_path)?;
         match json::req_str(block, "type", &block_path)? {
-            "text" => text.push_str(json::req_str(block, "text", &block_path)?),
-            "tool_use" => calls.push(tools::call_to_openai(block, &block_path)?),
+            "text" => {
+                text.push_str(json::req_str(block, "text", &block_path)?);
+                text_signature = pending.take().or(text_signature);
+            }
+            "tool_use" => {
+                let mut call = tools::call_to_openai(block, &block_path)?;
+                if let Some(signature) = pending.take() {
+                    gemini_thinking::sign(&mut call, signature);
+                }
+                calls.push(call);
+            }
+            "thinking" if upstream == ChatUpstream::Gemini => {
+                pending = gemini_thinking::replayed_signature(block, &block_path)?.or(pending);
+            }
             "thinking" | "redacted_thinking" => {}
             _ => return Err(no_counterpart(&block_path)),
         }
     }
     let content = if text.is_empty() && !calls.is_empty() { Value::Null } else { Value::from(text) };
-    let mut out = object([("role", Value::from("assistant")), ("content", content)]);
-    if !calls.is_empty() {
-        out.insert("tool_calls".to_owned(), Value::Array(calls));
+    let mut out = Value::Object(object([("role", Value::from("assistant")), ("content", content)]));
+    if let Some(signature) = text_signature.or(pending) {
+        gemini_thinking::sign(&mut out, signature);
     }
-    Ok(Value::Object(out))
+    if !calls.is_empty() {
+        out["tool_calls"] = Value::Array(calls);
+    }
+    Ok(out)
 }

@@ -13,7 +13,7 @@ use crate::translate::gemini::{extra_content, finish_reason, is_thought, openai_
 /// chat-completion chunks.
 ///
 /// The first event → a chunk with `delta.role = "assistant"`; text parts → `delta.content`
-/// (thought summaries left out); a `functionCall` part → one complete `delta.tool_calls`
+/// (thought summaries, `thought: true`, → `delta.reasoning_content`); a `functionCall` part → one complete `delta.tool_calls`
 /// entry; a part's `thoughtSignature` → `extra_content.google.thought_signature` on its tool
 /// call entry, or on the delta of its text (a delta of its own when the text is empty), as
 /// the non-stream answer carries it; the event carrying `finishReason` → a chunk with `finish_reason`, then a usage
@@ -73,7 +73,13 @@ impl State {
     }
 
     fn parts(&mut self, parts: &[Value], out: &mut Vec<u8>) {
-        for part in parts.iter().filter(|p| !is_thought(p)) {
+        for part in parts {
+            if is_thought(part) {
+                if let Some(text) = part.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                    self.delta(out, &json!({"reasoning_content": text}), None);
+                }
+                continue;
+            }
             if let Some(text) = part.get("text").and_then(Value::as_str) {
                 let mut delta = json!({"content": text});
                 if let Some(signature) = part_signature(part) {

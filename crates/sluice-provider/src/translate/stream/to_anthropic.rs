@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::pipe::{Pipe, Translator, data_object, write_event};
 use crate::protocol::Protocol;
 use crate::sse::Event;
+use crate::translate::gemini::{anthropic_signature, object_signature as signature};
 use crate::translate::json::{Object, object};
 use crate::translate::mapping;
 use crate::usage::{RawUsage, Usage};
@@ -23,7 +24,10 @@ const FALLBACK_ID: &str = "msg_sluice";
 /// The first chunk → `message_start` (input usage 0: OpenAI reports usage only at the
 /// end); `delta.content` (and `delta.refusal`) → a text block (`content_block_start`,
 /// `text_delta`s, `content_block_stop`); each `delta.tool_calls` index → a `tool_use`
-/// block whose argument fragments are `input_json_delta`s; `finish_reason` closes the open
+/// block whose argument fragments are `input_json_delta`s; `delta.reasoning_content` → a
+/// `thinking` block (`thinking_delta`s), which a Gemini thought signature (the
+/// `extra_content` of a delta or a tool call) closes with a `signature_delta` before the
+/// block of its part (a block of its own when no reasoning came); `finish_reason` closes the open
 /// block; `data: [DONE]` → `message_delta` (`stop_reason`, full usage, `output_tokens`
 /// included) and `message_stop`. An upstream error chunk becomes an `event: error` and
 /// ends the stream. Only choice 0 is read (a translated request asks for one).
@@ -84,6 +88,8 @@ impl OpenAiToAnthropicStream {
 enum Open {
     None,
     Text,
+    /// A `thinking` block: the reasoning, then the signature that closes it.
+    Thinking,
     /// The `tool_use` block of this OpenAI tool-call index.
     Tool(u64),
 }
@@ -165,6 +171,12 @@ impl State {
     fn choice(&mut self, choice: &Object, out: &mut Vec<u8>) {
         if let Some(delta) = choice.get("delta").and_then(Value::as_object) {
             let text = |key| delta.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
+            if let Some(reasoning) = text("reasoning_content") {
+                self.thinking(reasoning, out);
+            }
+            if let Some(signature) = signature(delta) {
+                self.signature(signature, out);
+            }
             if let Some(content) = text("content") {
                 self.text(content, out);
             }
@@ -185,6 +197,31 @@ impl State {
         }
     }
 
+    fn thinking(&mut self, thinking: &str, out: &mut Vec<u8>) {
+        if self.open != Open::Thinking {
+            self.open_thinking(out);
+        }
+        let delta = object([("type", Value::from("thinking_delta")), ("thinking", Value::from(thinking))]);
+        self.delta(delta, out);
+    }
+
+    /// A Gemini thought signature: it closes the open thinking block (or one of its own),
+    /// just before the block of the part that carried it.
+    fn signature(&mut self, signature: &str, out: &mut Vec<u8>) {
+        if self.open != Open::Thinking {
+            self.open_thinking(out);
+        }
+        let signature = Value::from(anthropic_signature(signature));
+        self.delta(object([("type", Value::from("signature_delta")), ("signature", signature)]), out);
+        self.close(out);
+    }
+
+    fn open_thinking(&mut self, out: &mut Vec<u8>) {
+        let block =
+            object([("type", Value::from("thinking")), ("thinking", Value::from("")), ("signature", Value::from(""))]);
+        self.open_block(Open::Thinking, block, out);
+    }
+
     fn text(&mut self, text: &str, out: &mut Vec<u8>) {
         if self.open != Open::Text {
             self.open_block(Open::Text, object([("type", Value::from("text")), ("text", Value::from(""))]), out);
@@ -203,6 +240,9 @@ impl State {
                 return self.interrupt(out);
             }
             self.calls_seen.push(index);
+            if let Some(signature) = call.as_object().and_then(signature) {
+                self.signature(signature, out);
+            }
             let name = function.and_then(|f| f.get("name")).cloned().unwrap_or_else(|| Value::from(""));
             let id = call.get("id").cloned().unwrap_or_else(|| Value::from(format!("toolu_sluice_{index}")));
             let block = object([
