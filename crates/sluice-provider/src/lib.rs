@@ -55,7 +55,7 @@ pub use tap::{MAX_HELD_EVENT_BYTES, StreamOutcome, StreamTap};
 pub use translate::{
     AnthropicToConverseStream, AnthropicToOpenAiStream, AnthropicToResponsesStream, BEDROCK_ANTHROPIC_VERSION,
     ChatUpstream, ConverseToAnthropicStream, GeminiToOpenAiStream, OpenAiToAnthropicStream, TranslateError,
-    anthropic_event_to_invoke, anthropic_to_converse_request, anthropic_to_converse_response,
+    anthropic_event_to_invoke, anthropic_max_tokens, anthropic_to_converse_request, anthropic_to_converse_response,
     anthropic_to_invoke_request, anthropic_to_openai_request, anthropic_to_openai_response,
     anthropic_to_responses_response, bedrock_beta_flags, converse_error_to_anthropic, converse_frame,
     converse_to_anthropic_request, converse_to_anthropic_response, count_tokens_to_anthropic_request,

@@ -3,8 +3,8 @@
 
 use serde_json::{Map, Value, json};
 use sluice_provider::{
-    ChatUpstream, ParsedRequest, Protocol, TranslateError, anthropic_to_openai_request, openai_to_anthropic_request,
-    parse_request,
+    ChatUpstream, ParsedRequest, Protocol, TranslateError, anthropic_max_tokens, anthropic_to_openai_request,
+    openai_to_anthropic_request, parse_request,
 };
 
 fn parsed(protocol: Protocol, body: &Value) -> ParsedRequest {
@@ -338,4 +338,22 @@ fn malformed_tool_arguments_and_wrong_protocol() {
         &json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}),
     );
     assert!(matches!(openai_to_anthropic_request(&anthropic, 10), Err(TranslateError::WrongProtocol { .. })));
+}
+
+#[test]
+fn the_max_tokens_asked_of_claude_counts_the_thinking_budget_when_the_client_set_no_limit() {
+    let chat = |extra: Value| {
+        let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        parsed(Protocol::OpenAiChat, &body)
+    };
+    assert_eq!(anthropic_max_tokens(&chat(json!({"reasoning_effort": "high"})), 1024), 1024 + 4096);
+    assert_eq!(anthropic_max_tokens(&chat(json!({"reasoning_effort": "high", "max_tokens": 8000})), 1024), 8000);
+    assert_eq!(anthropic_max_tokens(&chat(json!({"reasoning_effort": "none"})), 1024), 1024);
+    assert_eq!(anthropic_max_tokens(&chat(json!({})), 1024), 1024);
+    // Refused later (max_tokens at or below the budget): its plain limit.
+    assert_eq!(anthropic_max_tokens(&chat(json!({"reasoning_effort": "high", "max_tokens": 100})), 1024), 100);
+    // The same figure the translated body carries.
+    let translated = openai_to_anthropic_request(&chat(json!({"reasoning_effort": "medium"})), 1024).unwrap();
+    assert_eq!(translated["max_tokens"], anthropic_max_tokens(&chat(json!({"reasoning_effort": "medium"})), 1024));
 }

@@ -10,7 +10,8 @@ use common::{Env, KEY, sha, start};
 use serde_json::{Value, json};
 use sluice_sim::config::{Completion, ModelConfig, SimConfig};
 
-/// `gpt-4o-mini` behind a 20,000 TPM deployment; `claude-sonnet-4-5` behind 60,000 input TPM.
+/// `gpt-4o-mini` behind a 20,000 TPM deployment; `claude-sonnet-4-5` behind 60,000 input TPM,
+/// and behind 5,000 output TPM for `thinker`.
 async fn env() -> Env {
     let openai = ModelConfig { completion: Completion::Fixed { tokens: 8 }, ..ModelConfig::openai("gpt-4o-mini") };
     let claude =
@@ -29,10 +30,21 @@ provider = "sim-anthropic"
 model = "claude-sonnet-4-5"
 limits = {{ rpm = 1000, input_tpm = 60000, output_tpm = 100000 }}
 
+[[deployments]]
+name = "sonnet-tight"
+provider = "sim-anthropic"
+model = "claude-sonnet-4-5"
+limits = {{ rpm = 1000, output_tpm = 5000 }}
+
 [[models]]
 name = "fast"
 deployment = "mini"
 default_max_tokens = 16
+
+[[models]]
+name = "thinker"
+deployment = "sonnet-tight"
+default_max_tokens = 1024
 
 [[models]]
 name = "smart"
@@ -113,5 +125,22 @@ async fn a_served_pdf_holds_the_input_budget_until_it_refills() {
     assert_eq!(second["error"]["limiter"], "input_tpm", "{second}");
     assert_eq!(second["error"]["gateway_decision"], "rejected_before_send", "{second}");
     assert_eq!(env.sim.stats().requests, 1);
+    env.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_openai_request_thinking_on_claude_reserves_its_thinking_budget_too() {
+    let env = env().await;
+    let ask = |effort: &str| json!({"model": "thinker", "reasoning_effort": effort, "messages": [{"role": "user", "content": "Think."}]});
+    // No limit from the client: Claude is asked for the default 1,024 plus the budget of
+    // `high` (4,096), 5,120 output tokens, more than the deployment's whole minute.
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &ask("high")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("request_exceeds_limit")), "{body}");
+    assert_eq!(body["error"]["limiter"], "output_tpm", "{body}");
+    assert_eq!(env.sim.stats().requests, 0, "nothing was sent");
+    // `low` asks for 1,024 + 1,024 and is served.
+    let (status, _, body) = env.post("/v1/chat/completions", KEY, &ask("low")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["choices"][0]["message"]["reasoning_content"].is_string(), "{body}");
     env.shutdown().await;
 }

@@ -56,7 +56,7 @@ pub use gemini::{
     gemini_count_to_openai_request, gemini_to_openai_request, google_status, openai_error_to_gemini,
     openai_to_gemini_response,
 };
-pub use request::{ChatUpstream, anthropic_to_openai_request, openai_to_anthropic_request};
+pub use request::{ChatUpstream, anthropic_max_tokens, anthropic_to_openai_request, openai_to_anthropic_request};
 pub use response::{anthropic_to_openai_response, openai_to_anthropic_response};
 pub use responses_messages::{anthropic_to_responses_response, responses_to_anthropic_request};
 pub use stream::{AnthropicToOpenAiStream, AnthropicToResponsesStream, GeminiToOpenAiStream, OpenAiToAnthropicStream};

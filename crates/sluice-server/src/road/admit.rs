@@ -523,6 +523,11 @@ fn quote_from(
     let input = route.adaptive.input_reservation(estimate);
     let output = match request.protocol {
         Protocol::OpenAiEmbeddings => 0,
+        // An OpenAI chat request with a `reasoning_effort` and no limit asks Claude for the
+        // default plus the thinking budget: that is what the deployment may generate.
+        Protocol::OpenAiChat if route.target.kind == ProviderKind::Anthropic => route
+            .adaptive
+            .output_reservation(sluice_provider::anthropic_max_tokens(request, profile.default_max_tokens)),
         _ => {
             let allowed = request.max_output_tokens.unwrap_or(profile.default_max_tokens);
             route.adaptive.output_reservation(allowed.saturating_mul(u64::from(request.choices)))

@@ -94,6 +94,23 @@ pub fn openai_to_anthropic_request(
     Ok(out)
 }
 
+/// The `max_tokens` [`openai_to_anthropic_request`] asks an Anthropic-shaped deployment
+/// for: the client's limit, else `default_max_tokens`, plus the thinking budget of its
+/// `reasoning_effort` when the client set no limit (thinking counts within Anthropic's
+/// `max_tokens`). What admission reserves as the output of such a request. A request the
+/// translation would refuse gets its plain limit (it is never sent).
+#[must_use]
+pub fn anthropic_max_tokens(req: &ParsedRequest, default_max_tokens: u64) -> u64 {
+    let plain = req.max_output_tokens.unwrap_or(default_max_tokens);
+    if req.protocol != Protocol::OpenAiChat {
+        return plain;
+    }
+    match thinking::from_effort(&req.body, req.max_output_tokens, default_max_tokens) {
+        Ok(Some((_, max_tokens))) => max_tokens,
+        _ => plain,
+    }
+}
+
 /// What serves the OpenAI chat body an Anthropic request is translated into; it decides
 /// what becomes of extended thinking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
