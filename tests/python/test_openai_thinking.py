@@ -140,8 +140,9 @@ sha256 = "{key_sha256(KEY)}"
 """
 
 
-@pytest.fixture(scope="module")
-def client(start_sim, processes) -> openai.OpenAI:
+def start_gateway(start_sim, processes, name: str) -> str:
+    """A simulated provider and a gateway with one profile a Claude provider (`PROFILES`);
+    the gateway's URL. `name` keeps each module's files apart."""
     private, public = key_pair()
     sim, _ = start_sim(SIM.replace("PUBLIC_PEM", json.dumps(public)))
     info = {
@@ -149,15 +150,21 @@ def client(start_sim, processes) -> openai.OpenAI:
         "client_email": ACCOUNT, "token_uri": f"{sim}/token",
     }
     files: dict[str, Any] = {
-        "account": processes.write("think-sa.json", json.dumps(info)),
-        "key": processes.write("think-anthropic-key", "sk-ant-simulated"),
+        "account": processes.write(f"{name}-sa.json", json.dumps(info)),
+        "key": processes.write(f"{name}-anthropic-key", "sk-ant-simulated"),
         "aws": processes.write(
-            "think-aws", f"[default]\naws_access_key_id = {ACCESS_KEY_ID}\naws_secret_access_key = {SECRET_ACCESS_KEY}\n"
+            f"{name}-aws", f"[default]\naws_access_key_id = {ACCESS_KEY_ID}\naws_secret_access_key = {SECRET_ACCESS_KEY}\n"
         ),
     }
-    files["jobs"] = files["account"].parent / "think-jobs.redb"
-    config = processes.write("gateway-think.toml", gateway_config(sim, files))
+    files["jobs"] = files["account"].parent / f"{name}-jobs.redb"
+    config = processes.write(f"gateway-{name}.toml", gateway_config(sim, files))
     url, _ = processes.launch(["serve", "--config", str(config)], prefix="sluice listening on ")
+    return url
+
+
+@pytest.fixture(scope="module")
+def client(start_sim, processes) -> openai.OpenAI:
+    url = start_gateway(start_sim, processes, "think")
     return openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0, timeout=30)
 
 

@@ -6,14 +6,16 @@
 use serde_json::{Map, Value, json};
 
 use super::response::{gemini_finish_reason, gemini_usage_of};
-use super::thinking::extra_content_signature;
+use super::thinking::{block_signature, extra_content_signature};
 use crate::translate::error::TranslateError;
 use crate::translate::json;
 
 /// Translates an OpenAI chat completion into a Gemini `GenerateContentResponse` for
 /// `model` (the profile the client named in its path).
 ///
-/// `message.reasoning_content` (when an upstream gives one) → a `thought: true` part; the
+/// `message.reasoning_content` (when an upstream gives one) → a `thought: true` part, or,
+/// when the answer carries signed `thinking_blocks` (Claude's), one such part a block, the
+/// block wrapped in its `thoughtSignature` (see [`thought_parts`]); the
 /// content → a text part carrying the message's `extra_content.google.thought_signature`
 /// as its `thoughtSignature`; each tool call → a `functionCall` part (`id`, `name`, `args`)
 /// with its own signature; `finish_reason` → `finishReason`; `usage` → `usageMetadata`.
@@ -24,10 +26,7 @@ pub fn openai_to_gemini_response(body: &[u8], model: &str) -> Result<Vec<u8>, Tr
     let response = json::parse_body(body)?;
     let choice = response.get("choices").and_then(Value::as_array).and_then(|c| c.first());
     let message = choice.and_then(|c| c.get("message")).unwrap_or(&Value::Null);
-    let mut parts = Vec::new();
-    if let Some(thought) = message.get("reasoning_content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-        parts.push(json!({"text": thought, "thought": true}));
-    }
+    let mut parts = thought_parts(message);
     let text = message.get("content").and_then(Value::as_str).unwrap_or_default();
     let signature = extra_content_signature(message);
     if !text.is_empty() || signature.is_some() {
@@ -50,6 +49,27 @@ pub fn openai_to_gemini_response(body: &[u8], model: &str) -> Result<Vec<u8>, Tr
         out.insert("responseId".into(), Value::from(id));
     }
     Ok(json::to_vec(&Value::Object(out)))
+}
+
+/// The thought parts of an answer (or a stream delta): each of its `thinking_blocks`
+/// (Claude's signed thinking) as a `thought: true` part with the block's text, the block
+/// itself wrapped in the part's `thoughtSignature` so that the client's replay gives it
+/// back; else its `reasoning_content` as one unsigned thought part.
+fn thought_parts(message: &Value) -> Vec<Value> {
+    let blocks = message.get("thinking_blocks").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    if !blocks.is_empty() {
+        return blocks
+            .iter()
+            .map(|block| {
+                let text = block.get("thinking").and_then(Value::as_str).unwrap_or_default();
+                json!({"text": text, "thought": true, "thoughtSignature": block_signature(block)})
+            })
+            .collect();
+    }
+    match message.get("reasoning_content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+        Some(thought) => vec![json!({"text": thought, "thought": true})],
+        None => Vec::new(),
+    }
 }
 
 /// A text part, with its signature when it has one.

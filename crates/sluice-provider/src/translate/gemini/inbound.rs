@@ -262,11 +262,14 @@ fn is_thought(part: &Object) -> bool {
 }
 
 /// A model turn as one assistant message: its text, its function calls as tool calls, the
-/// signatures where the outbound translation reads them back.
+/// signatures where the outbound translation reads them back, and the thinking blocks
+/// sluice handed out in thought parts (Claude's) as `thinking_blocks`, for the Anthropic
+/// translation to replay.
 fn model_turn(parts: &[Value], path: &str, calls: &mut usize, pending: &mut Pending) -> Result<Value, TranslateError> {
     let mut text = String::new();
     let mut text_signature = None;
     let mut tool_calls = Vec::new();
+    let mut thinking_blocks = Vec::new();
     for (j, part) in parts.iter().enumerate() {
         let part_path = format!("{path}.parts[{j}]");
         let part = json::as_object(part, &part_path)?;
@@ -290,6 +293,11 @@ fn model_turn(parts: &[Value], path: &str, calls: &mut usize, pending: &mut Pend
             tool_calls.push(entry);
             continue;
         }
+        if let Some(block) = signature.and_then(thinking::block_of_signature) {
+            // A signed thinking block of another provider's, handed out in a thought part.
+            thinking_blocks.push(block);
+            continue;
+        }
         if signature.is_some() {
             text_signature = signature;
         }
@@ -310,6 +318,9 @@ fn model_turn(parts: &[Value], path: &str, calls: &mut usize, pending: &mut Pend
     }
     if let Some(signature) = text_signature {
         message.insert("extra_content".into(), thinking::extra_content(signature));
+    }
+    if !thinking_blocks.is_empty() {
+        message.insert("thinking_blocks".into(), Value::Array(thinking_blocks));
     }
     Ok(Value::Object(message))
 }

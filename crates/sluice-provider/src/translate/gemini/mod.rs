@@ -46,6 +46,6 @@ pub use response::{
     gemini_error_to_openai, gemini_to_openai_response, google_status, openai_error_to_gemini, openai_error_type,
 };
 pub(crate) use thinking::{
-    anthropic_signature, extra_content, extra_content_signature, from_anthropic_signature, google_extra_body,
-    object_signature, part_signature,
+    anthropic_signature, block_signature, extra_content, extra_content_signature, from_anthropic_signature,
+    google_extra_body, object_signature, part_signature,
 };

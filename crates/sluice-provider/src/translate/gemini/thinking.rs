@@ -27,6 +27,8 @@
 //! the objects they hand back: `extra_content.google.thought_signature` on the tool call (a
 //! `functionCall` part's), and on the message (a text part's).
 
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
 
 use crate::translate::error::TranslateError;
@@ -183,6 +185,30 @@ pub(crate) fn from_anthropic_signature(signature: &str) -> Option<&str> {
     signature.strip_prefix(ANTHROPIC_SIGNATURE_PREFIX).filter(|s| !s.is_empty())
 }
 
+/// What a signed thinking block of another provider's (Claude's `thinking` or
+/// `redacted_thinking`) is wrapped in, as the `thoughtSignature` of the `thought: true`
+/// part a Gemini client gets for it: this prefix and the block as JSON, base64-encoded (the
+/// field is bytes to Google's SDKs, which keep it and send it back as they got it).
+const BLOCK_PREFIX: &[u8] = b"sluice.thinking_block:";
+
+/// A thinking block (as an OpenAI answer's `thinking_blocks` hold it) as a Gemini
+/// `thoughtSignature`.
+pub(crate) fn block_signature(block: &Value) -> String {
+    let mut bytes = BLOCK_PREFIX.to_vec();
+    bytes.extend_from_slice(block.to_string().as_bytes());
+    STANDARD.encode(bytes)
+}
+
+/// The thinking block a Gemini `thoughtSignature` wraps (`None` for Gemini's own
+/// signatures): standard or URL-safe base64, padded or not, as Google's SDKs re-encode it.
+pub(crate) fn block_of_signature(signature: &str) -> Option<Value> {
+    let trimmed = signature.trim_end_matches('=');
+    let bytes = STANDARD_NO_PAD.decode(trimmed).or_else(|_| URL_SAFE_NO_PAD.decode(trimmed)).ok()?;
+    let block: Value = serde_json::from_slice(bytes.strip_prefix(BLOCK_PREFIX)?).ok()?;
+    let kind = block.get("type").and_then(Value::as_str)?;
+    matches!(kind, "thinking" | "redacted_thinking").then_some(block)
+}
+
 fn budget_of(effort: &str) -> Option<u64> {
     BUDGETS.iter().find(|(e, _)| *e == effort).map(|(_, budget)| *budget)
 }
@@ -300,6 +326,20 @@ mod tests {
         assert_eq!(wrong.field(), Some("extra_body.google.thinking_config.thinking_budget"));
         let unknown = config_of(google(json!({"thinking_depth": 3}))).unwrap_err();
         assert_eq!(unknown.field(), Some("extra_body.google.thinking_config.thinking_depth"));
+    }
+
+    #[test]
+    fn a_claude_block_rides_a_thought_signature_in_either_base64_alphabet() {
+        let block = json!({"type": "thinking", "thinking": "Two cities?>", "signature": "EqQBCkYI+/Bx=="});
+        let signature = block_signature(&block);
+        assert_eq!(block_of_signature(&signature), Some(block.clone()));
+        // google-genai hands bytes back URL-safe and may drop the padding.
+        let url_safe = signature.replace('+', "-").replace('/', "_");
+        assert_eq!(block_of_signature(url_safe.trim_end_matches('=')), Some(block));
+        assert_eq!(block_of_signature("c2lnLW9zbG8="), None, "Gemini's own signatures are not blocks");
+        assert_eq!(block_of_signature("not base64 at all!"), None);
+        let not_a_block = block_signature(&json!({"type": "text", "text": "hi"}));
+        assert_eq!(block_of_signature(&not_a_block), None);
     }
 
     #[test]

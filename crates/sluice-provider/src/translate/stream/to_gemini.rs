@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use super::pipe::{Pipe, Translator, data_object};
 use crate::sse::Event;
 use crate::translate::gemini::{
-    extra_content_signature, function_call_part, gemini_finish_reason, gemini_usage_of, openai_error_to_gemini,
-    text_part,
+    block_signature, extra_content_signature, function_call_part, gemini_finish_reason, gemini_usage_of,
+    openai_error_to_gemini, text_part,
 };
 
 /// What a Gemini client gets when the stream breaks off before its end.
@@ -32,7 +32,8 @@ pub enum GeminiFraming {
 ///
 /// `delta.content` → a text part at once (with the delta's
 /// `extra_content.google.thought_signature` as its `thoughtSignature`); `delta.reasoning_content` → a
-/// `thought: true` part; tool-call fragments are gathered and go out as whole
+/// `thought: true` part, and each whole block of `delta.thinking_blocks` (Claude's, which
+/// comes when its signature does) an empty one carrying the block in its `thoughtSignature`; tool-call fragments are gathered and go out as whole
 /// `functionCall` parts (Gemini streams complete calls) with the last chunk, which also
 /// carries `finishReason` and `usageMetadata` (from the usage chunk), when `data: [DONE]`
 /// comes. An error chunk → a Google error object (`{"error": {"code", "message",
@@ -118,9 +119,15 @@ impl State {
     }
 
     fn delta(&mut self, delta: &Value, out: &mut Vec<u8>) {
+        // A signed block comes whole when its signature arrives, after its text came as
+        // `reasoning_content` deltas: it goes out as one more (empty) thought part carrying
+        // the block, which is what the client's replay needs.
         let mut parts = Vec::new();
         if let Some(thought) = delta.get("reasoning_content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
             parts.push(json!({"text": thought, "thought": true}));
+        }
+        for block in delta.get("thinking_blocks").and_then(Value::as_array).into_iter().flatten() {
+            parts.push(json!({"text": "", "thought": true, "thoughtSignature": block_signature(block)}));
         }
         let text = delta.get("content").and_then(Value::as_str).unwrap_or_default();
         let signature = extra_content_signature(delta);
