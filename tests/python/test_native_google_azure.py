@@ -268,6 +268,34 @@ def test_genai_function_calling_keeps_the_thought_signature(gateway: str) -> Non
     assert "signature" in str(refused.value.message)
 
 
+def test_genai_thought_summaries_when_asked(gateway: str) -> None:
+    """`include_thoughts` reaches a Gemini deployment, whose thought summaries come back as
+    `thought` parts, whole and streamed; other deployments are not sent Google's field (the
+    simulated OpenAI refuses it as OpenAI does)."""
+    from google.genai import types
+
+    client = genai_client(gateway)
+    asked = types.GenerateContentConfig(
+        max_output_tokens=64, thinking_config=types.ThinkingConfig(thinking_level="low", include_thoughts=True)
+    )
+    reply = client.models.generate_content(model="gemini3", contents="Say hi", config=asked)
+    parts = reply.candidates[0].content.parts
+    assert [p.thought for p in parts][0] is True and parts[0].text, parts
+    assert reply.text and reply.usage_metadata.thoughts_token_count
+    chunks = list(client.models.generate_content_stream(model="gemini3", contents="Say hi", config=asked))
+    streamed = [p for c in chunks if c.candidates for p in (c.candidates[0].content.parts or [])]
+    assert any(p.thought and p.text for p in streamed), streamed
+    unasked = types.GenerateContentConfig(max_output_tokens=64, thinking_config=types.ThinkingConfig(thinking_level="low"))
+    reply = client.models.generate_content(model="gemini3", contents="Say hi", config=unasked)
+    assert not any(p.thought for p in reply.candidates[0].content.parts)
+    reply = client.models.generate_content(model="chat", contents="Say hi", config=asked)
+    assert reply.text
+    # Claude counts thinking within the output limit: it needs room above the budget.
+    roomy = asked.model_copy(update={"max_output_tokens": 2048})
+    reply = client.models.generate_content(model="claude", contents="Say hi", config=roomy)
+    assert reply.text and any(p.thought and p.text for p in reply.candidates[0].content.parts)
+
+
 def test_genai_json_schema_output(gateway: str) -> None:
     from google.genai import types
 

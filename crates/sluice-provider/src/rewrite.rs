@@ -45,6 +45,22 @@ pub fn upstream_body(req: &ParsedRequest, provider_model: &str, force_stream_usa
     out
 }
 
+/// An OpenAI chat body without its `extra_body`, the field only Google's OpenAI
+/// compatibility layer reads (`extra_body.google`): what goes to any other OpenAI-shaped
+/// deployment, which would refuse an unknown field. The body as it is when it has none.
+#[must_use]
+pub fn without_extra_body(body: Vec<u8>) -> Vec<u8> {
+    const KEY: &[u8] = b"\"extra_body\"";
+    if !body.windows(KEY.len()).any(|w| w == KEY) {
+        return body;
+    }
+    let Ok(Value::Object(mut map)) = serde_json::from_slice::<Value>(&body) else { return body };
+    match map.remove("extra_body") {
+        Some(_) => serde_json::to_vec(&map).unwrap_or(body),
+        None => body,
+    }
+}
+
 /// `stream_options` with `include_usage: true`; keeps the client's other options.
 fn with_usage(options: &Value) -> Value {
     let mut map = match options {
@@ -71,6 +87,18 @@ mod tests {
     fn rewrite(protocol: Protocol, body: &str, force: bool) -> Value {
         let req = parse_request(protocol, body.as_bytes()).unwrap();
         serde_json::from_slice(&upstream_body(&req, "model-x-2025", force)).unwrap()
+    }
+
+    #[test]
+    fn only_extra_body_is_taken_out_and_a_body_without_it_is_untouched() {
+        let body = br#"{"model":"m","messages":[],"extra_body":{"google":{"thinking_config":{}}},"x":1}"#.to_vec();
+        let out: Value = serde_json::from_slice(&without_extra_body(body)).unwrap();
+        assert_eq!(out, serde_json::json!({"model": "m", "messages": [], "x": 1}));
+        let plain = br#"{"model":"m",  "messages":[]}"#.to_vec();
+        assert_eq!(without_extra_body(plain.clone()), plain);
+        // Named only inside a message: the body is left as it is.
+        let quoted = br#"{"model":"m","messages":[{"role":"user","content":""extra_body""}]}"#.to_vec();
+        assert_eq!(without_extra_body(quoted.clone()), quoted);
     }
 
     #[test]

@@ -41,7 +41,18 @@ pub async fn openai_chat(
     if let Some(name) = name.filter(|n| sim.model(n, Shape::Openai).is_some_and(|m| m.flavor == Flavor::Gemini)) {
         return crate::openai::invalid(&sim, &ApiError::NotFound(name));
     }
+    if has_extra_body(&body) {
+        // OpenAI refuses a parameter it does not know; `extra_body` is the one only
+        // Google's compatibility layer reads, which a gateway must not pass on.
+        let message = "Unrecognized request argument supplied: extra_body".to_owned();
+        return crate::openai::invalid(&sim, &ApiError::Invalid { message, param: Some("extra_body") });
+    }
     crate::openai::chat(State(sim), ctl, headers, body).await
+}
+
+/// Whether a chat body carries a top-level `extra_body`.
+fn has_extra_body(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| v.get("extra_body").is_some())
 }
 
 /// `POST /v1beta/openai/chat/completions`: a Gemini-flavoured model's chat.

@@ -66,7 +66,10 @@ pub fn url(target: &Target, stream: bool) -> Option<String> {
     }
 }
 
-/// The body sent upstream, from the one in the route's client-facing `protocol`.
+/// The body sent upstream, from the one in the route's client-facing `protocol`: Gemini's
+/// `generateContent` body for a Gemini route, Vertex's messages body for Claude on Vertex,
+/// and an OpenAI chat body without the `extra_body` only Google reads for any other
+/// OpenAI-shaped deployment.
 ///
 /// # Errors
 /// For a Gemini route, a request that is no chat completion or that Gemini cannot carry.
@@ -77,10 +80,13 @@ pub fn request_body(target: &Target, protocol: Protocol, body: Vec<u8>) -> Resul
         }
         return sluice_provider::openai_to_gemini_request(&body);
     }
-    if matches!(target.api, ProviderApi::Vertex(_)) {
-        return Ok(vertex_anthropic_body(body));
+    match target.api {
+        ProviderApi::Vertex(_) => Ok(vertex_anthropic_body(body)),
+        // Google's compatibility layer reads `extra_body.google` itself.
+        ProviderApi::GeminiOpenAi => Ok(body),
+        _ if protocol == Protocol::OpenAiChat => Ok(sluice_provider::without_extra_body(body)),
+        _ => Ok(body),
     }
-    Ok(body)
 }
 
 /// A messages body as Vertex takes it: the model is in the URL, the version in the body.

@@ -450,6 +450,11 @@ fn generation_config(config: &Object, out: &mut Object) -> Result<(), TranslateE
         if let Some(effort) = thinking::effort_of(thinking)? {
             out.insert("reasoning_effort".into(), Value::from(effort));
         }
+        // Thought summaries, which only a Gemini deployment gives: asked for as Google's
+        // compatibility layer takes it (other deployments are not sent `extra_body`).
+        if json::present(thinking, "includeThoughts").and_then(Value::as_bool) == Some(true) {
+            out.insert("extra_body".into(), thinking::google_extra_body(json!({"include_thoughts": true})));
+        }
     }
     Ok(())
 }
