@@ -48,6 +48,46 @@ pub fn effective(max_wait: Duration, client: Option<Duration>) -> Duration {
     client.map_or(max_wait, |c| c.min(max_wait))
 }
 
+/// What a client's stated wait makes of its request's queueing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientDeadline {
+    /// The client stated none: the request waits out its class's `max_wait`.
+    Unstated,
+    /// The client will wait at least the class's `max_wait` (the SDKs' 600 s): the class
+    /// binds. A first attempt predicted to outlast it is refused at once with the
+    /// prediction, so its client comes back sooner, as a retry, which waits ahead of its
+    /// key's first attempts; a retry itself waits its `max_wait` out rather than be
+    /// refused on a prediction (the prediction prices the whole line, which a retry
+    /// passes, and its next refusal may be its client's last).
+    Beyond,
+    /// The client's wait is shorter than the class's and binds: any wait predicted to
+    /// outlast it is refused at once (the client would be gone).
+    Binds,
+}
+
+impl ClientDeadline {
+    /// The case of a client stating `client` against a class's `max_wait`.
+    #[must_use]
+    pub fn of(max_wait: Duration, client: Option<Duration>) -> Self {
+        match client {
+            None => Self::Unstated,
+            Some(client) if client < max_wait => Self::Binds,
+            Some(_) => Self::Beyond,
+        }
+    }
+
+    /// Whether a request of `retries` earlier tries is refused at once when its wait is
+    /// predicted to outlast its deadline.
+    #[must_use]
+    pub fn refuses_on_prediction(self, retries: u8) -> bool {
+        match self {
+            Self::Unstated => false,
+            Self::Beyond => retries == 0,
+            Self::Binds => true,
+        }
+    }
+}
+
 /// How many times the client says it sent this request before (0 when it says nothing, or
 /// nothing that parses), at most 255.
 #[must_use]
@@ -135,6 +175,21 @@ mod tests {
         let mut opaque = HeaderMap::new();
         opaque.insert(MAX_WAIT_MS, HeaderValue::from_bytes(b"\xff12").unwrap());
         assert_eq!(client_wait(&opaque), None, "not ASCII");
+    }
+
+    #[test]
+    fn which_deadline_binds_decides_who_is_refused_on_a_prediction() {
+        let class = Duration::from_secs(2);
+        let unstated = ClientDeadline::of(class, None);
+        assert!(!unstated.refuses_on_prediction(0) && !unstated.refuses_on_prediction(2));
+        let sdk = ClientDeadline::of(class, Some(Duration::from_secs(600)));
+        assert_eq!(sdk, ClientDeadline::Beyond);
+        assert!(sdk.refuses_on_prediction(0), "a first attempt comes back sooner as a retry");
+        assert!(!sdk.refuses_on_prediction(1), "a retry waits the class's wait out");
+        assert_eq!(ClientDeadline::of(class, Some(class)), ClientDeadline::Beyond);
+        let short = ClientDeadline::of(class, Some(Duration::from_millis(500)));
+        assert_eq!(short, ClientDeadline::Binds);
+        assert!(short.refuses_on_prediction(0) && short.refuses_on_prediction(2), "its client would be gone");
     }
 
     #[test]

@@ -294,3 +294,51 @@ async fn a_retried_request_waits_ahead_of_first_attempts_so_the_same_client_is_n
     assert!(once.1 < earliest_first, "a retry before every first attempt");
     std::sync::Arc::into_inner(env).unwrap().shutdown().await;
 }
+
+/// Sends a chat request with `headers`; its status and how long its answer took.
+async fn post_timed(env: &Env, headers: &[(&str, &str)]) -> (u16, Duration) {
+    let mut request =
+        env.http.post(format!("{}/v1/chat/completions", env.gateway.url())).bearer_auth(KEY).json(&chat("fast", 4, 1));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let sent = Instant::now();
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), sent.elapsed())
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_the_class_binds_a_first_attempt_is_refused_on_its_prediction_and_a_retry_waits_it_out() {
+    // One request a second, and a class that waits 3 s; the SDKs say they wait 600 s.
+    let policy = paced_policy().replace(r#"max_wait = "10s""#, r#"max_wait = "3s""#);
+    let env = std::sync::Arc::new(start_clocked(paced_sim(), &policy, TokioClock::new()).await);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(post(&env, &chat("fast", 4, 1), None).await.0, 200);
+    // Two requests pass through the queue, a second apart: its rate is known.
+    let mut ahead = Vec::new();
+    for _ in 0..2 {
+        let env = std::sync::Arc::clone(&env);
+        ahead.push(tokio::spawn(async move { post_timed(&env, &[]).await }));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // Three retries queue for the next three slots.
+    for _ in 0..3 {
+        let env = std::sync::Arc::clone(&env);
+        ahead.push(tokio::spawn(async move { post_timed(&env, &[("x-stainless-retry-count", "1")]).await }));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let sdk = [("x-stainless-timeout", "600")];
+    // A first attempt predicted past the class's 3 s is refused at once, told when to come back.
+    let (status, took) = post_timed(&env, &sdk).await;
+    assert_eq!(status, 429);
+    assert!(took < Duration::from_millis(50), "refused at once: {took:?}");
+    // A retry predicted past it too waits its 3 s out instead: its turn may come sooner
+    // than predicted, and its next refusal may be its client's last.
+    let (_, took) = post_timed(&env, &[("x-stainless-timeout", "600"), ("x-stainless-retry-count", "1")]).await;
+    assert!(took >= Duration::from_millis(2_900), "waited, not refused on the prediction: {took:?}");
+    for handle in ahead {
+        assert_eq!(handle.await.unwrap().0, 200);
+    }
+    std::sync::Arc::into_inner(env).unwrap().shutdown().await;
+}

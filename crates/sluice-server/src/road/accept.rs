@@ -74,8 +74,8 @@ pub struct Accepted<'g> {
     pub task: Option<String>,
     /// When every wait of the request ends, by the gateway's clock.
     pub deadline: Nanos,
-    /// Whether the client stated its deadline.
-    pub client_deadline: bool,
+    /// What the client said of its deadline.
+    pub client_deadline: crate::deadline::ClientDeadline,
     /// The context remembered of the response it continues ([`hidden_context`]).
     pub hidden_context: Option<u64>,
     /// The deployment that created the response it continues.
@@ -127,7 +127,7 @@ pub async fn accept<'g>(
     }
     let continued = hidden_context(gateway, caller, &request).await?;
     let (hidden_context, continues_on) = continued.map_or((None, None), |r| (r.context, Some(r.deployment)));
-    let client_deadline = client_wait.is_some();
+    let client_deadline = crate::deadline::ClientDeadline::of(caller.class.max_wait, client_wait);
     Ok(Accepted { request, profile, task, deadline, client_deadline, hidden_context, continues_on })
 }
 

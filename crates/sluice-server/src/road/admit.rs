@@ -607,8 +607,9 @@ enum Refusal {
 
 /// Reserves now, or waits in the deployment's queue when the class may wait and nothing
 /// of its class or higher is already waiting there. Every wait gets only what is left of
-/// the request's deadline; with a client's own deadline, a wait predicted to outlast it is
-/// refused at once with the prediction.
+/// the request's deadline; when the client stated a deadline, a wait predicted to outlast
+/// the request's is refused at once with the prediction (but a retry's, when the class's
+/// `max_wait` binds: [`ClientDeadline`](crate::deadline::ClientDeadline)).
 /// Returns the grant and when it came.
 async fn reserve_or_wait(
     req: &Request<'_>,
@@ -650,7 +651,7 @@ async fn reserve_or_wait(
             Err(ReserveError::Store(e)) => return Err(Refusal::Store(e)),
         }
     };
-    if left.is_zero() || req.client_deadline {
+    if left.is_zero() || req.client_deadline.refuses_on_prediction(ask.retries) {
         let eta = queue.predict(&ask, refusal.as_ref());
         if left.is_zero() || with_margin(eta) > left {
             return Err(predicted(refusal, eta));

@@ -18,6 +18,7 @@ use sluice_quota::{Cost, Nanos, ReservationId, Settlement};
 use sluice_recall::remembered::Memo;
 
 use crate::access::Line;
+use crate::deadline::ClientDeadline;
 use crate::error::{GatewayError, RateLimitInfo};
 use crate::metrics::{Bound, Hit};
 use crate::ratelimit_headers::Early;
@@ -56,9 +57,9 @@ pub struct Request<'a> {
     /// class's `max_wait`, or the client's own deadline when that is sooner. Queues on the
     /// primary and on fallbacks, and retries waiting for capacity, share it.
     pub deadline: Nanos,
-    /// Whether the client stated its deadline (then a wait predicted to outlast it is
-    /// refused at once: the client would be gone).
-    pub client_deadline: bool,
+    /// What the client said of its deadline: whether a wait predicted to outlast the
+    /// request's deadline is refused at once ([`ClientDeadline`]).
+    pub client_deadline: ClientDeadline,
     /// The time the request spent in queues so far, over all its attempts, and the waits
     /// predicted when it joined them; `None` while it has not queued (its response's
     /// `x-sluice-queued-ms` and `x-sluice-predicted-ms`).
