@@ -255,12 +255,31 @@ impl LocalCluster {
         Self::start_on(masters, Some(password))
     }
 
+    /// Tries [`Self::form`] up to three times: on a loaded machine a node's port or bus
+    /// port can be taken between being found free and being bound.
     fn start_on(masters: usize, password: Option<&str>) -> Result<Self, LocalError> {
-        let mut args = vec!["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"];
-        if let Some(password) = password {
-            args.extend(["--requirepass", password, "--masterauth", password]);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match Self::form(masters, password) {
+                Err(e) if tries < 3 => tracing::warn!(error = %e, "a local cluster did not form; trying again"),
+                formed => return formed,
+            }
         }
-        let nodes = (0..masters).map(|_| LocalRedis::spawn(&args)).collect::<Result<Vec<_>, _>>()?;
+    }
+
+    fn form(masters: usize, password: Option<&str>) -> Result<Self, LocalError> {
+        let mut nodes = Vec::with_capacity(masters);
+        for _ in 0..masters {
+            // The cluster bus on a free port of its own: the default (port + 10,000) may be
+            // taken, or past 65,535.
+            let bus = free_port()?.to_string();
+            let mut args = vec!["--cluster-enabled", "yes", "--cluster-node-timeout", "2000", "--cluster-port", &bus];
+            if let Some(password) = password {
+                args.extend(["--requirepass", password, "--masterauth", password]);
+            }
+            nodes.push(LocalRedis::spawn(&args)?);
+        }
         let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
         let mut create = Command::new("redis-cli");
         if let Some(password) = password {
