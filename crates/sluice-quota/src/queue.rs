@@ -244,6 +244,16 @@ struct State {
 }
 
 impl State {
+    /// Records an admission of `cost` at `now` in the recent admission rate, forgetting
+    /// those older than [`THROUGHPUT_WINDOW`].
+    fn record_admitted(&mut self, now: Nanos, cost: u64) {
+        self.admitted.push_back((now, cost));
+        let horizon = Nanos(now.0.saturating_sub(crate::clock::duration_ns(THROUGHPUT_WINDOW)));
+        while self.admitted.front().is_some_and(|(t, _)| *t < horizon) {
+            self.admitted.pop_front();
+        }
+    }
+
     /// The refusal on record for `pending`: its own, else its lane's, else the shared scopes'.
     fn on_record(&self, pending: &Pending) -> Option<Rejection> {
         let lane = || self.lane_refusals.get(&pending.ask.lane).cloned();
@@ -452,6 +462,15 @@ impl DeploymentQueue {
         (result, waited)
     }
 
+    /// Counts `ask`, admitted without waiting, in the queue's recent admission
+    /// rate, which its predictions divide by: the deployment's throughput is what it
+    /// admits, queued or not (counting only the queue's own grants, a queue that is mostly
+    /// passed by predicts waits many times too long).
+    pub fn admitted_directly(&self, ask: &Ask) {
+        let now = self.clock.now();
+        self.lock().record_admitted(now, ask.fairness_cost());
+    }
+
     /// When `ask` would be granted if it joined the queue now: the cost queued ahead of it
     /// and its own at the recent admission rate, else `refusal`'s wait (see [`Waited::eta`]).
     #[must_use]
@@ -544,11 +563,7 @@ impl DeploymentQueue {
                     state.pending.get_mut(&other).into_iter().for_each(|p| p.hold(by));
                 }
                 state.fair.admitted(id);
-                state.admitted.push_back((now, ask.fairness_cost()));
-                let horizon = Nanos(now.0.saturating_sub(crate::clock::duration_ns(THROUGHPUT_WINDOW)));
-                while state.admitted.front().is_some_and(|(t, _)| *t < horizon) {
-                    state.admitted.pop_front();
-                }
+                state.record_admitted(now, ask.fairness_cost());
                 match self.forget(&mut state, id) {
                     Some(pending) => {
                         let bound_by = state.on_record(&pending);

@@ -79,3 +79,24 @@ async fn a_wait_that_ran_out_behind_another_is_told_the_limit_that_held_its_lane
     }
     assert_eq!(report.bound_by.map(|r| r.scope), Some(ScopeKey::new(ScopeKind::Deployment, "d")));
 }
+
+/// A queue most requests pass by (admitted at once, never queued) predicts from what its
+/// deployment admitted, all of it: counting only its own few grants, it would price a
+/// short line as a long wait and refuse requests that would have passed.
+#[tokio::test]
+async fn the_prediction_divides_by_what_the_deployment_admitted_queued_or_not() {
+    let clock = Arc::new(FakeClock::default());
+    let store = MemoryStore::new(clock.clone());
+    let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "d"), Limits::unlimited());
+    let store: Arc<dyn QuotaStore> = Arc::new(store);
+    let queue = DeploymentQueue::new(store, clock.clone());
+    let ask = ask(vec![deployment]);
+    assert_eq!(queue.predict(&ask, None), Duration::from_secs(1), "nothing admitted yet: the default");
+    // Ten requests a second pass at once, for two seconds.
+    for _ in 0..20 {
+        queue.admitted_directly(&ask);
+        clock.advance(Duration::from_millis(100));
+    }
+    let eta = queue.predict(&ask, None);
+    assert!(eta <= Duration::from_millis(150), "one request at ten a second: {eta:?}");
+}
