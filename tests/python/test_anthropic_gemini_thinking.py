@@ -43,6 +43,11 @@ name = "{GEMINI3}"
 flavor = "gemini"
 completion = {{ dist = "fixed", tokens = 6 }}
 
+[[models]]
+name = "claude-sonnet-4-5"
+shape = "anthropic"
+completion = {{ dist = "fixed", tokens = 6 }}
+
 [google]
 api_keys = ["{GEMINI_KEY}"]
 service_accounts = [{{ client_email = "{ACCOUNT}", public_key_pem = PUBLIC_PEM }}]
@@ -90,6 +95,21 @@ base_url = "{sim}"
 api_key_file = "{files['key']}"
 
 [[providers]]
+name = "anthropic"
+kind = "anthropic"
+base_url = "{sim}"
+api_key_file = "{files['anthropic']}"
+
+[[deployments]]
+name = "claude"
+provider = "anthropic"
+model = "claude-sonnet-4-5"
+
+[[models]]
+name = "claude"
+deployment = "claude"
+
+[[providers]]
 name = "vertex-google"
 kind = "vertex"
 project = "acme-ai"
@@ -130,6 +150,7 @@ def client(sim, processes) -> anthropic.Anthropic:
     files: dict[str, Any] = {
         "account": processes.write("gemini-think-sa.json", json.dumps(info)),
         "key": processes.write("gemini-think-key", GEMINI_KEY),
+        "anthropic": processes.write("gemini-think-anthropic-key", "sk-ant-simulated"),
     }
     files["jobs"] = files["account"].parent / "gemini-think-jobs.redb"
     config = processes.write("gateway-gemini-think.toml", gateway_config(sim, files))
@@ -248,3 +269,14 @@ def test_an_unknown_thinking_type_is_a_400_naming_the_field(client) -> None:
             thinking={"type": "enabled"},  # type: ignore[typeddict-item]
         )
     assert "thinking.budget_tokens" in str(refused.value)
+
+
+def test_a_conversation_moved_from_gemini_to_claude_leaves_geminis_signatures_out(client) -> None:
+    """Claude verifies every thinking block sent back and refuses a signature not its own:
+    the blocks that carry Gemini's are left out on the way to it."""
+    question = [{"role": "user", "content": QUESTIONS[0]}]
+    first = ask(client, "gemini3", question, stream=False)
+    check_call_turn(first)
+    messages = [*question, {"role": "assistant", "content": first.content}, answered(first)]
+    moved = client.messages.create(model="claude", messages=messages, tools=TOOLS, max_tokens=256)
+    assert moved.stop_reason == "end_turn" and moved.content[0].text

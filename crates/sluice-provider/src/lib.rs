@@ -50,7 +50,7 @@ pub use hints::{
 };
 pub use protocol::Protocol;
 pub use request::{MAX_NESTING_DEPTH, ParsedRequest, parse_request};
-pub use rewrite::{upstream_body, without_extra_body};
+pub use rewrite::{upstream_body, without_extra_body, without_gemini_thinking};
 pub use tap::{MAX_HELD_EVENT_BYTES, StreamOutcome, StreamTap};
 pub use translate::{
     AnthropicToConverseStream, AnthropicToOpenAiStream, AnthropicToResponsesStream, BEDROCK_ANTHROPIC_VERSION,

@@ -51,7 +51,7 @@ pub fn upstream_body(req: &ParsedRequest, provider_model: &str, force_stream_usa
 #[must_use]
 pub fn without_extra_body(body: Vec<u8>) -> Vec<u8> {
     const KEY: &[u8] = b"\"extra_body\"";
-    if !body.windows(KEY.len()).any(|w| w == KEY) {
+    if memchr::memmem::find(&body, KEY).is_none() {
         return body;
     }
     let Ok(Value::Object(mut map)) = serde_json::from_slice::<Value>(&body) else { return body };
@@ -59,6 +59,33 @@ pub fn without_extra_body(body: Vec<u8>) -> Vec<u8> {
         Some(_) => serde_json::to_vec(&map).unwrap_or(body),
         None => body,
     }
+}
+
+/// An Anthropic messages body without the `thinking` blocks that carry Gemini's thought
+/// signatures (`gemini:…`, which sluice hands to Anthropic clients of Gemini
+/// deployments): what goes to a Claude deployment, which refuses a signature not its own
+/// (a conversation that moved from Gemini to Claude). A turn left with nothing else keeps
+/// them (Claude refuses an empty turn as well). The body as it is when it has none.
+#[must_use]
+pub fn without_gemini_thinking(body: Vec<u8>) -> Vec<u8> {
+    const MARK: &[u8] = b"\"gemini:";
+    if memchr::memmem::find(&body, MARK).is_none() {
+        return body;
+    }
+    let Ok(Value::Object(mut map)) = serde_json::from_slice::<Value>(&body) else { return body };
+    let is_gemini = |block: &Value| {
+        block.get("type").and_then(Value::as_str) == Some("thinking")
+            && block.get("signature").and_then(Value::as_str).is_some_and(|s| s.starts_with("gemini:"))
+    };
+    let mut removed = false;
+    let messages = map.get_mut("messages").and_then(Value::as_array_mut).into_iter().flatten();
+    for content in messages.filter_map(|m| m.get_mut("content")?.as_array_mut()) {
+        if content.iter().any(is_gemini) && !content.iter().all(is_gemini) {
+            content.retain(|block| !is_gemini(block));
+            removed = true;
+        }
+    }
+    if removed { serde_json::to_vec(&map).unwrap_or(body) } else { body }
 }
 
 /// `stream_options` with `include_usage: true`; keeps the client's other options.
@@ -87,6 +114,29 @@ mod tests {
     fn rewrite(protocol: Protocol, body: &str, force: bool) -> Value {
         let req = parse_request(protocol, body.as_bytes()).unwrap();
         serde_json::from_slice(&upstream_body(&req, "model-x-2025", force)).unwrap()
+    }
+
+    #[test]
+    fn geminis_thinking_blocks_are_left_out_toward_claude_and_claudes_stay() {
+        let body = serde_json::json!({"model": "m", "max_tokens": 8, "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "", "signature": "gemini:c2ln"},
+                {"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "x", "signature": "EqQBclaude"},
+                {"type": "text", "text": "ok"}]},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "", "signature": "gemini:b25seQ=="}]},
+        ]});
+        let out: Value = serde_json::from_slice(&without_gemini_thinking(serde_json::to_vec(&body).unwrap())).unwrap();
+        assert_eq!(
+            out["messages"][1]["content"],
+            serde_json::json!([{"type": "tool_use", "id": "t", "name": "f", "input": {}}])
+        );
+        assert_eq!(out["messages"][2], body["messages"][2], "Claude's own block stays");
+        assert_eq!(out["messages"][3], body["messages"][3], "a turn with nothing else keeps it");
+        let plain = br#"{"model":"m","messages":[{"role":"user","content":"gemini: hello"}]}"#.to_vec();
+        assert_eq!(without_gemini_thinking(plain.clone()), plain);
     }
 
     #[test]

@@ -83,6 +83,10 @@ pub fn wire_body(
     client_headers: &HeaderMap,
     body: Vec<u8>,
 ) -> Result<Vec<u8>, TranslateError> {
+    // Claude refuses the Gemini signatures an Anthropic client may carry from an earlier
+    // turn a Gemini deployment answered.
+    let body =
+        if protocol == Protocol::AnthropicMessages { sluice_provider::without_gemini_thinking(body) } else { body };
     match &target.api {
         ProviderApi::Bedrock { surface: BedrockSurface::InvokeModel, .. } => {
             sluice_provider::anthropic_to_invoke_request(&body, &beta_flags(client_headers))
