@@ -84,6 +84,32 @@ async fn a_cluster_whose_nodes_require_a_password_is_reached_with_the_stores_cre
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_group_whose_servers_require_a_password_is_reached_with_the_stores_credentials() {
+    let group = sluice_redis::local::LocalSentinel::start_with_password(1, PASSWORD).unwrap();
+    let dir = std::env::temp_dir().join(format!("sluice-redis-auth-sentinel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (right, wrong) = (dir.join("right"), dir.join("wrong"));
+    std::fs::write(&right, PASSWORD).unwrap();
+    std::fs::write(&wrong, "not-the-password-at-all").unwrap();
+    let nodes: Vec<String> = group.target().nodes.iter().map(|u| format!("\"{u}\"")).collect();
+    let with = |file: &std::path::Path| {
+        format!(
+            "[store]\nkind = \"redis\"\npassword_file = \"{}\"\n\n[store.sentinel]\nmaster = \"{}\"\nnodes = [{}]\n",
+            file.display(),
+            sluice_redis::local::MASTER_NAME,
+            nodes.join(", ")
+        )
+    };
+    // The sentinels name the master; the store's password opens it.
+    reserve(&store(&with(&right))).await.unwrap();
+    let refused = reserve(&store(&with(&wrong))).await;
+    let Err(ReserveError::Store(error)) = refused else { panic!("a wrong password was accepted: {refused:?}") };
+    let shown = format!("{error} {error:?}");
+    assert!(!shown.contains("not-the-password") && !shown.contains(PASSWORD), "the password is shown: {shown}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn credentials_are_never_in_a_debug_print() {
     let auth = sluice_redis::Auth { username: Some("sluice".into()), password: Some(PASSWORD.into()) };

@@ -35,16 +35,34 @@ impl LocalSentinel {
     /// # Errors
     /// When a process does not start or the replica or sentinels do not become ready.
     pub fn start(sentinels: usize) -> Result<Self, LocalError> {
-        let master = LocalRedis::start()?;
+        Self::start_on(sentinels, None)
+    }
+
+    /// The same, the master and the replica requiring `password` (`requirepass`, and
+    /// `masterauth` for the replica and for a master demoted by a failover), the sentinels
+    /// knowing it (`sentinel auth-pass`) but open themselves.
+    ///
+    /// # Errors
+    /// As [`LocalSentinel::start`].
+    pub fn start_with_password(sentinels: usize, password: &str) -> Result<Self, LocalError> {
+        Self::start_on(sentinels, Some(password))
+    }
+
+    fn start_on(sentinels: usize, password: Option<&str>) -> Result<Self, LocalError> {
+        let auth: Vec<&str> = password.map_or_else(Vec::new, |p| vec!["--requirepass", p, "--masterauth", p]);
+        let master = LocalRedis::spawn(&auth)?;
         let of = master.port().to_string();
-        let replica = LocalRedis::spawn(&["--replicaof", "127.0.0.1", &of])?;
-        let port = replica.port();
-        wait_until("replica in sync", || info(port, "replication").contains("master_link_status:up"))?;
-        let sentinels = (0..sentinels).map(|_| SentinelProcess::start(master.port())).collect::<Result<Vec<_>, _>>()?;
+        let mut args = vec!["--replicaof", "127.0.0.1", &of];
+        args.extend(&auth);
+        let replica = LocalRedis::spawn(&args)?;
+        let (port, login) = (replica.port(), password.map(|p| format!("AUTH {p}\r\n")).unwrap_or_default());
+        wait_until("replica in sync", || info(port, "replication", &login).contains("master_link_status:up"))?;
+        let sentinels =
+            (0..sentinels).map(|_| SentinelProcess::start(master.port(), password)).collect::<Result<Vec<_>, _>>()?;
         let group = Self { master, replica, sentinels };
         for s in &group.sentinels {
             let port = s.port;
-            wait_until("sentinel sees the replica", || info(port, "sentinel").contains("slaves=1"))?;
+            wait_until("sentinel sees the replica", || info(port, "sentinel", "").contains("slaves=1"))?;
         }
         Ok(group)
     }
@@ -78,11 +96,17 @@ impl LocalSentinel {
     }
 }
 
-/// `INFO section` of the server on `port`, empty if it did not answer.
-fn info(port: u16, section: &str) -> String {
-    let Some(stream) = sent(port, format!("INFO {section}\r\n").as_bytes()) else { return String::new() };
+/// `INFO section` of the server on `port` (after `login`, an inline `AUTH` or nothing),
+/// empty if it did not answer.
+fn info(port: u16, section: &str, login: &str) -> String {
+    let Some(stream) = sent(port, format!("{login}INFO {section}\r\n").as_bytes()) else { return String::new() };
     let mut reader = BufReader::new(stream);
     let mut header = String::new();
+    if !login.is_empty() {
+        // `+OK` to the `AUTH`.
+        let _ = reader.read_line(&mut header);
+        header.clear();
+    }
     let _ = reader.read_line(&mut header);
     // A bulk string: `$LENGTH`, then that many bytes.
     let length = header.trim().trim_start_matches('$').parse::<usize>().unwrap_or(0);
@@ -94,7 +118,7 @@ fn info(port: u16, section: &str) -> String {
 }
 
 impl SentinelProcess {
-    fn start(master: u16) -> Result<Self, LocalError> {
+    fn start(master: u16, password: Option<&str>) -> Result<Self, LocalError> {
         let spawn_error =
             |e: std::io::Error| LocalError::Spawn { program: "redis-server --sentinel", reason: e.to_string() };
         let port = free_port()?;
@@ -103,8 +127,9 @@ impl SentinelProcess {
         // Fast detection (1 s down) so a test sees the failover within seconds.
         let config = format!(
             "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {MASTER_NAME} 127.0.0.1 {master} 1\n\
-             sentinel down-after-milliseconds {MASTER_NAME} 1000\nsentinel failover-timeout {MASTER_NAME} 5000\n",
-            dir.display()
+             sentinel down-after-milliseconds {MASTER_NAME} 1000\nsentinel failover-timeout {MASTER_NAME} 5000\n{}",
+            dir.display(),
+            password.map(|p| format!("sentinel auth-pass {MASTER_NAME} {p}\n")).unwrap_or_default(),
         );
         let file = dir.join("sentinel.conf");
         std::fs::write(&file, config).map_err(spawn_error)?;
