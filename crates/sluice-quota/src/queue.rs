@@ -462,15 +462,6 @@ impl DeploymentQueue {
         (result, waited)
     }
 
-    /// Counts `ask`, admitted without waiting, in the queue's recent admission
-    /// rate, which its predictions divide by: the deployment's throughput is what it
-    /// admits, queued or not (counting only the queue's own grants, a queue that is mostly
-    /// passed by predicts waits many times too long).
-    pub fn admitted_directly(&self, ask: &Ask) {
-        let now = self.clock.now();
-        self.lock().record_admitted(now, ask.fairness_cost());
-    }
-
     /// When `ask` would be granted if it joined the queue now: the cost queued ahead of it
     /// and its own at the recent admission rate, else `refusal`'s wait (see [`Waited::eta`]).
     #[must_use]
@@ -494,14 +485,21 @@ impl DeploymentQueue {
     }
 
     /// The wait of a request with `ahead` queued before it (its own cost included): that
-    /// cost at the recent admission rate, or the last refusal's wait if nothing was
-    /// admitted lately.
+    /// cost at the rate the queue granted at lately, or the last refusal's wait if it
+    /// granted nothing lately.
     fn eta(&self, state: &State, ahead: u64, fallback: Option<Duration>) -> Duration {
-        let recent: u64 = state.admitted.iter().map(|(_, c)| c).sum();
-        // Throughput over the span actually observed (at least a second), not the whole
-        // window: just after start a full window would understate it many times over.
-        let now = self.clock.now();
-        let span = state.admitted.front().map_or(THROUGHPUT_WINDOW, |(first, _)| now.since(*first));
+        // The rate while the queue was granting: what it granted after its first recent
+        // grant, over the span from that grant to its last (at least a second), not up to
+        // now. A queue that drained a clump and then stood empty still knows how fast it
+        // drains; measured up to now, the idle time would divide the rate down and price a
+        // short line as a long wait.
+        let (recent, span) = match (state.admitted.front(), state.admitted.back()) {
+            (Some((first, first_cost)), Some((last, _))) => {
+                let granted: u64 = state.admitted.iter().map(|(_, c)| c).sum();
+                (granted.saturating_sub(*first_cost), last.since(*first))
+            }
+            _ => (0, THROUGHPUT_WINDOW),
+        };
         let span = span.clamp(Duration::from_secs(1), THROUGHPUT_WINDOW);
         let per_second = recent as f64 / span.as_secs_f64();
         let by_rate = (per_second > 0.0).then(|| Duration::from_secs_f64(ahead as f64 / per_second));

@@ -80,23 +80,42 @@ async fn a_wait_that_ran_out_behind_another_is_told_the_limit_that_held_its_lane
     assert_eq!(report.bound_by.map(|r| r.scope), Some(ScopeKey::new(ScopeKind::Deployment, "d")));
 }
 
-/// A queue most requests pass by (admitted at once, never queued) predicts from what its
-/// deployment admitted, all of it: counting only its own few grants, it would price a
-/// short line as a long wait and refuse requests that would have passed.
+/// A queue that granted a line at ten a second and then stood empty predicts the next
+/// wait at the rate it drained at: the idle time since does not divide that rate down (a
+/// queue most requests pass by, with a clump now and then, priced a short line as a long
+/// wait and refused requests that would have passed).
 #[tokio::test]
-async fn the_prediction_divides_by_what_the_deployment_admitted_queued_or_not() {
+async fn after_a_clump_the_prediction_keeps_the_rate_the_queue_drained_at() {
     let clock = Arc::new(FakeClock::default());
     let store = MemoryStore::new(clock.clone());
-    let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "d"), Limits::unlimited());
+    let rate = RateLimit::per_minute(Dimension::Requests, 600).unwrap().with_burst(NonZeroU64::MIN);
+    let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "d"), Limits::unlimited().with_rate(rate));
+    let _spent = store.reserve_now(&[deployment], Cost::request(0, 0), LEASE).unwrap();
     let store: Arc<dyn QuotaStore> = Arc::new(store);
     let queue = DeploymentQueue::new(store, clock.clone());
-    let ask = ask(vec![deployment]);
-    assert_eq!(queue.predict(&ask, None), Duration::from_secs(1), "nothing admitted yet: the default");
-    // Ten requests a second pass at once, for two seconds.
-    for _ in 0..20 {
-        queue.admitted_directly(&ask);
-        clock.advance(Duration::from_millis(100));
+    // Ten requests wait for the deployment's next ten slots, a tenth of a second apart.
+    let mut waiting = Vec::new();
+    for _ in 0..10 {
+        let queue = Arc::clone(&queue);
+        waiting.push(tokio::spawn(
+            async move { queue.wait(ask(vec![deployment]), Duration::from_secs(5), 10, None).await },
+        ));
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
     }
-    let eta = queue.predict(&ask, None);
-    assert!(eta <= Duration::from_millis(150), "one request at ten a second: {eta:?}");
+    for _ in 0..100 {
+        clock.advance(Duration::from_millis(20));
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+    for handle in waiting {
+        assert!(handle.await.unwrap().0.is_ok(), "granted in its slot");
+    }
+    // Eight idle seconds later, one request waits behind nobody: its own turn, at the
+    // rate the queue drained at (about ten a second), not a rate spread over the idle time.
+    clock.advance(Duration::from_secs(8));
+    let eta = queue.predict(&ask(vec![deployment]), None);
+    assert!(eta <= Duration::from_millis(200), "the drain rate, not the idle time: {eta:?}");
 }

@@ -637,7 +637,6 @@ async fn reserve_or_wait(
                 if let Some(withdrawal) = withdrawal {
                     withdrawal.disarm();
                 }
-                queue.admitted_directly(&ask);
                 return Ok((member, grant, gateway.services.clock.now()));
             }
             Err(ReserveError::Rejected(r)) => {
