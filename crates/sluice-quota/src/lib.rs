@@ -74,6 +74,7 @@ pub mod bucket;
 pub mod budget;
 pub mod clock;
 pub mod decision;
+pub mod drain;
 pub mod guarantee;
 pub mod ledger;
 pub mod limit;

@@ -8,7 +8,7 @@
 //! back — never polling. New requests go straight to the store only when nothing of their
 //! class or higher waits, so nobody overtakes the queue.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -19,6 +19,7 @@ use crate::bucket::{Claimer, Share};
 use crate::budget::Calendar;
 use crate::clock::{Clock, Nanos, within};
 use crate::decision::{Demand, FairShare, Grant, Rejection, RejectionKind};
+use crate::drain::{Ahead, DrainRate, Pricing};
 use crate::guarantee::HeldBack;
 use crate::limit::{Cost, LimiterName, Settlement};
 use crate::scope::ScopeId;
@@ -28,8 +29,6 @@ use crate::waiting::{Block, FairQueue, PassedOver, Waiter, WaiterId};
 /// How long the dispatcher waits before trying again when every slot is busy and no
 /// settlement on this instance signals a free one (another instance may free it).
 const SLOT_POLL: Duration = Duration::from_millis(25);
-/// The window over which throughput is measured for queue ETAs.
-const THROUGHPUT_WINDOW: Duration = Duration::from_secs(10);
 
 /// What a waiting request asks for.
 #[derive(Debug, Clone)]
@@ -217,6 +216,8 @@ struct Pending {
     reply: oneshot::Sender<Reply>,
     last_refusal: Option<Rejection>,
     held: Option<HeldBack>,
+    /// When it joined the line.
+    joined: Nanos,
 }
 
 impl Pending {
@@ -233,7 +234,7 @@ struct State {
     per_class: HashMap<u8, usize>,
     next_id: u64,
     dispatching: bool,
-    admitted: VecDeque<(Nanos, u64)>,
+    drain: DrainRate,
     /// Classes (by priority) an operator paused, with the refusal their requests get.
     held: HashMap<u8, Rejection>,
     /// The last refusal of each lane's own scopes, and of the shared scopes, while requests
@@ -244,16 +245,6 @@ struct State {
 }
 
 impl State {
-    /// Records an admission of `cost` at `now` in the recent admission rate, forgetting
-    /// those older than [`THROUGHPUT_WINDOW`].
-    fn record_admitted(&mut self, now: Nanos, cost: u64) {
-        self.admitted.push_back((now, cost));
-        let horizon = Nanos(now.0.saturating_sub(crate::clock::duration_ns(THROUGHPUT_WINDOW)));
-        while self.admitted.front().is_some_and(|(t, _)| *t < horizon) {
-            self.admitted.pop_front();
-        }
-    }
-
     /// The refusal on record for `pending`: its own, else its lane's, else the shared scopes'.
     fn on_record(&self, pending: &Pending) -> Option<Rejection> {
         let lane = || self.lane_refusals.get(&pending.ask.lane).cloned();
@@ -409,8 +400,7 @@ impl DeploymentQueue {
             if queued >= max_queue {
                 return (Err(WaitError::QueueFull), waited);
             }
-            let fallback = refusal.as_ref().and_then(Rejection::retry_after);
-            waited.eta = self.eta(&state, Self::ahead(&state, &ask), fallback);
+            waited.eta = Self::eta(&state, &ask, refusal.as_ref());
             *state.per_class.entry(ask.priority).or_default() += 1;
             state.next_id += 1;
             let id = WaiterId(state.next_id);
@@ -429,7 +419,7 @@ impl DeploymentQueue {
             state.fair.push(waiter);
             let (reply, receive) = oneshot::channel();
             let refusal = refusal.or_else(|| state.held.get(&ask.priority).cloned());
-            state.pending.insert(id, Pending { ask, reply, last_refusal: refusal, held: None });
+            state.pending.insert(id, Pending { ask, reply, last_refusal: refusal, held: None, joined: now });
             if !state.dispatching {
                 state.dispatching = true;
                 tokio::spawn(Arc::clone(self).dispatch());
@@ -462,12 +452,12 @@ impl DeploymentQueue {
         (result, waited)
     }
 
-    /// When `ask` would be granted if it joined the queue now: the cost queued ahead of it
-    /// and its own at the recent admission rate, else `refusal`'s wait (see [`Waited::eta`]).
+    /// When `ask` would be granted if it joined the queue now (see [`Waited::eta`]):
+    /// what waits ahead of it and its own cost, at the rate the queue drains at, priced in
+    /// the unit of the limit that refused it ([`DrainRate::eta`]).
     #[must_use]
     pub fn predict(&self, ask: &Ask, refusal: Option<&Rejection>) -> Duration {
-        let state = self.lock();
-        self.eta(&state, Self::ahead(&state, ask), refusal.and_then(Rejection::retry_after))
+        Self::eta(&self.lock(), ask, refusal)
     }
 
     fn forget(&self, state: &mut State, id: WaiterId) -> Option<Pending> {
@@ -479,32 +469,12 @@ impl DeploymentQueue {
         Some(pending)
     }
 
-    /// The cost queued ahead of `ask` were it to join now, and its own.
-    fn ahead(state: &State, ask: &Ask) -> u64 {
-        state.fair.cost_ahead(ask.priority, ask.lane, ask.retries).saturating_add(ask.fairness_cost())
-    }
-
-    /// The wait of a request with `ahead` queued before it (its own cost included): that
-    /// cost at the rate the queue granted at lately, or the last refusal's wait if it
-    /// granted nothing lately.
-    fn eta(&self, state: &State, ahead: u64, fallback: Option<Duration>) -> Duration {
-        // The rate while the queue was granting: what it granted after its first recent
-        // grant, over the span from that grant to its last (at least a second), not up to
-        // now. A queue that drained a clump and then stood empty still knows how fast it
-        // drains; measured up to now, the idle time would divide the rate down and price a
-        // short line as a long wait.
-        let (recent, span) = match (state.admitted.front(), state.admitted.back()) {
-            (Some((first, first_cost)), Some((last, _))) => {
-                let granted: u64 = state.admitted.iter().map(|(_, c)| c).sum();
-                (granted.saturating_sub(*first_cost), last.since(*first))
-            }
-            _ => (0, THROUGHPUT_WINDOW),
-        };
-        let span = span.clamp(Duration::from_secs(1), THROUGHPUT_WINDOW);
-        let per_second = recent as f64 / span.as_secs_f64();
-        let by_rate = (per_second > 0.0).then(|| Duration::from_secs_f64(ahead as f64 / per_second));
-        // The measured rate knows the queue ahead; the last refusal only knows the bucket.
-        by_rate.or(fallback).unwrap_or(Duration::from_secs(1))
+    /// The wait of `ask` were it to join now, last refused by `refusal` (the queue's last
+    /// refusal of the shared scopes when it was not tried itself).
+    fn eta(state: &State, ask: &Ask, refusal: Option<&Rejection>) -> Duration {
+        let ahead = state.fair.ahead(ask.priority, ask.lane, ask.retries).plus(Ahead::own(ask.fairness_cost()));
+        let refusal = refusal.or(state.shared_refusal.as_ref());
+        state.drain.eta(ahead, Pricing::of(refusal), refusal.and_then(Rejection::retry_after))
     }
 
     async fn dispatch(self: Arc<Self>) {
@@ -561,7 +531,8 @@ impl DeploymentQueue {
                     state.pending.get_mut(&other).into_iter().for_each(|p| p.hold(by));
                 }
                 state.fair.admitted(id);
-                state.record_admitted(now, ask.fairness_cost());
+                let joined = state.pending.get(&id).map_or(now, |p| p.joined);
+                state.drain.granted(now, joined, ask.fairness_cost());
                 match self.forget(&mut state, id) {
                     Some(pending) => {
                         let bound_by = state.on_record(&pending);
@@ -631,13 +602,12 @@ impl Ticket<'_> {
         let Some(id) = self.id.take() else { return (None, Duration::ZERO, None) };
         let mut state = self.queue.lock();
         let Some(pending) = self.queue.forget(&mut state, id) else {
-            let everything = state.fair.cost_ahead(u8::MAX, 0, 0);
-            return (None, self.queue.eta(&state, everything, None), None);
+            let everything = state.fair.ahead(u8::MAX, 0, 0);
+            let eta = state.drain.eta(everything, Pricing::of(state.shared_refusal.as_ref()), None);
+            return (None, eta, None);
         };
-        let ahead = DeploymentQueue::ahead(&state, &pending.ask);
         let refusal = state.on_record(&pending);
-        let fallback = refusal.as_ref().and_then(Rejection::retry_after);
-        let eta = self.queue.eta(&state, ahead, fallback);
+        let eta = DeploymentQueue::eta(&state, &pending.ask, refusal.as_ref());
         state.forget_refusals_when_idle();
         (refusal, eta, pending.held)
     }

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::num::NonZeroU32;
 
 use crate::clock::Nanos;
+use crate::drain::Ahead;
 
 /// Virtual time resolution: cost units per unit of weight, scaled to keep integer math exact.
 const SCALE: u128 = 1 << 20;
@@ -264,17 +265,16 @@ impl FairQueue {
         deadlines.chain(blocks).min()
     }
 
-    /// The cost waiting ahead of a new request of `priority` (same or higher classes) from
+    /// What waits ahead of a new request of `priority` (same or higher classes) from
     /// `lane`, retried `retries` times: all of it but its lane's waiters of its class retried
     /// fewer times, which it goes before ([`FairQueue::push`]).
     #[must_use]
-    pub fn cost_ahead(&self, priority: u8, lane: u32, retries: u8) -> u64 {
+    pub fn ahead(&self, priority: u8, lane: u32, retries: u8) -> Ahead {
         self.classes
             .range(..=priority)
             .flat_map(|(p, t)| t.values().flatten().map(move |w| (*p, w)))
             .filter(|(p, w)| !(*p == priority && w.lane == lane && w.retries < retries))
-            .map(|(_, w)| w.cost)
-            .sum()
+            .fold(Ahead::default(), |ahead, (_, w)| ahead.plus(Ahead::own(w.cost)))
     }
 
     /// Holds back (or releases) every waiter of a tenant.

@@ -167,7 +167,7 @@ fn waiters_past_their_deadline_leave_and_pauses_hold_back() {
         deadline: Nanos(900),
         retries: 0,
     });
-    assert_eq!(queue.cost_ahead(0, 2, 0), 20);
+    assert_eq!(queue.ahead(0, 2, 0).tokens, 20);
     assert_eq!(queue.wake_at(Nanos(0)), Some(Nanos(100)));
     let gone = queue.expire(Nanos(100));
     assert_eq!(gone.iter().map(|w| w.id).collect::<Vec<_>>(), [WaiterId(1)]);
@@ -274,8 +274,8 @@ fn a_retried_request_goes_before_its_own_keys_first_attempts_and_nobody_elses() 
         queue.push(waiter(id, lane, 0));
     }
     // Ahead of a retry of lane 1: everything but lane 1's first attempts.
-    assert_eq!(queue.cost_ahead(0, 1, 1), 20);
-    assert_eq!(queue.cost_ahead(0, 1, 0), 50, "a first attempt waits behind everyone");
+    assert_eq!(queue.ahead(0, 1, 1).tokens, 20);
+    assert_eq!(queue.ahead(0, 1, 0).tokens, 50, "a first attempt waits behind everyone");
     queue.push(waiter(6, 1, 1));
     // A second retry goes before the first one.
     queue.push(waiter(7, 1, 2));

@@ -35,19 +35,55 @@ fn ask(path: Vec<sluice_quota::ScopeId>) -> Ask {
     }
 }
 
+/// A deployment of `rpm` requests a minute (a burst of one), its one slot just taken, with
+/// its queue: the clock, the store and the deployment's scope.
+fn spent_deployment(rpm: u64) -> (Arc<FakeClock>, Arc<dyn QuotaStore>, sluice_quota::ScopeId, Arc<DeploymentQueue>) {
+    let clock = Arc::new(FakeClock::default());
+    let memory = MemoryStore::new(clock.clone());
+    let rate = RateLimit::per_minute(Dimension::Requests, rpm).unwrap().with_burst(NonZeroU64::MIN);
+    let deployment = memory.register(ScopeKey::new(ScopeKind::Deployment, "d"), Limits::unlimited().with_rate(rate));
+    let _spent = memory.reserve_now(&[deployment], Cost::request(0, 0), LEASE).unwrap();
+    let store: Arc<dyn QuotaStore> = Arc::new(memory);
+    let queue = DeploymentQueue::new(Arc::clone(&store), clock.clone());
+    (clock, store, deployment, queue)
+}
+
+/// Lets spawned tasks run.
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// `ask`s joining the queue one after another, each waiting up to 5 s.
+async fn join_all(
+    queue: &Arc<DeploymentQueue>,
+    asks: impl IntoIterator<Item = Ask>,
+) -> Vec<tokio::task::JoinHandle<(Result<sluice_quota::Grant, WaitError>, sluice_quota::queue::Waited)>> {
+    let mut waiting = Vec::new();
+    for ask in asks {
+        let queue = Arc::clone(queue);
+        waiting.push(tokio::spawn(async move { queue.wait(ask, Duration::from_secs(5), 20, None).await }));
+        settle().await;
+    }
+    waiting
+}
+
+/// Moves the clock on `steps` times 20 ms, letting the queue work at each step.
+async fn run_for(clock: &FakeClock, steps: u32) {
+    for _ in 0..steps {
+        clock.advance(Duration::from_millis(20));
+        settle().await;
+    }
+}
+
 /// Two requests of one key wait on a spent deployment; only the first is ever tried. Both
 /// waits run out at once, and the queue empties (the dispatcher takes both out of the line)
 /// before the second's own timer answers it: it is still told the limit that held its lane,
 /// not an anonymous queue wait.
 #[tokio::test]
 async fn a_wait_that_ran_out_behind_another_is_told_the_limit_that_held_its_lane() {
-    let clock = Arc::new(FakeClock::default());
-    let store = MemoryStore::new(clock.clone());
-    let rate = RateLimit::per_minute(Dimension::Requests, 1).unwrap().with_burst(NonZeroU64::MIN);
-    let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "d"), Limits::unlimited().with_rate(rate));
-    let _spent = store.reserve_now(&[deployment], Cost::request(0, 0), LEASE).unwrap();
-    let store: Arc<dyn QuotaStore> = Arc::new(store);
-    let queue = DeploymentQueue::new(store, clock.clone());
+    let (clock, _store, deployment, queue) = spent_deployment(1);
 
     let first = tokio::spawn({
         let queue = Arc::clone(&queue);
@@ -86,30 +122,10 @@ async fn a_wait_that_ran_out_behind_another_is_told_the_limit_that_held_its_lane
 /// wait and refused requests that would have passed).
 #[tokio::test]
 async fn after_a_clump_the_prediction_keeps_the_rate_the_queue_drained_at() {
-    let clock = Arc::new(FakeClock::default());
-    let store = MemoryStore::new(clock.clone());
-    let rate = RateLimit::per_minute(Dimension::Requests, 600).unwrap().with_burst(NonZeroU64::MIN);
-    let deployment = store.register(ScopeKey::new(ScopeKind::Deployment, "d"), Limits::unlimited().with_rate(rate));
-    let _spent = store.reserve_now(&[deployment], Cost::request(0, 0), LEASE).unwrap();
-    let store: Arc<dyn QuotaStore> = Arc::new(store);
-    let queue = DeploymentQueue::new(store, clock.clone());
+    let (clock, _store, deployment, queue) = spent_deployment(600);
     // Ten requests wait for the deployment's next ten slots, a tenth of a second apart.
-    let mut waiting = Vec::new();
-    for _ in 0..10 {
-        let queue = Arc::clone(&queue);
-        waiting.push(tokio::spawn(
-            async move { queue.wait(ask(vec![deployment]), Duration::from_secs(5), 10, None).await },
-        ));
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-    }
-    for _ in 0..100 {
-        clock.advance(Duration::from_millis(20));
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-    }
+    let waiting = join_all(&queue, (0..10).map(|_| ask(vec![deployment]))).await;
+    run_for(&clock, 100).await;
     for handle in waiting {
         assert!(handle.await.unwrap().0.is_ok(), "granted in its slot");
     }
@@ -118,4 +134,29 @@ async fn after_a_clump_the_prediction_keeps_the_rate_the_queue_drained_at() {
     clock.advance(Duration::from_secs(8));
     let eta = queue.predict(&ask(vec![deployment]), None);
     assert!(eta <= Duration::from_millis(200), "the drain rate, not the idle time: {eta:?}");
+}
+
+/// Behind a request limit, a large request waits its place in the line, not its tokens at
+/// the rate small ones drained at: requests of mixed sizes made one large request behind
+/// a short line look like a long wait, and it was refused at once when it would have
+/// passed in a moment.
+#[tokio::test]
+async fn behind_a_request_limit_a_large_request_is_priced_by_its_place_in_line() {
+    let (clock, store, deployment, queue) = spent_deployment(600);
+    // Thirteen small requests wait; a second later, ten are through and three still wait.
+    let small = (0..13).map(|_| Ask { cost: Cost::request(10, 0), ..ask(vec![deployment]) });
+    let waiting = join_all(&queue, small).await;
+    run_for(&clock, 51).await;
+    assert!((2..=4).contains(&queue.depth()), "three still wait: {}", queue.depth());
+    let refusal = match store.reserve(&[deployment], Cost::request(10_000, 0), LEASE).await {
+        Err(sluice_quota::ReserveError::Rejected(r)) => r,
+        other => panic!("the deployment is busy: {other:?}"),
+    };
+    let large = Ask { cost: Cost::request(10_000, 0), ..ask(vec![deployment]) };
+    let eta = queue.predict(&large, Some(&refusal));
+    assert!(eta <= Duration::from_millis(600), "its place in line at ten a second: {eta:?}");
+    run_for(&clock, 50).await;
+    for handle in waiting {
+        assert!(handle.await.unwrap().0.is_ok(), "granted in its slot");
+    }
 }
