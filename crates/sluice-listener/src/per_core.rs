@@ -20,7 +20,7 @@ pub type Shutdown = Pin<Box<dyn Future<Output = ()> + Send>>;
 const BACKLOG: i32 = 1024;
 
 /// `count` listeners on `addr`, all bound with `SO_REUSEPORT`; port 0 picks one free port
-/// for all of them. They share the address only with each other: an address another
+/// for all of them (the kernel's pick for the first, so no probe frees it in between). They share the address only with each other: an address another
 /// process listens on is refused first, though the kernel would let a process of the same
 /// user share it (and take part of its connections).
 ///
@@ -29,7 +29,11 @@ const BACKLOG: i32 = 1024;
 /// process listens on it.
 pub fn listeners(addr: SocketAddr, count: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
     let mut bound = Vec::with_capacity(count.max(1));
-    let mut addr = unclaimed(addr)?;
+    // Port 0: the first listener asks the kernel for a port nobody holds, and the rest take
+    // it. A probe closed before the bind would free the port it was given for another
+    // process picking one in that instant (tests start many at once), which could then
+    // share it with these listeners and take part of their connections.
+    let mut addr = if addr.port() == 0 { addr } else { unclaimed(addr)? };
     for _ in 0..count.max(1) {
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         socket.set_reuse_address(true)?;
