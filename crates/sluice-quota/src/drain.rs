@@ -62,6 +62,10 @@ pub enum Pricing {
     Tokens,
     /// Nothing says which: the shorter of the two.
     Either,
+    /// Nothing passes before the refusal's wait is over, whatever the line (the provider
+    /// asked everyone to wait, an operator paused the scope, a money budget waits for its
+    /// reservations in flight): at least that wait, and the line at the shorter rate after.
+    Held,
 }
 
 impl Pricing {
@@ -71,7 +75,8 @@ impl Pricing {
         match refusal.map(|r| &r.limiter) {
             Some(LimiterName::Rate { dimension: Dimension::Requests, .. } | LimiterName::Concurrency) => Self::Requests,
             Some(LimiterName::Rate { .. }) => Self::Tokens,
-            _ => Self::Either,
+            Some(LimiterName::ProviderCooldown | LimiterName::Paused | LimiterName::Budget) => Self::Held,
+            Some(LimiterName::FairShare) | None => Self::Either,
         }
     }
 }
@@ -121,7 +126,8 @@ impl DrainRate {
     /// Alone in the line, it waits for the next free capacity: the refusal knows that
     /// exactly for the member that refused, the rate for the queue as a whole (a pool's
     /// other members), and the shorter counts. Behind others, the line drains at the rate;
-    /// without one, the refusal's wait is the best known.
+    /// without one, the refusal's wait is the best known. A hold ([`Pricing::Held`]) is
+    /// waited out first, whatever the rate.
     #[must_use]
     pub fn eta(&self, ahead: Ahead, pricing: Pricing, refused: Option<Duration>) -> Duration {
         let by_rate = self.rates().map(|(requests, tokens)| {
@@ -130,10 +136,16 @@ impl DrainRate {
             let seconds = match pricing {
                 Pricing::Requests => by_requests,
                 Pricing::Tokens => by_tokens,
-                Pricing::Either => by_requests.min(by_tokens),
+                Pricing::Either | Pricing::Held => by_requests.min(by_tokens),
             };
             Duration::try_from_secs_f64(seconds).unwrap_or(WINDOW)
         });
+        if pricing == Pricing::Held {
+            return match (by_rate, refused) {
+                (Some(rate), Some(refused)) => rate.max(refused),
+                (rate, refused) => refused.or(rate).unwrap_or(UNKNOWN),
+            };
+        }
         match (by_rate, refused) {
             (Some(rate), Some(refused)) if ahead.requests <= 1 => rate.min(refused),
             (Some(rate), _) => rate,
@@ -188,6 +200,8 @@ mod tests {
         assert_eq!(Pricing::of(Some(&refusal(tokens))), Pricing::Tokens);
         assert_eq!(Pricing::of(Some(&refusal(LimiterName::Concurrency))), Pricing::Requests);
         assert_eq!(Pricing::of(None), Pricing::Either);
+        assert_eq!(Pricing::of(Some(&refusal(LimiterName::FairShare))), Pricing::Either);
+        assert_eq!(Pricing::of(Some(&refusal(LimiterName::ProviderCooldown))), Pricing::Held);
         // Five small requests and one big one ahead: half a second behind a request limit;
         // behind a token limit, 5,050 tokens at 5,050 a second.
         let ahead = Ahead { requests: 6, tokens: 5 * 10 + 5_000 };
@@ -205,6 +219,16 @@ mod tests {
         assert!(rate.eta(Ahead::own(10), Pricing::Requests, refused) <= Duration::from_millis(100));
         let two = Ahead::own(10).plus(Ahead::own(10));
         assert!(rate.eta(two, Pricing::Requests, Some(Duration::from_millis(10))) >= Duration::from_millis(190));
+    }
+
+    #[test]
+    fn a_hold_is_waited_out_however_fast_the_line_drained() {
+        let rate = drained_ten_a_second();
+        let cooldown = Some(Duration::from_secs(30));
+        assert_eq!(rate.eta(Ahead::own(10), Pricing::Held, cooldown), Duration::from_secs(30));
+        let long_line = Ahead { requests: 400, tokens: 400_000 };
+        assert!(rate.eta(long_line, Pricing::Held, cooldown) >= Duration::from_secs(39));
+        assert_eq!(DrainRate::default().eta(Ahead::own(10), Pricing::Held, cooldown), Duration::from_secs(30));
     }
 
     #[test]
