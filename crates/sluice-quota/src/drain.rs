@@ -24,6 +24,10 @@ pub const WINDOW: Duration = Duration::from_secs(10);
 /// The least draining time a rate is taken from: below it (a burst granted at one instant)
 /// the rate says nothing yet.
 const LEAST_MEASURED: Duration = Duration::from_millis(100);
+/// The fewest grants a rate is taken from: one or two gaps are chance (a pool's queue on
+/// one of three instances, under Poisson arrivals, saw one gap of 600 ms, priced a line of
+/// four at 2.4 s and refused a first attempt at once that would have passed).
+const FEWEST_GRANTS: usize = 4;
 /// The wait assumed when neither a rate nor a refusal says anything.
 const UNKNOWN: Duration = Duration::from_secs(1);
 
@@ -112,7 +116,7 @@ impl DrainRate {
     /// lately.
     fn rates(&self) -> Option<(f64, f64)> {
         let span: Duration = self.drained.iter().map(|d| d.gap).sum();
-        if span < LEAST_MEASURED {
+        if span < LEAST_MEASURED || self.drained.len() < FEWEST_GRANTS {
             return None;
         }
         let tokens: u64 = self.drained.iter().map(|d| d.tokens).sum();
@@ -243,6 +247,14 @@ mod tests {
             Duration::from_millis(700)
         );
         assert_eq!(rate.eta(Ahead::own(10), Pricing::Requests, None), UNKNOWN);
+        // Nor do a few grants, however long their gaps.
+        let mut few = DrainRate::default();
+        for i in 0..FEWEST_GRANTS as u64 {
+            few.granted(at(600 * i), at(0), 10);
+        }
+        assert_eq!(few.eta(Ahead::own(10), Pricing::Requests, None), UNKNOWN, "three gaps");
+        few.granted(at(600 * FEWEST_GRANTS as u64), at(0), 10);
+        assert!(few.eta(Ahead::own(10), Pricing::Requests, None) <= Duration::from_millis(600), "four gaps");
         // A burst at one instant measures nothing either.
         let mut burst = DrainRate::default();
         for _ in 0..5 {
