@@ -314,14 +314,18 @@ async fn when_the_class_binds_a_first_attempt_is_refused_on_its_prediction_and_a
     let env = std::sync::Arc::new(start_clocked(paced_sim(), &policy, TokioClock::new()).await);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(post(&env, &chat("fast", 4, 1), None).await.0, 200);
-    // Two requests pass through the queue, a second apart: its rate is known.
+    // Five requests pass through the queue, a second apart, sent in three groups so that
+    // each waits less than the class's 3 s and the line never empties: its rate is known
+    // from the four gaps between their grants.
     let mut ahead = Vec::new();
-    for _ in 0..2 {
-        let env = std::sync::Arc::clone(&env);
-        ahead.push(tokio::spawn(async move { post_timed(&env, &[]).await }));
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    for (group, then) in [(2, 1_480), (2, 1_980), (1, 2_080)] {
+        for _ in 0..group {
+            let env = std::sync::Arc::clone(&env);
+            ahead.push(tokio::spawn(async move { post_timed(&env, &[]).await }));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(then)).await;
     }
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
     // Three retries queue for the next three slots.
     for _ in 0..3 {
         let env = std::sync::Arc::clone(&env);
