@@ -29,9 +29,6 @@ use crate::waiting::{Block, FairQueue, PassedOver, Waiter, WaiterId};
 /// How long the dispatcher waits before trying again when every slot is busy and no
 /// settlement on this instance signals a free one (another instance may free it).
 const SLOT_POLL: Duration = Duration::from_millis(25);
-/// How far apart the instances sharing a store try a bucket's next free instant
-/// ([`DeploymentQueue::with_stagger`]).
-const STAGGER: Duration = Duration::from_millis(5);
 
 /// What a waiting request asks for.
 #[derive(Debug, Clone)]
@@ -245,8 +242,6 @@ struct State {
     /// head). Forgotten when the queue empties.
     lane_refusals: HashMap<u32, Rejection>,
     shared_refusal: Option<Rejection>,
-    /// Waiters whose clients say they are retries.
-    retries_waiting: usize,
 }
 
 impl State {
@@ -276,9 +271,6 @@ pub struct DeploymentQueue {
     /// The queues of the pools this deployment is a member of: capacity it gets back may
     /// admit their waiters too.
     pools: Mutex<Vec<std::sync::Weak<DeploymentQueue>>>,
-    /// Whether its tries at a bucket's next free instant are staggered (see
-    /// [`DeploymentQueue::with_stagger`]).
-    staggered: bool,
 }
 
 impl std::fmt::Debug for DeploymentQueue {
@@ -291,33 +283,12 @@ impl DeploymentQueue {
     /// An empty queue over `store`.
     #[must_use]
     pub fn new(store: Arc<dyn QuotaStore>, clock: Arc<dyn Clock>) -> Arc<Self> {
-        let staggered = store.shared();
-        Self::with_stagger(store, clock, staggered)
-    }
-
-    /// A queue whose tries at a bucket's next free instant are `staggered` or not ([`new`]
-    /// staggers them on a store other instances share).
-    ///
-    /// Every instance's queue waiting on a bucket learns the same next free instant from
-    /// the shared store and tries it then; the first try to reach the store wins. Left to
-    /// their timers (whole milliseconds, each runtime on its own grid) the same instance
-    /// wins most ties, and its clients get more than their share of the deployment (about
-    /// 0.27 / 0.33 / 0.40 of a pool over three instances with ten clients each). Staggered,
-    /// a queue tries a random moment within [`STAGGER`] after the instant, so ties fall
-    /// evenly; and a queue with no retried request waiting tries [`STAGGER`] later still,
-    /// so a retry waiting on any instance is tried first (its next refusal may be its
-    /// client's last). Lateness costs no capacity: a bucket whose line waits is not full,
-    /// so its refill is not lost.
-    ///
-    /// [`new`]: DeploymentQueue::new
-    pub fn with_stagger(store: Arc<dyn QuotaStore>, clock: Arc<dyn Clock>, staggered: bool) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
             wake: Notify::new(),
             store,
             clock,
             pools: Mutex::new(Vec::new()),
-            staggered,
         })
     }
 
@@ -431,7 +402,6 @@ impl DeploymentQueue {
             }
             waited.eta = Self::eta(&state, &ask, refusal.as_ref());
             *state.per_class.entry(ask.priority).or_default() += 1;
-            state.retries_waiting += usize::from(ask.retries > 0);
             state.next_id += 1;
             let id = WaiterId(state.next_id);
             let deadline = now.after(max_wait);
@@ -496,7 +466,6 @@ impl DeploymentQueue {
         if let Some(n) = state.per_class.get_mut(&pending.ask.priority) {
             *n = n.saturating_sub(1);
         }
-        state.retries_waiting = state.retries_waiting.saturating_sub(usize::from(pending.ask.retries > 0));
         Some(pending)
     }
 
@@ -530,33 +499,22 @@ impl DeploymentQueue {
                         }
                         Ok((id, ask))
                     }
-                    None => Err((state.fair.wake_at(now), state.retries_waiting > 0)),
+                    None => Err(state.fair.wake_at(now)),
                 }
             };
             match next {
                 Ok((id, ask)) => self.try_one(id, ask).await,
-                Err((wake, retries)) => self.sleep(now, wake, retries).await,
+                Err(wake) => self.sleep(now, wake).await,
             }
         }
     }
 
-    /// Sleeps until `wake` (staggered: see [`DeploymentQueue::with_stagger`]; `retries`:
-    /// whether a retried request waits here) or until woken.
-    async fn sleep(&self, now: Nanos, wake: Option<Nanos>, retries: bool) {
-        let wait = wake.map_or(Duration::from_secs(1), |at| at.since(now) + self.stagger(retries));
+    async fn sleep(&self, now: Nanos, wake: Option<Nanos>) {
+        let wait = wake.map_or(Duration::from_secs(1), |at| at.since(now));
         tokio::select! {
             () = self.wake.notified() => {}
             () = self.clock.sleep(wait) => {}
         }
-    }
-
-    /// How long after a bucket's next free instant this queue tries it.
-    fn stagger(&self, retries: bool) -> Duration {
-        if !self.staggered {
-            return Duration::ZERO;
-        }
-        let spread = STAGGER.mul_f64(rand::random::<f64>());
-        if retries { spread } else { STAGGER + spread }
     }
 
     async fn try_one(&self, id: WaiterId, ask: Ask) {
