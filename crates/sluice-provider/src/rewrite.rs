@@ -50,15 +50,7 @@ pub fn upstream_body(req: &ParsedRequest, provider_model: &str, force_stream_usa
 /// deployment, which would refuse an unknown field. The body as it is when it has none.
 #[must_use]
 pub fn without_extra_body(body: Vec<u8>) -> Vec<u8> {
-    const KEY: &[u8] = b"\"extra_body\"";
-    if memchr::memmem::find(&body, KEY).is_none() {
-        return body;
-    }
-    let Ok(Value::Object(mut map)) = serde_json::from_slice::<Value>(&body) else { return body };
-    match map.remove("extra_body") {
-        Some(_) => serde_json::to_vec(&map).unwrap_or(body),
-        None => body,
-    }
+    edited_if_marked(body, b"\"extra_body\"", |map| map.remove("extra_body").is_some())
 }
 
 /// An Anthropic messages body without the `thinking` blocks that carry Gemini's thought
@@ -68,24 +60,36 @@ pub fn without_extra_body(body: Vec<u8>) -> Vec<u8> {
 /// them (Claude refuses an empty turn as well). The body as it is when it has none.
 #[must_use]
 pub fn without_gemini_thinking(body: Vec<u8>) -> Vec<u8> {
-    const MARK: &[u8] = b"\"gemini:";
-    if memchr::memmem::find(&body, MARK).is_none() {
-        return body;
-    }
-    let Ok(Value::Object(mut map)) = serde_json::from_slice::<Value>(&body) else { return body };
     let is_gemini = |block: &Value| {
         block.get("type").and_then(Value::as_str) == Some("thinking")
             && block.get("signature").and_then(Value::as_str).is_some_and(|s| s.starts_with("gemini:"))
     };
-    let mut removed = false;
-    let messages = map.get_mut("messages").and_then(Value::as_array_mut).into_iter().flatten();
-    for content in messages.filter_map(|m| m.get_mut("content")?.as_array_mut()) {
-        if content.iter().any(is_gemini) && !content.iter().all(is_gemini) {
-            content.retain(|block| !is_gemini(block));
-            removed = true;
+    edited_if_marked(body, b"\"gemini:", |map| {
+        let mut removed = false;
+        let messages = map.get_mut("messages").and_then(Value::as_array_mut).into_iter().flatten();
+        for content in messages.filter_map(|m| m.get_mut("content")?.as_array_mut()) {
+            if content.iter().any(is_gemini) && !content.iter().all(is_gemini) {
+                content.retain(|block| !is_gemini(block));
+                removed = true;
+            }
         }
+        removed
+    })
+}
+
+/// `body` with `edit` applied to its top-level object, when its bytes hold `mark` (a cheap
+/// scan first: most bodies are passed through without being parsed) and `edit` says it
+/// changed something; else `body` as it is (also when it is not a JSON object).
+fn edited_if_marked(
+    body: Vec<u8>,
+    mark: &[u8],
+    edit: impl FnOnce(&mut serde_json::Map<String, Value>) -> bool,
+) -> Vec<u8> {
+    if memchr::memmem::find(&body, mark).is_none() {
+        return body;
     }
-    if removed { serde_json::to_vec(&map).unwrap_or(body) } else { body }
+    let Ok(Value::Object(mut map)) = serde_json::from_slice::<Value>(&body) else { return body };
+    if edit(&mut map) { serde_json::to_vec(&map).unwrap_or(body) } else { body }
 }
 
 /// `stream_options` with `include_usage: true`; keeps the client's other options.

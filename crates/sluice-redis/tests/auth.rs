@@ -19,6 +19,25 @@ fn store(store: &str) -> RedisStore {
     RedisStore::new(RedisConfig { topology, prefix: "auth".into(), timeout: Duration::from_secs(2), tls })
 }
 
+/// A fresh directory named after `name`, holding `right` (the password as `content`) and
+/// `wrong` (another).
+fn password_files(name: &str, content: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("sluice-redis-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (right, wrong) = (dir.join("right"), dir.join("wrong"));
+    std::fs::write(&right, content).unwrap();
+    std::fs::write(&wrong, "not-the-password-at-all").unwrap();
+    (dir, right, wrong)
+}
+
+/// What the store said of a wrong password: a store error that shows neither password.
+fn refused_unshown(refused: Result<(), ReserveError>) -> String {
+    let Err(ReserveError::Store(error)) = refused else { panic!("a wrong password was accepted: {refused:?}") };
+    let shown = format!("{error} {error:?}");
+    assert!(!shown.contains("not-the-password") && !shown.contains(PASSWORD), "the password is shown: {shown}");
+    shown
+}
+
 async fn reserve(store: &dyn QuotaStore) -> Result<(), ReserveError> {
     let limits = Limits::unlimited().with_rate(RateLimit::per_minute(Dimension::Requests, 60_000).unwrap());
     let scope = store.register(ScopeKey::new(ScopeKind::Deployment, "d"), limits);
@@ -28,12 +47,8 @@ async fn reserve(store: &dyn QuotaStore) -> Result<(), ReserveError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_file_opens_a_server_that_requires_one_and_a_wrong_one_is_refused_unshown() {
     let server = LocalRedis::start_with_password(PASSWORD).unwrap();
-    let dir = std::env::temp_dir().join(format!("sluice-redis-auth-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (right, wrong) = (dir.join("right"), dir.join("wrong"));
     // A mounted Secret often ends with a newline: the content is trimmed.
-    std::fs::write(&right, format!("{PASSWORD}\n")).unwrap();
-    std::fs::write(&wrong, "not-the-password-at-all").unwrap();
+    let (dir, right, wrong) = password_files("auth", &format!("{PASSWORD}\n"));
     let with = |file: &std::path::Path, user: &str| {
         format!("[store]\nkind = \"redis\"\nurl = \"{}\"\n{user}password_file = \"{}\"\n", server.url(), file.display())
     };
@@ -42,14 +57,11 @@ async fn a_password_file_opens_a_server_that_requires_one_and_a_wrong_one_is_ref
     // `requirepass` is the `default` user's password: naming that user works too.
     reserve(&store(&with(&right, "username = \"default\"\n"))).await.unwrap();
 
-    let refused = reserve(&store(&with(&wrong, ""))).await;
-    let Err(ReserveError::Store(error)) = refused else { panic!("a wrong password was accepted: {refused:?}") };
-    let shown = format!("{error} {error:?}");
+    let shown = refused_unshown(reserve(&store(&with(&wrong, ""))).await);
     assert!(
         shown.to_lowercase().contains("wrongpass") || shown.contains("auth"),
         "not an authentication error: {shown}"
     );
-    assert!(!shown.contains("not-the-password") && !shown.contains(PASSWORD), "the password is shown: {shown}");
 
     // Without any password the server's refusal is what the store reports.
     let none = format!("[store]\nkind = \"redis\"\nurl = \"{}\"\n", server.url());
@@ -61,11 +73,7 @@ async fn a_password_file_opens_a_server_that_requires_one_and_a_wrong_one_is_ref
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_whose_nodes_require_a_password_is_reached_with_the_stores_credentials() {
     let cluster = sluice_redis::local::LocalCluster::start_with_password(3, PASSWORD).unwrap();
-    let dir = std::env::temp_dir().join(format!("sluice-redis-auth-cluster-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (right, wrong) = (dir.join("right"), dir.join("wrong"));
-    std::fs::write(&right, PASSWORD).unwrap();
-    std::fs::write(&wrong, "not-the-password-at-all").unwrap();
+    let (dir, right, wrong) = password_files("auth-cluster", PASSWORD);
     let seeds: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
     let with = |file: &std::path::Path| {
         format!("[store]\nkind = \"redis\"\ncluster = [{}]\npassword_file = \"{}\"\n", seeds.join(", "), file.display())
@@ -77,21 +85,14 @@ async fn a_cluster_whose_nodes_require_a_password_is_reached_with_the_stores_cre
         let scope = admitting.register(ScopeKey::new(ScopeKind::Tenant, tenant), limits.clone());
         let _grant = admitting.reserve(&[scope], Cost::request(1, 1), Duration::from_secs(30)).await.unwrap();
     }
-    let refused = reserve(&store(&with(&wrong))).await;
-    let Err(ReserveError::Store(error)) = refused else { panic!("a wrong password was accepted: {refused:?}") };
-    let shown = format!("{error} {error:?}");
-    assert!(!shown.contains("not-the-password") && !shown.contains(PASSWORD), "the password is shown: {shown}");
+    refused_unshown(reserve(&store(&with(&wrong))).await);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sentinel_group_whose_servers_require_a_password_is_reached_with_the_stores_credentials() {
     let group = sluice_redis::local::LocalSentinel::start_with_password(1, PASSWORD).unwrap();
-    let dir = std::env::temp_dir().join(format!("sluice-redis-auth-sentinel-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (right, wrong) = (dir.join("right"), dir.join("wrong"));
-    std::fs::write(&right, PASSWORD).unwrap();
-    std::fs::write(&wrong, "not-the-password-at-all").unwrap();
+    let (dir, right, wrong) = password_files("auth-sentinel", PASSWORD);
     let nodes: Vec<String> = group.target().nodes.iter().map(|u| format!("\"{u}\"")).collect();
     let with = |file: &std::path::Path| {
         format!(
@@ -103,10 +104,7 @@ async fn a_sentinel_group_whose_servers_require_a_password_is_reached_with_the_s
     };
     // The sentinels name the master; the store's password opens it.
     reserve(&store(&with(&right))).await.unwrap();
-    let refused = reserve(&store(&with(&wrong))).await;
-    let Err(ReserveError::Store(error)) = refused else { panic!("a wrong password was accepted: {refused:?}") };
-    let shown = format!("{error} {error:?}");
-    assert!(!shown.contains("not-the-password") && !shown.contains(PASSWORD), "the password is shown: {shown}");
+    refused_unshown(reserve(&store(&with(&wrong))).await);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
