@@ -230,6 +230,13 @@ pub trait QuotaStore: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    /// Whether other gateway instances admit on the same buckets (a Redis store): their
+    /// queues then race this one's for each bucket's next free instant
+    /// ([`crate::queue::DeploymentQueue::with_stagger`]).
+    fn shared(&self) -> bool {
+        false
+    }
+
     /// Whether a read ([`QuotaStore::snapshot`]) is answered in-process, without waiting on
     /// IO: such a read is cheaper to make when needed than to start early in a task.
     fn reads_in_process(&self) -> bool {

@@ -160,3 +160,27 @@ async fn behind_a_request_limit_a_large_request_is_priced_by_its_place_in_line()
         assert!(handle.await.unwrap().0.is_ok(), "granted in its slot");
     }
 }
+
+/// Two instances' queues wait on one deployment of a shared store: the first instance's
+/// waiter is a first attempt that joined first, the second's a retry. At the bucket's
+/// next free instant the retry is tried first and takes the slot: a staggered queue with
+/// a retry waiting tries at the instant, one without at least half a millisecond after
+/// (unstaggered, the queue whose timer fires first wins, whatever it holds).
+#[tokio::test]
+async fn across_instances_a_retry_is_tried_first_at_the_free_instant() {
+    let (clock, store, deployment, _) = spent_deployment(600);
+    let first_instance = DeploymentQueue::with_stagger(Arc::clone(&store), clock.clone(), true);
+    let second_instance = DeploymentQueue::with_stagger(Arc::clone(&store), clock.clone(), true);
+    let first = join_all(&first_instance, [ask(vec![deployment])]).await.pop().unwrap();
+    let retry = join_all(&second_instance, [Ask { retries: 1, ..ask(vec![deployment]) }]).await.pop().unwrap();
+    for _ in 0..1500 {
+        clock.advance(Duration::from_micros(100));
+        settle().await;
+        if first.is_finished() || retry.is_finished() {
+            break;
+        }
+    }
+    assert!(retry.is_finished() && !first.is_finished(), "the retry took the slot");
+    run_for(&clock, 10).await;
+    assert!(first.await.unwrap().0.is_ok() && retry.await.unwrap().0.is_ok(), "each in its slot");
+}

@@ -223,6 +223,10 @@ impl QuotaStore for Renewing {
         self.shared.inner.reads_in_process()
     }
 
+    fn shared(&self) -> bool {
+        self.shared.inner.shared()
+    }
+
     fn health(&self) -> StoreHealth {
         self.shared.inner.health()
     }

@@ -412,6 +412,10 @@ impl QuotaStore for ResilientStore {
         })
     }
 
+    fn shared(&self) -> bool {
+        true
+    }
+
     fn health(&self) -> StoreHealth {
         StoreHealth { degraded: self.is_degraded(), errors: self.errors() }
     }

@@ -873,6 +873,10 @@ fn snapshot(scope: &Scope, now_us: i64, in_flight: i64, held: bool, tats: &[i64]
 }
 
 impl QuotaStore for RedisStore {
+    fn shared(&self) -> bool {
+        true
+    }
+
     fn register(&self, key: ScopeKey, limits: Limits) -> ScopeId {
         let cluster = self.batches.link().connector.is_cluster();
         let group = if cluster {
