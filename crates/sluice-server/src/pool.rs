@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use sluice_config::Member;
-use sluice_quota::placement::Strategy;
+use sluice_quota::placement::{Room, Strategy};
 use sluice_quota::queue::DeploymentQueue;
 use sluice_quota::{Cost, Nanos, ScopeSnapshot};
 
@@ -114,18 +114,18 @@ impl Pool {
         }
     }
 
-    /// How many requests of cost `costs[i]` member `i` admits now, by the last view less
-    /// what this instance admitted since (infinite before the first read).
+    /// What member `i` can take now for a request of cost `costs[i]`, by the last view
+    /// less what this instance admitted since (infinite headroom before the first read).
     #[must_use]
-    pub fn headroom(&self, costs: &[Cost]) -> Vec<f64> {
+    pub fn room(&self, costs: &[Cost]) -> Vec<Room> {
         let view = self.view.lock().unwrap_or_else(PoisonError::into_inner);
         costs
             .iter()
             .enumerate()
             .map(|(i, cost)| {
-                let Some(scopes) = view.scopes.get(i) else { return f64::INFINITY };
+                let Some(scopes) = view.scopes.get(i) else { return Room { headroom: f64::INFINITY, full_in: 0.0 } };
                 let taken = view.taken.get(i).copied().unwrap_or_default();
-                sluice_quota::placement::headroom_after(scopes, taken, *cost)
+                sluice_quota::placement::room_after(scopes, taken, *cost)
             })
             .collect()
     }

@@ -229,7 +229,7 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
         eligible.push(allowed);
     }
     let costs: Vec<Cost> = quotes.iter().map(|q| q.cost()).collect();
-    let headroom = pool.headroom(&costs);
+    let room = pool.room(&costs);
     let candidates: Vec<Candidate> = pool
         .members
         .iter()
@@ -240,7 +240,8 @@ async fn place(req: &Request<'_>, pool: &Pool, members: &[usize]) -> Result<Plac
             Candidate {
                 tier: member.tier,
                 weight: member.weight,
-                headroom: headroom[i],
+                headroom: room[i].headroom,
+                full_in: room[i].full_in,
                 latency_ms: route.latency.mean_ms(),
                 price,
                 eligible: eligible[i],
