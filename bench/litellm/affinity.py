@@ -15,7 +15,9 @@ Runs, each on a fresh provider state:
   LiteLLM (each strategy)   the same bodies as the named run
 
 Measured per run: for each session, the share of its requests answered by the member it
-used most (the member is read from the answer's `model`, which the provider writes), the
+used most (the member is read from the answer's `model`, which the provider writes; an
+answer naming no member, as LiteLLM's name the group, counts in no session or region
+figure, and those figures print "-" when no answer named one), the
 provider's prompt-cache hit share (hits over lookups of cacheable prompts, from its own
 `/_stats`), requests of the EU tenant answered outside its regions, p50/p99, errors.
 """
@@ -114,12 +116,15 @@ async def drive(urls: list[str], gateway: str, run: str, named: bool, per_minute
     counts = Counter()
     lat: list[float] = []
     eu_outside = 0
+    # Answers whose `model` names no member (LiteLLM writes the group's name): which member
+    # served them cannot be read, so they count in no session or region figure.
+    unread = 0
     conn = aiohttp.TCPConnector(limit=512)
     async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=60)) as http:
         start = time.perf_counter() + 0.05
 
         async def one(intended: float, n: int, session: int) -> None:
-            nonlocal eu_outside
+            nonlocal eu_outside, unread
             eu = session < EU_SESSIONS
             body = {"model": "fast-chat", "max_tokens": 32,
                     "messages": [{"role": "system", "content": prompts[session]},
@@ -140,7 +145,10 @@ async def drive(urls: list[str], gateway: str, run: str, named: bool, per_minute
                 return
             lat.append((time.perf_counter() - intended) * 1000)
             model = str(answer.get("model", "")).split("/")[-1]
-            member = next((d for d, m, _, _ in MEMBERS if model.startswith(m)), model)
+            member = next((d for d, m, _, _ in MEMBERS if model.startswith(m)), None)
+            if member is None:
+                unread += 1
+                return
             served[session].append(member)
             if eu and next((r for d, _, _, r in MEMBERS if d == member), "") not in EU_REGIONS:
                 eu_outside += 1
@@ -159,9 +167,9 @@ async def drive(urls: list[str], gateway: str, run: str, named: bool, per_minute
     shares = [Counter(m).most_common(1)[0][1] / len(m) for m in served.values() if m]
     eu_requests = sum(len(served[s]) for s in range(EU_SESSIONS))
     return {"sent": n, "statuses": dict(counts), "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99),
-            "session_on_one_member_mean": round(sum(shares) / max(1, len(shares)), 4),
-            "sessions_at_least_90pct": round(sum(1 for s in shares if s >= 0.9) / max(1, len(shares)), 4),
-            "eu_requests": eu_requests, "eu_outside_regions": eu_outside,
+            "session_on_one_member_mean": round(sum(shares) / len(shares), 4) if shares else None,
+            "sessions_at_least_90pct": round(sum(1 for s in shares if s >= 0.9) / len(shares), 4) if shares else None,
+            "eu_requests": eu_requests, "eu_outside_regions": eu_outside, "member_unread": unread,
             "per_member": dict(Counter(m for ms in served.values() for m in ms))}
 
 
@@ -232,9 +240,13 @@ def table(rows: list[dict]) -> str:
              "| gateway | a session's requests on its member (mean) | sessions ≥ 90 % on one member | prompt-cache hit share "
              "| EU tenant's requests outside the EU | p50 | p99 | provider 429s | errors |",
              "|---|---|---|---|---|---|---|---|---|"]
+    def share(v, digits: int) -> str:
+        return "-" if v is None else f"{100 * v:.{digits}f} %"
+
     for r in rows:
         errors = sum(v for k, v in r["statuses"].items() if k != "200")
-        lines.append(f"| {r['path']} | {100 * r['session_on_one_member_mean']:.1f} % | {100 * r['sessions_at_least_90pct']:.0f} % "
-                     f"| {100 * r['cache_hit_share']:.1f} % | {r['eu_outside_regions']} of {r['eu_requests']} "
+        eu = f"{r['eu_outside_regions']} of {r['eu_requests']}" if r["eu_requests"] else "-"
+        lines.append(f"| {r['path']} | {share(r['session_on_one_member_mean'], 1)} | {share(r['sessions_at_least_90pct'], 0)} "
+                     f"| {100 * r['cache_hit_share']:.1f} % | {eu} "
                      f"| {r['p50_ms']:.0f} ms | {r['p99_ms']:.0f} ms | {r['provider_429']} | {errors} |")
     return "\n".join(lines)

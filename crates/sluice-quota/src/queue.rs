@@ -306,9 +306,10 @@ impl DeploymentQueue {
     /// retry on the losing instance may wait its whole `max_wait` in vain. Staggered, a
     /// queue where a retried request waits tries at the instant, and any other queue at a
     /// random moment a quarter to one and a quarter [`STAGGER`] after it: ties among first
-    /// attempts fall evenly, and a retry waiting on any instance is tried first. The stagger is kept to two timer
-    /// ticks because lateness can cost capacity: a bucket that is full at the instant (a
-    /// waiting cost needing its whole burst) loses the refill of every millisecond late.
+    /// attempts fall evenly, and a retry waiting on any instance is tried first. The
+    /// stagger is kept to two timer ticks because lateness can cost capacity: a bucket that
+    /// is full at the instant (a waiting cost needing its whole burst) loses the refill of
+    /// every millisecond late.
     ///
     /// [`new`]: DeploymentQueue::new
     pub fn with_stagger(store: Arc<dyn QuotaStore>, clock: Arc<dyn Clock>, staggered: bool) -> Arc<Self> {
