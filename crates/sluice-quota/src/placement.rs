@@ -173,6 +173,11 @@ pub struct Room {
     pub full_in: f64,
 }
 
+impl Room {
+    /// A member nothing limits.
+    pub const UNLIMITED: Self = Self { headroom: f64::INFINITY, full_in: 0.0 };
+}
+
 /// How many requests costing `cost` a member's scopes admit now: the least, over every
 /// rate bucket and in-flight cap of `scopes` (its profile, account and deployment scopes),
 /// of what is left divided by what the request needs there. Infinite when nothing limits
@@ -186,7 +191,7 @@ pub fn headroom(scopes: &[ScopeSnapshot], cost: Cost) -> f64 {
 /// (what this instance admitted since they were read).
 #[must_use]
 pub fn room_after(scopes: &[ScopeSnapshot], taken: Cost, cost: Cost) -> Room {
-    let mut room = Room { headroom: f64::INFINITY, full_in: 0.0 };
+    let mut room = Room::UNLIMITED;
     for scope in scopes {
         if scope.held {
             return Room { headroom: 0.0, full_in: 0.0 };
@@ -200,9 +205,8 @@ pub fn room_after(scopes: &[ScopeSnapshot], taken: Cost, cost: Cost) -> Room {
             let left = rate.remaining.saturating_sub(taken.of(dimension));
             let holds = left as f64 / needed as f64;
             if holds < room.headroom {
-                let per_second = rate.limit as f64 / period.as_secs_f64().max(f64::MIN_POSITIVE);
                 let empty = rate.burst.saturating_sub(left) as f64;
-                room = Room { headroom: holds, full_in: if per_second > 0.0 { empty / per_second } else { 0.0 } };
+                room = Room { headroom: holds, full_in: empty * period.as_secs_f64() / rate.limit.max(1) as f64 };
             }
         }
         if let (in_flight, Some(cap)) = scope.in_flight {

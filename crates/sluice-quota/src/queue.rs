@@ -245,8 +245,6 @@ struct State {
     /// head). Forgotten when the queue empties.
     lane_refusals: HashMap<u32, Rejection>,
     shared_refusal: Option<Rejection>,
-    /// Waiters whose clients say they are retries.
-    retries_waiting: usize,
 }
 
 impl State {
@@ -433,7 +431,6 @@ impl DeploymentQueue {
             }
             waited.eta = Self::eta(&state, &ask, refusal.as_ref());
             *state.per_class.entry(ask.priority).or_default() += 1;
-            state.retries_waiting += usize::from(ask.retries > 0);
             state.next_id += 1;
             let id = WaiterId(state.next_id);
             let deadline = now.after(max_wait);
@@ -498,7 +495,6 @@ impl DeploymentQueue {
         if let Some(n) = state.per_class.get_mut(&pending.ask.priority) {
             *n = n.saturating_sub(1);
         }
-        state.retries_waiting = state.retries_waiting.saturating_sub(usize::from(pending.ask.retries > 0));
         Some(pending)
     }
 
@@ -532,7 +528,7 @@ impl DeploymentQueue {
                         }
                         Ok((id, ask))
                     }
-                    None => Err((state.fair.wake_at(now), state.retries_waiting > 0)),
+                    None => Err((state.fair.wake_at(now), state.fair.holds_retry())),
                 }
             };
             match next {

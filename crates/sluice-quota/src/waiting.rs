@@ -265,6 +265,12 @@ impl FairQueue {
         deadlines.chain(blocks).min()
     }
 
+    /// Whether a waiter whose client says it is a retry is in the line.
+    #[must_use]
+    pub fn holds_retry(&self) -> bool {
+        self.classes.values().flat_map(|t| t.values().flatten()).any(|w| w.retries > 0)
+    }
+
     /// What waits ahead of a new request of `priority` (same or higher classes) from
     /// `lane`, retried `retries` times: all of it but its lane's waiters of its class retried
     /// fewer times, which it goes before ([`FairQueue::push`]).

@@ -123,7 +123,7 @@ impl Pool {
             .iter()
             .enumerate()
             .map(|(i, cost)| {
-                let Some(scopes) = view.scopes.get(i) else { return Room { headroom: f64::INFINITY, full_in: 0.0 } };
+                let Some(scopes) = view.scopes.get(i) else { return Room::UNLIMITED };
                 let taken = view.taken.get(i).copied().unwrap_or_default();
                 sluice_quota::placement::room_after(scopes, taken, *cost)
             })
